@@ -1,0 +1,37 @@
+# The two commands: `make demo` and `make test`. Both create .venv and install what is missing.
+SHELL := /bin/bash
+VENV ?= .venv
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+
+.PHONY: install demo test ui lint format clean-data
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# torch first and pinned: an unpinned resolve pulls a multi-GB CUDA build
+	$(BIN)/python -m pip install --quiet "torch==2.13.0"
+	$(BIN)/python -m pip install --quiet -e ".[dev,tables]"
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/lumina demo
+
+test: install
+	$(BIN)/python -m pytest -q
+
+ui: install
+	$(BIN)/dagster dev -h 127.0.0.1 -p $${LUMINA_UI_PORT:-3000} -w workspace.yaml
+
+lint: install
+	$(BIN)/ruff format --check . && $(BIN)/ruff check .
+
+format: install
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+clean-data:
+	rm -rf data/tables data/lancedb data/pdfs data/cache data/benchmark data/reports

@@ -1,0 +1,1 @@
+"""`lumina` subcommands, one module per stage."""

@@ -1,0 +1,31 @@
+"""The only place the Definitions object is built. Importing this module loads no model and opens no socket."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from lumina_assets import benchmark, corpus, index, parse
+from sensors import automation
+
+_STAGES = (corpus, parse, index, benchmark)
+
+
+def build_definitions() -> dg.Definitions:
+    assets: list = []
+    checks: list = []
+    resources: dict = {}
+    for stage in _STAGES:
+        assets += stage.ASSETS
+        checks += stage.CHECKS
+        resources.update(stage.build_resources())
+    return dg.Definitions(
+        assets=assets,
+        asset_checks=checks,
+        resources=resources,
+        jobs=automation.JOBS,
+        schedules=automation.SCHEDULES,
+        sensors=automation.SENSORS,
+    )
+
+
+defs = build_definitions()

@@ -1,0 +1,81 @@
+"""Deterministic identifiers: the same paper or passage always gets the same id, so re-runs upsert."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+_DOI_PREFIXES = ("https://doi.org/", "http://doi.org/", "https://dx.doi.org/", "http://dx.doi.org/", "doi:")
+_ARXIV_NEW = re.compile(r"(\d{4}\.\d{4,5})(v\d+)?$")
+_ARXIV_OLD = re.compile(r"([a-z\-]+(?:\.[A-Z]{2})?/\d{7})(v\d+)?$", re.IGNORECASE)
+_OPENALEX = re.compile(r"(W\d+)$", re.IGNORECASE)
+
+
+def normalize_doi(value: str | None) -> str | None:
+    """Lower-case bare DOI (`10.x/y`) from a URL or prefixed form; None when it is not a DOI."""
+    if not value:
+        return None
+    text = value.strip()
+    lowered = text.lower()
+    for prefix in _DOI_PREFIXES:
+        if lowered.startswith(prefix):
+            text = text[len(prefix) :]
+            break
+    text = text.strip().lower()
+    return text if text.startswith("10.") and "/" in text else None
+
+
+def normalize_arxiv_id(value: str | None) -> str | None:
+    """Bare arXiv id without version (`2304.02623`, `hep-th/9901001`) from an id, abs/pdf URL or `arXiv:` form."""
+    if not value:
+        return None
+    text = value.strip()
+    text = re.sub(r"^(arxiv:)", "", text, flags=re.IGNORECASE)
+    text = re.sub(r"^https?://(export\.)?arxiv\.org/(abs|pdf)/", "", text)
+    text = re.sub(r"\.pdf$", "", text)
+    for pattern in (_ARXIV_NEW, _ARXIV_OLD):
+        match = pattern.search(text)
+        if match:
+            return match.group(1)
+    return None
+
+
+def normalize_openalex_id(value: str | None) -> str | None:
+    """`W123` from `https://openalex.org/W123` or `W123`."""
+    if not value:
+        return None
+    match = _OPENALEX.search(value.strip())
+    return match.group(1).upper() if match else None
+
+
+def short_hash(*parts: str, length: int = 16) -> str:
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+    return digest[:length]
+
+
+def paper_id_for(
+    *,
+    doi: str | None = None,
+    arxiv_id: str | None = None,
+    openalex_id: str | None = None,
+    corpus: str | None = None,
+    corpus_doc_id: str | None = None,
+    file_sha256: str | None = None,
+) -> str:
+    """Paper id from the strongest identifier available: DOI, arXiv id, OpenAlex id, corpus doc id, file hash."""
+    if (norm := normalize_doi(doi)) is not None:
+        return f"doi:{norm}"
+    if (norm := normalize_arxiv_id(arxiv_id)) is not None:
+        return f"arxiv:{norm}"
+    if (norm := normalize_openalex_id(openalex_id)) is not None:
+        return f"openalex:{norm}"
+    if corpus and corpus_doc_id:
+        return f"{corpus}:{corpus_doc_id}"
+    if file_sha256:
+        return f"pdf:{file_sha256[:16]}"
+    raise ValueError("a paper needs a DOI, arXiv id, OpenAlex id, corpus doc id or file hash for its id")
+
+
+def passage_id_for(paper_id: str, section_number: str, index: int) -> str:
+    """Passage id from its paper, section number and position within the section."""
+    return f"{paper_id}#{section_number or '0'}:{index}"

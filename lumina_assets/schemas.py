@@ -1,0 +1,202 @@
+"""The records that flow between stages, as dataclasses plus the Arrow schemas of the tables they land in."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+# ---------------------------------------------------------------- papers
+
+
+@dataclass
+class Paper:
+    """One work, normalized across sources (the PapeRet record plus provenance)."""
+
+    paper_id: str
+    title: str
+    doi: str | None = None
+    openalex_id: str | None = None
+    arxiv_id: str | None = None
+    authors: list[str] = field(default_factory=list)
+    year: int | None = None
+    publication_date: str | None = None
+    venue: str | None = None
+    keywords: list[str] = field(default_factory=list)
+    abstract: str | None = None
+    citation_count: int | None = None
+    pdf_urls: list[str] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)  # paper ids of cited works (normalized)
+    language: str | None = None
+    source: str = ""  # openalex | arxiv | local_pdf | beir
+    source_id: str | None = None  # id in the source (BEIR _id, OpenAlex W id, file name ...)
+    local_path: str | None = None  # PDF already on disk (local corpus / inbox)
+    crawl_depth: int = 0
+
+    def to_row(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+PAPER_FIELDS = [
+    pa.field("paper_id", pa.string(), nullable=False),
+    pa.field("title", pa.string()),
+    pa.field("doi", pa.string()),
+    pa.field("openalex_id", pa.string()),
+    pa.field("arxiv_id", pa.string()),
+    pa.field("authors", pa.list_(pa.string())),
+    pa.field("year", pa.int32()),
+    pa.field("publication_date", pa.string()),
+    pa.field("venue", pa.string()),
+    pa.field("keywords", pa.list_(pa.string())),
+    pa.field("abstract", pa.string()),
+    pa.field("citation_count", pa.int64()),
+    pa.field("pdf_urls", pa.list_(pa.string())),
+    pa.field("references", pa.list_(pa.string())),
+    pa.field("language", pa.string()),
+    pa.field("source", pa.string()),
+    pa.field("source_id", pa.string()),
+    pa.field("local_path", pa.string()),
+    pa.field("crawl_depth", pa.int32()),
+]
+# Columns the `papers` table adds to the record: when it was first seen, its ingest batch, a content hash.
+PAPERS_TABLE_SCHEMA = pa.schema(
+    PAPER_FIELDS
+    + [
+        pa.field("first_seen", pa.string()),
+        pa.field("ingest_batch", pa.string()),
+        pa.field("content_hash", pa.string()),
+    ]
+)
+REJECTED_SCHEMA = pa.schema(
+    [
+        pa.field("paper_id", pa.string()),
+        pa.field("title", pa.string()),
+        pa.field("source", pa.string()),
+        pa.field("reason", pa.string()),
+        pa.field("duplicate_of", pa.string()),
+    ]
+)
+
+# ---------------------------------------------------------------- parsed documents
+
+
+@dataclass
+class Section:
+    number: str  # "1", "2.3"; "0" for text before the first heading; "abstract" for the abstract
+    title: str
+    text: str
+    page_start: int | None = None
+    page_end: int | None = None
+
+
+@dataclass
+class Reference:
+    ref_id: str  # the parser's bibliography id ("b12"), stable within a paper
+    text: str
+    title: str | None = None
+    doi: str | None = None
+    year: int | None = None
+    authors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CitationLink:
+    """An in-text citation: where it occurs and which bibliography entry it resolves to."""
+
+    section_number: str
+    ref_id: str | None
+    marker: str
+
+
+@dataclass
+class Element:
+    """A figure, table or display formula, searchable on its own."""
+
+    kind: str  # figure | table | formula
+    label: str | None
+    caption: str
+    content: str = ""
+    page: int | None = None
+    section_number: str | None = None
+
+
+@dataclass
+class ParsedPaper:
+    paper_id: str
+    parser: str
+    title: str = ""
+    abstract: str = ""
+    sections: list[Section] = field(default_factory=list)
+    references: list[Reference] = field(default_factory=list)
+    citations: list[CitationLink] = field(default_factory=list)
+    elements: list[Element] = field(default_factory=list)
+    page_count: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> ParsedPaper:
+        raw = json.loads(text)
+        return cls(
+            paper_id=raw["paper_id"],
+            parser=raw["parser"],
+            title=raw.get("title", ""),
+            abstract=raw.get("abstract", ""),
+            sections=[Section(**s) for s in raw.get("sections", [])],
+            references=[Reference(**r) for r in raw.get("references", [])],
+            citations=[CitationLink(**c) for c in raw.get("citations", [])],
+            elements=[Element(**e) for e in raw.get("elements", [])],
+            page_count=raw.get("page_count"),
+        )
+
+
+# ---------------------------------------------------------------- passages
+
+
+@dataclass
+class Passage:
+    """The unit of retrieval: the benchmark's "context" chunk."""
+
+    passage_id: str
+    paper_id: str
+    kind: str  # text | abstract | figure | table | formula
+    section_number: str
+    section_title: str
+    text: str
+    page_start: int | None
+    page_end: int | None
+    token_count: int
+    stop_reason: str  # section | token_limit
+    prev_id: str | None = None
+    next_id: str | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+PASSAGE_SCHEMA = pa.schema(
+    [
+        pa.field("passage_id", pa.string(), nullable=False),
+        pa.field("paper_id", pa.string(), nullable=False),
+        pa.field("kind", pa.string()),
+        pa.field("section_number", pa.string()),
+        pa.field("section_title", pa.string()),
+        pa.field("text", pa.string()),
+        pa.field("page_start", pa.int32()),
+        pa.field("page_end", pa.int32()),
+        pa.field("token_count", pa.int32()),
+        pa.field("stop_reason", pa.string()),
+        pa.field("prev_id", pa.string()),
+        pa.field("next_id", pa.string()),
+    ]
+)
+
+
+def rows_to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Arrow table with exactly `schema`'s columns (missing keys become nulls)."""
+    columns = {name: [row.get(name) for row in rows] for name in schema.names}
+    return pa.table(columns, schema=schema)
