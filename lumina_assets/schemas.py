@@ -200,3 +200,22 @@ def rows_to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     """Arrow table with exactly `schema`'s columns (missing keys become nulls)."""
     columns = {name: [row.get(name) for row in rows] for name in schema.names}
     return pa.table(columns, schema=schema)
+
+
+# ---------------------------------------------------------------- search results
+
+
+@dataclass
+class Context:
+    """One search result as the benchmark judges it: a paper and the pinpointed passages that answer."""
+
+    title: str
+    chunks: list[str]
+    doi: str | None = None
+    url: str | None = None
+    paper_id: str | None = None
+    score: float = 0.0
+    passage_ids: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

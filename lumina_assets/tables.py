@@ -1,0 +1,83 @@
+"""Parquet tables under data/tables: whole tables for corpus-level assets, one file per partition otherwise.
+Writes go to a temp file then rename, so a killed run never leaves a half-written table."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lumina_assets import settings
+
+
+def table_path(name: str) -> Path:
+    return settings.tables_dir() / f"{name}.parquet"
+
+
+def partition_path(name: str, partition: str) -> Path:
+    return settings.tables_dir() / name / f"{partition}.parquet"
+
+
+def _atomic_write(table: pa.Table, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".parquet.tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+    return path
+
+
+def write_table(name: str, table: pa.Table | pl.DataFrame) -> Path:
+    arrow = table.to_arrow() if isinstance(table, pl.DataFrame) else table
+    return _atomic_write(arrow, table_path(name))
+
+
+def write_partition(name: str, partition: str, table: pa.Table | pl.DataFrame) -> Path:
+    arrow = table.to_arrow() if isinstance(table, pl.DataFrame) else table
+    return _atomic_write(arrow, partition_path(name, partition))
+
+
+def read_table(name: str) -> pl.DataFrame | None:
+    """The whole table, or None when its asset has not been materialized yet."""
+    path = table_path(name)
+    return pl.read_parquet(path) if path.exists() else None
+
+
+def read_partition(name: str, partition: str) -> pl.DataFrame | None:
+    path = partition_path(name, partition)
+    return pl.read_parquet(path) if path.exists() else None
+
+
+def read_all_partitions(name: str) -> pl.DataFrame | None:
+    """Every partition file of a partitioned table concatenated, or None when there is none."""
+    folder = settings.tables_dir() / name
+    files = sorted(folder.glob("*.parquet")) if folder.exists() else []
+    if not files:
+        return None
+    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+
+
+def content_hash(frame: pl.DataFrame, columns: list[str] | None = None) -> str:
+    """Stable hash of a table's content, used as a Dagster data_version."""
+    selected = frame.select(columns) if columns else frame
+    if selected.height == 0:
+        return "empty"
+    row_hashes = selected.hash_rows(seed=0, seed_1=1, seed_2=2, seed_3=3).sort()
+    return hashlib.sha256(row_hashes.to_numpy().tobytes()).hexdigest()[:24]
+
+
+def markdown_sample(frame: pl.DataFrame, columns: list[str], rows: int = 5, width: int = 60) -> str:
+    """A few rows as a markdown table for asset metadata (cells shortened to `width`)."""
+    present = [c for c in columns if c in frame.columns]
+    if not present or frame.height == 0:
+        return "_empty_"
+    lines = ["| " + " | ".join(present) + " |", "|" + "---|" * len(present)]
+    for row in frame.select(present).head(rows).iter_rows():
+        cells = []
+        for value in row:
+            text = "" if value is None else str(value).replace("|", "/").replace("\n", " ")
+            cells.append(text if len(text) <= width else text[: width - 1] + "…")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
