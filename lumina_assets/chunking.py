@@ -162,7 +162,9 @@ def passages_for_paper(
         for section in parsed.sections:
             passages += _section_passages(paper_id, section, "text", count, max_tokens)
         for index, element in enumerate(parsed.elements):
-            passages += _section_passages(paper_id, _element_section(element, index), element.kind, count, max_tokens)
+            passages += _section_passages(
+                paper_id, _element_section(element, index), element.kind, count, max_tokens
+            )
     return link_neighbours(passages)
 
 

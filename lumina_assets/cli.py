@@ -16,7 +16,9 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lumina", description="Lumina: passage-level academic search and its benchmark")
+    parser = argparse.ArgumentParser(
+        prog="lumina", description="Lumina: passage-level academic search and its benchmark"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     bench = commands.add_parser("bench", help="speed and quality benchmarks that print figures")
     bench_commands = bench.add_subparsers(dest="bench_command", required=True)

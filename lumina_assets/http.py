@@ -53,6 +53,7 @@ class CachedResponse:
     content: bytes
     url: str
     from_cache: bool = False
+    cache_key: str | None = None
 
     @property
     def text(self) -> str:
@@ -85,6 +86,9 @@ class DiskCache:
         except (OSError, json.JSONDecodeError):
             log.warning("ignoring unreadable cache entry %s", path)
             return None
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
 
     def put(self, key: str, value: Any) -> None:
         path = self._path(key)
@@ -182,7 +186,9 @@ class HttpClient:
         self.clock = clock
         self.stats = HttpStats()
         merged = {"User-Agent": user_agent, **(headers or {})}
-        self._client = httpx.Client(timeout=timeout, headers=merged, transport=transport, follow_redirects=True)
+        self._client = httpx.Client(
+            timeout=timeout, headers=merged, transport=transport, follow_redirects=True
+        )
 
     def close(self) -> None:
         self._client.close()
@@ -199,7 +205,9 @@ class HttpClient:
         return f"{self.base_url}/{url.lstrip('/')}"
 
     def _cache_key(self, method: str, url: str, params: Mapping[str, Any] | None, body: Any) -> str:
-        visible = sorted((k, str(v)) for k, v in (params or {}).items() if v is not None and k.lower() not in SECRET_NAMES)
+        visible = sorted(
+            (k, str(v)) for k, v in (params or {}).items() if v is not None and k.lower() not in SECRET_NAMES
+        )
         return DiskCache.key_for(method.upper(), url, visible, body)
 
     def _backoff(self, attempt: int) -> float:
@@ -235,6 +243,7 @@ class HttpClient:
                     content=hit["body"].encode("utf-8"),
                     url=shown,
                     from_cache=True,
+                    cache_key=key,
                 )
         host = urlsplit(full_url).netloc
         last_problem = "no attempt made"
@@ -252,7 +261,9 @@ class HttpClient:
                 status = response.status_code
                 self.stats.by_status[status] = self.stats.by_status.get(status, 0) + 1
                 if 200 <= status < 300 or status in allowed:
-                    result = CachedResponse(status, dict(response.headers), response.content, shown)
+                    result = CachedResponse(
+                        status, dict(response.headers), response.content, shown, cache_key=key
+                    )
                     if key is not None and 200 <= status < 300:
                         self._store(key, result)
                     return result
@@ -261,10 +272,14 @@ class HttpClient:
                     raise HttpError(f"HTTP {status} from {shown}", url=shown, status=status)
                 last_problem = f"HTTP {status}"
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
-                wait = min(self.backoff_max, retry_after) if retry_after is not None else self._backoff(attempt)
+                wait = (
+                    min(self.backoff_max, retry_after) if retry_after is not None else self._backoff(attempt)
+                )
             if attempt < self.max_retries:
                 self.stats.retries += 1
-                log.info("retrying %s after %s (attempt %d, waiting %.1fs)", shown, last_problem, attempt + 1, wait)
+                log.info(
+                    "retrying %s after %s (attempt %d, waiting %.1fs)", shown, last_problem, attempt + 1, wait
+                )
                 self.sleep(wait)
         self.stats.failures += 1
         status = int(last_problem.split()[1]) if last_problem.startswith("HTTP ") else None
@@ -277,22 +292,27 @@ class HttpClient:
             body = response.content.decode("utf-8")
         except UnicodeDecodeError:
             return  # binary bodies (PDFs) live in the content-addressed PDF store, not here
-        keep = {k: v for k, v in response.headers.items() if k.lower() in {"content-type", "etag", "last-modified"}}
+        keep = {
+            k: v
+            for k, v in response.headers.items()
+            if k.lower() in {"content-type", "etag", "last-modified"}
+        }
         self.cache.put(key, {"status": response.status_code, "headers": keep, "body": body})
 
     def get(self, url: str, **kwargs: Any) -> CachedResponse:
         return self.request("GET", url, **kwargs)
 
-    def get_json(self, url: str, **kwargs: Any) -> Any:
-        response = self.request("GET", url, **kwargs)
+    def _decode_json(self, response: CachedResponse) -> Any:
+        """JSON body, or HttpError naming the URL; a malformed body is evicted so a retry fetches it afresh."""
         try:
             return response.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            if self.cache is not None and response.cache_key:
+                self.cache.delete(response.cache_key)
             raise HttpError(f"malformed JSON from {response.url}: {exc}", url=response.url) from exc
 
+    def get_json(self, url: str, **kwargs: Any) -> Any:
+        return self._decode_json(self.request("GET", url, **kwargs))
+
     def post_json(self, url: str, body: Any, **kwargs: Any) -> Any:
-        response = self.request("POST", url, json_body=body, **kwargs)
-        try:
-            return response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise HttpError(f"malformed JSON from {response.url}: {exc}", url=response.url) from exc
+        return self._decode_json(self.request("POST", url, json_body=body, **kwargs))

@@ -64,6 +64,8 @@ def paper_id_for(
 ) -> str:
     """Paper id from the strongest identifier available: DOI, arXiv id, OpenAlex id, corpus doc id, file hash."""
     if (norm := normalize_doi(doi)) is not None:
+        if norm.startswith("10.48550/arxiv."):  # arXiv's DataCite DOI: the same paper as its arXiv id
+            return f"arxiv:{normalize_arxiv_id(norm.split('arxiv.', 1)[1])}"
         return f"doi:{norm}"
     if (norm := normalize_arxiv_id(arxiv_id)) is not None:
         return f"arxiv:{norm}"

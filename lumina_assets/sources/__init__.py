@@ -1,0 +1,1 @@
+"""Paper sources: OpenAlex, arXiv, local folders and BEIR corpora, normalized into `Paper` records."""

@@ -1,0 +1,17 @@
+"""arXiv API resource: one request every 3 seconds, as arXiv asks."""
+
+from __future__ import annotations
+
+import httpx
+
+from lumina_assets.sources.arxiv import DEFAULT_BASE_URL, MIN_INTERVAL_SECONDS, ArxivClient
+from resources.http import HttpApiResource
+
+
+class ArxivResource(HttpApiResource):
+    base_url: str = DEFAULT_BASE_URL
+    min_interval_s: float = MIN_INTERVAL_SECONDS
+    cache_namespace: str = "arxiv"
+
+    def client(self, transport: httpx.BaseTransport | None = None) -> ArxivClient:
+        return ArxivClient(self.http_client(transport))

@@ -1,0 +1,39 @@
+"""Base for every resource that talks to an external HTTP API: the knobs users need (base URL, timeout,
+retries, rate limit, response cache), built on the one shared HttpClient."""
+
+from __future__ import annotations
+
+import dagster as dg
+import httpx
+from pydantic import Field
+
+from lumina_assets import settings
+from lumina_assets.http import HttpClient
+
+
+class HttpApiResource(dg.ConfigurableResource):
+    """Subclasses set their own defaults; `api_key` fields on subclasses must come from dg.EnvVar."""
+
+    base_url: str
+    timeout_s: float = 30.0
+    max_retries: int = 4
+    backoff_base_s: float = 1.0
+    min_interval_s: float = Field(default=0.0, description="minimum seconds between requests to this host")
+    cache_responses: bool = Field(default=True, description="keep responses on disk so reruns repeat no call")
+    cache_namespace: str = "http"
+
+    def default_headers(self) -> dict[str, str]:
+        return {}
+
+    def http_client(self, transport: httpx.BaseTransport | None = None) -> HttpClient:
+        """A configured client; tests pass a transport that serves recorded responses."""
+        return HttpClient(
+            base_url=self.base_url,
+            headers=self.default_headers(),
+            timeout=self.timeout_s,
+            max_retries=self.max_retries,
+            backoff_base=self.backoff_base_s,
+            min_interval=self.min_interval_s,
+            cache_dir=(settings.cache_dir() / self.cache_namespace) if self.cache_responses else None,
+            transport=transport,
+        )
