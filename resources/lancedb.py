@@ -1,0 +1,59 @@
+"""LanceDB connection: a local folder by default (settings.lancedb_uri()), or object storage (`s3://bucket/path`)."""
+
+from __future__ import annotations
+
+import dagster as dg
+from pydantic import Field
+
+
+def connect_lancedb(uri: str | None = None, storage_options: dict[str, str] | None = None):
+    """A LanceDB connection; `storage_options` (endpoint, region, keys) only matter for object-storage URIs."""
+    import lancedb
+
+    from lumina_assets import settings
+
+    target = uri or settings.lancedb_uri()
+    if "://" not in target:
+        from pathlib import Path
+
+        Path(target).mkdir(parents=True, exist_ok=True)
+    return lancedb.connect(target, storage_options=storage_options or None)
+
+
+class LanceDBResource(dg.ConfigurableResource):
+    """Where the passage and paper indexes live.
+
+    For S3-compatible storage set `uri="s3://bucket/prefix"`; credentials come from the secret fields (set them
+    with `dg.EnvVar("AWS_ACCESS_KEY_ID")` ...), other options (e.g. `{"virtual_hosted_style_request": "false"}`)
+    through `storage_options`. Secrets are never logged or put in metadata.
+    """
+
+    uri: str = ""  # empty: settings.lancedb_uri() (LUMINA_LANCEDB_URI or data/lancedb)
+    storage_options: dict[str, str] = Field(default_factory=dict)
+    s3_endpoint: str = ""  # e.g. http://127.0.0.1:9000 for MinIO / moto
+    s3_region: str = ""
+    aws_access_key_id: str = ""
+    aws_secret_access_key: str = ""
+    allow_http: bool = False
+
+    def resolved_storage_options(self) -> dict[str, str]:
+        options = dict(self.storage_options)
+        for key, value in (
+            ("aws_endpoint", self.s3_endpoint),
+            ("aws_region", self.s3_region),
+            ("aws_access_key_id", self.aws_access_key_id),
+            ("aws_secret_access_key", self.aws_secret_access_key),
+        ):
+            if value:
+                options[key] = value
+        if self.allow_http:
+            options["allow_http"] = "true"
+        return options
+
+    def resolved_uri(self) -> str:
+        from lumina_assets import settings
+
+        return self.uri or settings.lancedb_uri()
+
+    def connect(self):
+        return connect_lancedb(self.resolved_uri(), self.resolved_storage_options())
