@@ -264,7 +264,7 @@ class HttpClient:
                     result = CachedResponse(
                         status, dict(response.headers), response.content, shown, cache_key=key
                     )
-                    if key is not None and 200 <= status < 300:
+                    if key is not None:  # a 404 the caller treats as an answer is cached too
                         self._store(key, result)
                     return result
                 if status not in RETRY_STATUSES:
@@ -302,7 +302,7 @@ class HttpClient:
     def get(self, url: str, **kwargs: Any) -> CachedResponse:
         return self.request("GET", url, **kwargs)
 
-    def _decode_json(self, response: CachedResponse) -> Any:
+    def decode_json(self, response: CachedResponse) -> Any:
         """JSON body, or HttpError naming the URL; a malformed body is evicted so a retry fetches it afresh."""
         try:
             return response.json()
@@ -312,7 +312,7 @@ class HttpClient:
             raise HttpError(f"malformed JSON from {response.url}: {exc}", url=response.url) from exc
 
     def get_json(self, url: str, **kwargs: Any) -> Any:
-        return self._decode_json(self.request("GET", url, **kwargs))
+        return self.decode_json(self.request("GET", url, **kwargs))
 
     def post_json(self, url: str, body: Any, **kwargs: Any) -> Any:
-        return self._decode_json(self.request("POST", url, json_body=body, **kwargs))
+        return self.decode_json(self.request("POST", url, json_body=body, **kwargs))

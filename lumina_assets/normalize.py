@@ -75,6 +75,14 @@ def merge(primary: Paper, other: Paper) -> Paper:
     return merged
 
 
+def same_title(a: str, b: str) -> bool:
+    """Near-identical normalized titles, or one long title contained in the other ("ChemCrow: <title>")."""
+    if fuzz.ratio(a, b) >= FUZZY_TITLE_THRESHOLD:
+        return True
+    shorter = min(len(a.split()), len(b.split()))
+    return shorter >= 5 and fuzz.token_set_ratio(a, b) >= 97
+
+
 class _UnionFind:
     def __init__(self, size: int):
         self.parent = list(range(size))
@@ -123,7 +131,7 @@ def _group_duplicates(papers: list[Paper]) -> tuple[_UnionFind, dict[int, str]]:
             for b in range(a + 1, len(members)):
                 if groups.find(members[a]) == groups.find(members[b]) or not titles[a] or not titles[b]:
                     continue
-                if fuzz.ratio(titles[a], titles[b]) >= FUZZY_TITLE_THRESHOLD:
+                if same_title(titles[a], titles[b]):
                     why.setdefault(members[b], "duplicate_title_author")
                     groups.union(members[a], members[b])
     return groups, why
@@ -167,16 +175,10 @@ def detect_language(text: str) -> str | None:
     """ISO 639-1 code from title + abstract (py3langid); None when the text is too short to tell."""
     if len(text.strip()) < 40:
         return None
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+    import py3langid
 
-    global _IDENTIFIER
-    if _IDENTIFIER is None:
-        _IDENTIFIER = LanguageIdentifier.from_pickled_model(MODEL_FILE, norm_probs=True)
-    language, _ = _IDENTIFIER.classify(text)
+    language, _ = py3langid.classify(text)
     return language
-
-
-_IDENTIFIER = None
 
 
 def filter_papers(

@@ -120,14 +120,17 @@ class OpenAlexClient:
         return body
 
     def work(self, identifier: str) -> dict[str, Any] | None:
-        """A work by DOI, OpenAlex id or arXiv id; None when OpenAlex does not know it (404)."""
+        """A work by DOI, OpenAlex id or arXiv id; None when OpenAlex does not know it (404, cached too)."""
         key = self.lookup_key(identifier)
-        try:
-            return self._get(f"/works/{key}", {"select": SELECT_FIELDS})
-        except HttpError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        response = self.http.get(
+            f"/works/{key}", params={"select": SELECT_FIELDS, **self._auth}, ok_statuses=(404,)
+        )
+        if response.status_code == 404:
+            return None
+        body = self.http.decode_json(response)
+        if not isinstance(body, dict):
+            raise OpenAlexError(f"unexpected OpenAlex body for work {identifier}: {type(body).__name__}")
+        return body
 
     @staticmethod
     def lookup_key(identifier: str) -> str:

@@ -1,0 +1,31 @@
+"""Where the corpus comes from: the seeds file for the live crawl, or a local folder / BEIR directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from lumina_assets import settings
+
+
+class CorpusResource(dg.ConfigurableResource):
+    corpus_path: str = Field(
+        default="", description="folder of PDFs or BEIR directory; empty means the LUMINA_CORPUS variable"
+    )
+    seeds_path: str = Field(
+        default="", description="seeds YAML; empty means data/seeds.yaml (or LUMINA_SEEDS)"
+    )
+    crawl_with_local_corpus: bool = Field(
+        default=False, description="also crawl OpenAlex/arXiv when a local corpus is configured"
+    )
+
+    def local_corpus(self) -> Path | None:
+        return Path(self.corpus_path).expanduser().resolve() if self.corpus_path else settings.corpus_path()
+
+    def seeds_file(self) -> Path:
+        return Path(self.seeds_path) if self.seeds_path else settings.seeds_file()
+
+    def live_crawl_enabled(self) -> bool:
+        return self.local_corpus() is None or self.crawl_with_local_corpus
