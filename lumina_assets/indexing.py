@@ -1,0 +1,539 @@
+"""Build and update the LanceDB tables the search engine reads: `passages` (one vector per passage) and `papers`
+(title vector, abstract vector, title + abstract text).
+
+Incremental by construction: rows are keyed by deterministic ids and written with `merge_insert`; a passage is
+embedded again only when the text it is embedded from changed (a hash column records it); metadata-only changes
+reuse the stored vector. Full-text indexes are created once and brought up to date with `optimize()`; an ANN index
+is created once a table is large enough for brute force to stop being the fast option.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+PASSAGES_TABLE = "passages"
+PAPERS_TABLE = "papers"
+INDEX_FORMAT_VERSION = "1"
+
+
+@dataclass
+class IndexConfig:
+    """How passages are turned into index rows. Changing a field that alters embedded text re-embeds."""
+
+    embed_title: bool = (
+        True  # embed "title. passage" so a passage carries its paper's topic (contextual chunk)
+    )
+    ann_min_rows: int = 100_000  # below this a flat scan of 384-d vectors is faster than an ANN index
+    write_batch_rows: int = 4096  # rows embedded and written per merge_insert
+    prune: bool = True  # delete rows whose passage / paper no longer exists upstream
+
+    def fingerprint(self) -> str:
+        return _sha(f"{INDEX_FORMAT_VERSION}|{int(self.embed_title)}")
+
+
+@dataclass
+class IndexStats:
+    passages_total: int = 0
+    passages_embedded: int = 0
+    passages_metadata_updated: int = 0
+    passages_deleted: int = 0
+    papers_total: int = 0
+    papers_embedded: int = 0
+    papers_deleted: int = 0
+    embed_seconds: float = 0.0
+    write_seconds: float = 0.0
+    total_seconds: float = 0.0
+    ann_index: bool = False
+    dimension: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+
+
+def paper_url(
+    doi: str | None, arxiv_id: str | None, openalex_id: str | None, pdf_urls: list[str] | None
+) -> str | None:
+    if doi:
+        return f"https://doi.org/{doi}"
+    if arxiv_id:
+        return f"https://arxiv.org/abs/{arxiv_id}"
+    if openalex_id:
+        return f"https://openalex.org/{openalex_id}"
+    if pdf_urls:
+        return pdf_urls[0]
+    return None
+
+
+def passage_embed_text(title: str | None, text: str, *, embed_title: bool) -> str:
+    title = (title or "").strip()
+    if embed_title and title and not text.startswith(title):
+        return f"{title}. {text}"
+    return text
+
+
+# ---------------------------------------------------------------- rows
+
+
+def paper_rows(papers: pl.DataFrame) -> pl.DataFrame:
+    """The per-paper metadata the search engine shows and filters on."""
+    rows = []
+    for row in papers.iter_rows(named=True):
+        rows.append(
+            {
+                "paper_id": row["paper_id"],
+                "title": row.get("title") or "",
+                "abstract": row.get("abstract") or "",
+                "doi": row.get("doi"),
+                "url": paper_url(
+                    row.get("doi"), row.get("arxiv_id"), row.get("openalex_id"), row.get("pdf_urls")
+                ),
+                "year": row.get("year"),
+                "authors": list(row.get("authors") or []),
+                "venue": row.get("venue"),
+            }
+        )
+    schema = {
+        "paper_id": pl.String,
+        "title": pl.String,
+        "abstract": pl.String,
+        "doi": pl.String,
+        "url": pl.String,
+        "year": pl.Int32,
+        "authors": pl.List(pl.String),
+        "venue": pl.String,
+    }
+    return pl.DataFrame(rows, schema=schema).unique("paper_id", keep="last", maintain_order=True)
+
+
+def passage_rows(passages: pl.DataFrame, papers: pl.DataFrame, config: IndexConfig) -> pl.DataFrame:
+    """Passages joined with their paper's metadata, plus the text that gets embedded and its hash."""
+    meta = paper_rows(papers).select("paper_id", "title", "doi", "url", "year", "authors")
+    frame = passages.unique("passage_id", keep="last", maintain_order=True).join(
+        meta, on="paper_id", how="left"
+    )
+    frame = frame.with_columns(pl.col("title").fill_null(""), pl.col("text").fill_null(""))
+    embed_texts = [
+        passage_embed_text(title, text, embed_title=config.embed_title)
+        for title, text in zip(frame["title"].to_list(), frame["text"].to_list(), strict=True)
+    ]
+    fingerprint = config.fingerprint()
+    frame = frame.with_columns(
+        pl.Series("embed_text", embed_texts, dtype=pl.String),
+        pl.Series("text_hash", [_sha(fingerprint + "|" + t) for t in embed_texts], dtype=pl.String),
+        (pl.col("title") + pl.lit("\n") + pl.col("text")).alias("search_text"),
+    )
+    frame = frame.with_columns(
+        pl.concat_str(
+            [
+                pl.col(c).cast(pl.String).fill_null("")
+                for c in (
+                    "paper_id",
+                    "kind",
+                    "section_number",
+                    "section_title",
+                    "prev_id",
+                    "next_id",
+                    "doi",
+                    "url",
+                )
+            ]
+            + [pl.col("year").cast(pl.String).fill_null(""), pl.col("authors").list.join(";").fill_null("")],
+            separator="|",
+        ).alias("row_hash")
+    )
+    columns = [
+        "passage_id",
+        "paper_id",
+        "kind",
+        "section_number",
+        "section_title",
+        "text",
+        "search_text",
+        "prev_id",
+        "next_id",
+        "title",
+        "doi",
+        "url",
+        "year",
+        "authors",
+        "embed_text",
+        "text_hash",
+        "row_hash",
+    ]
+    return frame.select(columns)
+
+
+def _passage_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("passage_id", pa.string(), nullable=False),
+            pa.field("paper_id", pa.string(), nullable=False),
+            pa.field("kind", pa.string()),
+            pa.field("section_number", pa.string()),
+            pa.field("section_title", pa.string()),
+            pa.field("text", pa.string()),
+            pa.field("search_text", pa.string()),
+            pa.field("prev_id", pa.string()),
+            pa.field("next_id", pa.string()),
+            pa.field("title", pa.string()),
+            pa.field("doi", pa.string()),
+            pa.field("url", pa.string()),
+            pa.field("year", pa.int32()),
+            pa.field("authors", pa.list_(pa.string())),
+            pa.field("text_hash", pa.string()),
+            pa.field("row_hash", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+def _paper_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("paper_id", pa.string(), nullable=False),
+            pa.field("title", pa.string()),
+            pa.field("abstract", pa.string()),
+            pa.field("search_text", pa.string()),
+            pa.field("doi", pa.string()),
+            pa.field("url", pa.string()),
+            pa.field("year", pa.int32()),
+            pa.field("authors", pa.list_(pa.string())),
+            pa.field("venue", pa.string()),
+            pa.field("text_hash", pa.string()),
+            pa.field("row_hash", pa.string()),
+            pa.field("title_vector", pa.list_(pa.float32(), dim)),
+            pa.field("abstract_vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+def _vector_array(vectors: np.ndarray, dim: int) -> pa.FixedSizeListArray:
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
+    return pa.FixedSizeListArray.from_arrays(flat, dim)
+
+
+def vectors_from_arrow(column: pa.ChunkedArray | pa.Array, dim: int | None = None) -> np.ndarray:
+    """(n, dim) float32 matrix from a fixed-size-list column."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if len(array) == 0:
+        return np.zeros((0, dim or 0), dtype=np.float32)
+    width = array.type.list_size
+    return array.values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, width)
+
+
+# ---------------------------------------------------------------- table helpers
+
+
+def table_names(db) -> set[str]:
+    listing = db.list_tables() if hasattr(db, "list_tables") else db.table_names()
+    names = getattr(listing, "tables", listing)
+    return set(names)
+
+
+def open_table(db, name: str):
+    return db.open_table(name) if name in table_names(db) else None
+
+
+def _read_columns(table, columns: list[str], where: str | None = None) -> pa.Table:
+    query = table.search().select(columns)
+    if where:
+        query = query.where(where)
+    return query.limit(max(table.count_rows(), 1)).to_arrow()
+
+
+def _sql_in(column: str, values: list[str]) -> str:
+    quoted = ",".join("'" + v.replace("'", "''") + "'" for v in values)
+    return f"{column} IN ({quoted})"
+
+
+def _has_index(table, column: str) -> bool:
+    try:
+        return any(column in (idx.columns or []) for idx in table.list_indices())
+    except Exception:  # an older table format without index listing
+        return False
+
+
+def _ensure_fts(table, column: str) -> None:
+    from lancedb.index import FTS
+
+    if not _has_index(table, column):
+        table.create_index(
+            column,
+            config=FTS(
+                with_position=False, stem=True, remove_stop_words=True, ascii_folding=True, lower_case=True
+            ),
+            replace=True,
+        )
+
+
+def _ensure_ann(table, column: str, rows: int, config: IndexConfig, stats: IndexStats) -> None:
+    if rows < config.ann_min_rows or _has_index(table, column):
+        stats.ann_index = stats.ann_index or _has_index(table, column)
+        return
+    partitions = max(16, int(np.sqrt(rows)))
+    table.create_index(
+        metric="cosine",
+        vector_column_name=column,
+        index_type="IVF_PQ",
+        num_partitions=partitions,
+        num_sub_vectors=max(1, stats.dimension // 8),
+    )
+    stats.ann_index = True
+    stats.notes.append(f"ANN index (IVF_PQ, {partitions} partitions) on {column}")
+
+
+def _upsert(db, name: str, table, data: pa.Table, key: str):
+    if table is None:
+        return db.create_table(name, data=data, schema=data.schema)
+    if data.num_rows:
+        table.merge_insert(key).when_matched_update_all().when_not_matched_insert_all().execute(data)
+    return table
+
+
+# ---------------------------------------------------------------- indexing
+
+
+EmbedFn = Callable[[list[str]], np.ndarray]
+
+
+def index_corpus(
+    db,
+    passages: pl.DataFrame,
+    papers: pl.DataFrame,
+    embedder,
+    config: IndexConfig | None = None,
+    *,
+    log_fn: Callable[[str], None] | None = None,
+) -> IndexStats:
+    """Bring the `passages` and `papers` LanceDB tables up to date with the given upstream tables."""
+    config = config or IndexConfig()
+    say = log_fn or log.info
+    stats = IndexStats()
+    started = time.perf_counter()
+    dim = int(embedder.dimension)
+    stats.dimension = dim
+
+    rows = passage_rows(passages, papers, config)
+    stats.passages_total = rows.height
+    passage_vectors = _index_passages(db, rows, embedder, config, stats, dim, say)
+    _index_papers(db, papers, rows, passage_vectors, embedder, config, stats, dim, say)
+    stats.total_seconds = time.perf_counter() - started
+    return stats
+
+
+def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats, dim: int, say) -> dict:
+    """Upsert passages; returns {passage_id: vector} for abstract passages (paper-level abstract vectors)."""
+    table = open_table(db, PASSAGES_TABLE)
+    existing_hash: dict[str, tuple[str, str]] = {}
+    if table is not None:
+        stored = _read_columns(table, ["passage_id", "text_hash", "row_hash"])
+        existing_hash = {
+            pid: (th, rh)
+            for pid, th, rh in zip(
+                stored["passage_id"].to_pylist(),
+                stored["text_hash"].to_pylist(),
+                stored["row_hash"].to_pylist(),
+                strict=True,
+            )
+        }
+    ids = rows["passage_id"].to_list()
+    text_hashes = rows["text_hash"].to_list()
+    row_hashes = rows["row_hash"].to_list()
+    to_embed = [i for i, pid in enumerate(ids) if existing_hash.get(pid, ("", ""))[0] != text_hashes[i]]
+    to_refresh = [
+        i
+        for i, pid in enumerate(ids)
+        if pid in existing_hash
+        and existing_hash[pid][0] == text_hashes[i]
+        and existing_hash[pid][1] != row_hashes[i]
+    ]
+    say(f"passages: {len(ids)} upstream, {len(to_embed)} to embed, {len(to_refresh)} metadata-only updates")
+    schema = _passage_schema(dim)
+    base_columns = [f.name for f in schema if f.name != "vector"]
+    abstract_vectors: dict[str, np.ndarray] = {}
+
+    for start in range(0, len(to_embed), config.write_batch_rows):
+        batch = rows[to_embed[start : start + config.write_batch_rows]]
+        t0 = time.perf_counter()
+        vectors = embedder.encode(batch["embed_text"].to_list())
+        stats.embed_seconds += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        data = batch.select(base_columns).to_arrow()
+        data = data.append_column("vector", _vector_array(vectors, dim)).cast(schema)
+        table = _upsert(db, PASSAGES_TABLE, table, data, "passage_id")
+        stats.write_seconds += time.perf_counter() - t0
+        stats.passages_embedded += batch.height
+        say(f"passages embedded {stats.passages_embedded}/{len(to_embed)}")
+
+    if to_refresh and table is not None:
+        t0 = time.perf_counter()
+        for start in range(0, len(to_refresh), config.write_batch_rows):
+            batch = rows[to_refresh[start : start + config.write_batch_rows]]
+            stored = _read_columns(
+                table, ["passage_id", "vector"], _sql_in("passage_id", batch["passage_id"].to_list())
+            )
+            by_id = dict(
+                zip(stored["passage_id"].to_pylist(), vectors_from_arrow(stored["vector"], dim), strict=True)
+            )
+            vectors = np.stack([by_id[pid] for pid in batch["passage_id"].to_list()])
+            data = batch.select(base_columns).to_arrow()
+            data = data.append_column("vector", _vector_array(vectors, dim)).cast(schema)
+            table = _upsert(db, PASSAGES_TABLE, table, data, "passage_id")
+        stats.passages_metadata_updated = len(to_refresh)
+        stats.write_seconds += time.perf_counter() - t0
+
+    if table is None:  # nothing upstream yet: an empty table still lets search answer "no results"
+        empty = pa.Table.from_pylist([], schema=schema)
+        table = db.create_table(PASSAGES_TABLE, data=empty, schema=schema)
+
+    if config.prune and existing_hash:
+        stale = sorted(set(existing_hash) - set(ids))
+        for start in range(0, len(stale), 500):
+            table.delete(_sql_in("passage_id", stale[start : start + 500]))
+        stats.passages_deleted = len(stale)
+
+    t0 = time.perf_counter()
+    if table.count_rows():
+        _ensure_fts(table, "search_text")
+        table.optimize()
+        _ensure_ann(table, "vector", table.count_rows(), config, stats)
+    stats.write_seconds += time.perf_counter() - t0
+
+    abstract_ids = rows.filter(pl.col("kind") == "abstract")["passage_id"].to_list()
+    if abstract_ids and table.count_rows():
+        stored = _read_columns(table, ["passage_id", "paper_id", "vector"], "kind = 'abstract'")
+        for pid, paper_id, vector in zip(
+            stored["passage_id"].to_pylist(),
+            stored["paper_id"].to_pylist(),
+            vectors_from_arrow(stored["vector"], dim),
+            strict=True,
+        ):
+            abstract_vectors.setdefault(paper_id, []).append((pid, vector))
+    return abstract_vectors
+
+
+def _index_papers(
+    db, papers: pl.DataFrame, passage_frame, abstract_vectors: dict, embedder, config, stats, dim, say
+):
+    """Paper rows: title vector (embedded), abstract vector (mean of its abstract passages' vectors)."""
+    meta = paper_rows(papers)
+    stats.papers_total = meta.height
+    table = open_table(db, PAPERS_TABLE)
+    existing: dict[str, tuple[str, str]] = {}
+    if table is not None:
+        stored = _read_columns(table, ["paper_id", "text_hash", "row_hash"])
+        existing = dict(
+            zip(
+                stored["paper_id"].to_pylist(),
+                zip(stored["text_hash"].to_pylist(), stored["row_hash"].to_pylist(), strict=True),
+                strict=True,
+            )
+        )
+    abstract_hash: dict[str, str] = {}
+    for paper_id, pid, th in (
+        passage_frame.filter(pl.col("kind") == "abstract")
+        .select("paper_id", "passage_id", "text_hash")
+        .iter_rows()
+    ):
+        abstract_hash[paper_id] = abstract_hash.get(paper_id, "") + pid + th
+    meta = meta.with_columns(
+        (pl.col("title") + pl.lit("\n") + pl.col("abstract")).alias("search_text"),
+        pl.Series("text_hash", [_sha(t or "") for t in meta["title"].to_list()], dtype=pl.String),
+        pl.Series(
+            "row_hash",
+            [
+                _sha("|".join(str(v) for v in row) + abstract_hash.get(row[0], ""))
+                for row in meta.select(
+                    "paper_id", "abstract", "doi", "url", "year", "authors", "venue"
+                ).iter_rows()
+            ],
+            dtype=pl.String,
+        ),
+    )
+    changed = [
+        i
+        for i, (pid, th, rh) in enumerate(meta.select("paper_id", "text_hash", "row_hash").iter_rows())
+        if existing.get(pid) != (th, rh)
+    ]
+    say(f"papers: {meta.height} upstream, {len(changed)} new or changed")
+    schema = _paper_schema(dim)
+    base_columns = [f.name for f in schema if not f.name.endswith("_vector")]
+    for start in range(0, len(changed), config.write_batch_rows):
+        batch = meta[changed[start : start + config.write_batch_rows]]
+        need_title = [
+            i
+            for i, (pid, th) in enumerate(batch.select("paper_id", "text_hash").iter_rows())
+            if existing.get(pid, ("",))[0] != th
+        ]
+        title_vectors = np.zeros((batch.height, dim), dtype=np.float32)
+        if len(need_title) < batch.height and table is not None:
+            keep = [pid for i, pid in enumerate(batch["paper_id"].to_list()) if i not in set(need_title)]
+            stored = _read_columns(table, ["paper_id", "title_vector"], _sql_in("paper_id", keep))
+            by_id = dict(
+                zip(
+                    stored["paper_id"].to_pylist(),
+                    vectors_from_arrow(stored["title_vector"], dim),
+                    strict=True,
+                )
+            )
+            for i, pid in enumerate(batch["paper_id"].to_list()):
+                if pid in by_id:
+                    title_vectors[i] = by_id[pid]
+        if need_title:
+            t0 = time.perf_counter()
+            titles = [batch["title"][i] or batch["abstract"][i][:200] or "" for i in need_title]
+            title_vectors[need_title] = embedder.encode(titles)
+            stats.embed_seconds += time.perf_counter() - t0
+            stats.papers_embedded += len(need_title)
+        abstract_matrix = np.zeros((batch.height, dim), dtype=np.float32)
+        for i, pid in enumerate(batch["paper_id"].to_list()):
+            parts = abstract_vectors.get(pid)
+            if parts:
+                mean = np.mean([v for _, v in parts], axis=0)
+                abstract_matrix[i] = mean / max(float(np.linalg.norm(mean)), 1e-12)
+            else:
+                abstract_matrix[i] = title_vectors[i]
+        t0 = time.perf_counter()
+        data = batch.select(base_columns).to_arrow()
+        data = data.append_column("title_vector", _vector_array(title_vectors, dim))
+        data = data.append_column("abstract_vector", _vector_array(abstract_matrix, dim)).cast(schema)
+        table = _upsert(db, PAPERS_TABLE, table, data, "paper_id")
+        stats.write_seconds += time.perf_counter() - t0
+
+    if table is None:
+        table = db.create_table(PAPERS_TABLE, data=pa.Table.from_pylist([], schema=schema), schema=schema)
+    if config.prune and existing:
+        stale = sorted(set(existing) - set(meta["paper_id"].to_list()))
+        for start in range(0, len(stale), 500):
+            table.delete(_sql_in("paper_id", stale[start : start + 500]))
+        stats.papers_deleted = len(stale)
+    t0 = time.perf_counter()
+    if table.count_rows():
+        _ensure_fts(table, "search_text")
+        table.optimize()
+    stats.write_seconds += time.perf_counter() - t0
+
+
+def index_version(db) -> str:
+    """Changes whenever either table changes: the cache key of in-memory search structures."""
+    parts = []
+    for name in (PASSAGES_TABLE, PAPERS_TABLE):
+        table = open_table(db, name)
+        parts.append(f"{name}:{table.version if table is not None else 'none'}")
+    return ",".join(parts)
