@@ -1,0 +1,138 @@
+"""Inbox sensor: PDFs dropped into `data/inbox/` become a new ingest batch and one ingestion run.
+
+The cursor records every file already handed to a run (name, size, mtime), so a file is picked up once even when
+the daemon restarts; the run key is a hash of the same fingerprints, so a lost cursor still launches no duplicate
+run (Dagster skips a run key it has already seen)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+
+from lumina_assets import settings
+from lumina_assets.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
+
+INBOX_ASSETS = (dg.AssetKey("local_papers"), dg.AssetKey("papers"))
+CURSOR_VERSION = 1
+
+
+@dataclass(frozen=True, order=True)
+class InboxFile:
+    name: str  # path relative to the inbox, POSIX separators
+    size: int
+    mtime_ns: int
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{self.size}:{self.mtime_ns}"
+
+
+def scan_inbox(inbox: Path, *, settle_seconds: float = 0.0, now: float | None = None) -> list[InboxFile]:
+    """PDFs under the inbox, sorted by name; files modified in the last `settle_seconds` are still being
+    copied and wait for the next tick."""
+    if not inbox.is_dir():
+        return []
+    cutoff_ns = int(((now if now is not None else time.time()) - settle_seconds) * 1e9)
+    found = []
+    for path in inbox.rglob("*"):
+        if not path.is_file() or path.suffix.lower() != ".pdf" or path.name.startswith("."):
+            continue
+        stat = path.stat()
+        if stat.st_size == 0 or stat.st_mtime_ns > cutoff_ns:
+            continue
+        found.append(InboxFile(path.relative_to(inbox).as_posix(), stat.st_size, stat.st_mtime_ns))
+    return sorted(found)
+
+
+def load_cursor(cursor: str | None) -> dict[str, str]:
+    """{relative name: fingerprint} of files already sent to a run; an unreadable cursor starts empty."""
+    if not cursor:
+        return {}
+    try:
+        data = json.loads(cursor)
+    except json.JSONDecodeError:
+        return {}
+    seen = data.get("seen") if isinstance(data, dict) else None
+    return {str(k): str(v) for k, v in seen.items()} if isinstance(seen, dict) else {}
+
+
+def dump_cursor(seen: dict[str, str]) -> str:
+    return json.dumps({"version": CURSOR_VERSION, "seen": dict(sorted(seen.items()))}, separators=(",", ":"))
+
+
+def batch_key_for(files: list[InboxFile]) -> str:
+    """Deterministic batch key: newest file time (readable order in the UI) plus a hash of the fingerprints."""
+    digest = hashlib.sha256(
+        "\n".join(f"{f.name}\t{f.size}\t{f.mtime_ns}" for f in sorted(files)).encode("utf-8")
+    ).hexdigest()
+    newest = datetime.fromtimestamp(max(f.mtime_ns for f in files) / 1e9, tz=UTC)
+    return f"inbox-{newest:%Y%m%dT%H%M%S}-{digest[:12]}"
+
+
+def evaluate_inbox(
+    inbox: Path,
+    cursor: str | None,
+    *,
+    settle_seconds: float = 0.0,
+    max_files: int = 1000,
+    now: float | None = None,
+) -> dg.SensorResult:
+    """The sensor body, free of the sensor context so it can be reasoned about (and tested) directly."""
+    files = scan_inbox(inbox, settle_seconds=settle_seconds, now=now)
+    seen = load_cursor(cursor)
+    # A file moved out of the inbox is forgotten; this keeps the cursor as small as the inbox.
+    seen = {name: fp for name, fp in seen.items() if (inbox / name).is_file()}
+    new = [f for f in files if seen.get(f.name) != f.fingerprint][:max_files]
+    if not new:
+        # The cursor still goes back: it may have forgotten files that left the inbox.
+        return dg.SensorResult(
+            skip_reason=f"no new PDFs in {inbox} ({len(files)} already ingested)", cursor=dump_cursor(seen)
+        )
+    batch_key = batch_key_for(new)
+    for f in new:
+        seen[f.name] = f.fingerprint
+    run_request = dg.RunRequest(
+        run_key=batch_key,
+        asset_selection=list(INBOX_ASSETS),
+        tags={INGEST_BATCH_TAG: batch_key, "lumina/trigger": "inbox", "lumina/inbox_files": str(len(new))},
+    )
+    return dg.SensorResult(
+        run_requests=[run_request],
+        dynamic_partitions_requests=[INGEST_BATCHES.build_add_request([batch_key])],
+        cursor=dump_cursor(seen),
+    )
+
+
+def build_inbox_sensor(
+    *,
+    name: str = "inbox_sensor",
+    minimum_interval_seconds: int = 30,
+    settle_seconds: float = 10.0,
+    max_files: int = 1000,
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
+) -> dg.SensorDefinition:
+    @dg.sensor(
+        name=name,
+        asset_selection=list(INBOX_ASSETS),
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        description=(
+            "New PDFs in the inbox folder (LUMINA_DATA_DIR/inbox) -> a new ingest_batches partition and one run "
+            "of local_papers + papers tagged with that batch; eager automation carries it on to the index."
+        ),
+    )
+    def _inbox_sensor(context: dg.SensorEvaluationContext):
+        return evaluate_inbox(
+            settings.inbox_dir(), context.cursor, settle_seconds=settle_seconds, max_files=max_files
+        )
+
+    return _inbox_sensor
+
+
+inbox_sensor = build_inbox_sensor()
