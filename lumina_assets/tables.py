@@ -4,6 +4,7 @@ Writes go to a temp file then rename, so a killed run never leaves a half-writte
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import polars as pl
@@ -60,12 +61,15 @@ def read_all_partitions(name: str) -> pl.DataFrame | None:
 
 
 def content_hash(frame: pl.DataFrame, columns: list[str] | None = None) -> str:
-    """Stable hash of a table's content, used as a Dagster data_version."""
+    """Stable hash of a table's content regardless of row order, used as a Dagster data_version."""
     selected = frame.select(columns) if columns else frame
     if selected.height == 0:
         return "empty"
-    row_hashes = selected.hash_rows(seed=0, seed_1=1, seed_2=2, seed_3=3).sort()
-    return hashlib.sha256(row_hashes.to_numpy().tobytes()).hexdigest()[:24]
+    rows = sorted(json.dumps(row, sort_keys=True, default=str) for row in selected.iter_rows(named=True))
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(row.encode("utf-8"))
+    return digest.hexdigest()[:24]
 
 
 def markdown_sample(frame: pl.DataFrame, columns: list[str], rows: int = 5, width: int = 60) -> str:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from lumina_assets.http import HttpClient, HttpError
+from lumina_assets.http import HttpClient
 from lumina_assets.ids import normalize_arxiv_id, normalize_doi, normalize_openalex_id, paper_id_for
 from lumina_assets.schemas import Paper
 

@@ -1,0 +1,133 @@
+"""The corpus group materialized through Dagster on a small real local corpus, with an ephemeral instance."""
+
+from __future__ import annotations
+
+import shutil
+
+import dagster as dg
+import polars as pl
+import pytest
+from dagster import DagsterInstance
+
+from lumina_assets import corpus, tables
+from lumina_assets.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
+from resources.arxiv import ArxivResource
+from resources.corpus import CorpusResource
+from resources.openalex import OpenAlexResource
+
+
+@pytest.fixture
+def mini_beir(shared_data, tmp_path):
+    """The first 40 SciFact documents plus one line that is not JSON."""
+    lines = (shared_data / "scifact" / "corpus.jsonl").read_text().splitlines()[:40]
+    folder = tmp_path / "scifact-mini"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text("\n".join(lines[:20] + ["{not json"] + lines[20:]) + "\n")
+    return folder
+
+
+def run_corpus(corpus_path, instance, tags=None):
+    return dg.materialize(
+        corpus.ASSETS,
+        resources={
+            "corpus": CorpusResource(corpus_path=str(corpus_path)),
+            "openalex": OpenAlexResource(),
+            "arxiv": ArxivResource(),
+        },
+        instance=instance,
+        tags=tags,
+    )
+
+
+def test_definitions_load_without_side_effects():
+    from lumina_assets.definitions import defs
+
+    keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert {
+        "seed_papers",
+        "openalex_works",
+        "arxiv_works",
+        "local_papers",
+        "papers",
+        "citation_graph",
+    } <= keys
+
+
+def test_corpus_group_materializes_offline_and_second_run_changes_nothing(data_dir, mini_beir):
+    instance = DagsterInstance.ephemeral()
+    result = run_corpus(mini_beir, instance, tags={INGEST_BATCH_TAG: "batch-test-1"})
+    assert result.success
+    papers = tables.read_table("papers")
+    assert papers.height == 40 and papers["paper_id"].n_unique() == 40
+    assert set(papers["ingest_batch"]) == {"batch-test-1"}
+    assert instance.get_dynamic_partitions(INGEST_BATCHES.name) == ["batch-test-1"]
+    local = result.asset_materializations_for_node("local_papers")[0].metadata
+    assert local["failures"].value == 1 and "line 21" in local["failure_details"].value
+    skipped = result.asset_materializations_for_node("openalex_works")[0].metadata
+    assert "offline" in skipped["skipped"].value
+
+    again = run_corpus(mini_beir, instance)
+    meta = again.asset_materializations_for_node("papers")[0].metadata
+    assert meta["renormalized"].value == 0 and meta["new_papers"].value == 0
+    assert instance.get_dynamic_partitions(INGEST_BATCHES.name) == ["batch-test-1"]
+    first_version = result.asset_materializations_for_node("papers")[0].tags["dagster/data_version"]
+    assert again.asset_materializations_for_node("papers")[0].tags["dagster/data_version"] == first_version
+
+
+def test_new_documents_join_a_new_batch_and_old_ones_keep_theirs(data_dir, mini_beir, shared_data):
+    instance = DagsterInstance.ephemeral()
+    run_corpus(mini_beir, instance, tags={INGEST_BATCH_TAG: "batch-a"})
+    extra = (shared_data / "scifact" / "corpus.jsonl").read_text().splitlines()[40:43]
+    with (mini_beir / "corpus.jsonl").open("a") as handle:
+        handle.write("\n".join(extra) + "\n")
+    result = run_corpus(mini_beir, instance, tags={INGEST_BATCH_TAG: "batch-b"})
+    papers = tables.read_table("papers")
+    counts = dict(papers.group_by("ingest_batch").len().iter_rows())
+    assert counts == {"batch-a": 40, "batch-b": 3}
+    assert result.asset_materializations_for_node("papers")[0].metadata["new_papers"].value == 3
+    assert sorted(instance.get_dynamic_partitions(INGEST_BATCHES.name)) == ["batch-a", "batch-b"]
+
+
+def test_pdf_folder_corpus_and_inbox(data_dir, shared_data):
+    pdfs = data_dir.parent / "pdfs"
+    pdfs.mkdir()
+    for name in ("N18-3011.pdf", "2304.02623v1.pdf"):
+        shutil.copy(shared_data / "pdfs" / name, pdfs / name)
+    inbox = data_dir / "inbox"
+    inbox.mkdir()
+    shutil.copy(shared_data / "pdfs" / "pasa.pdf", inbox / "pasa.pdf")
+    (inbox / "broken.pdf").write_bytes(b"%PDF-1.4 truncated")
+    result = run_corpus(pdfs, DagsterInstance.ephemeral())
+    assert result.success
+    papers = tables.read_table("papers")
+    assert papers.height == 3
+    assert papers.filter(pl.col("local_path").is_null()).height == 0
+    local = result.asset_materializations_for_node("local_papers")[0].metadata
+    assert local["failures"].value == 1 and "broken.pdf" in local["failure_details"].value
+
+
+def test_empty_seed_file_is_reported_not_fatal(data_dir, tmp_path):
+    seeds = tmp_path / "seeds.yaml"
+    seeds.write_text("")
+    result = dg.materialize(
+        [corpus.seed_papers],
+        resources={"corpus": CorpusResource(seeds_path=str(seeds))},
+        instance=DagsterInstance.ephemeral(),
+    )
+    meta = result.asset_materializations_for_node("seed_papers")[0].metadata
+    assert result.success and "is empty" in meta["problems"].value
+
+
+def test_live_crawl_without_openalex_key_is_skipped_with_the_reason(data_dir, tmp_path):
+    seeds = tmp_path / "seeds.yaml"
+    seeds.write_text("dois: ['10.18653/v1/N18-3011']\n")
+    result = dg.materialize(
+        [corpus.seed_papers, corpus.openalex_works],
+        resources={
+            "corpus": CorpusResource(seeds_path=str(seeds)),
+            "openalex": OpenAlexResource(api_key=None),
+        },
+        instance=DagsterInstance.ephemeral(),
+    )
+    meta = result.asset_materializations_for_node("openalex_works")[0].metadata
+    assert "OPENALEX_API_KEY is not set" in meta["skipped"].value
