@@ -42,7 +42,7 @@ def benchmark_dir() -> Path:
 
 
 def seeds_file() -> Path:
-    return Path(os.environ.get("LUMINA_SEEDS", data_dir() / "seeds.yaml"))
+    return Path(os.environ.get("LUMINA_SEEDS", PROJECT_ROOT / "data" / "seeds.yaml"))
 
 
 def corpus_path() -> Path | None:
