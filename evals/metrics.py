@@ -1,0 +1,163 @@
+"""Score math, kept apart from any LLM call: CR and CP exactly as the Lumina paper defines them, bootstrap CIs,
+ranking metrics through ir_measures, and judge-vs-human agreement.
+
+CR_j = (1/n_j) sum_i R_ij,   R_ij in {0, 1}                      CR = mean_j CR_j
+CP_j = (1/n_j) sum_i s_ij / t_ij  (critical of total sentences)  CP = mean_j CP_j
+A question with no contexts scores 0 and is counted. A context whose verdict failed is left out of its question's
+n_j (and counted as a failure), never scored as 0 or 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+CP_DEFINITION = (
+    "CP = mean over questions of the mean over contexts of (critical sentences / sentences), the Lumina paper's "
+    "Context Precision (what ragas once called context_relevancy); not ragas' rank-weighted context_precision."
+)
+
+
+@dataclass(frozen=True)
+class ContextVerdict:
+    """One judged context: relevance R in {0,1} and s critical of t sentences; None where the judge failed."""
+
+    relevant: int | None
+    critical: int | None = None
+    sentences: int | None = None
+
+
+def question_cr(verdicts: Sequence[ContextVerdict]) -> float | None:
+    """CR_j; 0.0 for no contexts; None when every context's relevance verdict failed (nothing to score)."""
+    if not verdicts:
+        return 0.0
+    judged = [v.relevant for v in verdicts if v.relevant is not None]
+    if not judged:
+        return None
+    return sum(judged) / len(judged)
+
+
+def context_precision_ratio(critical: int, sentences: int) -> float:
+    """s/t for one context; a context without sentences has nothing critical in it."""
+    return critical / sentences if sentences > 0 else 0.0
+
+
+def question_cp(verdicts: Sequence[ContextVerdict]) -> float | None:
+    """CP_j; 0.0 for no contexts; None when every context's precision verdict failed."""
+    if not verdicts:
+        return 0.0
+    ratios = [
+        context_precision_ratio(v.critical, v.sentences)
+        for v in verdicts
+        if v.critical is not None and v.sentences is not None
+    ]
+    if not ratios:
+        return None
+    return sum(ratios) / len(ratios)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    def fmt(self, digits: int = 3) -> str:
+        if self.n == 0 or math.isnan(self.mean):
+            return "n/a"
+        return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+
+def bootstrap_ci(
+    values: Sequence[float], *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> Estimate:
+    """Mean with a percentile bootstrap CI over questions (seeded, so a rerun prints the same interval)."""
+    data = np.asarray([v for v in values if v is not None], dtype=float)
+    if data.size == 0:
+        return Estimate(float("nan"), float("nan"), float("nan"), 0)
+    if data.size == 1:
+        return Estimate(float(data[0]), float(data[0]), float(data[0]), 1)
+    rng = np.random.default_rng(seed)
+    means = rng.choice(data, size=(resamples, data.size), replace=True).mean(axis=1)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(means, [alpha, 1 - alpha])
+    return Estimate(float(data.mean()), float(low), float(high), int(data.size))
+
+
+def aggregate(per_question: Sequence[float | None], **kwargs) -> Estimate:
+    """CR or CP over questions: questions whose every verdict failed are excluded (and reported as failures)."""
+    return bootstrap_ci([v for v in per_question if v is not None], **kwargs)
+
+
+# ---------------------------------------------------------------- ranking metrics (qrels)
+
+RANKING_MEASURES = ("nDCG@10", "AP@10", "R@10", "RR")
+
+
+def ranking_metrics(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Sequence[str]],
+    measures: Iterable[str] = RANKING_MEASURES,
+) -> dict[str, float]:
+    """Mean ranking metrics over the questions that have qrels, via ir_measures.
+
+    `run` maps question id -> ranked document ids (best first); a question with qrels but no results scores 0.
+    """
+    import ir_measures
+
+    parsed = [ir_measures.parse_measure(m) for m in measures]
+    judged = {q: {d: int(r) for d, r in docs.items()} for q, docs in qrels.items() if docs}
+    if not judged:
+        return {}
+    run_dict: dict[str, dict[str, float]] = {}
+    for qid in judged:
+        ranked = list(dict.fromkeys(run.get(qid, [])))  # first occurrence keeps its rank
+        run_dict[qid] = {doc: float(len(ranked) - rank) for rank, doc in enumerate(ranked)}
+    per_query: dict[str, dict[str, float]] = {str(m): {} for m in parsed}
+    for metric in ir_measures.iter_calc(parsed, judged, {q: d for q, d in run_dict.items() if d}):
+        per_query[str(metric.measure)][metric.query_id] = float(metric.value)
+    return {name: sum(values.get(q, 0.0) for q in judged) / len(judged) for name, values in per_query.items()}
+
+
+# ---------------------------------------------------------------- judge agreement
+
+
+@dataclass(frozen=True)
+class Agreement:
+    kappa: float
+    precision: float
+    recall: float
+    accuracy: float
+    n: int
+    positives: int
+
+    def fmt(self) -> str:
+        return (
+            f"Cohen's kappa {self.kappa:.3f}, precision {self.precision:.3f}, recall {self.recall:.3f}, "
+            f"accuracy {self.accuracy:.3f} (n={self.n}, {self.positives} human-relevant)"
+        )
+
+
+def agreement(judge: Sequence[int], human: Sequence[int]) -> Agreement:
+    """Judge verdicts vs human labels (1 = relevant), both as 0/1 lists of equal length."""
+    if len(judge) != len(human):
+        raise ValueError("judge and human label lists differ in length")
+    n = len(judge)
+    if n == 0:
+        return Agreement(float("nan"), float("nan"), float("nan"), float("nan"), 0, 0)
+    tp = sum(1 for j, h in zip(judge, human, strict=True) if j and h)
+    fp = sum(1 for j, h in zip(judge, human, strict=True) if j and not h)
+    fn = sum(1 for j, h in zip(judge, human, strict=True) if not j and h)
+    tn = n - tp - fp - fn
+    observed = (tp + tn) / n
+    p_judge_yes = (tp + fp) / n
+    p_human_yes = (tp + fn) / n
+    expected = p_judge_yes * p_human_yes + (1 - p_judge_yes) * (1 - p_human_yes)
+    kappa = (observed - expected) / (1 - expected) if expected < 1 else (1.0 if observed == 1 else 0.0)
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    return Agreement(kappa, precision, recall, observed, n, tp + fn)

@@ -1,0 +1,222 @@
+"""Benchmark questions: synthetic ones generated from sampled passages (each keeps its source passage and paper,
+which gives natural qrels), user query sets from JSONL / CSV / text files, and BEIR query sets with their qrels.
+
+Every row says how it was made (`kind`, `generator`); the offline generator is labelled `offline:template`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from evals.judge import JudgeParseError, load_beir
+from lumina_assets.chunking import split_sentences
+from lumina_assets.ids import paper_id_for, short_hash
+
+QUESTION_SCHEMA = {
+    "question_id": pl.String,
+    "text": pl.String,
+    "kind": pl.String,  # synthetic | user | beir
+    "generator": pl.String,  # llm:<backend:model> | offline:template | <file name> | beir:<set>
+    "set_name": pl.String,
+    "source_passage_id": pl.String,
+    "source_paper_id": pl.String,
+    "source_text": pl.String,
+    "relevant_paper_ids": pl.List(pl.String),
+}
+
+QUESTION_PROMPT = """You are helping build a benchmark for an academic search engine.
+
+Read the passage from a scientific paper below and write ONE question that a researcher might type into a literature search engine and that this passage answers. The question must be self-contained, specific (use the passage's concepts, methods, populations or values), must not mention "the passage", "this study" or "the authors", and must not copy a whole sentence from the passage.
+
+Paper title: {title}
+Passage: {passage}
+
+Answer with the question only, wrapped in tags: <question>your question</question>"""
+
+_QUESTION_TAG = re.compile(r"<question>(.*?)</question>", re.IGNORECASE | re.DOTALL)
+_CONTENT_WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]{3,}")
+
+
+def empty_questions() -> pl.DataFrame:
+    return pl.DataFrame(schema=QUESTION_SCHEMA)
+
+
+def questions_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    if not rows:
+        return empty_questions()
+    return pl.DataFrame([{k: r.get(k) for k in QUESTION_SCHEMA} for r in rows], schema=QUESTION_SCHEMA)
+
+
+def parse_question(answer: str) -> str:
+    found = [re.sub(r"\s+", " ", m).strip() for m in _QUESTION_TAG.findall(answer or "")]
+    if len(found) != 1 or not found[0]:
+        raise JudgeParseError(f"expected exactly one non-empty <question>...</question>, found {len(found)}")
+    return found[0]
+
+
+def sample_passages(passages: pl.DataFrame, n: int, *, seed: int = 7, min_words: int = 40) -> pl.DataFrame:
+    """A deterministic sample (by hash of seed + passage id) of passages long enough to ask a question about."""
+    if passages is None or passages.height == 0 or n <= 0:
+        return passages.head(0) if passages is not None else pl.DataFrame()
+    frame = passages.filter(pl.col("text").str.split(" ").list.len() >= min_words)
+    if "kind" in frame.columns:
+        frame = frame.filter(pl.col("kind").is_in(["abstract", "text"]) | pl.col("kind").is_null())
+    ranked = frame.with_columns(
+        pl.col("passage_id")
+        .map_elements(lambda pid: short_hash(str(seed), pid), return_dtype=pl.String)
+        .alias("_rank")
+    )
+    return ranked.sort("_rank").head(n).drop("_rank")
+
+
+def offline_question(passage_text: str, title: str = "") -> str:
+    """A template question from the passage's most content-rich sentence (no LLM): "What evidence is there that …?"."""
+    sentences = [s for s in split_sentences(passage_text) if 6 <= len(s.split()) <= 45] or split_sentences(
+        passage_text
+    )
+    if not sentences:
+        return f"What is known about {title.strip().rstrip('.')}?" if title else ""
+    best = max(sentences, key=lambda s: (len(_CONTENT_WORD.findall(s)), -abs(len(s.split()) - 20)))
+    words = best.rstrip(" .;:").split()[:30]
+    if words and not (len(words[0]) > 1 and words[0].isupper()):
+        words[0] = words[0][:1].lower() + words[0][1:]
+    return "What evidence is there that " + " ".join(words) + "?"
+
+
+def synthetic_questions(
+    passages: pl.DataFrame,
+    papers: pl.DataFrame | None,
+    *,
+    n: int,
+    seed: int = 7,
+    llm_client=None,
+    max_attempts: int = 3,
+) -> tuple[pl.DataFrame, list[dict[str, str]]]:
+    """(questions, failures). With an online `llm_client` the question comes from the LLM, else from the template."""
+    titles: dict[str, str] = {}
+    if papers is not None and papers.height and "title" in papers.columns:
+        titles = dict(zip(papers["paper_id"].to_list(), papers["title"].fill_null("").to_list(), strict=True))
+    online = llm_client is not None and not llm_client.is_offline
+    generator = f"llm:{llm_client.label}" if online else "offline:template"
+    rows, failures = [], []
+    for passage in sample_passages(passages, n, seed=seed).iter_rows(named=True):
+        title = titles.get(passage["paper_id"], "")
+        text = None
+        if online:
+            prompt = QUESTION_PROMPT.replace("{title}", title).replace("{passage}", passage["text"])
+            problem = ""
+            for attempt in range(max_attempts):
+                system = None if attempt == 0 else "(retry: answer with <question>...</question> only)"
+                try:
+                    text = parse_question(llm_client.complete(prompt, system=system, max_tokens=300).text)
+                    break
+                except JudgeParseError as exc:
+                    problem = str(exc)
+                except Exception as exc:
+                    problem = f"llm error: {type(exc).__name__}"
+            if text is None:
+                failures.append({"passage_id": passage["passage_id"], "reason": problem})
+                continue
+        else:
+            text = offline_question(passage["text"], title)
+            if not text:
+                failures.append(
+                    {"passage_id": passage["passage_id"], "reason": "no sentence to build a question from"}
+                )
+                continue
+        rows.append(
+            {
+                "question_id": "syn-" + short_hash(passage["passage_id"], generator, length=12),
+                "text": text,
+                "kind": "synthetic",
+                "generator": generator,
+                "set_name": "synthetic",
+                "source_passage_id": passage["passage_id"],
+                "source_paper_id": passage["paper_id"],
+                "source_text": passage["text"],
+                "relevant_paper_ids": [passage["paper_id"]],
+            }
+        )
+    return questions_frame(rows), failures
+
+
+def _query_from_record(record: dict[str, Any]) -> str | None:
+    for key in ("query", "question", "text", "q", "Query", "Question"):
+        value = record.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def load_user_queries(path: Path) -> pl.DataFrame:
+    """Queries from .jsonl (field query/question/text), .csv (same columns, or the first column) or .txt (one a
+    line, e.g. a SciSpace-style export). Duplicates collapse onto one deterministic id."""
+    path = Path(path)
+    texts: list[str] = []
+    if path.suffix.lower() in {".jsonl", ".ndjson"}:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                query = _query_from_record(record) if isinstance(record, dict) else str(record)
+                if query:
+                    texts.append(query)
+    elif path.suffix.lower() == ".csv":
+        with open(path, encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle)
+            for record in reader:
+                query = _query_from_record(record) or (next(iter(record.values()), "") or "").strip()
+                if query:
+                    texts.append(query)
+    else:
+        texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = []
+    for text in dict.fromkeys(texts):
+        rows.append(
+            {
+                "question_id": "user-" + short_hash(text, length=12),
+                "text": text,
+                "kind": "user",
+                "generator": path.name,
+                "set_name": path.stem,
+                "relevant_paper_ids": [],
+            }
+        )
+    return questions_frame(rows)
+
+
+def load_beir_queries(
+    folder: Path, *, n: int, seed: int = 11, split: str = "train", paper_ids: dict[str, str] | None = None
+) -> pl.DataFrame:
+    """A deterministic sample of n BEIR queries that have qrels, each with its relevant paper ids.
+
+    `paper_ids` maps BEIR doc id -> our paper id (from the papers table); default `beir-<set>:<doc id>`.
+    """
+    folder = Path(folder)
+    _, queries, qrels = load_beir(folder, split)
+    corpus = f"beir-{folder.name}"
+    ids = sorted((q for q in qrels if q in queries), key=lambda q: short_hash(str(seed), q))[:n]
+    rows = []
+    for qid in ids:
+        relevant = [d for d, r in sorted(qrels[qid].items()) if r > 0]
+        mapped = [(paper_ids or {}).get(d) or paper_id_for(corpus=corpus, corpus_doc_id=d) for d in relevant]
+        rows.append(
+            {
+                "question_id": f"{corpus}-q:{qid}",
+                "text": queries[qid],
+                "kind": "beir",
+                "generator": f"beir:{folder.name}/{split}",
+                "set_name": f"{folder.name}-{split}",
+                "relevant_paper_ids": mapped,
+            }
+        )
+    return questions_frame(rows)
+
+
+def is_beir_folder(path: Path | None) -> bool:
+    return bool(path) and (Path(path) / "queries.jsonl").exists() and (Path(path) / "qrels").is_dir()

@@ -1,0 +1,200 @@
+"""Recursive query refinement (the paper's "lumina-recursive" mode, run for every provider).
+
+Level 0 asks the question. Level d asks a refined query made from level d-1's results, then merges the new
+contexts into the previous ones, dropping any chunk whose text was already there. Every level is returned so
+metrics can be drawn per level (the convergence graph).
+
+Refiners: the Recursion Prompt through an LLM (strict `<query>` parsing, retries, then a recorded failure), or,
+offline, pseudo-relevance feedback (key terms of the top results appended to the question), labelled so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from evals.judge import JudgeParseError, load_prompt, render
+from lumina_assets.schemas import Context
+
+_QUERY_TAG = re.compile(r"<query>(.*?)</query>", re.IGNORECASE | re.DOTALL)
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]{2,}")
+STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are as at be because been before being below between
+    both but by can could did do does doing down during each few for from further had has have having here how i if
+    in into is it its itself just may might more most must no nor not now of off on once only or other our out over
+    own same should so some such than that the their them then there these they this those through to too under until
+    up very was we were what when where which while who whom why will with would you your however therefore thus
+    using used use based study studies results result show shows shown found find paper patients associated
+    increased decreased compared effect effects data significant significantly among within without via two one""".split()
+)
+
+
+def parse_query(answer: str) -> str:
+    """The refined query inside exactly one `<query>...</query>`; anything else is malformed."""
+    found = [m.strip() for m in _QUERY_TAG.findall(answer or "")]
+    if len(found) != 1:
+        raise JudgeParseError(f"expected exactly one <query>...</query>, found {len(found)}")
+    query = re.sub(r"\s+", " ", found[0])
+    if not query:
+        raise JudgeParseError("empty <query></query>")
+    return query
+
+
+def format_results(contexts: Sequence[Context]) -> str:
+    return json.dumps(
+        [{"title": c.title, "chunks": list(c.chunks), "doi": c.doi} for c in contexts], ensure_ascii=False
+    )
+
+
+@dataclass
+class Refinement:
+    query: str | None
+    method: str
+    failure: str | None = None
+    attempts: int = 1
+
+
+class LLMRefiner:
+    """The Recursion Prompt through an LLM client; the refined query is the `<query>` tag's content."""
+
+    def __init__(self, client, *, max_attempts: int = 3, temperature: float | None = 0.0):
+        self.client = client
+        self.max_attempts = max_attempts
+        self.temperature = temperature
+        self.method = f"llm:{client.label}"
+
+    def refine(self, question: str, previous_query: str, contexts: Sequence[Context]) -> Refinement:
+        prompt = render(load_prompt("recursion"), question=question, result=format_results(contexts))
+        problem = "no attempt"
+        for attempt in range(self.max_attempts):
+            system = (
+                None if attempt == 0 else f"(retry {attempt}: wrap the query in <query></query> exactly once)"
+            )
+            try:
+                answer = self.client.complete(prompt, temperature=self.temperature, system=system).text
+                return Refinement(parse_query(answer), self.method, attempts=attempt + 1)
+            except JudgeParseError as exc:
+                problem = f"unparseable answer: {exc}"
+            except Exception as exc:
+                problem = f"llm error: {type(exc).__name__}"
+        return Refinement(None, self.method, failure=problem, attempts=self.max_attempts)
+
+
+class PseudoRelevanceRefiner:
+    """Offline stand-in: the question plus the key terms (tf-idf over the results) of the top contexts."""
+
+    method = "offline:pseudo-relevance-feedback"
+
+    def __init__(self, *, terms: int = 5, top_contexts: int = 3):
+        self.terms = terms
+        self.top_contexts = top_contexts
+
+    @staticmethod
+    def _words(text: str) -> list[str]:
+        return [w.lower() for w in _WORD.findall(text) if w.lower() not in STOPWORDS]
+
+    def refine(self, question: str, previous_query: str, contexts: Sequence[Context]) -> Refinement:
+        if not contexts:
+            return Refinement(None, self.method, failure="no results to take feedback terms from")
+        documents = [self._words(" ".join([c.title, *c.chunks])) for c in contexts]
+        document_frequency = Counter(w for words in documents for w in set(words))
+        seen = set(self._words(previous_query)) | set(self._words(question))
+        weights: Counter[str] = Counter()
+        for words in documents[: self.top_contexts]:
+            counts = Counter(words)
+            for word, count in counts.items():
+                if word not in seen:
+                    weights[word] += (1 + math.log(count)) * math.log(
+                        1 + len(documents) / document_frequency[word]
+                    )
+        picked = [w for w, _ in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: self.terms]]
+        if not picked:
+            return Refinement(None, self.method, failure="no new feedback terms in the results")
+        return Refinement(f"{question} {' '.join(picked)}", self.method)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def merge_contexts(previous: Sequence[Context], new: Sequence[Context]) -> tuple[list[Context], int]:
+    """Previous contexts then the new ones, each chunk kept once (dedupe by passage text); (merged, chunks added)."""
+    seen = {_norm(chunk) for context in previous for chunk in context.chunks}
+    merged = [Context(**c.to_dict()) for c in previous]
+    added = 0
+    for context in new:
+        chunks, passage_ids = [], []
+        ids = list(context.passage_ids) + [None] * (len(context.chunks) - len(context.passage_ids))
+        for chunk, passage_id in zip(context.chunks, ids, strict=True):
+            key = _norm(chunk)
+            if key and key not in seen:
+                seen.add(key)
+                chunks.append(chunk)
+                if passage_id:
+                    passage_ids.append(passage_id)
+        if chunks:
+            merged.append(
+                Context(
+                    title=context.title,
+                    chunks=chunks,
+                    doi=context.doi,
+                    url=context.url,
+                    paper_id=context.paper_id,
+                    score=context.score,
+                    passage_ids=passage_ids,
+                )
+            )
+            added += len(chunks)
+    return merged, added
+
+
+@dataclass
+class Level:
+    """One recursion level: the query asked, what it returned (`fresh`) and the merged contexts so far."""
+
+    depth: int
+    query: str | None
+    refinement: str
+    contexts: list[Context]
+    new_chunks: int
+    fresh: list[Context] = field(default_factory=list)
+    failure: str | None = None
+
+
+def recursive_search(
+    provider,
+    question: str,
+    *,
+    max_depth: int,
+    page_size: int,
+    refiner,
+    level0: Sequence[Context] | None = None,
+) -> list[Level]:
+    """Levels 0..max_depth; level d's query comes from level d-1's own results (`fresh`).
+
+    A refinement failure stops fetching: later levels repeat the last merged contexts and carry the failure, so
+    every depth still has a row and a failure is visible, not hidden.
+    """
+    first = list(level0) if level0 is not None else provider.search(question, page_size)
+    first = first[:page_size]
+    levels = [Level(0, question, "none", first, sum(len(c.chunks) for c in first), fresh=first)]
+    query = question
+    stopped: str | None = None
+    for depth in range(1, max_depth + 1):
+        previous = levels[-1]
+        if stopped is None:
+            refinement = refiner.refine(question, query, previous.fresh)
+            if refinement.query is not None:
+                query = refinement.query
+                fresh = provider.search(query, page_size)[:page_size]
+                merged, added = merge_contexts(previous.contexts, fresh)
+                levels.append(Level(depth, query, refinement.method, merged, added, fresh=fresh))
+                continue
+            stopped = refinement.failure or "refinement failed"
+        method = getattr(refiner, "method", "refiner")
+        levels.append(Level(depth, None, method, previous.contexts, 0, fresh=[], failure=stopped))
+    return levels

@@ -1,0 +1,303 @@
+"""The benchmark's steps as plain functions over polars frames (the Dagster assets in
+`lumina_assets.benchmark` call these): query providers, recurse, judge, score.
+
+Contexts are stored as a list of structs per (question, provider, page size, depth), so a question that got no
+contexts still has its row and scores 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import polars as pl
+
+from evals.judge import JudgeInput, JudgeResult
+from evals.metrics import ContextVerdict, bootstrap_ci, question_cp, question_cr, ranking_metrics
+from evals.providers import contexts_from_rows
+from evals.recursive import recursive_search
+from lumina_assets.schemas import Context
+
+CONTEXT_STRUCT = pl.Struct(
+    {
+        "title": pl.String,
+        "chunks": pl.List(pl.String),
+        "doi": pl.String,
+        "url": pl.String,
+        "paper_id": pl.String,
+        "score": pl.Float64,
+        "passage_ids": pl.List(pl.String),
+    }
+)
+
+PROVIDER_RESULT_SCHEMA = {
+    "question_id": pl.String,
+    "provider": pl.String,
+    "query": pl.String,
+    "k": pl.Int32,
+    "contexts": pl.List(CONTEXT_STRUCT),
+    "error": pl.String,
+}
+
+RECURSIVE_SCHEMA = {
+    "question_id": pl.String,
+    "provider": pl.String,
+    "page_size": pl.Int32,
+    "depth": pl.Int32,
+    "query": pl.String,
+    "refinement": pl.String,
+    "failure": pl.String,
+    "new_chunks": pl.Int32,
+    "fresh_contexts": pl.Int32,
+    "contexts": pl.List(CONTEXT_STRUCT),
+}
+
+JUDGMENT_SCHEMA = {
+    "key": pl.String,
+    "question_id": pl.String,
+    "provider": pl.String,
+    "judge": pl.String,
+    "relevant": pl.Int8,
+    "relevance_failure": pl.String,
+    "relevance_attempts": pl.Int32,
+    "critical": pl.Int32,
+    "sentences": pl.Int32,
+    "sentence_verdicts": pl.List(pl.Int8),
+    "precision_failure": pl.String,
+    "precision_attempts": pl.Int32,
+    "relevance_score": pl.Float64,
+}
+
+
+def _context_dicts(contexts: Sequence[Context]) -> list[dict[str, Any]]:
+    return [
+        {
+            "title": c.title,
+            "chunks": list(c.chunks),
+            "doi": c.doi,
+            "url": c.url,
+            "paper_id": c.paper_id,
+            "score": float(c.score),
+            "passage_ids": list(c.passage_ids),
+        }
+        for c in contexts
+    ]
+
+
+def query_provider(
+    provider, questions: pl.DataFrame, k: int, *, on_progress: Callable[[int], None] | None = None
+) -> pl.DataFrame:
+    """Level 0 for every question at page size k. A failed request is recorded in `error`, not raised."""
+    rows = []
+    for index, question in enumerate(questions.iter_rows(named=True)):
+        error = None
+        try:
+            contexts = provider.search(question["text"], k)[:k]
+        except Exception as exc:  # one failing question must not lose the others; the reason is kept
+            contexts, error = [], f"{type(exc).__name__}: {exc}"[:500]
+        rows.append(
+            {
+                "question_id": question["question_id"],
+                "provider": provider.name,
+                "query": question["text"],
+                "k": k,
+                "contexts": _context_dicts(contexts),
+                "error": error,
+            }
+        )
+        if on_progress:
+            on_progress(index + 1)
+    return (
+        pl.DataFrame(rows, schema=PROVIDER_RESULT_SCHEMA)
+        if rows
+        else pl.DataFrame(schema=PROVIDER_RESULT_SCHEMA)
+    )
+
+
+def run_recursive(
+    provider,
+    questions: pl.DataFrame,
+    level0: pl.DataFrame,
+    *,
+    page_sizes: Sequence[int],
+    max_depth: int,
+    refiner,
+) -> pl.DataFrame:
+    """Every level 0..max_depth for every question and page size. Level 0 is the stored provider result (its top p);
+    a page size above the stored k queries afresh."""
+    stored = {row["question_id"]: row for row in level0.iter_rows(named=True)} if level0 is not None else {}
+    rows = []
+    for question in questions.iter_rows(named=True):
+        for page_size in page_sizes:
+            base = stored.get(question["question_id"])
+            first = None
+            if base is not None and base["k"] >= page_size and not base["error"]:
+                first = contexts_from_rows(base["contexts"])[:page_size]
+            try:
+                levels = recursive_search(
+                    provider,
+                    question["text"],
+                    max_depth=max_depth,
+                    page_size=page_size,
+                    refiner=refiner,
+                    level0=first,
+                )
+            except Exception as exc:
+                levels = None
+                failure = f"{type(exc).__name__}: {exc}"[:500]
+            if levels is None:
+                for depth in range(max_depth + 1):
+                    rows.append(
+                        _recursive_row(
+                            question, provider.name, page_size, depth, None, "error", failure, 0, 0, []
+                        )
+                    )
+                continue
+            for level in levels:
+                rows.append(
+                    _recursive_row(
+                        question,
+                        provider.name,
+                        page_size,
+                        level.depth,
+                        level.query,
+                        level.refinement,
+                        level.failure,
+                        level.new_chunks,
+                        len(level.fresh),
+                        level.contexts,
+                    )
+                )
+    return pl.DataFrame(rows, schema=RECURSIVE_SCHEMA) if rows else pl.DataFrame(schema=RECURSIVE_SCHEMA)
+
+
+def _recursive_row(
+    question, provider, page_size, depth, query, refinement, failure, new_chunks, fresh, contexts
+):
+    return {
+        "question_id": question["question_id"],
+        "provider": provider,
+        "page_size": page_size,
+        "depth": depth,
+        "query": query,
+        "refinement": refinement,
+        "failure": failure,
+        "new_chunks": new_chunks,
+        "fresh_contexts": fresh,
+        "contexts": _context_dicts(contexts),
+    }
+
+
+def judge_inputs(recursive: pl.DataFrame, questions: pl.DataFrame) -> list[JudgeInput]:
+    """Unique (question, context) pairs across every level and page size: each is judged once."""
+    texts = dict(zip(questions["question_id"].to_list(), questions["text"].to_list(), strict=True))
+    unique: dict[str, JudgeInput] = {}
+    for row in recursive.iter_rows(named=True):
+        question = texts.get(row["question_id"])
+        if question is None:
+            continue
+        for context in contexts_from_rows(row["contexts"]):
+            item = JudgeInput(row["question_id"], question, context)
+            unique.setdefault(item.key, item)
+    return list(unique.values())
+
+
+def judgments_frame(results: Sequence[JudgeResult], provider: str) -> pl.DataFrame:
+    rows = [{**r.to_row(), "provider": provider} for r in results]
+    if not rows:
+        return pl.DataFrame(schema=JUDGMENT_SCHEMA)
+    return pl.DataFrame([{k: row.get(k) for k in JUDGMENT_SCHEMA} for row in rows], schema=JUDGMENT_SCHEMA)
+
+
+def score(
+    recursive: pl.DataFrame,
+    judgments: pl.DataFrame,
+    questions: pl.DataFrame,
+    *,
+    resamples: int = 2000,
+) -> pl.DataFrame:
+    """CR, CP (bootstrap CIs, n, failures) and ranking metrics per provider × page size × depth × question set."""
+    verdicts = {
+        row["key"]: ContextVerdict(
+            row["relevant"],
+            row["critical"] if row["precision_failure"] is None else None,
+            row["sentences"] if row["precision_failure"] is None else None,
+        )
+        for row in judgments.iter_rows(named=True)
+    }
+    meta = {row["question_id"]: row for row in questions.iter_rows(named=True)}
+    per_group: dict[tuple, list[dict[str, Any]]] = {}
+    for row in recursive.iter_rows(named=True):
+        question = meta.get(row["question_id"])
+        if question is None:
+            continue
+        contexts = contexts_from_rows(row["contexts"])
+        judged = [verdicts.get(JudgeInput(row["question_id"], question["text"], c).key) for c in contexts]
+        missing = sum(1 for v in judged if v is None)
+        judged = [v if v is not None else ContextVerdict(None, None, None) for v in judged]
+        record = {
+            "question_id": row["question_id"],
+            "cr": question_cr(judged),
+            "cp": question_cp(judged),
+            "cr_failures": sum(1 for v in judged if v.relevant is None),
+            "cp_failures": sum(1 for v in judged if v.critical is None),
+            "unjudged": missing,
+            "contexts": len(contexts),
+            "ranked_papers": [c.paper_id for c in contexts if c.paper_id],
+            "relevant": list(question.get("relevant_paper_ids") or []),
+        }
+        for question_set in ("all", question["kind"]):
+            key = (row["provider"], row["page_size"], row["depth"], question_set)
+            per_group.setdefault(key, []).append(record)
+    out = []
+    for (provider, page_size, depth, question_set), records in sorted(per_group.items()):
+        cr = bootstrap_ci([r["cr"] for r in records if r["cr"] is not None], resamples=resamples)
+        cp = bootstrap_ci([r["cp"] for r in records if r["cp"] is not None], resamples=resamples)
+        qrels = {r["question_id"]: {pid: 1 for pid in r["relevant"]} for r in records if r["relevant"]}
+        run = {r["question_id"]: r["ranked_papers"] for r in records}
+        ranking = ranking_metrics(qrels, run) if qrels else {}
+        out.append(
+            {
+                "provider": provider,
+                "page_size": page_size,
+                "depth": depth,
+                "question_set": question_set,
+                "cr": cr.mean,
+                "cr_low": cr.low,
+                "cr_high": cr.high,
+                "cp": cp.mean,
+                "cp_low": cp.low,
+                "cp_high": cp.high,
+                "n": len(records),
+                "n_scored_cr": cr.n,
+                "n_scored_cp": cp.n,
+                "cr_failures": sum(r["cr_failures"] for r in records),
+                "cp_failures": sum(r["cp_failures"] for r in records),
+                "unjudged_contexts": sum(r["unjudged"] for r in records),
+                "questions_without_contexts": sum(1 for r in records if r["contexts"] == 0),
+                "mean_contexts": sum(r["contexts"] for r in records) / len(records),
+                "n_qrels": len(qrels),
+                "nDCG@10": ranking.get("nDCG@10"),
+                "AP@10": ranking.get("AP@10"),
+                "R@10": ranking.get("R@10"),
+                "RR": ranking.get("RR"),
+            }
+        )
+    schema = {
+        "provider": pl.String,
+        "page_size": pl.Int32,
+        "depth": pl.Int32,
+        "question_set": pl.String,
+        **{c: pl.Float64 for c in ("cr", "cr_low", "cr_high", "cp", "cp_low", "cp_high")},
+        "n": pl.Int32,
+        "n_scored_cr": pl.Int32,
+        "n_scored_cp": pl.Int32,
+        "cr_failures": pl.Int32,
+        "cp_failures": pl.Int32,
+        "unjudged_contexts": pl.Int32,
+        "questions_without_contexts": pl.Int32,
+        "mean_contexts": pl.Float64,
+        "n_qrels": pl.Int32,
+        **{c: pl.Float64 for c in ("nDCG@10", "AP@10", "R@10", "RR")},
+    }
+    return pl.DataFrame(out, schema=schema) if out else pl.DataFrame(schema=schema)

@@ -1,0 +1,150 @@
+"""External search providers the benchmark compares Lumina with: raw API clients over the shared HTTP layer.
+
+Each client returns the provider's JSON untouched (mapping to contexts lives in `evals.providers`, next to the
+provider protocol), goes through `lumina_assets.http.HttpClient` (retry, Retry-After, per-host rate limit, disk
+cache) and takes its base URL from config. Keys arrive through `dg.EnvVar` and travel only in a header or in a
+query parameter the HTTP layer redacts and keeps out of cache keys.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import dagster as dg
+import httpx
+
+from lumina_assets import settings
+from lumina_assets.http import HttpClient
+
+S2_SNIPPET_FIELDS = "snippet.text,snippet.snippetKind,snippet.section,snippet.snippetOffset"
+S2_PAPER_FIELDS = "title,abstract,tldr,externalIds,url,year,authors,openAccessPdf"
+
+
+class SemanticScholarClient:
+    """Graph API: `/snippet/search` for passages, `/paper/search` (title + abstract) as the fallback."""
+
+    def __init__(self, http: HttpClient):
+        self.http = http
+
+    def snippet_search(self, query: str, limit: int) -> dict[str, Any]:
+        return self.http.get_json("/snippet/search", params={"query": query, "limit": limit})
+
+    def paper_search(self, query: str, limit: int, fields: str = S2_PAPER_FIELDS) -> dict[str, Any]:
+        return self.http.get_json("/paper/search", params={"query": query, "limit": limit, "fields": fields})
+
+
+class SerpApiScholarClient:
+    """SerpAPI `engine=google_scholar`: organic results whose snippets are the contexts' chunks."""
+
+    def __init__(self, http: HttpClient, api_key: str):
+        self.http = http
+        self._api_key = api_key
+
+    def search(self, query: str, num: int) -> dict[str, Any]:
+        params = {
+            "engine": "google_scholar",
+            "q": query,
+            "num": min(num, 20),
+            "hl": "en",
+            "api_key": self._api_key,
+        }
+        return self.http.get_json("/search.json", params=params)
+
+
+class ExaClient:
+    """Exa `/search` with `contents.highlights`: the highlights are the contexts' chunks."""
+
+    def __init__(self, http: HttpClient, *, category: str = "research paper", highlight_sentences: int = 3):
+        self.http = http
+        self.category = category
+        self.highlight_sentences = highlight_sentences
+
+    def search(self, query: str, num_results: int) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "query": query,
+            "numResults": num_results,
+            "type": "auto",
+            "contents": {"highlights": {"numSentences": self.highlight_sentences, "highlightsPerUrl": 3}},
+        }
+        if self.category:
+            body["category"] = self.category
+        return self.http.post_json("/search", body)
+
+
+class _ProviderResource(dg.ConfigurableResource):
+    api_key: str = ""
+    base_url: str = ""
+    min_interval_s: float = 0.0
+    max_retries: int = 4
+    timeout_s: float = 30.0
+
+    def available(self) -> bool:
+        return bool(self.api_key)
+
+    def unavailable_reason(self) -> str:
+        return ""
+
+    def _http(self, name: str, headers: dict[str, str], transport: httpx.BaseTransport | None) -> HttpClient:
+        return HttpClient(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=self.timeout_s,
+            max_retries=self.max_retries,
+            min_interval=self.min_interval_s,
+            cache_dir=settings.cache_dir() / "http" / name,
+            transport=transport,
+        )
+
+
+class SemanticScholarResource(_ProviderResource):
+    """Semantic Scholar Graph API (1 request/s with a key, `x-api-key` header)."""
+
+    base_url: str = "https://api.semanticscholar.org/graph/v1"
+    min_interval_s: float = 1.0
+
+    def unavailable_reason(self) -> str:
+        return "" if self.available() else "SEMANTIC_SCHOLAR_API_KEY is not set: semantic_scholar skipped"
+
+    def get_client(self, transport: httpx.BaseTransport | None = None) -> SemanticScholarClient:
+        headers = {"x-api-key": self.api_key} if self.api_key else {}
+        return SemanticScholarClient(self._http("semantic_scholar", headers, transport))
+
+
+class SerpApiScholarResource(_ProviderResource):
+    """SerpAPI Google Scholar (key as the `api_key` query parameter, redacted by the HTTP layer)."""
+
+    base_url: str = "https://serpapi.com"
+
+    def unavailable_reason(self) -> str:
+        return "" if self.available() else "SERPAPI_API_KEY is not set: google_scholar skipped"
+
+    def get_client(self, transport: httpx.BaseTransport | None = None) -> SerpApiScholarClient:
+        return SerpApiScholarClient(self._http("google_scholar", {}, transport), self.api_key)
+
+
+class ExaResource(_ProviderResource):
+    """Exa neural search (`x-api-key` header)."""
+
+    base_url: str = "https://api.exa.ai"
+    category: str = "research paper"
+
+    def unavailable_reason(self) -> str:
+        return "" if self.available() else "EXA_API_KEY is not set: exa skipped"
+
+    def get_client(self, transport: httpx.BaseTransport | None = None) -> ExaClient:
+        headers = {"x-api-key": self.api_key} if self.api_key else {}
+        return ExaClient(self._http("exa", headers, transport), category=self.category)
+
+
+def _env_key(name: str) -> Any:
+    return dg.EnvVar(name) if os.environ.get(name) else ""
+
+
+def build_provider_resources() -> dict[str, dg.ConfigurableResource]:
+    """Keys through `dg.EnvVar` only when set: a missing key means the provider is skipped, not a broken location."""
+    return {
+        "semantic_scholar": SemanticScholarResource(api_key=_env_key("SEMANTIC_SCHOLAR_API_KEY")),
+        "google_scholar": SerpApiScholarResource(api_key=_env_key("SERPAPI_API_KEY")),
+        "exa": ExaResource(api_key=_env_key("EXA_API_KEY")),
+    }
