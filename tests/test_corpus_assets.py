@@ -131,3 +131,24 @@ def test_live_crawl_without_openalex_key_is_skipped_with_the_reason(data_dir, tm
     )
     meta = result.asset_materializations_for_node("openalex_works")[0].metadata
     assert "OPENALEX_API_KEY is not set" in meta["skipped"].value
+
+
+def test_dagster_definitions_validate_passes(tmp_path):
+    """The same check a user's `dagster definitions validate` runs on workspace.yaml."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    dagster = Path(sys.executable).parent / "dagster"
+    completed = subprocess.run(
+        [str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+    )
+    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
+    assert "Validation successful" in completed.stderr + completed.stdout
