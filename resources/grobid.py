@@ -1,0 +1,33 @@
+"""GROBID server settings (the URL comes from config or `GROBID_URL`; GROBID needs no secret)."""
+
+from __future__ import annotations
+
+import dagster as dg
+from pydantic import Field
+
+from lumina_assets.parsers.grobid_parser import GrobidParser, grobid_url_from_env
+
+
+class GrobidResource(dg.ConfigurableResource):
+    url: str | None = Field(
+        default=None, description="GROBID base URL; empty means $GROBID_URL or localhost:8070"
+    )
+    timeout_s: int = 180
+    consolidate_header: bool = False
+    consolidate_citations: bool = False
+    tei_coordinates: bool = True
+
+    def resolved_url(self) -> str:
+        return grobid_url_from_env(self.url)
+
+    def options(self) -> dict:
+        return {
+            "grobid_url": self.resolved_url(),
+            "timeout": self.timeout_s,
+            "consolidate_header": self.consolidate_header,
+            "consolidate_citations": self.consolidate_citations,
+            "tei_coordinates": self.tei_coordinates,
+        }
+
+    def parser(self, **limits) -> GrobidParser:
+        return GrobidParser(**self.options(), **limits)
