@@ -96,9 +96,11 @@ def join_lines(lines: list[str]) -> str:
             word_start = max(out.rfind(" "), out.rfind("("), out.rfind("/"))
             fragment = out[word_start + 1 : -1]
             if "-" in fragment or fragment[:1].isupper() and len(fragment) <= 3:
-                out += line  # keep the hyphen: a compound or an acronym ("GPT-4", "state-of-the-art")
+                out += line  # keep the hyphen: a compound or an acronym ("state-of-the-art")
             else:
                 out = out[:-1] + line
+        elif match and line[:1].isalnum():
+            out += line  # "GPT-" + "4", "Semi-" + "Supervised": a real hyphen at the line end
         elif out.endswith("\u00ad"):
             out = out[:-1] + line
         else:
