@@ -51,7 +51,10 @@ def _authors(node) -> list[str]:
 
 def _reference(bibl) -> Reference:
     ref_id = bibl.get(XML_ID) or ""
-    title = _text(bibl.find("t:analytic/t:title", NS)) or _text(bibl.find("t:monogr/t:title", NS))
+    # An article's title is <analytic><title>; GROBID writes it empty when it saw none, and then <monogr><title>
+    # is the venue, not a title. Without that element (books, some theses) <monogr><title> is the title.
+    article_title = bibl.find("t:analytic/t:title", NS)
+    title = _text(article_title) if article_title is not None else _text(bibl.find("t:monogr/t:title", NS))
     date = bibl.find(".//t:imprint/t:date[@type='published']", NS)
     year_match = re.match(r"(\d{4})", (date.get("when") or "") if date is not None else "")
     doi = _text(bibl.find(".//t:idno[@type='DOI']", NS)).lower() or None
