@@ -191,7 +191,8 @@ def test_combined_grobid_structure_with_pymupdf_tables(grobid_server, shared_dat
 
 
 def test_combined_falls_back_without_grobid(shared_data):
-    parser = CombinedParser(parser_options={"grobid": {"grobid_url": "http://127.0.0.1:9"}})
+    options = {"grobid": {"grobid_url": "http://127.0.0.1:9"}, "pymupdf": {"tables": "fast"}}
+    parser = CombinedParser(parser_options=options)
     paper = parser.parse(shared_data / "pdfs" / "N18-3011.pdf", "n18")
     assert paper.parser == "combined:pymupdf+pymupdf"
     strict = CombinedParser(
