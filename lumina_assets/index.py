@@ -1,7 +1,5 @@
 """Index stage: `passage_index` keeps the LanceDB `passages` and `papers` tables in step with the upstream tables."""
 
-from __future__ import annotations
-
 import dagster as dg
 import polars as pl
 

@@ -490,6 +490,7 @@ class SearchEngine:
         config: SearchConfig | None = None,
         *,
         storage_options=None,
+        refresh_seconds: float = 5.0,
     ):
         from lumina_assets import settings
 
@@ -502,6 +503,9 @@ class SearchEngine:
         self.embedder = embedder
         self.config = config or SearchConfig()
         self._db = None
+        self._view: CorpusView | None = None
+        self._view_checked_at = 0.0
+        self.refresh_seconds = refresh_seconds
         self.last_trace = SearchTrace()
 
     # -- plumbing
@@ -519,7 +523,12 @@ class SearchEngine:
         return self._db
 
     def view(self) -> CorpusView:
-        return corpus_view(self.db_uri, self.db, k1=self.config.bm25_k1, b=self.config.bm25_b)
+        """The in-memory view; the table versions are re-checked at most every `refresh_seconds`."""
+        now = time.monotonic()
+        if self._view is None or now - self._view_checked_at > self.refresh_seconds:
+            self._view = corpus_view(self.db_uri, self.db, k1=self.config.bm25_k1, b=self.config.bm25_b)
+            self._view_checked_at = now
+        return self._view
 
     def warm_up(self) -> None:
         """Load the view and run one query so that first-query latency is not model / cache loading."""

@@ -1,0 +1,171 @@
+"""Incremental indexing on real SciFact abstracts: only new or changed passages are embedded; the Dagster asset
+and its checks run against partitioned `passages` and the `papers` table."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import numpy as np
+import polars as pl
+import pytest
+
+from lumina_assets import indexing, tables
+from lumina_assets.beir import Collection, collection_tables
+from resources.embedder import Embedder, EmbedderResource
+from resources.lancedb import LanceDBResource, connect_lancedb
+
+
+class CountingEmbedder:
+    """Wraps the real embedder and records every text it was asked to embed."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.calls: list[list[str]] = []
+
+    @property
+    def dimension(self) -> int:
+        return self.inner.dimension
+
+    def encode(self, texts):
+        self.calls.append(list(texts))
+        return self.inner.encode(texts)
+
+    @property
+    def embedded(self) -> list[str]:
+        return [t for call in self.calls for t in call]
+
+    def reset(self) -> None:
+        self.calls = []
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(batch_size=32)
+
+
+@pytest.fixture(scope="module")
+def scifact_docs(shared_data) -> dict[str, dict[str, str]]:
+    docs = {}
+    with (shared_data / "scifact" / "corpus.jsonl").open() as handle:
+        for line in handle:
+            row = json.loads(line)
+            docs[row["_id"]] = {"title": row["title"], "text": row["text"]}
+            if len(docs) == 13:
+                break
+    return docs
+
+
+def _tables(docs, embedder):
+    return collection_tables(Collection("scifact", docs, {}, {}), embedder.token_counter())
+
+
+def _rows(db, name):
+    table = indexing.open_table(db, name)
+    return table.to_arrow().to_pylist() if table is not None else []
+
+
+def test_adding_one_paper_embeds_only_its_passages(tmp_path, scifact_docs, embedder):
+    counting = CountingEmbedder(embedder)
+    db = connect_lancedb(str(tmp_path / "db"))
+    first = dict(list(scifact_docs.items())[:12])
+    papers, passages = _tables(first, embedder)
+    stats = indexing.index_corpus(db, passages, papers, counting)
+    assert stats.passages_embedded == passages.height
+    assert len(_rows(db, indexing.PASSAGES_TABLE)) == passages.height
+    assert len(_rows(db, indexing.PAPERS_TABLE)) == 12
+
+    # the same input again: nothing is embedded, nothing duplicated
+    counting.reset()
+    again = indexing.index_corpus(db, passages, papers, counting)
+    assert counting.embedded == [] and again.passages_embedded == 0
+    assert len(_rows(db, indexing.PASSAGES_TABLE)) == passages.height
+
+    # one more paper: exactly its passages (title-prefixed) plus its title are embedded
+    new_id = list(scifact_docs)[12]
+    papers2, passages2 = _tables(scifact_docs, embedder)
+    new_passages = passages2.filter(pl.col("paper_id") == f"beir-scifact:{new_id}")
+    counting.reset()
+    stats = indexing.index_corpus(db, passages2, papers2, counting)
+    assert stats.passages_embedded == new_passages.height
+    embedded_passage_texts = counting.calls[0]
+    assert len(embedded_passage_texts) == new_passages.height
+    assert all(scifact_docs[new_id]["title"] in text for text in embedded_passage_texts)
+    assert counting.embedded[len(embedded_passage_texts) :] == [scifact_docs[new_id]["title"]]
+    stored = _rows(db, indexing.PASSAGES_TABLE)
+    assert len(stored) == passages2.height
+    assert len({row["passage_id"] for row in stored}) == len(stored)
+
+
+def test_changed_text_reembeds_that_paper_only_and_metadata_reuses_vectors(tmp_path, scifact_docs, embedder):
+    counting = CountingEmbedder(embedder)
+    db = connect_lancedb(str(tmp_path / "db"))
+    docs = dict(list(scifact_docs.items())[:6])
+    papers, passages = _tables(docs, embedder)
+    indexing.index_corpus(db, passages, papers, counting)
+    target = list(docs)[2]
+    before = {r["passage_id"]: np.asarray(r["vector"]) for r in _rows(db, indexing.PASSAGES_TABLE)}
+
+    changed = {**docs, target: {"title": docs[target]["title"], "text": "Aspirin lowers the risk of stroke."}}
+    papers2, passages2 = _tables(changed, embedder)
+    counting.reset()
+    stats = indexing.index_corpus(db, passages2, papers2, counting)
+    assert counting.calls == [["" + docs[target]["title"] + ". Aspirin lowers the risk of stroke."]]
+    assert stats.passages_embedded == 1
+    # the paper had more passages before: the stale ones are pruned
+    ids_now = {r["passage_id"] for r in _rows(db, indexing.PASSAGES_TABLE)}
+    assert ids_now == set(passages2["passage_id"].to_list())
+
+    # metadata-only change (a DOI appears): no embedding, the stored vector is kept, the DOI is searchable
+    papers3 = papers2.with_columns(
+        pl.when(pl.col("paper_id") == f"beir-scifact:{list(docs)[0]}")
+        .then(pl.lit("10.1000/xyz"))
+        .otherwise(None)
+        .alias("doi")
+    )
+    counting.reset()
+    stats = indexing.index_corpus(db, passages2, papers3, counting)
+    assert counting.embedded == []
+    assert stats.passages_metadata_updated >= 1
+    rows = {r["passage_id"]: r for r in _rows(db, indexing.PASSAGES_TABLE)}
+    first_passage = f"beir-scifact:{list(docs)[0]}#abstract:0"
+    assert rows[first_passage]["doi"] == "10.1000/xyz"
+    assert rows[first_passage]["url"] == "https://doi.org/10.1000/xyz"
+    np.testing.assert_allclose(np.asarray(rows[first_passage]["vector"]), before[first_passage], rtol=1e-6)
+
+
+def test_vectors_are_normalized_and_full_text_index_exists(tmp_path, scifact_docs, embedder):
+    db = connect_lancedb(str(tmp_path / "db"))
+    papers, passages = _tables(dict(list(scifact_docs.items())[:3]), embedder)
+    indexing.index_corpus(db, passages, papers, embedder)
+    table = indexing.open_table(db, indexing.PASSAGES_TABLE)
+    vectors = indexing.vectors_from_arrow(table.to_arrow()["vector"])
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    title_word = scifact_docs[list(scifact_docs)[0]]["title"].split()[0]
+    hits = table.search(title_word, query_type="fts").limit(3).to_list()
+    assert hits and hits[0]["paper_id"] == f"beir-scifact:{list(scifact_docs)[0]}"
+
+
+def test_passage_index_asset_and_checks(data_dir, scifact_docs, embedder):
+    papers, passages = _tables(dict(list(scifact_docs.items())[:5]), embedder)
+    batch_one = passages.filter(pl.col("paper_id").is_in(papers["paper_id"].head(3).to_list()))
+    batch_two = passages.filter(~pl.col("paper_id").is_in(papers["paper_id"].head(3).to_list()))
+    tables.write_partition("passages", "batch-1", batch_one)
+    tables.write_partition("passages", "batch-2", batch_two)
+    tables.write_table("papers", papers)
+
+    from lumina_assets.index import passage_index, passage_index_row_count, passage_index_vector_dimension
+
+    result = dg.materialize(
+        [passage_index, passage_index_row_count, passage_index_vector_dimension],
+        resources={"lancedb": LanceDBResource(), "embedder": EmbedderResource(batch_size=32)},
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+    assert result.success
+    materialization = result.asset_materializations_for_node("passage_index")[0]
+    assert materialization.metadata["passages"].value == passages.height
+    assert materialization.metadata["vector_dimension"].value == embedder.dimension
+    checks = result.get_asset_check_evaluations()
+    assert {c.check_name for c in checks} == {"passage_index_row_count", "passage_index_vector_dimension"}
+    assert all(c.passed for c in checks)
+    assert (data_dir / "lancedb").is_dir()

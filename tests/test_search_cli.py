@@ -1,0 +1,115 @@
+"""The CLI: `lumina eval beir` on a tiny BEIR directory cut from SciFact, `lumina search` on a tiny index, and the
+SMART (CISI) loader that lets `eval beir` read classic collections."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lumina_assets.beir import load_collection, parse_smart
+from lumina_assets.cli import main
+
+METRIC_KEYS = {"ndcg@10", "map@10", "recall@100", "mrr@10", "index_seconds", "query_p50_ms", "query_p95_ms"}
+
+
+@pytest.fixture(scope="module")
+def tiny_beir(tmp_path_factory, shared_data):
+    """12 SciFact train claims, their relevant abstracts and 18 other abstracts, in BEIR layout."""
+    root = shared_data / "scifact"
+    qrels_lines = (root / "qrels" / "train.tsv").read_text().splitlines()
+    qrels: dict[str, list[str]] = {}
+    for line in qrels_lines[1:]:
+        qid, doc, _ = line.split("\t")
+        qrels.setdefault(qid, []).append(doc)
+    chosen_queries = list(qrels)[:12]
+    wanted = {d for q in chosen_queries for d in qrels[q]}
+    corpus_lines = []
+    others = 0
+    with (root / "corpus.jsonl").open() as handle:
+        for line in handle:
+            doc = json.loads(line)["_id"]
+            if doc in wanted or others < 18:
+                corpus_lines.append(line.rstrip("\n"))
+                others += doc not in wanted
+    query_lines = [
+        line
+        for line in (root / "queries.jsonl").read_text().splitlines()
+        if json.loads(line)["_id"] in chosen_queries
+    ]
+    target = tmp_path_factory.mktemp("beir") / "tinyfact"
+    (target / "qrels").mkdir(parents=True)
+    (target / "corpus.jsonl").write_text("\n".join(corpus_lines) + "\n")
+    (target / "queries.jsonl").write_text("\n".join(query_lines) + "\n")
+    rows = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t1" for q in chosen_queries for d in qrels[q]]
+    (target / "qrels" / "train.tsv").write_text("\n".join(rows) + "\n")
+    return target
+
+
+def test_eval_beir_prints_metrics_json_and_reuses_its_index(tiny_beir, data_dir, capsys):
+    assert main(["eval", "beir", str(tiny_beir), "--split", "train", "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    result = json.loads(lines[-1])
+    assert METRIC_KEYS <= set(result)
+    assert result["index_reused"] is False
+    assert result["ndcg@10"] > 0.6  # 12 claims against 30-odd abstracts: the right abstract is near the top
+    assert result["recall@100"] == 1.0  # fewer documents than the cut-off: everything relevant is retrieved
+    assert 0 < result["query_p50_ms"] <= result["query_p95_ms"]
+    eval_dirs = list((data_dir / "eval").iterdir())
+    assert len(eval_dirs) == 1 and eval_dirs[0].name.startswith("tinyfact-")
+
+    assert main(["eval", "beir", str(tiny_beir), "--split", "train", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert again["index_reused"] is True
+    assert again["ndcg@10"] == result["ndcg@10"]
+
+
+def test_eval_beir_unknown_split_is_a_clear_error(tiny_beir, data_dir, capsys):
+    assert main(["eval", "beir", str(tiny_beir), "--split", "dev"]) == 2
+    assert "no qrels for split 'dev'" in capsys.readouterr().err
+
+
+def test_search_cli_on_a_tiny_index(tiny_beir, data_dir, capsys, monkeypatch):
+    from lumina_assets import indexing, settings
+    from lumina_assets.beir import collection_tables
+    from resources.embedder import Embedder
+    from resources.lancedb import connect_lancedb
+
+    # before any index exists: a message, not a traceback
+    assert main(["search", "aspirin and stroke"]) == 2
+    assert "No search index yet" in capsys.readouterr().err
+
+    collection = load_collection(tiny_beir, split="train")
+    embedder = Embedder(batch_size=32)
+    papers, passages = collection_tables(collection, embedder.token_counter())
+    indexing.index_corpus(connect_lancedb(settings.lancedb_uri()), passages, papers, embedder)
+
+    claim = next(iter(collection.queries.values()))
+    assert main(["search", claim, "-k", "3", "--json"]) == 0
+    contexts = json.loads(capsys.readouterr().out)
+    assert 1 <= len(contexts) <= 3
+    assert {"paper_id", "title", "doi", "url", "chunks", "score", "passage_ids"} <= set(contexts[0])
+
+    assert main(["search", claim, "-k", "2"]) == 0
+    readable = capsys.readouterr().out
+    assert readable.startswith(" 1. ") and "> " in readable
+
+    assert main(["search", "   "]) == 0
+    assert "No results" in capsys.readouterr().out
+
+
+def test_smart_cisi_is_converted_on_the_fly(shared_data):
+    collection = load_collection(shared_data / "cisi")
+    assert collection.name == "cisi"
+    assert len(collection.corpus) == 1460
+    assert len(collection.queries) == 76  # the queries that have judgments
+    assert sum(len(v) for v in collection.qrels.values()) == 3114
+    first = collection.corpus["1"]
+    assert first["title"] == "18 Editions of the Dewey Decimal Classifications"
+    assert first["text"].startswith("The present study is a history of the DEWEY Decimal Classification.")
+    assert "Comaromi" in first["authors"]
+
+
+def test_parse_smart_keeps_multiline_fields():
+    records = parse_smart(".I 7\n.T\nA title\non two lines\n.W\nBody text.\n.I 8\n.W\nSecond.\n")
+    assert records == {"7": {"T": "A title on two lines", "W": "Body text."}, "8": {"W": "Second."}}

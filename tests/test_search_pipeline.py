@@ -1,0 +1,230 @@
+"""Each stage of the search pipeline on a small real corpus: 200 SciFact abstracts (the relevant documents of the
+first train claims plus others), indexed once for the module."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from lumina_assets import indexing
+from lumina_assets.beir import Collection, collection_tables, evaluate_run, run_queries
+from lumina_assets.search import IndexNotBuilt, SearchConfig, SearchEngine
+from resources.embedder import Embedder
+from resources.lancedb import connect_lancedb
+
+N_DOCS = 200
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(batch_size=32)
+
+
+@pytest.fixture(scope="module")
+def small_scifact(shared_data) -> Collection:
+    root = shared_data / "scifact"
+    corpus = {}
+    with (root / "corpus.jsonl").open() as handle:
+        for line in handle:
+            row = json.loads(line)
+            corpus[row["_id"]] = {"title": row["title"], "text": row["text"]}
+    queries = {}
+    with (root / "queries.jsonl").open() as handle:
+        for line in handle:
+            row = json.loads(line)
+            queries[row["_id"]] = row["text"]
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (root / "qrels" / "train.tsv").read_text().splitlines()[1:]:
+        qid, doc, score = line.split("\t")
+        qrels.setdefault(qid, {})[doc] = int(score)
+    chosen: list[str] = []
+    kept_queries = {}
+    for qid, docs in qrels.items():
+        if len(kept_queries) >= 40 or len(chosen) + len(docs) > N_DOCS // 2:
+            break
+        chosen += [d for d in docs if d not in chosen]
+        kept_queries[qid] = queries[qid]
+    for doc in corpus:
+        if len(chosen) >= N_DOCS:
+            break
+        if doc not in chosen:
+            chosen.append(doc)
+    return Collection(
+        "scifact", {d: corpus[d] for d in chosen}, kept_queries, {q: qrels[q] for q in kept_queries}, []
+    )
+
+
+@pytest.fixture(scope="module")
+def index_uri(tmp_path_factory, small_scifact, embedder) -> str:
+    uri = str(tmp_path_factory.mktemp("lancedb") / "db")
+    papers, passages = collection_tables(small_scifact, embedder.token_counter())
+    # give a few papers authors and years so the boost / filter stages have something to act on
+    ids = papers["paper_id"].to_list()
+    years = [2005 + (i % 15) for i in range(len(ids))]
+    authors = [["Ada Lovelace"] if i % 20 == 0 else ["Someone Else"] for i in range(len(ids))]
+    papers = papers.with_columns(
+        pl.Series("year", years, dtype=pl.Int32), pl.Series("authors", authors, dtype=pl.List(pl.String))
+    )
+    indexing.index_corpus(connect_lancedb(uri), passages, papers, embedder)
+    return uri
+
+
+def _metrics(uri, embedder, collection, **changes):
+    engine = SearchEngine(uri, embedder, SearchConfig(**changes))
+    run, _ = run_queries(engine, collection, k=100)
+    return evaluate_run(run, collection.qrels)
+
+
+def test_full_pipeline_returns_pinpointed_passages(index_uri, embedder, small_scifact):
+    engine = SearchEngine(index_uri, embedder)
+    qid, query = next(iter(small_scifact.queries.items()))
+    contexts = engine.search(query, k=5)
+    assert 1 <= len(contexts) <= 5
+    assert [c.score for c in contexts] == sorted((c.score for c in contexts), reverse=True)
+    for context in contexts:
+        assert context.paper_id.startswith("beir-scifact:")
+        assert context.chunks and len(context.chunks) == len(context.passage_ids)
+        assert all(pid.startswith(context.paper_id + "#") for pid in context.passage_ids)
+        assert context.title
+    relevant = {f"beir-scifact:{d}" for d in small_scifact.qrels[qid]}
+    assert relevant & {c.paper_id for c in contexts}
+
+
+def test_every_retriever_alone_finds_relevant_documents_and_fusion_beats_them(
+    index_uri, embedder, small_scifact
+):
+    alone = {}
+    retrievers = [
+        "passage_vectors",
+        "passage_fulltext",
+        "paper_title_vectors",
+        "paper_abstract_vectors",
+        "paper_fulltext",
+    ]
+    for keep in retrievers:
+        switches = {name: name == keep for name in retrievers}
+        alone[keep] = _metrics(index_uri, embedder, small_scifact, dense_prf=False, rm3=False, **switches)[
+            "ndcg@10"
+        ]
+        assert alone[keep] > 0.3, (keep, alone[keep])
+    fused = _metrics(index_uri, embedder, small_scifact)["ndcg@10"]
+    assert fused >= max(alone.values()) - 0.02, (fused, alone)
+
+
+def test_rrf_and_weighted_fusion_both_work(index_uri, embedder, small_scifact):
+    rrf = _metrics(index_uri, embedder, small_scifact, fusion="rrf")
+    weighted = _metrics(index_uri, embedder, small_scifact, fusion="weighted")
+    assert rrf["ndcg@10"] > 0.5 and weighted["ndcg@10"] > 0.5
+    assert rrf != weighted
+
+
+def test_pseudo_relevance_feedback_changes_the_second_round(index_uri, embedder, small_scifact):
+    query = next(iter(small_scifact.queries.values()))
+    with_prf = SearchEngine(index_uri, embedder, SearchConfig(dense_prf=True, rm3=True))
+    without = SearchEngine(index_uri, embedder, SearchConfig(dense_prf=False, rm3=False))
+    ranked_prf = with_prf.rank_documents(query, k=20)
+    ranked_plain = without.rank_documents(query, k=20)
+    assert with_prf.last_trace.feedback_terms, "RM3 chose no feedback terms"
+    assert abs(sum(with_prf.last_trace.feedback_terms.values()) - 1.0) < 1e-6
+    assert without.last_trace.feedback_terms == {}
+    assert ranked_prf != ranked_plain
+
+
+def test_acronym_expansion_uses_long_forms_mined_from_the_corpus(index_uri, embedder):
+    engine = SearchEngine(index_uri, embedder)
+    view = engine.view()
+    acronym, long_form = next((a, lf) for a, lf in sorted(view.acronyms.items()) if len(a) >= 3)
+    engine.search(f"{acronym.upper()} outcomes", k=3)
+    assert engine.last_trace.expansions, (acronym, long_form)
+    off = SearchEngine(index_uri, embedder, SearchConfig(expand_acronyms=False))
+    off.search(f"{acronym.upper()} outcomes", k=3)
+    assert off.last_trace.expansions == {}
+
+
+def test_author_boost_year_filter_and_recency(index_uri, embedder, small_scifact):
+    query = next(iter(small_scifact.queries.values()))
+    engine = SearchEngine(index_uri, embedder)
+    view = engine.view()
+    plain = engine.rank_documents(query, k=50)
+    boosted = engine.rank_documents(f"{query} by Ada Lovelace", k=50)
+    assert engine.last_trace.parsed.authors == ["Ada Lovelace"]
+    lovelace = {
+        pid for pid, names in zip(view.paper_ids, view.authors, strict=True) if "Ada Lovelace" in names
+    }
+
+    def best_rank(ranking):
+        return min((i for i, (pid, _) in enumerate(ranking) if pid in lovelace), default=999)
+
+    assert best_rank(boosted) < best_rank(plain)
+
+    filtered = SearchEngine(index_uri, embedder, SearchConfig(year_mode="filter"))
+    ranked = filtered.rank_documents(f"{query} published between 2010 and 2012", k=50)
+    years = dict(zip(view.paper_ids, view.years.tolist(), strict=True))
+    assert ranked and all(2010 <= years[pid] <= 2012 for pid, _ in ranked)
+
+    recent = SearchEngine(index_uri, embedder, SearchConfig(recency_weight=2.0)).rank_documents(query, k=10)
+    mean_year = np.mean([years[p] for p, _ in recent])
+    assert mean_year > np.mean([years[p] for p, _ in plain[:10]])
+
+
+def test_diversity_and_neighbour_expansion(index_uri, embedder, small_scifact):
+    query = next(iter(small_scifact.queries.values()))
+    one = SearchEngine(index_uri, embedder, SearchConfig(max_passages_per_paper=1, expand_neighbours=False))
+    for context in one.search(query, k=10):
+        assert len(context.chunks) == 1
+    # neighbours: every passage short enough gets its previous / next passage from the same paper
+    wide = SearchEngine(
+        index_uri,
+        embedder,
+        SearchConfig(max_passages_per_paper=1, expand_neighbours=True, neighbour_below_words=10_000),
+    )
+    view = wide.view()
+    expanded = [c for c in wide.search(query, k=30) if len(c.passage_ids) > 1]
+    assert expanded, "no multi-passage paper among the top 30"
+    for context in expanded:
+        positions = [view.passage_pos[p] for p in context.passage_ids]
+        hit = positions[0] if view.prev_ids[positions[0]] is None else positions[1]
+        linked = {view.prev_ids[hit], view.next_ids[hit]} - {None}
+        assert linked <= set(context.passage_ids)
+
+
+def test_lancedb_native_backend_agrees_with_memory_backend(index_uri, embedder, small_scifact):
+    memory = _metrics(index_uri, embedder, small_scifact, dense_prf=False, rm3=False)
+    native = _metrics(index_uri, embedder, small_scifact, backend="lancedb", dense_prf=False, rm3=False)
+    assert native["ndcg@10"] > 0.5
+    assert abs(native["recall@100"] - memory["recall@100"]) < 0.15
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "   ",
+        "the of and to",
+        "?!... ;;",
+        "x" * 10_000,
+        "Wirkung von Aspirin auf Schlaganfall",
+        "阿司匹林 中风",
+    ],
+)
+def test_bad_input_never_raises(index_uri, embedder, query):
+    engine = SearchEngine(index_uri, embedder)
+    contexts = engine.search(query, k=5)
+    assert isinstance(contexts, list)
+    if not query.strip() or query.strip() in ("the of and to", "?!... ;;"):
+        assert contexts == [] and engine.last_trace.message
+
+
+def test_long_query_is_truncated_not_rejected(index_uri, embedder, small_scifact):
+    query = next(iter(small_scifact.queries.values()))
+    engine = SearchEngine(index_uri, embedder)
+    assert engine.search((query + " ") * 300, k=3)
+
+
+def test_missing_index_raises_a_clear_error(tmp_path, embedder):
+    engine = SearchEngine(str(tmp_path / "nothing-here"), embedder)
+    with pytest.raises(IndexNotBuilt):
+        engine.search("aspirin", k=3)
