@@ -401,17 +401,31 @@ def labelled_pairs(
 
 
 def _best_threshold(scores: Sequence[float], labels: Sequence[int]) -> tuple[float, float]:
-    """Threshold (midpoint between sorted scores) with the highest Cohen's kappa against the labels."""
-    from evals.metrics import agreement
-
-    values = sorted(set(round(s, 4) for s in scores))
-    candidates = [(a + b) / 2 for a, b in zip(values, values[1:], strict=False)] or values
-    best = (candidates[0], -2.0)
-    for threshold in candidates:
-        kappa = agreement([int(s >= threshold) for s in scores], list(labels)).kappa
-        if kappa > best[1]:
-            best = (threshold, kappa)
-    return best
+    """Threshold (midpoint between distinct sorted scores) with the highest Cohen's kappa, vectorized over cuts."""
+    values = np.asarray(scores, dtype=float)
+    truth = np.asarray(labels, dtype=int)
+    distinct = np.unique(values)
+    if distinct.size < 2:
+        return float(distinct[0]) if distinct.size else 0.0, 0.0
+    cuts = (distinct[:-1] + distinct[1:]) / 2
+    order = np.argsort(values)
+    sorted_values, sorted_truth = values[order], truth[order]
+    n = values.size
+    below = np.searchsorted(sorted_values, cuts, side="left")  # items predicted 0 at each cut
+    positives_below = np.concatenate([[0], np.cumsum(sorted_truth)])[below]
+    total_pos = int(truth.sum())
+    tp = total_pos - positives_below
+    predicted_pos = n - below
+    fp = predicted_pos - tp
+    fn = positives_below
+    tn = n - tp - fp - fn
+    observed = (tp + tn) / n
+    p_yes, h_yes = predicted_pos / n, total_pos / n
+    expected = p_yes * h_yes + (1 - p_yes) * (1 - h_yes)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = np.where(expected < 1, (observed - expected) / (1 - expected), 0.0)
+    best = int(np.nanargmax(kappa))
+    return float(cuts[best]), float(kappa[best])
 
 
 def calibrate_offline_judge(
@@ -433,14 +447,15 @@ def calibrate_offline_judge(
     pairs = [(p.query, p.as_context()) for p in calibration]
     scores = judge.relevance_scores(pairs)
     cr_threshold, cr_kappa = _best_threshold(scores, [p.label for p in calibration])
+    sentence_lists = [split_sentences(pair.text) for pair in calibration]
+    judge._encode([s for sentences in sentence_lists for s in sentences])  # one batched encode
     sentence_scores: list[float] = []
     sentence_labels: list[int] = []
-    for pair in calibration:
-        sentences = split_sentences(pair.text)
+    for pair, sentences in zip(calibration, sentence_lists, strict=True):
         if not sentences:
             continue
-        query_vector = judge._encode([pair.query])[0]
-        sims = [float(np.dot(query_vector, v)) for v in judge._encode(sentences)]
+        query_vector = judge._vectors[pair.query]
+        sims = [float(np.dot(query_vector, judge._vectors[s])) for s in sentences]
         if pair.label:
             sentence_scores.append(max(sims))
             sentence_labels.append(1)

@@ -198,9 +198,10 @@ def lumina_search_fn(**engine_kwargs: Any) -> Callable[[str, int], list[Context]
         raise ProviderUnavailable(f"lumina search engine not importable ({exc}): lumina skipped") from exc
     try:
         engine = SearchEngine(**engine_kwargs)
-    except Exception as exc:  # a missing index is a reason to skip, stated plainly
+        engine.view()  # opens the index now: a missing index is a reason to skip, not 1 error per question
+    except Exception as exc:
         raise ProviderUnavailable(
-            f"lumina search engine could not open its index ({type(exc).__name__}: {exc})"
+            f"lumina search index not available ({type(exc).__name__}: {exc}): materialize `passage_index` first"
         ) from exc
     return engine.search
 

@@ -3,7 +3,6 @@ scores → report. Domain logic lives in `evals`; these assets read and write Pa
 report counts, cost, tables and plots in their metadata.
 """
 
-
 import json
 import os
 from pathlib import Path
@@ -152,10 +151,8 @@ def calibration_dir(config_value: str) -> Path:
     return settings.shared_data_dir() / "scifact"
 
 
-def offline_judge_and_validation(
-    folder: Path, queries_per_split: int
-) -> tuple[judge_lib.OfflineJudge, list[judge_lib.LabelledPair]]:
-    """The calibrated offline judge (thresholds cached as JSON) and its held-out validation pairs."""
+def offline_judge(folder: Path, queries_per_split: int) -> judge_lib.OfflineJudge:
+    """The calibrated offline judge; thresholds and their held-out agreement are cached as JSON."""
     if not (folder / "qrels").is_dir():
         raise dg.Failure(
             f"offline judge needs SciFact train qrels for calibration at {folder}; set JudgeConfig.calibration_dir"
@@ -166,27 +163,25 @@ def offline_judge_and_validation(
     stored = cache / f"{key}.json"
     if stored.exists():
         thresholds = judge_lib.OfflineThresholds.from_json(stored.read_text(encoding="utf-8"))
-        _, validation = judge_lib.labelled_pairs(folder, queries_per_split=queries_per_split)
     else:
         thresholds, validation = judge_lib.calibrate_offline_judge(
             embedder, folder, queries_per_split=queries_per_split
         )
+        # held-out agreement measured once, with the thresholds it belongs to
+        thresholds.validation = judge_lib.validate_judge(
+            judge_lib.OfflineJudge(embedder, thresholds), validation
+        )
         stored.parent.mkdir(parents=True, exist_ok=True)
         stored.write_text(thresholds.to_json(), encoding="utf-8")
-    return judge_lib.OfflineJudge(embedder, thresholds), validation
+    return judge_lib.OfflineJudge(embedder, thresholds)
 
 
 def build_judge(judge_llm: LLMResource, config: JudgeConfig):
-    """(judge, validation pairs, llm client or None). No key → the calibrated offline judge, labelled offline."""
+    """(judge, llm client or None). No key → the calibrated offline judge, labelled offline."""
     client = judge_llm.get_client()
-    folder = calibration_dir(config.calibration_dir)
     if client.is_offline:
-        judge, validation = offline_judge_and_validation(folder, config.calibration_queries)
-        return judge, validation, None
-    validation = []
-    if (folder / "qrels").is_dir():
-        _, validation = judge_lib.labelled_pairs(folder, queries_per_split=config.calibration_queries)
-    return judge_lib.LLMJudge(client, max_attempts=config.max_attempts), validation, client
+        return offline_judge(calibration_dir(config.calibration_dir), config.calibration_queries), None
+    return judge_lib.LLMJudge(client, max_attempts=config.max_attempts), client
 
 
 def build_provider(
@@ -509,7 +504,7 @@ def judgments(
             metadata={"skipped": True, "reason": "no recursive results for this provider"},
             data_version=dg.DataVersion("skipped"),
         )
-    judge, _, client = build_judge(judge_llm, config)
+    judge, client = build_judge(judge_llm, config)
     items = runner.judge_inputs(recursive, question_frame)
     context.log.info(f"judging {len(items)} unique (question, context) pairs with {judge.name}")
     frame = runner.judgments_frame(judge.judge_many(items), name)
@@ -601,11 +596,15 @@ def judge_agreement(judge_llm: LLMResource, judge_config: JudgeConfig, llm_queri
     folder = calibration_dir(judge_config.calibration_dir)
     if not (folder / "qrels").is_dir():
         return {}
-    judge, validation, client = build_judge(judge_llm, judge_config)
-    if client is not None:  # an LLM judge: a bounded number of queries, their verdicts cached on disk anyway
-        keep = sorted({p.query_id for p in validation})[:llm_queries]
-        validation = [p for p in validation if p.query_id in keep]
-    result = judge_lib.validate_judge(judge, validation)
+    judge, client = build_judge(judge_llm, judge_config)
+    if judge.is_offline and judge.thresholds.validation:
+        result = dict(judge.thresholds.validation)
+    else:
+        _, validation = judge_lib.labelled_pairs(folder, queries_per_split=judge_config.calibration_queries)
+        if client is not None:  # an LLM judge validates on a bounded number of queries (cost)
+            keep = sorted({p.query_id for p in validation})[:llm_queries]
+            validation = [p for p in validation if p.query_id in keep]
+        result = judge_lib.validate_judge(judge, validation)
     result["set"] = f"{folder.name} train qrels"
     result["offline"] = judge.is_offline
     if judge.is_offline:

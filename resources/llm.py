@@ -18,7 +18,7 @@ from lumina_assets import settings
 from lumina_assets.http import DiskCache
 
 BACKENDS = ("anthropic", "openai", "openai-compatible", "offline")
-DEFAULT_QUESTION_MODEL = "claude-sonnet-4-5"
+DEFAULT_QUESTION_MODEL = "claude-sonnet-4-6"
 DEFAULT_JUDGE_MODEL = "gpt-4o"
 
 # USD per million (input, output) tokens, public list prices; unknown models cost None (reported as unknown).
