@@ -91,6 +91,6 @@ def test_offline_threshold_search_maximizes_kappa():
     assert 0.35 < threshold < 0.4 and kappa == pytest.approx(1.0)
     brute = max(
         (agreement([int(s >= t) for s in scores], labels).kappa, t)
-        for t in [(a + b) / 2 for a, b in zip(sorted(scores), sorted(scores)[1:])]
+        for t in [(a + b) / 2 for a, b in zip(sorted(scores), sorted(scores)[1:], strict=False)]
     )
     assert kappa == pytest.approx(brute[0])
