@@ -6,7 +6,6 @@ no text layer ...) so the asset records the failure per paper instead of crashin
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -77,7 +76,7 @@ def parser_tag(parser: PdfParser) -> str:
 
 # ---------------------------------------------------------------- helpers shared by the parsers
 
-_HYPHEN_END = re.compile(r"([A-Za-z])[-\u00ad\u2010]$")
+_HYPHENS = "-\u00ad\u2010"
 
 
 def join_lines(lines: list[str]) -> str:
@@ -91,7 +90,8 @@ def join_lines(lines: list[str]) -> str:
         if not out:
             out = line
             continue
-        match = _HYPHEN_END.search(out)
+        # (endswith checks, not a `$`-anchored regex: that rescans the growing paragraph on every line)
+        match = out[-1] in _HYPHENS and out[-2:-1].isalpha()
         if match and line[:1].islower():
             word_start = max(out.rfind(" "), out.rfind("("), out.rfind("/"))
             fragment = out[word_start + 1 : -1]

@@ -10,7 +10,6 @@ PyMuPDF's own table finder costs about a second a page, so it runs only on pages
 from __future__ import annotations
 
 import re
-import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +87,11 @@ _REFERENCE_HEADINGS = {"references", "bibliography", "literature cited", "works 
 _ROMAN = {"I": 1, "II": 2, "III": 3, "IV": 4, "V": 5, "VI": 6, "VII": 7, "VIII": 8, "IX": 9, "X": 10}
 
 
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
 @dataclass
 class _Line:
     text: str
@@ -120,13 +124,13 @@ class _Block:
 
     @property
     def size(self) -> float:
-        return statistics.median(line.size for line in self.lines)
+        return _median([line.size for line in self.lines])
 
     def is_prose(self) -> bool:
         words = [len(line.text.split()) for line in self.lines]
         text = self.text
-        digits = sum(ch.isdigit() for ch in text)
-        return statistics.mean(words) >= 6 and digits < 0.25 * max(1, len(text))
+        digits = sum(map(str.isdigit, text))
+        return sum(words) >= 6 * len(words) and digits < 0.25 * max(1, len(text))
 
 
 @dataclass
@@ -208,42 +212,74 @@ def _merge_same_baseline(lines: list[_Line]) -> list[_Line]:
     return merged
 
 
-_HTML_LINE = re.compile(r'<p style="top:([\d.]+)pt;left:([\d.]+)pt;line-height:([\d.]+)pt">(.*?)</p>', re.S)
-_HTML_TOKEN = re.compile(
-    r'<(/?)b>|<span style="font-family:([^,;"]+)[^"]*?font-size:([\d.]+)pt[^"]*">(.*?)</span>', re.S
-)
-_TAG = re.compile(r"<[^>]+>")
 # Glyphs without a Unicode mapping come out as control characters: drop them.
 _CONTROL_CHARS = {code: None for code in (*range(0, 9), 11, 12, *range(14, 32), 127)}
 
 
-def _html_style(inner: str) -> tuple[float, bool, float, str]:
-    """(font size, bold, math share, main font) of one line of MuPDF's HTML output."""
+_HTML_TOKENS = re.compile(
+    r'<p style="top:([\d.]+)pt;left:([\d.]+)pt;line-height:([\d.]+)pt">'
+    r'|font-family:([^,;"]+)[^"]*?font-size:([\d.]+)pt[^"]*">([^<]*)'
+    r"|<(/?)b>"
+)
+
+
+def _page_line_styles(html: str) -> list[tuple[float, float, float, float, bool, float, str]]:
+    """(top, left, line height, size, bold, math share, font) per line, in one pass over the page's HTML.
+
+    A line's size and font are those of its longest span; bold means 80 % of its characters are bold.
+    """
+    styles: list[tuple[float, float, float, float, bool, float, str]] = []
+    top = left = height = 0.0
+    chars = bold_chars = math_chars = longest = 0
+    size = 0.0
+    font = ""
     bold_depth = 0
-    chars = bold_chars = math_chars = 0
-    sizes: dict[str, int] = {}
-    fonts: dict[str, int] = {}
-    for match in _HTML_TOKEN.finditer(inner):
-        if match.group(4) is None:
-            bold_depth += -1 if match.group(1) else 1
-            continue
-        text = match.group(4)
-        length = len(_TAG.sub("", text).strip()) if "<" in text else len(text.strip())
-        if not length:
-            continue
-        chars += length
-        font = match.group(2)
-        bold, math = _font_style(font)
-        if bold_depth > 0 or bold:
-            bold_chars += length
-        if math:
-            math_chars += length
-        sizes[match.group(3)] = sizes.get(match.group(3), 0) + length
-        fonts[font] = fonts.get(font, 0) + length
-    if not chars:
-        return 0.0, False, 0.0, ""
-    size = float(max(sizes, key=sizes.__getitem__))
-    return size, bold_chars >= 0.8 * chars, math_chars / chars, max(fonts, key=fonts.__getitem__)
+    started = False
+    for p_top, p_left, p_height, span_font, span_size, text, closing in _HTML_TOKENS.findall(html):
+        if p_top:
+            if started:
+                styles.append(
+                    (
+                        top,
+                        left,
+                        height,
+                        size,
+                        chars > 0 and bold_chars >= 0.8 * chars,
+                        math_chars / chars if chars else 0.0,
+                        font,
+                    )
+                )
+            started = True
+            top, left, height = float(p_top), float(p_left), float(p_height)
+            chars = bold_chars = math_chars = longest = 0
+            size, font = 0.0, ""
+        elif span_font:
+            length = len(text.strip())
+            if not length:
+                continue
+            chars += length
+            is_bold, is_math = _font_style(span_font)
+            if is_bold or bold_depth > 0:
+                bold_chars += length
+            if is_math:
+                math_chars += length
+            if length > longest:
+                longest, size, font = length, float(span_size), span_font
+        else:
+            bold_depth += -1 if closing else 1
+    if started:
+        styles.append(
+            (
+                top,
+                left,
+                height,
+                size,
+                chars > 0 and bold_chars >= 0.8 * chars,
+                math_chars / chars if chars else 0.0,
+                font,
+            )
+        )
+    return styles
 
 
 def _extract_page(page, number: int) -> _Page:
@@ -254,7 +290,7 @@ def _extract_page(page, number: int) -> _Page:
     """
     textpage = page.get_textpage(flags=_TEXT_FLAGS)
     raw_blocks = [b for b in textpage.extractBLOCKS() if b[6] == 0]
-    styles = _HTML_LINE.findall(textpage.extractHTML())
+    styles = _page_line_styles(textpage.extractHTML())
     texts = [b[4].rstrip("\n").split("\n") for b in raw_blocks]
     if sum(len(t) for t in texts) != len(styles):
         return _extract_page_dict(page, number)
@@ -264,32 +300,21 @@ def _extract_page(page, number: int) -> _Page:
     for (bx0, by0, bx1, by1, *_), block_lines in zip(raw_blocks, texts, strict=True):
         lines: list[_Line] = []
         for text in block_lines:
-            top, left, height, inner = styles[cursor]
+            top, left, height, size, bold, math, font = styles[cursor]
             cursor += 1
-            text = " ".join(text.translate(_CONTROL_CHARS).split())
-            if not text:
-                continue
-            size, bold, math, font = _html_style(inner)
-            y0 = float(top)
-            lines.append(
-                _Line(
-                    text,
-                    float(left),
-                    y0,
-                    bx1,
-                    y0 + float(height),
-                    round(size, 1),
-                    bold,
-                    math,
-                    number,
-                    font=font,
+            if not text.isprintable():
+                text = text.translate(_CONTROL_CHARS)
+            text = " ".join(text.split())
+            if text:
+                lines.append(
+                    _Line(text, left, top, bx1, top + height, round(size, 1), bold, math, number, font=font)
                 )
-            )
         if not lines:
             continue
         if by1 - by0 > 4 * (bx1 - bx0) and by1 - by0 > 150:
             continue  # rotated text: arXiv side stamps, axis labels
-        lines = _merge_same_baseline(lines)
+        if len(lines) > 1:
+            lines = _merge_same_baseline(lines)
         out.blocks.append(_Block(lines=lines, x0=bx0, y0=by0, x1=bx1, y1=by1, page=number))
     return out
 
@@ -428,8 +453,8 @@ def _heading(
     distinct = following is not None and (
         following.font != line.font or abs(following.size - line.size) >= 0.3 or following.bold != line.bold
     )
-    prose_follows = (
-        following is not None and statistics.mean(len(ln.text.split()) for ln in block.lines[1:]) >= 6
+    prose_follows = following is not None and sum(len(ln.text.split()) for ln in block.lines[1:]) >= 6 * (
+        len(block.lines) - 1
     )
     alone = following is None
     lowered = text.lower().rstrip(".:")
@@ -446,7 +471,7 @@ def _heading(
             and not (after_refs or title.lower().startswith("appendix"))
         ):
             return None  # "A Study of ..." in bold is not appendix A unless we are past the references
-        if sum(ch.isdigit() for ch in title) > len(title) / 3:
+        if sum(map(str.isdigit, title)) > len(title) / 3:
             return None
         return _Heading(_roman_or_same(number), title.rstrip(" .:"))
     if lowered in _KNOWN_HEADINGS and (layout.styled(line) or text.isupper() or alone or distinct):
@@ -455,7 +480,7 @@ def _heading(
         return None
     if "," in text:
         return None
-    if sum(ch.isdigit() for ch in text) >= 3 or line.size < layout.body_size - 1.2:
+    if sum(map(str.isdigit, text)) >= 3 or line.size < layout.body_size - 1.2:
         return None
     set_apart = distinct and line.font != layout.body_font and following.font == layout.body_font
     if (line.bold and alone) or (set_apart and prose_follows and len(text) < 60):
@@ -479,7 +504,7 @@ def _is_formula(block: _Block) -> bool:
     if len(block.lines) > 4:
         return False
     text = block.text
-    math_share = statistics.mean(line.math for line in block.lines)
+    math_share = sum(line.math for line in block.lines) / len(block.lines)
     has_math = any(ch in _MATH_CHARS for ch in text)
     numbered = bool(_EQ_NUMBER.search(text))
     words = text.split()
@@ -498,7 +523,7 @@ def _is_fragment(block: _Block) -> bool:
     return (
         len(text) <= 25
         or bool(_EQ_NUMBER.search(text))
-        or statistics.mean(ln.math for ln in block.lines) >= 0.3
+        or sum(ln.math for ln in block.lines) >= 0.3 * len(block.lines)
     )
 
 
