@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import dagster as dg
 
 from sensors.inbox import inbox_sensor
@@ -19,6 +21,22 @@ automation_condition_sensor = dg.AutomationConditionSensorDefinition(
     description="Eager automation: new ingest batches go through parsing, passages and the index.",
 )
 
+
+def executor_from_env() -> dg.ExecutorDefinition | None:
+    """`LUMINA_EXECUTOR=k8s`: every step in its own Kubernetes pod (dagster-k8s, installed in the image);
+    `in_process` for debugging; unset: Dagster's default multiprocess executor."""
+    choice = os.environ.get("LUMINA_EXECUTOR", "").strip().lower()
+    if choice in ("", "multiprocess", "default"):
+        return None
+    if choice == "in_process":
+        return dg.in_process_executor
+    if choice == "k8s":
+        from dagster_k8s import k8s_job_executor  # only in a Kubernetes image
+
+        return k8s_job_executor
+    raise ValueError(f"LUMINA_EXECUTOR={choice!r}: use k8s, in_process or leave it unset")
+
+
 SENSORS = [inbox_sensor, polling_sensor, automation_condition_sensor]
 
-__all__ = ["JOBS", "SCHEDULES", "SENSORS"]
+__all__ = ["JOBS", "SCHEDULES", "SENSORS", "executor_from_env"]
