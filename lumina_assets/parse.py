@@ -5,7 +5,6 @@ status and a reason, so a bad PDF is a recorded failure and never a crashed run;
 failed downloads or parses) still get passages from their title and abstract.
 """
 
-
 import hashlib
 import json
 import time
@@ -121,7 +120,7 @@ def pdf_files(context: dg.AssetExecutionContext, parsing: ParsingConfig) -> dg.M
     failures = Counter(row["reason"] for row in rows if row["status"] == "failed")
     metadata = {
         "papers": len(rows),
-        "stored": statuses.get("ok", 0),
+        "pdfs": statuses.get("ok", 0),
         "no_pdf": statuses.get("no_pdf", 0),
         "failed": statuses.get("failed", 0),
         "reused": sum(1 for row in rows if row.get("reason") == "reused"),
@@ -280,7 +279,7 @@ def parsed_papers(
         metadata={
             "papers": len(rows),
             "parsed": statuses.get("ok", 0),
-            "failed": statuses.get("failed", 0),
+            "failures": statuses.get("failed", 0),
             "no_pdf": statuses.get("no_pdf", 0),
             "parsed_this_run": parsed_now,
             "reused_unchanged": reused,

@@ -121,6 +121,9 @@ def bench_parse_command(args) -> int:
         ("grobid", "grobid", "fast"),
         ("unstructured", "unstructured", "fast"),
     ]
+    if args.variants:
+        wanted = {v.strip() for v in args.variants.split(",")}
+        variants = [v for v in variants if f"{v[1]}-{v[2]}" in wanted or v[1] in wanted]
     parsers = {}
     for label, name, tables in variants:
         parser = _build(name, tables, args.grobid_url)
@@ -187,5 +190,8 @@ def add_commands(commands, bench_commands) -> None:
     )
     bench.add_argument("--repeat", type=int, default=5, help="timed runs per extractor; the best one counts")
     bench.add_argument("--grobid-url", default=None)
+    bench.add_argument(
+        "--variants", default=None, help="comma list, e.g. pymupdf-fast,pymupdf-finder,grobid (default: all)"
+    )
     bench.add_argument("--json", action="store_true")
     bench.set_defaults(handler=bench_parse_command)
