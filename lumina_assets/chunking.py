@@ -35,19 +35,15 @@ def whitespace_token_counter(text: str) -> int:
     return len(text.split())
 
 
-@functools.lru_cache(maxsize=1)
-def _segmenter():
-    import pysbd
+def split_sentences(text: str, language: str = "en") -> list[str]:
+    """Sentences via sentencex (Wikimedia's rule-based segmenter: keeps "et al.", "Fig. 3", "e.g." and decimals
+    inside their sentence, ~1000x faster than pysbd here), whitespace-trimmed, empties dropped."""
+    import sentencex
 
-    return pysbd.Segmenter(language="en", clean=False)
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences via pysbd (handles "et al.", "Fig. 3", decimals), whitespace-trimmed, empties dropped."""
     text = text.strip()
     if not text:
         return []
-    return [s.strip() for s in _segmenter().segment(text) if s.strip()]
+    return [s.strip() for s in sentencex.segment(language, text) if s.strip()]
 
 
 def _split_long_sentence(sentence: str, count: TokenCounter, max_tokens: int) -> list[str]:
