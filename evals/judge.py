@@ -15,6 +15,7 @@ import hashlib
 import json
 import random
 import re
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -45,11 +46,19 @@ def render(template: str, **values: str) -> str:
     return out.rstrip("\n")
 
 
+_SEGMENTER_LOCK = threading.Lock()
+
+
 def context_sentences(context: Context) -> list[str]:
-    """The sentences of a context's chunks in order: the units Context Precision counts (t_ij)."""
+    """The sentences of a context's chunks in order: the units Context Precision counts (t_ij).
+
+    pysbd's shared segmenter is not thread-safe (concurrent calls return different splits), so judge threads
+    take turns here; otherwise the same context could be numbered differently from one run to the next.
+    """
     sentences: list[str] = []
-    for chunk in context.chunks:
-        sentences += split_sentences(chunk)
+    with _SEGMENTER_LOCK:
+        for chunk in context.chunks:
+            sentences += split_sentences(chunk)
     return sentences
 
 

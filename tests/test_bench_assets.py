@@ -1,0 +1,236 @@
+"""The benchmark group end to end on a small real SciFact slice: questions → providers → recursion → judge → scores
+→ report, offline (labelled) and with mocked LLM / Exa endpoints, where a second run must make zero LLM / HTTP calls.
+
+The lumina provider is exercised through an injected search callable (a BM25 stand-in over the same passages),
+since building a LanceDB index here would dominate the test's time; the real engine is what `lumina_search_fn`
+opens in the demo.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import dagster as dg
+import httpx
+import httpx2
+import polars as pl
+import pytest
+
+from evals.judge import load_beir
+from evals.providers import BM25Provider
+from lumina_assets import benchmark, tables
+from lumina_assets.chunking import passages_for_paper
+from lumina_assets.http import RateLimiter
+from resources.llm import LLMResource
+from resources.providers import ExaResource, SemanticScholarResource, SerpApiScholarResource
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def scifact_slice(shared_data, data_dir):
+    """papers + passages tables for the relevant docs of a few SciFact queries plus 120 distractors."""
+    folder = shared_data / "scifact"
+    corpus, queries, qrels = load_beir(folder)
+    chosen = sorted(qrels)[:12]
+    keep = {d for q in chosen for d in qrels[q] if d in corpus} | set(list(corpus)[:120])
+    papers, passages = [], []
+    for doc_id in sorted(keep):
+        paper_id = f"beir-scifact:{doc_id}"
+        papers.append(
+            {
+                "paper_id": paper_id,
+                "title": corpus[doc_id]["title"],
+                "doi": None,
+                "source": "beir",
+                "source_id": doc_id,
+            }
+        )
+        passages += [
+            p.to_row()
+            for p in passages_for_paper(
+                paper_id, title=corpus[doc_id]["title"], abstract=corpus[doc_id]["text"]
+            )
+        ]
+    tables.write_table("papers", pl.DataFrame(papers))
+    tables.write_partition("passages", "batch-1", pl.DataFrame(passages))
+    return folder
+
+
+@pytest.fixture
+def injected_lumina(monkeypatch):
+    def fake_lumina_search_fn(**_):
+        engine = BM25Provider(benchmark.load_passages(), benchmark.load_papers(), max_chunks_per_context=1)
+        return engine.search
+
+    monkeypatch.setattr(benchmark, "lumina_search_fn", fake_lumina_search_fn)
+
+
+def run_config(
+    folder, *, synthetic=3, beir=3, depths=(0, 1, 2), page_sizes=(3,), calibration=6, llm_validation=2
+):
+    config = benchmark.default_run_config(
+        synthetic=synthetic,
+        beir_queries=beir,
+        depths=list(depths),
+        page_sizes=list(page_sizes),
+        calibration_queries=calibration,
+    )
+    config["ops"]["user_queries"]["config"]["beir_dir"] = str(folder)
+    config["ops"]["judgments"]["config"]["calibration_dir"] = str(folder)
+    config["ops"]["benchmark_scores"]["config"].update(
+        {"calibration_dir": str(folder), "validation_queries_llm": llm_validation, "bootstrap_resamples": 200}
+    )
+    return config
+
+
+def materialize_all(resources, config, providers, instance):
+    selection_sets = [
+        ([benchmark.synthetic_questions, benchmark.user_queries, benchmark.questions], [None]),
+        ([benchmark.provider_results, benchmark.recursive_results, benchmark.judgments], providers),
+        ([benchmark.benchmark_scores, benchmark.benchmark_report], [None]),
+    ]
+    for selection, partitions in selection_sets:
+        names = {a.key.to_user_string() for a in selection}
+        for partition in partitions:
+            result = dg.materialize(
+                benchmark.ASSETS + benchmark.CHECKS,
+                selection=selection,
+                partition_key=partition,
+                resources=resources,
+                instance=instance,
+                run_config={"ops": {k: v for k, v in config["ops"].items() if k in names}},
+            )
+            assert result.success
+
+
+def offline_resources():
+    return {
+        "question_llm": LLMResource(backend="anthropic", model="claude-sonnet-4-6"),  # no key → offline
+        "judge_llm": LLMResource(backend="openai", model="gpt-4o", temperature=0.0),
+        "semantic_scholar": SemanticScholarResource(),
+        "google_scholar": SerpApiScholarResource(),
+        "exa": ExaResource(),
+    }
+
+
+def test_offline_benchmark_report(scifact_slice, injected_lumina, data_dir):
+    materialize_all(
+        offline_resources(),
+        run_config(scifact_slice),
+        ["lumina", "bm25", "exa"],
+        dg.DagsterInstance.ephemeral(),
+    )
+    questions = pl.read_parquet(benchmark.bench_path("questions"))
+    assert questions.height == 6
+    assert set(questions["generator"]) == {"offline:template", "beir:scifact/train"}
+    synthetic = questions.filter(pl.col("kind") == "synthetic")
+    assert (
+        synthetic["source_passage_id"].null_count() == 0
+        and synthetic["relevant_paper_ids"].list.len().min() == 1
+    )
+
+    levels = pl.read_parquet(benchmark.bench_partition_path("recursive_results", "bm25"))
+    assert sorted(set(levels["depth"])) == [0, 1, 2]
+    assert set(levels.filter(pl.col("depth") > 0)["refinement"]) <= {"offline:pseudo-relevance-feedback"}
+
+    scores = pl.read_parquet(benchmark.bench_path("benchmark_scores"))
+    overall = scores.filter(pl.col("question_set") == "all")
+    assert set(overall["provider"]) == {"lumina", "bm25"}
+    assert sorted(set(overall["depth"])) == [0, 1, 2]
+    assert set(overall["n"]) == {6}  # every question counted at every level
+    assert overall["cr"].is_between(0, 1).all() and overall["cp"].is_between(0, 1).all()
+    assert scores.filter(pl.col("question_set") == "beir")["nDCG@10"].null_count() == 0
+
+    report = (data_dir / "reports" / "benchmark.md").read_text(encoding="utf-8")
+    assert "OFFLINE JUDGE" in report and "Cohen's κ" in report
+    assert "`exa`: EXA_API_KEY is not set" in report
+    assert "ragas" in report  # the CP definition is stated
+    assert (data_dir / "reports" / "benchmark_convergence.png").stat().st_size > 1000
+    agreement = json.loads((data_dir / "benchmark" / "judge_agreement.json").read_text())
+    assert agreement["offline"] is True and agreement["n"] > 0 and -1 <= agreement["kappa"] <= 1
+
+
+class CountingLLM:
+    """An OpenAI-compatible chat endpoint that answers each benchmark prompt in the expected format."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.calls += 1
+        prompt = json.loads(request.content)["messages"][-1]["content"]
+        if "Sentences: " in prompt:
+            count = len(re.findall(r"(?:^|\s)(\d+)\. ", prompt.split("Sentences: ", 1)[1]))
+            text = " ".join(f"{i}. <{'critical' if i == 1 else 'not_critical'}>" for i in range(1, count + 1))
+        elif "absolutely essential and irreplaceable" in prompt:
+            text = "<highly_relevant>" if "vitamin" in prompt.lower() else "<not_relevant>"
+        elif "suggest a refined search query" in prompt:
+            text = "<query>refined mechanism evidence</query>"
+        else:
+            text = "<question>Which biomarkers predict the outcome?</question>"
+        return httpx2.Response(
+            200,
+            json={
+                "id": "c",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "gpt-4o",
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55},
+            },
+        )
+
+
+def test_second_run_makes_zero_llm_and_http_calls(scifact_slice, data_dir):
+    llm = CountingLLM()
+    exa_calls = []
+
+    class MockedLLM(LLMResource):
+        def get_client(self, http_client=None):
+            return super().get_client(http_client=httpx2.Client(transport=httpx2.MockTransport(llm)))
+
+    def exa_handler(request: httpx.Request) -> httpx.Response:
+        exa_calls.append(request)
+        query = json.loads(request.content)["query"]
+        results = [
+            {
+                "id": f"u{i}",
+                "url": f"https://doi.org/10.1/{i}",
+                "title": f"{query} {i}",
+                "highlights": [f"Evidence {i} about {query}. Second sentence."],
+            }
+            for i in range(3)
+        ]
+        return httpx.Response(200, json={"requestId": "r", "results": results})
+
+    class MockedExa(ExaResource):
+        def get_client(self, transport=None):
+            return super().get_client(transport=httpx.MockTransport(exa_handler))
+
+    resources = {
+        "question_llm": MockedLLM(backend="openai", model="gpt-4o", api_key="sk-test"),
+        "judge_llm": MockedLLM(backend="openai", model="gpt-4o", api_key="sk-test", temperature=0.0),
+        "semantic_scholar": SemanticScholarResource(),
+        "google_scholar": SerpApiScholarResource(),
+        "exa": MockedExa(api_key="exa-test", min_interval_s=0.0),
+    }
+    config = run_config(scifact_slice, synthetic=2, beir=2, depths=(0, 1), page_sizes=(2, 3), calibration=3)
+    RateLimiter.reset()
+    materialize_all(resources, config, ["exa"], dg.DagsterInstance.ephemeral())
+    first_llm, first_http = llm.calls, len(exa_calls)
+    assert first_llm > 0 and first_http > 0
+    verdicts = pl.read_parquet(benchmark.bench_partition_path("judgments", "exa"))
+    assert verdicts["judge"].unique().to_list() == ["llm:openai:gpt-4o"]
+    assert verdicts["relevance_failure"].null_count() == verdicts.height
+    assert (verdicts["critical"] == 1).all()
+    levels = pl.read_parquet(benchmark.bench_partition_path("recursive_results", "exa"))
+    assert set(levels.filter(pl.col("depth") == 1)["query"]) == {"refined mechanism evidence"}
+    report = (data_dir / "reports" / "benchmark.md").read_text(encoding="utf-8")
+    assert "OFFLINE" not in report and "llm:openai:gpt-4o" in report
+
+    materialize_all(resources, config, ["exa"], dg.DagsterInstance.ephemeral())
+    assert (llm.calls, len(exa_calls)) == (first_llm, first_http)
