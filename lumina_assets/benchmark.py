@@ -46,7 +46,9 @@ RECURSIVE_ALIAS = (
 
 
 class SyntheticQuestionsConfig(dg.Config):
-    count: int = 25
+    """Defaults keep a demo run to a few minutes on 2 cores; raise them for a real benchmark."""
+
+    count: int = 12
     seed: int = 7
 
 
@@ -56,7 +58,7 @@ class UserQueriesConfig(dg.Config):
 
     paths: str = ""
     beir_dir: str = ""
-    beir_queries: int = 25
+    beir_queries: int = 12
     beir_split: str = "train"
     seed: int = 11
 
@@ -76,14 +78,14 @@ class JudgeConfig(dg.Config):
     """Offline judge calibration: SciFact train qrels (default ../shared/data/scifact), split by query."""
 
     calibration_dir: str = ""
-    calibration_queries: int = 100
+    calibration_queries: int = 60
     max_attempts: int = 3
 
 
 class ScoresConfig(dg.Config):
     bootstrap_resamples: int = 2000
     calibration_dir: str = ""
-    calibration_queries: int = 100  # must match JudgeConfig so agreement is measured on the judge that judged
+    calibration_queries: int = 60  # must match JudgeConfig so agreement is measured on the judge that judged
     validation_queries_llm: int = 30  # an LLM judge validates on this many held-out queries' pairs (cost)
     max_judge_failure_rate: float = 0.05
 
@@ -233,6 +235,34 @@ def skipped_providers() -> dict[str, str]:
     return reasons
 
 
+def _record_cost(asset: str, partition: str | None, client) -> None:
+    """Per-asset LLM usage as JSON, so the report can state what the whole benchmark cost."""
+    if client is None or client.is_offline:
+        return
+    path = settings.benchmark_dir() / "costs" / f"{asset}.{partition or 'all'}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"model": client.label, **client.usage.as_metadata("llm")}), encoding="utf-8")
+
+
+def total_cost() -> dict[str, Any]:
+    folder = settings.benchmark_dir() / "costs"
+    entries = (
+        [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+        if folder.exists()
+        else []
+    )
+    if not entries:
+        return {}
+    return {
+        "LLM calls sent": sum(e["llm_calls"] for e in entries),
+        "LLM cache hits": sum(e["llm_cache_hits"] for e in entries),
+        "tokens in/out": f"{sum(e['llm_input_tokens'] for e in entries)}/{sum(e['llm_output_tokens'] for e in entries)}",
+        "estimated USD (last materialization of each asset)": round(
+            sum(e["llm_estimated_cost_usd"] for e in entries), 4
+        ),
+    }
+
+
 def _http_stats(provider) -> dict[str, int]:
     client = getattr(provider, "client", None)
     http = getattr(client, "http", None)
@@ -259,6 +289,7 @@ def synthetic_questions(
         passages, load_papers(), n=config.count, seed=config.seed, llm_client=client
     )
     _write(frame, bench_path("synthetic_questions"))
+    _record_cost("synthetic_questions", None, client)
     return dg.MaterializeResult(
         metadata={
             "questions": frame.height,
@@ -460,6 +491,7 @@ def recursive_results(
     )
     frame = frame.filter(pl.col("depth").is_in(sorted(set(config.depths))))
     _write(frame, path)
+    _record_cost("recursive_results", name, client)
     summary = (
         frame.group_by("page_size", "depth")
         .agg(
@@ -509,6 +541,7 @@ def judgments(
     context.log.info(f"judging {len(items)} unique (question, context) pairs with {judge.name}")
     frame = runner.judgments_frame(judge.judge_many(items), name)
     _write(frame, path)
+    _record_cost("judgments", name, client)
     rel_fail = int(frame["relevance_failure"].is_not_null().sum())
     cp_fail = int(frame["precision_failure"].is_not_null().sum())
     failures = frame.filter(
@@ -605,6 +638,7 @@ def judge_agreement(judge_llm: LLMResource, judge_config: JudgeConfig, llm_queri
             keep = sorted({p.query_id for p in validation})[:llm_queries]
             validation = [p for p in validation if p.query_id in keep]
         result = judge_lib.validate_judge(judge, validation)
+        _record_cost("judge_validation", None, client)
     result["set"] = f"{folder.name} train qrels"
     result["offline"] = judge.is_offline
     if judge.is_offline:
@@ -648,12 +682,14 @@ def benchmark_report(
         skipped=skipped_providers(),
         question_counts=counts,
         refinement=", ".join(refinements) or "none",
+        cost=total_cost(),
     )
     plots = {f"plot_{p.stem}": dg.MetadataValue.md(image_markdown(p, p.stem)) for p in result["plots"]}
     return dg.MaterializeResult(
         metadata={
             "report": dg.MetadataValue.path(str(result["report"])),
             "offline_judge": offline,
+            "cost": dg.MetadataValue.json(total_cost()),
             "judge_kappa": float(agreement.get("kappa", float("nan"))) if agreement else float("nan"),
             "markdown": dg.MetadataValue.md(result["markdown"]),
             **plots,
@@ -696,11 +732,11 @@ def build_resources() -> dict:
 
 def default_run_config(
     *,
-    synthetic: int = 25,
-    beir_queries: int = 25,
+    synthetic: int = 12,
+    beir_queries: int = 12,
     depths: list[int] | None = None,
     page_sizes: list[int] | None = None,
-    calibration_queries: int = 100,
+    calibration_queries: int = 60,
 ) -> dict[str, Any]:
     """Run config for the whole group (the CLI and the demo shrink it)."""
     page_sizes = page_sizes or [5, 10]

@@ -21,7 +21,7 @@ def add_commands(commands, bench_commands) -> None:
     )
     sub = bench.add_subparsers(dest="benchmark_command", required=True)
     run = sub.add_parser("run", help="materialize the benchmark group and print the headline table")
-    run.add_argument("--synthetic", type=int, default=25, help="synthetic questions from sampled passages")
+    run.add_argument("--synthetic", type=int, default=12, help="synthetic questions from sampled passages")
     run.add_argument(
         "--beir-queries", type=int, default=25, help="BEIR queries (when LUMINA_CORPUS is a BEIR folder)"
     )
@@ -33,7 +33,7 @@ def add_commands(commands, bench_commands) -> None:
         help="comma-separated; providers without a key are skipped with the reason",
     )
     run.add_argument(
-        "--calibration-queries", type=int, default=100, help="SciFact queries per split for the offline judge"
+        "--calibration-queries", type=int, default=60, help="SciFact queries per split for the offline judge"
     )
     run.set_defaults(handler=run_benchmark)
 
