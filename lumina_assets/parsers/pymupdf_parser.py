@@ -29,7 +29,7 @@ _NUMBERED = re.compile(
     r"^(?P<num>(?:\d{1,2}(?:\.\d{1,2}){0,3}|[A-H](?:\.\d{1,2}){0,3}|[IVX]{1,5}))\.?\s+(?P<title>\S.*)$"
 )
 _CAPTION = re.compile(
-    r"^(?P<kind>Figure|Fig\.|Table|Tab\.)\s*(?P<num>\d+|[IVXL]+|[A-Z]\.?\d+)\s*(?P<sep>[:.|—–-])\s*", re.I
+    r"^(?P<kind>Figure|Fig\.|Table|Tab\.)\s*(?P<num>\d+|[IVXL]+|[A-Z]\.?\d+)\s*(?P<sep>[:.|—–-])?\s*", re.I
 )
 _EQ_NUMBER = re.compile(r"\((?P<n>\d{1,3}[a-z]?)\)\s*$")
 _PAGE_NUMBER = re.compile(r"^(page\s*)?\d{1,4}(\s*(of|/)\s*\d{1,4})?$", re.I)
@@ -493,8 +493,13 @@ def _caption_match(block: _Block, layout: _Layout) -> re.Match[str] | None:
     match = _CAPTION.match(first.text)
     if not match:
         return None
-    if match.group("sep") == ":" or match.group("sep") == "|":
+    separator = match.group("sep")
+    if separator in (":", "|"):
         return match
+    if separator is None:
+        # "Fig. 5 Measure of ..." (BMC, Springer): no separator, but set in a smaller font than the body.
+        rest = first.text[match.end() :]
+        return match if rest[:1].isupper() and first.size < layout.body_size - 0.4 else None
     # "Table 4. On average ..." in running text is a sentence, not a caption, unless styled as one.
     label_bold = first.bold or first.text[: match.end()].strip().isupper()
     return match if label_bold or first.size < layout.body_size - 0.4 else None
@@ -832,7 +837,7 @@ class PyMuPdfParser:
         mode = "front"  # front | abstract | body | references
         current: Section | None = None
         paragraphs: list[list[str]] = []
-        placed: list[Element] = []
+        placed: list[tuple[Element, Section | None]] = []
         after_refs = False
         last_text = ""
 
@@ -852,10 +857,9 @@ class PyMuPdfParser:
             for block in _reading_order(page):
                 element = elements.get(id(block))
                 if element is not None:
-                    element.section_number = current.number if current else None
                     if element.kind == "formula" and last_text:
                         element.caption = last_text[-200:]
-                    placed.append(element)
+                    placed.append((element, current))
                     continue
                 if block.consumed:
                     continue
@@ -941,6 +945,11 @@ class PyMuPdfParser:
             sections.append(Section(number="0", title="", text="\n\n".join(join_lines(p) for p in front)))
         references = [_reference(f"b{i}", text) for i, text in enumerate(_split_references(ref_lines))]
         sections = ensure_unique_numbers([s for s in sections if s.text.strip() or s.title])
+        elements_out = []
+        for element, owner in placed:
+            if (element.caption or element.content).strip():
+                element.section_number = owner.number if owner is not None else None
+                elements_out.append(element)
         return ParsedPaper(
             paper_id=paper_id,
             parser=self.name,
@@ -949,7 +958,7 @@ class PyMuPdfParser:
             sections=sections,
             references=references,
             citations=_link_citations(sections, references),
-            elements=[e for e in placed if (e.caption or e.content).strip()],
+            elements=elements_out,
         )
 
 
