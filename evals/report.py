@@ -205,7 +205,8 @@ def write_report(
         "Intervals are 95% percentile bootstrap CIs over questions.",
         "",
         f"**Questions:** {', '.join(f'{k}: {v}' for k, v in question_counts.items()) or 'none'}. "
-        f"**Recursive refinement:** `{refinement}`.",
+        f"**Recursive refinement:** `{refinement}`. The paper's `lumina-recursive` mode is reported for every "
+        "provider: rows with depth > 0 (contexts of all levels merged, duplicates by passage text dropped).",
         "",
     ]
     if skipped:

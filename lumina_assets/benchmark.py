@@ -679,7 +679,7 @@ def benchmark_report(
         judge_name=judge_name,
         judge_offline=offline,
         agreement=agreement,
-        skipped=skipped_providers(),
+        skipped={k: v for k, v in skipped_providers().items() if k != RECURSIVE_ALIAS},
         question_counts=counts,
         refinement=", ".join(refinements) or "none",
         cost=total_cost(),

@@ -299,24 +299,35 @@ def _env_key(name: str) -> Any:
     return dg.EnvVar(name) if os.environ.get(name) else ""
 
 
+def _compatible_base_url_env() -> str | None:
+    for name in ("OPENAI_COMPATIBLE_BASE_URL", "OPENAI_BASE_URL"):
+        if os.environ.get(name):
+            return name
+    return None
+
+
 def build_llm_resources() -> dict[str, LLMResource]:
     """`question_llm` (anthropic / Claude Sonnet) and `judge_llm` (openai / gpt-4o, temperature 0).
 
-    `LUMINA_JUDGE_BACKEND=openai-compatible` plus `OPENAI_COMPATIBLE_BASE_URL` points the judge at a local server;
+    `OPENAI_BASE_URL` (or `OPENAI_COMPATIBLE_BASE_URL`) points the judge at an OpenAI-compatible server (vLLM,
+    Ollama, llama.cpp); `LUMINA_JUDGE_BACKEND` / `LUMINA_QUESTION_BACKEND` pick a backend explicitly and
     `LUMINA_JUDGE_MODEL` / `LUMINA_QUESTION_MODEL` override the models.
     """
-    judge_backend = os.environ.get("LUMINA_JUDGE_BACKEND", "openai")
+    base_url_env = _compatible_base_url_env()
+    judge_backend = os.environ.get("LUMINA_JUDGE_BACKEND") or (
+        "openai-compatible" if base_url_env else "openai"
+    )
     question_backend = os.environ.get("LUMINA_QUESTION_BACKEND", "anthropic")
 
     def key_for(backend: str) -> Any:
-        return {
-            "anthropic": _env_key("ANTHROPIC_API_KEY"),
-            "openai": _env_key("OPENAI_API_KEY"),
-            "openai-compatible": _env_key("OPENAI_COMPATIBLE_API_KEY"),
-        }.get(backend, "")
+        if backend == "openai-compatible":
+            return _env_key("OPENAI_COMPATIBLE_API_KEY") or _env_key("OPENAI_API_KEY")
+        return {"anthropic": _env_key("ANTHROPIC_API_KEY"), "openai": _env_key("OPENAI_API_KEY")}.get(
+            backend, ""
+        )
 
     def base_url_for(backend: str) -> Any:
-        return _env_key("OPENAI_COMPATIBLE_BASE_URL") if backend == "openai-compatible" else ""
+        return dg.EnvVar(base_url_env) if backend == "openai-compatible" and base_url_env else ""
 
     return {
         "question_llm": LLMResource(

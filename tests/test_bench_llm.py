@@ -119,7 +119,14 @@ def test_openai_compatible_uses_its_base_url_and_needs_no_key(data_dir):
 
 
 def test_missing_key_degrades_to_labelled_offline(data_dir, monkeypatch):
-    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "LUMINA_JUDGE_BACKEND", "LUMINA_QUESTION_BACKEND"):
+    for name in (
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "LUMINA_JUDGE_BACKEND",
+        "LUMINA_QUESTION_BACKEND",
+        "OPENAI_BASE_URL",
+        "OPENAI_COMPATIBLE_BASE_URL",
+    ):
         monkeypatch.delenv(name, raising=False)
     resources = build_llm_resources()
     judge = resources["judge_llm"]
@@ -135,9 +142,20 @@ def test_missing_key_degrades_to_labelled_offline(data_dir, monkeypatch):
 def test_env_key_becomes_envvar(monkeypatch):
     import dagster as dg
 
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_COMPATIBLE_BASE_URL", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     judge = build_llm_resources()["judge_llm"]
     assert isinstance(judge.api_key, dg.EnvVar)  # resolved by Dagster at run time; never a literal in config
+
+
+def test_openai_base_url_env_selects_openai_compatible_judge(monkeypatch):
+    monkeypatch.delenv("LUMINA_JUDGE_BACKEND", raising=False)
+    monkeypatch.delenv("OPENAI_COMPATIBLE_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1")
+    judge = build_llm_resources()["judge_llm"]
+    assert judge.backend == "openai-compatible"
+    assert judge.base_url.env_var_name == "OPENAI_BASE_URL"
 
 
 def test_unknown_backend_rejected():
