@@ -151,7 +151,8 @@ def bench_judge(args: argparse.Namespace) -> int:
     if args.llm:
         from resources.llm import build_llm_resources
 
-        client = build_llm_resources()["judge_llm"].get_client()
+        # process_config_and_initialize resolves the EnvVar key (outside a run it is only the variable's name)
+        client = build_llm_resources()["judge_llm"].process_config_and_initialize().get_client()
         if client.is_offline:
             print(f"LLM judge not validated: {client.label}")
         else:
