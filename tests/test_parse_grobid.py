@@ -181,9 +181,9 @@ def test_no_grobid_server_is_parser_unavailable(shared_data):
 
 def test_combined_grobid_structure_with_pymupdf_tables(grobid_server, shared_data):
     _, url = grobid_server
-    parser = CombinedParser(parser_options={"grobid": {"grobid_url": url}})
-    paper = parser.parse(shared_data / "pdfs" / "N18-3011.pdf", "n18")
-    # unstructured cannot run here, so the table content comes from the PyMuPDF table finder.
+    options = {"grobid": {"grobid_url": url}, "pymupdf": {"tables": "fast"}}  # the finder is tested elsewhere
+    paper = CombinedParser(parser_options=options).parse(shared_data / "pdfs" / "N18-3011.pdf", "n18")
+    # unstructured cannot run here, so the table content comes from the PyMuPDF parser.
     assert paper.parser == "combined:grobid+pymupdf"
     assert len(paper.references) == 27  # GROBID's bibliography
     tables = [e for e in paper.elements if e.kind == "table"]
