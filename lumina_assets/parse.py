@@ -54,7 +54,7 @@ PARSED_PAPERS_SCHEMA = pa.schema(
     ]
 )
 # Failures that depend on the environment (no GROBID server, a missing model), not on the file: retried next run.
-RETRYABLE_REASONS = {"parser_unavailable", "grobid_error", "parser_error"}
+RETRYABLE_REASONS = {"parser_unavailable", "grobid_error", "parser_error", "parser_crashed"}
 
 
 def _batch_papers(batch: str) -> pl.DataFrame:
@@ -155,6 +155,31 @@ def parse_one(parser, path: str, paper_id: str) -> tuple[ParsedPaper | None, str
         return None, "parser_error", f"{type(exc).__name__}: {str(exc)[:400]}"
 
 
+def _timed_parse(parser, path: str, paper_id: str):
+    started = time.perf_counter()
+    paper, reason, detail = parse_one(parser, path, paper_id)
+    return paper, reason, detail, time.perf_counter() - started
+
+
+def _parse_all(parser, jobs: list[tuple[str, str]], workers: int) -> list:
+    """Parse in this process, or in `workers` processes (PyMuPDF is CPU-bound and holds the GIL)."""
+    if workers <= 1 or len(jobs) <= 1:
+        return [_timed_parse(parser, path, paper_id) for path, paper_id in jobs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")  # no forked copies of Dagster's threads and locks
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
+        futures = [pool.submit(_timed_parse, parser, path, paper_id) for path, paper_id in jobs]
+        results = []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except Exception as exc:  # a worker that died (a crash inside MuPDF) costs its paper only
+                results.append((None, "parser_crashed", f"{type(exc).__name__}: {str(exc)[:300]}", 0.0))
+        return results
+
+
 def _paper_markdown(paper: ParsedPaper, limit: int = 12) -> str:
     lines = [f"**{paper.title or paper.paper_id}** ({paper.parser}, {paper.page_count} pages)", ""]
     for section in paper.sections[:limit]:
@@ -199,16 +224,17 @@ def parsed_papers(
 
     tag = parser_tag(parser)
     previous = _previous_rows("parsed_papers", batch)
-    rows: list[dict[str, Any]] = []
     parsed_now = reused = 0
     seconds = 0.0
     pages_now = 0
     sample: ParsedPaper | None = None
+    slots: list[dict[str, Any] | None] = []
+    todo: list[tuple[int, dict[str, Any]]] = []
     for file in files.iter_rows(named=True):
         paper_id = file["paper_id"]
         if file["status"] != "ok":
             reason = "no_pdf" if file["status"] == "no_pdf" else f"pdf_{file['reason']}"
-            rows.append({"paper_id": paper_id, "status": "no_pdf", "reason": reason, "parser": None})
+            slots.append({"paper_id": paper_id, "status": "no_pdf", "reason": reason, "parser": None})
             continue
         before = previous.get(paper_id)
         if (
@@ -217,12 +243,15 @@ def parsed_papers(
             and before["parser_config"] == tag
             and before["reason"] not in RETRYABLE_REASONS
         ):
-            rows.append(before)
+            slots.append(before)
             reused += 1
             continue
-        started = time.perf_counter()
-        paper, reason, detail = parse_one(parser, file["path"], paper_id)
-        elapsed = time.perf_counter() - started
+        todo.append((len(slots), file))
+        slots.append(None)
+    for (slot, file), (paper, reason, detail, elapsed) in zip(
+        todo, _parse_all(parser, [(f["path"], f["paper_id"]) for _, f in todo], parsing.workers), strict=True
+    ):
+        paper_id = file["paper_id"]
         seconds += elapsed
         parsed_now += 1
         row = {
@@ -233,24 +262,23 @@ def parsed_papers(
             "parse_seconds": round(elapsed, 4),
         }
         if paper is None:
-            rows.append({**row, "status": "failed", "reason": reason, "detail": detail})
+            slots[slot] = {**row, "status": "failed", "reason": reason, "detail": detail}
             context.log.warning(f"{paper_id}: parse failed ({reason}: {detail})")
             continue
         pages_now += paper.page_count or 0
         sample = sample or paper
-        rows.append(
-            {
-                **row,
-                "parser": f"{paper.parser}@{parser.version}" if paper.parser != parser.name else tag,
-                "status": "ok",
-                "page_count": paper.page_count,
-                "sections": len(paper.sections),
-                "references": len(paper.references),
-                "citations": len(paper.citations),
-                "elements": len(paper.elements),
-                "parsed_json": paper.to_json(),
-            }
-        )
+        slots[slot] = {
+            **row,
+            "parser": f"{paper.parser}@{parser.version}" if paper.parser != parser.name else tag,
+            "status": "ok",
+            "page_count": paper.page_count,
+            "sections": len(paper.sections),
+            "references": len(paper.references),
+            "citations": len(paper.citations),
+            "elements": len(paper.elements),
+            "parsed_json": paper.to_json(),
+        }
+    rows = [row for row in slots if row is not None]
     frame = pl.from_arrow(rows_to_table(rows, PARSED_PAPERS_SCHEMA))
     tables.write_partition("parsed_papers", batch, frame)
 

@@ -21,6 +21,7 @@ class ParsingConfig(dg.ConfigurableResource):
     failure_threshold: float = Field(
         default=0.25, description="parse_failure_rate check fails above this share"
     )
+    workers: int = Field(default=1, description="parse in this many processes (1 = in the run's process)")
     download_pdfs: bool = True
     download_timeout_s: float = 60.0
     download_max_retries: int = 2

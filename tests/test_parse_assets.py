@@ -151,3 +151,17 @@ def test_local_file_moved_after_intake_still_parses(batch_papers, data_dir, tmp_
     result = dg.materialize(ASSETS, instance=instance, partition_key=BATCH, resources=build_resources())
     assert result.success
     assert tables.read_partition("parsed_papers", BATCH)["status"].to_list() == ["ok"]
+
+
+def test_parse_in_worker_processes_matches_in_process(shared_data, tmp_path):
+    from lumina_assets.parse import _parse_all
+    from lumina_assets.parsers import get_parser
+
+    not_pdf = tmp_path / "x.pdf"
+    not_pdf.write_text("plain text")
+    jobs = [(str(shared_data / "pdfs" / "N18-3011.pdf"), "n18"), (str(not_pdf), "bad")]
+    parser = get_parser("pymupdf")
+    pooled = _parse_all(parser, jobs, workers=2)
+    local = _parse_all(parser, jobs, workers=1)
+    assert pooled[0][0].to_json() == local[0][0].to_json()
+    assert pooled[1][:2] == (None, "not_pdf")
