@@ -364,6 +364,9 @@ def load_beir(
     return corpus, queries, qrels
 
 
+PAIRS_NOTE = "per query: its qrels positives, 2 BM25 hard negatives and 1 random negative; queries split calibration/validation"
+
+
 def labelled_pairs(
     folder: Path,
     *,
@@ -500,6 +503,7 @@ def validate_judge(judge, pairs: Sequence[LabelledPair]) -> dict[str, Any]:
         "positives": result.positives,
         "failures": len(pairs) - len(kept),
         "queries": len({p.query_id for p in pairs}),
+        "pairs_note": PAIRS_NOTE,
         "summary": result.fmt(),
     }
 

@@ -34,7 +34,8 @@ def agreement_line(agreement: dict[str, Any] | None) -> str:
         f"**Judge agreement with human qrels** ({agreement.get('set', 'SciFact train')}, held-out pairs, "
         f"judge `{agreement['judge']}`): Cohen's κ = {agreement['kappa']:.3f}, precision {agreement['precision']:.3f}, "
         f"recall {agreement['recall']:.3f}, accuracy {agreement['accuracy']:.3f}, n = {agreement['n']} pairs "
-        f"({agreement['positives']} relevant, {agreement.get('queries', '?')} queries, {agreement.get('failures', 0)} failures)."
+        f"({agreement['positives']} relevant, {agreement.get('queries', '?')} queries, {agreement.get('failures', 0)} failures; "
+        f"{agreement.get('pairs_note', 'held-out pairs')})."
     )
 
 
