@@ -23,6 +23,10 @@ from resources.grobid import GrobidResource
 from resources.parsing import ParsingConfig
 
 GROUP = "parsing"
+# `papers` is one unpartitioned table: every new batch rewrites it. Plain eager() would then re-run every
+# batch's partition; ignoring it, a batch is fetched when its partition is added (newly missing) and later
+# steps follow their own partition's upstream.
+ON_NEW_BATCH = dg.AutomationCondition.eager().ignore(dg.AssetSelection.assets("papers"))
 PDF_FILES_SCHEMA = pa.schema(
     [
         pa.field("paper_id", pa.string(), nullable=False),
@@ -86,7 +90,7 @@ def _md_counts(counts: dict[str, int]) -> str:
     deps=[dg.AssetDep("papers")],
     code_version="1",
     pool="pdf_download",
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=ON_NEW_BATCH,
     description="The PDF of each paper of the batch in the content-addressed store (local file or download).",
 )
 def pdf_files(context: dg.AssetExecutionContext, parsing: ParsingConfig) -> dg.MaterializeResult:
@@ -381,7 +385,7 @@ def build_passages(
     partitions_def=INGEST_BATCHES,
     deps=[parsed_papers, dg.AssetDep("papers")],
     code_version="1",
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=ON_NEW_BATCH,
     check_specs=[
         dg.AssetCheckSpec(
             "no_empty_passages",
