@@ -61,12 +61,21 @@ async function dismissDialogs(page) {
     await page.goto(job.base + "/asset-groups", { waitUntil: "domcontentloaded" });
     await page.waitForTimeout(1500);
     await dismissDialogs(page);
-    // Groups start collapsed: the graph's context menu has "Expand all groups".
+    // Groups start collapsed. "Expand all groups" is in the graph's context menu (shortcut Alt+E); right-click
+    // blank canvas (a corner of the graph viewport) and fall back to the shortcut.
     await page.locator("foreignObject").first().waitFor({ timeout: job.timeout_ms });
     const canvas = page.locator("svg").filter({ has: page.locator("foreignObject") }).first();
-    const box = await canvas.boundingBox();
-    await page.mouse.click(box.x + 20, box.y + box.height - 20, { button: "right" });
-    await page.getByRole("menuitem", { name: /Expand all groups/ }).click();
+    const viewport = await canvas.locator("xpath=..").boundingBox();
+    const item = page.getByRole("menuitem", { name: /Expand all groups/ });
+    for (const [dx, dy] of [[15, 15], [viewport.width - 80, 15], [15, viewport.height - 15]]) {
+      await page.mouse.click(viewport.x + dx, viewport.y + dy, { button: "right" });
+      if (await item.isVisible({ timeout: 1500 }).catch(() => false)) { await item.click(); break; }
+      await page.keyboard.press("Escape");
+    }
+    if ((await page.locator('foreignObject [class*="assetName"]').count()) === 0) {
+      await page.mouse.click(viewport.x + 15, viewport.y + 15);
+      await page.keyboard.press("Alt+e");
+    }
     result.expanded_groups = true;
     await page.waitForTimeout(1500);
     // The graph is drawn when every expected asset has a node and every group a box. Long names are
@@ -95,22 +104,37 @@ async function dismissDialogs(page) {
       await page.goto(job.base + "/assets/" + job.report_asset, { waitUntil: "domcontentloaded" });
       await page.waitForTimeout(2000);
       await dismissDialogs(page);
-      const reportDeadline = Date.now() + job.timeout_ms / 2;
-      let images = [];
-      while (Date.now() < reportDeadline) {
-        images = await page.$$eval("img", (nodes) =>
-          nodes
-            .filter((n) => n.naturalWidth > 100 && n.naturalHeight > 100)
-            .map((n) => ({ src: n.src.slice(0, 40), w: n.naturalWidth, h: n.naturalHeight })));
-        if (images.length) break;
-        await page.waitForTimeout(1000);
+      // Plots are markdown metadata entries (plot_*): open each and check the image really loaded.
+      const loadedImages = async (scope) => scope.locator("img").evaluateAll((nodes) =>
+        nodes.filter((n) => n.complete && n.naturalWidth > 100 && n.naturalHeight > 100)
+             .map((n) => ({ src: n.src.slice(0, 30), w: n.naturalWidth, h: n.naturalHeight })));
+      let images = await loadedImages(page);
+      const rows = page.locator("tr").filter({ hasText: /plot_/ });
+      const plotRows = await rows.count();
+      for (let i = 0; i < plotRows; i++) {
+        const row = rows.nth(i);
+        const key = ((await row.locator("td").first().innerText()) || "").trim();
+        await row.getByText(/Show Markdown/).first().click();
+        const dialog = page.locator('[role="dialog"]').last();
+        await dialog.waitFor({ timeout: 10000 });
+        let found = [];
+        const until = Date.now() + 10000;
+        while (Date.now() < until && !found.length) {
+          found = await loadedImages(dialog);
+          if (!found.length) await page.waitForTimeout(300);
+        }
+        images = images.concat(found.map((f) => ({ ...f, key })));
+        if (i === 0) await page.screenshot({ path: job.report_screenshot });
+        await page.keyboard.press("Escape");
+        await page.waitForTimeout(300);
       }
       const text = await page.locator("body").innerText();
-      result.report = { images, materialized: !/Never materialized/i.test(text) };
-      await page.screenshot({ path: job.report_screenshot, fullPage: true });
+      result.report = { images, plot_entries: plotRows, materialized: !/Never materialized/i.test(text) };
+      if (!plotRows) await page.screenshot({ path: job.report_screenshot, fullPage: true });
     }
   } catch (e) {
     result.errors.push(String(e).slice(0, 500));
+    try { await browser.contexts()[0].pages()[0].screenshot({ path: job.screenshot }); } catch (_) {}
   } finally {
     await browser.close();
   }
@@ -305,10 +329,15 @@ def run_check(
         print(f"FAIL page errors: {result['errors']}")
     report = result.get("report")
     if report is None:
-        print(f"report asset {REPORT_ASSET!r} is not in the Definitions")
+        print(
+            f"report asset {REPORT_ASSET!r} not checked (not in the Definitions, or the graph check failed)"
+        )
         ok = ok and not require_report
     else:
-        print(f"report asset: materialized={report['materialized']}, plots shown={len(report['images'])}")
+        print(
+            f"report asset: materialized={report['materialized']}, plot entries={report.get('plot_entries', 0)}, "
+            f"plots shown={len(report['images'])} {[(i.get('key'), i['w'], i['h']) for i in report['images']]}"
+        )
         if require_report and not report["images"]:
             print("FAIL the report asset shows no plots")
             ok = False

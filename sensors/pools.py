@@ -17,6 +17,10 @@ POOL_LIMITS: dict[str, int] = {
     "google_scholar": 1,  # SerpAPI plan quota
     "exa": 2,
     "llm": 4,  # judges and question generation; provider rate limits apply per key
+    # The benchmark assets are partitioned by provider, and a pool is fixed per asset, so they use one pool for
+    # all search providers and one for the judges; per-provider limits live in each client's rate limit.
+    "benchmark_search": 2,
+    "benchmark_judge": 4,
 }
 
 
