@@ -214,3 +214,27 @@ def test_merge_tables_prefers_richer_content():
     assert changed == 2
     assert paper.elements[0].content == "a | b\n1 | 2" and paper.elements[0].caption == "Results"
     assert paper.elements[-1].label == "Table 2"
+
+
+def test_parsed_papers_asset_with_grobid_config(grobid_server, shared_data, data_dir):
+    """ParsingConfig(parser="grobid") + GrobidResource(url=...) reach the asset; the parser is recorded."""
+    import dagster as dg
+
+    from lumina_assets import tables
+    from lumina_assets.parse import ASSETS
+    from lumina_assets.schemas import PAPERS_TABLE_SCHEMA, rows_to_table
+    from resources.grobid import GrobidResource
+    from resources.parsing import ParsingConfig
+
+    _, url = grobid_server
+    row = {"paper_id": "pdf:n18", "title": "n18", "source": "local_pdf", "ingest_batch": "b1"}
+    row["local_path"] = str(shared_data / "pdfs" / "N18-3011.pdf")
+    tables.write_table("papers", rows_to_table([row], PAPERS_TABLE_SCHEMA))
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("ingest_batches", ["b1"])
+    resources = {"parsing": ParsingConfig(parser="grobid"), "grobid": GrobidResource(url=url)}
+    assert dg.materialize(ASSETS[:2], instance=instance, partition_key="b1", resources=resources).success
+    parsed = tables.read_partition("parsed_papers", "b1").row(0, named=True)
+    assert (parsed["status"], parsed["parser"], parsed["references"]) == ("ok", "grobid@1.0", 27)
+    paper = ParsedPaper.from_json(parsed["parsed_json"])
+    assert paper.sections[0].title == "Introduction" and paper.page_count == 8
