@@ -854,7 +854,8 @@ class PyMuPdfParser:
             footnotes.clear()
 
         for page in pages:
-            for block in _reading_order(page):
+            ordered = _reading_order(page)
+            for position, block in enumerate(ordered):
                 element = elements.get(id(block))
                 if element is not None:
                     if element.kind == "formula" and last_text:
@@ -874,6 +875,14 @@ class PyMuPdfParser:
                     after_refs=after_refs,
                     started=mode not in ("front", "abstract") or bool(sections),
                 )
+                if (
+                    heading is not None
+                    and not heading.number
+                    and heading.title.lower() not in _KNOWN_HEADINGS
+                ):
+                    following = next((b for b in ordered[position + 1 :] if not b.consumed), None)
+                    if following is not None and len(block.lines) == 1 and not following.is_prose():
+                        heading = None  # a bold line over tabular text is a table's header row, not a heading
                 if heading is None and mode == "body" and block.y0 > page.height * 0.6:
                     if block.size < layout.body_size - 1.2:
                         # A footnote: kept with its section but out of the paragraph flow it interrupts.
