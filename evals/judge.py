@@ -526,3 +526,36 @@ def default_embedder():
 
         return _Plain()
     return Embedder()
+
+
+CALIBRATION_VERSION = "offline-judge-v1"
+PACKAGED_CALIBRATIONS = Path(__file__).parent / "calibration"
+
+
+def calibration_fingerprint(
+    folder: Path, queries_per_split: int, seed: int = 13, model: str = "all-MiniLM-L6-v2"
+) -> str:
+    """Identifies a calibration: the exact qrels / queries / corpus files, the split size, seed and model."""
+    digest = hashlib.sha256(f"{CALIBRATION_VERSION}|{queries_per_split}|{seed}|{model}".encode())
+    for name in ("qrels/train.tsv", "queries.jsonl", "corpus.jsonl"):
+        digest.update((folder / name).read_bytes())
+    return digest.hexdigest()[:24]
+
+
+def load_or_calibrate(embedder, folder: Path, queries_per_split: int, cache_dir: Path) -> OfflineThresholds:
+    """Thresholds for this exact calibration set: from the run cache, else from a calibration shipped in
+    evals/calibration/ (made by `lumina bench judge --write-packaged` on the same files), else fitted now.
+    The held-out agreement is measured once, with the thresholds it belongs to, and stored beside them."""
+    fingerprint = calibration_fingerprint(folder, queries_per_split)
+    for candidate in (
+        cache_dir / f"{fingerprint}.json",
+        PACKAGED_CALIBRATIONS / f"offline_judge_{fingerprint}.json",
+    ):
+        if candidate.exists():
+            return OfflineThresholds.from_json(candidate.read_text(encoding="utf-8"))
+    thresholds, validation = calibrate_offline_judge(embedder, folder, queries_per_split=queries_per_split)
+    thresholds.validation = validate_judge(OfflineJudge(embedder, thresholds), validation)
+    thresholds.validation["fingerprint"] = fingerprint
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    (cache_dir / f"{fingerprint}.json").write_text(thresholds.to_json(), encoding="utf-8")
+    return thresholds

@@ -161,20 +161,7 @@ def offline_judge(folder: Path, queries_per_split: int) -> judge_lib.OfflineJudg
         )
     embedder = judge_lib.default_embedder()
     cache = settings.benchmark_dir() / "judge_calibration"
-    key = DiskCache.key_for("offline-judge-v1", str(folder.resolve()), queries_per_split)[:16]
-    stored = cache / f"{key}.json"
-    if stored.exists():
-        thresholds = judge_lib.OfflineThresholds.from_json(stored.read_text(encoding="utf-8"))
-    else:
-        thresholds, validation = judge_lib.calibrate_offline_judge(
-            embedder, folder, queries_per_split=queries_per_split
-        )
-        # held-out agreement measured once, with the thresholds it belongs to
-        thresholds.validation = judge_lib.validate_judge(
-            judge_lib.OfflineJudge(embedder, thresholds), validation
-        )
-        stored.parent.mkdir(parents=True, exist_ok=True)
-        stored.write_text(thresholds.to_json(), encoding="utf-8")
+    thresholds = judge_lib.load_or_calibrate(embedder, folder, queries_per_split, cache)
     return judge_lib.OfflineJudge(embedder, thresholds)
 
 

@@ -148,6 +148,13 @@ def bench_judge(args: argparse.Namespace) -> int:
     print(f"  calibration kappa {thresholds.calibration_kappa:.3f}")
     print(f"  held-out agreement with human qrels: {result['summary']}")
     print(f"  ({time.monotonic() - started:.1f}s)")
+    if args.write_packaged:
+        fingerprint = judge_lib.calibration_fingerprint(folder, args.queries)
+        thresholds.validation = {**result, "fingerprint": fingerprint}
+        target = judge_lib.PACKAGED_CALIBRATIONS / f"offline_judge_{fingerprint}.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(thresholds.to_json() + "\n", encoding="utf-8")
+        print(f"  written to {target}")
     if args.llm:
         from resources.llm import build_llm_resources
 
