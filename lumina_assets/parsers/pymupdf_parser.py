@@ -306,9 +306,7 @@ def _extract_page(page, number: int) -> _Page:
                 text = text.translate(_CONTROL_CHARS)
             text = " ".join(text.split())
             if text:
-                lines.append(
-                    _Line(text, left, top, bx1, top + height, round(size, 1), bold, math, number, font=font)
-                )
+                lines.append(_Line(text, left, top, bx1, top + height, size, bold, math, number, font=font))
         if not lines:
             continue
         if by1 - by0 > 4 * (bx1 - bx0) and by1 - by0 > 150:
@@ -717,13 +715,13 @@ class PyMuPdfParser:
             )
         _remove_running_text(pages)
         layout = _Layout(pages)
-        title = self._title(pages, doc)
+        title = self._title(pages, doc, layout)
         elements = self._elements(pages, layout, doc)
         paper = self._structure(pages, layout, title, elements, paper_id)
         paper.page_count = len(pages)
         return paper
 
-    def _title(self, pages: list[_Page], doc) -> str:
+    def _title(self, pages: list[_Page], doc, layout: _Layout) -> str:
         first = pages[0]
         candidates = [
             line
@@ -734,7 +732,7 @@ class PyMuPdfParser:
         if candidates:
             biggest = max(line.size for line in candidates)
             title_lines = [line for line in candidates if line.size >= biggest - 0.3]
-            if biggest >= self._body_size_hint(pages) + 1:
+            if biggest >= layout.body_size + 1:
                 text = join_lines([line.text for line in sorted(title_lines, key=lambda ln: (ln.y0, ln.x0))])
                 if 10 <= len(text) <= 300:
                     for line in title_lines:
@@ -742,10 +740,6 @@ class PyMuPdfParser:
                     return text
         meta = (doc.metadata or {}).get("title") or ""
         return meta.strip()
-
-    @staticmethod
-    def _body_size_hint(pages: list[_Page]) -> float:
-        return _Layout(pages[:3]).body_size
 
     def _elements(self, pages: list[_Page], layout: _Layout, doc) -> dict[int, Element]:
         """Captions, their tables / figure labels, and display formulas, keyed by the id of the block they replace."""
