@@ -109,33 +109,53 @@ def bench_parse_command(args) -> int:
         print(f"no PDFs in {folder}")
         return 2
     repeat = max(1, args.repeat)
-    raw_rate, raw_pages = _raw_pages_per_second(files, repeat)
-    print(f"Parse throughput on {len(files)} PDFs / {raw_pages} pages in {folder}")
-    print(f"(pages per CPU second, best of {repeat} runs; GROBID: wall clock, 1 run; table finder: 1 run)")
-    print(f"  {'extractor':34} {'pages/s':>9} {'vs raw':>8}")
-    print(f"  {'raw page.get_text() (reference)':34} {raw_rate:9.1f} {1:8.0%}")
     variants = [
         ("pymupdf (tables=fast, default)", "pymupdf", "fast"),
-        ("pymupdf (tables=finder)", "pymupdf", "finder"),
         ("pymupdf (tables=off)", "pymupdf", "off"),
+        ("pymupdf (tables=finder)", "pymupdf", "finder"),
         ("grobid", "grobid", "fast"),
         ("unstructured", "unstructured", "fast"),
     ]
     if args.variants:
         wanted = {v.strip() for v in args.variants.split(",")}
         variants = [v for v in variants if f"{v[1]}-{v[2]}" in wanted or v[1] in wanted]
-    parsers = {}
+    # The in-process PyMuPDF variants are timed interleaved with raw extraction, run after run, so both
+    # see the same machine load; the slow ones (table finder, a server, unstructured) run once.
+    repeated = [
+        (label, _build(name, tables, None))
+        for label, name, tables in variants
+        if name == "pymupdf" and tables != "finder"
+    ]
+    best: dict[str, float] = {label: 0.0 for label, _ in repeated}
+    failures: dict[str, list[str]] = {}
+    raw_rate = 0.0
+    raw_pages = 0
+    for _ in range(repeat):
+        rate, raw_pages = _raw_pages_per_second(files, 1)
+        raw_rate = max(raw_rate, rate)
+        for label, parser in repeated:
+            rate, _, failed = _parser_pages_per_second(parser, files, 1)
+            best[label] = max(best[label], rate)
+            failures[label] = failed
+    print(f"Parse throughput on {len(files)} PDFs / {raw_pages} pages in {folder}")
+    print(f"(pages per CPU second, best of {repeat} interleaved runs; finder / GROBID / unstructured: 1 run,")
+    print(" GROBID in wall-clock seconds since its work happens in the server)")
+    print(f"  {'extractor':34} {'pages/s':>9} {'vs raw':>8}")
+    print(f"  {'raw page.get_text() (reference)':34} {raw_rate:9.1f} {1:8.0%}")
+    parsers = dict(repeated)
     for label, name, tables in variants:
-        parser = _build(name, tables, args.grobid_url)
-        try:
-            rate, pages, failures = _parser_pages_per_second(
-                parser, files, 1 if name != "pymupdf" else repeat
-            )
-        except ParserUnavailable as exc:
-            print(f"  {label:34} {'skipped':>9}  ({exc.detail})")
-            continue
-        parsers[label] = parser
-        note = f"  failures: {', '.join(failures)}" if failures else ""
+        if label in best:
+            rate, failed = best[label], failures[label]
+        else:
+            parser = _build(name, tables, args.grobid_url)
+            clock = time.perf_counter if name == "grobid" else time.process_time
+            try:
+                rate, _, failed = _parser_pages_per_second(parser, files, 1, clock)
+            except ParserUnavailable as exc:
+                print(f"  {label:34} {'skipped':>9}  ({exc.detail})")
+                continue
+            parsers[label] = parser
+        note = f"  failures: {', '.join(failed)}" if failed else ""
         print(f"  {label:34} {rate:9.1f} {rate / raw_rate:8.0%}{note}")
 
     tei_dir = Path(args.tei_dir) if args.tei_dir else settings.shared_data_dir() / "grobid_tei"
