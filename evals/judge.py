@@ -11,6 +11,7 @@ train qrels. It is a stand-in, labelled `offline` everywhere its verdicts go.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -260,6 +261,10 @@ class OfflineThresholds:
         return cls(**json.loads(text))
 
 
+_SHARED_VECTORS: dict[int, dict[str, np.ndarray]] = {}
+_MAX_SHARED_VECTORS = 200_000  # ~300 MB of 384-d float32 vectors at most
+
+
 class OfflineJudge:
     """Embedding-similarity stand-in for the LLM judge; every verdict it gives is labelled offline."""
 
@@ -268,9 +273,12 @@ class OfflineJudge:
         self.thresholds = thresholds
         self.name = f"offline:embedding-cosine({thresholds.model}; cr>={thresholds.relevance:.3f}, cp>={thresholds.precision:.3f})"
         self.is_offline = True
-        self._vectors: dict[str, np.ndarray] = {}
+        # shared by every offline judge on this embedder in the process: providers judge many of the same passages
+        self._vectors = _SHARED_VECTORS.setdefault(id(embedder), {})
 
     def _encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        if len(self._vectors) > _MAX_SHARED_VECTORS:
+            self._vectors.clear()
         missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
         if missing:
             for text, vector in zip(missing, self.embedder.encode(missing), strict=True):
@@ -508,8 +516,9 @@ def validate_judge(judge, pairs: Sequence[LabelledPair]) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=1)
 def default_embedder():
-    """The project's shared all-MiniLM-L6-v2 embedder (one model load per process)."""
+    """The project's shared all-MiniLM-L6-v2 embedder (one instance and one model load per process)."""
     try:
         from resources.embedder import Embedder
     except ImportError:  # the index stage's embedder module is absent: same weights, loaded here

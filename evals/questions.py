@@ -75,18 +75,59 @@ def sample_passages(passages: pl.DataFrame, n: int, *, seed: int = 7, min_words:
     return ranked.sort("_rank").head(n).drop("_rank")
 
 
+_HEADER = re.compile(r"^(?:[A-Z][A-Z&/ ]{3,}:?\s+)+")  # structured-abstract headings: "APPROACH AND RESULTS"
+_LEAD_IN = re.compile(
+    r"^(?:however|therefore|thus|moreover|furthermore|in addition|additionally|finally|overall|importantly|"
+    r"in conclusion|taken together|collectively|here|in this study|in this work|"
+    r"(?:we|our (?:results|data|findings)|these (?:results|data|findings)|this study) "
+    r"(?:found|show|showed|demonstrate|demonstrated|suggest|suggested|indicate|indicated|report|reveal|revealed)"
+    r"(?: that)?)[,:]?\s+",
+    re.IGNORECASE,
+)
+_FINDING = re.compile(
+    r"\b(?:increase[sd]?|decrease[sd]?|reduce[sd]?|associated|correlat\w+|improve[sd]?|inhibit\w*|induce[sd]?|"
+    r"promote[sd]?|require[sd]?|predict\w*|higher|lower|risk|significant\w*|mediat\w+|caus\w+|prevent\w*)\b",
+    re.IGNORECASE,
+)
+_WEAK_START = re.compile(
+    r"^(?:we|to|in this review|this review|here we|the aim|the purpose|our aim)\b", re.IGNORECASE
+)
+
+
+def _clean_claim(sentence: str) -> str:
+    text = _HEADER.sub("", sentence.strip())
+    previous = None
+    while previous != text:
+        previous, text = text, _LEAD_IN.sub("", text)
+    return text.strip().rstrip(" .;:")
+
+
 def offline_question(passage_text: str, title: str = "") -> str:
-    """A template question from the passage's most content-rich sentence (no LLM): "What evidence is there that …?"."""
-    sentences = [s for s in split_sentences(passage_text) if 6 <= len(s.split()) <= 45] or split_sentences(
-        passage_text
-    )
-    if not sentences:
-        return f"What is known about {title.strip().rstrip('.')}?" if title else ""
-    best = max(sentences, key=lambda s: (len(_CONTENT_WORD.findall(s)), -abs(len(s.split()) - 20)))
-    words = best.rstrip(" .;:").split()[:30]
-    if words and not (len(words[0]) > 1 and words[0].isupper()):
-        words[0] = words[0][:1].lower() + words[0][1:]
-    return "What evidence is there that " + " ".join(words) + "?"
+    """A template question from the passage's most finding-like sentence (no LLM): "What evidence is there that
+    <claim>?". Structured-abstract headings and lead-ins ("We found that", "However,") are stripped; sentences
+    that state aims rather than findings are avoided; a sentence is never cut."""
+    candidates = []
+    for sentence in split_sentences(passage_text):
+        claim = _clean_claim(sentence)
+        words = claim.split()
+        if not 6 <= len(words) <= 32:
+            continue
+        score = (
+            len(_CONTENT_WORD.findall(claim))
+            + 6 * len(_FINDING.findall(claim))
+            - 20 * bool(_WEAK_START.match(claim))
+        )
+        candidates.append((score, -len(words), claim))
+    if not candidates:
+        return f"What is known about {title.strip().rstrip('.')}?" if title.strip() else ""
+    claim = max(candidates)[2]
+    first = claim.split()[0]
+    if not (
+        len(first) > 1
+        and (first.isupper() or any(c.isdigit() for c in first) or first[1:] != first[1:].lower())
+    ):
+        claim = claim[:1].lower() + claim[1:]
+    return "What evidence is there that " + claim + "?"
 
 
 def synthetic_questions(
