@@ -50,6 +50,11 @@ def add_commands(commands, bench_commands) -> None:
     judge.add_argument(
         "--llm-queries", type=int, default=30, help="held-out queries the LLM judge validates on"
     )
+    judge.add_argument(
+        "--write-packaged",
+        action="store_true",
+        help="store the calibration in evals/calibration/ so runs on the same files reuse it",
+    )
     judge.set_defaults(handler=bench_judge)
 
 
