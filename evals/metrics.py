@@ -95,7 +95,7 @@ def aggregate(per_question: Sequence[float | None], **kwargs) -> Estimate:
 
 # ---------------------------------------------------------------- ranking metrics (qrels)
 
-RANKING_MEASURES = ("nDCG@10", "AP@10", "R@10", "RR")
+RANKING_MEASURES = ("nDCG@10", "AP@10", "R@10", "R@1000", "RR")  # R@1000: recall of every merged context
 
 
 def ranking_metrics(

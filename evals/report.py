@@ -78,14 +78,15 @@ def depth_table(scores: pl.DataFrame, agreement: dict[str, Any] | None, question
     lines = [
         agreement_line(agreement),
         "",
-        "| provider | p | depth | CR [95% CI] | CP [95% CI] | contexts/question | nDCG@10 | AP@10 | R@10 | RR | n (qrels) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| provider | p | depth | CR [95% CI] | CP [95% CI] | contexts/question | nDCG@10 | AP@10 | R@10 | R@all | RR | n (qrels) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in frame.iter_rows(named=True):
         lines.append(
             f"| {row['provider']} | {row['page_size']} | {row['depth']} | {_fmt(row['cr'], row['cr_low'], row['cr_high'])} | "
             f"{_fmt(row['cp'], row['cp_low'], row['cp_high'])} | {_num(row['mean_contexts'])} | {_num(row.get('nDCG@10'))} | "
-            f"{_num(row.get('AP@10'))} | {_num(row.get('R@10'))} | {_num(row.get('RR'))} | {row['n_qrels']} |"
+            f"{_num(row.get('AP@10'))} | {_num(row.get('R@10'))} | {_num(row.get('R@all'))} | {_num(row.get('RR'))} | "
+            f"{row['n_qrels']} |"
         )
     return "\n".join(lines)
 

@@ -281,6 +281,7 @@ def score(
                 "AP@10": ranking.get("AP@10"),
                 "R@10": ranking.get("R@10"),
                 "RR": ranking.get("RR"),
+                "R@all": ranking.get("R@1000"),
             }
         )
     schema = {
@@ -298,6 +299,6 @@ def score(
         "questions_without_contexts": pl.Int32,
         "mean_contexts": pl.Float64,
         "n_qrels": pl.Int32,
-        **{c: pl.Float64 for c in ("nDCG@10", "AP@10", "R@10", "RR")},
+        **{c: pl.Float64 for c in ("nDCG@10", "AP@10", "R@10", "RR", "R@all")},
     }
     return pl.DataFrame(out, schema=schema) if out else pl.DataFrame(schema=schema)
