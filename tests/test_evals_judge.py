@@ -133,3 +133,48 @@ def test_llm_judge_records_failure_after_retries_never_zero_or_one():
     assert result.critical is None and result.sentence_verdicts is None
     assert result.precision_failure == "llm error: RuntimeError"
     assert len(client.calls) == 6
+
+
+class KeywordEmbedder:
+    """Deterministic stand-in embedder: a normalized bag over a tiny vocabulary."""
+
+    vocabulary = ("vitamin", "fracture", "insulin", "obesity", "effect")
+
+    def encode(self, texts):
+        import numpy as np
+
+        rows = []
+        for text in texts:
+            vector = np.array([text.lower().count(w) for w in self.vocabulary], dtype=np.float32) + 1e-3
+            rows.append(vector / np.linalg.norm(vector))
+        return np.stack(rows) if rows else np.zeros((0, len(self.vocabulary)), dtype=np.float32)
+
+
+def test_offline_judge_follows_thresholds_and_is_labelled():
+    from evals.judge import OfflineJudge, OfflineThresholds
+
+    judge = OfflineJudge(KeywordEmbedder(), OfflineThresholds(0.6, 0.8, "keyword", "test", 0, 0.0))
+    items = [
+        JudgeInput(
+            "q", "vitamin fracture", Context(title="", chunks=["Vitamin and fracture. Insulin in obesity."])
+        ),
+        JudgeInput("q", "vitamin fracture", Context(title="", chunks=["Insulin resistance in obesity."])),
+        JudgeInput("q", "vitamin fracture", Context(title="vitamin fracture", chunks=[])),
+    ]
+    results = judge.judge_many(items)
+    assert judge.is_offline and all(r.judge.startswith("offline:") for r in results)
+    assert [r.relevant for r in results] == [1, 0, 0]  # an empty context is never relevant
+    assert (results[0].critical, results[0].sentences, results[0].sentence_verdicts) == (1, 2, [1, 0])
+    assert results[2].sentences == 0 and results[2].critical == 0
+
+
+def test_packaged_calibration_is_reused_for_the_same_files(shared_data, tmp_path):
+    from evals.judge import calibration_fingerprint, load_or_calibrate
+
+    folder = shared_data / "scifact"
+    fingerprint = calibration_fingerprint(folder, 60)
+    assert fingerprint != calibration_fingerprint(folder, 61)
+    thresholds = load_or_calibrate(None, folder, 60, tmp_path)  # no embedder: must not calibrate
+    assert thresholds.validation["fingerprint"] == fingerprint
+    assert 0 < thresholds.relevance < 1 and 0 < thresholds.precision < 1
+    assert thresholds.validation["n"] > 100 and -1 <= thresholds.validation["kappa"] <= 1
