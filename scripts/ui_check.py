@@ -246,8 +246,50 @@ def stop_server(process: subprocess.Popen, grace: float = 30.0) -> None:
         process.wait(timeout=10)
 
 
+RUNS_QUERY = (
+    "{ runsOrError { ... on Runs { results { runId status assetSelection { path } tags { key value } } } } }"
+)
+
+
+def watch_inbox_ingestion(base: str, pdf: Path, timeout: float) -> bool:
+    """Drop a PDF into the inbox of the running server and follow the runs the inbox sensor and the automation
+    sensor launch, until `passage_index` is materialized (True) or the time is up (False)."""
+    from lumina_assets import settings
+
+    inbox = settings.inbox_dir()
+    inbox.mkdir(parents=True, exist_ok=True)
+    target = inbox / pdf.name
+    shutil.copyfile(pdf, target)
+    settled = time.time() - 60  # older than the sensor's settle window
+    os.utime(target, (settled, settled))
+    print(f"dropped {pdf.name} into {inbox}; following the runs")
+    started, shown = time.monotonic(), {}
+    while time.monotonic() - started < timeout:
+        for run in _graphql(base, RUNS_QUERY)["data"]["runsOrError"]["results"]:
+            tags = {t["key"]: t["value"] for t in run["tags"]}
+            assets = [".".join(a["path"]) for a in run["assetSelection"] or []]
+            by = tags.get("dagster/sensor_name", tags.get("dagster/schedule_name", "manual"))
+            partition = tags.get("dagster/partition") or tags.get("lumina/ingest_batch") or ""
+            line = f"{run['status']:8} {','.join(sorted(assets))} [{partition}] by {by}"
+            if shown.get(run["runId"]) != line:
+                shown[run["runId"]] = line
+                print(f"  {time.monotonic() - started:5.0f}s run {run['runId'][:8]} {line}")
+            if "passage_index" in assets and run["status"] == "SUCCESS":
+                return True
+            if run["status"] == "FAILURE":
+                print(f"  run {run['runId'][:8]} failed")
+                return False
+        time.sleep(5)
+    return False
+
+
 def run_check(
-    port: int, screenshot: Path, dagster_home: Path | None, timeout: float, require_report: bool
+    port: int,
+    screenshot: Path,
+    dagster_home: Path | None,
+    timeout: float,
+    require_report: bool,
+    ingest_pdf: Path | None = None,
 ) -> int:
     chromium = find_chromium()
     playwright = find_playwright_core()
@@ -314,6 +356,7 @@ def run_check(
             print(f"browser script failed: {browser.stderr[-2000:]}")
             return 1
         result = json.loads(lines[-1])
+        ingested = watch_inbox_ingestion(base, ingest_pdf, timeout * 5) if ingest_pdf else None
     finally:
         stop_server(server)
     print(f"expected {len(assets)} assets in {len(groups)} groups: {', '.join(groups)}")
@@ -343,6 +386,9 @@ def run_check(
             ok = False
     if server.returncode not in (0, -signal.SIGTERM, None) and server.returncode is not None:
         print(f"(dagster dev exited with {server.returncode})")
+    if ingested is not None:
+        print(f"inbox -> index without a manual step: {'yes' if ingested else 'NO'}")
+        ok = ok and ingested
     print("UI CHECK PASSED" if ok else "UI CHECK FAILED")
     return 0 if ok else 1
 
@@ -356,6 +402,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--require-report-plots", action="store_true", help="fail unless the report asset shows its plots"
     )
+    parser.add_argument(
+        "--ingest-pdf",
+        default="",
+        help="after the graph check, drop this PDF into the inbox and wait until the sensors index it",
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(PROJECT_ROOT))
     from lumina_assets import settings
@@ -367,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.dagster_home) if args.dagster_home else None,
         args.timeout,
         args.require_report_plots,
+        Path(args.ingest_pdf).resolve() if args.ingest_pdf else None,
     )
 
 

@@ -114,14 +114,24 @@ def _automate(defs, instance, cursor=None, max_rounds: int = 8):
     raise AssertionError(f"automation still requesting after {max_rounds} rounds: {requested}")
 
 
-def _ingest(defs, instance, cursor):
-    """One inbox sensor tick and the run it requests, as the daemon would do it."""
+def _ingest(defs, instance, cursor, automation_cursor=None):
+    """One inbox sensor tick and the run it requests, as the daemon does it: the new partition exists before the
+    ingestion run has written the batch's papers, and the automation sensor may tick in between."""
     tick = build_inbox_sensor()(dg.build_sensor_context(cursor=cursor, instance=instance))
     [request] = tick.run_requests
     batch = request.tags[INGEST_BATCH_TAG]
     instance.add_dynamic_partitions(INGEST_BATCHES.name, [batch])
+    if automation_cursor is not None:
+        early = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=automation_cursor)
+        premature = [
+            key.to_user_string()
+            for key in (dg.AssetKey("pdf_files"), dg.AssetKey("parsed_papers"), dg.AssetKey("passages"))
+            if batch in early.get_requested_partitions(key)
+        ]
+        assert not premature, f"{premature} requested for {batch} before `papers` assigned its papers"
+        automation_cursor = early.cursor
     assert _execute(defs, instance, request.asset_selection, None, request.tags).success
-    return batch, tick.cursor
+    return batch, tick.cursor, automation_cursor
 
 
 def _embed_texts(batch: str) -> set[str]:
@@ -138,7 +148,7 @@ def test_one_new_pdf_is_parsed_and_embedded_alone(shared_data, data_dir, countin
     requested, automation_cursor = _automate(defs, instance)
     assert requested == []
     _drop(shared_data, FIRST_PDF)
-    first_batch, sensor_cursor = _ingest(defs, instance, None)
+    first_batch, sensor_cursor, automation_cursor = _ingest(defs, instance, None, automation_cursor)
     requested, automation_cursor = _automate(defs, instance, automation_cursor)
     assert ("passage_index", None) in requested
     assert {("parsed_papers", first_batch), ("passages", first_batch)} <= set(requested)
@@ -147,7 +157,7 @@ def test_one_new_pdf_is_parsed_and_embedded_alone(shared_data, data_dir, countin
 
     counting_embedder.texts.clear()
     _drop(shared_data, SECOND_PDF)
-    second_batch, _ = _ingest(defs, instance, sensor_cursor)
+    second_batch, _, automation_cursor = _ingest(defs, instance, sensor_cursor, automation_cursor)
     assert second_batch != first_batch
     requested, _ = _automate(defs, instance, automation_cursor)
 
@@ -219,7 +229,7 @@ def test_run_killed_mid_batch_then_rerun_loses_and_duplicates_nothing(
     _drop(shared_data, FIRST_PDF)
     _drop(shared_data, SECOND_PDF)
     defs = _definitions()
-    batch, _ = _ingest(defs, instance, None)
+    batch, _, _ = _ingest(defs, instance, None)
     marker = tmp_path / "killed_here"
     script = KILL_SWITCH_SCRIPT.format(tests_dir=str(Path(__file__).parent), marker=str(marker), batch=batch)
     worker = subprocess.Popen(
