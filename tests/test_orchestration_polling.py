@@ -58,9 +58,12 @@ class FakeOpenAlex:
         if path == f"/works/doi:{SEED_DOI}":
             return httpx.Response(200, json=self.seed)
         if path.startswith("/works/"):
-            return httpx.Response(404, text="not found")
+            by_id = {w["id"].rsplit("/", 1)[1]: w for w in self.citing if w["id"] in self.created}
+            work = by_id.get(path.rsplit("/", 1)[1])
+            return httpx.Response(200, json=work) if work else httpx.Response(404, text="not found")
         filters = dict(part.split(":", 1) for part in request.url.params["filter"].split(","))
-        assert filters["cites"] == SEED_W
+        if filters.get("cites") != SEED_W:  # reference crawls etc.: nothing recorded for them
+            return httpx.Response(200, json={"meta": {"count": 0, "next_cursor": None}, "results": []})
         since = filters.get("from_created_date", "0000")
         matching = [w for w in self.citing if w["id"] in self.created and self.created[w["id"]] >= since]
         per_page = int(request.url.params.get("per-page", 25))
@@ -217,3 +220,42 @@ def test_sensor_definition_runs_with_replayed_resources(openalex_api, shared_dat
     assert len(first.run_requests) == 1
     second = sensor(dg.build_sensor_context(cursor=first.cursor, resources=resources))
     assert not second.run_requests
+
+
+def test_discovered_works_reach_the_crawl_tables(openalex_api, shared_data, data_dir, monkeypatch):
+    """The run the sensor asks for, executed: the works it discovered end up in `openalex_works`."""
+    from lumina_assets import corpus, tables
+    from resources.corpus import CorpusResource
+
+    seeds_file = data_dir / "seeds.yaml"
+    seeds_file.write_text(f"dois: ['{SEED_DOI}']\ncrawl: {{depth: 0}}\n")
+    monkeypatch.setenv("LUMINA_SEEDS", str(seeds_file))
+    discovered = openalex_api.publish(2, "2026-11-22")
+    openalex, _, _ = _clients(openalex_api, shared_data)
+    outcome = poll(openalex=openalex, arxiv=None, seeds=SEEDS, raw_cursor=None, today=date(2026, 11, 22))
+    [request] = evaluate_poll(outcome).run_requests
+    transport = httpx.MockTransport(openalex_api.handler)
+
+    class ReplayedOpenAlex(OpenAlexResource):
+        def client(self, transport_=None):
+            return super().client(transport)
+
+    crawl = [
+        a for a in corpus.ASSETS if {dg.AssetKey("seed_papers"), dg.AssetKey("openalex_works")} & set(a.keys)
+    ]
+    result = dg.materialize(
+        crawl,
+        run_config={"ops": {"openalex_works": request.run_config["ops"]["openalex_works"]}},
+        resources={
+            "corpus": CorpusResource(seeds_path=str(seeds_file)),
+            "openalex": ReplayedOpenAlex(api_key="test-key", min_interval_s=0, cache_responses=False),
+        },
+        raise_on_error=False,
+    )
+    assert result.success
+    works = tables.read_table("openalex_works")
+    found = set(works["openalex_id"].to_list()) if works is not None else set()
+    assert set(discovered) <= found, (
+        "openalex_works must read `ops.openalex_works.config."
+        f"{DISCOVERED_FIELD}` (OpenAlex ids found by the polling sensor) and fetch those works too"
+    )
