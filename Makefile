@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: install demo test ui lint format clean-data
+.PHONY: install demo test ui ui-check lint format clean-data
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,13 +19,18 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: install
+	@$(BIN)/lumina pools apply >/dev/null
 	$(BIN)/lumina demo
 
 test: install
 	$(BIN)/python -m pytest -q
 
 ui: install
+	@$(BIN)/lumina pools apply
 	$(BIN)/dagster dev -h 127.0.0.1 -p $${LUMINA_UI_PORT:-3000} -w workspace.yaml
+
+ui-check: install
+	$(BIN)/python scripts/ui_check.py
 
 lint: install
 	$(BIN)/ruff format --check . && $(BIN)/ruff check .

@@ -12,6 +12,7 @@ COMMAND_MODULES = (
     "lumina_assets.commands.search",
     "lumina_assets.commands.benchmark",
     "lumina_assets.commands.ops",
+    "lumina_assets.commands.orchestration",
 )
 
 

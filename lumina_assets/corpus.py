@@ -1,7 +1,6 @@
 """Corpus stage: seeds → OpenAlex / arXiv crawl and local papers → normalized, deduplicated `papers`
 (plus `rejected_papers`) → `citation_graph`. Each asset writes its own table and reports what it did."""
 
-
 import dataclasses
 import hashlib
 import json
@@ -91,6 +90,27 @@ def seed_papers(context: dg.AssetExecutionContext, corpus: CorpusResource) -> dg
     )
 
 
+class CrawlConfig(dg.Config):
+    """Run config the polling sensor fills with works it discovered; they are kept for every later crawl."""
+
+    extra_ids: list[str] = []
+
+
+def _with_discovered(name: str, seeds: Seeds, extra_ids: list[str]) -> tuple[Seeds, int]:
+    """Seeds plus every id a sensor has ever discovered for this source (persisted beside the tables)."""
+    path = settings.tables_dir() / f"{name}.discovered.json"
+    known = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    merged = list(dict.fromkeys([*known, *extra_ids]))
+    if merged != known:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(merged), encoding="utf-8")
+    if name == "openalex_works":
+        seeds.openalex_ids = list(dict.fromkeys([*seeds.openalex_ids, *merged]))
+    else:
+        seeds.arxiv_ids = list(dict.fromkeys([*seeds.arxiv_ids, *merged]))
+    return seeds, len(merged)
+
+
 def _skipped(name: str, reason: str, context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     context.log.info(f"{name} skipped: {reason}")
     content, _ = _write_raw(name, [])
@@ -101,7 +121,7 @@ def _skipped(name: str, reason: str, context: dg.AssetExecutionContext) -> dg.Ma
 
 @dg.asset(group_name=GROUP, code_version="1", deps=[seed_papers], pool="openalex")
 def openalex_works(
-    context: dg.AssetExecutionContext, corpus: CorpusResource, openalex: OpenAlexResource
+    context: dg.AssetExecutionContext, config: CrawlConfig, corpus: CorpusResource, openalex: OpenAlexResource
 ) -> dg.MaterializeResult:
     """Seed works and their references, breadth-first to the configured depth, capped at max_papers."""
     if not corpus.live_crawl_enabled():
@@ -110,7 +130,7 @@ def openalex_works(
         return _skipped(
             "openalex_works", "OPENALEX_API_KEY is not set; OpenAlex requires a key since Feb 2026", context
         )
-    seeds = read_stored_seeds()
+    seeds, discovered = _with_discovered("openalex_works", read_stored_seeds(), config.extra_ids)
     client = openalex.client()
     result = crawl_openalex(client, seeds)
     content, frame = _write_raw("openalex_works", result.papers)
@@ -118,6 +138,7 @@ def openalex_works(
     return dg.MaterializeResult(
         metadata={
             "papers": len(result.papers),
+            "discovered_by_sensor": discovered,
             "by_depth": dg.MetadataValue.json({str(k): v for k, v in sorted(depths.items())}),
             **_failure_metadata(result.failures),
             **client.http.stats.as_metadata(),
@@ -131,18 +152,19 @@ def openalex_works(
 
 @dg.asset(group_name=GROUP, code_version="1", deps=[seed_papers], pool="arxiv")
 def arxiv_works(
-    context: dg.AssetExecutionContext, corpus: CorpusResource, arxiv: ArxivResource
+    context: dg.AssetExecutionContext, config: CrawlConfig, corpus: CorpusResource, arxiv: ArxivResource
 ) -> dg.MaterializeResult:
     """Seeded arXiv ids and query results (one request every 3 s)."""
     if not corpus.live_crawl_enabled():
         return _skipped("arxiv_works", "a local corpus is configured (offline mode)", context)
-    seeds = read_stored_seeds()
+    seeds, discovered = _with_discovered("arxiv_works", read_stored_seeds(), config.extra_ids)
     client = arxiv.client()
     result = crawl_arxiv(client, seeds)
     content, frame = _write_raw("arxiv_works", result.papers)
     return dg.MaterializeResult(
         metadata={
             "papers": len(result.papers),
+            "discovered_by_sensor": discovered,
             **_failure_metadata(result.failures),
             **client.http.stats.as_metadata(),
             "sample": dg.MetadataValue.md(tables.markdown_sample(frame, ["paper_id", "title", "year"])),

@@ -25,6 +25,7 @@ def build_definitions() -> dg.Definitions:
         jobs=automation.JOBS,
         schedules=automation.SCHEDULES,
         sensors=automation.SENSORS,
+        executor=automation.executor_from_env(),
     )
 
 

@@ -27,6 +27,14 @@ GROUP = "parsing"
 # batch's partition; ignoring it, a batch is fetched when its partition is added (newly missing) and later
 # steps follow their own partition's upstream.
 ON_NEW_BATCH = dg.AutomationCondition.eager().ignore(dg.AssetSelection.assets("papers"))
+# pdf_files waits for `papers` to have written the batch: a new partition alone is not enough, since the
+# inbox sensor adds the partition before the ingest run assigns papers to it.
+ON_BATCH_WRITTEN = (
+    dg.AutomationCondition.missing()
+    & dg.AutomationCondition.any_deps_updated().since_last_handled()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+)
 PDF_FILES_SCHEMA = pa.schema(
     [
         pa.field("paper_id", pa.string(), nullable=False),
@@ -90,7 +98,7 @@ def _md_counts(counts: dict[str, int]) -> str:
     deps=[dg.AssetDep("papers")],
     code_version="1",
     pool="pdf_download",
-    automation_condition=ON_NEW_BATCH,
+    automation_condition=ON_BATCH_WRITTEN,
     description="The PDF of each paper of the batch in the content-addressed store (local file or download).",
 )
 def pdf_files(context: dg.AssetExecutionContext, parsing: ParsingConfig) -> dg.MaterializeResult:
