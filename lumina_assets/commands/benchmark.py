@@ -23,7 +23,7 @@ def add_commands(commands, bench_commands) -> None:
     run = sub.add_parser("run", help="materialize the benchmark group and print the headline table")
     run.add_argument("--synthetic", type=int, default=12, help="synthetic questions from sampled passages")
     run.add_argument(
-        "--beir-queries", type=int, default=25, help="BEIR queries (when LUMINA_CORPUS is a BEIR folder)"
+        "--beir-queries", type=int, default=12, help="BEIR queries (when LUMINA_CORPUS is a BEIR folder)"
     )
     run.add_argument("--depths", type=_int_list, default=[0, 1, 2, 3], help="recursion depths, e.g. 0,1,2")
     run.add_argument("--page-sizes", type=_int_list, default=[5, 10], help="page sizes p, e.g. 5,10")
