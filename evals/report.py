@@ -155,7 +155,8 @@ def plot_convergence(scores: pl.DataFrame, path: Path, title_suffix: str = "") -
             )
         ax.set_xlabel("recursion depth")
         ax.set_ylabel(metric.upper())
-        ax.set_ylim(0, 1)
+        top = max([v for v in frame[f"{metric}_high"].to_list() if v is not None and v == v] or [0.0])
+        ax.set_ylim(0, 1 if top > 0.5 else max(0.05, top * 1.25))  # small CP values stay readable
         ax.set_xticks(sorted(set(frame["depth"].to_list())))
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
