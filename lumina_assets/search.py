@@ -594,8 +594,8 @@ class SearchEngine:
         trace.parsed = parsed
         text = parsed.text or query
         terms = Counter(tokenize(text))
-        if not terms and not any(ch.isalnum() for ch in text):
-            trace.message = "the query has no searchable words"
+        if not terms:
+            trace.message = "the query has only stopwords or punctuation"
             return None
         query_terms: dict[str, float] = {t: float(c) for t, c in terms.most_common(128)}
 
@@ -733,7 +733,7 @@ class SearchEngine:
             rows = (
                 view.passages_table.search(vector, vector_column_name="vector")
                 .distance_type("cosine")
-                .select(["passage_id"])
+                .select(["passage_id", "_distance"])
                 .limit(n * 3)
                 .to_list()
             )
@@ -746,7 +746,7 @@ class SearchEngine:
         if cfg.passage_fulltext and fts_text:
             rows = (
                 view.passages_table.search(fts_text, query_type="fts")
-                .select(["passage_id"])
+                .select(["passage_id", "_score"])
                 .limit(n * 3)
                 .to_list()
             )
@@ -761,7 +761,7 @@ class SearchEngine:
                 rows = (
                     view.papers_table.search(vector, vector_column_name=column)
                     .distance_type("cosine")
-                    .select(["paper_id"])
+                    .select(["paper_id", "_distance"])
                     .limit(n)
                     .to_list()
                 )
@@ -770,7 +770,10 @@ class SearchEngine:
                 runs[name] = scatter(rows, len(view.paper_ids), view.paper_pos, ("paper_id", "sim"))
         if cfg.paper_fulltext and fts_text:
             rows = (
-                view.papers_table.search(fts_text, query_type="fts").select(["paper_id"]).limit(n).to_list()
+                view.papers_table.search(fts_text, query_type="fts")
+                .select(["paper_id", "_score"])
+                .limit(n)
+                .to_list()
             )
             runs["paper_fulltext"] = scatter(
                 rows, len(view.paper_ids), view.paper_pos, ("paper_id", "_score")

@@ -80,17 +80,19 @@ def _metrics(uri, embedder, collection, **changes):
 
 def test_full_pipeline_returns_pinpointed_passages(index_uri, embedder, small_scifact):
     engine = SearchEngine(index_uri, embedder)
-    qid, query = next(iter(small_scifact.queries.items()))
-    contexts = engine.search(query, k=5)
-    assert 1 <= len(contexts) <= 5
-    assert [c.score for c in contexts] == sorted((c.score for c in contexts), reverse=True)
-    for context in contexts:
-        assert context.paper_id.startswith("beir-scifact:")
-        assert context.chunks and len(context.chunks) == len(context.passage_ids)
-        assert all(pid.startswith(context.paper_id + "#") for pid in context.passage_ids)
-        assert context.title
-    relevant = {f"beir-scifact:{d}" for d in small_scifact.qrels[qid]}
-    assert relevant & {c.paper_id for c in contexts}
+    hits = 0
+    for qid, query in small_scifact.queries.items():
+        contexts = engine.search(query, k=5)
+        assert 1 <= len(contexts) <= 5
+        assert [c.score for c in contexts] == sorted((c.score for c in contexts), reverse=True)
+        for context in contexts:
+            assert context.paper_id.startswith("beir-scifact:")
+            assert context.chunks and len(context.chunks) == len(context.passage_ids)
+            assert all(pid.startswith(context.paper_id + "#") for pid in context.passage_ids)
+            assert context.title
+        relevant = {f"beir-scifact:{d}" for d in small_scifact.qrels[qid]}
+        hits += bool(relevant & {c.paper_id for c in contexts})
+    assert hits / len(small_scifact.queries) >= 0.7
 
 
 def test_every_retriever_alone_finds_relevant_documents_and_fusion_beats_them(
