@@ -138,8 +138,8 @@ ABLATIONS: dict[str, dict] = {
     "- acronym expansion": {"expand_acronyms": False},
     "- passage vectors": {"passage_vectors": False},
     "- passage full text": {"passage_fulltext": False},
-    "- paper title vectors": {"paper_title_vectors": False},
-    "- paper abstract vectors": {"paper_abstract_vectors": False},
+    "+ paper title vectors": {"paper_title_vectors": True},
+    "+ paper abstract vectors": {"paper_abstract_vectors": True},
     "- paper full text": {"paper_fulltext": False},
     "+ dense PRF (Rocchio)": {"dense_prf": True},
     "+ RM3": {"rm3": True},
@@ -147,23 +147,9 @@ ABLATIONS: dict[str, dict] = {
     "normalization = zscore": {"normalization": "zscore"},
     "fusion = RRF": {"fusion": "rrf"},
     "aggregation = sum2": {"passage_aggregation": "sum2"},
-    "BM25 only (passages+papers)": {
-        "passage_vectors": False,
-        "paper_title_vectors": False,
-        "paper_abstract_vectors": False,
-    },
-    "dense only (passage vectors)": {
-        "passage_fulltext": False,
-        "paper_fulltext": False,
-        "paper_title_vectors": False,
-        "paper_abstract_vectors": False,
-    },
-    "plain RRF (passage BM25 + dense)": {
-        "fusion": "rrf",
-        "paper_title_vectors": False,
-        "paper_abstract_vectors": False,
-        "paper_fulltext": False,
-    },
+    "BM25 only (passages+papers)": {"passage_vectors": False},
+    "dense only (passage vectors)": {"passage_fulltext": False, "paper_fulltext": False},
+    "plain RRF (passage BM25 + dense)": {"fusion": "rrf", "paper_fulltext": False},
     "LanceDB native FTS + vector": {"backend": "lancedb"},
 }
 
@@ -301,7 +287,7 @@ def _bench_search(args) -> int:
     print("| what | p50 ms | p95 ms |")
     print("|---|---|---|")
     for name, samples in (
-        ("full default pipeline (embed, parse, expand, 5 retrievers, fusion, boosts, contexts)", full),
+        ("full default pipeline (embed, parse, expand, 3 retrievers, fusion, boosts, contexts)", full),
         ("bare LanceDB vector query incl. query embedding", bare),
         ("bare LanceDB vector query, vector given", bare_no_embed),
         ("query embedding alone", embed_only),
