@@ -1,7 +1,7 @@
 """The judge, ragas-style: a typed input, the paper's prompt, a strict output parser; score math lives elsewhere.
 
 LLM judge: Context Relevance (`<highly_relevant>` / `<not_relevant>`) and Context Precision (a numbered
-`<critical>` / `<not_critical>` list whose length must equal the number of sentences, split by pysbd). An answer
+`<critical>` / `<not_critical>` list whose length must equal the number of sentences, split by sentencex via lumina_assets.chunking). An answer
 that does not parse is retried (a fresh call, not the cached bad answer) and then recorded as a failure, never
 scored as 0 or 1.
 
@@ -53,8 +53,8 @@ _SEGMENTER_LOCK = threading.Lock()
 def context_sentences(context: Context) -> list[str]:
     """The sentences of a context's chunks in order: the units Context Precision counts (t_ij).
 
-    pysbd's shared segmenter is not thread-safe (concurrent calls return different splits), so judge threads
-    take turns here; otherwise the same context could be numbered differently from one run to the next.
+    Judge threads take turns here so a context is always numbered the same way, whatever segmenter backs
+    split_sentences (pysbd, used before, was not thread-safe).
     """
     sentences: list[str] = []
     with _SEGMENTER_LOCK:

@@ -72,7 +72,7 @@ def test_rendered_prompts_carry_question_context_and_numbered_sentences():
     assert prompt.endswith('"doi": "10.1000/xyz"}')
     assert "Question: Does vitamin D prevent fractures? Context: {" in prompt
     sentences = context_sentences(CONTEXT)
-    # pysbd keeps "et al." and "Fig. 3" inside their sentences
+    # the sentence splitter keeps "et al." and "Fig. 3" inside their sentences
     assert sentences == split_sentences(CONTEXT.chunks[0]) + split_sentences(CONTEXT.chunks[1])
     assert len(sentences) == 4
     cp = precision_prompt("q?", CONTEXT, sentences)
