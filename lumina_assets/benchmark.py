@@ -102,11 +102,7 @@ def bench_partition_path(name: str, partition: str) -> Path:
 
 
 def _write(frame: pl.DataFrame, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".parquet.tmp")
-    frame.write_parquet(tmp)
-    tmp.replace(path)
-    return path
+    return tables.atomic_write(frame, path)
 
 
 def _read(path: Path) -> pl.DataFrame | None:

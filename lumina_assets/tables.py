@@ -22,7 +22,10 @@ def partition_path(name: str, partition: str) -> Path:
     return settings.tables_dir() / name / f"{partition}.parquet"
 
 
-def _atomic_write(table: pa.Table, path: Path) -> Path:
+def atomic_write(table: pa.Table | pl.DataFrame, path: Path) -> Path:
+    """Write Parquet to a temp file then rename, so readers never see half a file."""
+    if isinstance(table, pl.DataFrame):
+        table = table.to_arrow()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".parquet.tmp")
     pq.write_table(table, tmp)
@@ -32,12 +35,12 @@ def _atomic_write(table: pa.Table, path: Path) -> Path:
 
 def write_table(name: str, table: pa.Table | pl.DataFrame) -> Path:
     arrow = table.to_arrow() if isinstance(table, pl.DataFrame) else table
-    return _atomic_write(arrow, table_path(name))
+    return atomic_write(arrow, table_path(name))
 
 
 def write_partition(name: str, partition: str, table: pa.Table | pl.DataFrame) -> Path:
     arrow = table.to_arrow() if isinstance(table, pl.DataFrame) else table
-    return _atomic_write(arrow, partition_path(name, partition))
+    return atomic_write(arrow, partition_path(name, partition))
 
 
 def read_table(name: str) -> pl.DataFrame | None:
