@@ -58,6 +58,11 @@ async function dismissDialogs(page) {
   try {
     const page = await browser.newPage({ viewport: { width: 2200, height: 1400 } });
     page.on("pageerror", (e) => result.errors.push(String(e).slice(0, 200)));
+    // The community dialog can also open after the graph has loaded: dismiss it whenever it blocks an action.
+    await page.addLocatorHandler(page.getByText("Join the Dagster community"), async () => {
+      await page.getByRole("button", { name: "Skip" }).first().click();
+      job.dismissed.push("Join the Dagster community (late)");
+    });
     await page.goto(job.base + "/asset-groups", { waitUntil: "domcontentloaded" });
     await page.waitForTimeout(1500);
     await dismissDialogs(page);
