@@ -40,6 +40,7 @@ async function dismissDialogs(page) {
     const dialog = page.locator('[role="dialog"]');
     if ((await dialog.count()) === 0) return;
     const text = (await dialog.first().innerText().catch(() => "")) || "";
+    if (text.includes("Join the Dagster community")) return; // the locator handler below dismisses it
     let clicked = false;
     for (const name of ["Skip", "No thanks", "Dismiss", "Close", "Not now", "Done", "Cancel"]) {
       const button = dialog.first().getByRole("button", { name, exact: false });
