@@ -25,15 +25,22 @@ class HttpApiResource(dg.ConfigurableResource):
     def default_headers(self) -> dict[str, str]:
         return {}
 
-    def http_client(self, transport: httpx.BaseTransport | None = None) -> HttpClient:
+    def http_client(
+        self,
+        transport: httpx.BaseTransport | None = None,
+        *,
+        headers: dict[str, str] | None = None,
+        cache_namespace: str | None = None,
+    ) -> HttpClient:
         """A configured client; tests pass a transport that serves recorded responses."""
+        namespace = cache_namespace or self.cache_namespace
         return HttpClient(
             base_url=self.base_url,
-            headers=self.default_headers(),
+            headers=headers if headers is not None else self.default_headers(),
             timeout=self.timeout_s,
             max_retries=self.max_retries,
             backoff_base=self.backoff_base_s,
             min_interval=self.min_interval_s,
-            cache_dir=(settings.cache_dir() / self.cache_namespace) if self.cache_responses else None,
+            cache_dir=(settings.cache_dir() / namespace) if self.cache_responses else None,
             transport=transport,
         )

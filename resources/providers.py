@@ -14,8 +14,8 @@ from typing import Any
 import dagster as dg
 import httpx
 
-from lumina_assets import settings
 from lumina_assets.http import HttpClient
+from resources.http import HttpApiResource
 
 S2_SNIPPET_FIELDS = "snippet.text,snippet.snippetKind,snippet.section,snippet.snippetOffset"
 S2_PAPER_FIELDS = "title,abstract,tldr,externalIds,url,year,authors,openAccessPdf"
@@ -72,12 +72,11 @@ class ExaClient:
         return self.http.post_json("/search", body)
 
 
-class _ProviderResource(dg.ConfigurableResource):
+class _ProviderResource(HttpApiResource):
+    """A search provider: the shared HTTP knobs plus a key; without the key it is skipped, never faked."""
+
     api_key: str = ""
     base_url: str = ""
-    min_interval_s: float = 0.0
-    max_retries: int = 4
-    timeout_s: float = 30.0
 
     def available(self) -> bool:
         return bool(self.api_key)
@@ -86,15 +85,7 @@ class _ProviderResource(dg.ConfigurableResource):
         return ""
 
     def _http(self, name: str, headers: dict[str, str], transport: httpx.BaseTransport | None) -> HttpClient:
-        return HttpClient(
-            base_url=self.base_url,
-            headers=headers,
-            timeout=self.timeout_s,
-            max_retries=self.max_retries,
-            min_interval=self.min_interval_s,
-            cache_dir=settings.cache_dir() / "http" / name,
-            transport=transport,
-        )
+        return self.http_client(transport, headers=headers, cache_namespace=f"http/{name}")
 
 
 class SemanticScholarResource(_ProviderResource):
