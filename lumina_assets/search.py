@@ -634,16 +634,21 @@ class SearchEngine:
 
         # retrieve + fuse
         t0 = time.perf_counter()
+
+        def fused(runs):
+            """One fusion setting for both rounds (the first pass and the feedback pass)."""
+            return fuse(
+                runs,
+                cfg.weights,
+                len(view.paper_ids),
+                method=cfg.fusion,
+                candidates=cfg.candidates,
+                rrf_k=cfg.rrf_k,
+                normalization=cfg.normalization,
+            )
+
         runs, passage_runs = self._retrieve(view, text, query_vector, query_terms)
-        doc_scores = fuse(
-            runs,
-            cfg.weights,
-            len(view.paper_ids),
-            method=cfg.fusion,
-            candidates=cfg.candidates,
-            rrf_k=cfg.rrf_k,
-            normalization=cfg.normalization,
-        )
+        doc_scores = fused(runs)
 
         # pseudo-relevance feedback: a second round from the first round's best papers
         if (cfg.dense_prf or cfg.rm3) and np.any(doc_scores > 0):
@@ -663,15 +668,7 @@ class SearchEngine:
                     mixed[term] = mixed.get(term, 0.0) + cfg.rm3_weight * weight
                 query_terms = mixed
             runs, passage_runs = self._retrieve(view, text, query_vector, query_terms)
-            doc_scores = fuse(
-                runs,
-                cfg.weights,
-                len(view.paper_ids),
-                method=cfg.fusion,
-                candidates=cfg.candidates,
-                rrf_k=cfg.rrf_k,
-                normalization=cfg.normalization,
-            )
+            doc_scores = fused(runs)
         trace.timings_ms["retrieve"] = (time.perf_counter() - t0) * 1000
 
         doc_scores = self._boost(view, parsed, doc_scores)

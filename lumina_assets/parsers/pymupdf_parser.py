@@ -235,20 +235,16 @@ def _page_line_styles(html: str) -> list[tuple[float, float, float, float, bool,
     font = ""
     bold_depth = 0
     started = False
+
+    def paragraph_style():
+        """(top, left, height, size, bold, math share, font) of the paragraph read so far."""
+        bold = chars > 0 and bold_chars >= 0.8 * chars
+        return (top, left, height, size, bold, math_chars / chars if chars else 0.0, font)
+
     for p_top, p_left, p_height, span_font, span_size, text, closing in _HTML_TOKENS.findall(html):
         if p_top:
             if started:
-                styles.append(
-                    (
-                        top,
-                        left,
-                        height,
-                        size,
-                        chars > 0 and bold_chars >= 0.8 * chars,
-                        math_chars / chars if chars else 0.0,
-                        font,
-                    )
-                )
+                styles.append(paragraph_style())
             started = True
             top, left, height = float(p_top), float(p_left), float(p_height)
             chars = bold_chars = math_chars = longest = 0
@@ -268,17 +264,7 @@ def _page_line_styles(html: str) -> list[tuple[float, float, float, float, bool,
         else:
             bold_depth += -1 if closing else 1
     if started:
-        styles.append(
-            (
-                top,
-                left,
-                height,
-                size,
-                chars > 0 and bold_chars >= 0.8 * chars,
-                math_chars / chars if chars else 0.0,
-                font,
-            )
-        )
+        styles.append(paragraph_style())
     return styles
 
 
