@@ -627,7 +627,8 @@ class SearchEngine:
         if all(v is not None for v in cached):
             query_vectors = np.stack(cached)
         else:
-            query_vectors = self.embedder.encode(texts)
+            encode = getattr(self.embedder, "encode_queries", self.embedder.encode)
+            query_vectors = encode(texts)
         query_vector = query_vectors.mean(axis=0)
         query_vector /= max(float(np.linalg.norm(query_vector)), 1e-12)
         trace.timings_ms["embed"] = (time.perf_counter() - t0) * 1000

@@ -21,6 +21,11 @@ def cache_dir() -> Path:
     return data_dir() / "cache"
 
 
+def models_dir() -> Path:
+    """Derived model files (the ONNX export of the query encoder)."""
+    return data_dir() / "models"
+
+
 def pdf_dir() -> Path:
     return data_dir() / "pdfs"
 

@@ -7,6 +7,7 @@ query costs milliseconds, so every caller shares the same instance.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Sequence
 
@@ -14,8 +15,12 @@ import dagster as dg
 import numpy as np
 from pydantic import PrivateAttr
 
+log = logging.getLogger(__name__)
+
 _MODELS: dict[tuple[str, str], object] = {}
-_MODELS_LOCK = threading.Lock()
+_MODELS_LOCK = threading.RLock()
+_ONNX_ENCODERS: dict[tuple[str, bool, int], object] = {}
+QUERY_BACKENDS = ("auto", "onnx", "torch")  # auto: onnxruntime where the model qualifies, else torch
 
 
 def default_model_path() -> str:
@@ -37,6 +42,19 @@ def load_sentence_transformer(model_name_or_path: str, device: str = "cpu"):
             model.eval()
             _MODELS[key] = model
     return model
+
+
+def _onnx_encoder(model, model_name_or_path: str, normalize: bool):
+    """The process-wide OnnxQueryEncoder for this model (exported under data/models on first use)."""
+    from lumina_assets import settings
+    from resources.onnx_query import OnnxQueryEncoder
+
+    key = (model_name_or_path, normalize, id(model))
+    encoder = _ONNX_ENCODERS.get(key)
+    if encoder is None:
+        encoder = OnnxQueryEncoder(model, model_name_or_path, settings.models_dir(), normalize=normalize)
+        _ONNX_ENCODERS[key] = encoder
+    return encoder
 
 
 SMALL_INPUT = 4  # texts; a query-sized input runs single-threaded
@@ -73,12 +91,19 @@ class Embedder:
         batch_size: int = 64,
         device: str = "cpu",
         normalize: bool = True,
+        query_backend: str = "auto",
     ) -> None:
+        if query_backend not in QUERY_BACKENDS:
+            raise ValueError(f"query_backend must be one of {QUERY_BACKENDS}, not {query_backend!r}")
         self.model_name_or_path = model_name_or_path or default_model_path()
         self.batch_size = batch_size
         self.device = device
         self.normalize = normalize
+        self.query_backend = query_backend
         self._model = None
+        self._query_encoder = None
+        self._query_encoder_checked = False
+        self.query_backend_used = "sentence-transformers"
 
     @property
     def model(self):
@@ -113,7 +138,34 @@ class Embedder:
 
     def encode_query(self, text: str) -> np.ndarray:
         """One query's vector, shape (dim,)."""
-        return self.encode([text])[0]
+        return self.encode_queries([text])[0]
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for a few query texts: the ONNX fast path when available (same numbers, ~3x faster)."""
+        encoder = self._fast_query_encoder() if 0 < len(texts) <= SMALL_INPUT else None
+        if encoder is None:
+            return self.encode(texts)
+        return encoder.encode(list(texts))
+
+    def _fast_query_encoder(self):
+        """The OnnxQueryEncoder, built once; None (with one logged reason) where it cannot be used."""
+        if self._query_encoder_checked:
+            return self._query_encoder
+        with _MODELS_LOCK:
+            if self._query_encoder_checked:
+                return self._query_encoder
+            if self.query_backend != "torch" and self.device == "cpu":
+                from resources.onnx_query import OnnxUnavailable
+
+                try:
+                    self._query_encoder = _onnx_encoder(self.model, self.model_name_or_path, self.normalize)
+                    self.query_backend_used = "onnxruntime"
+                except OnnxUnavailable as error:
+                    if self.query_backend == "onnx":
+                        raise
+                    log.warning("query encoding stays on sentence-transformers: %s", error)
+            self._query_encoder_checked = True
+        return self._query_encoder
 
     def token_counter(self):
         """Counts word pieces with this model's tokenizer (for chunking with the same limit the model reads)."""
@@ -129,6 +181,9 @@ class EmbedderResource(dg.ConfigurableResource):
     batch_size: int = 64
     device: str = "cpu"
     normalize: bool = True
+    query_backend: str = (
+        "auto"  # auto | onnx | torch: how single queries are encoded (documents: always torch)
+    )
 
     _embedder: Embedder | None = PrivateAttr(default=None)
 
@@ -142,6 +197,7 @@ class EmbedderResource(dg.ConfigurableResource):
             batch_size=self.batch_size,
             device=self.device,
             normalize=self.normalize,
+            query_backend=self.query_backend,
         )
 
     def get_embedder(self) -> Embedder:
