@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import logging
 import math
+import os
 import re
 import threading
 import time
@@ -380,10 +382,12 @@ class CorpusView:
         bounds = np.searchsorted(self.passage_paper[order], np.arange(len(self.paper_ids) + 1))
         self.paper_passages = [order[bounds[i] : bounds[i + 1]] for i in range(len(self.paper_ids))]
 
-        search_texts = p["search_text"].to_pylist()
-        self.passage_bm25 = BM25([tokenize(t or "") for t in search_texts], k1=k1, b=b)
-        self.paper_bm25 = BM25([tokenize(t or "") for t in q["search_text"].to_pylist()], k1=k1, b=b)
-        self.acronyms = mine_acronyms([t or "" for t in q["search_text"].to_pylist()])
+        self.passage_bm25, self.paper_bm25, self.acronyms = lexical_indexes(
+            [t or "" for t in p["search_text"].to_pylist()],
+            [t or "" for t in q["search_text"].to_pylist()],
+            k1=k1,
+            b=b,
+        )
 
     @property
     def empty(self) -> bool:
@@ -401,6 +405,55 @@ class CorpusView:
             np.maximum.at(second, self.passage_paper[rest], passage_scores[rest])
             out = out + 0.5 * np.where(np.isfinite(second), np.maximum(second, 0), 0)
         return out
+
+
+LEXICAL_FORMAT = 1  # bump when tokenize(), BM25 or mine_acronyms change what they compute
+LEXICAL_CACHE_KEEP = 4  # cached lexical indexes kept on disk (newest first)
+
+
+def lexical_indexes(
+    passage_texts: list[str], paper_texts: list[str], *, k1: float, b: float
+) -> tuple[BM25, BM25, dict[str, str]]:
+    """(passage BM25, paper BM25, acronyms), from a disk cache keyed by the texts themselves.
+
+    Why: tokenizing and stemming every text costs ~5 s on SciFact (more on bigger corpora) in each new process,
+    which every first `lumina search` paid; the cache is content-addressed, so a rebuilt or changed index can
+    never be served a stale one.
+    """
+    import pickle
+
+    from lumina_assets import settings
+
+    digest = hashlib.sha256(f"{LEXICAL_FORMAT}|{k1}|{b}|{len(passage_texts)}|{len(paper_texts)}".encode())
+    for text in (*passage_texts, *paper_texts):
+        digest.update(text.encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    folder = settings.cache_dir() / "search"
+    path = folder / f"lexical-{digest.hexdigest()[:24]}.pkl"
+    if path.exists():
+        try:
+            with path.open("rb") as handle:
+                return pickle.load(handle)
+        except Exception as error:  # noqa: BLE001 - unreadable cache: rebuild it
+            log.warning("rebuilding the lexical index cache (%s: %s)", type(error).__name__, error)
+    built = (
+        BM25([tokenize(t) for t in passage_texts], k1=k1, b=b),
+        BM25([tokenize(t) for t in paper_texts], k1=k1, b=b),
+        mine_acronyms(paper_texts),
+    )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        with partial.open("wb") as handle:
+            pickle.dump(built, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        partial.replace(path)
+        for stale in sorted(folder.glob("lexical-*.pkl"), key=lambda f: f.stat().st_mtime)[
+            :-LEXICAL_CACHE_KEEP
+        ]:
+            stale.unlink(missing_ok=True)
+    except OSError as error:  # a read-only data dir still searches, just without the cache
+        log.warning("cannot cache the lexical index: %s", error)
+    return built
 
 
 _VIEWS: dict[tuple[str, str, float, float], CorpusView] = {}

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 _MODELS: dict[tuple[str, str], object] = {}
 _MODELS_LOCK = threading.RLock()
-_ONNX_ENCODERS: dict[tuple[str, bool, int], object] = {}
+_ONNX_ENCODERS: dict[tuple[str, bool], object] = {}
 QUERY_BACKENDS = ("auto", "onnx", "torch")  # auto: onnxruntime where the model qualifies, else torch
 
 
@@ -44,15 +44,24 @@ def load_sentence_transformer(model_name_or_path: str, device: str = "cpu"):
     return model
 
 
-def _onnx_encoder(model, model_name_or_path: str, normalize: bool):
-    """The process-wide OnnxQueryEncoder for this model (exported under data/models on first use)."""
+def _onnx_encoder(embedder: Embedder):
+    """The process-wide OnnxQueryEncoder for this model: the cached export if there is one (no torch needed),
+    else exported now from the loaded model into data/models."""
     from lumina_assets import settings
-    from resources.onnx_query import OnnxQueryEncoder
+    from resources import onnx_query
 
-    key = (model_name_or_path, normalize, id(model))
+    key = (embedder.model_name_or_path, embedder.normalize)
     encoder = _ONNX_ENCODERS.get(key)
     if encoder is None:
-        encoder = OnnxQueryEncoder(model, model_name_or_path, settings.models_dir(), normalize=normalize)
+        cache = settings.models_dir()
+        try:
+            encoder = onnx_query.OnnxQueryEncoder.load(
+                embedder.model_name_or_path, cache, normalize=embedder.normalize
+            )
+        except FileNotFoundError:
+            encoder = onnx_query.export(
+                embedder.model, embedder.model_name_or_path, cache, normalize=embedder.normalize
+            )
         _ONNX_ENCODERS[key] = encoder
     return encoder
 
@@ -158,7 +167,7 @@ class Embedder:
                 from resources.onnx_query import OnnxUnavailable
 
                 try:
-                    self._query_encoder = _onnx_encoder(self.model, self.model_name_or_path, self.normalize)
+                    self._query_encoder = _onnx_encoder(self)
                     self.query_backend_used = "onnxruntime"
                 except OnnxUnavailable as error:
                     if self.query_backend == "onnx":

@@ -2,7 +2,9 @@
 
 Why: sentence-transformers spends ~22 ms on a 20-token query on 2 cores (most of it framework overhead around a
 tiny forward pass); onnxruntime does the same forward pass in ~8 ms, which is what lets the whole search pipeline
-meet its 25 ms p50 budget. Documents are still encoded by sentence-transformers (batches amortize the overhead).
+meet its 25 ms p50 budget. Once exported, a process that only searches never imports torch or transformers (the
+export keeps the tokenizer beside the model), which takes ~8 s off the first `lumina search`. Documents are still
+encoded by sentence-transformers (batches amortize its overhead).
 
 Only models whose sentence-transformers pipeline is Transformer -> mean Pooling [-> Normalize] qualify (the
 bundled all-MiniLM-L6-v2 and most sentence-transformers models); anything else, a failed export, or outputs that
@@ -12,7 +14,9 @@ differ from sentence-transformers by more than `TOLERANCE` disables the fast pat
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import inspect
+import json
 import logging
 import os
 import warnings
@@ -23,7 +27,12 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 TOLERANCE = 1e-4  # max |onnx - sentence-transformers| on the probe texts, per vector component
-PROBE_TEXTS = ("warm up", "Vitamin D deficiency is associated with an increased risk of multiple sclerosis.")
+PROBE_TEXTS = (
+    "warm up",
+    "Vitamin D deficiency is associated with an increased risk of multiple sclerosis.",
+    "Über-expression of IL-6 (p < 0.05) in 1,024 naïve CD4+ T cells; β-catenin",
+    "long " * 600,  # past the model's token limit: truncation must match too
+)
 
 
 class OnnxUnavailable(RuntimeError):
@@ -48,12 +57,18 @@ def _mean_pooling_pipeline(model) -> tuple[object, bool]:
     return modules[0], rest == ["Normalize"]
 
 
-def _cache_key(model_name_or_path: str) -> str:
-    """Changes when the weights, torch or onnxruntime change (a stale export is never reused)."""
-    import onnxruntime
-    import torch
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "-"
 
-    parts = [model_name_or_path, torch.__version__, onnxruntime.__version__]
+
+def cache_key(model_name_or_path: str) -> str:
+    """Changes when the weights or the libraries change, so a stale export is never reused (imports nothing)."""
+    parts = [model_name_or_path] + [
+        f"{p}={_version(p)}" for p in ("torch", "transformers", "sentence-transformers", "onnxruntime")
+    ]
     path = Path(model_name_or_path)
     if path.is_dir():
         for file in sorted(path.rglob("*")):
@@ -63,11 +78,21 @@ def _cache_key(model_name_or_path: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
-def _export(transformer, input_names: list[str], target: Path) -> None:
-    """torch.onnx export of the bare transformer (dynamic batch and sequence), written atomically."""
-    import torch
+def _paths(cache_dir: Path, model_name_or_path: str) -> tuple[Path, Path, Path]:
+    """(model.onnx, tokenizer.json, settings.json) of one export."""
+    stem = cache_dir / cache_key(model_name_or_path)
+    return stem.with_suffix(".onnx"), stem.with_suffix(".tokenizer.json"), stem.with_suffix(".json")
 
-    auto_model = transformer.auto_model
+
+def _atomic_write(target: Path, write) -> None:
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    write(partial)
+    partial.replace(target)
+
+
+def _export_onnx(transformer, input_names: list[str], target: Path) -> None:
+    """torch.onnx export of the bare transformer (dynamic batch and sequence)."""
+    import torch
 
     class LastHiddenState(torch.nn.Module):
         def __init__(self, inner):
@@ -80,74 +105,111 @@ def _export(transformer, input_names: list[str], target: Path) -> None:
     sample = transformer.tokenizer(["an example query"], return_tensors="pt")
     args = tuple(sample[name] for name in input_names)
     axes = {name: {0: "batch", 1: "sequence"} for name in [*input_names, "last_hidden_state"]}
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
-    with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            LastHiddenState(auto_model.eval()),
-            args,
-            str(partial),
-            input_names=input_names,
-            output_names=["last_hidden_state"],
-            dynamic_axes=axes,
-            opset_version=17,
-            dynamo=False,
-        )
-    partial.replace(target)
+
+    def write(path: Path) -> None:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                LastHiddenState(transformer.auto_model.eval()),
+                args,
+                str(path),
+                input_names=input_names,
+                output_names=["last_hidden_state"],
+                dynamic_axes=axes,
+                opset_version=17,
+                dynamo=False,
+            )
+
+    _atomic_write(target, write)
+
+
+def export(model, model_name_or_path: str, cache_dir: Path, *, normalize: bool) -> OnnxQueryEncoder:
+    """Export a sentence-transformers `model` (once; reused by every later process) and check it reproduces it."""
+    transformer, has_normalize_module = _mean_pooling_pipeline(model)
+    backend = getattr(transformer.tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise OnnxUnavailable("the model has no fast (tokenizers) tokenizer")
+    accepted = inspect.signature(transformer.auto_model.forward).parameters
+    produced = transformer.tokenizer(["x"], return_tensors="np").keys()
+    input_names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in produced]
+    input_names = [n for n in input_names if n in accepted]
+    if "input_ids" not in input_names or "attention_mask" not in input_names:
+        raise OnnxUnavailable(f"tokenizer inputs {list(produced)} lack input_ids / attention_mask")
+
+    onnx_path, tokenizer_path, settings_path = _paths(cache_dir, model_name_or_path)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        _export_onnx(transformer, input_names, onnx_path)
+    except Exception as error:  # noqa: BLE001 - any exporter failure means: use the slow path
+        raise OnnxUnavailable(f"ONNX export failed: {type(error).__name__}: {error}") from error
+    _atomic_write(tokenizer_path, lambda path: backend.save(str(path)))
+    settings = {
+        "input_names": input_names,
+        "max_length": int(getattr(transformer, "max_seq_length", None) or 512),
+        "normalize_module": has_normalize_module,
+        "pad_id": int(transformer.tokenizer.pad_token_id or 0),
+        "pad_token": str(transformer.tokenizer.pad_token or "[PAD]"),
+    }
+    _atomic_write(settings_path, lambda path: path.write_text(json.dumps(settings, indent=2)))
+
+    encoder = OnnxQueryEncoder.load(model_name_or_path, cache_dir, normalize=normalize)
+    reference = model.encode(list(PROBE_TEXTS), normalize_embeddings=encoder.normalize, convert_to_numpy=True)
+    difference = float(np.abs(encoder.encode(list(PROBE_TEXTS)) - reference).max())
+    if difference > TOLERANCE:
+        for path in (onnx_path, tokenizer_path, settings_path):
+            path.unlink(missing_ok=True)
+        raise OnnxUnavailable(f"ONNX output differs from sentence-transformers by {difference:.2e}")
+    return encoder
 
 
 class OnnxQueryEncoder:
-    """`encode(texts) -> (n, dim) float32`, numerically the same as the sentence-transformers model it came from."""
+    """`encode(texts) -> (n, dim) float32` from an export: onnxruntime and tokenizers only, no torch."""
 
-    def __init__(
-        self, model, model_name_or_path: str, cache_dir: Path, *, normalize: bool, threads: int = 2
-    ) -> None:
-        try:
-            import onnxruntime as ort
-        except ImportError as error:
-            raise OnnxUnavailable("onnxruntime is not installed") from error
-        transformer, has_normalize_module = _mean_pooling_pipeline(model)
-        self.normalize = normalize or has_normalize_module
-        self.tokenizer = transformer.tokenizer
-        self.max_length = int(getattr(transformer, "max_seq_length", None) or 512)
-        accepted = inspect.signature(transformer.auto_model.forward).parameters
-        produced = self.tokenizer(["x"], return_tensors="np").keys()
-        self.input_names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in produced]
-        self.input_names = [n for n in self.input_names if n in accepted]
-        if "input_ids" not in self.input_names or "attention_mask" not in self.input_names:
-            raise OnnxUnavailable(f"tokenizer inputs {list(produced)} lack input_ids / attention_mask")
+    def __init__(self, onnx_path: Path, tokenizer_path: Path, settings: dict, *, normalize: bool, threads=2):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
 
-        self.path = cache_dir / f"{_cache_key(model_name_or_path)}.onnx"
-        if not self.path.exists():
-            try:
-                _export(transformer, self.input_names, self.path)
-            except Exception as error:  # noqa: BLE001 - any exporter failure means: use the slow path
-                raise OnnxUnavailable(f"ONNX export failed: {type(error).__name__}: {error}") from error
+        self.path = onnx_path
+        self.input_names: list[str] = settings["input_names"]
+        self.normalize = normalize or bool(settings["normalize_module"])
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self.tokenizer.enable_truncation(max_length=int(settings["max_length"]))
+        self.tokenizer.enable_padding(pad_id=int(settings["pad_id"]), pad_token=settings["pad_token"])
         options = ort.SessionOptions()
         options.intra_op_num_threads = max(1, min(threads, os.cpu_count() or 1))
         options.inter_op_num_threads = 1
         # no busy-waiting between ops: on a loaded machine spinning threads steal the cores they wait for
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        try:
-            self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
-        except Exception as error:  # noqa: BLE001 - a corrupt cached file: drop it so the next process re-exports
-            self.path.unlink(missing_ok=True)
-            raise OnnxUnavailable(f"cannot load {self.path.name}: {error}") from error
+        self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
 
-        reference = model.encode(
-            list(PROBE_TEXTS), normalize_embeddings=self.normalize, convert_to_numpy=True
-        )
-        difference = float(np.abs(self.encode(list(PROBE_TEXTS)) - reference).max())
-        if difference > TOLERANCE:
-            raise OnnxUnavailable(f"ONNX output differs from sentence-transformers by {difference:.2e}")
+    @classmethod
+    def load(cls, model_name_or_path: str, cache_dir: Path, *, normalize: bool) -> OnnxQueryEncoder:
+        """The cached export of this model; OnnxUnavailable when there is none (or it is unreadable: dropped)."""
+        try:
+            import onnxruntime  # noqa: F401
+            import tokenizers  # noqa: F401
+        except ImportError as error:
+            raise OnnxUnavailable(f"{error.name} is not installed") from error
+        paths = _paths(cache_dir, model_name_or_path)
+        if not all(path.exists() for path in paths):
+            raise FileNotFoundError(paths[0])
+        onnx_path, tokenizer_path, settings_path = paths
+        try:
+            return cls(onnx_path, tokenizer_path, json.loads(settings_path.read_text()), normalize=normalize)
+        except Exception as error:  # noqa: BLE001 - a corrupt cached file: drop it so the next process re-exports
+            for path in paths:
+                path.unlink(missing_ok=True)
+            raise OnnxUnavailable(f"cannot load {onnx_path.name}: {error}") from error
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        batch = self.tokenizer(
-            list(texts), return_tensors="np", padding=True, truncation=True, max_length=self.max_length
-        )
-        feeds = {name: np.asarray(batch[name], dtype=np.int64) for name in self.input_names}
+        encodings = self.tokenizer.encode_batch(list(texts))
+        columns = {
+            "input_ids": [e.ids for e in encodings],
+            "attention_mask": [e.attention_mask for e in encodings],
+            "token_type_ids": [e.type_ids for e in encodings],
+        }
+        feeds = {name: np.asarray(columns[name], dtype=np.int64) for name in self.input_names}
         hidden = self.session.run(None, feeds)[0]
         mask = feeds["attention_mask"][..., None].astype(np.float32)
         vectors = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)

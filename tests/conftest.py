@@ -18,6 +18,15 @@ def shared_data() -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_data_dir(tmp_path_factory):
+    """Every test runs against a temporary LUMINA_DATA_DIR, so derived files (the ONNX query encoder, the lexical
+    index cache, eval indexes) never land in the project's data/ folder; `data_dir` gives a test its own."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LUMINA_DATA_DIR", str(tmp_path_factory.mktemp("session-data")))
+        yield
+
+
 @pytest.fixture
 def data_dir(tmp_path, monkeypatch) -> Path:
     """A fresh LUMINA_DATA_DIR so tests never touch the project's data/ folder."""

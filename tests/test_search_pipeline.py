@@ -233,3 +233,31 @@ def test_missing_index_raises_a_clear_error(tmp_path, embedder):
     engine = SearchEngine(str(tmp_path / "nothing-here"), embedder)
     with pytest.raises(IndexNotBuilt):
         engine.search("aspirin", k=3)
+
+
+def test_lexical_indexes_are_cached_by_content(data_dir, monkeypatch):
+    """The second process-level build of the same texts reads the cache (no tokenizing); other texts miss it."""
+    from lumina_assets import search
+
+    passages = ["Vitamin D (VD) lowers the risk of multiple sclerosis.", "Aspirin and colorectal cancer."]
+    papers = ["Vitamin D and MS\nVitamin D (VD) lowers the risk of multiple sclerosis."]
+    first = search.lexical_indexes(passages, papers, k1=1.2, b=0.75)
+    calls = []
+    real_tokenize = search.tokenize
+    monkeypatch.setattr(search, "tokenize", lambda text: calls.append(text) or real_tokenize(text))
+    again = search.lexical_indexes(passages, papers, k1=1.2, b=0.75)
+    assert calls == []
+    query = {"vitamin": 1.0, "sclerosi": 1.0}
+    assert np.allclose(again[0].scores(query), first[0].scores(query))
+    assert again[2] == first[2] == {"vd": "vitamin d"}
+
+    changed = search.lexical_indexes([*passages, "A new passage."], papers, k1=1.2, b=0.75)
+    assert len(calls) == 4 and changed[0].num_docs == 3
+    other_params = search.lexical_indexes(passages, papers, k1=0.9, b=0.4)
+    assert other_params[0].k1 == 0.9
+    assert len(list((data_dir / "cache" / "search").glob("lexical-*.pkl"))) == 3
+
+    for cached in (data_dir / "cache" / "search").glob("lexical-*.pkl"):
+        cached.write_bytes(b"truncated")
+    rebuilt = search.lexical_indexes(passages, papers, k1=1.2, b=0.75)  # unreadable cache: rebuilt, no error
+    assert np.allclose(rebuilt[0].scores(query), first[0].scores(query))

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from resources import onnx_query
 from resources.embedder import Embedder
-from resources.onnx_query import OnnxQueryEncoder, OnnxUnavailable, _cache_key
+from resources.onnx_query import OnnxQueryEncoder, OnnxUnavailable
 
 pytestmark = pytest.mark.slow
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 QUERIES = [
     "0-dimensional biomaterials show inductive properties.",
@@ -27,8 +33,8 @@ def embedder() -> Embedder:
 
 @pytest.fixture(scope="module")
 def exported(embedder, tmp_path_factory) -> OnnxQueryEncoder:
-    cache = tmp_path_factory.mktemp("models")
-    return OnnxQueryEncoder(embedder.model, embedder.model_name_or_path, cache, normalize=True)
+    cache = tmp_path_factory.mktemp("data") / "models"
+    return onnx_query.export(embedder.model, embedder.model_name_or_path, cache, normalize=True)
 
 
 def test_onnx_vectors_match_sentence_transformers(embedder, exported):
@@ -43,20 +49,36 @@ def test_onnx_vectors_match_sentence_transformers(embedder, exported):
 
 def test_export_is_reused_not_redone(embedder, exported):
     modified = exported.path.stat().st_mtime_ns
-    again = OnnxQueryEncoder(
-        embedder.model, embedder.model_name_or_path, exported.path.parent, normalize=True
-    )
+    again = OnnxQueryEncoder.load(embedder.model_name_or_path, exported.path.parent, normalize=True)
     assert again.path == exported.path
     assert exported.path.stat().st_mtime_ns == modified
-    assert list(exported.path.parent.glob("*.partial")) == []
+    assert sorted(p.suffix for p in exported.path.parent.iterdir()) == [".json", ".json", ".onnx"]
+    with pytest.raises(FileNotFoundError):  # another model has no export yet
+        OnnxQueryEncoder.load("another-model", exported.path.parent, normalize=True)
+
+
+def test_a_search_only_process_never_imports_torch(exported):
+    """With the export cached, encoding a query needs onnxruntime and tokenizers only (fast first search)."""
+    script = (
+        "import sys; from resources.embedder import Embedder; e = Embedder(); v = e.encode_query('vitamin D'); "
+        "print(e.query_backend_used, v.shape[0], 'torch' in sys.modules, 'transformers' in sys.modules)"
+    )
+    env = {**os.environ, "LUMINA_DATA_DIR": str(exported.path.parent.parent)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["onnxruntime", "384", "False", "False"]
 
 
 def test_corrupt_export_is_dropped_with_a_reason(embedder, tmp_path):
-    broken = tmp_path / f"{_cache_key(embedder.model_name_or_path)}.onnx"
-    broken.write_bytes(b"not an onnx model")
+    model_path = embedder.model_name_or_path
+    onnx_file, tokenizer_file, settings_file = onnx_query._paths(tmp_path, model_path)
+    for path in (onnx_file, tokenizer_file, settings_file):
+        path.write_bytes(b"{}")
     with pytest.raises(OnnxUnavailable, match="cannot load"):
-        OnnxQueryEncoder(embedder.model, embedder.model_name_or_path, tmp_path, normalize=True)
-    assert not broken.exists()  # the next process exports a fresh copy
+        OnnxQueryEncoder.load(model_path, tmp_path, normalize=True)
+    assert not onnx_file.exists() and not settings_file.exists()  # the next process exports a fresh copy
 
 
 def test_torch_backend_never_builds_the_fast_path(embedder):
@@ -71,9 +93,9 @@ def test_unsupported_pooling_falls_back_or_raises(embedder, tmp_path, caplog):
     transformer = list(embedder.model)[0]
     cls_model = [transformer, type("Pooling", (), {"pooling_mode": "cls"})()]
     with pytest.raises(OnnxUnavailable, match="pooling mode 'cls'"):
-        OnnxQueryEncoder(cls_model, "cls-model", tmp_path, normalize=True)
+        onnx_query.export(cls_model, "cls-model", tmp_path, normalize=True)
 
-    auto = Embedder(embedder.model_name_or_path, query_backend="auto")
+    auto = Embedder("cls-model", query_backend="auto")
     auto._model = cls_model
     auto.encode = lambda texts: np.zeros((len(texts), 384), dtype=np.float32)
     with caplog.at_level(logging.WARNING, logger="resources.embedder"):
@@ -81,7 +103,7 @@ def test_unsupported_pooling_falls_back_or_raises(embedder, tmp_path, caplog):
     assert auto.query_backend_used == "sentence-transformers"
     assert "pooling mode 'cls'" in caplog.text
 
-    strict = Embedder(embedder.model_name_or_path, query_backend="onnx")
+    strict = Embedder("cls-model", query_backend="onnx")
     strict._model = cls_model
     with pytest.raises(OnnxUnavailable, match="pooling mode 'cls'"):
         strict.encode_query("a query")
