@@ -194,12 +194,18 @@ def collection_tables(collection: Collection, count_tokens=None):
     return papers, passages
 
 
+def _model_key(embedder) -> str:
+    from lumina_assets.indexing import embedder_identity
+
+    return embedder_identity(embedder) or embedder.model_name
+
+
 def eval_index_dir(collection: Collection, embedder, index_config) -> Path:
     """data/eval/<name>-<hash of corpus bytes + model + index config>/: one index per distinct setup."""
     from lumina_assets import settings
 
     key = hashlib.sha256(
-        f"{collection.fingerprint()}|{embedder.model_name}|{index_config.fingerprint()}".encode()
+        f"{collection.fingerprint()}|{_model_key(embedder)}|{index_config.fingerprint()}".encode()
     ).hexdigest()[:12]
     return settings.data_dir() / "eval" / f"{collection.name}-{key}"
 

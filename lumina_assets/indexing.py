@@ -121,8 +121,22 @@ def paper_rows(papers: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema).unique("paper_id", keep="last", maintain_order=True)
 
 
-def passage_rows(passages: pl.DataFrame, papers: pl.DataFrame, config: IndexConfig) -> pl.DataFrame:
-    """Passages joined with their paper's metadata, plus the text that gets embedded and its hash."""
+def embedder_identity(embedder) -> str:
+    """The model behind `embedder` (path or hub name): part of every embedded text's hash, so switching models
+    re-embeds everything instead of mixing two models' vectors in one table."""
+    for candidate in (embedder, getattr(embedder, "inner", None)):
+        for attribute in ("model_id", "model_name_or_path"):
+            name = getattr(candidate, attribute, None)
+            if isinstance(name, str) and name:
+                return name
+    return ""
+
+
+def passage_rows(
+    passages: pl.DataFrame, papers: pl.DataFrame, config: IndexConfig, model: str = ""
+) -> pl.DataFrame:
+    """Passages joined with their paper's metadata, plus the text that gets embedded and its hash (which covers
+    the index config and the embedding `model`)."""
     meta = paper_rows(papers).select("paper_id", "title", "doi", "url", "year", "authors")
     frame = passages.unique("passage_id", keep="last", maintain_order=True).join(
         meta, on="paper_id", how="left"
@@ -132,7 +146,7 @@ def passage_rows(passages: pl.DataFrame, papers: pl.DataFrame, config: IndexConf
         passage_embed_text(title, text, embed_title=config.embed_title)
         for title, text in zip(frame["title"].to_list(), frame["text"].to_list(), strict=True)
     ]
-    fingerprint = config.fingerprint()
+    fingerprint = f"{config.fingerprint()}|{model}"
     frame = frame.with_columns(
         pl.Series("embed_text", embed_texts, dtype=pl.String),
         pl.Series("text_hash", [_sha(fingerprint + "|" + t) for t in embed_texts], dtype=pl.String),
@@ -329,10 +343,11 @@ def index_corpus(
     dim = int(embedder.dimension)
     stats.dimension = dim
 
-    rows = passage_rows(passages, papers, config)
+    model = embedder_identity(embedder)
+    rows = passage_rows(passages, papers, config, model)
     stats.passages_total = rows.height
     passage_vectors = _index_passages(db, rows, embedder, config, stats, dim, say)
-    _index_papers(db, papers, rows, passage_vectors, embedder, config, stats, dim, say)
+    _index_papers(db, papers, rows, passage_vectors, embedder, config, stats, dim, say, model)
     stats.total_seconds = time.perf_counter() - started
     return stats
 
@@ -429,7 +444,7 @@ def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats,
 
 
 def _index_papers(
-    db, papers: pl.DataFrame, passage_frame, abstract_vectors: dict, embedder, config, stats, dim, say
+    db, papers: pl.DataFrame, passage_frame, abstract_vectors: dict, embedder, config, stats, dim, say, model
 ):
     """Paper rows: title vector (embedded), abstract vector (mean of its abstract passages' vectors)."""
     meta = paper_rows(papers)
@@ -454,7 +469,9 @@ def _index_papers(
         abstract_hash[paper_id] = abstract_hash.get(paper_id, "") + pid + th
     meta = meta.with_columns(
         (pl.col("title") + pl.lit("\n") + pl.col("abstract")).alias("search_text"),
-        pl.Series("text_hash", [_sha(t or "") for t in meta["title"].to_list()], dtype=pl.String),
+        pl.Series(
+            "text_hash", [_sha(f"{model}|{t or ''}") for t in meta["title"].to_list()], dtype=pl.String
+        ),
         pl.Series(
             "row_hash",
             [

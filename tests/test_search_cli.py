@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from lumina_assets.beir import load_collection, parse_smart
@@ -96,6 +97,11 @@ def test_search_cli_on_a_tiny_index(tiny_beir, data_dir, capsys, monkeypatch):
 
     assert main(["search", "   "]) == 0
     assert "No results" in capsys.readouterr().out
+
+    # a query model other than the one that built the index: a clear message, not a shape error
+    monkeypatch.setattr(Embedder, "encode_queries", lambda self, texts: np.ones((len(texts), 8), np.float32))
+    assert main(["search", claim]) == 2
+    assert "384-d vectors but the query model gives 8-d" in capsys.readouterr().err
 
 
 def test_smart_cisi_is_converted_on_the_fly(shared_data):

@@ -112,3 +112,12 @@ def test_unsupported_pooling_falls_back_or_raises(embedder, tmp_path, caplog):
 def test_unknown_backend_is_rejected():
     with pytest.raises(ValueError, match="query_backend"):
         Embedder(query_backend="tensorrt")
+
+
+def test_model_and_query_encoder_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("LUMINA_EMBEDDING_MODEL", "sentence-transformers/all-MiniLM-L12-v2")
+    monkeypatch.setenv("LUMINA_QUERY_ENCODER", "torch")
+    configured = Embedder()  # nothing is loaded until the first encode
+    assert configured.model_name_or_path == "sentence-transformers/all-MiniLM-L12-v2"
+    assert configured.query_backend == "torch"
+    assert Embedder("/models/mine", query_backend="onnx").model_name_or_path == "/models/mine"

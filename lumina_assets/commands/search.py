@@ -71,12 +71,15 @@ def _subcommand_group(commands, name: str, help_text: str):
 
 def _search(args) -> int:
     from lumina_assets import settings
-    from lumina_assets.search import IndexNotBuilt, SearchEngine
+    from lumina_assets.search import IndexModelMismatch, IndexNotBuilt, SearchEngine
 
     uri = args.db or settings.lancedb_uri()
     try:
         engine = SearchEngine(uri)
         contexts = engine.search(args.query, k=max(1, args.k))
+    except IndexModelMismatch as error:
+        print(f"Cannot search this index: {error}.", file=sys.stderr)
+        return 2
     except IndexNotBuilt as error:
         print(
             f"No search index yet ({error}). Build it with `dagster asset materialize -m lumina_assets.definitions "
