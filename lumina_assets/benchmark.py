@@ -178,7 +178,9 @@ def build_provider(
 ):
     """The provider for a partition, or ProviderUnavailable with the reason it is skipped."""
     if name == "lumina":
-        return LuminaProvider(lumina_search_fn())
+        from lumina_assets.search_models import configured_search_config
+
+        return LuminaProvider(lumina_search_fn(config=configured_search_config()))
     if name == "bm25":
         return BM25Provider(load_passages(), load_papers())
     if name == "semantic_scholar":

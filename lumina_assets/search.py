@@ -328,8 +328,11 @@ class SearchConfig:
     expand_neighbours: bool = True  # parent-document: add the passages around a short hit
     neighbour_window: int = 1
     neighbour_below_words: int = 60  # only hits shorter than this get neighbours
+    # rerank(query, contexts) -> contexts, e.g. search_models.cross_encoder_reranker / llm_reranker; None = off
     rerank: Callable[[str, list[Context]], list[Context]] | None = None
-    rerank_model: str = ""  # a sentence-transformers CrossEncoder path; empty = no rerank
+    rerank_depth: int = (
+        30  # how many fused papers the reranker sees (it can lift one from below k into the top k)
+    )
     max_query_chars: int = 2000
 
     def replace(self, **changes) -> SearchConfig:
@@ -613,18 +616,30 @@ class SearchEngine:
         if plan is None:
             return []
         view, parsed, doc_scores, passage_scores = plan
-        order = _top_indices(doc_scores, k)
+        reranking = self.config.rerank is not None
+        order = _top_indices(doc_scores, max(k, self.config.rerank_depth) if reranking else k)
         contexts = self._contexts(view, order, doc_scores, passage_scores)
-        return self._rerank(parsed.text or query, contexts)
+        if reranking:
+            contexts = self.config.rerank(parsed.text or query, contexts)
+        return contexts[:k]
 
     def rank_documents(self, query: str, k: int = 100) -> list[tuple[str, float]]:
         """(paper_id, score) for the top-k papers: document-level ranking for BEIR-style qrels."""
         plan = self._plan(query)
         if plan is None:
             return []
-        view, _, doc_scores, _ = plan
+        view, parsed, doc_scores, passage_scores = plan
         order = _top_indices(doc_scores, k)
-        return [(view.paper_ids[i], float(doc_scores[i])) for i in order]
+        if self.config.rerank is None or len(order) == 0:
+            return [(view.paper_ids[i], float(doc_scores[i])) for i in order]
+        head = order[: self.config.rerank_depth]
+        contexts = self._contexts(view, head, doc_scores, passage_scores)
+        reranked = [c.paper_id for c in self.config.rerank(parsed.text or query, contexts)]
+        seen = set(reranked)
+        ranked = reranked + [pid for pid in (view.paper_ids[i] for i in order) if pid not in seen]
+        return [
+            (pid, float(len(ranked) - rank)) for rank, pid in enumerate(ranked)
+        ]  # scores keep the new order
 
     # -- pipeline
 
@@ -935,18 +950,6 @@ class SearchEngine:
             )
         return contexts
 
-    def _rerank(self, query: str, contexts: list[Context]) -> list[Context]:
-        cfg = self.config
-        if cfg.rerank is not None:
-            return cfg.rerank(query, contexts)
-        if cfg.rerank_model and contexts:
-            model = _cross_encoder(cfg.rerank_model)
-            scores = model.predict([(query, " ".join(c.chunks)) for c in contexts])
-            for context, score in zip(contexts, scores, strict=True):
-                context.score = float(score)
-            return sorted(contexts, key=lambda c: -c.score)
-        return contexts
-
 
 def _reading_key(passage_id: str) -> tuple:
     """Sort key from `<paper>#<section>:<index>`: abstract first, then section numbers naturally, then index."""
@@ -957,13 +960,6 @@ def _reading_key(passage_id: str) -> tuple:
         for x in re.split(r"[.\-]", section)
     ]
     return (parts, int(index) if index.isdigit() else 0)
-
-
-@functools.lru_cache(maxsize=2)
-def _cross_encoder(path: str):
-    from sentence_transformers import CrossEncoder
-
-    return CrossEncoder(path, device="cpu")
 
 
 def percentile_ms(samples: Sequence[float], q: float) -> float:

@@ -261,3 +261,54 @@ def test_lexical_indexes_are_cached_by_content(data_dir, monkeypatch):
         cached.write_bytes(b"truncated")
     rebuilt = search.lexical_indexes(passages, papers, k1=1.2, b=0.75)  # unreadable cache: rebuilt, no error
     assert np.allclose(rebuilt[0].scores(query), first[0].scores(query))
+
+
+def test_rerank_sees_a_deeper_pool_and_drives_document_rankings(index_uri, embedder, small_scifact):
+    """A reranker can lift a paper from below k into the top k, in `search` and in `rank_documents` alike."""
+    query = next(iter(small_scifact.queries.values()))
+    fused = SearchEngine(index_uri, embedder).rank_documents(query, k=50)
+    buried = fused[24][0]  # fused rank 25: outside the top 10, inside the default rerank depth of 30
+    seen_pool: list[int] = []
+
+    def lift_buried(text, contexts):
+        seen_pool.append(len(contexts))
+        return sorted(contexts, key=lambda c: c.paper_id != buried)
+
+    engine = SearchEngine(index_uri, embedder, SearchConfig(rerank=lift_buried))
+    top = engine.search(query, k=10)
+    assert len(top) == 10 and top[0].paper_id == buried
+    assert seen_pool == [30]
+    ranking = engine.rank_documents(query, k=50)
+    assert ranking[0][0] == buried and len(ranking) == 50
+    assert [pid for pid, _ in ranking[1:]] == [pid for pid, _ in fused if pid != buried]
+    assert [s for _, s in ranking] == sorted((s for _, s in ranking), reverse=True)
+
+
+def test_llm_stages_run_inside_the_pipeline(index_uri, embedder):
+    """An LLM parser's year constraint filters, and its extra phrasings are embedded with the query."""
+    from lumina_assets.search import ParsedQuery
+
+    calls: list[list[str]] = []
+
+    class CountingEmbedder:
+        def encode(self, texts):
+            calls.append(list(texts))
+            return embedder.encode(texts)
+
+    config = SearchConfig(
+        llm_parser=lambda q: ParsedQuery(q, "aspirin and stroke", [], 2010, 2012, ["aspirin"], parser="llm"),
+        llm_multi_query=lambda text: [
+            "acetylsalicylic acid cerebrovascular events",
+            "aspirin stroke prevention",
+        ],
+        year_mode="filter",
+    )
+    engine = SearchEngine(index_uri, CountingEmbedder(), config)
+    contexts = engine.search("aspirin and stroke in 2010-2012 please", k=5)
+    assert engine.last_trace.parsed.parser == "llm"
+    assert calls == [
+        ["aspirin and stroke", "acetylsalicylic acid cerebrovascular events", "aspirin stroke prevention"]
+    ]
+    view = engine.view()
+    years = {view.paper_ids[i]: int(view.years[i]) for i in range(len(view.paper_ids))}
+    assert contexts and all(2010 <= years[c.paper_id] <= 2012 for c in contexts)

@@ -69,13 +69,25 @@ def _subcommand_group(commands, name: str, help_text: str):
 # ---------------------------------------------------------------- lumina search
 
 
+def _configured(config):
+    """`config` plus the LLM / cross-encoder stages the environment switches on (see search_models)."""
+    from lumina_assets.search_models import configured_search_config
+
+    return configured_search_config(config)
+
+
 def _search(args) -> int:
     from lumina_assets import settings
-    from lumina_assets.search import IndexModelMismatch, IndexNotBuilt, SearchEngine
+    from lumina_assets.search import IndexModelMismatch, IndexNotBuilt, SearchConfig, SearchEngine
 
     uri = args.db or settings.lancedb_uri()
     try:
-        engine = SearchEngine(uri)
+        config = _configured(SearchConfig())
+    except ValueError as error:
+        print(f"Search stages misconfigured: {error}", file=sys.stderr)
+        return 2
+    try:
+        engine = SearchEngine(uri, config=config)
         contexts = engine.search(args.query, k=max(1, args.k))
     except IndexModelMismatch as error:
         print(f"Cannot search this index: {error}.", file=sys.stderr)
@@ -184,7 +196,11 @@ def _eval_beir(args) -> int:
     )
     uri, index_seconds, reused = ensure_eval_index(collection, embedder, log_fn=log)
     overrides = _parse_overrides(args.set)
-    config = SearchConfig(**overrides)
+    try:
+        config = _configured(SearchConfig(**overrides))
+    except ValueError as error:
+        print(f"Search stages misconfigured: {error}", file=sys.stderr)
+        return 2
     print(
         f"{collection.name}: {len(collection.corpus)} documents, {len(collection.queries)} judged queries; "
         f"index {'reused' if reused else 'built'} at {uri} ({index_seconds:.1f} s to build)"
