@@ -73,10 +73,17 @@ async function dismissDialogs(page) {
     const canvas = page.locator("svg").filter({ has: page.locator("foreignObject") }).first();
     const viewport = await canvas.locator("xpath=..").boundingBox();
     const item = page.getByRole("menuitem", { name: /Expand all groups/ });
-    for (const [dx, dy] of [[15, 15], [viewport.width - 80, 15], [15, viewport.height - 15]]) {
-      await page.mouse.click(viewport.x + dx, viewport.y + dy, { button: "right" });
-      if (await item.isVisible({ timeout: 1500 }).catch(() => false)) { await item.click(); break; }
-      await page.keyboard.press("Escape");
+    // A late community dialog closes the menu while its handler runs: a short click timeout, then open it again.
+    let expanded = false;
+    for (let attempt = 0; attempt < 3 && !expanded; attempt++) {
+      for (const [dx, dy] of [[15, 15], [viewport.width - 80, 15], [15, viewport.height - 15]]) {
+        await page.mouse.click(viewport.x + dx, viewport.y + dy, { button: "right" });
+        if (await item.isVisible({ timeout: 1500 }).catch(() => false)) {
+          expanded = await item.click({ timeout: 3000 }).then(() => true).catch(() => false);
+          if (expanded) break;
+        }
+        await page.keyboard.press("Escape");
+      }
     }
     if ((await page.locator('foreignObject [class*="assetName"]').count()) === 0) {
       await page.mouse.click(viewport.x + 15, viewport.y + 15);

@@ -16,6 +16,7 @@ import httpx
 import httpx2
 import polars as pl
 import pytest
+from fake_llm import openai_chat_response
 
 from evals.judge import load_beir
 from evals.providers import BM25Provider
@@ -170,19 +171,7 @@ class CountingLLM:
             text = "<query>refined mechanism evidence</query>"
         else:
             text = "<question>Which biomarkers predict the outcome?</question>"
-        return httpx2.Response(
-            200,
-            json={
-                "id": "c",
-                "object": "chat.completion",
-                "created": 1,
-                "model": "gpt-4o",
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-                ],
-                "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55},
-            },
-        )
+        return openai_chat_response(text)
 
 
 def test_second_run_makes_zero_llm_and_http_calls(scifact_slice, data_dir):

@@ -7,6 +7,7 @@ import json
 
 import httpx2
 import pytest
+from fake_llm import openai_chat_response
 
 from resources.llm import LLMClient, LLMResource, LLMUnavailable, build_llm_resources, estimate_cost
 
@@ -16,19 +17,7 @@ def openai_handler(seen: list, text: str = "<highly_relevant>"):
         seen.append(
             {"url": str(request.url), "headers": dict(request.headers), "body": json.loads(request.content)}
         )
-        return httpx2.Response(
-            200,
-            json={
-                "id": "chatcmpl-1",
-                "object": "chat.completion",
-                "created": 1,
-                "model": "gpt-4o-2024-08-06",
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-                ],
-                "usage": {"prompt_tokens": 120, "completion_tokens": 4, "total_tokens": 124},
-            },
-        )
+        return openai_chat_response(text, model="gpt-4o-2024-08-06", prompt_tokens=120, completion_tokens=4)
 
     return handler
 

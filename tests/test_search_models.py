@@ -8,6 +8,7 @@ import json
 import httpx2
 import numpy as np
 import pytest
+from fake_llm import openai_chat_response
 
 from lumina_assets.schemas import Context
 from lumina_assets.search import SearchConfig
@@ -21,22 +22,6 @@ from lumina_assets.search_models import (
 from resources.llm import LLMClient
 
 
-def chat_reply(text: str, status: int = 200) -> httpx2.Response:
-    return httpx2.Response(
-        status,
-        json={
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "gpt-4o-mini",
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-            ],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
-        },
-    )
-
-
 def llm_client(answer, prompts: list | None = None) -> LLMClient:
     """An openai-backend LLMClient whose HTTP layer answers `answer(prompt)` (a str, or a status int)."""
 
@@ -48,7 +33,7 @@ def llm_client(answer, prompts: list | None = None) -> LLMClient:
         return (
             httpx2.Response(reply, json={"error": {"message": "boom"}})
             if isinstance(reply, int)
-            else chat_reply(reply)
+            else openai_chat_response(reply, model="gpt-4o-mini")
         )
 
     return LLMClient(
