@@ -300,13 +300,16 @@ def _ensure_ann(table, column: str, rows: int, config: IndexConfig, stats: Index
     if rows < config.ann_min_rows or _has_index(table, column):
         stats.ann_index = stats.ann_index or _has_index(table, column)
         return
-    partitions = max(16, int(np.sqrt(rows)))
+    from lancedb.index import IvfPq
+
+    # ~sqrt(rows) partitions, but at least 256 rows each so every partition's centroid is actually trained
+    partitions = max(1, min(int(np.sqrt(rows)), rows // 256))
     table.create_index(
-        metric="cosine",
-        vector_column_name=column,
-        index_type="IVF_PQ",
-        num_partitions=partitions,
-        num_sub_vectors=max(1, stats.dimension // 8),
+        column,
+        config=IvfPq(
+            distance_type="cosine", num_partitions=partitions, num_sub_vectors=max(1, stats.dimension // 8)
+        ),
+        replace=False,
     )
     stats.ann_index = True
     stats.notes.append(f"ANN index (IVF_PQ, {partitions} partitions) on {column}")

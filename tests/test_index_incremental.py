@@ -3,6 +3,7 @@ and its checks run against partitioned `passages` and the `papers` table."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import dagster as dg
@@ -186,3 +187,50 @@ def test_passage_index_asset_and_checks(data_dir, scifact_docs, embedder):
     assert {c.check_name for c in checks} == {"passage_index_row_count", "passage_index_vector_dimension"}
     assert all(c.passed for c in checks)
     assert (data_dir / "lancedb").is_dir()
+
+
+class HashEmbedder:
+    """Deterministic unit vectors from a hash of the text: fast, for index mechanics that do not need meaning."""
+
+    model_name_or_path = "test/hash-embedder"
+    dimension = 64
+
+    def encode(self, texts):
+        seeds = [int(hashlib.sha256(t.encode()).hexdigest()[:8], 16) for t in texts]
+        vectors = np.stack([np.random.default_rng(s).standard_normal(self.dimension) for s in seeds])
+        return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_ann_index_is_created_once_the_table_is_large_enough(tmp_path):
+    """Below `ann_min_rows` a flat scan; at or above it an IVF_PQ index that vector search then uses."""
+    docs = {
+        str(i): {"title": f"Paper number {i}", "text": f"Abstract {i} about topic {i % 7}."}
+        for i in range(600)
+    }
+    papers, passages = collection_tables(Collection("ann", docs, {}, {}))
+    db = connect_lancedb(str(tmp_path / "db"))
+    embedder = HashEmbedder()
+    config = indexing.IndexConfig(ann_min_rows=500)
+
+    small = indexing.index_corpus(db, passages[:100], papers[:100], embedder, config)
+    assert not small.ann_index
+
+    stats = indexing.index_corpus(db, passages, papers, embedder, config)
+    assert stats.ann_index
+    table = indexing.open_table(db, indexing.PASSAGES_TABLE)
+    vector_indexes = [i for i in table.list_indices() if "vector" in (i.columns or [])]
+    assert vector_indexes and vector_indexes[0].index_type == "IvfPq"
+    target = passages.row(42, named=True)
+    title = docs[target["paper_id"].split(":", 1)[1]]["title"]
+    probe = embedder.encode([indexing.passage_embed_text(title, target["text"], embed_title=True)])[0]
+    hits = (
+        table.search(probe, vector_column_name="vector")
+        .distance_type("cosine")
+        .nprobes(16)
+        .limit(3)
+        .to_list()
+    )
+    assert hits[0]["passage_id"] == target["passage_id"]
+
+    again = indexing.index_corpus(db, passages, papers, embedder, config)
+    assert again.ann_index and not any("ANN index" in note for note in again.notes)  # created once, kept
