@@ -119,3 +119,17 @@ def test_smart_cisi_is_converted_on_the_fly(shared_data):
 def test_parse_smart_keeps_multiline_fields():
     records = parse_smart(".I 7\n.T\nA title\non two lines\n.W\nBody text.\n.I 8\n.W\nSecond.\n")
     assert records == {"7": {"T": "A title on two lines", "W": "Body text."}, "8": {"W": "Second."}}
+
+
+def test_eval_overrides_are_typed_and_refuse_what_cannot_be_set():
+    from lumina_assets.commands.search import _parse_overrides
+
+    changes = _parse_overrides(
+        ['weights={"passage_vectors": 2}', "candidates=50", "dense_prf=yes", "rrf_k=10"]
+    )
+    assert changes["weights"]["passage_vectors"] == 2 and changes["weights"]["passage_fulltext"] == 1.0
+    assert changes["candidates"] == 50 and changes["dense_prf"] is True and changes["rrf_k"] == 10
+    with pytest.raises(SystemExit, match="unknown SearchConfig field"):
+        _parse_overrides(["no_such_field=1"])
+    with pytest.raises(SystemExit, match="LUMINA_RERANK_MODEL"):
+        _parse_overrides(["rerank=my-model"])

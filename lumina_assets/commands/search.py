@@ -133,6 +133,10 @@ def _parse_overrides(pairs: list[str]) -> dict:
         if not hasattr(defaults, name):
             raise SystemExit(f"unknown SearchConfig field {name!r}")
         current = getattr(defaults, name)
+        if current is None:  # the model-backed stages take code, not a string
+            raise SystemExit(
+                f"{name} cannot be set with --set: use LUMINA_SEARCH_LLM=parse,expand,rerank or LUMINA_RERANK_MODEL"
+            )
         if isinstance(current, bool):
             value = raw.lower() in ("1", "true", "yes", "on")
         elif isinstance(current, int):
