@@ -141,6 +141,20 @@ _AUTHOR_BY = re.compile(
 )
 
 
+_EXPLICIT_YEAR = re.compile(r"\b(?:published|year)\b", re.I)
+_PUBLICATION_WORDS = re.compile(
+    r"\b(?:papers?|articles?|studies|publications?|literature|reviews?|preprints?|works?|research|published)\b",
+    re.I,
+)
+
+
+def _is_statement(query: str) -> bool:
+    """A declarative sentence (a claim pasted as the query) rather than a search request: ends with a full stop,
+    has at least six words and does not talk about publications. Its years are content, not date filters."""
+    stripped = query.strip()
+    return stripped.endswith(".") and len(stripped.split()) >= 6 and not _PUBLICATION_WORDS.search(stripped)
+
+
 @dataclass
 class ParsedQuery:
     """What the parser understood. `text` is what retrieval sees (constraint phrases removed)."""
@@ -181,10 +195,13 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
             authors.append(name)
             text = text.replace(match.group(0), " ", 1)
     year_min = year_max = None
+    statement = _is_statement(query)
     for pattern, kind in _YEAR_PATTERNS:
         match = pattern.search(text)
         if not match:
             continue
+        if statement and not _EXPLICIT_YEAR.search(match.group(0)):
+            continue  # "incidence fell from 2009 to 2014." states a fact: its years are content, not a filter
         if kind == "between":
             first, second = sorted((int(match.group(1)), int(match.group(2))))
             year_min, year_max = first, second

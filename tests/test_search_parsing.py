@@ -26,6 +26,16 @@ from lumina_assets.search import BM25, fuse, mine_acronyms, parse_query, tokeniz
         ("dropout year<2016", None, 2015),
         ("dropout regularization", None, None),
         ("1 in 5 million in UK have abnormal PrP positivity", None, None),
+        # claims pasted as queries: their years are facts to match, not date filters
+        ("Incidence of sepsis has fallen substantially from 2009 to 2014.", None, None),
+        (
+            "There was an estimated 30 million cases of pneumonia in young children worldwide in 2010.",
+            None,
+            None,
+        ),
+        # ... unless the sentence is about publications or says "published" / "year"
+        ("Show me studies of sepsis incidence from 2009 to 2014.", 2009, 2014),
+        ("Sepsis incidence has been studied in papers published since 2015.", 2015, None),
     ],
 )
 def test_year_constraints(query, year_min, year_max):
@@ -33,6 +43,8 @@ def test_year_constraints(query, year_min, year_max):
     assert (parsed.year_min, parsed.year_max) == (year_min, year_max)
     if year_min or year_max:
         assert not any(str(y) in parsed.text for y in (year_min, year_max) if y)
+    else:
+        assert parsed.text == " ".join(query.split())  # nothing removed from the text
 
 
 def test_author_syntaxes_and_text_cleanup():
