@@ -569,7 +569,7 @@ class SearchEngine:
     """`SearchEngine(db_uri, embedder, config).search(query, k) -> list[Context]`.
 
     `db_uri` is a LanceDB URI (local path or s3://...); `embedder` anything with `encode(list[str]) -> ndarray`
-    (resources.embedder.Embedder); `config` a SearchConfig (defaults when None).
+    (lumina_assets.embedding.Embedder); `config` a SearchConfig (defaults when None).
     """
 
     def __init__(
@@ -586,7 +586,7 @@ class SearchEngine:
         self.db_uri = db_uri or settings.lancedb_uri()
         self.storage_options = storage_options
         if embedder is None:
-            from resources.embedder import Embedder
+            from lumina_assets.embedding import Embedder
 
             embedder = Embedder()
         self.embedder = embedder

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lumina_assets.embedding import Embedder
 from resources import onnx_query
-from resources.embedder import Embedder
 from resources.onnx_query import OnnxQueryEncoder, OnnxUnavailable
 
 pytestmark = pytest.mark.slow
@@ -60,15 +60,15 @@ def test_export_is_reused_not_redone(embedder, exported):
 def test_a_search_only_process_never_imports_torch(exported):
     """With the export cached, encoding a query needs onnxruntime and tokenizers only (fast first search)."""
     script = (
-        "import sys; from resources.embedder import Embedder; e = Embedder(); v = e.encode_query('vitamin D'); "
-        "print(e.query_backend_used, v.shape[0], 'torch' in sys.modules, 'transformers' in sys.modules)"
+        "import sys; from lumina_assets.embedding import Embedder; e = Embedder(); v = e.encode_query('vitamin D'); "
+        "print(e.query_backend_used, v.shape[0], *(m in sys.modules for m in ('torch', 'transformers', 'dagster')))"
     )
     env = {**os.environ, "LUMINA_DATA_DIR": str(exported.path.parent.parent)}
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["onnxruntime", "384", "False", "False"]
+    assert done.stdout.split() == ["onnxruntime", "384", "False", "False", "False"]
 
 
 def test_corrupt_export_is_dropped_with_a_reason(embedder, tmp_path):
@@ -98,7 +98,7 @@ def test_unsupported_pooling_falls_back_or_raises(embedder, tmp_path, caplog):
     auto = Embedder("cls-model", query_backend="auto")
     auto._model = cls_model
     auto.encode = lambda texts: np.zeros((len(texts), 384), dtype=np.float32)
-    with caplog.at_level(logging.WARNING, logger="resources.embedder"):
+    with caplog.at_level(logging.WARNING, logger="lumina_assets.embedding"):
         assert auto.encode_query("a query").shape == (384,)
     assert auto.query_backend_used == "sentence-transformers"
     assert "pooling mode 'cls'" in caplog.text

@@ -184,8 +184,8 @@ def _eval_beir(args) -> int:
         precompute_query_vectors,
         run_queries,
     )
+    from lumina_assets.embedding import Embedder
     from lumina_assets.search import SearchConfig, SearchEngine
-    from resources.embedder import Embedder
 
     try:
         collection = load_collection(args.directory, split=args.split)
@@ -263,9 +263,9 @@ def _bench_search(args) -> int:
 
     from lumina_assets import settings
     from lumina_assets.beir import collection_tables, ensure_eval_index, load_collection
+    from lumina_assets.embedding import Embedder
     from lumina_assets.indexing import IndexConfig, index_corpus, passage_rows
     from lumina_assets.search import SearchEngine
-    from resources.embedder import Embedder
     from resources.lancedb import connect_lancedb
 
     directory = Path(args.dir) if args.dir else settings.shared_data_dir() / "scifact"
