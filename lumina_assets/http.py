@@ -91,11 +91,11 @@ class DiskCache:
         self._path(key).unlink(missing_ok=True)
 
     def put(self, key: str, value: Any) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{threading.get_ident()}")
-        tmp.write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
-        tmp.replace(path)  # atomic: a killed run never leaves half an entry
+        from lumina_assets.tables import atomic_replace
+
+        text = json.dumps(value, ensure_ascii=False)
+        # atomic: a killed run never leaves half an entry
+        atomic_replace(self._path(key), lambda temp: temp.write_text(text, encoding="utf-8"))
 
 
 class RateLimiter:

@@ -128,6 +128,19 @@ def download_pdf(client: HttpClient, url: str, *, max_bytes: int = DEFAULT_MAX_P
     return data
 
 
+def _stored_row(row: dict, stored: StoredPdf, source_url: str) -> dict:
+    """The `pdf_files` row of a paper whose PDF is now in the store."""
+    return {
+        **row,
+        "sha256": stored.sha256,
+        "path": str(stored.path),
+        "bytes": stored.bytes,
+        "status": "ok",
+        "reason": None,
+        "source_url": source_url,
+    }
+
+
 def fetch_paper_pdf(
     paper: dict[str, Any],
     store: PdfStore,
@@ -167,15 +180,7 @@ def fetch_paper_pdf(
             return {**row, "status": "failed", "reason": "missing_local_file", "source_url": str(local)}
         except PdfFetchError as exc:
             return {**row, "status": "failed", "reason": exc.reason, "source_url": str(local)}
-        return {
-            **row,
-            "sha256": stored.sha256,
-            "path": str(stored.path),
-            "bytes": stored.bytes,
-            "status": "ok",
-            "reason": None,
-            "source_url": str(local),
-        }
+        return _stored_row(row, stored, str(local))
     if not urls:
         return {**row, "status": "no_pdf", "reason": "no local file and no pdf_urls"}
     if client is None:
@@ -188,15 +193,7 @@ def fetch_paper_pdf(
             problems.append(exc.reason)
             continue
         stored = store.put_bytes(data)
-        return {
-            **row,
-            "sha256": stored.sha256,
-            "path": str(stored.path),
-            "bytes": stored.bytes,
-            "status": "ok",
-            "reason": None,
-            "source_url": url,
-        }
+        return _stored_row(row, stored, url)
     # The reason of the last URL tried is the headline; all of them are kept for the record.
     return {
         **row,

@@ -15,7 +15,6 @@ import functools
 import hashlib
 import logging
 import math
-import os
 import re
 import threading
 import time
@@ -447,6 +446,7 @@ def lexical_indexes(
     import pickle
 
     from lumina_assets import settings
+    from lumina_assets.tables import atomic_replace
 
     digest = hashlib.sha256(f"{LEXICAL_FORMAT}|{k1}|{b}|{len(passage_texts)}|{len(paper_texts)}".encode())
     for text in (*passage_texts, *paper_texts):
@@ -466,11 +466,9 @@ def lexical_indexes(
         mine_acronyms(paper_texts),
     )
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
-        with partial.open("wb") as handle:
-            pickle.dump(built, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        partial.replace(path)
+        atomic_replace(
+            path, lambda temp: temp.write_bytes(pickle.dumps(built, protocol=pickle.HIGHEST_PROTOCOL))
+        )
         for stale in sorted(folder.glob("lexical-*.pkl"), key=lambda f: f.stat().st_mtime)[
             :-LEXICAL_CACHE_KEEP
         ]:

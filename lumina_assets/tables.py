@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -22,15 +25,24 @@ def partition_path(name: str, partition: str) -> Path:
     return settings.tables_dir() / name / f"{partition}.parquet"
 
 
+def atomic_replace(path: Path, write: Callable[[Path], object]) -> Path:
+    """`write(temp)` then rename temp to `path`: readers and concurrent writers (other processes or threads) never
+    see half a file; a failed write leaves `path` as it was and no temp file behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.partial")
+    try:
+        write(temp)
+        temp.replace(path)
+    finally:
+        temp.unlink(missing_ok=True)
+    return path
+
+
 def atomic_write(table: pa.Table | pl.DataFrame, path: Path) -> Path:
-    """Write Parquet to a temp file then rename, so readers never see half a file."""
+    """Write a Parquet table atomically (see atomic_replace)."""
     if isinstance(table, pl.DataFrame):
         table = table.to_arrow()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".parquet.tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)
-    return path
+    return atomic_replace(path, lambda temp: pq.write_table(table, temp))
 
 
 def write_table(name: str, table: pa.Table | pl.DataFrame) -> Path:

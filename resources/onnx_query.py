@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lumina_assets.tables import atomic_replace
+
 log = logging.getLogger(__name__)
 
 TOLERANCE = 1e-4  # max |onnx - sentence-transformers| on the probe texts, per vector component
@@ -84,12 +86,6 @@ def _paths(cache_dir: Path, model_name_or_path: str) -> tuple[Path, Path, Path]:
     return stem.with_suffix(".onnx"), stem.with_suffix(".tokenizer.json"), stem.with_suffix(".json")
 
 
-def _atomic_write(target: Path, write) -> None:
-    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
-    write(partial)
-    partial.replace(target)
-
-
 def _export_onnx(transformer, input_names: list[str], target: Path) -> None:
     """torch.onnx export of the bare transformer (dynamic batch and sequence)."""
     import torch
@@ -120,7 +116,7 @@ def _export_onnx(transformer, input_names: list[str], target: Path) -> None:
                 dynamo=False,
             )
 
-    _atomic_write(target, write)
+    atomic_replace(target, write)
 
 
 def export(model, model_name_or_path: str, cache_dir: Path, *, normalize: bool) -> OnnxQueryEncoder:
@@ -142,7 +138,7 @@ def export(model, model_name_or_path: str, cache_dir: Path, *, normalize: bool) 
         _export_onnx(transformer, input_names, onnx_path)
     except Exception as error:  # noqa: BLE001 - any exporter failure means: use the slow path
         raise OnnxUnavailable(f"ONNX export failed: {type(error).__name__}: {error}") from error
-    _atomic_write(tokenizer_path, lambda path: backend.save(str(path)))
+    atomic_replace(tokenizer_path, lambda path: backend.save(str(path)))
     settings = {
         "input_names": input_names,
         "max_length": int(getattr(transformer, "max_seq_length", None) or 512),
@@ -150,7 +146,7 @@ def export(model, model_name_or_path: str, cache_dir: Path, *, normalize: bool) 
         "pad_id": int(transformer.tokenizer.pad_token_id or 0),
         "pad_token": str(transformer.tokenizer.pad_token or "[PAD]"),
     }
-    _atomic_write(settings_path, lambda path: path.write_text(json.dumps(settings, indent=2)))
+    atomic_replace(settings_path, lambda path: path.write_text(json.dumps(settings, indent=2)))
 
     encoder = OnnxQueryEncoder.load(model_name_or_path, cache_dir, normalize=normalize)
     reference = model.encode(list(PROBE_TEXTS), normalize_embeddings=encoder.normalize, convert_to_numpy=True)

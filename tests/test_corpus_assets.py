@@ -152,3 +152,20 @@ def test_dagster_definitions_validate_passes(tmp_path):
     )
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
     assert "Validation successful" in completed.stderr + completed.stdout
+
+
+def test_atomic_replace_keeps_the_old_file_when_a_write_fails(tmp_path):
+    from lumina_assets.tables import atomic_replace
+
+    target = tmp_path / "deep" / "table.bin"
+    atomic_replace(target, lambda temp: temp.write_bytes(b"first"))
+    assert target.read_bytes() == b"first"
+
+    def broken(temp):
+        temp.write_bytes(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_replace(target, broken)
+    assert target.read_bytes() == b"first"
+    assert [p.name for p in target.parent.iterdir()] == ["table.bin"]  # no partial file left behind
