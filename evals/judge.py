@@ -1,7 +1,7 @@
 """The judge, ragas-style: a typed input, the paper's prompt, a strict output parser; score math lives elsewhere.
 
 LLM judge: Context Relevance (`<highly_relevant>` / `<not_relevant>`) and Context Precision (a numbered
-`<critical>` / `<not_critical>` list whose length must equal the number of sentences, split by sentencex via lumina_assets.chunking). An answer
+`<critical>` / `<not_critical>` list whose length must equal the number of sentences, split by sentencex via lumina_assets.parsing.chunking). An answer
 that does not parse is retried (a fresh call, not the cached bad answer) and then recorded as a failure, never
 scored as 0 or 1.
 
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from lumina_assets.chunking import split_sentences
-from lumina_assets.schemas import Context
+from lumina_assets.core.schemas import Context
+from lumina_assets.parsing.chunking import split_sentences
 
 
 class JudgeParseError(ValueError):
@@ -176,7 +176,7 @@ def _ask_with_retries(
 
 
 class LLMJudge:
-    """The paper's judge through any `resources.llm.LLMClient`, at temperature 0."""
+    """The paper's judge through any `core.llm.LLMClient`, at temperature 0."""
 
     def __init__(self, client, *, max_attempts: int = 3, temperature: float = 0.0, workers: int = 4):
         self.client = client

@@ -1,4 +1,4 @@
-"""Search providers behind one protocol, each answer mapped to `lumina_assets.schemas.Context`
+"""Search providers behind one protocol, each answer mapped to `lumina_assets.core.schemas.Context`
 ({title, chunks, doi, url}) so the judge sees every provider the same way.
 
 A provider without its key raises `ProviderUnavailable` with a clear reason; the benchmark skips it and says why.
@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from lumina_assets.schemas import Context
+from lumina_assets.core.schemas import Context
 
 DOI_PATTERN = re.compile(r"\b(10\.\d{4,9}/[^\s\"'<>?#]+)", re.IGNORECASE)
 
@@ -145,7 +145,7 @@ class SemanticScholarProvider:
         self.fallbacks = 0
 
     def search(self, query: str, k: int) -> list[Context]:
-        from lumina_assets.http import HttpError
+        from lumina_assets.core.http import HttpError
 
         try:
             contexts = map_s2_snippets(self.client.snippet_search(query, limit=max(k * 3, k)), k)
@@ -191,9 +191,9 @@ class LuminaProvider:
 
 
 def lumina_search_fn(**engine_kwargs: Any) -> Callable[[str, int], list[Context]]:
-    """`lumina_assets.search.SearchEngine(...).search`, or ProviderUnavailable when the engine or index is missing."""
+    """`lumina_assets.search.engine.SearchEngine(...).search`, or ProviderUnavailable when the engine or index is missing."""
     try:
-        from lumina_assets.search import SearchEngine
+        from lumina_assets.search.engine import SearchEngine
     except ImportError as exc:
         raise ProviderUnavailable(f"lumina search engine not importable ({exc}): lumina skipped") from exc
     try:

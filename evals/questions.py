@@ -15,8 +15,8 @@ from typing import Any
 import polars as pl
 
 from evals.judge import JudgeParseError, load_beir
-from lumina_assets.chunking import split_sentences
-from lumina_assets.ids import paper_id_for, short_hash
+from lumina_assets.core.ids import paper_id_for, short_hash
+from lumina_assets.parsing.chunking import split_sentences
 
 QUESTION_SCHEMA = {
     "question_id": pl.String,

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from evals.judge import JudgeParseError, load_prompt, render
-from lumina_assets.schemas import Context
+from lumina_assets.core.schemas import Context
 
 _QUERY_TAG = re.compile(r"<query>(.*?)</query>", re.IGNORECASE | re.DOTALL)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]{2,}")

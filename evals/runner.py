@@ -1,5 +1,5 @@
 """The benchmark's steps as plain functions over polars frames (the Dagster assets in
-`lumina_assets.benchmark` call these): query providers, recurse, judge, score.
+`lumina_assets.defs.benchmark` call these): query providers, recurse, judge, score.
 
 Contexts are stored as a list of structs per (question, provider, page size, depth), so a question that got no
 contexts still has its row and scores 0.
@@ -16,7 +16,7 @@ from evals.judge import JudgeInput, JudgeResult
 from evals.metrics import ContextVerdict, bootstrap_ci, question_cp, question_cr, ranking_metrics
 from evals.providers import contexts_from_rows
 from evals.recursive import recursive_search
-from lumina_assets.schemas import Context
+from lumina_assets.core.schemas import Context
 
 CONTEXT_STRUCT = pl.Struct(
     {

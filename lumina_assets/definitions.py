@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dagster as dg
 
-from lumina_assets import benchmark, corpus, index, parse
+from lumina_assets.defs import benchmark, corpus
+from lumina_assets.defs import indexing as index
+from lumina_assets.defs import parsing as parse
 from sensors import automation
 
 _STAGES = (corpus, parse, index, benchmark)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from lumina_assets.sources.arxiv import DEFAULT_BASE_URL, MIN_INTERVAL_SECONDS, ArxivClient
+from lumina_assets.corpus.arxiv import DEFAULT_BASE_URL, MIN_INTERVAL_SECONDS, ArxivClient
 from resources.http import HttpApiResource
 
 

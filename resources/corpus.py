@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from lumina_assets import settings
+from lumina_assets.core import settings
 
 
 class CorpusResource(dg.ConfigurableResource):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import Field
 
-from lumina_assets.parsers.grobid_parser import GrobidParser, grobid_url_from_env
+from lumina_assets.parsing.grobid_parser import GrobidParser, grobid_url_from_env
 
 
 class GrobidResource(dg.ConfigurableResource):

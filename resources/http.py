@@ -7,8 +7,8 @@ import dagster as dg
 import httpx
 from pydantic import Field
 
-from lumina_assets import settings
-from lumina_assets.http import HttpClient
+from lumina_assets.core import settings
+from lumina_assets.core.http import HttpClient
 
 
 class HttpApiResource(dg.ConfigurableResource):

@@ -10,7 +10,7 @@ def connect_lancedb(uri: str | None = None, storage_options: dict[str, str] | No
     """A LanceDB connection; `storage_options` (endpoint, region, keys) only matter for object-storage URIs."""
     import lancedb
 
-    from lumina_assets import settings
+    from lumina_assets.core import settings
 
     target = uri or settings.lancedb_uri()
     if "://" not in target:
@@ -51,7 +51,7 @@ class LanceDBResource(dg.ConfigurableResource):
         return options
 
     def resolved_uri(self) -> str:
-        from lumina_assets import settings
+        from lumina_assets.core import settings
 
         return self.uri or settings.lancedb_uri()
 

@@ -1,250 +1,14 @@
-"""LLM access for the benchmark: one client API over anthropic, openai, openai-compatible servers and `offline`.
-
-Every completion is cached on disk by hash of (backend, model, prompt, params), so rematerializing a benchmark asset
-costs no call; tokens and an estimated cost are counted per client so assets can report them. Keys arrive only
-through `dg.EnvVar` (see `build_llm_resources`) and are never logged, cached or put in an exception message.
-"""
+"""The LLM resources: `question_llm` and `judge_llm`, each constructing a `core.llm.LLMClient`. Keys arrive only
+through `dg.EnvVar` and are never logged, cached or put in an exception message."""
 
 from __future__ import annotations
 
-import os
-import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
 
-from lumina_assets import settings
-from lumina_assets.http import DiskCache
-
-BACKENDS = ("anthropic", "openai", "openai-compatible", "offline")
-DEFAULT_QUESTION_MODEL = "claude-sonnet-4-6"
-DEFAULT_JUDGE_MODEL = "gpt-4o"
-
-# USD per million (input, output) tokens, public list prices; unknown models cost None (reported as unknown).
-PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4o-2024-08-06": (2.50, 10.00),
-    "gpt-4o-2024-11-20": (2.50, 10.00),
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "claude-sonnet-4-5": (3.00, 15.00),
-    "claude-sonnet-4-5-20250929": (3.00, 15.00),
-    "claude-sonnet-4-6": (3.00, 15.00),
-    "claude-haiku-4-5": (1.00, 5.00),
-    "claude-opus-4-5": (5.00, 25.00),
-}
-
-
-class LLMUnavailable(RuntimeError):
-    """Raised when a caller asks an offline client for a completion: callers must use their offline path."""
-
-
-def estimate_cost(model: str, input_tokens: int, output_tokens: int) -> float | None:
-    price = PRICES_PER_MTOK.get(model)
-    if price is None:
-        return None
-    return (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
-
-
-@dataclass
-class LLMReply:
-    text: str
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float | None
-    cached: bool
-    backend: str
-    model: str
-
-
-@dataclass
-class LLMUsage:
-    """Counters an asset turns into metadata: calls actually sent, cache hits, tokens and estimated cost."""
-
-    calls: int = 0
-    cache_hits: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    unknown_cost_calls: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, reply: LLMReply) -> None:
-        with self._lock:
-            if reply.cached:
-                self.cache_hits += 1
-                return
-            self.calls += 1
-            self.input_tokens += reply.input_tokens
-            self.output_tokens += reply.output_tokens
-            if reply.cost_usd is None:
-                self.unknown_cost_calls += 1
-            else:
-                self.cost_usd += reply.cost_usd
-
-    def as_metadata(self, prefix: str = "llm") -> dict[str, Any]:
-        return {
-            f"{prefix}_calls": self.calls,
-            f"{prefix}_cache_hits": self.cache_hits,
-            f"{prefix}_input_tokens": self.input_tokens,
-            f"{prefix}_output_tokens": self.output_tokens,
-            f"{prefix}_estimated_cost_usd": round(self.cost_usd, 6),
-            f"{prefix}_calls_with_unknown_price": self.unknown_cost_calls,
-        }
-
-
-class LLMClient:
-    """A completion client with a disk cache. `http_client` (an httpx2.Client) is handed to the real SDK client,
-    which is how tests put a mock transport under the anthropic / openai SDKs."""
-
-    def __init__(
-        self,
-        *,
-        backend: str,
-        model: str,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        cache_dir: str | os.PathLike | None = None,
-        max_tokens: int = 1024,
-        timeout: float = 120.0,
-        max_retries: int = 3,
-        http_client: Any = None,
-        label: str | None = None,
-    ):
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown LLM backend {backend!r}; expected one of {BACKENDS}")
-        self.backend = backend
-        self.model = model
-        self.base_url = base_url or None
-        self.max_tokens = max_tokens
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.cache = DiskCache(cache_dir) if cache_dir else None
-        self.usage = LLMUsage()
-        self.label = label or ("offline" if backend == "offline" else f"{backend}:{model}")
-        self._api_key = api_key
-        self._http_client = http_client
-        self._sdk: Any = None
-
-    @property
-    def is_offline(self) -> bool:
-        return self.backend == "offline"
-
-    def _client(self) -> Any:
-        if self._sdk is not None:
-            return self._sdk
-        common: dict[str, Any] = {"max_retries": self.max_retries, "timeout": self.timeout}
-        if self._http_client is not None:
-            common["http_client"] = self._http_client
-        if self.base_url:
-            common["base_url"] = self.base_url
-        if self.backend == "anthropic":
-            import anthropic
-
-            self._sdk = anthropic.Anthropic(api_key=self._api_key, **common)
-        else:
-            import openai
-
-            # openai-compatible servers (vLLM, Ollama, llama.cpp) often need no key; the SDK insists on one.
-            self._sdk = openai.OpenAI(api_key=self._api_key or "not-needed", **common)
-        return self._sdk
-
-    def cache_key(self, prompt: str, params: dict[str, Any]) -> str:
-        return DiskCache.key_for(self.backend, self.model, prompt, params)
-
-    def complete(
-        self,
-        prompt: str,
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        system: str | None = None,
-    ) -> LLMReply:
-        """One user-turn completion, from the cache when this exact (backend, model, prompt, params) was seen."""
-        if self.is_offline:
-            raise LLMUnavailable("offline LLM backend: use the caller's offline path")
-        params = {"temperature": temperature, "max_tokens": max_tokens or self.max_tokens, "system": system}
-        key = self.cache_key(prompt, params)
-        if self.cache is not None:
-            hit = self.cache.get(key)
-            if hit is not None:
-                reply = LLMReply(
-                    text=hit["text"],
-                    input_tokens=hit["input_tokens"],
-                    output_tokens=hit["output_tokens"],
-                    cost_usd=hit.get("cost_usd"),
-                    cached=True,
-                    backend=self.backend,
-                    model=self.model,
-                )
-                self.usage.add(reply)
-                return reply
-        if self.backend == "anthropic":
-            text, tokens_in, tokens_out = self._anthropic(prompt, params)
-        else:
-            text, tokens_in, tokens_out = self._openai(prompt, params)
-        reply = LLMReply(
-            text=text,
-            input_tokens=tokens_in,
-            output_tokens=tokens_out,
-            cost_usd=estimate_cost(self.model, tokens_in, tokens_out),
-            cached=False,
-            backend=self.backend,
-            model=self.model,
-        )
-        if self.cache is not None:
-            self.cache.put(
-                key,
-                {
-                    "text": text,
-                    "input_tokens": tokens_in,
-                    "output_tokens": tokens_out,
-                    "cost_usd": reply.cost_usd,
-                    "backend": self.backend,
-                    "model": self.model,
-                },
-            )
-        self.usage.add(reply)
-        return reply
-
-    def _anthropic(self, prompt: str, params: dict[str, Any]) -> tuple[str, int, int]:
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": params["max_tokens"],
-            "messages": [{"role": "user", "content": prompt}],
-        }
-        if params["system"]:
-            kwargs["system"] = params["system"]
-        if params["temperature"] is not None:
-            # anthropic 2.x has no typed sampling parameters; the Messages API still accepts the field.
-            kwargs["extra_body"] = {"temperature": params["temperature"]}
-        message = self._client().messages.create(**kwargs)
-        text = "".join(
-            getattr(block, "text", "") for block in message.content if getattr(block, "type", "") == "text"
-        )
-        usage = message.usage
-        return text, int(usage.input_tokens or 0), int(usage.output_tokens or 0)
-
-    def _openai(self, prompt: str, params: dict[str, Any]) -> tuple[str, int, int]:
-        messages = []
-        if params["system"]:
-            messages.append({"role": "system", "content": params["system"]})
-        messages.append({"role": "user", "content": prompt})
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "max_tokens": params["max_tokens"],
-        }
-        if params["temperature"] is not None:
-            kwargs["temperature"] = params["temperature"]
-        completion = self._client().chat.completions.create(**kwargs)
-        text = completion.choices[0].message.content or ""
-        usage = completion.usage
-        tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
-        tokens_out = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
-        return text, tokens_in, tokens_out
+from lumina_assets.core import settings
+from lumina_assets.core.llm import DEFAULT_JUDGE_MODEL, DEFAULT_QUESTION_MODEL, LLMClient
 
 
 class LLMResource(dg.ConfigurableResource):
@@ -296,14 +60,7 @@ class LLMResource(dg.ConfigurableResource):
 
 def _env_key(name: str) -> Any:
     """`dg.EnvVar(name)` when the variable is set, else "" (an unset EnvVar would fail the whole code location)."""
-    return dg.EnvVar(name) if os.environ.get(name) else ""
-
-
-def _compatible_base_url_env() -> str | None:
-    for name in ("OPENAI_COMPATIBLE_BASE_URL", "OPENAI_BASE_URL"):
-        if os.environ.get(name):
-            return name
-    return None
+    return dg.EnvVar(name) if settings.is_set(name) else ""
 
 
 def build_llm_resources() -> dict[str, LLMResource]:
@@ -313,11 +70,9 @@ def build_llm_resources() -> dict[str, LLMResource]:
     Ollama, llama.cpp); `LUMINA_JUDGE_BACKEND` / `LUMINA_QUESTION_BACKEND` pick a backend explicitly and
     `LUMINA_JUDGE_MODEL` / `LUMINA_QUESTION_MODEL` override the models.
     """
-    base_url_env = _compatible_base_url_env()
-    judge_backend = os.environ.get("LUMINA_JUDGE_BACKEND") or (
-        "openai-compatible" if base_url_env else "openai"
-    )
-    question_backend = os.environ.get("LUMINA_QUESTION_BACKEND", "anthropic")
+    base_url_env = settings.compatible_base_url_var()
+    judge_backend = settings.judge_backend()
+    question_backend = settings.question_backend()
 
     def key_for(backend: str) -> Any:
         if backend == "openai-compatible":
@@ -332,14 +87,14 @@ def build_llm_resources() -> dict[str, LLMResource]:
     return {
         "question_llm": LLMResource(
             backend=question_backend,
-            model=os.environ.get("LUMINA_QUESTION_MODEL", DEFAULT_QUESTION_MODEL),
+            model=settings.question_model(DEFAULT_QUESTION_MODEL),
             api_key=key_for(question_backend),
             base_url=base_url_for(question_backend),
             temperature=None,
         ),
         "judge_llm": LLMResource(
             backend=judge_backend,
-            model=os.environ.get("LUMINA_JUDGE_MODEL", DEFAULT_JUDGE_MODEL),
+            model=settings.judge_model(DEFAULT_JUDGE_MODEL),
             api_key=key_for(judge_backend),
             base_url=base_url_for(judge_backend),
             temperature=0.0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from pydantic import Field
 
-from lumina_assets.sources.openalex import DEFAULT_BASE_URL, OpenAlexClient
+from lumina_assets.corpus.openalex import DEFAULT_BASE_URL, OpenAlexClient
 from resources.http import HttpApiResource
 
 

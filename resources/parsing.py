@@ -5,9 +5,9 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import Field
 
-from lumina_assets.chunking import DEFAULT_MAX_TOKENS
-from lumina_assets.http import HttpClient
-from lumina_assets.parsers import PdfParser, get_parser
+from lumina_assets.core.http import HttpClient
+from lumina_assets.parsing.base import PdfParser, get_parser
+from lumina_assets.parsing.chunking import DEFAULT_MAX_TOKENS
 
 
 class ParsingConfig(dg.ConfigurableResource):

@@ -1,20 +1,20 @@
 """External search providers the benchmark compares Lumina with: raw API clients over the shared HTTP layer.
 
 Each client returns the provider's JSON untouched (mapping to contexts lives in `evals.providers`, next to the
-provider protocol), goes through `lumina_assets.http.HttpClient` (retry, Retry-After, per-host rate limit, disk
+provider protocol), goes through `lumina_assets.core.http.HttpClient` (retry, Retry-After, per-host rate limit, disk
 cache) and takes its base URL from config. Keys arrive through `dg.EnvVar` and travel only in a header or in a
 query parameter the HTTP layer redacts and keeps out of cache keys.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import dagster as dg
 import httpx
 
-from lumina_assets.http import HttpClient
+from lumina_assets.core import settings
+from lumina_assets.core.http import HttpClient
 from resources.http import HttpApiResource
 
 S2_SNIPPET_FIELDS = "snippet.text,snippet.snippetKind,snippet.section,snippet.snippetOffset"
@@ -129,7 +129,7 @@ class ExaResource(_ProviderResource):
 
 
 def _env_key(name: str) -> Any:
-    return dg.EnvVar(name) if os.environ.get(name) else ""
+    return dg.EnvVar(name) if settings.is_set(name) else ""
 
 
 def build_provider_resources() -> dict[str, dg.ConfigurableResource]:

@@ -267,7 +267,7 @@ RUNS_QUERY = (
 def watch_inbox_ingestion(base: str, pdf: Path, timeout: float) -> bool:
     """Drop a PDF into the inbox of the running server and follow the runs the inbox sensor and the automation
     sensor launch, until `passage_index` is materialized (True) or the time is up (False)."""
-    from lumina_assets import settings
+    from lumina_assets.core import settings
 
     inbox = settings.inbox_dir()
     inbox.mkdir(parents=True, exist_ok=True)
@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(PROJECT_ROOT))
-    from lumina_assets import settings
+    from lumina_assets.core import settings
 
     screenshot = Path(args.screenshot) if args.screenshot else settings.reports_dir() / "ui_asset_graph.png"
     return run_check(

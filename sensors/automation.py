@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
+from lumina_assets.core import settings
 from sensors.inbox import inbox_sensor
 from sensors.polling import polling_sensor
 from sensors.schedules import JOBS, SCHEDULES
@@ -25,7 +24,7 @@ automation_condition_sensor = dg.AutomationConditionSensorDefinition(
 def executor_from_env() -> dg.ExecutorDefinition | None:
     """`LUMINA_EXECUTOR=k8s`: every step in its own Kubernetes pod (dagster-k8s, installed in the image);
     `in_process` for debugging; unset: Dagster's default multiprocess executor."""
-    choice = os.environ.get("LUMINA_EXECUTOR", "").strip().lower()
+    choice = settings.executor()
     if choice in ("", "multiprocess", "default"):
         return None
     if choice == "in_process":

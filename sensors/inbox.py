@@ -15,8 +15,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from lumina_assets import settings
-from lumina_assets.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
+from lumina_assets.core import settings
+from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 
 INBOX_ASSETS = (dg.AssetKey("local_papers"), dg.AssetKey("papers"))
 CURSOR_VERSION = 1

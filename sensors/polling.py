@@ -16,13 +16,13 @@ from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 
-from lumina_assets import settings
-from lumina_assets.crawl import Seeds, load_seeds
-from lumina_assets.http import HttpError
-from lumina_assets.ids import normalize_arxiv_id, normalize_openalex_id
-from lumina_assets.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
-from lumina_assets.sources.arxiv import ArxivClient, ArxivError
-from lumina_assets.sources.openalex import OpenAlexClient, OpenAlexError
+from lumina_assets.core import settings
+from lumina_assets.core.http import HttpError
+from lumina_assets.core.ids import normalize_arxiv_id, normalize_openalex_id
+from lumina_assets.corpus.arxiv import ArxivClient, ArxivError
+from lumina_assets.corpus.crawl import Seeds, load_seeds
+from lumina_assets.corpus.openalex import OpenAlexClient, OpenAlexError
+from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from resources.arxiv import ArxivResource
 from resources.openalex import OpenAlexResource
 

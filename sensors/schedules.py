@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from lumina_assets.partitions import INGEST_BATCH_TAG
+from lumina_assets.defs.partitions import INGEST_BATCH_TAG
 
 CORPUS_GROUP = "corpus"
 BENCHMARK_GROUP = "benchmark"

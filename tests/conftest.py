@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lumina_assets import settings
+from lumina_assets.core import settings
 
 
 @pytest.fixture(scope="session")

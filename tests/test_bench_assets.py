@@ -20,9 +20,10 @@ from fake_llm import openai_chat_response
 
 from evals.judge import load_beir
 from evals.providers import BM25Provider
-from lumina_assets import benchmark, tables
-from lumina_assets.chunking import passages_for_paper
-from lumina_assets.http import RateLimiter
+from lumina_assets.core import tables
+from lumina_assets.core.http import RateLimiter
+from lumina_assets.defs import benchmark
+from lumina_assets.parsing.chunking import passages_for_paper
 from resources.llm import LLMResource
 from resources.providers import ExaResource, SemanticScholarResource, SerpApiScholarResource
 

@@ -9,7 +9,8 @@ import httpx2
 import pytest
 from fake_llm import openai_chat_response
 
-from resources.llm import LLMClient, LLMResource, LLMUnavailable, build_llm_resources, estimate_cost
+from lumina_assets.core.llm import LLMClient, LLMUnavailable, estimate_cost
+from resources.llm import LLMResource, build_llm_resources
 
 
 def openai_handler(seen: list, text: str = "<highly_relevant>"):

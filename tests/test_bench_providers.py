@@ -1,4 +1,4 @@
-"""Provider contract tests: each client through lumina_assets.http.HttpClient with an httpx.MockTransport, each
+"""Provider contract tests: each client through lumina_assets.core.http.HttpClient with an httpx.MockTransport, each
 response mapped to contexts {title, chunks, doi, url}.
 
 Semantic Scholar paper search and SerpAPI Google Scholar replay real recordings from ../shared/data/api_fixtures.
@@ -31,8 +31,8 @@ from evals.providers import (
     map_s2_snippets,
     map_serpapi_scholar,
 )
-from lumina_assets.http import RateLimiter
-from lumina_assets.schemas import Context
+from lumina_assets.core.http import RateLimiter
+from lumina_assets.core.schemas import Context
 from resources.providers import (
     ExaResource,
     SemanticScholarResource,

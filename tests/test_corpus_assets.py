@@ -9,8 +9,9 @@ import polars as pl
 import pytest
 from dagster import DagsterInstance
 
-from lumina_assets import corpus, tables
-from lumina_assets.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
+from lumina_assets.core import tables
+from lumina_assets.defs import corpus
+from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from resources.arxiv import ArxivResource
 from resources.corpus import CorpusResource
 from resources.openalex import OpenAlexResource
@@ -155,7 +156,7 @@ def test_dagster_definitions_validate_passes(tmp_path):
 
 
 def test_atomic_replace_keeps_the_old_file_when_a_write_fails(tmp_path):
-    from lumina_assets.tables import atomic_replace
+    from lumina_assets.core.tables import atomic_replace
 
     target = tmp_path / "deep" / "table.bin"
     atomic_replace(target, lambda temp: temp.write_bytes(b"first"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from lumina_assets.http import HttpClient, HttpError, RateLimiter, parse_retry_after, redact_url
+from lumina_assets.core.http import HttpClient, HttpError, RateLimiter, parse_retry_after, redact_url
 
 
 class Clock:

@@ -12,12 +12,12 @@ import httpx
 import pytest
 from recorded import RecordingTransport, load_cassette
 
-from lumina_assets.crawl import Seeds, crawl_arxiv, crawl_openalex, load_seeds
-from lumina_assets.http import HttpClient, HttpError, RateLimiter
-from lumina_assets.normalize import deduplicate, filter_papers, normalize
-from lumina_assets.sources.arxiv import ArxivClient, ArxivError, parse_feed
-from lumina_assets.sources.local import load_beir, load_local_corpus, pdf_metadata
-from lumina_assets.sources.openalex import OpenAlexClient, rebuild_abstract, work_to_paper
+from lumina_assets.core.http import HttpClient, HttpError, RateLimiter
+from lumina_assets.corpus.arxiv import ArxivClient, ArxivError, parse_feed
+from lumina_assets.corpus.crawl import Seeds, crawl_arxiv, crawl_openalex, load_seeds
+from lumina_assets.corpus.local import load_beir, load_local_corpus, pdf_metadata
+from lumina_assets.corpus.normalize import deduplicate, filter_papers, normalize
+from lumina_assets.corpus.openalex import OpenAlexClient, rebuild_abstract, work_to_paper
 
 
 def openalex_bodies(shared_data: Path) -> list[dict]:

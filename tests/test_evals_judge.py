@@ -17,9 +17,9 @@ from evals.judge import (
     precision_prompt,
     relevance_prompt,
 )
-from lumina_assets import settings
-from lumina_assets.chunking import split_sentences
-from lumina_assets.schemas import Context
+from lumina_assets.core import settings
+from lumina_assets.core.schemas import Context
+from lumina_assets.parsing.chunking import split_sentences
 
 CONTEXT = Context(
     title="Vitamin D and fractures",

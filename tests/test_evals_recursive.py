@@ -7,7 +7,7 @@ import pytest
 
 from evals.judge import JudgeParseError
 from evals.recursive import LLMRefiner, PseudoRelevanceRefiner, merge_contexts, parse_query, recursive_search
-from lumina_assets.schemas import Context
+from lumina_assets.core.schemas import Context
 
 
 class FakeProvider:

@@ -11,8 +11,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from lumina_assets import indexing, tables
-from lumina_assets.beir import Collection, collection_tables
+from lumina_assets.core import tables
+from lumina_assets.corpus.collections import Collection, collection_tables
+from lumina_assets.indexing import lancedb_tables as indexing
 from resources.embedder import Embedder, EmbedderResource
 from resources.lancedb import LanceDBResource, connect_lancedb
 
@@ -172,7 +173,11 @@ def test_passage_index_asset_and_checks(data_dir, scifact_docs, embedder):
     tables.write_partition("passages", "batch-2", batch_two)
     tables.write_table("papers", papers)
 
-    from lumina_assets.index import passage_index, passage_index_row_count, passage_index_vector_dimension
+    from lumina_assets.defs.indexing import (
+        passage_index,
+        passage_index_row_count,
+        passage_index_vector_dimension,
+    )
 
     result = dg.materialize(
         [passage_index, passage_index_row_count, passage_index_vector_dimension],

@@ -11,8 +11,8 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from lumina_assets import settings
-from lumina_assets.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
+from lumina_assets.core import settings
+from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from sensors.inbox import INBOX_ASSETS, build_inbox_sensor, evaluate_inbox, scan_inbox
 
 SMALL_PDFS = ("N18-3011.pdf", "2304.02623v1.pdf")
@@ -121,7 +121,7 @@ def test_first_tick_on_a_backlog_launches_one_batch(shared_data, data_dir):
 
 def test_sensor_run_assigns_the_new_papers_to_the_batch(shared_data, data_dir):
     """The run the sensor asks for, executed: `papers` files the inbox papers under the sensor's batch key."""
-    from lumina_assets import corpus
+    from lumina_assets.defs import corpus
     from resources.corpus import CorpusResource
 
     inbox = settings.inbox_dir()

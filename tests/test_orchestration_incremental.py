@@ -12,8 +12,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from lumina_assets import indexing, settings, tables
-from lumina_assets.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
+from lumina_assets.core import settings, tables
+from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
+from lumina_assets.indexing import lancedb_tables as indexing
 from resources.embedder import Embedder, EmbedderResource
 from sensors.inbox import build_inbox_sensor
 
@@ -60,7 +61,9 @@ def counting_embedder() -> CountingEmbedder:
 
 def _definitions() -> dg.Definitions:
     """The shipped stages and their automation conditions, with the embedder swapped for the counting one."""
-    from lumina_assets import corpus, index, parse
+    from lumina_assets.defs import corpus
+    from lumina_assets.defs import indexing as index
+    from lumina_assets.defs import parsing as parse
 
     assets, checks, resources = [], [], {}
     for stage in (corpus, parse, index):

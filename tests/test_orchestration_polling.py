@@ -10,8 +10,8 @@ import dagster as dg
 import httpx
 import pytest
 
-from lumina_assets.crawl import ArxivQuery, Seeds
-from lumina_assets.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
+from lumina_assets.corpus.crawl import ArxivQuery, Seeds
+from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from resources.arxiv import ArxivResource
 from resources.openalex import OpenAlexResource
 from sensors.polling import DISCOVERED_FIELD, PollCursor, build_polling_sensor, evaluate_poll, poll
@@ -224,7 +224,8 @@ def test_sensor_definition_runs_with_replayed_resources(openalex_api, shared_dat
 
 def test_discovered_works_reach_the_crawl_tables(openalex_api, shared_data, data_dir, monkeypatch):
     """The run the sensor asks for, executed: the works it discovered end up in `openalex_works`."""
-    from lumina_assets import corpus, tables
+    from lumina_assets.core import tables
+    from lumina_assets.defs import corpus
     from resources.corpus import CorpusResource
 
     seeds_file = data_dir / "seeds.yaml"

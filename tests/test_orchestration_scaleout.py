@@ -16,8 +16,8 @@ import pytest
 import yaml
 from orchestration_servers import local_moto_s3, local_postgres
 
-from lumina_assets import settings
-from lumina_assets.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
+from lumina_assets.core import settings
+from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from sensors.inbox import INBOX_ASSETS, build_inbox_sensor
 from sensors.pools import POOL_LIMITS, apply_pool_limits, current_pool_limits
 
@@ -47,7 +47,7 @@ def _postgres_instance(home, server) -> dg.DagsterInstance:
 
 def test_ingest_run_on_a_postgres_instance(shared_data, data_dir, tmp_path):
     pytest.importorskip("dagster_postgres", reason="dagster-postgres is in the dev extra")
-    from lumina_assets import corpus
+    from lumina_assets.defs import corpus
     from resources.corpus import CorpusResource
 
     assets = [a for a in corpus.ASSETS if set(a.keys) & set(INBOX_ASSETS)]

@@ -9,7 +9,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from lumina_assets.partitions import INGEST_BATCH_TAG
+from lumina_assets.defs.partitions import INGEST_BATCH_TAG
 from sensors.automation import SCHEDULES, SENSORS, executor_from_env
 from sensors.pools import POOL_LIMITS, apply_pool_limits, current_pool_limits
 from sensors.schedules import nightly_crawl_schedule, weekly_benchmark_schedule

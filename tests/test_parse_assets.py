@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from dagster import DagsterInstance
 
-from lumina_assets import tables
-from lumina_assets.parse import ASSETS, build_resources
-from lumina_assets.schemas import PAPERS_TABLE_SCHEMA, PASSAGE_SCHEMA, rows_to_table
+from lumina_assets.core import tables
+from lumina_assets.core.schemas import PAPERS_TABLE_SCHEMA, PASSAGE_SCHEMA, rows_to_table
+from lumina_assets.defs.parsing import ASSETS, build_resources
 from resources.grobid import GrobidResource
 from resources.parsing import ParsingConfig
 
@@ -154,8 +154,8 @@ def test_local_file_moved_after_intake_still_parses(batch_papers, data_dir, tmp_
 
 
 def test_parse_in_worker_processes_matches_in_process(shared_data, tmp_path):
-    from lumina_assets.parse import _parse_all
-    from lumina_assets.parsers import get_parser
+    from lumina_assets.defs.parsing import _parse_all
+    from lumina_assets.parsing.base import get_parser
 
     not_pdf = tmp_path / "x.pdf"
     not_pdf.write_text("plain text")

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from lumina_assets.chunking import model_token_counter, passages_for_paper
-from lumina_assets.parsers.pymupdf_parser import PyMuPdfParser
+from lumina_assets.parsing.chunking import model_token_counter, passages_for_paper
+from lumina_assets.parsing.pymupdf_parser import PyMuPdfParser
 
 
 def test_fast_token_counter_equals_autotokenizer(shared_data):

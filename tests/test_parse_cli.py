@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from lumina_assets.cli import main
+from lumina_assets.cli.main import main
 
 
 def test_parse_command_prints_structure_and_json(shared_data, capsys):

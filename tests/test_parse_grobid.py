@@ -9,11 +9,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lumina_assets.parsers import ParseFailure, ParserUnavailable, get_parser
-from lumina_assets.parsers.combined import CombinedParser, merge_tables
-from lumina_assets.parsers.grobid_parser import GrobidParser
-from lumina_assets.parsers.tei import parse_tei
-from lumina_assets.schemas import Element, ParsedPaper
+from lumina_assets.core.schemas import Element, ParsedPaper
+from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, get_parser
+from lumina_assets.parsing.combined import CombinedParser, merge_tables
+from lumina_assets.parsing.grobid_parser import GrobidParser
+from lumina_assets.parsing.tei import parse_tei
 
 DOC2JSON = ["N18-3011", "2020.acl-main.207"]
 
@@ -220,9 +220,9 @@ def test_parsed_papers_asset_with_grobid_config(grobid_server, shared_data, data
     """ParsingConfig(parser="grobid") + GrobidResource(url=...) reach the asset; the parser is recorded."""
     import dagster as dg
 
-    from lumina_assets import tables
-    from lumina_assets.parse import ASSETS
-    from lumina_assets.schemas import PAPERS_TABLE_SCHEMA, rows_to_table
+    from lumina_assets.core import tables
+    from lumina_assets.core.schemas import PAPERS_TABLE_SCHEMA, rows_to_table
+    from lumina_assets.defs.parsing import ASSETS
     from resources.grobid import GrobidResource
     from resources.parsing import ParsingConfig
 

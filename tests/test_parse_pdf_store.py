@@ -8,8 +8,8 @@ import hashlib
 import httpx
 import pytest
 
-from lumina_assets.http import HttpClient
-from lumina_assets.pdf_store import PdfStore, fetch_paper_pdf, remove_stale_temp_files
+from lumina_assets.core.http import HttpClient
+from lumina_assets.parsing.pdf_store import PdfStore, fetch_paper_pdf, remove_stale_temp_files
 
 
 @pytest.fixture

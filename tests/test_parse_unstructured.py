@@ -9,8 +9,8 @@ import importlib.util
 
 import pytest
 
-from lumina_assets.parsers import ParseFailure, ParserUnavailable, get_parser
-from lumina_assets.parsers.unstructured_parser import UnstructuredParser, check_unstructured_available
+from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, get_parser
+from lumina_assets.parsing.unstructured_parser import UnstructuredParser, check_unstructured_available
 
 elements = pytest.importorskip(
     "unstructured.documents.elements", reason="unstructured (tables extra) not installed"

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from lumina_assets.beir import load_collection, parse_smart
-from lumina_assets.cli import main
+from lumina_assets.cli.main import main
+from lumina_assets.corpus.collections import load_collection, parse_smart
 
 METRIC_KEYS = {"ndcg@10", "map@10", "recall@100", "mrr@10", "index_seconds", "query_p50_ms", "query_p95_ms"}
 
@@ -71,8 +71,9 @@ def test_eval_beir_unknown_split_is_a_clear_error(tiny_beir, data_dir, capsys):
 
 
 def test_search_cli_on_a_tiny_index(tiny_beir, data_dir, capsys, monkeypatch):
-    from lumina_assets import indexing, settings
-    from lumina_assets.beir import collection_tables
+    from lumina_assets.core import settings
+    from lumina_assets.corpus.collections import collection_tables
+    from lumina_assets.indexing import lancedb_tables as indexing
     from resources.embedder import Embedder
     from resources.lancedb import connect_lancedb
 
@@ -122,7 +123,7 @@ def test_parse_smart_keeps_multiline_fields():
 
 
 def test_eval_overrides_are_typed_and_refuse_what_cannot_be_set():
-    from lumina_assets.commands.search import _parse_overrides
+    from lumina_assets.cli.search import _parse_overrides
 
     changes = _parse_overrides(
         ['weights={"passage_vectors": 2}', "candidates=50", "dense_prf=yes", "rrf_k=10"]

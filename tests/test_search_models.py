@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 from fake_llm import openai_chat_response
 
-from lumina_assets.schemas import Context
-from lumina_assets.search import SearchConfig
-from lumina_assets.search_models import (
+from lumina_assets.core.llm import LLMClient
+from lumina_assets.core.schemas import Context
+from lumina_assets.search.config import SearchConfig
+from lumina_assets.search.model_stages import (
     configured_search_config,
     cross_encoder_reranker,
     llm_multi_query,
     llm_query_parser,
     llm_reranker,
 )
-from resources.llm import LLMClient
 
 
 def llm_client(answer, prompts: list | None = None) -> LLMClient:

@@ -7,7 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from lumina_assets.search import BM25, fuse, mine_acronyms, parse_query, tokenize
+from lumina_assets.search.acronyms import mine_acronyms
+from lumina_assets.search.bm25 import BM25
+from lumina_assets.search.fusion import fuse
+from lumina_assets.search.query_parser import parse_query
+from lumina_assets.search.text import tokenize
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from lumina_assets import indexing
-from lumina_assets.beir import Collection, collection_tables, evaluate_run, run_queries
-from lumina_assets.search import IndexNotBuilt, SearchConfig, SearchEngine
+from lumina_assets.corpus.collections import Collection, collection_tables, evaluate_run, run_queries
+from lumina_assets.indexing import lancedb_tables as indexing
+from lumina_assets.search.config import SearchConfig
+from lumina_assets.search.engine import SearchEngine
+from lumina_assets.search.view import IndexNotBuilt
 from resources.embedder import Embedder
 from resources.lancedb import connect_lancedb
 
@@ -237,7 +239,7 @@ def test_missing_index_raises_a_clear_error(tmp_path, embedder):
 
 def test_lexical_indexes_are_cached_by_content(data_dir, monkeypatch):
     """The second process-level build of the same texts reads the cache (no tokenizing); other texts miss it."""
-    from lumina_assets import search
+    from lumina_assets.search import view as search
 
     passages = ["Vitamin D (VD) lowers the risk of multiple sclerosis.", "Aspirin and colorectal cancer."]
     papers = ["Vitamin D and MS\nVitamin D (VD) lowers the risk of multiple sclerosis."]
@@ -286,7 +288,7 @@ def test_rerank_sees_a_deeper_pool_and_drives_document_rankings(index_uri, embed
 
 def test_llm_stages_run_inside_the_pipeline(index_uri, embedder):
     """An LLM parser's year constraint filters, and its extra phrasings are embedded with the query."""
-    from lumina_assets.search import ParsedQuery
+    from lumina_assets.search.query_parser import ParsedQuery
 
     calls: list[list[str]] = []
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lumina_assets.embedding import Embedder
-from resources import onnx_query
-from resources.onnx_query import OnnxQueryEncoder, OnnxUnavailable
+from lumina_assets.indexing import onnx_encoder as onnx_query
+from lumina_assets.indexing.embedding import Embedder
+from lumina_assets.indexing.onnx_encoder import OnnxQueryEncoder, OnnxUnavailable
 
 pytestmark = pytest.mark.slow
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +60,7 @@ def test_export_is_reused_not_redone(embedder, exported):
 def test_a_search_only_process_never_imports_torch(exported):
     """With the export cached, encoding a query needs onnxruntime and tokenizers only (fast first search)."""
     script = (
-        "import sys; from lumina_assets.embedding import Embedder; e = Embedder(); v = e.encode_query('vitamin D'); "
+        "import sys; from lumina_assets.indexing.embedding import Embedder; e = Embedder(); v = e.encode_query('vitamin D'); "
         "print(e.query_backend_used, v.shape[0], *(m in sys.modules for m in ('torch', 'transformers', 'dagster')))"
     )
     env = {**os.environ, "LUMINA_DATA_DIR": str(exported.path.parent.parent)}
@@ -98,7 +98,7 @@ def test_unsupported_pooling_falls_back_or_raises(embedder, tmp_path, caplog):
     auto = Embedder("cls-model", query_backend="auto")
     auto._model = cls_model
     auto.encode = lambda texts: np.zeros((len(texts), 384), dtype=np.float32)
-    with caplog.at_level(logging.WARNING, logger="lumina_assets.embedding"):
+    with caplog.at_level(logging.WARNING, logger="lumina_assets.indexing.embedding"):
         assert auto.encode_query("a query").shape == (384,)
     assert auto.query_backend_used == "sentence-transformers"
     assert "pooling mode 'cls'" in caplog.text

@@ -1,0 +1,163 @@
+"""`lumina benchmark run` (materialize the benchmark group: questions, providers, recursion, judge, scores, report)
+and `lumina bench judge` (calibrate the offline judge and print its agreement with SciFact's human qrels)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def _int_list(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
+
+
+def add_commands(commands, bench_commands) -> None:
+    """Register subcommands on `lumina` and `lumina bench`."""
+    bench = commands.add_parser(
+        "benchmark", help="run the CR/CP benchmark (questions → providers → judge → report)"
+    )
+    sub = bench.add_subparsers(dest="benchmark_command", required=True)
+    run = sub.add_parser("run", help="materialize the benchmark group and print the headline table")
+    run.add_argument("--synthetic", type=int, default=12, help="synthetic questions from sampled passages")
+    run.add_argument(
+        "--beir-queries", type=int, default=12, help="BEIR queries (when LUMINA_CORPUS is a BEIR folder)"
+    )
+    run.add_argument("--depths", type=_int_list, default=[0, 1, 2, 3], help="recursion depths, e.g. 0,1,2")
+    run.add_argument("--page-sizes", type=_int_list, default=[5, 10], help="page sizes p, e.g. 5,10")
+    run.add_argument(
+        "--providers",
+        default="lumina,bm25,semantic_scholar,google_scholar,exa",
+        help="comma-separated; providers without a key are skipped with the reason",
+    )
+    run.add_argument(
+        "--calibration-queries", type=int, default=60, help="SciFact queries per split for the offline judge"
+    )
+    run.set_defaults(handler=run_benchmark)
+
+    judge = bench_commands.add_parser(
+        "judge", help="calibrate the offline judge and print judge agreement (kappa)"
+    )
+    judge.add_argument(
+        "--queries", type=int, default=100, help="SciFact train queries per split (calibrate / validate)"
+    )
+    judge.add_argument("--dir", default="", help="BEIR folder with qrels (default ../shared/data/scifact)")
+    judge.add_argument(
+        "--llm", action="store_true", help="also validate the configured LLM judge (needs its key)"
+    )
+    judge.add_argument(
+        "--llm-queries", type=int, default=30, help="held-out queries the LLM judge validates on"
+    )
+    judge.add_argument(
+        "--write-packaged",
+        action="store_true",
+        help="store the calibration in evals/calibration/ so runs on the same files reuse it",
+    )
+    judge.set_defaults(handler=bench_judge)
+
+
+def _step(assets, selection, run_config, *, partition_key=None, instance, resources) -> bool:
+    from lumina_assets.cli.runner import materialize_step
+
+    names = {a.key.to_user_string() for a in selection}
+    ops = {k: v for k, v in run_config["ops"].items() if k in names}
+    report = materialize_step(
+        assets,
+        selection,
+        instance=instance,
+        resources=resources,
+        partition=partition_key,
+        run_config={"ops": ops},
+    )
+    if not report.success:
+        print(f"step {sorted(names)} {partition_key or ''} failed: {report.error}", file=sys.stderr)
+    return report.success
+
+
+def run_benchmark(args: argparse.Namespace) -> int:
+    from lumina_assets.cli.runner import instance as project_instance
+    from lumina_assets.core import settings
+    from lumina_assets.defs import benchmark
+
+    instance = project_instance()
+    resources = benchmark.build_resources()
+    config = benchmark.default_run_config(
+        synthetic=args.synthetic,
+        beir_queries=args.beir_queries,
+        depths=args.depths,
+        page_sizes=args.page_sizes,
+        calibration_queries=args.calibration_queries,
+    )
+    assets = benchmark.ASSETS + benchmark.CHECKS
+    started = time.monotonic()
+    question_assets = [benchmark.synthetic_questions, benchmark.user_queries, benchmark.questions]
+    if not _step(assets, question_assets, config, instance=instance, resources=resources):
+        return 1
+    provider_assets = [benchmark.provider_results, benchmark.recursive_results, benchmark.judgments]
+    for provider in [p.strip() for p in args.providers.split(",") if p.strip()]:
+        print(f"[benchmark] provider {provider}", flush=True)
+        _step(assets, provider_assets, config, partition_key=provider, instance=instance, resources=resources)
+    if not _step(
+        assets,
+        [benchmark.benchmark_scores, benchmark.benchmark_report],
+        config,
+        instance=instance,
+        resources=resources,
+    ):
+        return 1
+    report = settings.reports_dir() / "benchmark.md"
+    agreement_path = settings.benchmark_dir() / "judge_agreement.json"
+    print(f"\nbenchmark finished in {time.monotonic() - started:.0f}s; report: {report}")
+    if agreement_path.exists():
+        agreement = json.loads(agreement_path.read_text(encoding="utf-8"))
+        print(f"judge: {agreement.get('judge')}\njudge agreement: {agreement.get('summary')}")
+    scores = benchmark._read(benchmark.bench_path("benchmark_scores"))
+    if scores is not None:
+        from evals.report import summary_table
+
+        print(summary_table(scores, None).split("\n", 2)[-1])
+    return 0
+
+
+def bench_judge(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from evals import judge as judge_lib
+    from lumina_assets.core import settings
+
+    folder = Path(args.dir) if args.dir else settings.shared_data_dir() / "scifact"
+    started = time.monotonic()
+    embedder = judge_lib.default_embedder()
+    thresholds, validation = judge_lib.calibrate_offline_judge(
+        embedder, folder, queries_per_split=args.queries
+    )
+    offline = judge_lib.OfflineJudge(embedder, thresholds)
+    result = judge_lib.validate_judge(offline, validation)
+    print(f"offline judge calibrated on {thresholds.calibrated_on}: {thresholds.calibration_pairs} pairs")
+    print(
+        f"  thresholds: CR cosine >= {thresholds.relevance:.3f}, CP sentence cosine >= {thresholds.precision:.3f}"
+    )
+    print(f"  calibration kappa {thresholds.calibration_kappa:.3f}")
+    print(f"  held-out agreement with human qrels: {result['summary']}")
+    print(f"  ({time.monotonic() - started:.1f}s)")
+    if args.write_packaged:
+        fingerprint = judge_lib.calibration_fingerprint(folder, args.queries)
+        thresholds.validation = {**result, "fingerprint": fingerprint}
+        target = judge_lib.PACKAGED_CALIBRATIONS / f"offline_judge_{fingerprint}.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(thresholds.to_json() + "\n", encoding="utf-8")
+        print(f"  written to {target}")
+    if args.llm:
+        from resources.llm import build_llm_resources
+
+        # process_config_and_initialize resolves the EnvVar key (outside a run it is only the variable's name)
+        client = build_llm_resources()["judge_llm"].process_config_and_initialize().get_client()
+        if client.is_offline:
+            print(f"LLM judge not validated: {client.label}")
+        else:
+            keep = sorted({p.query_id for p in validation})[: args.llm_queries]
+            llm = judge_lib.LLMJudge(client)
+            result = judge_lib.validate_judge(llm, [p for p in validation if p.query_id in keep])
+            print(f"LLM judge {llm.name}: {result['summary']}; {client.usage.as_metadata('judge_llm')}")
+    return 0

@@ -1,1 +1,0 @@
-"""`lumina` subcommands, one module per stage."""

@@ -1,0 +1,136 @@
+"""Where Lumina keeps its files; every path resolves lazily so importing never touches the disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def data_dir() -> Path:
+    """Runtime state root: `LUMINA_DATA_DIR` or `<project>/data`."""
+    return Path(os.environ.get("LUMINA_DATA_DIR", PROJECT_ROOT / "data")).resolve()
+
+
+def tables_dir() -> Path:
+    return data_dir() / "tables"
+
+
+def cache_dir() -> Path:
+    return data_dir() / "cache"
+
+
+def embedding_model() -> str:
+    """`LUMINA_EMBEDDING_MODEL`: a sentence-transformers name or path; empty means the bundled all-MiniLM-L6-v2."""
+    return os.environ.get("LUMINA_EMBEDDING_MODEL", "").strip()
+
+
+def query_encoder() -> str:
+    """`LUMINA_QUERY_ENCODER`: auto (ONNX where the model qualifies) | onnx | torch."""
+    return os.environ.get("LUMINA_QUERY_ENCODER", "auto").strip() or "auto"
+
+
+def models_dir() -> Path:
+    """Derived model files (the ONNX export of the query encoder)."""
+    return data_dir() / "models"
+
+
+def pdf_dir() -> Path:
+    return data_dir() / "pdfs"
+
+
+def inbox_dir() -> Path:
+    return data_dir() / "inbox"
+
+
+def lancedb_uri() -> str:
+    return os.environ.get("LUMINA_LANCEDB_URI", str(data_dir() / "lancedb"))
+
+
+def reports_dir() -> Path:
+    return data_dir() / "reports"
+
+
+def benchmark_dir() -> Path:
+    return data_dir() / "benchmark"
+
+
+def seeds_file() -> Path:
+    return Path(os.environ.get("LUMINA_SEEDS", PROJECT_ROOT / "data" / "seeds.yaml"))
+
+
+def corpus_path() -> Path | None:
+    """The offline corpus (`LUMINA_CORPUS`): a folder of PDFs or a BEIR directory; None when unset."""
+    value = os.environ.get("LUMINA_CORPUS", "").strip()
+    return Path(value).expanduser().resolve() if value else None
+
+
+def shared_data_dir() -> Path:
+    """`../shared/data` beside the checkout: test fixtures and evaluation sets."""
+    return PROJECT_ROOT.parent / "shared" / "data"
+
+
+def env(name: str, default: str = "") -> str:
+    """The one place an environment variable is read (stripped; `default` when unset or blank)."""
+    return os.environ.get(name, "").strip() or default
+
+
+def is_set(name: str) -> bool:
+    """Whether a variable (typically a secret passed on as `dg.EnvVar`) is set; its value is never returned."""
+    return bool(os.environ.get(name))
+
+
+def dagster_home() -> Path:
+    """`DAGSTER_HOME`, defaulting to `<project>/.dagster_home` (set for this process so Dagster finds it)."""
+    home = os.environ.setdefault("DAGSTER_HOME", str(PROJECT_ROOT / ".dagster_home"))
+    return Path(home)
+
+
+def user_queries() -> str:
+    """`LUMINA_USER_QUERIES`: comma-separated JSONL / CSV files of real user queries."""
+    return env("LUMINA_USER_QUERIES")
+
+
+def search_llm_stages() -> list[str]:
+    """`LUMINA_SEARCH_LLM`: any of parse,expand,rerank."""
+    return [s.strip() for s in env("LUMINA_SEARCH_LLM").split(",") if s.strip()]
+
+
+def rerank_model() -> str:
+    """`LUMINA_RERANK_MODEL`: a CrossEncoder name or path; empty means no cross-encoder rerank."""
+    return env("LUMINA_RERANK_MODEL")
+
+
+def grobid_url() -> str:
+    return env("GROBID_URL")
+
+
+def executor() -> str:
+    """`LUMINA_EXECUTOR`: empty (multiprocess), in_process or k8s."""
+    return env("LUMINA_EXECUTOR").lower()
+
+
+def judge_backend() -> str:
+    """`LUMINA_JUDGE_BACKEND`; an OpenAI-compatible base URL switches the default to `openai-compatible`."""
+    return env("LUMINA_JUDGE_BACKEND") or ("openai-compatible" if compatible_base_url_var() else "openai")
+
+
+def question_backend() -> str:
+    return env("LUMINA_QUESTION_BACKEND", "anthropic")
+
+
+def judge_model(default: str) -> str:
+    return env("LUMINA_JUDGE_MODEL", default)
+
+
+def question_model(default: str) -> str:
+    return env("LUMINA_QUESTION_MODEL", default)
+
+
+def compatible_base_url_var() -> str | None:
+    """The name of the variable holding an OpenAI-compatible server's URL, if one is set."""
+    for name in ("OPENAI_COMPATIBLE_BASE_URL", "OPENAI_BASE_URL"):
+        if is_set(name):
+            return name
+    return None

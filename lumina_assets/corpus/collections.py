@@ -1,0 +1,304 @@
+"""Retrieval test collections for evaluation: BEIR layout (corpus.jsonl, queries.jsonl, qrels/<split>.tsv) and
+classic SMART collections (CISI: CISI.ALL / CISI.QRY / CISI.REL), converted on the fly to the same plain dicts.
+
+Kept as beir does it: corpus / queries / qrels are plain dicts and retrieval is separate from evaluation.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Collection:
+    name: str
+    corpus: dict[str, dict[str, str]]  # doc id -> {"title", "text", "authors"?}
+    queries: dict[str, str]  # query id -> text
+    qrels: dict[str, dict[str, int]]  # query id -> {doc id: relevance}
+    source_files: list[Path] = field(default_factory=list)
+
+    def fingerprint(self) -> str:
+        """Hash of the corpus files' bytes: the eval index is reused exactly when the corpus is unchanged."""
+        digest = hashlib.sha256()
+        for path in sorted(self.source_files):
+            digest.update(path.name.encode())
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        return digest.hexdigest()[:16]
+
+
+class CollectionError(ValueError):
+    """The directory is not a BEIR or SMART collection, or lacks the requested split."""
+
+
+def load_collection(directory: str | Path, split: str = "test") -> Collection:
+    """A BEIR directory, or a SMART-format one (*.ALL, *.QRY, *.REL) which is converted in memory."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise CollectionError(f"{root} is not a directory")
+    if (root / "corpus.jsonl").exists():
+        return load_beir(root, split)
+    if list(root.glob("*.ALL")):
+        return load_smart(root)
+    raise CollectionError(f"{root} has neither corpus.jsonl (BEIR) nor a *.ALL file (SMART)")
+
+
+def load_beir(root: Path, split: str = "test") -> Collection:
+    qrels_path = root / "qrels" / f"{split}.tsv"
+    if not qrels_path.exists():
+        available = (
+            sorted(p.stem for p in (root / "qrels").glob("*.tsv")) if (root / "qrels").is_dir() else []
+        )
+        raise CollectionError(
+            f"no qrels for split {split!r} in {root} (available: {', '.join(available) or 'none'})"
+        )
+    corpus: dict[str, dict[str, str]] = {}
+    with (root / "corpus.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                row = json.loads(line)
+                corpus[str(row["_id"])] = {"title": row.get("title") or "", "text": row.get("text") or ""}
+    queries: dict[str, str] = {}
+    with (root / "queries.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                row = json.loads(line)
+                queries[str(row["_id"])] = row.get("text") or ""
+    qrels: dict[str, dict[str, int]] = {}
+    with qrels_path.open(encoding="utf-8") as handle:
+        reader = csv.reader(handle, delimiter="\t")
+        for row in reader:
+            if len(row) < 3 or row[0] == "query-id":
+                continue
+            qrels.setdefault(row[0], {})[row[1]] = int(float(row[2]))
+    queries = {qid: text for qid, text in queries.items() if qid in qrels}
+    return Collection(root.name, corpus, queries, qrels, [root / "corpus.jsonl"])
+
+
+_SMART_FIELD = re.compile(r"^\.([A-Z])(?:\s+(.*))?$")
+
+
+def parse_smart(text: str) -> dict[str, dict[str, str]]:
+    """SMART records (`.I id` then `.T` title, `.A` authors, `.W` text, `.X` links ...) to {id: {field: text}}."""
+    records: dict[str, dict[str, str]] = {}
+    current: dict[str, list[str]] | None = None
+    current_field = None
+    for line in text.splitlines():
+        match = _SMART_FIELD.match(line.rstrip())
+        if match:
+            tag, rest = match.group(1), (match.group(2) or "").strip()
+            if tag == "I":
+                current = {}
+                records[rest] = current  # type: ignore[assignment]
+                current_field = None
+                continue
+            current_field = tag
+            if current is not None:
+                current.setdefault(tag, [])
+                if rest:
+                    current[tag].append(rest)
+            continue
+        if current is not None and current_field is not None:
+            current[current_field].append(line.strip())
+    return {
+        doc_id: {tag: " ".join(part for part in parts if part).strip() for tag, parts in fields.items()}
+        for doc_id, fields in records.items()
+    }
+
+
+def load_smart(root: Path) -> Collection:
+    all_file = next(iter(sorted(root.glob("*.ALL"))))
+    stem = all_file.stem
+    docs = parse_smart(all_file.read_text(encoding="utf-8", errors="replace"))
+    corpus = {
+        doc_id: {"title": f.get("T", ""), "text": f.get("W", ""), "authors": f.get("A", "")}
+        for doc_id, f in docs.items()
+    }
+    qry_file = root / f"{stem}.QRY"
+    rel_file = root / f"{stem}.REL"
+    if not qry_file.exists() or not rel_file.exists():
+        raise CollectionError(
+            f"SMART collection {root} needs {stem}.QRY and {stem}.REL beside {all_file.name}"
+        )
+    raw_queries = parse_smart(qry_file.read_text(encoding="utf-8", errors="replace"))
+    queries = {
+        qid: " ".join(part for part in (f.get("T", ""), f.get("W", "")) if part).strip()
+        for qid, f in raw_queries.items()
+    }
+    qrels: dict[str, dict[str, int]] = {}
+    for line in rel_file.read_text(encoding="utf-8", errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            qrels.setdefault(parts[0], {})[parts[1]] = 1
+    queries = {qid: text for qid, text in queries.items() if qid in qrels and text}
+    return Collection(stem.lower(), corpus, queries, qrels, [all_file])
+
+
+# ---------------------------------------------------------------- as Lumina tables
+
+
+def paper_id_for_doc(collection_name: str, doc_id: str) -> str:
+    return f"beir-{collection_name}:{doc_id}"
+
+
+def doc_id_for_paper(collection_name: str, paper_id: str) -> str:
+    prefix = f"beir-{collection_name}:"
+    return paper_id[len(prefix) :] if paper_id.startswith(prefix) else paper_id
+
+
+def collection_tables(collection: Collection, count_tokens=None):
+    """(papers, passages) polars frames for the collection, chunked exactly as the product chunks papers."""
+    import polars as pl
+
+    from lumina_assets.parsing.chunking import passages_for_paper
+
+    paper_rows = []
+    passage_rows = []
+    for doc_id, doc in collection.corpus.items():
+        paper_id = paper_id_for_doc(collection.name, doc_id)
+        authors = [a.strip() for a in re.split(r";|\band\b", doc.get("authors", "")) if a.strip()]
+        paper_rows.append(
+            {
+                "paper_id": paper_id,
+                "title": doc["title"],
+                "abstract": doc["text"],
+                "authors": authors,
+                "source": "beir",
+                "source_id": doc_id,
+            }
+        )
+        for passage in passages_for_paper(
+            paper_id, title=doc["title"], abstract=doc["text"], count_tokens=count_tokens
+        ):
+            passage_rows.append(passage.to_row())
+    papers = pl.DataFrame(
+        paper_rows,
+        schema={
+            "paper_id": pl.String,
+            "title": pl.String,
+            "abstract": pl.String,
+            "authors": pl.List(pl.String),
+            "source": pl.String,
+            "source_id": pl.String,
+        },
+    )
+    from lumina_assets.core.schemas import PASSAGE_SCHEMA, rows_to_table
+
+    passages = pl.from_arrow(rows_to_table(passage_rows, PASSAGE_SCHEMA))
+    return papers, passages
+
+
+def _model_key(embedder) -> str:
+    from lumina_assets.indexing.lancedb_tables import embedder_identity
+
+    return embedder_identity(embedder) or embedder.model_name
+
+
+def eval_index_dir(collection: Collection, embedder, index_config) -> Path:
+    """data/eval/<name>-<hash of corpus bytes + model + index config>/: one index per distinct setup."""
+    from lumina_assets.core import settings
+
+    key = hashlib.sha256(
+        f"{collection.fingerprint()}|{_model_key(embedder)}|{index_config.fingerprint()}".encode()
+    ).hexdigest()[:12]
+    return settings.data_dir() / "eval" / f"{collection.name}-{key}"
+
+
+def ensure_eval_index(
+    collection: Collection, embedder, index_config=None, *, log_fn=None
+) -> tuple[str, float, bool]:
+    """The collection's LanceDB index, built once: (uri, index_seconds, reused).
+
+    A `complete.json` marker is written last, so an interrupted build is redone rather than reused half-done.
+    """
+    import time
+
+    from lumina_assets.indexing.lancedb_tables import IndexConfig, index_corpus
+    from resources.lancedb import connect_lancedb
+
+    index_config = index_config or IndexConfig()
+    folder = eval_index_dir(collection, embedder, index_config)
+    marker = folder / "complete.json"
+    uri = str(folder / "lancedb")
+    if marker.exists():
+        info = json.loads(marker.read_text())
+        return uri, float(info.get("index_seconds", 0.0)), True
+    if folder.exists():
+        import shutil
+
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    started = time.perf_counter()
+    papers, passages = collection_tables(collection, embedder.token_counter())
+    chunk_seconds = time.perf_counter() - started
+    stats = index_corpus(connect_lancedb(uri), passages, papers, embedder, index_config, log_fn=log_fn)
+    total = time.perf_counter() - started
+    info = {
+        "collection": collection.name,
+        "documents": len(collection.corpus),
+        "passages": stats.passages_total,
+        "model": embedder.model_name,
+        "index_seconds": total,
+        "chunk_seconds": chunk_seconds,
+        "embed_seconds": stats.embed_seconds,
+        "write_seconds": stats.write_seconds,
+    }
+    marker.write_text(json.dumps(info, indent=2))
+    return uri, total, False
+
+
+METRIC_KEYS = {"ndcg@10": "nDCG@10", "map@10": "AP@10", "recall@100": "R@100", "mrr@10": "RR@10"}
+
+
+def evaluate_run(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
+    """nDCG@10, MAP@10, Recall@100, MRR@10 with ir_measures, averaged over every judged query (an unanswered
+    query counts as 0)."""
+    import ir_measures
+
+    measures = [ir_measures.parse_measure(name) for name in METRIC_KEYS.values()]
+    totals = dict.fromkeys(METRIC_KEYS, 0.0)
+    per_query: dict[str, dict[str, float]] = {}
+    for metric in ir_measures.iter_calc(measures, qrels, {q: r for q, r in run.items() if r}):
+        per_query.setdefault(metric.query_id, {})[str(metric.measure)] = float(metric.value)
+    judged = [q for q in qrels if any(v > 0 for v in qrels[q].values())]
+    for qid in judged:
+        values = per_query.get(qid, {})
+        for key, name in METRIC_KEYS.items():
+            totals[key] += values.get(name, 0.0)
+    return {key: (value / len(judged) if judged else 0.0) for key, value in totals.items()}
+
+
+def precompute_query_vectors(engine, collection: Collection) -> None:
+    """Embed every query once, in batches, for ablation runs (their latencies then exclude query embedding)."""
+    from lumina_assets.search.query_parser import parse_query
+
+    texts: dict[str, None] = {}
+    for text in collection.queries.values():
+        cleaned = re.sub(r"\s+", " ", text).strip()[: engine.config.max_query_chars]
+        texts[cleaned] = None
+        texts[parse_query(cleaned).text or cleaned] = None
+    keys = [t for t in texts if t]
+    vectors = engine.embedder.encode(keys)
+    engine.embedding_cache = dict(zip(keys, vectors, strict=True))
+
+
+def run_queries(
+    engine, collection: Collection, k: int = 100
+) -> tuple[dict[str, dict[str, float]], list[float]]:
+    """The engine's document ranking for every query, and each query's wall time in seconds."""
+    import time
+
+    run: dict[str, dict[str, float]] = {}
+    latencies: list[float] = []
+    for qid, text in collection.queries.items():
+        started = time.perf_counter()
+        ranking = engine.rank_documents(text, k=k)
+        latencies.append(time.perf_counter() - started)
+        run[qid] = {doc_id_for_paper(collection.name, pid): score for pid, score in ranking}
+    return run, latencies

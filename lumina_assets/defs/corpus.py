@@ -1,0 +1,370 @@
+"""Corpus stage: seeds → OpenAlex / arXiv crawl and local papers → normalized, deduplicated `papers`
+(plus `rejected_papers`) → `citation_graph`. Each asset writes its own table and reports what it did."""
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections import Counter
+from datetime import UTC, datetime
+
+import dagster as dg
+import polars as pl
+import pyarrow as pa
+
+from lumina_assets.core import settings, tables
+from lumina_assets.core.schemas import (
+    PAPER_FIELDS,
+    PAPERS_TABLE_SCHEMA,
+    REJECTED_SCHEMA,
+    Paper,
+    rows_to_table,
+)
+from lumina_assets.corpus.crawl import ArxivQuery, Seeds, crawl_arxiv, crawl_openalex, load_seeds
+from lumina_assets.corpus.local import load_beir, load_local_corpus, load_pdf_folder
+from lumina_assets.corpus.normalize import normalize
+from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
+from resources.arxiv import ArxivResource
+from resources.corpus import CorpusResource
+from resources.openalex import OpenAlexResource
+
+GROUP = "corpus"
+RAW_PAPER_SCHEMA = pa.schema(PAPER_FIELDS)
+SAMPLE_COLUMNS = ["paper_id", "title", "year", "source", "ingest_batch"]
+
+
+def _papers_table(papers: list[Paper]) -> pa.Table:
+    return rows_to_table([p.to_row() for p in papers], RAW_PAPER_SCHEMA)
+
+
+def _read_papers(name: str) -> list[Paper]:
+    frame = tables.read_table(name)
+    if frame is None:
+        return []
+    names = {f.name for f in dataclasses.fields(Paper)}
+    return [Paper(**{k: v for k, v in row.items() if k in names}) for row in frame.iter_rows(named=True)]
+
+
+def _failure_metadata(failures: list[str]) -> dict:
+    shown = "\n".join(f"- {f}" for f in failures[:50]) or "none"
+    return {"failures": len(failures), "failure_details": dg.MetadataValue.md(shown)}
+
+
+def _write_raw(name: str, papers: list[Paper]) -> tuple[str, pl.DataFrame]:
+    table = _papers_table(papers)
+    tables.write_table(name, table)
+    frame = pl.from_arrow(table)
+    return tables.content_hash(frame), frame
+
+
+def _seeds_path() -> str:
+    return str(settings.tables_dir() / "seed_papers.json")
+
+
+def read_stored_seeds() -> Seeds:
+    """The seeds as the last `seed_papers` run resolved them."""
+    raw = json.loads(open(_seeds_path(), encoding="utf-8").read())
+    raw["arxiv_queries"] = [ArxivQuery(**q) for q in raw.get("arxiv_queries", [])]
+    return Seeds(**raw)
+
+
+@dg.asset(
+    group_name=GROUP,
+    code_version="1",
+    description="Seed DOIs, arXiv ids, OpenAlex ids and queries from seeds.yaml",
+)
+def seed_papers(context: dg.AssetExecutionContext, corpus: CorpusResource) -> dg.MaterializeResult:
+    seeds = load_seeds(corpus.seeds_file())
+    for problem in seeds.problems:
+        context.log.warning(problem)
+    settings.tables_dir().mkdir(parents=True, exist_ok=True)
+    blob = json.dumps(dataclasses.asdict(seeds), sort_keys=True)
+    with open(_seeds_path(), "w", encoding="utf-8") as handle:
+        handle.write(blob)
+    return dg.MaterializeResult(
+        metadata={
+            "seed_file": str(corpus.seeds_file()),
+            "dois": len(seeds.dois),
+            "arxiv_ids": len(seeds.arxiv_ids),
+            "openalex_ids": len(seeds.openalex_ids),
+            "arxiv_queries": len(seeds.arxiv_queries),
+            "crawl_depth": seeds.depth,
+            "max_papers": seeds.max_papers,
+            "problems": dg.MetadataValue.md("\n".join(f"- {p}" for p in seeds.problems) or "none"),
+        },
+        data_version=dg.DataVersion(hashlib.sha256(blob.encode()).hexdigest()[:24]),
+    )
+
+
+class CrawlConfig(dg.Config):
+    """Run config the polling sensor fills with works it discovered; they are kept for every later crawl."""
+
+    extra_ids: list[str] = []
+
+
+def _with_discovered(name: str, seeds: Seeds, extra_ids: list[str]) -> tuple[Seeds, int]:
+    """Seeds plus every id a sensor has ever discovered for this source (persisted beside the tables)."""
+    path = settings.tables_dir() / f"{name}.discovered.json"
+    known = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    merged = list(dict.fromkeys([*known, *extra_ids]))
+    if merged != known:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(merged), encoding="utf-8")
+    if name == "openalex_works":
+        seeds.openalex_ids = list(dict.fromkeys([*seeds.openalex_ids, *merged]))
+    else:
+        seeds.arxiv_ids = list(dict.fromkeys([*seeds.arxiv_ids, *merged]))
+    return seeds, len(merged)
+
+
+def _skipped(name: str, reason: str, context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    context.log.info(f"{name} skipped: {reason}")
+    content, _ = _write_raw(name, [])
+    return dg.MaterializeResult(
+        metadata={"papers": 0, "skipped": reason}, data_version=dg.DataVersion(content)
+    )
+
+
+@dg.asset(group_name=GROUP, code_version="1", deps=[seed_papers], pool="openalex")
+def openalex_works(
+    context: dg.AssetExecutionContext, config: CrawlConfig, corpus: CorpusResource, openalex: OpenAlexResource
+) -> dg.MaterializeResult:
+    """Seed works and their references, breadth-first to the configured depth, capped at max_papers."""
+    if not corpus.live_crawl_enabled():
+        return _skipped("openalex_works", "a local corpus is configured (offline mode)", context)
+    if not openalex.api_key:
+        return _skipped(
+            "openalex_works", "OPENALEX_API_KEY is not set; OpenAlex requires a key since Feb 2026", context
+        )
+    seeds, discovered = _with_discovered("openalex_works", read_stored_seeds(), config.extra_ids)
+    client = openalex.client()
+    result = crawl_openalex(client, seeds)
+    content, frame = _write_raw("openalex_works", result.papers)
+    depths = Counter(p.crawl_depth for p in result.papers)
+    return dg.MaterializeResult(
+        metadata={
+            "papers": len(result.papers),
+            "discovered_by_sensor": discovered,
+            "by_depth": dg.MetadataValue.json({str(k): v for k, v in sorted(depths.items())}),
+            **_failure_metadata(result.failures),
+            **client.http.stats.as_metadata(),
+            "sample": dg.MetadataValue.md(
+                tables.markdown_sample(frame, ["paper_id", "title", "year", "crawl_depth"])
+            ),
+        },
+        data_version=dg.DataVersion(content),
+    )
+
+
+@dg.asset(group_name=GROUP, code_version="1", deps=[seed_papers], pool="arxiv")
+def arxiv_works(
+    context: dg.AssetExecutionContext, config: CrawlConfig, corpus: CorpusResource, arxiv: ArxivResource
+) -> dg.MaterializeResult:
+    """Seeded arXiv ids and query results (one request every 3 s)."""
+    if not corpus.live_crawl_enabled():
+        return _skipped("arxiv_works", "a local corpus is configured (offline mode)", context)
+    seeds, discovered = _with_discovered("arxiv_works", read_stored_seeds(), config.extra_ids)
+    client = arxiv.client()
+    result = crawl_arxiv(client, seeds)
+    content, frame = _write_raw("arxiv_works", result.papers)
+    return dg.MaterializeResult(
+        metadata={
+            "papers": len(result.papers),
+            "discovered_by_sensor": discovered,
+            **_failure_metadata(result.failures),
+            **client.http.stats.as_metadata(),
+            "sample": dg.MetadataValue.md(tables.markdown_sample(frame, ["paper_id", "title", "year"])),
+        },
+        data_version=dg.DataVersion(content),
+    )
+
+
+@dg.asset(group_name=GROUP, code_version="1")
+def local_papers(context: dg.AssetExecutionContext, corpus: CorpusResource) -> dg.MaterializeResult:
+    """Papers from LUMINA_CORPUS (folder of PDFs or BEIR directory) and the data/inbox folder of new PDFs."""
+    papers: list[Paper] = []
+    failures: list[str] = []
+    kinds: Counter = Counter()
+    path = corpus.local_corpus()
+    if path is not None:
+        report = load_local_corpus(path)
+        papers += report.papers
+        failures += report.errors
+        kinds[report.kind] += len(report.papers)
+    inbox = settings.inbox_dir()
+    if inbox.is_dir():
+        report = load_pdf_folder(inbox)
+        papers += report.papers
+        failures += report.errors
+        kinds["inbox"] += len(report.papers)
+    for failure in failures:
+        context.log.warning(failure)
+    content, frame = _write_raw("local_papers", papers)
+    return dg.MaterializeResult(
+        metadata={
+            "papers": len(papers),
+            "corpus_path": str(path) if path else "none",
+            "by_kind": dg.MetadataValue.json(dict(kinds)),
+            **_failure_metadata(failures),
+            "sample": dg.MetadataValue.md(
+                tables.markdown_sample(frame, ["paper_id", "title", "source", "source_id"])
+            ),
+        },
+        data_version=dg.DataVersion(content),
+    )
+
+
+def _row_hash(row: dict) -> str:
+    relevant = {k: row.get(k) for k in RAW_PAPER_SCHEMA.names}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _new_batch_key(context: dg.AssetExecutionContext) -> str:
+    tagged = context.run.tags.get(INGEST_BATCH_TAG) if context.run else None
+    return tagged or f"batch-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+
+
+@dg.asset(
+    group_name=GROUP,
+    code_version="1",
+    deps=[openalex_works, arxiv_works, local_papers, seed_papers],
+    automation_condition=dg.AutomationCondition.eager(),
+)
+def papers(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    """One normalized row per work. New works join a new ingest batch (a dynamic partition) so parsing and
+    indexing only touch them; known works keep their batch and first_seen."""
+    seeds = read_stored_seeds() if os.path.exists(_seeds_path()) else Seeds()
+    raw = _read_papers("openalex_works") + _read_papers("arxiv_works") + _read_papers("local_papers")
+    input_hash = hashlib.sha256("".join(sorted(_row_hash(p.to_row()) for p in raw)).encode()).hexdigest()[:24]
+    previous = tables.read_table("papers")
+    state_path = settings.tables_dir() / "papers.inputs"
+    if previous is not None and state_path.exists() and state_path.read_text() == input_hash:
+        return dg.MaterializeResult(
+            metadata={
+                "papers": previous.height,
+                "renormalized": 0,
+                "new_papers": 0,
+                "unchanged_inputs": True,
+            },
+            data_version=dg.DataVersion(tables.content_hash(previous, ["paper_id", "content_hash"])),
+        )
+    known = {}
+    if previous is not None:
+        for row in previous.select(
+            "paper_id", "first_seen", "ingest_batch", "content_hash", "language"
+        ).iter_rows(named=True):
+            known[row["paper_id"]] = row
+    result = normalize(raw, languages=seeds.languages, require_abstract=seeds.require_abstract)
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    batch = _new_batch_key(context)
+    rows, new_ids, changed = [], [], 0
+    for paper in result.papers:
+        row = paper.to_row()
+        digest = _row_hash(row)
+        before = known.get(paper.paper_id)
+        if before is None:
+            new_ids.append(paper.paper_id)
+            row.update(first_seen=now, ingest_batch=batch)
+        else:
+            row.update(first_seen=before["first_seen"], ingest_batch=before["ingest_batch"])
+            changed += before["content_hash"] != digest
+        row["content_hash"] = digest
+        rows.append(row)
+    if new_ids:
+        context.instance.add_dynamic_partitions(INGEST_BATCHES.name, [batch])
+    table = rows_to_table(rows, PAPERS_TABLE_SCHEMA)
+    tables.write_table("papers", table)
+    rejected = rows_to_table([dataclasses.asdict(r) for r in result.rejected], REJECTED_SCHEMA)
+    tables.write_table("rejected_papers", rejected)
+    state_path.write_text(input_hash)
+    frame = pl.from_arrow(table)
+    by_source = Counter(row["source"] for row in rows)
+    return dg.MaterializeResult(
+        metadata={
+            "papers": len(rows),
+            "new_papers": len(new_ids),
+            "changed_papers": changed,
+            "renormalized": len(raw),
+            "ingest_batch": batch if new_ids else "none (no new papers)",
+            "rejected": len(result.rejected),
+            "rejected_by_reason": dg.MetadataValue.json(result.reasons()),
+            "by_source": dg.MetadataValue.json(dict(by_source)),
+            "table": str(tables.table_path("papers")),
+            "sample": dg.MetadataValue.md(tables.markdown_sample(frame, SAMPLE_COLUMNS)),
+        },
+        data_version=dg.DataVersion(tables.content_hash(frame, ["paper_id", "content_hash"])),
+    )
+
+
+@dg.asset(
+    group_name=GROUP, code_version="1", deps=[papers], automation_condition=dg.AutomationCondition.eager()
+)
+def citation_graph(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    """Citation edges among corpus papers (references resolved through OpenAlex ids) with in/out degree."""
+    frame = tables.read_table("papers")
+    if frame is None:
+        raise dg.Failure("papers has not been materialized yet")
+    by_openalex = {
+        f"openalex:{row['openalex_id']}": row["paper_id"]
+        for row in frame.select("paper_id", "openalex_id").iter_rows(named=True)
+        if row["openalex_id"]
+    }
+    ids = set(frame["paper_id"].to_list())
+    edges = []
+    for row in frame.select("paper_id", "references").iter_rows(named=True):
+        for ref in row["references"] or []:
+            target = by_openalex.get(ref, ref if ref in ids else None)
+            if target and target != row["paper_id"]:
+                edges.append({"citing": row["paper_id"], "cited": target})
+    edge_frame = pl.DataFrame(edges, schema={"citing": pl.String, "cited": pl.String}).unique()
+    tables.write_table("citation_edges", edge_frame)
+    degrees = (
+        frame.select("paper_id", "title")
+        .join(
+            edge_frame.group_by("citing").len("out_degree"), left_on="paper_id", right_on="citing", how="left"
+        )
+        .join(edge_frame.group_by("cited").len("in_degree"), left_on="paper_id", right_on="cited", how="left")
+        .with_columns(pl.col("out_degree").fill_null(0), pl.col("in_degree").fill_null(0))
+        .sort("in_degree", descending=True)
+    )
+    tables.write_table("citation_graph", degrees)
+    return dg.MaterializeResult(
+        metadata={
+            "papers": degrees.height,
+            "edges": edge_frame.height,
+            "papers_with_citations": int((degrees["in_degree"] > 0).sum()),
+            "most_cited": dg.MetadataValue.md(
+                tables.markdown_sample(degrees, ["paper_id", "title", "in_degree", "out_degree"])
+            ),
+        },
+        data_version=dg.DataVersion(tables.content_hash(edge_frame)),
+    )
+
+
+@dg.asset_check(asset=papers, description="paper ids are unique and every paper has a title")
+def papers_unique_and_titled() -> dg.AssetCheckResult:
+    frame = tables.read_table("papers")
+    if frame is None:
+        return dg.AssetCheckResult(passed=False, metadata={"reason": "papers table missing"})
+    duplicates = frame.height - frame["paper_id"].n_unique()
+    untitled = int(frame.filter(pl.col("title").is_null() | (pl.col("title").str.strip_chars() == "")).height)
+    return dg.AssetCheckResult(
+        passed=duplicates == 0 and untitled == 0,
+        metadata={"duplicate_ids": duplicates, "untitled": untitled, "papers": frame.height},
+    )
+
+
+ASSETS = [seed_papers, openalex_works, arxiv_works, local_papers, papers, citation_graph]
+CHECKS = [papers_unique_and_titled]
+
+
+def build_resources() -> dict:
+    openalex_key = dg.EnvVar("OPENALEX_API_KEY") if settings.is_set("OPENALEX_API_KEY") else None
+    return {
+        "corpus": CorpusResource(),
+        "openalex": OpenAlexResource(api_key=openalex_key),
+        "arxiv": ArxivResource(),
+    }
+
+
+__all__ = ["ASSETS", "CHECKS", "build_resources", "load_beir"]

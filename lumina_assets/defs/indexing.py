@@ -1,0 +1,107 @@
+"""Index stage: `passage_index` keeps the LanceDB `passages` and `papers` tables in step with the upstream tables."""
+
+import dagster as dg
+import polars as pl
+
+from lumina_assets.core import tables
+from lumina_assets.indexing import lancedb_tables as indexing
+from resources.embedder import EmbedderResource
+from resources.lancedb import LanceDBResource
+
+INDEX_CODE_VERSION = f"index-v{indexing.INDEX_FORMAT_VERSION}"
+
+
+def _upstream() -> tuple[pl.DataFrame, pl.DataFrame]:
+    passages = tables.read_all_partitions("passages")
+    papers = tables.read_table("papers")
+    if passages is None:
+        passages = pl.DataFrame(
+            schema={"passage_id": pl.String, "paper_id": pl.String, "kind": pl.String, "text": pl.String}
+        )
+    if papers is None:
+        papers = pl.DataFrame(schema={"paper_id": pl.String, "title": pl.String})
+    for column in ("section_number", "section_title", "prev_id", "next_id"):
+        if column not in passages.columns:
+            passages = passages.with_columns(pl.lit(None, dtype=pl.String).alias(column))
+    return passages, papers
+
+
+@dg.asset(
+    group_name="index",
+    deps=[dg.AssetDep("passages"), dg.AssetDep("papers")],
+    code_version=INDEX_CODE_VERSION,
+    automation_condition=dg.AutomationCondition.eager(),
+    description="LanceDB passages (text vectors + full text) and papers (title / abstract vectors + full text).",
+)
+def passage_index(
+    context: dg.AssetExecutionContext, lancedb: LanceDBResource, embedder: EmbedderResource
+) -> dg.MaterializeResult:
+    passages, papers = _upstream()
+    db = lancedb.connect()
+    stats = indexing.index_corpus(db, passages, papers, embedder.get_embedder(), log_fn=context.log.info)
+    passages_table = indexing.open_table(db, indexing.PASSAGES_TABLE)
+    sample = passages_table.search().select(["passage_id", "title", "text"]).limit(5).to_polars()
+    if isinstance(sample, pl.LazyFrame):
+        sample = sample.collect()
+    throughput = stats.passages_embedded / stats.embed_seconds if stats.embed_seconds else 0.0
+    return dg.MaterializeResult(
+        metadata={
+            "passages": stats.passages_total,
+            "passages_embedded": stats.passages_embedded,
+            "passages_metadata_updated": stats.passages_metadata_updated,
+            "passages_deleted": stats.passages_deleted,
+            "papers": stats.papers_total,
+            "papers_title_embedded": stats.papers_embedded,
+            "papers_deleted": stats.papers_deleted,
+            "vector_dimension": stats.dimension,
+            "embedding_model": embedder.get_embedder().model_name,
+            "embed_seconds": round(stats.embed_seconds, 2),
+            "embed_passages_per_second": round(throughput, 1),
+            "write_seconds": round(stats.write_seconds, 2),
+            "ann_index": stats.ann_index,
+            "lancedb_uri": dg.MetadataValue.path(lancedb.resolved_uri())
+            if "://" not in lancedb.resolved_uri()
+            else "object storage",
+            "table_versions": indexing.index_version(db),
+            "sample": dg.MetadataValue.md(tables.markdown_sample(sample, ["passage_id", "title", "text"])),
+        },
+        data_version=dg.DataVersion(indexing.index_version(db)),
+    )
+
+
+@dg.asset_check(
+    asset=passage_index, description="The LanceDB passages table holds exactly the upstream passages."
+)
+def passage_index_row_count(lancedb: LanceDBResource) -> dg.AssetCheckResult:
+    passages, _ = _upstream()
+    expected = passages["passage_id"].n_unique() if passages.height else 0
+    table = indexing.open_table(lancedb.connect(), indexing.PASSAGES_TABLE)
+    actual = table.count_rows() if table is not None else 0
+    return dg.AssetCheckResult(passed=actual == expected, metadata={"expected": expected, "indexed": actual})
+
+
+@dg.asset_check(asset=passage_index, description="Stored vectors have the embedding model's dimension.")
+def passage_index_vector_dimension(
+    lancedb: LanceDBResource, embedder: EmbedderResource
+) -> dg.AssetCheckResult:
+    expected = embedder.get_embedder().dimension
+    found = {}
+    db = lancedb.connect()
+    for name, column in (
+        (indexing.PASSAGES_TABLE, "vector"),
+        (indexing.PAPERS_TABLE, "title_vector"),
+        (indexing.PAPERS_TABLE, "abstract_vector"),
+    ):
+        table = indexing.open_table(db, name)
+        if table is not None:
+            found[f"{name}.{column}"] = table.schema.field(column).type.list_size
+    passed = bool(found) and all(size == expected for size in found.values())
+    return dg.AssetCheckResult(passed=passed, metadata={"model_dimension": expected, **found})
+
+
+ASSETS = [passage_index]
+CHECKS = [passage_index_row_count, passage_index_vector_dimension]
+
+
+def build_resources() -> dict:
+    return {"lancedb": LanceDBResource(), "embedder": EmbedderResource()}

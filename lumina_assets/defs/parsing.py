@@ -1,0 +1,485 @@
+"""Parsing stage: `pdf_files` -> `parsed_papers` -> `passages`, each partitioned by ingest batch.
+
+Per-paper state lives in one parquet file per batch. Every paper of a batch gets a row at every step, with a
+status and a reason, so a bad PDF is a recorded failure and never a crashed run; abstract-only papers (BEIR,
+failed downloads or parses) still get passages from their title and abstract.
+"""
+
+import hashlib
+import json
+import time
+from collections import Counter
+from typing import Any
+
+import dagster as dg
+import polars as pl
+import pyarrow as pa
+
+from lumina_assets.core import settings, tables
+from lumina_assets.core.schemas import PASSAGE_SCHEMA, ParsedPaper, rows_to_table
+from lumina_assets.defs.partitions import INGEST_BATCHES
+from lumina_assets.parsing.pdf_store import PdfStore, fetch_paper_pdf, remove_stale_temp_files
+from resources.grobid import GrobidResource
+from resources.parsing import ParsingConfig
+
+GROUP = "parsing"
+# `papers` is one unpartitioned table: every new batch rewrites it. Plain eager() would then re-run every
+# batch's partition; ignoring it, a batch is fetched when its partition is added (newly missing) and later
+# steps follow their own partition's upstream.
+ON_NEW_BATCH = dg.AutomationCondition.eager().ignore(dg.AssetSelection.assets("papers"))
+# pdf_files waits for `papers` to have written the batch: a new partition alone is not enough, since the
+# inbox sensor adds the partition before the ingest run assigns papers to it.
+ON_BATCH_WRITTEN = (
+    dg.AutomationCondition.missing()
+    & dg.AutomationCondition.any_deps_updated().since_last_handled()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+)
+PDF_FILES_SCHEMA = pa.schema(
+    [
+        pa.field("paper_id", pa.string(), nullable=False),
+        pa.field("sha256", pa.string()),
+        pa.field("path", pa.string()),
+        pa.field("bytes", pa.int64()),
+        pa.field("status", pa.string()),  # ok | no_pdf | failed
+        pa.field("reason", pa.string()),
+        pa.field("source_url", pa.string()),
+        pa.field("detail", pa.string()),
+    ]
+)
+PARSED_PAPERS_SCHEMA = pa.schema(
+    [
+        pa.field("paper_id", pa.string(), nullable=False),
+        pa.field("sha256", pa.string()),
+        pa.field("parser", pa.string()),  # name@version of the parser that produced (or failed) this row
+        pa.field("parser_config", pa.string()),  # the configured parser (what a re-run compares against)
+        pa.field("status", pa.string()),  # ok | failed | no_pdf
+        pa.field("reason", pa.string()),
+        pa.field("detail", pa.string()),
+        pa.field("page_count", pa.int32()),
+        pa.field("sections", pa.int32()),
+        pa.field("references", pa.int32()),
+        pa.field("citations", pa.int32()),
+        pa.field("elements", pa.int32()),
+        pa.field("parse_seconds", pa.float64()),
+        pa.field("parsed_json", pa.string()),
+    ]
+)
+# Failures that depend on the environment (no GROBID server, a missing model), not on the file: retried next run.
+RETRYABLE_REASONS = {"parser_unavailable", "grobid_error", "parser_error", "parser_crashed"}
+
+
+def _batch_papers(batch: str) -> pl.DataFrame:
+    papers = tables.read_table("papers")
+    if papers is None:
+        raise dg.Failure("the papers table does not exist yet: materialize `papers` first")
+    return papers.filter(pl.col("ingest_batch") == batch)
+
+
+def _previous_rows(name: str, batch: str) -> dict[str, dict[str, Any]]:
+    previous = tables.read_partition(name, batch)
+    if previous is None:
+        return {}
+    return {row["paper_id"]: row for row in previous.iter_rows(named=True)}
+
+
+def _md_counts(counts: dict[str, int]) -> str:
+    if not counts:
+        return "_none_"
+    return "\n".join(f"- `{key}`: {value}" for key, value in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+# ---------------------------------------------------------------- pdf_files
+
+
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=INGEST_BATCHES,
+    deps=[dg.AssetDep("papers")],
+    code_version="1",
+    pool="pdf_download",
+    automation_condition=ON_BATCH_WRITTEN,
+    description="The PDF of each paper of the batch in the content-addressed store (local file or download).",
+)
+def pdf_files(context: dg.AssetExecutionContext, parsing: ParsingConfig) -> dg.MaterializeResult:
+    batch = context.partition_key
+    papers = _batch_papers(batch)
+    previous = _previous_rows("pdf_files", batch)
+    store = PdfStore()
+    stale = remove_stale_temp_files(store)
+    needs_download = parsing.download_pdfs and any(
+        not row["local_path"] and row["pdf_urls"] for row in papers.iter_rows(named=True)
+    )
+    client = parsing.http_client() if needs_download else None
+    rows = []
+    try:
+        for paper in papers.iter_rows(named=True):
+            rows.append(
+                fetch_paper_pdf(
+                    paper,
+                    store,
+                    client,
+                    max_bytes=parsing.max_bytes,
+                    previous=previous.get(paper["paper_id"]),
+                )
+            )
+    finally:
+        if client is not None:
+            client.close()
+    frame = pl.from_arrow(rows_to_table(rows, PDF_FILES_SCHEMA))
+    tables.write_partition("pdf_files", batch, frame)
+    statuses = Counter(row["status"] for row in rows)
+    failures = Counter(row["reason"] for row in rows if row["status"] == "failed")
+    metadata = {
+        "papers": len(rows),
+        "pdfs": statuses.get("ok", 0),
+        "no_pdf": statuses.get("no_pdf", 0),
+        "failed": statuses.get("failed", 0),
+        "reused": sum(1 for row in rows if row.get("reason") == "reused"),
+        "bytes": int(sum(row["bytes"] or 0 for row in rows)),
+        "stale_temp_files_removed": stale,
+        "failures_by_reason": dg.MetadataValue.md(_md_counts(dict(failures))),
+        "table": str(tables.partition_path("pdf_files", batch)),
+        "sample": dg.MetadataValue.md(
+            tables.markdown_sample(frame, ["paper_id", "status", "reason", "bytes"])
+        ),
+    }
+    if client is not None:
+        metadata.update(client.stats.as_metadata())
+    return dg.MaterializeResult(
+        metadata=metadata,
+        data_version=dg.DataVersion(tables.content_hash(frame, ["paper_id", "sha256", "status"])),
+    )
+
+
+# ---------------------------------------------------------------- parsed_papers
+
+
+def parse_one(parser, path: str, paper_id: str) -> tuple[ParsedPaper | None, str | None, str | None]:
+    """(paper, reason, detail): a parser exception of any kind becomes a recorded failure."""
+    from lumina_assets.parsing.base import ParseFailure
+
+    try:
+        return parser.parse(path, paper_id), None, None
+    except ParseFailure as exc:
+        return None, exc.reason, exc.detail[:500]
+    except Exception as exc:  # a parser bug must cost one paper, not the batch
+        return None, "parser_error", f"{type(exc).__name__}: {str(exc)[:400]}"
+
+
+def _timed_parse(parser, path: str, paper_id: str):
+    started = time.perf_counter()
+    paper, reason, detail = parse_one(parser, path, paper_id)
+    return paper, reason, detail, time.perf_counter() - started
+
+
+def _parse_all(parser, jobs: list[tuple[str, str]], workers: int) -> list:
+    """Parse in this process, or in `workers` processes (PyMuPDF is CPU-bound and holds the GIL)."""
+    if workers <= 1 or len(jobs) <= 1:
+        return [_timed_parse(parser, path, paper_id) for path, paper_id in jobs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")  # no forked copies of Dagster's threads and locks
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
+        futures = [pool.submit(_timed_parse, parser, path, paper_id) for path, paper_id in jobs]
+        results = []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except Exception as exc:  # a worker that died (a crash inside MuPDF) costs its paper only
+                results.append((None, "parser_crashed", f"{type(exc).__name__}: {str(exc)[:300]}", 0.0))
+        return results
+
+
+def _paper_markdown(paper: ParsedPaper, limit: int = 12) -> str:
+    lines = [f"**{paper.title or paper.paper_id}** ({paper.parser}, {paper.page_count} pages)", ""]
+    for section in paper.sections[:limit]:
+        pages = f"p{section.page_start}-{section.page_end}" if section.page_start else ""
+        lines.append(f"- {section.number} {section.title} {pages} ({len(section.text)} chars)")
+    if len(paper.sections) > limit:
+        lines.append(f"- ... {len(paper.sections) - limit} more sections")
+    kinds = Counter(e.kind for e in paper.elements)
+    lines.append("")
+    lines.append(
+        f"{len(paper.references)} references, {len(paper.citations)} citation links, "
+        + ", ".join(f"{n} {k}s" for k, n in sorted(kinds.items()))
+    )
+    return "\n".join(lines)
+
+
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=INGEST_BATCHES,
+    deps=[pdf_files],
+    code_version="1",
+    automation_condition=dg.AutomationCondition.eager(),
+    check_specs=[
+        dg.AssetCheckSpec(
+            "parse_failure_rate",
+            asset="parsed_papers",
+            blocking=True,
+            description="share of PDFs that failed to parse stays under ParsingConfig.failure_threshold",
+        )
+    ],
+    description="A structured document per paper (sections, references, citations, figures, tables, formulas).",
+)
+def parsed_papers(
+    context: dg.AssetExecutionContext, parsing: ParsingConfig, grobid: GrobidResource
+) -> dg.MaterializeResult:
+    batch = context.partition_key
+    files = tables.read_partition("pdf_files", batch)
+    if files is None:
+        raise dg.Failure(f"pdf_files has no partition {batch}: materialize it first")
+    parser = parsing.build_parser(grobid.options())
+    from lumina_assets.parsing.base import parser_tag
+
+    tag = parser_tag(parser)
+    previous = _previous_rows("parsed_papers", batch)
+    parsed_now = reused = 0
+    seconds = 0.0
+    pages_now = 0
+    sample: ParsedPaper | None = None
+    slots: list[dict[str, Any] | None] = []
+    todo: list[tuple[int, dict[str, Any]]] = []
+    for file in files.iter_rows(named=True):
+        paper_id = file["paper_id"]
+        if file["status"] != "ok":
+            reason = "no_pdf" if file["status"] == "no_pdf" else f"pdf_{file['reason']}"
+            slots.append({"paper_id": paper_id, "status": "no_pdf", "reason": reason, "parser": None})
+            continue
+        before = previous.get(paper_id)
+        if (
+            before is not None
+            and before["sha256"] == file["sha256"]
+            and before["parser_config"] == tag
+            and before["reason"] not in RETRYABLE_REASONS
+        ):
+            slots.append(before)
+            reused += 1
+            continue
+        todo.append((len(slots), file))
+        slots.append(None)
+    for (slot, file), (paper, reason, detail, elapsed) in zip(
+        todo, _parse_all(parser, [(f["path"], f["paper_id"]) for _, f in todo], parsing.workers), strict=True
+    ):
+        paper_id = file["paper_id"]
+        seconds += elapsed
+        parsed_now += 1
+        row = {
+            "paper_id": paper_id,
+            "sha256": file["sha256"],
+            "parser": tag,
+            "parser_config": tag,
+            "parse_seconds": round(elapsed, 4),
+        }
+        if paper is None:
+            slots[slot] = {**row, "status": "failed", "reason": reason, "detail": detail}
+            context.log.warning(f"{paper_id}: parse failed ({reason}: {detail})")
+            continue
+        pages_now += paper.page_count or 0
+        sample = sample or paper
+        slots[slot] = {
+            **row,
+            "parser": f"{paper.parser}@{parser.version}" if paper.parser != parser.name else tag,
+            "status": "ok",
+            "page_count": paper.page_count,
+            "sections": len(paper.sections),
+            "references": len(paper.references),
+            "citations": len(paper.citations),
+            "elements": len(paper.elements),
+            "parsed_json": paper.to_json(),
+        }
+    rows = [row for row in slots if row is not None]
+    frame = pl.from_arrow(rows_to_table(rows, PARSED_PAPERS_SCHEMA))
+    tables.write_partition("parsed_papers", batch, frame)
+
+    statuses = Counter(row["status"] for row in rows)
+    failures = Counter(row["reason"] for row in rows if row["status"] == "failed")
+    with_pdf = statuses.get("ok", 0) + statuses.get("failed", 0)
+    failure_rate = statuses.get("failed", 0) / with_pdf if with_pdf else 0.0
+    if sample is None:
+        ok_rows = frame.filter(pl.col("status") == "ok")
+        if ok_rows.height:
+            sample = ParsedPaper.from_json(ok_rows["parsed_json"][0])
+    check = dg.AssetCheckResult(
+        check_name="parse_failure_rate",
+        passed=failure_rate <= parsing.failure_threshold,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "failure_rate": round(failure_rate, 4),
+            "threshold": parsing.failure_threshold,
+            "failed": statuses.get("failed", 0),
+            "papers_with_pdf": with_pdf,
+            "failures_by_reason": dg.MetadataValue.json(dict(failures)),
+        },
+    )
+    ok = frame.filter(pl.col("status") == "ok")
+    return dg.MaterializeResult(
+        metadata={
+            "papers": len(rows),
+            "parsed": statuses.get("ok", 0),
+            "failures": statuses.get("failed", 0),
+            "no_pdf": statuses.get("no_pdf", 0),
+            "parsed_this_run": parsed_now,
+            "reused_unchanged": reused,
+            "failure_rate": round(failure_rate, 4),
+            "failures_by_reason": dg.MetadataValue.md(_md_counts(dict(failures))),
+            "parsers": dg.MetadataValue.json(dict(Counter(r["parser"] for r in rows if r.get("parser")))),
+            "pages": int(ok["page_count"].sum() or 0) if ok.height else 0,
+            "pages_per_second_this_run": round(pages_now / seconds, 1) if seconds else 0.0,
+            "sections": int(ok["sections"].sum() or 0) if ok.height else 0,
+            "references": int(ok["references"].sum() or 0) if ok.height else 0,
+            "elements": int(ok["elements"].sum() or 0) if ok.height else 0,
+            "sample": dg.MetadataValue.md(_paper_markdown(sample) if sample else "_no parsed paper_"),
+            "table": str(tables.partition_path("parsed_papers", batch)),
+        },
+        data_version=dg.DataVersion(tables.content_hash(frame, ["paper_id", "sha256", "parser", "status"])),
+        check_results=[check],
+    )
+
+
+# ---------------------------------------------------------------- passages
+
+
+def _passage_inputs_digest(
+    paper: dict[str, Any], parsed_row: dict[str, Any] | None, settings_key: str
+) -> str:
+    parts = [
+        settings_key,
+        paper.get("title") or "",
+        paper.get("abstract") or "",
+        (parsed_row or {}).get("sha256") or "",
+        (parsed_row or {}).get("parser") or "",
+        (parsed_row or {}).get("status") or "",
+    ]
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:24]
+
+
+def _state_path(batch: str):
+    return settings.tables_dir() / "passages_state" / f"{batch}.json"
+
+
+def build_passages(
+    papers: list[dict[str, Any]],
+    parsed_rows: dict[str, dict[str, Any]],
+    *,
+    count_tokens,
+    max_tokens: int,
+) -> list[dict[str, Any]]:
+    """Passage rows for papers: from the parsed document when parsing succeeded, else title + abstract."""
+    from lumina_assets.parsing.chunking import passages_for_paper
+
+    rows: list[dict[str, Any]] = []
+    for paper in papers:
+        parsed_row = parsed_rows.get(paper["paper_id"])
+        parsed = None
+        if parsed_row is not None and parsed_row.get("status") == "ok" and parsed_row.get("parsed_json"):
+            parsed = ParsedPaper.from_json(parsed_row["parsed_json"])
+        passages = passages_for_paper(
+            paper["paper_id"],
+            title=paper.get("title"),
+            abstract=paper.get("abstract"),
+            parsed=parsed,
+            count_tokens=count_tokens,
+            max_tokens=max_tokens,
+        )
+        rows.extend(p.to_row() for p in passages if p.text.strip())
+    return rows
+
+
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=INGEST_BATCHES,
+    deps=[parsed_papers, dg.AssetDep("papers")],
+    code_version="1",
+    automation_condition=ON_NEW_BATCH,
+    check_specs=[
+        dg.AssetCheckSpec(
+            "no_empty_passages",
+            asset="passages",
+            blocking=True,
+            description="every passage has text and every paper of the batch has at least one passage",
+        )
+    ],
+    description="Section-aware retrieval passages (text, abstract, figure, table, formula) in model tokens.",
+)
+def passages(context: dg.AssetExecutionContext, parsing: ParsingConfig) -> dg.MaterializeResult:
+    from lumina_assets.parsing.chunking import model_token_counter
+
+    batch = context.partition_key
+    papers = _batch_papers(batch)
+    parsed = tables.read_partition("parsed_papers", batch)
+    parsed_rows = {row["paper_id"]: row for row in parsed.iter_rows(named=True)} if parsed is not None else {}
+    settings_key = f"{parsing.tokenizer or 'bundled-minilm'}:{parsing.max_tokens}"
+    state_file = _state_path(batch)
+    state = json.loads(state_file.read_text()) if state_file.exists() else {}
+    previous = tables.read_partition("passages", batch)
+    previous_by_paper = (
+        {key[0]: group for key, group in previous.group_by("paper_id", maintain_order=True)}
+        if previous is not None
+        else {}
+    )
+    counter = None
+    rows: list[dict[str, Any]] = []
+    new_state: dict[str, str] = {}
+    rebuilt = reused = 0
+    for paper in papers.iter_rows(named=True):
+        paper_id = paper["paper_id"]
+        digest = _passage_inputs_digest(paper, parsed_rows.get(paper_id), settings_key)
+        new_state[paper_id] = digest
+        if state.get(paper_id) == digest and paper_id in previous_by_paper:
+            rows.extend(previous_by_paper[paper_id].to_dicts())
+            reused += 1
+            continue
+        if counter is None:
+            counter = model_token_counter(parsing.tokenizer or None)
+        rows.extend(build_passages([paper], parsed_rows, count_tokens=counter, max_tokens=parsing.max_tokens))
+        rebuilt += 1
+    frame = pl.from_arrow(rows_to_table(rows, PASSAGE_SCHEMA))
+    tables.write_partition("passages", batch, frame)
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    state_file.write_text(json.dumps(new_state))
+
+    empty = frame.filter(pl.col("text").is_null() | (pl.col("text").str.strip_chars() == "")).height
+    covered = set(frame["paper_id"].unique().to_list()) if frame.height else set()
+    missing = [pid for pid in papers["paper_id"].to_list() if pid not in covered]
+    check = dg.AssetCheckResult(
+        check_name="no_empty_passages",
+        passed=empty == 0 and not missing,
+        metadata={
+            "empty_passages": empty,
+            "papers_without_passages": len(missing),
+            "examples": dg.MetadataValue.json(missing[:10]),
+        },
+    )
+    kinds = Counter(frame["kind"].to_list()) if frame.height else Counter()
+    stops = Counter(frame["stop_reason"].to_list()) if frame.height else Counter()
+    tokens = frame["token_count"] if frame.height else pl.Series([0])
+    return dg.MaterializeResult(
+        metadata={
+            "passages": frame.height,
+            "papers": papers.height,
+            "papers_rebuilt": rebuilt,
+            "papers_reused": reused,
+            "by_kind": dg.MetadataValue.json(dict(kinds)),
+            "stop_reasons": dg.MetadataValue.json(dict(stops)),
+            "max_tokens": parsing.max_tokens,
+            "tokens_mean": round(float(tokens.mean() or 0), 1),
+            "tokens_max": int(tokens.max() or 0),
+            "sample": dg.MetadataValue.md(
+                tables.markdown_sample(frame, ["passage_id", "kind", "section_title", "page_start", "text"])
+            ),
+            "table": str(tables.partition_path("passages", batch)),
+        },
+        data_version=dg.DataVersion(tables.content_hash(frame, ["passage_id", "text"])),
+        check_results=[check],
+    )
+
+
+ASSETS: list = [pdf_files, parsed_papers, passages]
+CHECKS: list = []  # the checks are declared on the assets (check_specs) so they run per partition
+
+
+def build_resources() -> dict:
+    return {"parsing": ParsingConfig(), "grobid": GrobidResource()}

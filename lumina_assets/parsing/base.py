@@ -1,0 +1,136 @@
+"""Interchangeable PDF parsers (paper-qa style): each turns one file into a ParsedPaper and names itself.
+
+A parser raises `ParseFailure` with a short machine-readable `reason` for bad input (encrypted, truncated,
+no text layer ...) so the asset records the failure per paper instead of crashing the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from lumina_assets.core.schemas import ParsedPaper, Section
+
+
+class ParseFailure(Exception):
+    """A paper that cannot be parsed; `reason` is a stable code recorded in the parsed_papers table."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class ParserUnavailable(ParseFailure):
+    """The parser cannot run here (no server, missing optional package or model): never a silent empty result."""
+
+    def __init__(self, detail: str):
+        super().__init__("parser_unavailable", detail)
+
+
+@runtime_checkable
+class PdfParser(Protocol):
+    name: str
+    version: str
+
+    def parse(self, path: Path, paper_id: str) -> ParsedPaper: ...
+
+
+ParserFactory = Callable[..., PdfParser]
+_REGISTRY: dict[str, ParserFactory] = {}
+
+
+def register(name: str) -> Callable[[ParserFactory], ParserFactory]:
+    def decorator(factory: ParserFactory) -> ParserFactory:
+        _REGISTRY[name] = factory
+        return factory
+
+    return decorator
+
+
+def _load_builtin() -> None:
+    # Imported lazily: a parser module may need an optional package (unstructured) or nothing at all.
+    from lumina_assets.parsing import combined, grobid_parser, pymupdf_parser, unstructured_parser  # noqa: F401
+
+
+def available_parsers() -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def get_parser(name: str, **options: Any) -> PdfParser:
+    """A parser by registry name (`pymupdf`, `grobid`, `unstructured`, `combined`) built with its options."""
+    _load_builtin()
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown parser {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+    return factory(**options)
+
+
+def parser_tag(parser: PdfParser) -> str:
+    """`name@version`: what the parsed_papers table records so a parser upgrade re-parses."""
+    return f"{parser.name}@{parser.version}"
+
+
+# ---------------------------------------------------------------- helpers shared by the parsers
+
+_HYPHENS = "-\u00ad\u2010"
+
+
+def join_lines(lines: list[str]) -> str:
+    """Join text lines, repairing end-of-line hyphenation ("repre-" + "sentation") but keeping real hyphens
+    ("state-of-the-" + "art", "GPT-" + "4")."""
+    out = ""
+    for raw in lines:
+        line = raw.strip()
+        if not line:
+            continue
+        if not out:
+            out = line
+            continue
+        # (endswith checks, not a `$`-anchored regex: that rescans the growing paragraph on every line)
+        match = out[-1] in _HYPHENS and out[-2:-1].isalpha()
+        if match and line[:1].islower():
+            word_start = max(out.rfind(" "), out.rfind("("), out.rfind("/"))
+            fragment = out[word_start + 1 : -1]
+            if "-" in fragment or fragment[:1].isupper() and len(fragment) <= 3:
+                out += line  # keep the hyphen: a compound or an acronym ("state-of-the-art")
+            else:
+                out = out[:-1] + line
+        elif match and line[:1].isalnum():
+            out += line  # "GPT-" + "4", "Semi-" + "Supervised": a real hyphen at the line end
+        elif out.endswith("\u00ad"):
+            out = out[:-1] + line
+        else:
+            out += " " + line
+    return out
+
+
+def ensure_unique_numbers(sections: list[Section]) -> list[Section]:
+    """Passage ids derive from section numbers, so every section gets a distinct one: unnumbered sections are
+    numbered `s<position>`, repeated numbers get a `-2`, `-3` suffix."""
+    seen: dict[str, int] = {}
+    for position, section in enumerate(sections, start=1):
+        number = (section.number or "").strip() or f"s{position}"
+        if number in seen:
+            seen[number] += 1
+            number = f"{number}-{seen[number]}"
+        else:
+            seen[number] = 1
+        section.number = number
+    return sections
+
+
+__all__ = [
+    "ParseFailure",
+    "ParserUnavailable",
+    "PdfParser",
+    "available_parsers",
+    "ensure_unique_numbers",
+    "get_parser",
+    "join_lines",
+    "parser_tag",
+    "register",
+]

@@ -1,0 +1,105 @@
+"""Structure from one parser (GROBID by default), table content from the best table parser that can run here.
+
+The seed advice: GROBID for structure, unstructured for tables. Table parsers are tried in order; one that
+cannot run (no server, no model) is skipped with a warning, so the strategy degrades instead of failing.
+The parser name recorded per paper says which parsers actually contributed, e.g. `combined:grobid+pymupdf`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from lumina_assets.core.schemas import Element, ParsedPaper
+from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, PdfParser, get_parser, register
+
+log = logging.getLogger(__name__)
+_NUMBER = re.compile(r"(\d+|[IVXL]+)")
+
+
+def _table_key(element: Element) -> str | None:
+    match = _NUMBER.search(element.label or "") or _NUMBER.search(element.caption[:20])
+    return match.group(1) if match else None
+
+
+def merge_tables(paper: ParsedPaper, tables: list[Element]) -> int:
+    """Give each table of `paper` the content of the same-numbered table from another parser when that content
+    is richer; tables only the other parser found are appended. Returns how many tables changed."""
+    by_key = {_table_key(t): t for t in tables if t.kind == "table" and t.content.strip()}
+    changed = 0
+    for element in paper.elements:
+        if element.kind != "table":
+            continue
+        other = by_key.pop(_table_key(element), None)
+        if other is not None and len(other.content) > len(element.content):
+            element.content = other.content
+            changed += 1
+    for other in by_key.values():
+        paper.elements.append(other)
+        changed += 1
+    return changed
+
+
+class CombinedParser:
+    name = "combined"
+    version = "1.0"
+
+    def __init__(
+        self,
+        *,
+        structure: str = "grobid",
+        table_parsers: tuple[str, ...] = ("unstructured", "pymupdf"),
+        structure_fallback: str | None = "pymupdf",
+        parser_options: dict[str, dict] | None = None,
+    ):
+        self.structure = structure
+        self.table_parsers = tuple(table_parsers)
+        self.structure_fallback = structure_fallback
+        self.parser_options = parser_options or {}
+        self._parsers: dict[str, PdfParser] = {}
+
+    def _parser(self, name: str) -> PdfParser:
+        if name not in self._parsers:
+            options = dict(self.parser_options.get(name, {}))
+            if name == "pymupdf":
+                options.setdefault("tables", "finder")  # here tables are the point, so take the slow finder
+            self._parsers[name] = get_parser(name, **options)
+        return self._parsers[name]
+
+    def parse(self, path: Path | str, paper_id: str) -> ParsedPaper:
+        used = self.structure
+        try:
+            paper = self._parser(self.structure).parse(path, paper_id)
+        except ParserUnavailable as exc:
+            if not self.structure_fallback:
+                raise
+            log.warning(
+                "%s unavailable (%s); structure from %s instead",
+                self.structure,
+                exc.detail,
+                self.structure_fallback,
+            )
+            used = self.structure_fallback
+            paper = self._parser(used).parse(path, paper_id)
+        table_source = None
+        for name in self.table_parsers:
+            try:
+                tables = [e for e in self._parser(name).parse(path, paper_id).elements if e.kind == "table"]
+            except ParserUnavailable as exc:
+                log.warning("table parser %s unavailable: %s", name, exc.detail)
+                continue
+            except ParseFailure as exc:
+                log.warning("table parser %s failed on %s: %s", name, paper_id, exc)
+                continue
+            if tables:
+                merge_tables(paper, tables)
+                table_source = name
+                break
+        paper.parser = f"combined:{used}+{table_source or 'none'}"
+        return paper
+
+
+@register("combined")
+def _factory(**options) -> CombinedParser:
+    return CombinedParser(**options)

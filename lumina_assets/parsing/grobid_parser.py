@@ -1,0 +1,98 @@
+"""GROBID through grobid-client-python: the PDF goes to `processFulltextDocument` on a configurable server
+(`GROBID_URL`), the TEI comes back and `tei.parse_tei` turns it into a ParsedPaper.
+
+GROBID is a self-hosted service, so it is reached through its own client rather than the shared HttpClient.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from lumina_assets.core import settings
+from lumina_assets.core.schemas import ParsedPaper
+from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, register
+from lumina_assets.parsing.preflight import DEFAULT_MAX_BYTES, DEFAULT_MAX_PAGES, check_file, open_pdf
+from lumina_assets.parsing.tei import parse_tei
+
+log = logging.getLogger(__name__)
+DEFAULT_GROBID_URL = "http://localhost:8070"
+
+
+def grobid_url_from_env(url: str | None = None) -> str:
+    return (url or settings.grobid_url() or DEFAULT_GROBID_URL).rstrip("/")
+
+
+class GrobidParser:
+    name = "grobid"
+    version = "1.0"
+
+    def __init__(
+        self,
+        *,
+        grobid_url: str | None = None,
+        timeout: int = 180,
+        consolidate_header: bool = False,
+        consolidate_citations: bool = False,
+        tei_coordinates: bool = True,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_pages: int = DEFAULT_MAX_PAGES,
+    ):
+        self.grobid_url = grobid_url_from_env(grobid_url)
+        self.timeout = timeout
+        self.consolidate_header = consolidate_header
+        self.consolidate_citations = consolidate_citations
+        self.tei_coordinates = tei_coordinates
+        self.max_bytes = max_bytes
+        self.max_pages = max_pages
+        self._client = None
+
+    def client(self):
+        """The grobid client, created once after `/api/isalive` answered; ParserUnavailable otherwise."""
+        if self._client is None:
+            from grobid_client.grobid_client import GrobidClient, ServerUnavailableException
+
+            client = GrobidClient(grobid_server=self.grobid_url, timeout=self.timeout, check_server=False)
+            try:
+                alive, status = client.ping()
+            except ServerUnavailableException:
+                raise ParserUnavailable(f"GROBID server at {self.grobid_url} is not reachable") from None
+            if not alive:
+                raise ParserUnavailable(
+                    f"GROBID server at {self.grobid_url} is not alive (isalive HTTP {status})"
+                )
+            self._client = client
+        return self._client
+
+    def parse(self, path: Path | str, paper_id: str) -> ParsedPaper:
+        check_file(path, max_bytes=self.max_bytes)
+        doc = open_pdf(path, max_pages=self.max_pages)  # GROBID would turn these into opaque 500s
+        page_count = doc.page_count
+        doc.close()
+        _, status, text = self.client().process_pdf(
+            "processFulltextDocument",
+            str(path),
+            generate_ids=False,
+            consolidate_header=self.consolidate_header,
+            consolidate_citations=self.consolidate_citations,
+            include_raw_citations=True,
+            include_raw_affiliations=False,
+            tei_coordinates=self.tei_coordinates,
+            segment_sentences=False,
+        )
+        if status == 204:
+            raise ParseFailure("empty_result", "GROBID extracted no content (HTTP 204)")
+        if status != 200:
+            raise ParseFailure("grobid_error", f"HTTP {status} from {self.grobid_url}: {(text or '')[:200]}")
+        if not text or not text.strip():
+            raise ParseFailure("empty_result", "GROBID answered 200 with an empty body")
+        paper = parse_tei(text.encode("utf-8"), paper_id, parser=self.name)
+        paper.page_count = page_count
+        if not (paper.sections or paper.abstract):
+            raise ParseFailure("empty_result", "GROBID TEI has neither body sections nor an abstract")
+        return paper
+
+
+@register("grobid")
+def _factory(**options) -> GrobidParser:
+    return GrobidParser(**options)

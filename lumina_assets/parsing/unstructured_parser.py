@@ -1,0 +1,157 @@
+"""unstructured's `partition_pdf` (optional `tables` extra), used above all for tables.
+
+It must never return nothing silently: offline, unstructured tries to download spaCy's en_core_web_sm, fails,
+and its "fast" strategy then yields zero elements; "hi_res" (the only strategy that finds tables) needs layout
+models from the Hugging Face hub. Both situations are detected and raised as ParserUnavailable with the fix.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from lumina_assets.core.schemas import Element, ParsedPaper, Section
+from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, ensure_unique_numbers, register
+from lumina_assets.parsing.preflight import DEFAULT_MAX_BYTES, DEFAULT_MAX_PAGES, check_file, open_pdf
+
+_SKIP = {"Header", "Footer", "PageNumber", "PageBreak", "Image"}
+_TEXT = {"NarrativeText", "Text", "ListItem", "UncategorizedText", "Address", "EmailAddress", "CodeSnippet"}
+
+
+def check_unstructured_available() -> None:
+    """Raise ParserUnavailable naming what is missing; cheap (imports only)."""
+    if importlib.util.find_spec("unstructured") is None:
+        raise ParserUnavailable("unstructured is not installed: pip install -e '.[tables]'")
+    if importlib.util.find_spec("unstructured_inference") is None:
+        raise ParserUnavailable(
+            "unstructured's PDF partitioning needs unstructured-inference (the unstructured[pdf] extra), "
+            "which is not installed here"
+        )
+    if importlib.util.find_spec("en_core_web_sm") is None:
+        raise ParserUnavailable(
+            "unstructured needs spaCy's en_core_web_sm model; without it, offline, partition_pdf returns no "
+            "elements at all. Install it with `python -m spacy download en_core_web_sm`"
+        )
+
+
+class UnstructuredParser:
+    name = "unstructured"
+    version = "1.0"
+
+    def __init__(
+        self,
+        *,
+        strategy: str = "hi_res",
+        infer_table_structure: bool = True,
+        languages: tuple[str, ...] = ("eng",),
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_pages: int = DEFAULT_MAX_PAGES,
+        partition=None,
+    ):
+        self.strategy = strategy
+        self.infer_table_structure = infer_table_structure
+        self.languages = list(languages)
+        self.max_bytes = max_bytes
+        self.max_pages = max_pages
+        self._partition = partition  # injectable for tests of the empty-result guard
+
+    def _partition_pdf(self):
+        if self._partition is not None:
+            return self._partition
+        check_unstructured_available()
+        from unstructured.partition.pdf import partition_pdf
+
+        return partition_pdf
+
+    def parse(self, path: Path | str, paper_id: str) -> ParsedPaper:
+        check_file(path, max_bytes=self.max_bytes)
+        doc = open_pdf(path, max_pages=self.max_pages)
+        page_count = doc.page_count
+        has_text = any(page.get_text("text").strip() for page in doc)
+        doc.close()
+        partition = self._partition_pdf()
+        try:
+            elements = partition(
+                filename=str(path),
+                strategy=self.strategy,
+                infer_table_structure=self.infer_table_structure,
+                languages=self.languages,
+            )
+        except (OSError, ImportError, RuntimeError) as exc:
+            # hi_res without its layout model (no network to the hub) and similar environment problems.
+            raise ParserUnavailable(
+                f"unstructured {self.strategy} failed: {type(exc).__name__}: {exc}"
+            ) from None
+        if not elements:
+            detail = "the PDF has a text layer" if has_text else "the PDF has no text layer either"
+            raise ParseFailure(
+                "empty_result",
+                f"unstructured ({self.strategy}) returned no elements although {detail}; "
+                "this is what a missing spaCy model or layout model looks like offline",
+            )
+        paper = self._to_paper(elements, paper_id)
+        paper.page_count = page_count
+        return paper
+
+    def _to_paper(self, elements, paper_id: str) -> ParsedPaper:
+        sections: list[Section] = []
+        current = Section(number="0", title="", text="")
+        paragraphs: list[str] = []
+        parsed_elements: list[Element] = []
+        title = ""
+
+        def close() -> None:
+            current.text = "\n\n".join(paragraphs)
+            if current.text or current.title:
+                sections.append(current)
+
+        for element in elements:
+            category = getattr(element, "category", type(element).__name__)
+            text = (getattr(element, "text", "") or "").strip()
+            metadata = getattr(element, "metadata", None)
+            page = getattr(metadata, "page_number", None)
+            if category in _SKIP or not text:
+                continue
+            if category == "Title":
+                if not title and not sections and not paragraphs:
+                    title = text
+                    continue
+                close()
+                current = Section(number="", title=text, text="", page_start=page, page_end=page)
+                paragraphs = []
+            elif category == "Table":
+                html = getattr(metadata, "text_as_html", None)
+                parsed_elements.append(
+                    Element(
+                        kind="table",
+                        label=None,
+                        caption="",
+                        content=html or text,
+                        page=page,
+                        section_number=current.number or None,
+                    )
+                )
+            elif category == "FigureCaption":
+                kind = "table" if text.lower().startswith("table") else "figure"
+                parsed_elements.append(Element(kind=kind, label=None, caption=text, page=page))
+            elif category == "Formula":
+                parsed_elements.append(
+                    Element(kind="formula", label=None, caption="", content=text, page=page)
+                )
+            elif category in _TEXT:
+                paragraphs.append(text)
+                current.page_start = current.page_start or page
+                current.page_end = page
+        close()
+        return ParsedPaper(
+            paper_id=paper_id,
+            parser=self.name,
+            title=title,
+            sections=ensure_unique_numbers(sections),
+            elements=parsed_elements,
+        )
+
+
+@register("unstructured")
+def _factory(**options) -> UnstructuredParser:
+    return UnstructuredParser(**options)

@@ -1,0 +1,81 @@
+"""`SearchConfig`: every stage of the search pipeline as a switch, so evaluations can measure each one's share."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lumina_assets.core.schemas import Context
+from lumina_assets.search.query_parser import ParsedQuery
+
+
+@dataclass
+class SearchConfig:
+    """Every stage of the pipeline; defaults are the tuned offline configuration (no LLM, no reranker)."""
+
+    # parsing
+    parse_query: bool = True
+    llm_parser: Callable[[str], ParsedQuery] | None = (
+        None  # e.g. evals' LLM wrapper; used instead of the heuristic
+    )
+    # expansion
+    expand_acronyms: bool = True
+    synonyms: dict[str, list[str]] = field(default_factory=dict)  # user-supplied term -> alternatives
+    expansion_weight: float = 0.5
+    llm_multi_query: Callable[[str], list[str]] | None = None  # extra phrasings, each embedded and fused
+    # retrieval
+    backend: str = "memory"  # memory | lancedb
+    passage_vectors: bool = True
+    passage_fulltext: bool = True
+    # paper-level vectors: available, off by default (no nDCG gain on SciFact / CISI for 2 extra matrix products)
+    paper_title_vectors: bool = False
+    paper_abstract_vectors: bool = False
+    paper_fulltext: bool = True
+    candidates: int = 200  # per retriever
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    passage_aggregation: str = (
+        "max"  # max | sum2 (best passage + half of the second): a paper's score from passages
+    )
+    # fusion
+    fusion: str = "weighted"  # rrf | weighted (min-max normalized scores over each retriever's candidates)
+    rrf_k: int = 60
+    normalization: str = "minmax"  # weighted fusion: minmax | max | zscore over each retriever's candidates
+    weights: dict[str, float] = field(
+        default_factory=lambda: {
+            "passage_vectors": 1.0,
+            "passage_fulltext": 1.0,
+            "paper_title_vectors": 0.3,
+            "paper_abstract_vectors": 0.5,
+            "paper_fulltext": 0.5,
+        }
+    )
+    # pseudo-relevance feedback (second retrieval round from the first round's top papers)
+    # off by default: on SciFact train and CISI both lowered nDCG@10 (see the ablation table in `eval beir --ablation`)
+    dense_prf: bool = False  # Rocchio on the query vector
+    dense_prf_docs: int = 3
+    dense_prf_beta: float = 0.5
+    rm3: bool = False  # RM3 expansion terms for the full-text retrievers
+    rm3_docs: int = 5
+    rm3_terms: int = 10
+    rm3_weight: float = 0.3
+    # boosts and filters
+    author_boost: float = 1.0
+    year_mode: str = "boost"  # boost | filter | off
+    year_boost: float = 0.5
+    recency_weight: float = 0.0  # e.g. 0.2 favours recent papers
+    # results
+    max_passages_per_paper: int = 2  # diversity: contexts hold at most this many hit passages
+    expand_neighbours: bool = True  # parent-document: add the passages around a short hit
+    neighbour_window: int = 1
+    neighbour_below_words: int = 60  # only hits shorter than this get neighbours
+    # rerank(query, contexts) -> contexts, e.g. search_models.cross_encoder_reranker / llm_reranker; None = off
+    rerank: Callable[[str, list[Context]], list[Context]] | None = None
+    rerank_depth: int = (
+        30  # how many fused papers the reranker sees (it can lift one from below k into the top k)
+    )
+    max_query_chars: int = 2000
+
+    def replace(self, **changes) -> SearchConfig:
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,128 @@
+"""Heuristic query parsing: explicit author / year constraints and natural-language cues, separated from the topic."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lumina_assets.search.text import WORD, stopwords
+
+_YEAR = r"(1[89]\d{2}|20\d{2})"
+_YEAR_PATTERNS: list[tuple[re.Pattern, str]] = [
+    (re.compile(rf"\b(?:published\s+)?between\s+{_YEAR}\s+(?:and|&)\s+{_YEAR}\b", re.I), "between"),
+    (re.compile(rf"\bfrom\s+{_YEAR}\s+(?:to|until|till|through)\s+{_YEAR}\b", re.I), "between"),
+    (re.compile(rf"\b(?:years?\s*:?\s*)?{_YEAR}\s*(?:-|–|—|\.\.|to)\s*{_YEAR}\b", re.I), "between"),
+    (re.compile(rf"\b(?:published\s+)?(?:before|prior\s+to|earlier\s+than|pre)\s+{_YEAR}\b", re.I), "before"),
+    (
+        re.compile(rf"\b(?:published\s+)?(?:until|up\s+to|through|no\s+later\s+than)\s+{_YEAR}\b", re.I),
+        "until",
+    ),
+    (re.compile(rf"\b(?:published\s+)?(?:after|later\s+than|post)\s+{_YEAR}\b", re.I), "after"),
+    (
+        re.compile(rf"\b(?:published\s+)?(?:since|from|starting\s+(?:in|from)|as\s+of)\s+{_YEAR}\b", re.I),
+        "since",
+    ),
+    (re.compile(rf"\byear\s*(>=|<=|>|<|=|:)\s*{_YEAR}\b", re.I), "op"),
+    (re.compile(rf"\b(?:published\s+)?(?:in|during)\s+(?:the\s+year\s+)?{_YEAR}\b", re.I), "in"),
+]
+_NAME = r"[A-Z][a-zA-Z'\u00C0-\u024F\-]+"
+_AUTHOR_EXPLICIT = re.compile(r"\bauthor\s*:\s*(\"[^\"]+\"|'[^']+'|\S+)", re.I)
+_AUTHOR_ET_AL = re.compile(rf"\b((?:{_NAME}\s+)?{_NAME})\s+et\s+al\.?", re.U)
+_AUTHOR_BY = re.compile(
+    rf"\b(?:papers?\s+|work\s+|articles?\s+|studies\s+)?by\s+((?:[A-Z]\.\s*)*{_NAME}(?:\s+{_NAME})?)", re.U
+)
+
+
+_EXPLICIT_YEAR = re.compile(r"\b(?:published|year)\b", re.I)
+_PUBLICATION_WORDS = re.compile(
+    r"\b(?:papers?|articles?|studies|publications?|literature|reviews?|preprints?|works?|research|published)\b",
+    re.I,
+)
+
+
+def _is_statement(query: str) -> bool:
+    """A declarative sentence (a claim pasted as the query) rather than a search request: ends with a full stop,
+    has at least six words and does not talk about publications. Its years are content, not date filters."""
+    stripped = query.strip()
+    return stripped.endswith(".") and len(stripped.split()) >= 6 and not _PUBLICATION_WORDS.search(stripped)
+
+
+@dataclass
+class ParsedQuery:
+    """What the parser understood. `text` is what retrieval sees (constraint phrases removed)."""
+
+    original: str
+    text: str
+    authors: list[str] = field(default_factory=list)
+    year_min: int | None = None
+    year_max: int | None = None
+    keywords: list[str] = field(default_factory=list)
+    parser: str = "heuristic"
+
+    @property
+    def has_year(self) -> bool:
+        return self.year_min is not None or self.year_max is not None
+
+
+def last_name(name: str) -> str:
+    parts = [
+        p for p in re.split(r"[\s,]+", name.strip().strip("\"'")) if p and not re.fullmatch(r"[A-Z]\.?", p)
+    ]
+    return parts[-1].lower() if parts else ""
+
+
+def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) -> ParsedQuery:
+    """Heuristic parse: explicit author syntax, "X et al.", "by X" (only when X is a known author), year ranges.
+
+    "by X" is ambiguous in scientific text ("activated by Notch"), so it counts as an author only when
+    `known_authors(last_name)` says the index has such an author; otherwise the words stay in the query.
+    """
+    text = query
+    authors: list[str] = []
+    for pattern, kind in ((_AUTHOR_EXPLICIT, "explicit"), (_AUTHOR_ET_AL, "et_al"), (_AUTHOR_BY, "by")):
+        for match in list(pattern.finditer(text)):
+            name = match.group(1).strip().strip("\"'")
+            if kind == "by" and (known_authors is None or not known_authors(last_name(name))):
+                continue
+            authors.append(name)
+            text = text.replace(match.group(0), " ", 1)
+    year_min = year_max = None
+    statement = _is_statement(query)
+    for pattern, kind in _YEAR_PATTERNS:
+        match = pattern.search(text)
+        if not match:
+            continue
+        if statement and not _EXPLICIT_YEAR.search(match.group(0)):
+            continue  # "incidence fell from 2009 to 2014." states a fact: its years are content, not a filter
+        if kind == "between":
+            first, second = sorted((int(match.group(1)), int(match.group(2))))
+            year_min, year_max = first, second
+        elif kind == "before":
+            year_max = int(match.group(1)) - 1
+        elif kind == "until":
+            year_max = int(match.group(1))
+        elif kind == "after":
+            year_min = int(match.group(1)) + 1
+        elif kind == "since":
+            year_min = int(match.group(1))
+        elif kind == "in":
+            year_min = year_max = int(match.group(1))
+        elif kind == "op":
+            op, year = match.group(1), int(match.group(2))
+            if op in (">=",):
+                year_min = year
+            elif op == ">":
+                year_min = year + 1
+            elif op == "<=":
+                year_max = year
+            elif op == "<":
+                year_max = year - 1
+            else:
+                year_min = year_max = year
+        text = text.replace(match.group(0), " ", 1)
+        if kind in ("between", "in", "op"):
+            break
+    text = re.sub(r"\s+", " ", text).strip(" ,;")
+    keywords = [w for w in WORD.findall(text.lower()) if w not in stopwords() and len(w) > 1]
+    return ParsedQuery(query, text, authors, year_min, year_max, keywords)

@@ -1,0 +1,35 @@
+"""The search vocabulary: lower-cased, stopword-free, Snowball-stemmed word tokens (shared by every BM25 and by
+query parsing, so an index and its queries always read text the same way)."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+
+@functools.lru_cache(maxsize=1)
+def stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
+
+
+@functools.lru_cache(maxsize=1)
+def _stemmer():
+    try:
+        import Stemmer
+
+        return Stemmer.Stemmer("english")
+    except ImportError:  # PyStemmer missing: exact-form matching still works
+        return None
+
+
+WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens without English stopwords, Snowball-stemmed (the BM25 vocabulary)."""
+    stop = stopwords()
+    words = [w for w in WORD.findall(text.lower()) if w not in stop and (len(w) > 1 or w.isdigit())]
+    stemmer = _stemmer()
+    return stemmer.stemWords(words) if stemmer is not None and words else words

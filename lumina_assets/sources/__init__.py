@@ -1,1 +1,0 @@
-"""Paper sources: OpenAlex, arXiv, local folders and BEIR corpora, normalized into `Paper` records."""
