@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	@# torch first and pinned: an unpinned resolve pulls a multi-GB CUDA build
 	$(BIN)/python -m pip install --quiet "torch==2.13.0"
 	$(BIN)/python -m pip install --quiet -e ".[dev,tables]"
-	@# the browser check (tests/test_orchestration_ui.py) drives Debian chromium with npm playwright-core;
+	@# the browser check (tests/orchestration/test_orchestration_ui.py) drives Debian chromium with npm playwright-core;
 	@# where chromium or npm is absent the test skips and says so
 	@if command -v npm >/dev/null && { command -v chromium || command -v chromium-browser; } >/dev/null; then \
 	  npm install --silent --no-audit --no-fund --prefix $(VENV)/ui-check playwright-core@1.65.1 \

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from recorded import RecordingTransport, load_cassette
 
+from lumina_assets.core import settings
 from lumina_assets.core.http import HttpClient, HttpError, RateLimiter
 from lumina_assets.corpus.arxiv import ArxivClient, ArxivError, parse_feed
 from lumina_assets.corpus.crawl import Seeds, crawl_arxiv, crawl_openalex, load_seeds
@@ -205,7 +206,7 @@ def test_seed_file_problems_are_named(tmp_path):
 
 
 def test_project_seed_file_is_valid():
-    seeds = load_seeds(Path(__file__).parent.parent / "data" / "seeds.yaml")
+    seeds = load_seeds(settings.PROJECT_ROOT / "data" / "seeds.yaml")
     assert seeds.problems == [] and seeds.dois and seeds.arxiv_ids
 
 

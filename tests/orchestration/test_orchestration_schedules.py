@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import dagster as dg
 import pytest
 import yaml
 
+from lumina_assets.core import settings
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG
 from sensors.automation import SCHEDULES, SENSORS, executor_from_env
 from sensors.pools import POOL_LIMITS, apply_pool_limits, current_pool_limits
 from sensors.schedules import nightly_crawl_schedule, weekly_benchmark_schedule
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = settings.PROJECT_ROOT
 POOLS_USED = {"openalex", "arxiv", "pdf_download", "semantic_scholar", "google_scholar", "exa", "llm"}
 
 

@@ -6,17 +6,17 @@ import logging
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from lumina_assets.core import settings
 from lumina_assets.indexing import onnx_encoder as onnx_query
 from lumina_assets.indexing.embedding import Embedder
 from lumina_assets.indexing.onnx_encoder import OnnxQueryEncoder, OnnxUnavailable
 
 pytestmark = pytest.mark.slow
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = settings.PROJECT_ROOT
 
 QUERIES = [
     "0-dimensional biomaterials show inductive properties.",

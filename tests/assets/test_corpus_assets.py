@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from dagster import DagsterInstance
 
-from lumina_assets.core import tables
+from lumina_assets.core import settings, tables
 from lumina_assets.defs import corpus
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from resources.arxiv import ArxivResource
@@ -141,7 +141,7 @@ def test_dagster_definitions_validate_passes(tmp_path):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = settings.PROJECT_ROOT
     dagster = Path(sys.executable).parent / "dagster"
     completed = subprocess.run(
         [str(dagster), "definitions", "validate", "-w", "workspace.yaml"],

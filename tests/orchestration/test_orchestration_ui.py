@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-PROJECT = Path(__file__).resolve().parent.parent
+from lumina_assets.core import settings
+
+PROJECT = settings.PROJECT_ROOT
 sys.path.insert(0, str(PROJECT / "scripts"))
 import ui_check  # noqa: E402
 
