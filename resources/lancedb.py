@@ -1,23 +1,12 @@
-"""LanceDB connection: a local folder by default (settings.lancedb_uri()), or object storage (`s3://bucket/path`)."""
+"""The LanceDB resource: where the indexes live (a local folder by default, or object storage). The connection
+itself is `lumina_assets.indexing.connection.connect_lancedb`, re-exported here for existing imports."""
 
 from __future__ import annotations
 
 import dagster as dg
 from pydantic import Field
 
-
-def connect_lancedb(uri: str | None = None, storage_options: dict[str, str] | None = None):
-    """A LanceDB connection; `storage_options` (endpoint, region, keys) only matter for object-storage URIs."""
-    import lancedb
-
-    from lumina_assets.core import settings
-
-    target = uri or settings.lancedb_uri()
-    if "://" not in target:
-        from pathlib import Path
-
-        Path(target).mkdir(parents=True, exist_ok=True)
-    return lancedb.connect(target, storage_options=storage_options or None)
+from lumina_assets.indexing.connection import connect_lancedb
 
 
 class LanceDBResource(dg.ConfigurableResource):
@@ -57,3 +46,6 @@ class LanceDBResource(dg.ConfigurableResource):
 
     def connect(self):
         return connect_lancedb(self.resolved_uri(), self.resolved_storage_options())
+
+
+__all__ = ["LanceDBResource", "connect_lancedb"]

@@ -149,10 +149,9 @@ def bench_judge(args: argparse.Namespace) -> int:
         target.write_text(thresholds.to_json() + "\n", encoding="utf-8")
         print(f"  written to {target}")
     if args.llm:
-        from resources.llm import build_llm_resources
+        from lumina_assets.cli.llm import env_llm_client
 
-        # process_config_and_initialize resolves the EnvVar key (outside a run it is only the variable's name)
-        client = build_llm_resources()["judge_llm"].process_config_and_initialize().get_client()
+        client = env_llm_client("judge_llm")
         if client.is_offline:
             print(f"LLM judge not validated: {client.label}")
         else:

@@ -47,8 +47,8 @@ def run_bench_incremental(args) -> int:
     """Index N papers from scratch, then add one paper; the second run must embed only the new paper's passages."""
     from lumina_assets.corpus.collections import collection_tables
     from lumina_assets.indexing import lancedb_tables as indexing
+    from lumina_assets.indexing.connection import connect_lancedb
     from resources.embedder import Embedder
-    from resources.lancedb import connect_lancedb
 
     corpus_dir = Path(args.corpus) if args.corpus else settings.shared_data_dir() / "scifact"
     collection = _collection_slice(corpus_dir, args.n)

@@ -204,8 +204,10 @@ def eval_index_dir(collection: Collection, embedder, index_config) -> Path:
     """data/eval/<name>-<hash of corpus bytes + model + index config>/: one index per distinct setup."""
     from lumina_assets.core import settings
 
+    from lumina_assets.indexing.lancedb_tables import TABLES_VERSION
+
     key = hashlib.sha256(
-        f"{collection.fingerprint()}|{_model_key(embedder)}|{index_config.fingerprint()}".encode()
+        f"{collection.fingerprint()}|{_model_key(embedder)}|{index_config.fingerprint()}|{TABLES_VERSION}".encode()
     ).hexdigest()[:12]
     return settings.data_dir() / "eval" / f"{collection.name}-{key}"
 
@@ -219,8 +221,8 @@ def ensure_eval_index(
     """
     import time
 
+    from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.lancedb_tables import IndexConfig, index_corpus
-    from resources.lancedb import connect_lancedb
 
     index_config = index_config or IndexConfig()
     folder = eval_index_dir(collection, embedder, index_config)

@@ -171,6 +171,7 @@ def build_judge(judge_llm: LLMResource, config: JudgeConfig):
 def build_provider(
     name: str,
     *,
+    question_llm: LLMResource,
     semantic_scholar: SemanticScholarResource,
     google_scholar: SerpApiScholarResource,
     exa: ExaResource,
@@ -179,7 +180,9 @@ def build_provider(
     if name == "lumina":
         from lumina_assets.search.model_stages import configured_search_config
 
-        return LuminaProvider(lumina_search_fn(config=configured_search_config()))
+        client = question_llm.get_client() if settings.search_llm_stages() else None
+        llm_client = client if client is not None and not client.is_offline else None
+        return LuminaProvider(lumina_search_fn(config=configured_search_config(llm_client=llm_client)))
     if name == "bm25":
         return BM25Provider(load_passages(), load_papers())
     if name == "semantic_scholar":
@@ -364,6 +367,7 @@ def questions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
 def provider_results(
     context: dg.AssetExecutionContext,
     config: ProviderResultsConfig,
+    question_llm: LLMResource,
     semantic_scholar: SemanticScholarResource,
     google_scholar: SerpApiScholarResource,
     exa: ExaResource,
@@ -376,7 +380,11 @@ def provider_results(
     path = bench_partition_path("provider_results", name)
     try:
         provider = build_provider(
-            name, semantic_scholar=semantic_scholar, google_scholar=google_scholar, exa=exa
+            name,
+            question_llm=question_llm,
+            semantic_scholar=semantic_scholar,
+            google_scholar=google_scholar,
+            exa=exa,
         )
     except ProviderUnavailable as exc:
         context.log.warning(f"{name} skipped: {exc}")
@@ -450,7 +458,11 @@ def recursive_results(
     level0 = _read(bench_partition_path("provider_results", name))
     try:
         provider = build_provider(
-            name, semantic_scholar=semantic_scholar, google_scholar=google_scholar, exa=exa
+            name,
+            question_llm=question_llm,
+            semantic_scholar=semantic_scholar,
+            google_scholar=google_scholar,
+            exa=exa,
         )
     except ProviderUnavailable as exc:
         _write(pl.DataFrame(schema=runner.RECURSIVE_SCHEMA), path)

@@ -162,19 +162,13 @@ def cross_encoder_reranker(name_or_path: str, max_chars: int = 2000) -> Callable
     return rerank
 
 
-def search_llm_client():
-    """The question LLM's client (backend, model and key from the environment), or None when it is offline."""
-    from resources.llm import build_llm_resources
-
-    client = build_llm_resources()["question_llm"].process_config_and_initialize().get_client()
-    return None if client.is_offline else client
-
-
 def configured_search_config(base: SearchConfig | None = None, *, llm_client=None) -> SearchConfig:
     """`base` (default SearchConfig()) with the stages LUMINA_SEARCH_LLM and LUMINA_RERANK_MODEL switch on.
 
-    Asking for LLM stages without a usable LLM raises ValueError naming what is missing, rather than silently
-    running the offline pipeline the user did not ask for.
+    `llm_client` is the question LLM's client, None when it is offline; the caller builds it (the benchmark asset
+    from its `question_llm` resource, the CLI with `lumina_assets.cli.llm.search_llm_client()`), so this module
+    never reaches for a Dagster resource. Asking for LLM stages without a usable LLM raises ValueError naming what
+    is missing, rather than silently running the offline pipeline the user did not ask for.
     """
     config = base or SearchConfig()
     stages = settings.search_llm_stages()
@@ -183,7 +177,7 @@ def configured_search_config(base: SearchConfig | None = None, *, llm_client=Non
         raise ValueError(f"LUMINA_SEARCH_LLM: unknown stage(s) {unknown}; choose from {list(LLM_STAGES)}")
     changes: dict = {}
     if stages:
-        client = llm_client or search_llm_client()
+        client = llm_client
         if client is None:
             raise ValueError(
                 "LUMINA_SEARCH_LLM asks for LLM stages but the question LLM is offline: set its API key "
