@@ -80,7 +80,7 @@ def _search(args) -> int:
     from lumina_assets.core import settings
     from lumina_assets.search.config import SearchConfig
     from lumina_assets.search.engine import SearchEngine
-    from lumina_assets.search.view import IndexModelMismatch, IndexNotBuilt
+    from lumina_assets.search.stores import IndexModelMismatch, IndexNotBuilt
 
     uri = args.db or settings.lancedb_uri()
     try:
@@ -163,15 +163,13 @@ ABLATIONS: dict[str, dict] = {
     "+ paper abstract vectors": {"paper_abstract_vectors": True},
     "- paper full text": {"paper_fulltext": False},
     "+ dense PRF (Rocchio)": {"dense_prf": True},
-    "+ RM3": {"rm3": True},
-    "+ both PRF": {"dense_prf": True, "rm3": True},
     "normalization = zscore": {"normalization": "zscore"},
     "fusion = RRF": {"fusion": "rrf"},
     "aggregation = sum2": {"passage_aggregation": "sum2"},
     "BM25 only (passages+papers)": {"passage_vectors": False},
     "dense only (passage vectors)": {"passage_fulltext": False, "paper_fulltext": False},
     "plain RRF (passage BM25 + dense)": {"fusion": "rrf", "paper_fulltext": False},
-    "LanceDB native FTS + vector": {"backend": "lancedb"},
+    "index store (no in-memory fast path)": {"store": "index"},
 }
 
 
@@ -286,7 +284,7 @@ def _bench_search(args) -> int:
         started = time.perf_counter()
         engine.search(query, k=10)
         full.append(time.perf_counter() - started)
-    table = engine.view().passages_table
+    table = engine.store().passages_table
     bare, bare_no_embed = [], []
     for query in queries:
         started = time.perf_counter()

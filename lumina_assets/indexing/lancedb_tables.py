@@ -20,11 +20,19 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from lumina_assets.search.acronyms import count_acronyms
+from lumina_assets.search.query_parser import last_name
+
 log = logging.getLogger(__name__)
 
 PASSAGES_TABLE = "passages"
 PAPERS_TABLE = "papers"
-INDEX_FORMAT_VERSION = "1"
+ACRONYMS_TABLE = "acronyms"
+INDEX_FORMAT_VERSION = "1"  # what gets embedded: changing it re-embeds every passage
+TABLES_VERSION = (
+    "2"  # columns and indexes around the vectors (2: author last names, acronyms, scalar indexes)
+)
+ANN_TRAINED_ROWS = "lumina:ann_trained_rows"  # vector field metadata: rows the ANN index was trained on
 
 
 @dataclass
@@ -35,6 +43,9 @@ class IndexConfig:
         True  # embed "title. passage" so a passage carries its paper's topic (contextual chunk)
     )
     ann_min_rows: int = 100_000  # below this a flat scan of 384-d vectors is faster than an ANN index
+    ann_retrain_growth: float = (
+        2.0  # retrain the ANN index once the table holds this many times its training rows
+    )
     write_batch_rows: int = 4096  # rows embedded and written per merge_insert
     prune: bool = True  # delete rows whose passage / paper no longer exists upstream
 
@@ -105,6 +116,7 @@ def paper_rows(papers: pl.DataFrame) -> pl.DataFrame:
                 ),
                 "year": row.get("year"),
                 "authors": list(row.get("authors") or []),
+                "author_last_names": sorted({n for n in map(last_name, row.get("authors") or []) if n}),
                 "venue": row.get("venue"),
             }
         )
@@ -116,6 +128,7 @@ def paper_rows(papers: pl.DataFrame) -> pl.DataFrame:
         "url": pl.String,
         "year": pl.Int32,
         "authors": pl.List(pl.String),
+        "author_last_names": pl.List(pl.String),
         "venue": pl.String,
     }
     return pl.DataFrame(rows, schema=schema).unique("paper_id", keep="last", maintain_order=True)
@@ -228,6 +241,7 @@ def _paper_schema(dim: int) -> pa.Schema:
             pa.field("url", pa.string()),
             pa.field("year", pa.int32()),
             pa.field("authors", pa.list_(pa.string())),
+            pa.field("author_last_names", pa.list_(pa.string())),
             pa.field("venue", pa.string()),
             pa.field("text_hash", pa.string()),
             pa.field("row_hash", pa.string()),
@@ -296,9 +310,29 @@ def _ensure_fts(table, column: str) -> None:
         )
 
 
+def _ensure_scalar(table, column: str, kind: str) -> None:
+    """BTREE / BITMAP / LABEL_LIST index so that lookups by id and filters read a few pages, not the table."""
+    from lancedb.index import BTree, LabelList
+
+    if not _has_index(table, column):
+        table.create_index(column, config={"BTREE": BTree(), "LABEL_LIST": LabelList()}[kind], replace=True)
+
+
+def _ann_trained_rows(table, column: str) -> int:
+    metadata = table.schema.field(column).metadata or {}
+    return int(metadata.get(ANN_TRAINED_ROWS.encode(), b"0") or 0)
+
+
 def _ensure_ann(table, column: str, rows: int, config: IndexConfig, stats: IndexStats) -> None:
-    if rows < config.ann_min_rows or _has_index(table, column):
-        stats.ann_index = stats.ann_index or _has_index(table, column)
+    """IVF_PQ once the table passes `ann_min_rows`; `optimize()` adds new rows to it incrementally, and it is
+    retrained only when the table has grown `ann_retrain_growth` times past the rows it was trained on (its
+    centroids then no longer describe the data), never per batch."""
+    indexed = _has_index(table, column)
+    trained = _ann_trained_rows(table, column) if indexed else 0
+    if rows < config.ann_min_rows or (
+        indexed and (not trained or rows < config.ann_retrain_growth * trained)
+    ):
+        stats.ann_index = stats.ann_index or indexed
         return
     from lancedb.index import IvfPq
 
@@ -309,10 +343,13 @@ def _ensure_ann(table, column: str, rows: int, config: IndexConfig, stats: Index
         config=IvfPq(
             distance_type="cosine", num_partitions=partitions, num_sub_vectors=max(1, stats.dimension // 8)
         ),
-        replace=False,
+        replace=True,
     )
+    table.update_field_metadata({"path": column, "metadata": {ANN_TRAINED_ROWS: str(rows)}})
     stats.ann_index = True
-    stats.notes.append(f"ANN index (IVF_PQ, {partitions} partitions) on {column}")
+    stats.notes.append(
+        f"ANN index (IVF_PQ, {partitions} partitions) {'re' if indexed else ''}trained on {column}"
+    )
 
 
 def _upsert(db, name: str, table, data: pa.Table, key: str):
@@ -429,6 +466,8 @@ def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats,
     t0 = time.perf_counter()
     if table.count_rows():
         _ensure_fts(table, "search_text")
+        for column in ("passage_id", "paper_id", "year"):
+            _ensure_scalar(table, column, "BTREE")
         table.optimize()
         _ensure_ann(table, "vector", table.count_rows(), config, stats)
     stats.write_seconds += time.perf_counter() - t0
@@ -453,6 +492,10 @@ def _index_papers(
     meta = paper_rows(papers)
     stats.papers_total = meta.height
     table = open_table(db, PAPERS_TABLE)
+    if table is not None and "author_last_names" not in table.schema.names:
+        db.drop_table(PAPERS_TABLE)  # built before author filters existed: rebuilt once (titles re-embedded)
+        stats.notes.append("papers table rebuilt for the author_last_names column")
+        table = None
     existing: dict[str, tuple[str, str]] = {}
     if table is not None:
         stored = _read_columns(table, ["paper_id", "text_hash", "row_hash"])
@@ -543,11 +586,39 @@ def _index_papers(
         for start in range(0, len(stale), 500):
             table.delete(_sql_in("paper_id", stale[start : start + 500]))
         stats.papers_deleted = len(stale)
+    _index_acronyms(db, meta[changed]["search_text"].to_list())
     t0 = time.perf_counter()
     if table.count_rows():
         _ensure_fts(table, "search_text")
+        for column, kind in (("paper_id", "BTREE"), ("year", "BTREE"), ("author_last_names", "LABEL_LIST")):
+            _ensure_scalar(table, column, kind)
         table.optimize()
     stats.write_seconds += time.perf_counter() - t0
+
+
+def _index_acronyms(db, texts: list[str]) -> None:
+    """Add the acronym counts of new or changed papers to the `acronyms` table (short, long, count), so search looks
+    acronyms up by key instead of mining the corpus in every process."""
+    counts = count_acronyms(texts)
+    if not counts:
+        return
+    rows = {(short, long): n for short, forms in counts.items() for long, n in forms.items()}
+    table = open_table(db, ACRONYMS_TABLE)
+    if table is not None:
+        stored = _read_columns(table, ["short", "long", "count"], _sql_in("short", sorted(counts)))
+        for short, long, n in zip(*(stored[c].to_pylist() for c in ("short", "long", "count")), strict=True):
+            if (short, long) in rows:
+                rows[(short, long)] += n
+    data = pa.table(
+        {
+            "key": [f"{short}\t{long}" for short, long in rows],
+            "short": [short for short, _ in rows],
+            "long": [long for _, long in rows],
+            "count": pa.array(list(rows.values()), pa.int64()),
+        }
+    )
+    table = _upsert(db, ACRONYMS_TABLE, table, data, "key")
+    _ensure_scalar(table, "short", "BTREE")
 
 
 def index_version(db) -> str:

@@ -32,8 +32,9 @@ def _long_form(words: list[str], short: str) -> str | None:
     return None
 
 
-def mine_acronyms(texts: Sequence[str], min_count: int = 1) -> dict[str, str]:
-    """{acronym (lower): its most frequent long form} found as "long form (LF)" in the corpus."""
+def count_acronyms(texts: Sequence[str]) -> dict[str, Counter]:
+    """{acronym (lower): Counter of its long forms} found as "long form (LF)" in the texts (the index stores these
+    counts per batch, so search looks acronyms up instead of mining the corpus)."""
     found: dict[str, Counter] = {}
     for text in texts:
         for match in _PAREN_ACRONYM.finditer(text):
@@ -44,6 +45,12 @@ def mine_acronyms(texts: Sequence[str], min_count: int = 1) -> dict[str, str]:
             long = _long_form(before[-12:], short)
             if long and len(long) > len(short):
                 found.setdefault(short.lower(), Counter())[long.lower()] += 1
+    return found
+
+
+def mine_acronyms(texts: Sequence[str], min_count: int = 1) -> dict[str, str]:
+    """{acronym (lower): its most frequent long form} found as "long form (LF)" in the texts."""
+    found = count_acronyms(texts)
     return {
         short: counts.most_common(1)[0][0]
         for short, counts in found.items()

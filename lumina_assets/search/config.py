@@ -24,17 +24,19 @@ class SearchConfig:
     synonyms: dict[str, list[str]] = field(default_factory=dict)  # user-supplied term -> alternatives
     expansion_weight: float = 0.5
     llm_multi_query: Callable[[str], list[str]] | None = None  # extra phrasings, each embedded and fused
-    # retrieval
-    backend: str = "memory"  # memory | lancedb
+    # retrieval: candidates always come from indexes; `store` picks where vectors and metadata are read
+    store: str = "auto"  # auto (memory up to memory_max_passages, else index) | memory | index
+    memory_max_passages: int = 50_000
+    nprobes: int = 20  # ANN partitions probed (IVF); ignored below the ANN threshold (exact search)
+    refine_factor: int = 10  # ANN candidates re-scored with full vectors: limit * refine_factor
     passage_vectors: bool = True
     passage_fulltext: bool = True
     # paper-level vectors: available, off by default (no nDCG gain on SciFact / CISI for 2 extra matrix products)
     paper_title_vectors: bool = False
     paper_abstract_vectors: bool = False
     paper_fulltext: bool = True
-    candidates: int = 200  # per retriever
-    bm25_k1: float = 1.2
-    bm25_b: float = 0.75
+    candidates: int = 200  # papers per retriever that fusion sees
+    passage_depth: int = 3  # passage retrievers fetch candidates * passage_depth passages
     passage_aggregation: str = (
         "max"  # max | sum2 (best passage + half of the second): a paper's score from passages
     )
@@ -56,13 +58,14 @@ class SearchConfig:
     dense_prf: bool = False  # Rocchio on the query vector
     dense_prf_docs: int = 3
     dense_prf_beta: float = 0.5
-    rm3: bool = False  # RM3 expansion terms for the full-text retrievers
-    rm3_docs: int = 5
-    rm3_terms: int = 10
-    rm3_weight: float = 0.3
     # boosts and filters
     author_boost: float = 1.0
-    year_mode: str = "boost"  # boost | filter | off
+    year_mode: str = (
+        "boost"  # natural-language years ("after 2019"): boost | filter | off; explicit ones filter
+    )
+    author_filter_max_papers: int = (
+        10_000  # an explicit author filter admits at most this many of their papers
+    )
     year_boost: float = 0.5
     recency_weight: float = 0.0  # e.g. 0.2 favours recent papers
     # results

@@ -1,11 +1,11 @@
-"""The Lumina search pipeline: query -> parse -> expand -> retrieve (passage vectors, passage full text, paper
-title / abstract vectors, paper full text) -> fuse -> pseudo-relevance feedback -> boost / filter -> diversify ->
-neighbour expansion -> optional rerank -> ranked `Context`s with pinpointed passages.
+"""The Lumina search pipeline over candidate sets: query -> parse -> expand -> retrieve candidates from indexes
+(passage vectors, passage full text, paper full text, optionally paper title / abstract vectors) -> fuse -> dense
+pseudo-relevance feedback -> boost -> diversify -> neighbour expansion -> optional rerank -> ranked `Context`s.
 
-Every stage is a switch in `SearchConfig`, so the benchmark and `lumina eval beir` can measure each one's share.
-Retrieval runs on an in-memory view of the LanceDB tables (vectors as one float32 matrix, a BM25 index over the
-same texts LanceDB's full-text index holds), rebuilt whenever a table version changes; `backend="lancedb"` asks
-LanceDB's own vector and full-text search instead (the path for tables too large for memory).
+Every stage works on what the indexes returned (a few hundred ids), never on arrays the size of the corpus: a
+search process holds open indexes (`stores.LanceStore`), or, for small corpora, the same store with its vectors in
+memory (`stores.MemoryStore`). Explicit constraints (`year:2020..2023`, `author:Cohan`) are pushed down as filters;
+natural-language cues ("after 2019", "Cohan et al.") boost. Every stage is a switch in `SearchConfig`.
 """
 
 from __future__ import annotations
@@ -14,39 +14,56 @@ import logging
 import math
 import re
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 
 from lumina_assets.core.schemas import Context
 from lumina_assets.search.config import SearchConfig
-from lumina_assets.search.fusion import fuse, top_indices
+from lumina_assets.search.fusion import Run, fuse, ranked
 from lumina_assets.search.query_parser import ParsedQuery, last_name, parse_query
+from lumina_assets.search.stores import (
+    Filters,
+    IndexModelMismatch,
+    IndexNotBuilt,
+    LanceStore,
+    open_store,
+)
 from lumina_assets.search.text import WORD, tokenize
-from lumina_assets.search.view import CorpusView, IndexModelMismatch, IndexNotBuilt, corpus_view
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class SearchTrace:
-    """What happened to one query (for debugging and the ablation report)."""
+    """What happened to one query (for debugging, the API's explanations and the ablation report)."""
 
     parsed: ParsedQuery | None = None
-    expansions: dict[str, float] = field(default_factory=dict)
-    feedback_terms: dict[str, float] = field(default_factory=dict)
+    expansions: dict[str, str] = field(default_factory=dict)
+    filters: Filters | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+    found_by: dict[str, list[str]] = field(default_factory=dict)  # paper id -> retrievers that found it
     message: str = ""
+
+
+@dataclass
+class Plan:
+    """The fused, boosted candidates of one query, before contexts are built."""
+
+    parsed: ParsedQuery
+    vector: np.ndarray
+    doc_scores: dict[str, float]
+    passage_scores: dict[str, float]
+    paper_passages: dict[str, list[str]]  # paper id -> its candidate passages, best first
 
 
 class SearchEngine:
     """`SearchEngine(db_uri, embedder, config).search(query, k) -> list[Context]`.
 
     `db_uri` is a LanceDB URI (local path or s3://...); `embedder` anything with `encode(list[str]) -> ndarray`
-    (lumina_assets.indexing.embedding.Embedder); `config` a SearchConfig (defaults when None).
+    (lumina_assets.indexing.embedding.Embedder); `config` a SearchConfig (defaults when None). The tables are
+    re-checked out at most every `refresh_seconds`, so a long-lived process sees papers another process added.
     """
 
     def __init__(
@@ -69,8 +86,8 @@ class SearchEngine:
         self.embedder = embedder
         self.config = config or SearchConfig()
         self._db = None
-        self._view: CorpusView | None = None
-        self._view_checked_at = 0.0
+        self._store: LanceStore | None = None
+        self._store_checked_at = 0.0
         self.refresh_seconds = refresh_seconds
         self.embedding_cache: dict[str, np.ndarray] | None = None  # text -> vector, filled by evaluations
         self.last_trace = SearchTrace()
@@ -89,18 +106,26 @@ class SearchEngine:
             self._db = lancedb.connect(self.db_uri, storage_options=self.storage_options or None)
         return self._db
 
-    def view(self) -> CorpusView:
-        """The in-memory view; the table versions are re-checked at most every `refresh_seconds`."""
+    def store(self) -> LanceStore:
+        """The open indexes; re-checked for new table versions at most every `refresh_seconds`."""
         now = time.monotonic()
-        if self._view is None or now - self._view_checked_at > self.refresh_seconds:
-            self._view = corpus_view(self.db_uri, self.db, k1=self.config.bm25_k1, b=self.config.bm25_b)
-            self._view_checked_at = now
-        return self._view
+        if self._store is None or now - self._store_checked_at > self.refresh_seconds:
+            cfg = self.config
+            limit = {"memory": math.inf, "index": -1}.get(cfg.store, cfg.memory_max_passages)
+            self._store = open_store(
+                self.db_uri,
+                self.db,
+                memory_max_passages=limit,
+                nprobes=cfg.nprobes,
+                refine_factor=cfg.refine_factor,
+            )
+            self._store_checked_at = now
+        return self._store
 
     def warm_up(self) -> None:
-        """Load the view and run one query so that first-query latency is not model / cache loading."""
-        self.view()
-        self.embedder.encode_query("warm up")
+        """Open the indexes and run one query so that first-query latency is not model or index loading."""
+        self.store()
+        self.search("warm up query", k=1)
 
     # -- public API
 
@@ -109,12 +134,11 @@ class SearchEngine:
         plan = self._plan(query)
         if plan is None:
             return []
-        view, parsed, doc_scores, passage_scores = plan
-        reranking = self.config.rerank is not None
-        order = top_indices(doc_scores, max(k, self.config.rerank_depth) if reranking else k)
-        contexts = self._contexts(view, order, doc_scores, passage_scores)
-        if reranking:
-            contexts = self.config.rerank(parsed.text or query, contexts)
+        depth = max(k, self.config.rerank_depth) if self.config.rerank is not None else k
+        order = [paper_id for paper_id, _ in ranked(plan.doc_scores, depth)]
+        contexts = self._contexts(plan, order)
+        if self.config.rerank is not None:
+            contexts = self.config.rerank(plan.parsed.text or query, contexts)
         return contexts[:k]
 
     def rank_documents(self, query: str, k: int = 100) -> list[tuple[str, float]]:
@@ -122,22 +146,99 @@ class SearchEngine:
         plan = self._plan(query)
         if plan is None:
             return []
-        view, parsed, doc_scores, passage_scores = plan
-        order = top_indices(doc_scores, k)
-        if self.config.rerank is None or len(order) == 0:
-            return [(view.paper_ids[i], float(doc_scores[i])) for i in order]
-        head = order[: self.config.rerank_depth]
-        contexts = self._contexts(view, head, doc_scores, passage_scores)
-        reranked = [c.paper_id for c in self.config.rerank(parsed.text or query, contexts)]
+        order = ranked(plan.doc_scores, k)
+        if self.config.rerank is None or not order:
+            return order
+        head = [paper_id for paper_id, _ in order[: self.config.rerank_depth]]
+        reranked = [
+            c.paper_id for c in self.config.rerank(plan.parsed.text or query, self._contexts(plan, head))
+        ]
         seen = set(reranked)
-        ranked = reranked + [pid for pid in (view.paper_ids[i] for i in order) if pid not in seen]
+        ids = reranked + [paper_id for paper_id, _ in order if paper_id not in seen]
         return [
-            (pid, float(len(ranked) - rank)) for rank, pid in enumerate(ranked)
-        ]  # scores keep the new order
+            (paper_id, float(len(ids) - rank)) for rank, paper_id in enumerate(ids)
+        ]  # scores keep the order
 
     # -- pipeline
 
-    def _plan(self, query: str):
+    def _parse(self, query: str, store: LanceStore) -> ParsedQuery:
+        cfg = self.config
+        if cfg.llm_parser is not None:
+            return cfg.llm_parser(query)
+        if cfg.parse_query:
+            return parse_query(query, known_authors=store.has_author)
+        return ParsedQuery(query, query)
+
+    def _filters(self, parsed: ParsedQuery, store: LanceStore) -> Filters:
+        """Explicit constraints (and natural-language years when year_mode="filter") as pushed-down filters."""
+        cfg = self.config
+        year_filter = parsed.has_year and (parsed.year_explicit or cfg.year_mode == "filter")
+        paper_ids = None
+        if parsed.explicit_authors:
+            names = sorted({last_name(a) for a in parsed.explicit_authors} - {""})
+            paper_ids = tuple(store.papers_by_author(names, cfg.author_filter_max_papers))
+        return Filters(
+            year_min=parsed.year_min if year_filter else None,
+            year_max=parsed.year_max if year_filter else None,
+            paper_ids=paper_ids,
+        )
+
+    def _expand(self, text: str, store: LanceStore) -> tuple[str, dict[str, str]]:
+        """The full-text query with acronym long forms and synonyms appended."""
+        cfg = self.config
+        words = WORD.findall(text)
+        found: dict[str, str] = {}
+        if cfg.expand_acronyms:
+            shorts = [w.lower() for w in words if w.isupper() and len(w) >= 2]
+            found.update(store.acronyms(shorts))
+        for word in words:
+            for alternative in cfg.synonyms.get(word.lower(), []):
+                found.setdefault(word.lower(), alternative)
+        extra = [long for long in found.values() if long.lower() not in text.lower()]
+        return (f"{text} {' '.join(extra)}" if extra else text), found
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        cached = [self.embedding_cache.get(t) for t in texts] if self.embedding_cache is not None else [None]
+        if all(v is not None for v in cached):
+            vectors = np.stack(cached)
+        else:
+            encode = getattr(self.embedder, "encode_queries", self.embedder.encode)
+            vectors = encode(texts)
+        vector = np.asarray(vectors, dtype=np.float32).mean(axis=0)
+        return vector / max(float(np.linalg.norm(vector)), 1e-12)
+
+    def _retrieve(self, store: LanceStore, text: str, vector: np.ndarray, filters: Filters):
+        """(paper runs, passage runs) from every enabled retriever."""
+        cfg = self.config
+        depth = cfg.candidates * cfg.passage_depth
+        passage_runs: dict[str, Run] = {}
+        if cfg.passage_vectors:
+            passage_runs["passage_vectors"] = store.passage_vector_run(vector, depth, filters)
+        if cfg.passage_fulltext:
+            passage_runs["passage_fulltext"] = store.passage_text_run(text, depth, filters)
+        runs = {name: run.by_paper(cfg.passage_aggregation) for name, run in passage_runs.items()}
+        if cfg.paper_fulltext:
+            runs["paper_fulltext"] = store.paper_text_run(text, cfg.candidates, filters)
+        for name, column, enabled in (
+            ("paper_title_vectors", "title_vector", cfg.paper_title_vectors),
+            ("paper_abstract_vectors", "abstract_vector", cfg.paper_abstract_vectors),
+        ):
+            if enabled:
+                runs[name] = store.paper_vector_run(column, vector, cfg.candidates, filters)
+        return runs, passage_runs
+
+    def _fuse(self, runs: dict[str, Run], candidates: int) -> dict[str, float]:
+        cfg = self.config
+        return fuse(
+            runs,
+            cfg.weights,
+            method=cfg.fusion,
+            candidates=candidates,
+            rrf_k=cfg.rrf_k,
+            normalization=cfg.normalization,
+        )
+
+    def _plan(self, query: str) -> Plan | None:
         cfg = self.config
         trace = SearchTrace()
         self.last_trace = trace
@@ -146,306 +247,154 @@ class SearchEngine:
             trace.message = "empty query"
             return None
         query = re.sub(r"\s+", " ", query).strip()[: cfg.max_query_chars]
-        view = self.view()
-        if view.empty:
+        store = self.store()
+        if store.empty():
             trace.message = "the index is empty"
             return None
 
-        # parse
-        if cfg.llm_parser is not None:
-            parsed = cfg.llm_parser(query)
-        elif cfg.parse_query:
-            parsed = parse_query(query, known_authors=lambda name: name in view.known_last_names)
-        else:
-            parsed = ParsedQuery(query, query)
+        parsed = self._parse(query, store)
         trace.parsed = parsed
         text = parsed.text or query
-        terms = Counter(tokenize(text))
-        if not terms:
+        if not tokenize(text):
             trace.message = "the query has only stopwords or punctuation"
             return None
-        query_terms: dict[str, float] = {t: float(c) for t, c in terms.most_common(128)}
+        filters = self._filters(parsed, store)
+        trace.filters = filters
+        if filters.paper_ids == ():
+            trace.message = f"no paper by {', '.join(parsed.explicit_authors)} in the index"
+            return None
+        fulltext, trace.expansions = self._expand(text, store)
 
-        # expand
-        if cfg.expand_acronyms or cfg.synonyms:
-            extra: dict[str, float] = {}
-            for word in WORD.findall(text):
-                alternatives = []
-                if (
-                    cfg.expand_acronyms
-                    and word.isupper()
-                    and len(word) >= 2
-                    and word.lower() in view.acronyms
-                ):
-                    alternatives.append(view.acronyms[word.lower()])
-                alternatives += cfg.synonyms.get(word.lower(), [])
-                for alternative in alternatives:
-                    for token in tokenize(alternative):
-                        if token not in query_terms:
-                            extra[token] = max(extra.get(token, 0.0), cfg.expansion_weight)
-            trace.expansions = extra
-            query_terms.update(extra)
+        t0 = time.perf_counter()
         texts = [text]
         if cfg.llm_multi_query is not None:
             texts += [t for t in cfg.llm_multi_query(text) if t and t.strip()][:4]
-        t0 = time.perf_counter()
-        cached = [self.embedding_cache.get(t) for t in texts] if self.embedding_cache is not None else [None]
-        if all(v is not None for v in cached):
-            query_vectors = np.stack(cached)
-        else:
-            encode = getattr(self.embedder, "encode_queries", self.embedder.encode)
-            query_vectors = encode(texts)
-        query_vector = query_vectors.mean(axis=0)
-        query_vector /= max(float(np.linalg.norm(query_vector)), 1e-12)
+        vector = self._embed(texts)
         trace.timings_ms["embed"] = (time.perf_counter() - t0) * 1000
-        if view.passage_vectors.shape[1] != query_vector.shape[0]:
+        if store.dimension != vector.shape[0]:
             raise IndexModelMismatch(
-                f"the index holds {view.passage_vectors.shape[1]}-d vectors but the query model gives "
-                f"{query_vector.shape[0]}-d ones: search with the model that built the index "
-                "(LUMINA_EMBEDDING_MODEL) or rebuild the index"
+                f"the index holds {store.dimension}-d vectors but the query model gives {vector.shape[0]}-d "
+                "ones: search with the model that built the index (LUMINA_EMBEDDING_MODEL) or rebuild the index"
             )
 
-        # retrieve + fuse
         t0 = time.perf_counter()
-
-        def fused(runs):
-            """One fusion setting for both rounds (the first pass and the feedback pass)."""
-            return fuse(
-                runs,
-                cfg.weights,
-                len(view.paper_ids),
-                method=cfg.fusion,
-                candidates=cfg.candidates,
-                rrf_k=cfg.rrf_k,
-                normalization=cfg.normalization,
-            )
-
-        runs, passage_runs = self._retrieve(view, text, query_vector, query_terms)
-        doc_scores = fused(runs)
-
-        # pseudo-relevance feedback: a second round from the first round's best papers
-        if (cfg.dense_prf or cfg.rm3) and np.any(doc_scores > 0):
-            feedback_docs = top_indices(
-                np.where(doc_scores > 0, doc_scores, -np.inf), max(cfg.dense_prf_docs, cfg.rm3_docs)
-            )
-            if cfg.dense_prf and cfg.dense_prf_beta > 0:
-                centroid = view.abstract_vectors[feedback_docs[: cfg.dense_prf_docs]].mean(axis=0)
-                query_vector = query_vector + cfg.dense_prf_beta * centroid
-                query_vector /= max(float(np.linalg.norm(query_vector)), 1e-12)
-            if cfg.rm3:
-                feedback = self._rm3_terms(view, feedback_docs[: cfg.rm3_docs], doc_scores, query_terms)
-                trace.feedback_terms = feedback
-                total = sum(query_terms.values()) or 1.0
-                mixed = {t: (1 - cfg.rm3_weight) * w / total for t, w in query_terms.items()}
-                for term, weight in feedback.items():
-                    mixed[term] = mixed.get(term, 0.0) + cfg.rm3_weight * weight
-                query_terms = mixed
-            runs, passage_runs = self._retrieve(view, text, query_vector, query_terms)
-            doc_scores = fused(runs)
+        runs, passage_runs = self._retrieve(store, fulltext, vector, filters)
+        doc_scores = self._fuse(runs, cfg.candidates)
+        if cfg.dense_prf and cfg.dense_prf_beta > 0 and doc_scores:
+            feedback = [paper_id for paper_id, _ in ranked(doc_scores, cfg.dense_prf_docs)]
+            centroid = store.paper_vectors(feedback, "abstract_vector").mean(axis=0)
+            vector = vector + cfg.dense_prf_beta * centroid
+            vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+            runs, passage_runs = self._retrieve(store, fulltext, vector, filters)
+            doc_scores = self._fuse(runs, cfg.candidates)
         trace.timings_ms["retrieve"] = (time.perf_counter() - t0) * 1000
+        trace.found_by = {}
+        for name, run in runs.items():
+            for paper_id, _, _ in run.top(cfg.candidates):
+                trace.found_by.setdefault(paper_id, []).append(name)
 
-        doc_scores = self._boost(view, parsed, doc_scores)
+        doc_scores = self._boost(store, parsed, doc_scores)
         trace.timings_ms["total"] = (time.perf_counter() - started) * 1000
-        if not np.any(doc_scores > 0):
+        doc_scores = {paper_id: score for paper_id, score in doc_scores.items() if score > 0}
+        if not doc_scores:
             trace.message = "no matching papers"
             return None
-        doc_scores = np.where(doc_scores > 0, doc_scores, -np.inf)
-        passage_scores = fuse(
-            passage_runs,
-            cfg.weights,
-            len(view.passage_ids),
-            method=cfg.fusion,
-            candidates=10 * cfg.candidates,
-            rrf_k=cfg.rrf_k,
-            normalization=cfg.normalization,
-        )
-        return view, parsed, doc_scores, passage_scores
+        passage_scores = self._fuse(passage_runs, 10 * cfg.candidates)
+        paper_of = {hit: paper for run in passage_runs.values() for hit, _, paper in run.hits}
+        paper_passages: dict[str, list[str]] = {}
+        for passage_id, _ in ranked(passage_scores):
+            paper_passages.setdefault(paper_of[passage_id], []).append(passage_id)
+        return Plan(parsed, vector, doc_scores, passage_scores, paper_passages)
 
-    def _retrieve(self, view: CorpusView, text: str, vector: np.ndarray, terms: dict[str, float]):
-        """Per-retriever document scores, and per-retriever passage scores (for choosing the chunks)."""
+    def _boost(self, store: LanceStore, parsed: ParsedQuery, scores: dict[str, float]) -> dict[str, float]:
+        """Author, year and recency boosts on the fused candidates (metadata fetched for them only)."""
         cfg = self.config
-        runs: dict[str, np.ndarray] = {}
-        passage_runs: dict[str, np.ndarray] = {}
-        if cfg.backend == "lancedb":
-            return self._retrieve_lancedb(view, text, vector)
-        if cfg.passage_vectors:
-            scores = view.passage_vectors @ vector
-            passage_runs["passage_vectors"] = scores
-            runs["passage_vectors"] = view.doc_max(scores, cfg.passage_aggregation)
-        if cfg.passage_fulltext:
-            scores = view.passage_bm25.scores(terms)
-            passage_runs["passage_fulltext"] = np.where(scores > 0, scores, -np.inf)
-            runs["passage_fulltext"] = view.doc_max(passage_runs["passage_fulltext"], cfg.passage_aggregation)
-        if cfg.paper_title_vectors:
-            runs["paper_title_vectors"] = view.title_vectors @ vector
-        if cfg.paper_abstract_vectors:
-            runs["paper_abstract_vectors"] = view.abstract_vectors @ vector
-        if cfg.paper_fulltext:
-            scores = view.paper_bm25.scores(terms)
-            runs["paper_fulltext"] = np.where(scores > 0, scores, -np.inf)
-        return runs, passage_runs
-
-    def _retrieve_lancedb(self, view: CorpusView, text: str, vector: np.ndarray):
-        """The same retrievers through LanceDB's own vector search and full-text (BM25) index."""
-        cfg = self.config
-        n = cfg.candidates
-        runs: dict[str, np.ndarray] = {}
-        passage_runs: dict[str, np.ndarray] = {}
-
-        def scatter(rows, size, positions, column) -> np.ndarray:
-            out = np.full(size, -np.inf, dtype=np.float32)
-            for row in rows:
-                index = positions.get(row[column[0]])
-                if index is not None:
-                    out[index] = row[column[1]]
-            return out
-
-        if cfg.passage_vectors:
-            rows = (
-                view.passages_table.search(vector, vector_column_name="vector")
-                .distance_type("cosine")
-                .select(["passage_id", "_distance"])
-                .limit(n * 3)
-                .to_list()
-            )
-            for row in rows:
-                row["sim"] = 1.0 - row["_distance"]
-            scores = scatter(rows, len(view.passage_ids), view.passage_pos, ("passage_id", "sim"))
-            passage_runs["passage_vectors"] = scores
-            runs["passage_vectors"] = view.doc_max(scores, cfg.passage_aggregation)
-        fts_text = " ".join(WORD.findall(text))[:1000]
-        if cfg.passage_fulltext and fts_text:
-            rows = (
-                view.passages_table.search(fts_text, query_type="fts")
-                .select(["passage_id", "_score"])
-                .limit(n * 3)
-                .to_list()
-            )
-            scores = scatter(rows, len(view.passage_ids), view.passage_pos, ("passage_id", "_score"))
-            passage_runs["passage_fulltext"] = scores
-            runs["passage_fulltext"] = view.doc_max(scores, cfg.passage_aggregation)
-        for name, column, enabled in (
-            ("paper_title_vectors", "title_vector", cfg.paper_title_vectors),
-            ("paper_abstract_vectors", "abstract_vector", cfg.paper_abstract_vectors),
-        ):
-            if enabled:
-                rows = (
-                    view.papers_table.search(vector, vector_column_name=column)
-                    .distance_type("cosine")
-                    .select(["paper_id", "_distance"])
-                    .limit(n)
-                    .to_list()
-                )
-                for row in rows:
-                    row["sim"] = 1.0 - row["_distance"]
-                runs[name] = scatter(rows, len(view.paper_ids), view.paper_pos, ("paper_id", "sim"))
-        if cfg.paper_fulltext and fts_text:
-            rows = (
-                view.papers_table.search(fts_text, query_type="fts")
-                .select(["paper_id", "_score"])
-                .limit(n)
-                .to_list()
-            )
-            runs["paper_fulltext"] = scatter(
-                rows, len(view.paper_ids), view.paper_pos, ("paper_id", "_score")
-            )
-        return runs, passage_runs
-
-    def _rm3_terms(
-        self, view: CorpusView, docs: np.ndarray, doc_scores: np.ndarray, query_terms
-    ) -> dict[str, float]:
-        """RM3 feedback model: P(t|R) ~ sum_d P(t|d) P(d|q) over the feedback papers, top terms, normalized."""
-        cfg = self.config
-        if len(docs) == 0:
-            return {}
-        weights = doc_scores[docs].astype(np.float64)
-        weights = weights / weights.sum() if weights.sum() > 0 else np.full(len(docs), 1.0 / len(docs))
-        tf = view.paper_bm25.term_counts[docs]
-        lengths = np.asarray(tf.sum(axis=1)).reshape(-1)
-        lengths[lengths == 0] = 1
-        relevance = sp.diags(weights / lengths) @ tf
-        term_scores = np.asarray(relevance.sum(axis=0)).reshape(-1)
-        # terms in a single feedback document are noise as often as signal; require two unless only one doc
-        support = np.asarray((tf > 0).sum(axis=0)).reshape(-1)
-        if len(docs) > 1:
-            term_scores = np.where(support >= 2, term_scores, 0.0)
-        top = np.argsort(-term_scores)[: cfg.rm3_terms]
-        chosen = {view.paper_bm25.id_to_term[i]: float(term_scores[i]) for i in top if term_scores[i] > 0}
-        total = sum(chosen.values()) or 1.0
-        return {t: w / total for t, w in chosen.items()}
-
-    def _boost(self, view: CorpusView, parsed: ParsedQuery, scores: np.ndarray) -> np.ndarray:
-        cfg = self.config
-        scores = scores.copy()
-        positive = scores > 0
-        if parsed.authors and cfg.author_boost > 0:
-            wanted = {last_name(a) for a in parsed.authors}
-            match = np.fromiter(
-                (bool(wanted & names) for names in view.author_last_names),
-                dtype=bool,
-                count=len(view.paper_ids),
-            )
-            scores = np.where(positive & match, scores * (1.0 + cfg.author_boost), scores)
-        if parsed.has_year and cfg.year_mode != "off":
-            low = parsed.year_min if parsed.year_min is not None else -(10**6)
-            high = parsed.year_max if parsed.year_max is not None else 10**6
-            known = view.years > 0
-            inside = known & (view.years >= low) & (view.years <= high)
-            if cfg.year_mode == "filter":
-                scores = np.where(known & ~inside, 0.0, scores)
-            else:
-                scores = np.where(positive & inside, scores * (1.0 + cfg.year_boost), scores)
-        if cfg.recency_weight > 0:
-            known = view.years > 0
-            if known.any():
-                oldest, newest = int(view.years[known].min()), int(view.years[known].max())
-                recency = np.where(known, (view.years - oldest) / max(newest - oldest, 1), 0.0)
-                scores = np.where(positive, scores * (1.0 + cfg.recency_weight * recency), scores)
-        return scores.astype(np.float32)
-
-    def _contexts(self, view: CorpusView, order, doc_scores, passage_scores) -> list[Context]:
-        cfg = self.config
-        contexts = []
-        for doc in order:
-            members = view.paper_passages[doc]
-            if len(members) == 0:
+        year_boost = parsed.has_year and cfg.year_mode == "boost" and not parsed.year_explicit
+        wants_authors = bool(parsed.authors) and cfg.author_boost > 0
+        if not scores or not (year_boost or wants_authors or cfg.recency_weight > 0):
+            return scores
+        meta = store.papers(list(scores))
+        boosted = dict(scores)
+        wanted = {last_name(a) for a in parsed.authors}
+        low = parsed.year_min if parsed.year_min is not None else -(10**6)
+        high = parsed.year_max if parsed.year_max is not None else 10**6
+        years = [m["year"] for m in meta.values() if m.get("year")]
+        oldest, newest = (min(years), max(years)) if years else (0, 0)
+        for paper_id, score in scores.items():
+            if score <= 0:
                 continue
-            ranked = members[np.argsort(-passage_scores[members], kind="stable")]
-            chosen = [int(ranked[0])]
-            for extra in ranked[1 : cfg.max_passages_per_paper]:
-                if passage_scores[extra] > 0:
-                    chosen.append(int(extra))
-            selected = set(chosen)
-            if cfg.expand_neighbours and cfg.neighbour_window > 0:
-                for hit in list(chosen):
-                    if len(view.passage_texts[hit].split()) >= cfg.neighbour_below_words:
+            paper = meta.get(paper_id, {})
+            year = paper.get("year")
+            factor = 1.0
+            if wants_authors and wanted & {last_name(a) for a in paper.get("authors") or []}:
+                factor *= 1.0 + cfg.author_boost
+            if year_boost and year and low <= year <= high:
+                factor *= 1.0 + cfg.year_boost
+            if cfg.recency_weight > 0 and year:
+                factor *= 1.0 + cfg.recency_weight * (year - oldest) / max(newest - oldest, 1)
+            boosted[paper_id] = score * factor
+        return boosted
+
+    def _contexts(self, plan: Plan, order: list[str]) -> list[Context]:
+        """Contexts for the ordered papers: their best candidate passages (or, for a paper found only at paper
+        level, its passages scored against the query vector), plus neighbours of short hits."""
+        cfg = self.config
+        store = self.store()
+        chosen: dict[str, list[str]] = {}
+        missing = [paper_id for paper_id in order if paper_id not in plan.paper_passages]
+        scored = store.paper_passages(missing, plan.vector) if missing else {}
+        for paper_id in order:
+            hits = plan.paper_passages.get(paper_id)
+            if hits:
+                picks = [hits[0]] + [
+                    p for p in hits[1 : cfg.max_passages_per_paper] if plan.passage_scores[p] > 0
+                ]
+            else:
+                members = sorted(scored.get(paper_id, []), key=lambda item: (-item[1], item[0]))
+                picks = [members[0][0]] if members else []
+            if picks:
+                chosen[paper_id] = picks
+        rows = store.passages([p for picks in chosen.values() for p in picks])
+        if cfg.expand_neighbours and cfg.neighbour_window > 0:
+            frontier = [p for p in rows if len((rows[p]["text"] or "").split()) < cfg.neighbour_below_words]
+            for paper_id, picks in chosen.items():
+                extra = []
+                for hit in picks:
+                    if hit not in frontier:
                         continue
-                    for direction in (view.prev_ids, view.next_ids):
-                        current = hit
+                    for direction in ("prev_id", "next_id"):
+                        current = rows.get(hit)
                         for _ in range(cfg.neighbour_window):
-                            neighbour_id = direction[current]
-                            neighbour = view.passage_pos.get(neighbour_id) if neighbour_id else None
-                            if neighbour is None:
+                            neighbour = current.get(direction) if current else None
+                            if not neighbour:
                                 break
-                            selected.add(neighbour)
-                            current = neighbour
-            ordered = sorted(selected)  # table order follows reading order within a paper
-            ordered.sort(key=lambda i: _reading_key(view.passage_ids[i]))
+                            if neighbour not in rows:
+                                rows.update(store.passages([neighbour]))
+                            extra.append(neighbour)
+                            current = rows.get(neighbour)
+                chosen[paper_id] = list(dict.fromkeys(picks + extra))
+        contexts = []
+        for paper_id in order:
+            picks = [p for p in chosen.get(paper_id, []) if p in rows]
+            if not picks:
+                continue
+            picks.sort(key=reading_key)
+            first = rows[picks[0]]
             contexts.append(
                 Context(
-                    title=view.titles[doc],
-                    chunks=[view.passage_texts[i] for i in ordered],
-                    doi=view.dois[doc],
-                    url=view.urls[doc],
-                    paper_id=view.paper_ids[doc],
-                    score=float(doc_scores[doc]),
-                    passage_ids=[view.passage_ids[i] for i in ordered],
+                    title=first.get("title") or "",
+                    chunks=[rows[p]["text"] or "" for p in picks],
+                    doi=first.get("doi"),
+                    url=first.get("url"),
+                    paper_id=paper_id,
+                    score=float(plan.doc_scores[paper_id]),
+                    passage_ids=picks,
                 )
             )
         return contexts
 
 
-def _reading_key(passage_id: str) -> tuple:
+def reading_key(passage_id: str) -> tuple:
     """Sort key from `<paper>#<section>:<index>`: abstract first, then section numbers naturally, then index."""
     _, _, tail = passage_id.rpartition("#")
     section, _, index = tail.rpartition(":")

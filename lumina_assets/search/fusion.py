@@ -1,55 +1,80 @@
-"""Fusion of retriever runs: reciprocal rank or weighted, normalized scores over each run's candidates."""
+"""Fusion over candidate sets: each retriever returns a ranked run of (id, score, paper id); runs are fused by
+reciprocal rank or by weighted, normalized scores over each run's top candidates. Nothing here is sized by the
+corpus: a run holds what its index returned."""
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 
-def top_indices(scores: np.ndarray, n: int) -> np.ndarray:
-    finite = np.isfinite(scores)
-    count = int(finite.sum())
-    if count == 0:
-        return np.zeros(0, dtype=np.int64)
-    n = min(n, count)
-    masked = np.where(finite, scores, -np.inf)
-    top = np.argpartition(-masked, n - 1)[:n]
-    return top[np.argsort(-masked[top], kind="stable")]
+@dataclass
+class Run:
+    """One retriever's ranked candidates, best first: (id, score, paper id)."""
+
+    hits: list[tuple[str, float, str]]
+
+    def by_paper(self, aggregation: str = "max") -> Run:
+        """Passage hits to paper hits: a paper scores its best passage (or best + half the second, `sum2`)."""
+        best: dict[str, list[float]] = {}
+        for _, score, paper_id in self.hits:
+            scores = best.setdefault(paper_id, [])
+            if len(scores) < 2:
+                scores.append(score)
+        if aggregation == "sum2":
+            merged = {p: s[0] + (0.5 * max(s[1], 0.0) if len(s) > 1 else 0.0) for p, s in best.items()}
+        else:
+            merged = {p: s[0] for p, s in best.items()}
+        ranked = sorted(merged.items(), key=lambda item: -item[1])
+        return Run([(paper_id, score, paper_id) for paper_id, score in ranked])
+
+    def top(self, n: int) -> list[tuple[str, float, str]]:
+        return self.hits[:n]
 
 
 def fuse(
-    runs: dict[str, np.ndarray],
+    runs: dict[str, Run],
     weights: dict[str, float],
-    size: int,
     *,
     method: str,
     candidates: int,
     rrf_k: int,
     normalization: str = "minmax",
-) -> np.ndarray:
-    """Fused score per document (0 for documents no retriever put in its candidates)."""
-    fused = np.zeros(size, dtype=np.float32)
-    for name, scores in runs.items():
+) -> dict[str, float]:
+    """Fused score per id (ids no retriever put in its top `candidates` are absent)."""
+    fused: dict[str, float] = {}
+    for name, run in runs.items():
         weight = weights.get(name, 1.0)
-        if weight <= 0:
-            continue
-        top = top_indices(scores, candidates)
-        if len(top) == 0:
+        top = run.top(candidates)
+        if weight <= 0 or not top:
             continue
         if method == "rrf":
-            fused[top] += weight / (rrf_k + np.arange(1, len(top) + 1, dtype=np.float32))
-        else:
-            values = scores[top]
-            high, low = float(values[0]), float(values[-1])
-            if high <= 0 and name.endswith("fulltext"):
-                continue
-            if normalization == "zscore":
-                std = float(values.std())
-                fused[top] += (
-                    weight * ((values - float(values.mean())) / std if std > 1e-9 else 0.0) + weight * 3.0
-                )
-            elif normalization == "max":
-                fused[top] += weight * (values / high if high > 1e-9 else np.ones_like(values))
-            else:
-                span = high - low
-                fused[top] += weight * ((values - low) / span if span > 1e-9 else np.ones_like(values))
+            for rank, (key, _, _) in enumerate(top, start=1):
+                fused[key] = fused.get(key, 0.0) + weight / (rrf_k + rank)
+            continue
+        values = [score for _, score, _ in top]
+        high, low = values[0], values[-1]
+        if high <= 0 and name.endswith("fulltext"):
+            continue
+        for (key, score, _), normalized in zip(
+            top, _normalize(values, normalization, high, low), strict=True
+        ):
+            fused[key] = fused.get(key, 0.0) + weight * normalized
     return fused
+
+
+def _normalize(values: list[float], method: str, high: float, low: float) -> Iterable[float]:
+    if method == "zscore":
+        mean = sum(values) / len(values)
+        std = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+        return [((v - mean) / std if std > 1e-9 else 0.0) + 3.0 for v in values]
+    if method == "max":
+        return [v / high if high > 1e-9 else 1.0 for v in values]
+    span = high - low
+    return [(v - low) / span if span > 1e-9 else 1.0 for v in values]
+
+
+def ranked(scores: dict[str, float], n: int | None = None) -> list[tuple[str, float]]:
+    """Ids by descending score (ties by id, so every store gives the same order)."""
+    order = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    return order if n is None else order[:n]

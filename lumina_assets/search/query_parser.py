@@ -34,6 +34,7 @@ _AUTHOR_BY = re.compile(
 )
 
 
+_YEAR_SYNTAX = re.compile(r"\s*years?\s*(?::|>=|<=|>|<|=)", re.I)
 _EXPLICIT_YEAR = re.compile(r"\b(?:published|year)\b", re.I)
 _PUBLICATION_WORDS = re.compile(
     r"\b(?:papers?|articles?|studies|publications?|literature|reviews?|preprints?|works?|research|published)\b",
@@ -59,6 +60,8 @@ class ParsedQuery:
     year_max: int | None = None
     keywords: list[str] = field(default_factory=list)
     parser: str = "heuristic"
+    year_explicit: bool = False  # `year:2020..2023`, `year>=2016`: a filter, not a cue to boost
+    explicit_authors: list[str] = field(default_factory=list)  # `author:Cohan`: a filter
 
     @property
     def has_year(self) -> bool:
@@ -80,14 +83,18 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
     """
     text = query
     authors: list[str] = []
+    explicit_authors: list[str] = []
     for pattern, kind in ((_AUTHOR_EXPLICIT, "explicit"), (_AUTHOR_ET_AL, "et_al"), (_AUTHOR_BY, "by")):
         for match in list(pattern.finditer(text)):
             name = match.group(1).strip().strip("\"'")
             if kind == "by" and (known_authors is None or not known_authors(last_name(name))):
                 continue
             authors.append(name)
+            if kind == "explicit":
+                explicit_authors.append(name)
             text = text.replace(match.group(0), " ", 1)
     year_min = year_max = None
+    year_explicit = False
     statement = _is_statement(query)
     for pattern, kind in _YEAR_PATTERNS:
         match = pattern.search(text)
@@ -120,9 +127,19 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
                 year_max = year - 1
             else:
                 year_min = year_max = year
+        year_explicit = year_explicit or bool(_YEAR_SYNTAX.match(match.group(0)))
         text = text.replace(match.group(0), " ", 1)
         if kind in ("between", "in", "op"):
             break
     text = re.sub(r"\s+", " ", text).strip(" ,;")
     keywords = [w for w in WORD.findall(text.lower()) if w not in stopwords() and len(w) > 1]
-    return ParsedQuery(query, text, authors, year_min, year_max, keywords)
+    return ParsedQuery(
+        query,
+        text,
+        authors,
+        year_min,
+        year_max,
+        keywords,
+        year_explicit=year_explicit,
+        explicit_authors=explicit_authors,
+    )

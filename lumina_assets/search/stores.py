@@ -1,0 +1,348 @@
+"""Where the search pipeline gets its candidates: every method answers for a handful of ids or a top-n list, never
+for the whole corpus, so a search process holds open indexes and nothing the size of the corpus.
+
+`LanceStore` asks LanceDB for everything: ANN (or exact, below the ANN threshold) vector search with a refine step,
+the native full-text (BM25) index, and scalar-indexed lookups by id for the metadata of candidates only. Filters
+(years, paper ids) are pushed down into each search as prefilters.
+
+`MemoryStore` is the small-corpus fast path: the same interface with the passage vectors and metadata held in
+memory (exact vector search by one matrix product, dictionary lookups), and full text still from LanceDB's index,
+so both stores feed the same pipeline the same candidates. `open_store` picks it below `memory_max_passages`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from lumina_assets.search.fusion import Run
+
+PASSAGE_FIELDS = [
+    "passage_id",
+    "paper_id",
+    "kind",
+    "section_number",
+    "section_title",
+    "text",
+    "prev_id",
+    "next_id",
+    "title",
+    "doi",
+    "url",
+    "year",
+    "authors",
+]
+PAPER_FIELDS = ["paper_id", "title", "doi", "url", "year", "authors"]
+_FTS_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class IndexNotBuilt(RuntimeError):
+    """The LanceDB tables do not exist yet."""
+
+
+class IndexModelMismatch(RuntimeError):
+    """The index was built with another embedding model than the one encoding the query."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Constraints pushed down into every retriever: a paper outside them is never a candidate."""
+
+    year_min: int | None = None
+    year_max: int | None = None
+    paper_ids: tuple[str, ...] | None = None  # e.g. the papers of an explicitly requested author
+
+    @property
+    def empty(self) -> bool:
+        return self.year_min is None and self.year_max is None and self.paper_ids is None
+
+    def sql(self) -> str | None:
+        clauses = []
+        if self.year_min is not None:
+            clauses.append(f"year >= {int(self.year_min)}")
+        if self.year_max is not None:
+            clauses.append(f"year <= {int(self.year_max)}")
+        if self.paper_ids is not None:
+            clauses.append(sql_in("paper_id", list(self.paper_ids)) if self.paper_ids else "false")
+        return " AND ".join(clauses) or None
+
+    def admits(self, year: int | None, paper_id: str) -> bool:
+        if self.year_min is not None and (year is None or year < self.year_min):
+            return False
+        if self.year_max is not None and (year is None or year > self.year_max):
+            return False
+        return self.paper_ids is None or paper_id in self.paper_ids
+
+
+def sql_in(column: str, values: Sequence[str]) -> str:
+    quoted = ",".join("'" + str(v).replace("'", "''") + "'" for v in values)
+    return f"{column} IN ({quoted})"
+
+
+def fts_text(text: str, limit: int = 1000) -> str:
+    """Words only: LanceDB's query parser must never see operators or quotes from user input."""
+    return " ".join(_FTS_WORD.findall(text))[:limit]
+
+
+class CandidateStore(Protocol):
+    """What the pipeline needs from an index."""
+
+    dimension: int
+
+    def version(self) -> str: ...
+    def passage_vector_run(self, vector: np.ndarray, n: int, filters: Filters) -> Run: ...
+    def passage_text_run(self, text: str, n: int, filters: Filters) -> Run: ...
+    def paper_text_run(self, text: str, n: int, filters: Filters) -> Run: ...
+    def paper_vector_run(self, column: str, vector: np.ndarray, n: int, filters: Filters) -> Run: ...
+    def passages(self, passage_ids: Sequence[str]) -> dict[str, dict]: ...
+    def paper_passages(
+        self, paper_ids: Sequence[str], vector: np.ndarray
+    ) -> dict[str, list[tuple[str, float]]]: ...
+    def papers(self, paper_ids: Sequence[str]) -> dict[str, dict]: ...
+    def paper_vectors(self, paper_ids: Sequence[str], column: str) -> np.ndarray: ...
+    def papers_by_author(self, last_names: Sequence[str], limit: int) -> list[str]: ...
+    def has_author(self, last_name: str) -> bool: ...
+    def acronyms(self, shorts: Sequence[str]) -> dict[str, str]: ...
+
+
+def _rows(query) -> list[dict]:
+    return query.to_arrow().to_pylist()
+
+
+class LanceStore:
+    """Candidates from LanceDB indexes; metadata fetched by id for candidates only."""
+
+    def __init__(self, db, *, nprobes: int = 20, refine_factor: int = 10) -> None:
+        from lumina_assets.indexing.lancedb_tables import (
+            ACRONYMS_TABLE,
+            PAPERS_TABLE,
+            PASSAGES_TABLE,
+            open_table,
+        )
+
+        self.passages_table = open_table(db, PASSAGES_TABLE)
+        self.papers_table = open_table(db, PAPERS_TABLE)
+        if self.passages_table is None or self.papers_table is None:
+            raise IndexNotBuilt("the passage index has not been built yet")
+        self.acronyms_table = open_table(db, ACRONYMS_TABLE)
+        self.nprobes, self.refine_factor = nprobes, refine_factor
+        self.dimension = self.passages_table.schema.field("vector").type.list_size
+        self.paper_columns = set(self.papers_table.schema.names)
+
+    def version(self) -> str:
+        return f"{self.passages_table.version}:{self.papers_table.version}"
+
+    def empty(self) -> bool:
+        return self.passages_table.count_rows() == 0
+
+    def checkout_latest(self) -> None:
+        """See rows another process added since this one opened the tables."""
+        for table in (self.passages_table, self.papers_table, self.acronyms_table):
+            if table is not None:
+                table.checkout_latest()
+
+    def _vector_search(
+        self, table, column: str, vector: np.ndarray, n: int, filters: Filters, fields: list[str]
+    ):
+        query = (
+            table.search(vector, vector_column_name=column)
+            .distance_type("cosine")
+            .nprobes(self.nprobes)
+            .refine_factor(self.refine_factor)
+            .select(fields)
+            .limit(n)
+        )
+        where = filters.sql()
+        if where:
+            query = query.where(where, prefilter=True)
+        return _rows(query)
+
+    def _text_search(self, table, text: str, n: int, filters: Filters, fields: list[str]):
+        words = fts_text(text)
+        if not words:
+            return []
+        query = table.search(words, query_type="fts", fts_columns="search_text").select(fields).limit(n)
+        where = filters.sql()
+        if where:
+            query = query.where(where, prefilter=True)
+        return _rows(query)
+
+    def passage_vector_run(self, vector, n, filters) -> Run:
+        rows = self._vector_search(
+            self.passages_table, "vector", vector, n, filters, ["passage_id", "paper_id", "_distance"]
+        )
+        return Run([(r["passage_id"], 1.0 - r["_distance"], r["paper_id"]) for r in rows])
+
+    def passage_text_run(self, text, n, filters) -> Run:
+        rows = self._text_search(self.passages_table, text, n, filters, ["passage_id", "paper_id", "_score"])
+        return Run([(r["passage_id"], r["_score"], r["paper_id"]) for r in rows])
+
+    def paper_text_run(self, text, n, filters) -> Run:
+        rows = self._text_search(self.papers_table, text, n, filters, ["paper_id", "_score"])
+        return Run([(r["paper_id"], r["_score"], r["paper_id"]) for r in rows])
+
+    def paper_vector_run(self, column, vector, n, filters) -> Run:
+        rows = self._vector_search(self.papers_table, column, vector, n, filters, ["paper_id", "_distance"])
+        return Run([(r["paper_id"], 1.0 - r["_distance"], r["paper_id"]) for r in rows])
+
+    def passages(self, passage_ids) -> dict[str, dict]:
+        ids = sorted(set(passage_ids))
+        if not ids:
+            return {}
+        query = (
+            self.passages_table.search()
+            .where(sql_in("passage_id", ids))
+            .select(PASSAGE_FIELDS)
+            .limit(len(ids))
+        )
+        return {r["passage_id"]: r for r in _rows(query)}
+
+    def paper_passages(self, paper_ids, vector) -> dict[str, list[tuple[str, float]]]:
+        """Every passage id of these papers with its cosine to the query (papers found without a passage hit)."""
+        ids = sorted(set(paper_ids))
+        if not ids:
+            return {}
+        query = (
+            self.passages_table.search()
+            .where(sql_in("paper_id", ids))
+            .select(["passage_id", "paper_id", "vector"])
+        )
+        out: dict[str, list[tuple[str, float]]] = {}
+        for row in _rows(query.limit(100_000)):
+            similarity = float(np.dot(np.asarray(row["vector"], dtype=np.float32), vector))
+            out.setdefault(row["paper_id"], []).append((row["passage_id"], similarity))
+        return out
+
+    def papers(self, paper_ids) -> dict[str, dict]:
+        ids = sorted(set(paper_ids))
+        if not ids:
+            return {}
+        query = self.papers_table.search().where(sql_in("paper_id", ids)).select(PAPER_FIELDS).limit(len(ids))
+        return {r["paper_id"]: r for r in _rows(query)}
+
+    def paper_vectors(self, paper_ids, column) -> np.ndarray:
+        ids = list(paper_ids)
+        if not ids:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        query = (
+            self.papers_table.search()
+            .where(sql_in("paper_id", ids))
+            .select(["paper_id", column])
+            .limit(len(ids))
+        )
+        by_id = {r["paper_id"]: r[column] for r in _rows(query)}
+        return np.asarray([by_id[i] for i in ids if i in by_id], dtype=np.float32)
+
+    def papers_by_author(self, last_names, limit) -> list[str]:
+        if not last_names or "author_last_names" not in self.paper_columns:
+            return []
+        names = ",".join("'" + n.replace("'", "''") + "'" for n in last_names)
+        query = (
+            self.papers_table.search()
+            .where(f"array_has_any(author_last_names, [{names}])")
+            .select(["paper_id"])
+        )
+        return [r["paper_id"] for r in _rows(query.limit(limit))]
+
+    def has_author(self, last_name) -> bool:
+        return bool(last_name) and bool(self.papers_by_author([last_name], 1))
+
+    def acronyms(self, shorts) -> dict[str, str]:
+        if self.acronyms_table is None or not shorts:
+            return {}
+        query = (
+            self.acronyms_table.search()
+            .where(sql_in("short", sorted(set(shorts))))
+            .select(["short", "long", "count"])
+        )
+        best: dict[str, tuple[int, str]] = {}
+        for row in _rows(query.limit(10_000)):
+            if row["count"] > best.get(row["short"], (0, ""))[0]:
+                best[row["short"]] = (row["count"], row["long"])
+        return {short: long for short, (_, long) in best.items()}
+
+
+class MemoryStore(LanceStore):
+    """Small corpora: passage vectors and metadata in memory (exact search, dict lookups); full text from LanceDB."""
+
+    def __init__(self, db, **kwargs) -> None:
+        super().__init__(db, **kwargs)
+        from lumina_assets.indexing.lancedb_tables import vectors_from_arrow
+
+        table = self.passages_table.to_arrow()
+        self._passages = {r["passage_id"]: r for r in table.select(PASSAGE_FIELDS).to_pylist()}
+        self._ids = table["passage_id"].to_pylist()
+        self._paper_of = table["paper_id"].to_pylist()
+        self._years = np.asarray(
+            [y if y is not None else -1 for y in table["year"].to_pylist()], dtype=np.int32
+        )
+        self._vectors = vectors_from_arrow(table["vector"], self.dimension)
+        self._by_paper: dict[str, list[int]] = {}
+        for index, paper_id in enumerate(self._paper_of):
+            self._by_paper.setdefault(paper_id, []).append(index)
+        self.loaded_version = self.version()
+
+    def passage_vector_run(self, vector, n, filters) -> Run:
+        scores = self._vectors @ vector
+        if not filters.empty:
+            mask = np.fromiter(
+                (
+                    filters.admits(int(y) if y >= 0 else None, p)
+                    for y, p in zip(self._years, self._paper_of, strict=True)
+                ),
+                dtype=bool,
+                count=len(self._ids),
+            )
+            scores = np.where(mask, scores, -np.inf)
+        n = min(n, int(np.isfinite(scores).sum()))
+        if n <= 0:
+            return Run([])
+        top = np.argpartition(-scores, n - 1)[:n]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return Run([(self._ids[i], float(scores[i]), self._paper_of[i]) for i in top])
+
+    def passages(self, passage_ids) -> dict[str, dict]:
+        return {pid: self._passages[pid] for pid in set(passage_ids) if pid in self._passages}
+
+    def paper_passages(self, paper_ids, vector) -> dict[str, list[tuple[str, float]]]:
+        out = {}
+        for paper_id in set(paper_ids):
+            members = self._by_paper.get(paper_id, [])
+            if members:
+                sims = self._vectors[members] @ vector
+                out[paper_id] = [(self._ids[i], float(s)) for i, s in zip(members, sims, strict=True)]
+        return out
+
+
+_STORES: dict[tuple, LanceStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def open_store(db_uri: str, db, *, memory_max_passages: int, nprobes: int, refine_factor: int) -> LanceStore:
+    """The store for the current table versions: in memory up to `memory_max_passages` rows, else index-backed.
+    A memory store is rebuilt when a table version changes; an index-backed one only re-checks out the tables."""
+    from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE, open_table
+
+    passages = open_table(db, PASSAGES_TABLE)
+    if passages is None:
+        raise IndexNotBuilt("the passage index has not been built yet")
+    small = passages.count_rows() <= memory_max_passages
+    with _STORES_LOCK:
+        key = (db_uri, small, nprobes, refine_factor)
+        store = _STORES.get(key)
+        if store is not None:
+            store.checkout_latest()
+        stale_memory = not isinstance(store, MemoryStore) or store.loaded_version != store.version()
+        if small and stale_memory:
+            store = MemoryStore(db, nprobes=nprobes, refine_factor=refine_factor)
+        elif store is None:
+            store = LanceStore(db, nprobes=nprobes, refine_factor=refine_factor)
+        for stale in [k for k in _STORES if k[0] == db_uri and k != key]:
+            del _STORES[stale]
+        _STORES[key] = store
+    return store
