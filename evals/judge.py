@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from lumina_assets.core.schemas import Context
+from lumina_assets.corpus.collections import load_beir
 from lumina_assets.parsing.chunking import split_sentences
 
 
@@ -345,33 +346,6 @@ class LabelledPair:
         return Context(title=self.title, chunks=[self.text], paper_id=self.doc_id)
 
 
-def load_beir(
-    folder: Path, split: str = "train"
-) -> tuple[dict[str, dict], dict[str, str], dict[str, dict[str, int]]]:
-    """(corpus {id: {title, text}}, queries {id: text}, qrels {qid: {docid: rel}}) from a BEIR folder."""
-    corpus = {}
-    with open(folder / "corpus.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                row = json.loads(line)
-                corpus[str(row["_id"])] = {"title": row.get("title", ""), "text": row.get("text", "")}
-    queries = {}
-    with open(folder / "queries.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                row = json.loads(line)
-                queries[str(row["_id"])] = row["text"]
-    qrels: dict[str, dict[str, int]] = {}
-    with open(folder / "qrels" / f"{split}.tsv", encoding="utf-8") as handle:
-        for number, line in enumerate(handle):
-            parts = line.rstrip("\n").split("\t")
-            if number == 0 and not parts[-1].strip().lstrip("-").isdigit():
-                continue  # header
-            if len(parts) >= 3:
-                qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
-    return corpus, queries, qrels
-
-
 PAIRS_NOTE = "per query: its qrels positives, 2 BM25 hard negatives and 1 random negative; queries split calibration/validation"
 
 
@@ -388,26 +362,22 @@ def labelled_pairs(
     Positives are the qrels; negatives are BM25 hard negatives (top docs outside the qrels) plus random docs, so the
     task is neither trivial nor all-negative.
     """
-    import bm25s
+    from evals.lexical import LexicalIndex
 
-    corpus, queries, qrels = load_beir(folder)
+    collection = load_beir(folder, "train")
+    corpus, queries, qrels = collection.corpus, collection.queries, collection.qrels
     ids = sorted(q for q in qrels if q in queries)
     rng = random.Random(seed)
     rng.shuffle(ids)
     chosen = ids[: 2 * queries_per_split]
     doc_ids = list(corpus)
     texts = [f"{corpus[d]['title']} {corpus[d]['text']}" for d in doc_ids]
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
-    top, _ = retriever.retrieve(
-        bm25s.tokenize([queries[q] for q in chosen], stopwords="en", show_progress=False),
-        k=hard_negatives + 10,
-        show_progress=False,
-    )
+    lexical = LexicalIndex(texts)
     splits: tuple[list[LabelledPair], list[LabelledPair]] = ([], [])
     for index, qid in enumerate(chosen):
         relevant = {d for d, r in qrels[qid].items() if r > 0 and d in corpus}
-        negatives = [doc_ids[i] for i in top[index] if doc_ids[i] not in relevant][:hard_negatives]
+        top = [i for i, _ in lexical.search(queries[qid], hard_negatives + 10)]
+        negatives = [doc_ids[i] for i in top if doc_ids[i] not in relevant][:hard_negatives]
         while len(negatives) < hard_negatives + random_negatives:
             candidate = doc_ids[rng.randrange(len(doc_ids))]
             if candidate not in relevant and candidate not in negatives:
@@ -524,7 +494,7 @@ def default_embedder():
     return Embedder()
 
 
-CALIBRATION_VERSION = "offline-judge-v1"
+CALIBRATION_VERSION = "offline-judge-v2"  # v2: hard negatives from the project's BM25 (evals.lexical)
 PACKAGED_CALIBRATIONS = Path(__file__).parent / "calibration"
 
 

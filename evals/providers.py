@@ -207,14 +207,15 @@ def lumina_search_fn(**engine_kwargs: Any) -> Callable[[str, int], list[Context]
 
 
 class BM25Provider:
-    """Baseline: bm25s over the passages table; passages grouped into per-paper contexts in rank order."""
+    """Baseline: the project's BM25 (`evals.lexical`) over the passages table; passages grouped into per-paper
+    contexts in rank order."""
 
     name = "bm25"
 
     def __init__(
         self, passages: pl.DataFrame, papers: pl.DataFrame | None = None, *, max_chunks_per_context: int = 3
     ):
-        import bm25s
+        from evals.lexical import LexicalIndex
 
         if passages is None or passages.height == 0:
             raise ProviderUnavailable("no passages table: bm25 skipped (materialize `passages` first)")
@@ -225,22 +226,12 @@ class BM25Provider:
             meta = {row["paper_id"]: row for row in papers.select(cols).to_dicts()}
         self.meta = meta
         self.max_chunks = max_chunks_per_context
-        self.retriever = bm25s.BM25()
-        corpus_tokens = bm25s.tokenize(
-            [p["text"] for p in self.passages], stopwords="en", show_progress=False
-        )
-        self.retriever.index(corpus_tokens, show_progress=False)
+        self.index = LexicalIndex([p["text"] for p in self.passages])
 
     def search(self, query: str, k: int) -> list[Context]:
-        import bm25s
-
-        tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
-        if not tokens.ids or not tokens.ids[0]:
-            return []
         depth = min(len(self.passages), k * (self.max_chunks + 2))
-        docs, scores = self.retriever.retrieve(tokens, k=depth, show_progress=False)
         contexts: dict[str, Context] = {}
-        for index, score in zip(docs[0], scores[0], strict=True):
+        for index, score in self.index.search(query, depth):
             if score <= 0:
                 continue
             passage = self.passages[int(index)]

@@ -14,8 +14,9 @@ from typing import Any
 
 import polars as pl
 
-from evals.judge import JudgeParseError, load_beir
+from evals.judge import JudgeParseError
 from lumina_assets.core.ids import paper_id_for, short_hash
+from lumina_assets.corpus.collections import is_beir_queries, qrels_path, read_qrels, read_queries
 from lumina_assets.parsing.chunking import split_sentences
 
 QUESTION_SCHEMA = {
@@ -239,7 +240,7 @@ def load_beir_queries(
     `paper_ids` maps BEIR doc id -> our paper id (from the papers table); default `beir-<set>:<doc id>`.
     """
     folder = Path(folder)
-    _, queries, qrels = load_beir(folder, split)
+    queries, qrels = read_queries(folder), read_qrels(qrels_path(folder, split))
     corpus = f"beir-{folder.name}"
     ids = sorted((q for q in qrels if q in queries), key=lambda q: short_hash(str(seed), q))[:n]
     rows = []
@@ -259,5 +260,35 @@ def load_beir_queries(
     return questions_frame(rows)
 
 
-def is_beir_folder(path: Path | None) -> bool:
-    return bool(path) and (Path(path) / "queries.jsonl").exists() and (Path(path) / "qrels").is_dir()
+def beir_paper_ids(papers: pl.DataFrame | None) -> dict[str, str] | None:
+    """BEIR doc id -> our paper id, from the papers table's BEIR rows (None when there are none)."""
+    if papers is None or not {"source", "source_id"} <= set(papers.columns):
+        return None
+    rows = papers.filter(pl.col("source") == "beir").select("source_id", "paper_id")
+    return dict(zip(rows["source_id"].to_list(), rows["paper_id"].to_list(), strict=True)) or None
+
+
+def merge_questions(frames: list[pl.DataFrame | None]) -> pl.DataFrame:
+    """The frames concatenated, the first row of each question id kept."""
+    present = [f for f in frames if f is not None]
+    frame = pl.concat(present) if present else empty_questions()
+    return frame.unique("question_id", keep="first", maintain_order=True)
+
+
+def gather_user_queries(
+    paths: list[Path],
+    beir: Path | None,
+    *,
+    beir_queries: int,
+    seed: int,
+    split: str,
+    papers: pl.DataFrame | None,
+) -> pl.DataFrame:
+    """Every user query file, plus `beir_queries` sampled queries of a BEIR folder (mapped onto the papers table's
+    ids when the corpus came from the same folder)."""
+    frames = [load_user_queries(path) for path in paths]
+    if beir is not None and is_beir_queries(beir) and beir_queries > 0:
+        frames.append(
+            load_beir_queries(beir, n=beir_queries, seed=seed, split=split, paper_ids=beir_paper_ids(papers))
+        )
+    return merge_questions(frames)

@@ -4,7 +4,6 @@ and `lumina bench judge` (calibrate the offline judge and print its agreement wi
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -76,8 +75,9 @@ def _step(assets, selection, run_config, *, partition_key=None, instance, resour
 
 
 def run_benchmark(args: argparse.Namespace) -> int:
+    from evals import ledger
     from lumina_assets.cli.runner import instance as project_instance
-    from lumina_assets.core import settings
+    from lumina_assets.core import settings, tables
     from lumina_assets.defs import benchmark
 
     instance = project_instance()
@@ -107,12 +107,11 @@ def run_benchmark(args: argparse.Namespace) -> int:
     ):
         return 1
     report = settings.reports_dir() / "benchmark.md"
-    agreement_path = settings.benchmark_dir() / "judge_agreement.json"
     print(f"\nbenchmark finished in {time.monotonic() - started:.0f}s; report: {report}")
-    if agreement_path.exists():
-        agreement = json.loads(agreement_path.read_text(encoding="utf-8"))
+    agreement = ledger.read_agreement()
+    if agreement:
         print(f"judge: {agreement.get('judge')}\njudge agreement: {agreement.get('summary')}")
-    scores = benchmark._read(benchmark.bench_path("benchmark_scores"))
+    scores = tables.read(tables.BENCHMARK_SCORES)
     if scores is not None:
         from evals.report import summary_table
 

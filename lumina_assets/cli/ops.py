@@ -60,14 +60,17 @@ def run_demo(args) -> int:
 
 
 def _print_status() -> None:
-    for name in ("papers", "rejected_papers", "citation_edges"):
-        frame = tables.read_table(name)
+    for spec in (
+        tables.PAPERS,
+        tables.REJECTED_PAPERS,
+        tables.CITATION_EDGES,
+        tables.PDF_FILES,
+        tables.PARSED_PAPERS,
+        tables.PASSAGES,
+    ):
+        frame = tables.read_all(spec)
         if frame is not None:
-            print(f"  {name}: {frame.height} rows")
-    for name in ("pdf_files", "parsed_papers", "passages"):
-        frame = tables.read_all_partitions(name)
-        if frame is not None:
-            print(f"  {name}: {frame.height} rows")
+            print(f"  {spec.name}: {frame.height} rows")
     reports = sorted(settings.reports_dir().glob("*.md")) if settings.reports_dir().exists() else []
     for report in reports[-3:]:
         print(f"  report: {report}")

@@ -1,4 +1,8 @@
-"""Parquet tables under data/tables: whole tables for corpus-level assets, one file per partition otherwise.
+"""The one table store: every Parquet table Lumina writes is declared here (`TableSpec`: name, folder, partitioned or
+not) and read and written only through `read` / `read_all` / `write`.
+
+Files: data/tables/<name>.parquet for whole tables, data/tables/<name>/<partition>.parquet for tables partitioned by
+ingest batch, and the same two shapes under data/benchmark/ for the benchmark's tables (partitioned by provider).
 Writes go to a temp file then rename, so a killed run never leaves a half-written table."""
 
 from __future__ import annotations
@@ -8,6 +12,7 @@ import json
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -17,12 +22,72 @@ import pyarrow.parquet as pq
 from lumina_assets.core import settings
 
 
-def table_path(name: str) -> Path:
-    return settings.tables_dir() / f"{name}.parquet"
+@dataclass(frozen=True)
+class TableSpec:
+    """A declared table: `folder` is "tables" (data/tables) or "benchmark" (data/benchmark); a partitioned table is
+    one file per partition key in a folder named after it."""
+
+    name: str
+    folder: str = "tables"
+    partitioned: bool = False
+
+    def root(self) -> Path:
+        return settings.benchmark_dir() if self.folder == "benchmark" else settings.tables_dir()
+
+    def path(self, partition: str | None = None) -> Path:
+        """The table's file, or one partition's file (a partitioned table needs the key)."""
+        if self.partitioned:
+            if partition is None:
+                raise ValueError(f"table {self.name!r} is partitioned: name the partition")
+            return self.root() / self.name / f"{partition}.parquet"
+        if partition is not None:
+            raise ValueError(f"table {self.name!r} is not partitioned (got partition {partition!r})")
+        return self.root() / f"{self.name}.parquet"
 
 
-def partition_path(name: str, partition: str) -> Path:
-    return settings.tables_dir() / name / f"{partition}.parquet"
+# [corpus] whole tables
+OPENALEX_WORKS = TableSpec("openalex_works")
+ARXIV_WORKS = TableSpec("arxiv_works")
+LOCAL_PAPERS = TableSpec("local_papers")
+PAPERS = TableSpec("papers")
+REJECTED_PAPERS = TableSpec("rejected_papers")
+CITATION_EDGES = TableSpec("citation_edges")
+CITATION_GRAPH = TableSpec("citation_graph")
+# [parse] one file per ingest batch
+PDF_FILES = TableSpec("pdf_files", partitioned=True)
+PARSED_PAPERS = TableSpec("parsed_papers", partitioned=True)
+PASSAGES = TableSpec("passages", partitioned=True)
+# [benchmark] under data/benchmark; the provider-partitioned ones one file per provider
+SYNTHETIC_QUESTIONS = TableSpec("synthetic_questions", "benchmark")
+USER_QUERIES = TableSpec("user_queries", "benchmark")
+QUESTIONS = TableSpec("questions", "benchmark")
+PROVIDER_RESULTS = TableSpec("provider_results", "benchmark", partitioned=True)
+RECURSIVE_RESULTS = TableSpec("recursive_results", "benchmark", partitioned=True)
+JUDGMENTS = TableSpec("judgments", "benchmark", partitioned=True)
+BENCHMARK_SCORES = TableSpec("benchmark_scores", "benchmark")
+
+TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        OPENALEX_WORKS,
+        ARXIV_WORKS,
+        LOCAL_PAPERS,
+        PAPERS,
+        REJECTED_PAPERS,
+        CITATION_EDGES,
+        CITATION_GRAPH,
+        PDF_FILES,
+        PARSED_PAPERS,
+        PASSAGES,
+        SYNTHETIC_QUESTIONS,
+        USER_QUERIES,
+        QUESTIONS,
+        PROVIDER_RESULTS,
+        RECURSIVE_RESULTS,
+        JUDGMENTS,
+        BENCHMARK_SCORES,
+    )
+}
 
 
 def atomic_replace(path: Path, write: Callable[[Path], object]) -> Path:
@@ -45,34 +110,28 @@ def atomic_write(table: pa.Table | pl.DataFrame, path: Path) -> Path:
     return atomic_replace(path, lambda temp: pq.write_table(table, temp))
 
 
-def write_table(name: str, table: pa.Table | pl.DataFrame) -> Path:
-    arrow = table.to_arrow() if isinstance(table, pl.DataFrame) else table
-    return atomic_write(arrow, table_path(name))
+def write(spec: TableSpec, table: pa.Table | pl.DataFrame, partition: str | None = None) -> Path:
+    """Replace the table (or one partition of it) atomically; returns the file written."""
+    return atomic_write(table, spec.path(partition))
 
 
-def write_partition(name: str, partition: str, table: pa.Table | pl.DataFrame) -> Path:
-    arrow = table.to_arrow() if isinstance(table, pl.DataFrame) else table
-    return atomic_write(arrow, partition_path(name, partition))
-
-
-def read_table(name: str) -> pl.DataFrame | None:
-    """The whole table, or None when its asset has not been materialized yet."""
-    path = table_path(name)
+def read(spec: TableSpec, partition: str | None = None) -> pl.DataFrame | None:
+    """The table (or one partition of it), or None when it has not been written yet."""
+    path = spec.path(partition)
     return pl.read_parquet(path) if path.exists() else None
 
 
-def read_partition(name: str, partition: str) -> pl.DataFrame | None:
-    path = partition_path(name, partition)
-    return pl.read_parquet(path) if path.exists() else None
-
-
-def read_all_partitions(name: str) -> pl.DataFrame | None:
-    """Every partition file of a partitioned table concatenated, or None when there is none."""
-    folder = settings.tables_dir() / name
-    files = sorted(folder.glob("*.parquet")) if folder.exists() else []
-    if not files:
+def read_all(spec: TableSpec) -> pl.DataFrame | None:
+    """A partitioned table's partitions concatenated (empty partitions left out unless every one is empty); a
+    whole table as it is; None when nothing was written."""
+    if not spec.partitioned:
+        return read(spec)
+    folder = spec.root() / spec.name
+    frames = [pl.read_parquet(f) for f in sorted(folder.glob("*.parquet"))] if folder.exists() else []
+    if not frames:
         return None
-    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+    filled = [f for f in frames if f.height]
+    return pl.concat(filled, how="diagonal_relaxed") if filled else frames[0]
 
 
 def content_hash(frame: pl.DataFrame, columns: list[str] | None = None) -> str:

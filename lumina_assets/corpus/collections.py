@@ -2,14 +2,16 @@
 classic SMART collections (CISI: CISI.ALL / CISI.QRY / CISI.REL), converted on the fly to the same plain dicts.
 
 Kept as beir does it: corpus / queries / qrels are plain dicts and retrieval is separate from evaluation.
+This is the one BEIR reader: the local corpus loader (papers from corpus.jsonl), the offline judge's calibration
+and the benchmark's BEIR questions all read through `iter_corpus_records`, `read_queries` and `read_qrels`.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,36 +51,99 @@ def load_collection(directory: str | Path, split: str = "test") -> Collection:
     raise CollectionError(f"{root} has neither corpus.jsonl (BEIR) nor a *.ALL file (SMART)")
 
 
-def load_beir(root: Path, split: str = "test") -> Collection:
-    qrels_path = root / "qrels" / f"{split}.tsv"
-    if not qrels_path.exists():
-        available = (
-            sorted(p.stem for p in (root / "qrels").glob("*.tsv")) if (root / "qrels").is_dir() else []
-        )
+# ---------------------------------------------------------------- BEIR
+
+
+def is_beir_corpus(path: Path | None) -> bool:
+    """A BEIR corpus: a folder with corpus.jsonl."""
+    return path is not None and Path(path).is_dir() and (Path(path) / "corpus.jsonl").is_file()
+
+
+def is_beir_queries(path: Path | None) -> bool:
+    """A BEIR query set: a folder with queries.jsonl and qrels/."""
+    return path is not None and (Path(path) / "queries.jsonl").exists() and (Path(path) / "qrels").is_dir()
+
+
+def iter_corpus_records(root: Path) -> Iterator[tuple[int, dict | None, str | None]]:
+    """(line number, record, error) for every non-empty line of corpus.jsonl; a record's `_id` is a stripped
+    string, and a line that is not JSON or has no `_id` comes back as an error naming the line."""
+    with (Path(root) / "corpus.jsonl").open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield number, None, f"corpus.jsonl line {number}: not JSON ({exc.msg})"
+                continue
+            if not isinstance(record, dict) or not str(record.get("_id", "")).strip():
+                yield number, None, f"corpus.jsonl line {number}: no _id"
+                continue
+            yield number, {**record, "_id": str(record["_id"]).strip()}, None
+
+
+def read_corpus(root: Path) -> dict[str, dict[str, str]]:
+    """doc id -> {"title", "text"}; a malformed line raises CollectionError naming it."""
+    corpus: dict[str, dict[str, str]] = {}
+    for _, record, error in iter_corpus_records(root):
+        if error:
+            raise CollectionError(f"{root}: {error}")
+        corpus[record["_id"]] = {"title": record.get("title") or "", "text": record.get("text") or ""}
+    return corpus
+
+
+def read_queries(root: Path) -> dict[str, str]:
+    """query id -> text from queries.jsonl."""
+    queries: dict[str, str] = {}
+    with (Path(root) / "queries.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                row = json.loads(line)
+                queries[str(row["_id"]).strip()] = row.get("text") or ""
+    return queries
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """query id -> {doc id: relevance} from a BEIR qrels TSV (query-id, corpus-id, score). A first line whose score
+    is not a number is the header; relevance is `int(float(x))` (some sets write 1.0); short lines are skipped."""
+    qrels: dict[str, dict[str, int]] = {}
+    with Path(path).open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle):
+            parts = line.rstrip("\r\n").split("\t")
+            if len(parts) < 3:
+                continue
+            if number == 0 and not _is_number(parts[2].strip()):
+                continue  # header
+            qrels.setdefault(parts[0], {})[parts[1]] = int(float(parts[2]))
+    return qrels
+
+
+def qrels_path(root: Path, split: str) -> Path:
+    """qrels/<split>.tsv, or CollectionError naming the splits there are."""
+    path = Path(root) / "qrels" / f"{split}.tsv"
+    if not path.exists():
+        folder = Path(root) / "qrels"
+        available = sorted(p.stem for p in folder.glob("*.tsv")) if folder.is_dir() else []
         raise CollectionError(
             f"no qrels for split {split!r} in {root} (available: {', '.join(available) or 'none'})"
         )
-    corpus: dict[str, dict[str, str]] = {}
-    with (root / "corpus.jsonl").open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                row = json.loads(line)
-                corpus[str(row["_id"])] = {"title": row.get("title") or "", "text": row.get("text") or ""}
-    queries: dict[str, str] = {}
-    with (root / "queries.jsonl").open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                row = json.loads(line)
-                queries[str(row["_id"])] = row.get("text") or ""
-    qrels: dict[str, dict[str, int]] = {}
-    with qrels_path.open(encoding="utf-8") as handle:
-        reader = csv.reader(handle, delimiter="\t")
-        for row in reader:
-            if len(row) < 3 or row[0] == "query-id":
-                continue
-            qrels.setdefault(row[0], {})[row[1]] = int(float(row[2]))
-    queries = {qid: text for qid, text in queries.items() if qid in qrels}
-    return Collection(root.name, corpus, queries, qrels, [root / "corpus.jsonl"])
+    return path
+
+
+def load_beir(root: Path, split: str = "test") -> Collection:
+    """The BEIR collection with the queries that have qrels in `split`."""
+    root = Path(root)
+    qrels = read_qrels(qrels_path(root, split))
+    queries = {qid: text for qid, text in read_queries(root).items() if qid in qrels}
+    return Collection(root.name, read_corpus(root), queries, qrels, [root / "corpus.jsonl"])
 
 
 _SMART_FIELD = re.compile(r"^\.([A-Z])(?:\s+(.*))?$")
@@ -203,7 +268,6 @@ def _model_key(embedder) -> str:
 def eval_index_dir(collection: Collection, embedder, index_config) -> Path:
     """data/eval/<name>-<hash of corpus bytes + model + index config>/: one index per distinct setup."""
     from lumina_assets.core import settings
-
     from lumina_assets.indexing.lancedb_tables import TABLES_VERSION
 
     key = hashlib.sha256(

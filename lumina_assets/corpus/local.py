@@ -4,14 +4,13 @@ directory (`corpus.jsonl` with `_id`, `title`, `text`). Bad items are reported b
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi, paper_id_for
 from lumina_assets.core.schemas import Paper
+from lumina_assets.corpus.collections import is_beir_corpus, iter_corpus_records
 
 _DOI_IN_TEXT = re.compile(r"(?:doi\s*[:.]?\s*|doi\.org/)(10\.\d{4,9}/[^\s\"<>,;]+)", re.IGNORECASE)
 _ARXIV_IN_TEXT = re.compile(r"arXiv:\s*(\d{4}\.\d{4,5})(v\d+)?", re.IGNORECASE)
@@ -28,10 +27,6 @@ class LoadReport:
     kind: str = ""
 
 
-def is_beir_dir(path: Path) -> bool:
-    return path.is_dir() and (path / "corpus.jsonl").is_file()
-
-
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -40,31 +35,15 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def iter_beir_corpus(path: Path) -> Iterator[tuple[int, dict | None, str | None]]:
-    """(line number, record, error) for every non-empty line of corpus.jsonl."""
-    with (path / "corpus.jsonl").open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield number, None, f"corpus.jsonl line {number}: not JSON ({exc.msg})"
-                continue
-            if not isinstance(record, dict) or not str(record.get("_id", "")).strip():
-                yield number, None, f"corpus.jsonl line {number}: no _id"
-                continue
-            yield number, record, None
-
-
-def load_beir(path: Path, *, corpus_name: str | None = None) -> LoadReport:
+def load_beir_papers(path: Path, *, corpus_name: str | None = None) -> LoadReport:
+    """One Paper per corpus.jsonl record (read by `collections.iter_corpus_records`); bad lines become errors."""
     name = corpus_name or path.name
     report = LoadReport(kind="beir")
-    for _, record, error in iter_beir_corpus(path):
+    for _, record, error in iter_corpus_records(path):
         if error:
             report.errors.append(error)
             continue
-        doc_id = str(record["_id"]).strip()
+        doc_id = record["_id"]
         report.papers.append(
             Paper(
                 paper_id=paper_id_for(corpus=f"beir-{name}", corpus_doc_id=doc_id),
@@ -164,8 +143,8 @@ def load_local_corpus(path: Path) -> LoadReport:
     """A BEIR directory or a folder of PDFs; a clear error for anything else."""
     if not path.exists():
         raise FileNotFoundError(f"LUMINA_CORPUS points to {path}, which does not exist")
-    if is_beir_dir(path):
-        return load_beir(path)
+    if is_beir_corpus(path):
+        return load_beir_papers(path)
     if path.is_dir():
         return load_pdf_folder(path)
     if path.suffix.lower() == ".pdf":

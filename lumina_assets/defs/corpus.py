@@ -21,7 +21,7 @@ from lumina_assets.core.schemas import (
     rows_to_table,
 )
 from lumina_assets.corpus.crawl import ArxivQuery, Seeds, crawl_arxiv, crawl_openalex, load_seeds
-from lumina_assets.corpus.local import load_beir, load_local_corpus, load_pdf_folder
+from lumina_assets.corpus.local import load_local_corpus, load_pdf_folder
 from lumina_assets.corpus.normalize import normalize
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from resources.arxiv import ArxivResource
@@ -37,8 +37,8 @@ def _papers_table(papers: list[Paper]) -> pa.Table:
     return rows_to_table([p.to_row() for p in papers], RAW_PAPER_SCHEMA)
 
 
-def _read_papers(name: str) -> list[Paper]:
-    frame = tables.read_table(name)
+def _read_papers(spec: tables.TableSpec) -> list[Paper]:
+    frame = tables.read(spec)
     if frame is None:
         return []
     names = {f.name for f in dataclasses.fields(Paper)}
@@ -50,9 +50,9 @@ def _failure_metadata(failures: list[str]) -> dict:
     return {"failures": len(failures), "failure_details": dg.MetadataValue.md(shown)}
 
 
-def _write_raw(name: str, papers: list[Paper]) -> tuple[str, pl.DataFrame]:
+def _write_raw(spec: tables.TableSpec, papers: list[Paper]) -> tuple[str, pl.DataFrame]:
     table = _papers_table(papers)
-    tables.write_table(name, table)
+    tables.write(spec, table)
     frame = pl.from_arrow(table)
     return tables.content_hash(frame), frame
 
@@ -102,24 +102,24 @@ class CrawlConfig(dg.Config):
     extra_ids: list[str] = []
 
 
-def _with_discovered(name: str, seeds: Seeds, extra_ids: list[str]) -> tuple[Seeds, int]:
+def _with_discovered(spec: tables.TableSpec, seeds: Seeds, extra_ids: list[str]) -> tuple[Seeds, int]:
     """Seeds plus every id a sensor has ever discovered for this source (persisted beside the tables)."""
-    path = settings.tables_dir() / f"{name}.discovered.json"
+    path = settings.tables_dir() / f"{spec.name}.discovered.json"
     known = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
     merged = list(dict.fromkeys([*known, *extra_ids]))
     if merged != known:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(merged), encoding="utf-8")
-    if name == "openalex_works":
+    if spec == tables.OPENALEX_WORKS:
         seeds.openalex_ids = list(dict.fromkeys([*seeds.openalex_ids, *merged]))
     else:
         seeds.arxiv_ids = list(dict.fromkeys([*seeds.arxiv_ids, *merged]))
     return seeds, len(merged)
 
 
-def _skipped(name: str, reason: str, context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-    context.log.info(f"{name} skipped: {reason}")
-    content, _ = _write_raw(name, [])
+def _skipped(spec: tables.TableSpec, reason: str, context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    context.log.info(f"{spec.name} skipped: {reason}")
+    content, _ = _write_raw(spec, [])
     return dg.MaterializeResult(
         metadata={"papers": 0, "skipped": reason}, data_version=dg.DataVersion(content)
     )
@@ -131,15 +131,17 @@ def openalex_works(
 ) -> dg.MaterializeResult:
     """Seed works and their references, breadth-first to the configured depth, capped at max_papers."""
     if not corpus.live_crawl_enabled():
-        return _skipped("openalex_works", "a local corpus is configured (offline mode)", context)
+        return _skipped(tables.OPENALEX_WORKS, "a local corpus is configured (offline mode)", context)
     if not openalex.api_key:
         return _skipped(
-            "openalex_works", "OPENALEX_API_KEY is not set; OpenAlex requires a key since Feb 2026", context
+            tables.OPENALEX_WORKS,
+            "OPENALEX_API_KEY is not set; OpenAlex requires a key since Feb 2026",
+            context,
         )
-    seeds, discovered = _with_discovered("openalex_works", read_stored_seeds(), config.extra_ids)
+    seeds, discovered = _with_discovered(tables.OPENALEX_WORKS, read_stored_seeds(), config.extra_ids)
     client = openalex.client()
     result = crawl_openalex(client, seeds)
-    content, frame = _write_raw("openalex_works", result.papers)
+    content, frame = _write_raw(tables.OPENALEX_WORKS, result.papers)
     depths = Counter(p.crawl_depth for p in result.papers)
     return dg.MaterializeResult(
         metadata={
@@ -162,11 +164,11 @@ def arxiv_works(
 ) -> dg.MaterializeResult:
     """Seeded arXiv ids and query results (one request every 3 s)."""
     if not corpus.live_crawl_enabled():
-        return _skipped("arxiv_works", "a local corpus is configured (offline mode)", context)
-    seeds, discovered = _with_discovered("arxiv_works", read_stored_seeds(), config.extra_ids)
+        return _skipped(tables.ARXIV_WORKS, "a local corpus is configured (offline mode)", context)
+    seeds, discovered = _with_discovered(tables.ARXIV_WORKS, read_stored_seeds(), config.extra_ids)
     client = arxiv.client()
     result = crawl_arxiv(client, seeds)
-    content, frame = _write_raw("arxiv_works", result.papers)
+    content, frame = _write_raw(tables.ARXIV_WORKS, result.papers)
     return dg.MaterializeResult(
         metadata={
             "papers": len(result.papers),
@@ -199,7 +201,7 @@ def local_papers(context: dg.AssetExecutionContext, corpus: CorpusResource) -> d
         kinds["inbox"] += len(report.papers)
     for failure in failures:
         context.log.warning(failure)
-    content, frame = _write_raw("local_papers", papers)
+    content, frame = _write_raw(tables.LOCAL_PAPERS, papers)
     return dg.MaterializeResult(
         metadata={
             "papers": len(papers),
@@ -234,9 +236,13 @@ def papers(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     """One normalized row per work. New works join a new ingest batch (a dynamic partition) so parsing and
     indexing only touch them; known works keep their batch and first_seen."""
     seeds = read_stored_seeds() if os.path.exists(_seeds_path()) else Seeds()
-    raw = _read_papers("openalex_works") + _read_papers("arxiv_works") + _read_papers("local_papers")
+    raw = (
+        _read_papers(tables.OPENALEX_WORKS)
+        + _read_papers(tables.ARXIV_WORKS)
+        + _read_papers(tables.LOCAL_PAPERS)
+    )
     input_hash = hashlib.sha256("".join(sorted(_row_hash(p.to_row()) for p in raw)).encode()).hexdigest()[:24]
-    previous = tables.read_table("papers")
+    previous = tables.read(tables.PAPERS)
     state_path = settings.tables_dir() / "papers.inputs"
     if previous is not None and state_path.exists() and state_path.read_text() == input_hash:
         return dg.MaterializeResult(
@@ -273,9 +279,9 @@ def papers(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     if new_ids:
         context.instance.add_dynamic_partitions(INGEST_BATCHES.name, [batch])
     table = rows_to_table(rows, PAPERS_TABLE_SCHEMA)
-    tables.write_table("papers", table)
+    tables.write(tables.PAPERS, table)
     rejected = rows_to_table([dataclasses.asdict(r) for r in result.rejected], REJECTED_SCHEMA)
-    tables.write_table("rejected_papers", rejected)
+    tables.write(tables.REJECTED_PAPERS, rejected)
     state_path.write_text(input_hash)
     frame = pl.from_arrow(table)
     by_source = Counter(row["source"] for row in rows)
@@ -289,7 +295,7 @@ def papers(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
             "rejected": len(result.rejected),
             "rejected_by_reason": dg.MetadataValue.json(result.reasons()),
             "by_source": dg.MetadataValue.json(dict(by_source)),
-            "table": str(tables.table_path("papers")),
+            "table": str(tables.PAPERS.path()),
             "sample": dg.MetadataValue.md(tables.markdown_sample(frame, SAMPLE_COLUMNS)),
         },
         data_version=dg.DataVersion(tables.content_hash(frame, ["paper_id", "content_hash"])),
@@ -301,7 +307,7 @@ def papers(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
 )
 def citation_graph(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     """Citation edges among corpus papers (references resolved through OpenAlex ids) with in/out degree."""
-    frame = tables.read_table("papers")
+    frame = tables.read(tables.PAPERS)
     if frame is None:
         raise dg.Failure("papers has not been materialized yet")
     by_openalex = {
@@ -317,7 +323,7 @@ def citation_graph(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
             if target and target != row["paper_id"]:
                 edges.append({"citing": row["paper_id"], "cited": target})
     edge_frame = pl.DataFrame(edges, schema={"citing": pl.String, "cited": pl.String}).unique()
-    tables.write_table("citation_edges", edge_frame)
+    tables.write(tables.CITATION_EDGES, edge_frame)
     degrees = (
         frame.select("paper_id", "title")
         .join(
@@ -327,7 +333,7 @@ def citation_graph(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         .with_columns(pl.col("out_degree").fill_null(0), pl.col("in_degree").fill_null(0))
         .sort("in_degree", descending=True)
     )
-    tables.write_table("citation_graph", degrees)
+    tables.write(tables.CITATION_GRAPH, degrees)
     return dg.MaterializeResult(
         metadata={
             "papers": degrees.height,
@@ -343,7 +349,7 @@ def citation_graph(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
 
 @dg.asset_check(asset=papers, description="paper ids are unique and every paper has a title")
 def papers_unique_and_titled() -> dg.AssetCheckResult:
-    frame = tables.read_table("papers")
+    frame = tables.read(tables.PAPERS)
     if frame is None:
         return dg.AssetCheckResult(passed=False, metadata={"reason": "papers table missing"})
     duplicates = frame.height - frame["paper_id"].n_unique()
@@ -367,4 +373,4 @@ def build_resources() -> dict:
     }
 
 
-__all__ = ["ASSETS", "CHECKS", "build_resources", "load_beir"]
+__all__ = ["ASSETS", "CHECKS", "build_resources"]

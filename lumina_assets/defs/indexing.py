@@ -12,8 +12,8 @@ INDEX_CODE_VERSION = f"index-v{indexing.INDEX_FORMAT_VERSION}"
 
 
 def _upstream() -> tuple[pl.DataFrame, pl.DataFrame]:
-    passages = tables.read_all_partitions("passages")
-    papers = tables.read_table("papers")
+    passages = tables.read_all(tables.PASSAGES)
+    papers = tables.read(tables.PAPERS)
     if passages is None:
         passages = pl.DataFrame(
             schema={"passage_id": pl.String, "paper_id": pl.String, "kind": pl.String, "text": pl.String}

@@ -1,13 +1,10 @@
 """Parsing stage: `pdf_files` -> `parsed_papers` -> `passages`, each partitioned by ingest batch.
 
-Per-paper state lives in one parquet file per batch. Every paper of a batch gets a row at every step, with a
-status and a reason, so a bad PDF is a recorded failure and never a crashed run; abstract-only papers (BEIR,
-failed downloads or parses) still get passages from their title and abstract.
+Per-paper state lives in one parquet file per batch; the work (fetching, the parse loop, chunking) is in
+`lumina_assets.parsing` (`pdf_store`, `batch`), these assets read the batch, call it, write and report.
 """
 
-import hashlib
 import json
-import time
 from collections import Counter
 from typing import Any
 
@@ -18,6 +15,7 @@ import pyarrow as pa
 from lumina_assets.core import settings, tables
 from lumina_assets.core.schemas import PASSAGE_SCHEMA, ParsedPaper, rows_to_table
 from lumina_assets.defs.partitions import INGEST_BATCHES
+from lumina_assets.parsing.batch import parse_batch, passages_for_batch
 from lumina_assets.parsing.pdf_store import PdfStore, fetch_paper_pdf, remove_stale_temp_files
 from resources.grobid import GrobidResource
 from resources.parsing import ParsingConfig
@@ -65,19 +63,17 @@ PARSED_PAPERS_SCHEMA = pa.schema(
         pa.field("parsed_json", pa.string()),
     ]
 )
-# Failures that depend on the environment (no GROBID server, a missing model), not on the file: retried next run.
-RETRYABLE_REASONS = {"parser_unavailable", "grobid_error", "parser_error", "parser_crashed"}
 
 
 def _batch_papers(batch: str) -> pl.DataFrame:
-    papers = tables.read_table("papers")
+    papers = tables.read(tables.PAPERS)
     if papers is None:
         raise dg.Failure("the papers table does not exist yet: materialize `papers` first")
     return papers.filter(pl.col("ingest_batch") == batch)
 
 
-def _previous_rows(name: str, batch: str) -> dict[str, dict[str, Any]]:
-    previous = tables.read_partition(name, batch)
+def _previous_rows(spec: tables.TableSpec, batch: str) -> dict[str, dict[str, Any]]:
+    previous = tables.read(spec, batch)
     if previous is None:
         return {}
     return {row["paper_id"]: row for row in previous.iter_rows(named=True)}
@@ -104,7 +100,7 @@ def _md_counts(counts: dict[str, int]) -> str:
 def pdf_files(context: dg.AssetExecutionContext, parsing: ParsingConfig) -> dg.MaterializeResult:
     batch = context.partition_key
     papers = _batch_papers(batch)
-    previous = _previous_rows("pdf_files", batch)
+    previous = _previous_rows(tables.PDF_FILES, batch)
     store = PdfStore()
     stale = remove_stale_temp_files(store)
     needs_download = parsing.download_pdfs and any(
@@ -127,7 +123,7 @@ def pdf_files(context: dg.AssetExecutionContext, parsing: ParsingConfig) -> dg.M
         if client is not None:
             client.close()
     frame = pl.from_arrow(rows_to_table(rows, PDF_FILES_SCHEMA))
-    tables.write_partition("pdf_files", batch, frame)
+    tables.write(tables.PDF_FILES, frame, batch)
     statuses = Counter(row["status"] for row in rows)
     failures = Counter(row["reason"] for row in rows if row["status"] == "failed")
     metadata = {
@@ -139,7 +135,7 @@ def pdf_files(context: dg.AssetExecutionContext, parsing: ParsingConfig) -> dg.M
         "bytes": int(sum(row["bytes"] or 0 for row in rows)),
         "stale_temp_files_removed": stale,
         "failures_by_reason": dg.MetadataValue.md(_md_counts(dict(failures))),
-        "table": str(tables.partition_path("pdf_files", batch)),
+        "table": str(tables.PDF_FILES.path(batch)),
         "sample": dg.MetadataValue.md(
             tables.markdown_sample(frame, ["paper_id", "status", "reason", "bytes"])
         ),
@@ -153,43 +149,6 @@ def pdf_files(context: dg.AssetExecutionContext, parsing: ParsingConfig) -> dg.M
 
 
 # ---------------------------------------------------------------- parsed_papers
-
-
-def parse_one(parser, path: str, paper_id: str) -> tuple[ParsedPaper | None, str | None, str | None]:
-    """(paper, reason, detail): a parser exception of any kind becomes a recorded failure."""
-    from lumina_assets.parsing.base import ParseFailure
-
-    try:
-        return parser.parse(path, paper_id), None, None
-    except ParseFailure as exc:
-        return None, exc.reason, exc.detail[:500]
-    except Exception as exc:  # a parser bug must cost one paper, not the batch
-        return None, "parser_error", f"{type(exc).__name__}: {str(exc)[:400]}"
-
-
-def _timed_parse(parser, path: str, paper_id: str):
-    started = time.perf_counter()
-    paper, reason, detail = parse_one(parser, path, paper_id)
-    return paper, reason, detail, time.perf_counter() - started
-
-
-def _parse_all(parser, jobs: list[tuple[str, str]], workers: int) -> list:
-    """Parse in this process, or in `workers` processes (PyMuPDF is CPU-bound and holds the GIL)."""
-    if workers <= 1 or len(jobs) <= 1:
-        return [_timed_parse(parser, path, paper_id) for path, paper_id in jobs]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    context = multiprocessing.get_context("spawn")  # no forked copies of Dagster's threads and locks
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
-        futures = [pool.submit(_timed_parse, parser, path, paper_id) for path, paper_id in jobs]
-        results = []
-        for future in futures:
-            try:
-                results.append(future.result())
-            except Exception as exc:  # a worker that died (a crash inside MuPDF) costs its paper only
-                results.append((None, "parser_crashed", f"{type(exc).__name__}: {str(exc)[:300]}", 0.0))
-        return results
 
 
 def _paper_markdown(paper: ParsedPaper, limit: int = 12) -> str:
@@ -228,71 +187,20 @@ def parsed_papers(
     context: dg.AssetExecutionContext, parsing: ParsingConfig, grobid: GrobidResource
 ) -> dg.MaterializeResult:
     batch = context.partition_key
-    files = tables.read_partition("pdf_files", batch)
+    files = tables.read(tables.PDF_FILES, batch)
     if files is None:
         raise dg.Failure(f"pdf_files has no partition {batch}: materialize it first")
     parser = parsing.build_parser(grobid.options())
-    from lumina_assets.parsing.base import parser_tag
-
-    tag = parser_tag(parser)
-    previous = _previous_rows("parsed_papers", batch)
-    parsed_now = reused = 0
-    seconds = 0.0
-    pages_now = 0
-    sample: ParsedPaper | None = None
-    slots: list[dict[str, Any] | None] = []
-    todo: list[tuple[int, dict[str, Any]]] = []
-    for file in files.iter_rows(named=True):
-        paper_id = file["paper_id"]
-        if file["status"] != "ok":
-            reason = "no_pdf" if file["status"] == "no_pdf" else f"pdf_{file['reason']}"
-            slots.append({"paper_id": paper_id, "status": "no_pdf", "reason": reason, "parser": None})
-            continue
-        before = previous.get(paper_id)
-        if (
-            before is not None
-            and before["sha256"] == file["sha256"]
-            and before["parser_config"] == tag
-            and before["reason"] not in RETRYABLE_REASONS
-        ):
-            slots.append(before)
-            reused += 1
-            continue
-        todo.append((len(slots), file))
-        slots.append(None)
-    for (slot, file), (paper, reason, detail, elapsed) in zip(
-        todo, _parse_all(parser, [(f["path"], f["paper_id"]) for _, f in todo], parsing.workers), strict=True
-    ):
-        paper_id = file["paper_id"]
-        seconds += elapsed
-        parsed_now += 1
-        row = {
-            "paper_id": paper_id,
-            "sha256": file["sha256"],
-            "parser": tag,
-            "parser_config": tag,
-            "parse_seconds": round(elapsed, 4),
-        }
-        if paper is None:
-            slots[slot] = {**row, "status": "failed", "reason": reason, "detail": detail}
-            context.log.warning(f"{paper_id}: parse failed ({reason}: {detail})")
-            continue
-        pages_now += paper.page_count or 0
-        sample = sample or paper
-        slots[slot] = {
-            **row,
-            "parser": f"{paper.parser}@{parser.version}" if paper.parser != parser.name else tag,
-            "status": "ok",
-            "page_count": paper.page_count,
-            "sections": len(paper.sections),
-            "references": len(paper.references),
-            "citations": len(paper.citations),
-            "elements": len(paper.elements),
-            "parsed_json": paper.to_json(),
-        }
-    rows = [row for row in slots if row is not None]
+    result = parse_batch(
+        files.iter_rows(named=True),
+        _previous_rows(tables.PARSED_PAPERS, batch),
+        parser,
+        workers=parsing.workers,
+        log_fn=context.log.warning,
+    )
+    rows, sample, seconds = result.rows, result.sample, result.seconds
     frame = pl.from_arrow(rows_to_table(rows, PARSED_PAPERS_SCHEMA))
-    tables.write_partition("parsed_papers", batch, frame)
+    tables.write(tables.PARSED_PAPERS, frame, batch)
 
     statuses = Counter(row["status"] for row in rows)
     failures = Counter(row["reason"] for row in rows if row["status"] == "failed")
@@ -321,18 +229,18 @@ def parsed_papers(
             "parsed": statuses.get("ok", 0),
             "failures": statuses.get("failed", 0),
             "no_pdf": statuses.get("no_pdf", 0),
-            "parsed_this_run": parsed_now,
-            "reused_unchanged": reused,
+            "parsed_this_run": result.parsed_now,
+            "reused_unchanged": result.reused,
             "failure_rate": round(failure_rate, 4),
             "failures_by_reason": dg.MetadataValue.md(_md_counts(dict(failures))),
             "parsers": dg.MetadataValue.json(dict(Counter(r["parser"] for r in rows if r.get("parser")))),
             "pages": int(ok["page_count"].sum() or 0) if ok.height else 0,
-            "pages_per_second_this_run": round(pages_now / seconds, 1) if seconds else 0.0,
+            "pages_per_second_this_run": round(result.pages_now / seconds, 1) if seconds else 0.0,
             "sections": int(ok["sections"].sum() or 0) if ok.height else 0,
             "references": int(ok["references"].sum() or 0) if ok.height else 0,
             "elements": int(ok["elements"].sum() or 0) if ok.height else 0,
             "sample": dg.MetadataValue.md(_paper_markdown(sample) if sample else "_no parsed paper_"),
-            "table": str(tables.partition_path("parsed_papers", batch)),
+            "table": str(tables.PARSED_PAPERS.path(batch)),
         },
         data_version=dg.DataVersion(tables.content_hash(frame, ["paper_id", "sha256", "parser", "status"])),
         check_results=[check],
@@ -342,50 +250,8 @@ def parsed_papers(
 # ---------------------------------------------------------------- passages
 
 
-def _passage_inputs_digest(
-    paper: dict[str, Any], parsed_row: dict[str, Any] | None, settings_key: str
-) -> str:
-    parts = [
-        settings_key,
-        paper.get("title") or "",
-        paper.get("abstract") or "",
-        (parsed_row or {}).get("sha256") or "",
-        (parsed_row or {}).get("parser") or "",
-        (parsed_row or {}).get("status") or "",
-    ]
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:24]
-
-
 def _state_path(batch: str):
     return settings.tables_dir() / "passages_state" / f"{batch}.json"
-
-
-def build_passages(
-    papers: list[dict[str, Any]],
-    parsed_rows: dict[str, dict[str, Any]],
-    *,
-    count_tokens,
-    max_tokens: int,
-) -> list[dict[str, Any]]:
-    """Passage rows for papers: from the parsed document when parsing succeeded, else title + abstract."""
-    from lumina_assets.parsing.chunking import passages_for_paper
-
-    rows: list[dict[str, Any]] = []
-    for paper in papers:
-        parsed_row = parsed_rows.get(paper["paper_id"])
-        parsed = None
-        if parsed_row is not None and parsed_row.get("status") == "ok" and parsed_row.get("parsed_json"):
-            parsed = ParsedPaper.from_json(parsed_row["parsed_json"])
-        passages = passages_for_paper(
-            paper["paper_id"],
-            title=paper.get("title"),
-            abstract=paper.get("abstract"),
-            parsed=parsed,
-            count_tokens=count_tokens,
-            max_tokens=max_tokens,
-        )
-        rows.extend(p.to_row() for p in passages if p.text.strip())
-    return rows
 
 
 @dg.asset(
@@ -409,35 +275,23 @@ def passages(context: dg.AssetExecutionContext, parsing: ParsingConfig) -> dg.Ma
 
     batch = context.partition_key
     papers = _batch_papers(batch)
-    parsed = tables.read_partition("parsed_papers", batch)
+    parsed = tables.read(tables.PARSED_PAPERS, batch)
     parsed_rows = {row["paper_id"]: row for row in parsed.iter_rows(named=True)} if parsed is not None else {}
     settings_key = f"{parsing.tokenizer or 'bundled-minilm'}:{parsing.max_tokens}"
     state_file = _state_path(batch)
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
-    previous = tables.read_partition("passages", batch)
-    previous_by_paper = (
-        {key[0]: group for key, group in previous.group_by("paper_id", maintain_order=True)}
-        if previous is not None
-        else {}
+    built = passages_for_batch(
+        papers.iter_rows(named=True),
+        parsed_rows,
+        previous=tables.read(tables.PASSAGES, batch),
+        state=state,
+        settings_key=settings_key,
+        token_counter=lambda: model_token_counter(parsing.tokenizer or None),
+        max_tokens=parsing.max_tokens,
     )
-    counter = None
-    rows: list[dict[str, Any]] = []
-    new_state: dict[str, str] = {}
-    rebuilt = reused = 0
-    for paper in papers.iter_rows(named=True):
-        paper_id = paper["paper_id"]
-        digest = _passage_inputs_digest(paper, parsed_rows.get(paper_id), settings_key)
-        new_state[paper_id] = digest
-        if state.get(paper_id) == digest and paper_id in previous_by_paper:
-            rows.extend(previous_by_paper[paper_id].to_dicts())
-            reused += 1
-            continue
-        if counter is None:
-            counter = model_token_counter(parsing.tokenizer or None)
-        rows.extend(build_passages([paper], parsed_rows, count_tokens=counter, max_tokens=parsing.max_tokens))
-        rebuilt += 1
+    rows, new_state, rebuilt, reused = built.rows, built.state, built.rebuilt, built.reused
     frame = pl.from_arrow(rows_to_table(rows, PASSAGE_SCHEMA))
-    tables.write_partition("passages", batch, frame)
+    tables.write(tables.PASSAGES, frame, batch)
     state_file.parent.mkdir(parents=True, exist_ok=True)
     state_file.write_text(json.dumps(new_state))
 
@@ -470,7 +324,7 @@ def passages(context: dg.AssetExecutionContext, parsing: ParsingConfig) -> dg.Ma
             "sample": dg.MetadataValue.md(
                 tables.markdown_sample(frame, ["passage_id", "kind", "section_title", "page_start", "text"])
             ),
-            "table": str(tables.partition_path("passages", batch)),
+            "table": str(tables.PASSAGES.path(batch)),
         },
         data_version=dg.DataVersion(tables.content_hash(frame, ["passage_id", "text"])),
         check_results=[check],

@@ -18,10 +18,12 @@ import polars as pl
 import pytest
 from fake_llm import openai_chat_response
 
-from evals.judge import load_beir
+import evals.setup
 from evals.providers import BM25Provider
+from evals.setup import load_papers, load_passages
 from lumina_assets.core import tables
 from lumina_assets.core.http import RateLimiter
+from lumina_assets.corpus.collections import load_beir
 from lumina_assets.defs import benchmark
 from lumina_assets.parsing.chunking import passages_for_paper
 from resources.llm import LLMResource
@@ -34,7 +36,8 @@ pytestmark = pytest.mark.slow
 def scifact_slice(shared_data, data_dir):
     """papers + passages tables for the relevant docs of a few SciFact queries plus 120 distractors."""
     folder = shared_data / "scifact"
-    corpus, queries, qrels = load_beir(folder)
+    collection = load_beir(folder, "train")
+    corpus, qrels = collection.corpus, collection.qrels
     chosen = sorted(qrels)[:12]
     keep = {d for q in chosen for d in qrels[q] if d in corpus} | set(list(corpus)[:120])
     papers, passages = [], []
@@ -55,18 +58,18 @@ def scifact_slice(shared_data, data_dir):
                 paper_id, title=corpus[doc_id]["title"], abstract=corpus[doc_id]["text"]
             )
         ]
-    tables.write_table("papers", pl.DataFrame(papers))
-    tables.write_partition("passages", "batch-1", pl.DataFrame(passages))
+    tables.write(tables.PAPERS, pl.DataFrame(papers))
+    tables.write(tables.PASSAGES, pl.DataFrame(passages), "batch-1")
     return folder
 
 
 @pytest.fixture
 def injected_lumina(monkeypatch):
     def fake_lumina_search_fn(**_):
-        engine = BM25Provider(benchmark.load_passages(), benchmark.load_papers(), max_chunks_per_context=1)
+        engine = BM25Provider(load_passages(), load_papers(), max_chunks_per_context=1)
         return engine.search
 
-    monkeypatch.setattr(benchmark, "lumina_search_fn", fake_lumina_search_fn)
+    monkeypatch.setattr(evals.setup, "lumina_search_fn", fake_lumina_search_fn)
 
 
 def run_config(
@@ -124,7 +127,7 @@ def test_offline_benchmark_report(scifact_slice, injected_lumina, data_dir):
         ["lumina", "bm25", "exa"],
         dg.DagsterInstance.ephemeral(),
     )
-    questions = pl.read_parquet(benchmark.bench_path("questions"))
+    questions = pl.read_parquet(tables.QUESTIONS.path())
     assert questions.height == 6
     assert set(questions["generator"]) == {"offline:template", "beir:scifact/train"}
     synthetic = questions.filter(pl.col("kind") == "synthetic")
@@ -133,11 +136,11 @@ def test_offline_benchmark_report(scifact_slice, injected_lumina, data_dir):
         and synthetic["relevant_paper_ids"].list.len().min() == 1
     )
 
-    levels = pl.read_parquet(benchmark.bench_partition_path("recursive_results", "bm25"))
+    levels = pl.read_parquet(tables.RECURSIVE_RESULTS.path("bm25"))
     assert sorted(set(levels["depth"])) == [0, 1, 2]
     assert set(levels.filter(pl.col("depth") > 0)["refinement"]) <= {"offline:pseudo-relevance-feedback"}
 
-    scores = pl.read_parquet(benchmark.bench_path("benchmark_scores"))
+    scores = pl.read_parquet(tables.BENCHMARK_SCORES.path())
     overall = scores.filter(pl.col("question_set") == "all")
     assert set(overall["provider"]) == {"lumina", "bm25"}
     assert sorted(set(overall["depth"])) == [0, 1, 2]
@@ -213,11 +216,11 @@ def test_second_run_makes_zero_llm_and_http_calls(scifact_slice, data_dir):
     materialize_all(resources, config, ["exa"], dg.DagsterInstance.ephemeral())
     first_llm, first_http = llm.calls, len(exa_calls)
     assert first_llm > 0 and first_http > 0
-    verdicts = pl.read_parquet(benchmark.bench_partition_path("judgments", "exa"))
+    verdicts = pl.read_parquet(tables.JUDGMENTS.path("exa"))
     assert verdicts["judge"].unique().to_list() == ["llm:openai:gpt-4o"]
     assert verdicts["relevance_failure"].null_count() == verdicts.height
     assert (verdicts["critical"] == 1).all()
-    levels = pl.read_parquet(benchmark.bench_partition_path("recursive_results", "exa"))
+    levels = pl.read_parquet(tables.RECURSIVE_RESULTS.path("exa"))
     assert set(levels.filter(pl.col("depth") == 1)["query"]) == {"refined mechanism evidence"}
     report = (data_dir / "reports" / "benchmark.md").read_text(encoding="utf-8")
     assert "OFFLINE" not in report and "llm:openai:gpt-4o" in report

@@ -58,7 +58,7 @@ def test_corpus_group_materializes_offline_and_second_run_changes_nothing(data_d
     instance = DagsterInstance.ephemeral()
     result = run_corpus(mini_beir, instance, tags={INGEST_BATCH_TAG: "batch-test-1"})
     assert result.success
-    papers = tables.read_table("papers")
+    papers = tables.read(tables.PAPERS)
     assert papers.height == 40 and papers["paper_id"].n_unique() == 40
     assert set(papers["ingest_batch"]) == {"batch-test-1"}
     assert instance.get_dynamic_partitions(INGEST_BATCHES.name) == ["batch-test-1"]
@@ -82,7 +82,7 @@ def test_new_documents_join_a_new_batch_and_old_ones_keep_theirs(data_dir, mini_
     with (mini_beir / "corpus.jsonl").open("a") as handle:
         handle.write("\n".join(extra) + "\n")
     result = run_corpus(mini_beir, instance, tags={INGEST_BATCH_TAG: "batch-b"})
-    papers = tables.read_table("papers")
+    papers = tables.read(tables.PAPERS)
     counts = dict(papers.group_by("ingest_batch").len().iter_rows())
     assert counts == {"batch-a": 40, "batch-b": 3}
     assert result.asset_materializations_for_node("papers")[0].metadata["new_papers"].value == 3
@@ -100,7 +100,7 @@ def test_pdf_folder_corpus_and_inbox(data_dir, shared_data):
     (inbox / "broken.pdf").write_bytes(b"%PDF-1.4 truncated")
     result = run_corpus(pdfs, DagsterInstance.ephemeral())
     assert result.success
-    papers = tables.read_table("papers")
+    papers = tables.read(tables.PAPERS)
     assert papers.height == 3
     assert papers.filter(pl.col("local_path").is_null()).height == 0
     local = result.asset_materializations_for_node("local_papers")[0].metadata

@@ -169,9 +169,9 @@ def test_passage_index_asset_and_checks(data_dir, scifact_docs, embedder):
     papers, passages = _tables(dict(list(scifact_docs.items())[:5]), embedder)
     batch_one = passages.filter(pl.col("paper_id").is_in(papers["paper_id"].head(3).to_list()))
     batch_two = passages.filter(~pl.col("paper_id").is_in(papers["paper_id"].head(3).to_list()))
-    tables.write_partition("passages", "batch-1", batch_one)
-    tables.write_partition("passages", "batch-2", batch_two)
-    tables.write_table("papers", papers)
+    tables.write(tables.PASSAGES, batch_one, "batch-1")
+    tables.write(tables.PASSAGES, batch_two, "batch-2")
+    tables.write(tables.PAPERS, papers)
 
     from lumina_assets.defs.indexing import (
         passage_index,

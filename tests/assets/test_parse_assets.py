@@ -53,7 +53,7 @@ def batch_papers(data_dir, shared_data, tmp_path):
         ),
         _paper("pdf:other-batch", ingest_batch="batch-other", local_path=str(pdfs / "pasa.pdf")),
     ]
-    tables.write_table("papers", rows_to_table(rows, PAPERS_TABLE_SCHEMA))
+    tables.write(tables.PAPERS, rows_to_table(rows, PAPERS_TABLE_SCHEMA))
     return rows
 
 
@@ -80,7 +80,7 @@ def test_batch_end_to_end_with_failures_recorded(batch_papers, data_dir):
     result = _materialize(_instance(), RELAXED)
     assert result.success
 
-    files = tables.read_partition("pdf_files", BATCH)
+    files = tables.read(tables.PDF_FILES, BATCH)
     by_id = {row["paper_id"]: row for row in files.iter_rows(named=True)}
     assert set(by_id) == {"pdf:n18", "pdf:specter", "pdf:truncated", "beir-scifact:4983"}  # only this batch
     assert by_id["beir-scifact:4983"]["status"] == "no_pdf"
@@ -88,7 +88,7 @@ def test_batch_end_to_end_with_failures_recorded(batch_papers, data_dir):
     stored = data_dir / "pdfs" / by_id["pdf:n18"]["sha256"][:2] / f"{by_id['pdf:n18']['sha256']}.pdf"
     assert stored.exists() and by_id["pdf:n18"]["path"] == str(stored)
 
-    parsed = tables.read_partition("parsed_papers", BATCH)
+    parsed = tables.read(tables.PARSED_PAPERS, BATCH)
     status = dict(zip(parsed["paper_id"], parsed["status"], strict=True))
     reasons = dict(zip(parsed["paper_id"], parsed["reason"], strict=True))
     assert status["pdf:n18"] == status["pdf:specter"] == "ok"
@@ -96,7 +96,7 @@ def test_batch_end_to_end_with_failures_recorded(batch_papers, data_dir):
     assert status["beir-scifact:4983"] == "no_pdf"
     assert set(parsed.filter(pl.col("status") == "ok")["parser"]) == {"pymupdf@1.0"}
 
-    passages = tables.read_partition("passages", BATCH)
+    passages = tables.read(tables.PASSAGES, BATCH)
     assert passages.schema == pl.from_arrow(PASSAGE_SCHEMA.empty_table()).schema
     per_paper = passages.group_by("paper_id").len()
     counts = dict(zip(per_paper["paper_id"], per_paper["len"], strict=True))
@@ -117,7 +117,7 @@ def test_batch_end_to_end_with_failures_recorded(batch_papers, data_dir):
 def test_rerun_reuses_unchanged_papers(batch_papers, data_dir):
     instance = _instance()
     assert _materialize(instance, RELAXED).success
-    first = tables.read_partition("passages", BATCH)
+    first = tables.read(tables.PASSAGES, BATCH)
     second_run = _materialize(instance, RELAXED)
     assert second_run.success
     materializations = {
@@ -127,7 +127,7 @@ def test_rerun_reuses_unchanged_papers(batch_papers, data_dir):
     assert materializations["parsed_papers"]["reused_unchanged"].value == 3
     passage_meta = second_run.asset_materializations_for_node("passages")[0].metadata
     assert passage_meta["papers_rebuilt"].value == 0
-    assert tables.read_partition("passages", BATCH).sort("passage_id").equals(first.sort("passage_id"))
+    assert tables.read(tables.PASSAGES, BATCH).sort("passage_id").equals(first.sort("passage_id"))
 
 
 def test_failure_rate_check_blocks_indexing(batch_papers):
@@ -136,32 +136,18 @@ def test_failure_rate_check_blocks_indexing(batch_papers):
     assert not result.success
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {"parse_failure_rate": False}
-    assert tables.read_partition("parsed_papers", BATCH) is not None
-    assert tables.read_partition("passages", BATCH) is None
+    assert tables.read(tables.PARSED_PAPERS, BATCH) is not None
+    assert tables.read(tables.PASSAGES, BATCH) is None
 
 
 def test_local_file_moved_after_intake_still_parses(batch_papers, data_dir, tmp_path, shared_data):
     inbox_copy = tmp_path / "inbox.pdf"
     shutil.copy(shared_data / "pdfs" / "N18-3011.pdf", inbox_copy)
     rows = [_paper("pdf:inbox", local_path=str(inbox_copy))]
-    tables.write_table("papers", rows_to_table(rows, PAPERS_TABLE_SCHEMA))
+    tables.write(tables.PAPERS, rows_to_table(rows, PAPERS_TABLE_SCHEMA))
     instance = _instance()
     dg.materialize(ASSETS[:1], instance=instance, partition_key=BATCH, resources=build_resources())
     inbox_copy.unlink()  # the store keeps its own copy
     result = dg.materialize(ASSETS, instance=instance, partition_key=BATCH, resources=build_resources())
     assert result.success
-    assert tables.read_partition("parsed_papers", BATCH)["status"].to_list() == ["ok"]
-
-
-def test_parse_in_worker_processes_matches_in_process(shared_data, tmp_path):
-    from lumina_assets.defs.parsing import _parse_all
-    from lumina_assets.parsing.base import get_parser
-
-    not_pdf = tmp_path / "x.pdf"
-    not_pdf.write_text("plain text")
-    jobs = [(str(shared_data / "pdfs" / "N18-3011.pdf"), "n18"), (str(not_pdf), "bad")]
-    parser = get_parser("pymupdf")
-    pooled = _parse_all(parser, jobs, workers=2)
-    local = _parse_all(parser, jobs, workers=1)
-    assert pooled[0][0].to_json() == local[0][0].to_json()
-    assert pooled[1][:2] == (None, "not_pdf")
+    assert tables.read(tables.PARSED_PAPERS, BATCH)["status"].to_list() == ["ok"]

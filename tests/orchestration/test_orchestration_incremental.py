@@ -138,8 +138,8 @@ def _ingest(defs, instance, cursor, automation_cursor=None):
 
 
 def _embed_texts(batch: str) -> set[str]:
-    passages = tables.read_partition("passages", batch)
-    papers = tables.read_table("papers")
+    passages = tables.read(tables.PASSAGES, batch)
+    papers = tables.read(tables.PAPERS)
     return set(indexing.passage_rows(passages, papers, indexing.IndexConfig())["embed_text"].to_list())
 
 
@@ -168,7 +168,7 @@ def test_one_new_pdf_is_parsed_and_embedded_alone(shared_data, data_dir, countin
     parsed_partitions = {p for k, p in requested if k in ("pdf_files", "parsed_papers", "passages")}
     assert parsed_partitions == {second_batch}, requested
     assert ("passage_index", None) in requested
-    new_parsed = tables.read_partition("parsed_papers", second_batch)
+    new_parsed = tables.read(tables.PARSED_PAPERS, second_batch)
     assert new_parsed.height == 1 and new_parsed["status"].to_list() == ["ok"]
 
     # The embedder saw the new paper's passages and nothing of the first paper.
@@ -177,7 +177,7 @@ def test_one_new_pdf_is_parsed_and_embedded_alone(shared_data, data_dir, countin
     assert second_texts <= seen
     assert not (seen & first_texts)
     new_paper = new_parsed["paper_id"][0]
-    papers = tables.read_table("papers")
+    papers = tables.read(tables.PAPERS)
     new_title = papers.filter(pl.col("paper_id") == new_paper)["title"][0]
     passage_texts = [t for t in counting_embedder.texts if t in second_texts]
     assert len(passage_texts) == len(second_texts)  # each passage embedded once
@@ -190,7 +190,7 @@ def test_one_new_pdf_is_parsed_and_embedded_alone(shared_data, data_dir, countin
     # The index holds both papers' passages exactly once.
     table = indexing.open_table(defs.resources["lancedb"].connect(), indexing.PASSAGES_TABLE)
     ids = table.to_arrow().column("passage_id").to_pylist()
-    all_passages = tables.read_all_partitions("passages")
+    all_passages = tables.read_all(tables.PASSAGES)
     assert sorted(ids) == sorted(all_passages["passage_id"].unique().to_list())
 
 
@@ -254,7 +254,7 @@ def test_run_killed_mid_batch_then_rerun_loses_and_duplicates_nothing(
         worker.wait(timeout=30)
 
     db = defs.resources["lancedb"].connect()
-    passages = tables.read_partition("passages", batch)
+    passages = tables.read(tables.PASSAGES, batch)
     expected_ids = sorted(passages["passage_id"].unique().to_list())
     half_done = indexing.open_table(db, indexing.PASSAGES_TABLE)
     assert half_done is not None and half_done.count_rows() == len(expected_ids)
@@ -270,9 +270,9 @@ def test_run_killed_mid_batch_then_rerun_loses_and_duplicates_nothing(
     assert _execute(defs, instance, keys, batch).success
     assert _execute(defs, instance, [dg.AssetKey("passage_index")]).success
 
-    reparsed = tables.read_partition("parsed_papers", batch)
+    reparsed = tables.read(tables.PARSED_PAPERS, batch)
     assert reparsed["paper_id"].n_unique() == reparsed.height == 2
-    after = tables.read_partition("passages", batch)
+    after = tables.read(tables.PASSAGES, batch)
     assert sorted(after["passage_id"].to_list()) == expected_ids  # nothing lost, nothing twice
     ids = indexing.open_table(db, indexing.PASSAGES_TABLE).to_arrow().column("passage_id").to_pylist()
     assert sorted(ids) == expected_ids

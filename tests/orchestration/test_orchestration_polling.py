@@ -254,7 +254,7 @@ def test_discovered_works_reach_the_crawl_tables(openalex_api, shared_data, data
         raise_on_error=False,
     )
     assert result.success
-    works = tables.read_table("openalex_works")
+    works = tables.read(tables.OPENALEX_WORKS)
     found = set(works["openalex_id"].to_list()) if works is not None else set()
     assert set(discovered) <= found, (
         "openalex_works must read `ops.openalex_works.config."

@@ -16,7 +16,7 @@ from lumina_assets.core import settings
 from lumina_assets.core.http import HttpClient, HttpError, RateLimiter
 from lumina_assets.corpus.arxiv import ArxivClient, ArxivError, parse_feed
 from lumina_assets.corpus.crawl import Seeds, crawl_arxiv, crawl_openalex, load_seeds
-from lumina_assets.corpus.local import load_beir, load_local_corpus, pdf_metadata
+from lumina_assets.corpus.local import load_beir_papers, load_local_corpus, pdf_metadata
 from lumina_assets.corpus.normalize import deduplicate, filter_papers, normalize
 from lumina_assets.corpus.openalex import OpenAlexClient, rebuild_abstract, work_to_paper
 
@@ -211,7 +211,7 @@ def test_project_seed_file_is_valid():
 
 
 def test_beir_loader_reads_all_of_scifact(shared_data):
-    report = load_beir(shared_data / "scifact")
+    report = load_beir_papers(shared_data / "scifact")
     assert len(report.papers) == 5183 and report.errors == []
     first = report.papers[0]
     assert first.paper_id.startswith("beir-scifact:") and first.source == "beir" and first.abstract

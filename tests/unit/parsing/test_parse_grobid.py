@@ -229,12 +229,12 @@ def test_parsed_papers_asset_with_grobid_config(grobid_server, shared_data, data
     _, url = grobid_server
     row = {"paper_id": "pdf:n18", "title": "n18", "source": "local_pdf", "ingest_batch": "b1"}
     row["local_path"] = str(shared_data / "pdfs" / "N18-3011.pdf")
-    tables.write_table("papers", rows_to_table([row], PAPERS_TABLE_SCHEMA))
+    tables.write(tables.PAPERS, rows_to_table([row], PAPERS_TABLE_SCHEMA))
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("ingest_batches", ["b1"])
     resources = {"parsing": ParsingConfig(parser="grobid"), "grobid": GrobidResource(url=url)}
     assert dg.materialize(ASSETS[:2], instance=instance, partition_key="b1", resources=resources).success
-    parsed = tables.read_partition("parsed_papers", "b1").row(0, named=True)
+    parsed = tables.read(tables.PARSED_PAPERS, "b1").row(0, named=True)
     assert (parsed["status"], parsed["parser"], parsed["references"]) == ("ok", "grobid@1.0", 27)
     paper = ParsedPaper.from_json(parsed["parsed_json"])
     assert paper.sections[0].title == "Introduction" and paper.page_count == 8

@@ -1,0 +1,154 @@
+"""What a benchmark step needs before it can run: the corpus tables, the provider for a partition, the judge (LLM
+or the calibrated offline one) and its measured agreement with human qrels.
+
+Resources are duck-typed: an LLM resource is anything with `get_client()`, a provider resource anything with
+`available()`, `unavailable_reason()` and `get_client()`, so this module never imports Dagster. A step that cannot
+run raises `SetupError` (the asset turns it into a Dagster failure) or `ProviderUnavailable` (the partition is
+skipped and says why)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from evals import judge as judge_lib
+from evals import ledger
+from evals.providers import (
+    BM25Provider,
+    ExaProvider,
+    GoogleScholarProvider,
+    LuminaProvider,
+    ProviderUnavailable,
+    SemanticScholarProvider,
+    lumina_search_fn,
+)
+from lumina_assets.core import settings, tables
+from lumina_assets.corpus.collections import is_beir_queries
+
+RECURSIVE_ALIAS = (
+    "lumina_recursive"  # a mode, not a provider: every provider's recursive levels are in recursive_results
+)
+
+
+class SetupError(RuntimeError):
+    """A benchmark step cannot run here; the message says what to do."""
+
+
+def load_passages() -> pl.DataFrame | None:
+    """Every ingest batch's passages, or None when the table was never built."""
+    return tables.read_all(tables.PASSAGES)
+
+
+def load_papers() -> pl.DataFrame | None:
+    return tables.read(tables.PAPERS)
+
+
+# ---------------------------------------------------------------- judge
+
+
+def calibration_dir(config_value: str) -> Path:
+    """The offline judge's calibration set: the configured folder, LUMINA_CORPUS when it is SciFact, else
+    ../shared/data/scifact."""
+    if config_value:
+        return Path(config_value)
+    corpus = settings.corpus_path()
+    if corpus is not None and corpus.name == "scifact" and is_beir_queries(corpus):
+        return corpus
+    return settings.shared_data_dir() / "scifact"
+
+
+def offline_judge(folder: Path, queries_per_split: int) -> judge_lib.OfflineJudge:
+    """The calibrated offline judge; thresholds and their held-out agreement are cached as JSON."""
+    if not (folder / "qrels").is_dir():
+        raise SetupError(
+            f"offline judge needs SciFact train qrels for calibration at {folder}; set JudgeConfig.calibration_dir"
+        )
+    embedder = judge_lib.default_embedder()
+    cache = settings.benchmark_dir() / "judge_calibration"
+    thresholds = judge_lib.load_or_calibrate(embedder, folder, queries_per_split, cache)
+    return judge_lib.OfflineJudge(embedder, thresholds)
+
+
+def build_judge(judge_llm, *, calibration: str = "", calibration_queries: int = 60, max_attempts: int = 3):
+    """(judge, llm client or None). No key → the calibrated offline judge, labelled offline."""
+    client = judge_llm.get_client()
+    if client.is_offline:
+        return offline_judge(calibration_dir(calibration), calibration_queries), None
+    return judge_lib.LLMJudge(client, max_attempts=max_attempts), client
+
+
+def judge_agreement(
+    judge_llm, *, calibration: str = "", calibration_queries: int = 60, llm_queries: int = 30
+) -> dict[str, Any]:
+    """Agreement of the configured judge with SciFact human qrels on held-out pairs ({} without the qrels). The
+    offline judge's was measured when it was calibrated; an LLM judge is validated on `llm_queries` queries (cost)."""
+    folder = calibration_dir(calibration)
+    if not (folder / "qrels").is_dir():
+        return {}
+    judge, client = build_judge(judge_llm, calibration=calibration, calibration_queries=calibration_queries)
+    if judge.is_offline and judge.thresholds.validation:
+        result = dict(judge.thresholds.validation)
+    else:
+        _, validation = judge_lib.labelled_pairs(folder, queries_per_split=calibration_queries)
+        if client is not None:
+            keep = sorted({p.query_id for p in validation})[:llm_queries]
+            validation = [p for p in validation if p.query_id in keep]
+        result = judge_lib.validate_judge(judge, validation)
+        ledger.record_cost("judge_validation", None, client)
+    result["set"] = f"{folder.name} train qrels"
+    result["offline"] = judge.is_offline
+    if judge.is_offline:
+        result["thresholds"] = {
+            "relevance": judge.thresholds.relevance,
+            "precision": judge.thresholds.precision,
+            "calibrated_on": judge.thresholds.calibrated_on,
+            "calibration_kappa": judge.thresholds.calibration_kappa,
+        }
+    return result
+
+
+# ---------------------------------------------------------------- providers
+
+
+def search_llm_client(question_llm):
+    """The question LLM's client for Lumina's LLM search stages (LUMINA_SEARCH_LLM), None when no stage is asked
+    for or the LLM is offline."""
+    if not settings.search_llm_stages():
+        return None
+    client = question_llm.get_client()
+    return None if client.is_offline else client
+
+
+def build_provider(name: str, *, question_llm, semantic_scholar, google_scholar, exa):
+    """The provider for a partition, or ProviderUnavailable with the reason it is skipped."""
+    if name == "lumina":
+        from lumina_assets.search.model_stages import configured_search_config
+
+        config = configured_search_config(llm_client=search_llm_client(question_llm))
+        return LuminaProvider(lumina_search_fn(config=config))
+    if name == "bm25":
+        return BM25Provider(load_passages(), load_papers())
+    external = {
+        "semantic_scholar": (semantic_scholar, SemanticScholarProvider),
+        "google_scholar": (google_scholar, GoogleScholarProvider),
+        "exa": (exa, ExaProvider),
+    }
+    if name in external:
+        resource, provider = external[name]
+        if not resource.available():
+            raise ProviderUnavailable(resource.unavailable_reason())
+        return provider(resource.get_client())
+    if name == RECURSIVE_ALIAS:
+        raise ProviderUnavailable(
+            "lumina_recursive is a mode, not a provider: lumina's recursive levels are in recursive_results[lumina]"
+        )
+    raise ProviderUnavailable(f"unknown provider {name!r}")
+
+
+def http_stats(provider) -> dict[str, int]:
+    """The provider's HTTP counters (requests, retries, cache hits) for asset metadata; {} for local providers."""
+    client = getattr(provider, "client", None)
+    http = getattr(client, "http", None)
+    return http.stats.as_metadata() if http is not None else {}

@@ -1,0 +1,228 @@
+"""One ingest batch through the parser and the chunker: which papers need parsing again, the parse loop (in
+process or in a process pool), and the passages of each paper, rebuilt only when its inputs changed.
+
+Every paper gets a row with a status and a reason, so a bad PDF is a recorded failure and never a crashed run;
+abstract-only papers (BEIR, failed downloads or parses) still get passages from their title and abstract."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from lumina_assets.core.schemas import ParsedPaper
+
+# Failures that depend on the environment (no GROBID server, a missing model), not on the file: retried next run.
+RETRYABLE_REASONS = {"parser_unavailable", "grobid_error", "parser_error", "parser_crashed"}
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def parse_one(parser, path: str, paper_id: str) -> tuple[ParsedPaper | None, str | None, str | None]:
+    """(paper, reason, detail): a parser exception of any kind becomes a recorded failure."""
+    from lumina_assets.parsing.base import ParseFailure
+
+    try:
+        return parser.parse(path, paper_id), None, None
+    except ParseFailure as exc:
+        return None, exc.reason, exc.detail[:500]
+    except Exception as exc:  # a parser bug must cost one paper, not the batch
+        return None, "parser_error", f"{type(exc).__name__}: {str(exc)[:400]}"
+
+
+def timed_parse(parser, path: str, paper_id: str):
+    """parse_one plus the seconds it took."""
+    started = time.perf_counter()
+    paper, reason, detail = parse_one(parser, path, paper_id)
+    return paper, reason, detail, time.perf_counter() - started
+
+
+def parse_all(parser, jobs: list[tuple[str, str]], workers: int) -> list:
+    """(paper, reason, detail, seconds) per (path, paper_id) job, in order: in this process, or in `workers`
+    processes (PyMuPDF is CPU-bound and holds the GIL)."""
+    if workers <= 1 or len(jobs) <= 1:
+        return [timed_parse(parser, path, paper_id) for path, paper_id in jobs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")  # no forked copies of Dagster's threads and locks
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
+        futures = [pool.submit(timed_parse, parser, path, paper_id) for path, paper_id in jobs]
+        results = []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except Exception as exc:  # a worker that died (a crash inside MuPDF) costs its paper only
+                results.append((None, "parser_crashed", f"{type(exc).__name__}: {str(exc)[:300]}", 0.0))
+        return results
+
+
+@dataclass
+class ParsedBatch:
+    rows: list[dict[str, Any]] = field(default_factory=list)  # one parsed_papers row per file, in order
+    parsed_now: int = 0
+    reused: int = 0
+    seconds: float = 0.0
+    pages_now: int = 0
+    sample: ParsedPaper | None = None  # the first paper parsed in this run
+
+
+def parse_batch(
+    files: Iterable[dict[str, Any]],
+    previous: dict[str, dict[str, Any]],
+    parser,
+    *,
+    workers: int = 1,
+    log_fn: Callable[[str], None] | None = None,
+) -> ParsedBatch:
+    """parsed_papers rows for a batch's pdf_files rows. A paper whose PDF and parser configuration are unchanged
+    keeps its previous row (unless it failed for a retryable reason); the others are parsed, `workers` at a time."""
+    from lumina_assets.parsing.base import parser_tag
+
+    tag = parser_tag(parser)
+    result = ParsedBatch()
+    slots: list[dict[str, Any] | None] = []
+    todo: list[tuple[int, dict[str, Any]]] = []
+    for file in files:
+        paper_id = file["paper_id"]
+        if file["status"] != "ok":
+            reason = "no_pdf" if file["status"] == "no_pdf" else f"pdf_{file['reason']}"
+            slots.append({"paper_id": paper_id, "status": "no_pdf", "reason": reason, "parser": None})
+            continue
+        before = previous.get(paper_id)
+        if (
+            before is not None
+            and before["sha256"] == file["sha256"]
+            and before["parser_config"] == tag
+            and before["reason"] not in RETRYABLE_REASONS
+        ):
+            slots.append(before)
+            result.reused += 1
+            continue
+        todo.append((len(slots), file))
+        slots.append(None)
+    outcomes = parse_all(parser, [(f["path"], f["paper_id"]) for _, f in todo], workers)
+    for (slot, file), (paper, reason, detail, elapsed) in zip(todo, outcomes, strict=True):
+        paper_id = file["paper_id"]
+        result.seconds += elapsed
+        result.parsed_now += 1
+        row = {
+            "paper_id": paper_id,
+            "sha256": file["sha256"],
+            "parser": tag,
+            "parser_config": tag,
+            "parse_seconds": round(elapsed, 4),
+        }
+        if paper is None:
+            slots[slot] = {**row, "status": "failed", "reason": reason, "detail": detail}
+            if log_fn:
+                log_fn(f"{paper_id}: parse failed ({reason}: {detail})")
+            continue
+        result.pages_now += paper.page_count or 0
+        result.sample = result.sample or paper
+        slots[slot] = {
+            **row,
+            "parser": f"{paper.parser}@{parser.version}" if paper.parser != parser.name else tag,
+            "status": "ok",
+            "page_count": paper.page_count,
+            "sections": len(paper.sections),
+            "references": len(paper.references),
+            "citations": len(paper.citations),
+            "elements": len(paper.elements),
+            "parsed_json": paper.to_json(),
+        }
+    result.rows = [row for row in slots if row is not None]
+    return result
+
+
+# ---------------------------------------------------------------- passages
+
+
+def passage_inputs_digest(paper: dict[str, Any], parsed_row: dict[str, Any] | None, settings_key: str) -> str:
+    """What a paper's passages depend on: chunker settings, title, abstract, and the parse that produced them."""
+    parts = [
+        settings_key,
+        paper.get("title") or "",
+        paper.get("abstract") or "",
+        (parsed_row or {}).get("sha256") or "",
+        (parsed_row or {}).get("parser") or "",
+        (parsed_row or {}).get("status") or "",
+    ]
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:24]
+
+
+def build_passages(
+    papers: list[dict[str, Any]],
+    parsed_rows: dict[str, dict[str, Any]],
+    *,
+    count_tokens,
+    max_tokens: int,
+) -> list[dict[str, Any]]:
+    """Passage rows for papers: from the parsed document when parsing succeeded, else title + abstract."""
+    from lumina_assets.parsing.chunking import passages_for_paper
+
+    rows: list[dict[str, Any]] = []
+    for paper in papers:
+        parsed_row = parsed_rows.get(paper["paper_id"])
+        parsed = None
+        if parsed_row is not None and parsed_row.get("status") == "ok" and parsed_row.get("parsed_json"):
+            parsed = ParsedPaper.from_json(parsed_row["parsed_json"])
+        passages = passages_for_paper(
+            paper["paper_id"],
+            title=paper.get("title"),
+            abstract=paper.get("abstract"),
+            parsed=parsed,
+            count_tokens=count_tokens,
+            max_tokens=max_tokens,
+        )
+        rows.extend(p.to_row() for p in passages if p.text.strip())
+    return rows
+
+
+@dataclass
+class PassageBatch:
+    rows: list[dict[str, Any]]
+    state: dict[str, str]  # paper id -> inputs digest, for the next run
+    rebuilt: int
+    reused: int
+
+
+def passages_for_batch(
+    papers: Iterable[dict[str, Any]],
+    parsed_rows: dict[str, dict[str, Any]],
+    *,
+    previous: pl.DataFrame | None,
+    state: dict[str, str],
+    settings_key: str,
+    token_counter: Callable[[], Callable[[str], int]],
+    max_tokens: int,
+) -> PassageBatch:
+    """A batch's passages: a paper whose inputs digest matches `state` keeps its previous passages, the others
+    are chunked again (`token_counter()` is called once, only when something needs chunking)."""
+    previous_by_paper = (
+        {key[0]: group for key, group in previous.group_by("paper_id", maintain_order=True)}
+        if previous is not None
+        else {}
+    )
+    counter = None
+    rows: list[dict[str, Any]] = []
+    new_state: dict[str, str] = {}
+    rebuilt = reused = 0
+    for paper in papers:
+        paper_id = paper["paper_id"]
+        digest = passage_inputs_digest(paper, parsed_rows.get(paper_id), settings_key)
+        new_state[paper_id] = digest
+        if state.get(paper_id) == digest and paper_id in previous_by_paper:
+            rows.extend(previous_by_paper[paper_id].to_dicts())
+            reused += 1
+            continue
+        if counter is None:
+            counter = token_counter()
+        rows.extend(build_passages([paper], parsed_rows, count_tokens=counter, max_tokens=max_tokens))
+        rebuilt += 1
+    return PassageBatch(rows, new_state, rebuilt, reused)

@@ -1,0 +1,19 @@
+"""The batch parse loop: a process pool gives the same papers as parsing in process, and a file that is not a PDF
+is a recorded failure with its reason."""
+
+from __future__ import annotations
+
+from lumina_assets.parsing.batch import parse_all
+
+
+def test_parse_in_worker_processes_matches_in_process(shared_data, tmp_path):
+    from lumina_assets.parsing.base import get_parser
+
+    not_pdf = tmp_path / "x.pdf"
+    not_pdf.write_text("plain text")
+    jobs = [(str(shared_data / "pdfs" / "N18-3011.pdf"), "n18"), (str(not_pdf), "bad")]
+    parser = get_parser("pymupdf")
+    pooled = parse_all(parser, jobs, workers=2)
+    local = parse_all(parser, jobs, workers=1)
+    assert pooled[0][0].to_json() == local[0][0].to_json()
+    assert pooled[1][:2] == (None, "not_pdf")
