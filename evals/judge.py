@@ -6,28 +6,24 @@ that does not parse is retried (a fresh call, not the cached bad answer) and the
 scored as 0 or 1.
 
 Offline judge (no key): cosine similarity of all-MiniLM-L6-v2 embeddings against thresholds calibrated on SciFact
-train qrels. It is a stand-in, labelled `offline` everywhere its verdicts go.
+train qrels (evals/judge_calibration.py). It is a stand-in, labelled `offline` everywhere its verdicts go.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import random
 import re
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from importlib import resources as importlib_resources
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from lumina_assets.core.schemas import Context
-from lumina_assets.corpus.collections import load_beir
 from lumina_assets.parsing.chunking import split_sentences
 
 
@@ -328,200 +324,3 @@ class OfflineJudge:
                 )
             )
         return results
-
-
-# ---------------------------------------------------------------- calibration and validation on BEIR qrels
-
-
-@dataclass
-class LabelledPair:
-    query_id: str
-    query: str
-    doc_id: str
-    title: str
-    text: str
-    label: int
-
-    def as_context(self) -> Context:
-        return Context(title=self.title, chunks=[self.text], paper_id=self.doc_id)
-
-
-PAIRS_NOTE = "per query: its qrels positives, 2 BM25 hard negatives and 1 random negative; queries split calibration/validation"
-
-
-def labelled_pairs(
-    folder: Path,
-    *,
-    queries_per_split: int,
-    seed: int = 13,
-    hard_negatives: int = 2,
-    random_negatives: int = 1,
-) -> tuple[list[LabelledPair], list[LabelledPair]]:
-    """(calibration, validation) pairs from BEIR qrels, split by query so thresholds never see validation queries.
-
-    Positives are the qrels; negatives are BM25 hard negatives (top docs outside the qrels) plus random docs, so the
-    task is neither trivial nor all-negative.
-    """
-    from evals.lexical import LexicalIndex
-
-    collection = load_beir(folder, "train")
-    corpus, queries, qrels = collection.corpus, collection.queries, collection.qrels
-    ids = sorted(q for q in qrels if q in queries)
-    rng = random.Random(seed)
-    rng.shuffle(ids)
-    chosen = ids[: 2 * queries_per_split]
-    doc_ids = list(corpus)
-    texts = [f"{corpus[d]['title']} {corpus[d]['text']}" for d in doc_ids]
-    lexical = LexicalIndex(texts)
-    splits: tuple[list[LabelledPair], list[LabelledPair]] = ([], [])
-    for index, qid in enumerate(chosen):
-        relevant = {d for d, r in qrels[qid].items() if r > 0 and d in corpus}
-        top = [i for i, _ in lexical.search(queries[qid], hard_negatives + 10)]
-        negatives = [doc_ids[i] for i in top if doc_ids[i] not in relevant][:hard_negatives]
-        while len(negatives) < hard_negatives + random_negatives:
-            candidate = doc_ids[rng.randrange(len(doc_ids))]
-            if candidate not in relevant and candidate not in negatives:
-                negatives.append(candidate)
-        target = splits[0] if index < queries_per_split else splits[1]
-        for doc, label in [(d, 1) for d in sorted(relevant)] + [(d, 0) for d in negatives]:
-            target.append(
-                LabelledPair(qid, queries[qid], doc, corpus[doc]["title"], corpus[doc]["text"], label)
-            )
-    return splits
-
-
-def _best_threshold(scores: Sequence[float], labels: Sequence[int]) -> tuple[float, float]:
-    """Threshold (midpoint between distinct sorted scores) with the highest Cohen's kappa, vectorized over cuts."""
-    values = np.asarray(scores, dtype=float)
-    truth = np.asarray(labels, dtype=int)
-    distinct = np.unique(values)
-    if distinct.size < 2:
-        return float(distinct[0]) if distinct.size else 0.0, 0.0
-    cuts = (distinct[:-1] + distinct[1:]) / 2
-    order = np.argsort(values)
-    sorted_values, sorted_truth = values[order], truth[order]
-    n = values.size
-    below = np.searchsorted(sorted_values, cuts, side="left")  # items predicted 0 at each cut
-    positives_below = np.concatenate([[0], np.cumsum(sorted_truth)])[below]
-    total_pos = int(truth.sum())
-    tp = total_pos - positives_below
-    predicted_pos = n - below
-    fp = predicted_pos - tp
-    fn = positives_below
-    tn = n - tp - fp - fn
-    observed = (tp + tn) / n
-    p_yes, h_yes = predicted_pos / n, total_pos / n
-    expected = p_yes * h_yes + (1 - p_yes) * (1 - h_yes)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        kappa = np.where(expected < 1, (observed - expected) / (1 - expected), 0.0)
-    best = int(np.nanargmax(kappa))
-    return float(cuts[best]), float(kappa[best])
-
-
-def calibrate_offline_judge(
-    embedder,
-    folder: Path,
-    *,
-    queries_per_split: int = 100,
-    seed: int = 13,
-    model_name: str = "all-MiniLM-L6-v2",
-) -> tuple[OfflineThresholds, list[LabelledPair]]:
-    """Fit the offline judge's two thresholds on the calibration half; return them and the validation pairs.
-
-    CR threshold: document-level qrels. CP threshold: weak sentence labels (the best-matching sentence of a
-    relevant document is positive, every sentence of a non-relevant document negative), since BEIR qrels carry no
-    sentence labels; the report says so.
-    """
-    calibration, validation = labelled_pairs(folder, queries_per_split=queries_per_split, seed=seed)
-    judge = OfflineJudge(embedder, OfflineThresholds(0.0, 0.0, model_name, "", 0, 0.0))
-    pairs = [(p.query, p.as_context()) for p in calibration]
-    scores = judge.relevance_scores(pairs)
-    cr_threshold, cr_kappa = _best_threshold(scores, [p.label for p in calibration])
-    sentence_lists = [split_sentences(pair.text) for pair in calibration]
-    judge._encode([s for sentences in sentence_lists for s in sentences])  # one batched encode
-    sentence_scores: list[float] = []
-    sentence_labels: list[int] = []
-    for pair, sentences in zip(calibration, sentence_lists, strict=True):
-        if not sentences:
-            continue
-        query_vector = judge._vectors[pair.query]
-        sims = [float(np.dot(query_vector, judge._vectors[s])) for s in sentences]
-        if pair.label:
-            sentence_scores.append(max(sims))
-            sentence_labels.append(1)
-        else:
-            sentence_scores += sims
-            sentence_labels += [0] * len(sims)
-    cp_threshold, _ = _best_threshold(sentence_scores, sentence_labels)
-    thresholds = OfflineThresholds(
-        relevance=cr_threshold,
-        precision=cp_threshold,
-        model=model_name,
-        calibrated_on=f"{folder.name} train qrels ({queries_per_split} calibration queries, seed {seed})",
-        calibration_pairs=len(calibration),
-        calibration_kappa=cr_kappa,
-    )
-    return thresholds, validation
-
-
-def validate_judge(judge, pairs: Sequence[LabelledPair]) -> dict[str, Any]:
-    """The judge's CR verdicts against human qrels on held-out pairs: kappa, precision, recall, failures."""
-    from evals.metrics import agreement
-
-    verdicts = judge.relevance_verdicts([(p.query, p.as_context()) for p in pairs])
-    kept = [(v, p.label) for v, p in zip(verdicts, pairs, strict=True) if v is not None]
-    result = agreement([v for v, _ in kept], [h for _, h in kept])
-    return {
-        "judge": judge.name,
-        "kappa": result.kappa,
-        "precision": result.precision,
-        "recall": result.recall,
-        "accuracy": result.accuracy,
-        "n": result.n,
-        "positives": result.positives,
-        "failures": len(pairs) - len(kept),
-        "queries": len({p.query_id for p in pairs}),
-        "pairs_note": PAIRS_NOTE,
-        "summary": result.fmt(),
-    }
-
-
-@functools.lru_cache(maxsize=1)
-def default_embedder():
-    """The project's shared all-MiniLM-L6-v2 embedder (one instance and one model load per process)."""
-    from lumina_assets.indexing.embedding import Embedder
-
-    return Embedder()
-
-
-CALIBRATION_VERSION = "offline-judge-v2"  # v2: hard negatives from the project's BM25 (evals.lexical)
-PACKAGED_CALIBRATIONS = Path(__file__).parent / "calibration"
-
-
-def calibration_fingerprint(
-    folder: Path, queries_per_split: int, seed: int = 13, model: str = "all-MiniLM-L6-v2"
-) -> str:
-    """Identifies a calibration: the exact qrels / queries / corpus files, the split size, seed and model."""
-    digest = hashlib.sha256(f"{CALIBRATION_VERSION}|{queries_per_split}|{seed}|{model}".encode())
-    for name in ("qrels/train.tsv", "queries.jsonl", "corpus.jsonl"):
-        digest.update((folder / name).read_bytes())
-    return digest.hexdigest()[:24]
-
-
-def load_or_calibrate(embedder, folder: Path, queries_per_split: int, cache_dir: Path) -> OfflineThresholds:
-    """Thresholds for this exact calibration set: from the run cache, else from a calibration shipped in
-    evals/calibration/ (made by `lumina bench judge --write-packaged` on the same files), else fitted now.
-    The held-out agreement is measured once, with the thresholds it belongs to, and stored beside them."""
-    fingerprint = calibration_fingerprint(folder, queries_per_split)
-    for candidate in (
-        cache_dir / f"{fingerprint}.json",
-        PACKAGED_CALIBRATIONS / f"offline_judge_{fingerprint}.json",
-    ):
-        if candidate.exists():
-            return OfflineThresholds.from_json(candidate.read_text(encoding="utf-8"))
-    thresholds, validation = calibrate_offline_judge(embedder, folder, queries_per_split=queries_per_split)
-    thresholds.validation = validate_judge(OfflineJudge(embedder, thresholds), validation)
-    thresholds.validation["fingerprint"] = fingerprint
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    (cache_dir / f"{fingerprint}.json").write_text(thresholds.to_json(), encoding="utf-8")
-    return thresholds

@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from evals.metrics import CP_DEFINITION
+from lumina_assets.core import tables
 
 
 def _fmt(mean: float | None, low: float | None, high: float | None) -> str:
@@ -232,3 +233,24 @@ def write_report(
     report = out_dir / "benchmark.md"
     report.write_text(markdown, encoding="utf-8")
     return {"markdown": markdown, "report": report, "plots": [p for p in (bars, convergence) if p]}
+
+
+def results_sample(frame: pl.DataFrame, question_frame: pl.DataFrame, rows: int = 5) -> str:
+    """The first rows of a provider's results as a markdown table: question, top title and chunk, contexts."""
+    texts = dict(zip(question_frame["question_id"].to_list(), question_frame["text"].to_list(), strict=True))
+    sample = []
+    for row in frame.head(rows).iter_rows(named=True):
+        top = row["contexts"][0] if row["contexts"] else None
+        sample.append(
+            {
+                "question": texts.get(row["question_id"], ""),
+                "top title": top["title"] if top else "",
+                "top chunk": (top["chunks"][0] if top and top["chunks"] else ""),
+                "contexts": len(row["contexts"]),
+            }
+        )
+    return (
+        tables.markdown_sample(pl.DataFrame(sample), ["question", "top title", "top chunk", "contexts"])
+        if sample
+        else "_empty_"
+    )

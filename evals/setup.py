@@ -14,16 +14,9 @@ from typing import Any
 import polars as pl
 
 from evals import judge as judge_lib
-from evals import ledger
-from evals.providers import (
-    BM25Provider,
-    ExaProvider,
-    GoogleScholarProvider,
-    LuminaProvider,
-    ProviderUnavailable,
-    SemanticScholarProvider,
-    lumina_search_fn,
-)
+from evals import judge_calibration as calibration
+from evals import ledger, providers
+from evals.providers import ProviderUnavailable
 from lumina_assets.core import settings, tables
 from lumina_assets.corpus.collections import is_beir_queries
 
@@ -65,37 +58,38 @@ def offline_judge(folder: Path, queries_per_split: int) -> judge_lib.OfflineJudg
         raise SetupError(
             f"offline judge needs SciFact train qrels for calibration at {folder}; set JudgeConfig.calibration_dir"
         )
-    embedder = judge_lib.default_embedder()
+    embedder = calibration.default_embedder()
     cache = settings.benchmark_dir() / "judge_calibration"
-    thresholds = judge_lib.load_or_calibrate(embedder, folder, queries_per_split, cache)
+    thresholds = calibration.load_or_calibrate(embedder, folder, queries_per_split, cache)
     return judge_lib.OfflineJudge(embedder, thresholds)
 
 
-def build_judge(judge_llm, *, calibration: str = "", calibration_queries: int = 60, max_attempts: int = 3):
-    """(judge, llm client or None). No key → the calibrated offline judge, labelled offline."""
+def build_judge(judge_llm, config):
+    """(judge, llm client or None). No key → the calibrated offline judge, labelled offline. `config` carries
+    `calibration_dir`, `calibration_queries` and optionally `max_attempts` (the judge asset's config)."""
     client = judge_llm.get_client()
     if client.is_offline:
-        return offline_judge(calibration_dir(calibration), calibration_queries), None
-    return judge_lib.LLMJudge(client, max_attempts=max_attempts), client
+        return offline_judge(calibration_dir(config.calibration_dir), config.calibration_queries), None
+    return judge_lib.LLMJudge(client, max_attempts=getattr(config, "max_attempts", 3)), client
 
 
-def judge_agreement(
-    judge_llm, *, calibration: str = "", calibration_queries: int = 60, llm_queries: int = 30
-) -> dict[str, Any]:
+def judge_agreement(judge_llm, config, *, llm_queries: int = 30) -> dict[str, Any]:
     """Agreement of the configured judge with SciFact human qrels on held-out pairs ({} without the qrels). The
-    offline judge's was measured when it was calibrated; an LLM judge is validated on `llm_queries` queries (cost)."""
-    folder = calibration_dir(calibration)
+    offline judge's was measured when it was calibrated; an LLM judge is validated on `llm_queries` queries (cost).
+    `config` as for build_judge (`calibration_queries` must be the judging run's, so the judge measured is the
+    judge that judged)."""
+    folder = calibration_dir(config.calibration_dir)
     if not (folder / "qrels").is_dir():
         return {}
-    judge, client = build_judge(judge_llm, calibration=calibration, calibration_queries=calibration_queries)
+    judge, client = build_judge(judge_llm, config)
     if judge.is_offline and judge.thresholds.validation:
         result = dict(judge.thresholds.validation)
     else:
-        _, validation = judge_lib.labelled_pairs(folder, queries_per_split=calibration_queries)
+        _, validation = calibration.labelled_pairs(folder, queries_per_split=config.calibration_queries)
         if client is not None:
             keep = sorted({p.query_id for p in validation})[:llm_queries]
             validation = [p for p in validation if p.query_id in keep]
-        result = judge_lib.validate_judge(judge, validation)
+        result = calibration.validate_judge(judge, validation)
         ledger.record_cost("judge_validation", None, client)
     result["set"] = f"{folder.name} train qrels"
     result["offline"] = judge.is_offline
@@ -127,13 +121,13 @@ def build_provider(name: str, *, question_llm, semantic_scholar, google_scholar,
         from lumina_assets.search.model_stages import configured_search_config
 
         config = configured_search_config(llm_client=search_llm_client(question_llm))
-        return LuminaProvider(lumina_search_fn(config=config))
+        return providers.LuminaProvider(providers.lumina_search_fn(config=config))
     if name == "bm25":
-        return BM25Provider(load_passages(), load_papers())
+        return providers.BM25Provider(load_passages(), load_papers())
     external = {
-        "semantic_scholar": (semantic_scholar, SemanticScholarProvider),
-        "google_scholar": (google_scholar, GoogleScholarProvider),
-        "exa": (exa, ExaProvider),
+        "semantic_scholar": (semantic_scholar, providers.SemanticScholarProvider),
+        "google_scholar": (google_scholar, providers.GoogleScholarProvider),
+        "exa": (exa, providers.ExaProvider),
     }
     if name in external:
         resource, provider = external[name]

@@ -123,16 +123,17 @@ def bench_judge(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from evals import judge as judge_lib
+    from evals import judge_calibration as calibration
     from lumina_assets.core import settings
 
     folder = Path(args.dir) if args.dir else settings.shared_data_dir() / "scifact"
     started = time.monotonic()
-    embedder = judge_lib.default_embedder()
-    thresholds, validation = judge_lib.calibrate_offline_judge(
+    embedder = calibration.default_embedder()
+    thresholds, validation = calibration.calibrate_offline_judge(
         embedder, folder, queries_per_split=args.queries
     )
     offline = judge_lib.OfflineJudge(embedder, thresholds)
-    result = judge_lib.validate_judge(offline, validation)
+    result = calibration.validate_judge(offline, validation)
     print(f"offline judge calibrated on {thresholds.calibrated_on}: {thresholds.calibration_pairs} pairs")
     print(
         f"  thresholds: CR cosine >= {thresholds.relevance:.3f}, CP sentence cosine >= {thresholds.precision:.3f}"
@@ -141,9 +142,9 @@ def bench_judge(args: argparse.Namespace) -> int:
     print(f"  held-out agreement with human qrels: {result['summary']}")
     print(f"  ({time.monotonic() - started:.1f}s)")
     if args.write_packaged:
-        fingerprint = judge_lib.calibration_fingerprint(folder, args.queries)
+        fingerprint = calibration.calibration_fingerprint(folder, args.queries)
         thresholds.validation = {**result, "fingerprint": fingerprint}
-        target = judge_lib.PACKAGED_CALIBRATIONS / f"offline_judge_{fingerprint}.json"
+        target = calibration.PACKAGED_CALIBRATIONS / f"offline_judge_{fingerprint}.json"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(thresholds.to_json() + "\n", encoding="utf-8")
         print(f"  written to {target}")
@@ -156,6 +157,6 @@ def bench_judge(args: argparse.Namespace) -> int:
         else:
             keep = sorted({p.query_id for p in validation})[: args.llm_queries]
             llm = judge_lib.LLMJudge(client)
-            result = judge_lib.validate_judge(llm, [p for p in validation if p.query_id in keep])
+            result = calibration.validate_judge(llm, [p for p in validation if p.query_id in keep])
             print(f"LLM judge {llm.name}: {result['summary']}; {client.usage.as_metadata('judge_llm')}")
     return 0

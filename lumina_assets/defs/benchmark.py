@@ -1,8 +1,14 @@
 """[benchmark] group: questions → provider results (partitioned by provider) → recursive levels → judgments →
-scores → report. Domain logic lives in `evals`; these assets read and write Parquet under data/benchmark/ and
-report counts, cost, tables and plots in their metadata.
+scores → report. Domain logic lives in `evals` (setup: providers and judges; ledger: cost, skips, agreement);
+these assets read and write the benchmark tables (core.tables) and report counts, cost, tables and plots in
+their metadata.
+
+Why one module over 500 lines: it is the whole benchmark stage, eight assets and a check that share their run
+config and partitions; each asset is short (read, call evals, write, metadata), and splitting them would scatter
+one group's lineage over several files.
 """
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +19,7 @@ from evals import ledger, runner
 from evals import questions as questions_lib
 from evals.providers import ProviderUnavailable
 from evals.recursive import LLMRefiner, PseudoRelevanceRefiner
-from evals.report import image_markdown, write_report
+from evals.report import image_markdown, results_sample, write_report
 from evals.setup import (
     RECURSIVE_ALIAS,
     SetupError,
@@ -103,16 +109,22 @@ def _hash(frame: pl.DataFrame) -> str:
     return DiskCache.key_for(base, nested)[:24] if nested else base
 
 
-def _judge(judge_llm: LLMResource, config: JudgeConfig):
+@contextlib.contextmanager
+def _setup_failure():
+    """A benchmark step that cannot be set up fails the run with the reason."""
     try:
-        return build_judge(
-            judge_llm,
-            calibration=config.calibration_dir,
-            calibration_queries=config.calibration_queries,
-            max_attempts=config.max_attempts,
-        )
+        yield
     except SetupError as exc:
         raise dg.Failure(str(exc)) from exc
+
+
+def _provider(name: str, *resources) -> tuple[Any, str | None]:
+    """(provider, None), or (None, why it is skipped); `resources` in build_provider's keyword order."""
+    keys = ("question_llm", "semantic_scholar", "google_scholar", "exa")
+    try:
+        return build_provider(name, **dict(zip(keys, resources, strict=True))), None
+    except ProviderUnavailable as exc:
+        return None, str(exc)
 
 
 # ---------------------------------------------------------------- assets
@@ -218,20 +230,13 @@ def provider_results(
     question_frame = tables.read(tables.QUESTIONS)
     if question_frame is None:
         raise dg.Failure("no questions yet: materialize `questions` first")
-    try:
-        provider = build_provider(
-            name,
-            question_llm=question_llm,
-            semantic_scholar=semantic_scholar,
-            google_scholar=google_scholar,
-            exa=exa,
-        )
-    except ProviderUnavailable as exc:
-        context.log.warning(f"{name} skipped: {exc}")
+    provider, skipped = _provider(name, question_llm, semantic_scholar, google_scholar, exa)
+    if provider is None:
+        context.log.warning(f"{name} skipped: {skipped}")
         tables.write(tables.PROVIDER_RESULTS, pl.DataFrame(schema=runner.PROVIDER_RESULT_SCHEMA), name)
-        ledger.mark_skipped("provider_results", name, str(exc))
+        ledger.mark_skipped("provider_results", name, skipped)
         return dg.MaterializeResult(
-            metadata={"skipped": True, "reason": str(exc), "questions": 0},
+            metadata={"skipped": True, "reason": skipped, "questions": 0},
             data_version=dg.DataVersion("skipped"),
         )
     ledger.clear_skipped("provider_results", name)
@@ -249,29 +254,9 @@ def provider_results(
             "errors": errors.height,
             "error_samples": dg.MetadataValue.json(errors["error"].head(5).to_list()),
             **http_stats(provider),
-            "sample": dg.MetadataValue.md(_results_sample(frame, question_frame)),
+            "sample": dg.MetadataValue.md(results_sample(frame, question_frame)),
         },
         data_version=dg.DataVersion(_hash(frame)),
-    )
-
-
-def _results_sample(frame: pl.DataFrame, question_frame: pl.DataFrame, rows: int = 5) -> str:
-    texts = dict(zip(question_frame["question_id"].to_list(), question_frame["text"].to_list(), strict=True))
-    sample = []
-    for row in frame.head(rows).iter_rows(named=True):
-        top = row["contexts"][0] if row["contexts"] else None
-        sample.append(
-            {
-                "question": texts.get(row["question_id"], ""),
-                "top title": top["title"] if top else "",
-                "top chunk": (top["chunks"][0] if top and top["chunks"] else ""),
-                "contexts": len(row["contexts"]),
-            }
-        )
-    return (
-        tables.markdown_sample(pl.DataFrame(sample), ["question", "top title", "top chunk", "contexts"])
-        if sample
-        else "_empty_"
     )
 
 
@@ -295,18 +280,11 @@ def recursive_results(
     name = context.partition_key
     question_frame = tables.read(tables.QUESTIONS)
     level0 = tables.read(tables.PROVIDER_RESULTS, name)
-    try:
-        provider = build_provider(
-            name,
-            question_llm=question_llm,
-            semantic_scholar=semantic_scholar,
-            google_scholar=google_scholar,
-            exa=exa,
-        )
-    except ProviderUnavailable as exc:
+    provider, skipped = _provider(name, question_llm, semantic_scholar, google_scholar, exa)
+    if provider is None:
         tables.write(tables.RECURSIVE_RESULTS, pl.DataFrame(schema=runner.RECURSIVE_SCHEMA), name)
         return dg.MaterializeResult(
-            metadata={"skipped": True, "reason": str(exc)}, data_version=dg.DataVersion("skipped")
+            metadata={"skipped": True, "reason": skipped}, data_version=dg.DataVersion("skipped")
         )
     if question_frame is None:
         raise dg.Failure("no questions yet: materialize `questions` first")
@@ -370,7 +348,8 @@ def judgments(
             metadata={"skipped": True, "reason": "no recursive results for this provider"},
             data_version=dg.DataVersion("skipped"),
         )
-    judge, client = _judge(judge_llm, config)
+    with _setup_failure():
+        judge, client = build_judge(judge_llm, config)
     items = runner.judge_inputs(recursive, question_frame)
     context.log.info(f"judging {len(items)} unique (question, context) pairs with {judge.name}")
     frame = runner.judgments_frame(judge.judge_many(items), name)
@@ -424,15 +403,8 @@ def benchmark_scores(
         )
     scores = runner.score(recursive, verdicts, question_frame, resamples=config.bootstrap_resamples)
     tables.write(tables.BENCHMARK_SCORES, scores)
-    try:
-        agreement = judge_agreement(
-            judge_llm,
-            calibration=config.calibration_dir,
-            calibration_queries=config.calibration_queries,
-            llm_queries=config.validation_queries_llm,
-        )
-    except SetupError as exc:
-        raise dg.Failure(str(exc)) from exc
+    with _setup_failure():
+        agreement = judge_agreement(judge_llm, config, llm_queries=config.validation_queries_llm)
     ledger.write_agreement(agreement)
     total = verdicts.height
     failed = int(

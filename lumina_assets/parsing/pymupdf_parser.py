@@ -5,6 +5,11 @@ running headers / footers / page numbers removed by repetition across pages, hea
 and numbering, hyphenation repaired, captions, display formulas, tables and the reference list split into entries.
 PyMuPDF's own table finder costs about a second a page, so it runs only on pages that carry a table caption
 (`tables="finder"`); the default `tables="fast"` rebuilds table rows from the text lines next to the caption.
+
+Why one module over 500 lines: every heuristic here (running text, reading order, headings, captions, formulas,
+tables, reference splitting and citation linking) reads and rewrites the same private per-page records (`_Line`,
+`_Block`, `_Page`, `_Layout`) in one pass; split across modules they would become a public API for internals
+that exist only for this parser. Parser-independent pieces already live elsewhere (preflight, base, quality).
 """
 
 from __future__ import annotations

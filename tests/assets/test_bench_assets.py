@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 from fake_llm import openai_chat_response
 
-import evals.setup
+import evals.providers
 from evals.providers import BM25Provider
 from evals.setup import load_papers, load_passages
 from lumina_assets.core import tables
@@ -69,7 +69,7 @@ def injected_lumina(monkeypatch):
         engine = BM25Provider(load_passages(), load_papers(), max_chunks_per_context=1)
         return engine.search
 
-    monkeypatch.setattr(evals.setup, "lumina_search_fn", fake_lumina_search_fn)
+    monkeypatch.setattr(evals.providers, "lumina_search_fn", fake_lumina_search_fn)
 
 
 def run_config(

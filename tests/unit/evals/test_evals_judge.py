@@ -169,7 +169,7 @@ def test_offline_judge_follows_thresholds_and_is_labelled():
 
 
 def test_packaged_calibration_is_reused_for_the_same_files(shared_data, tmp_path):
-    from evals.judge import calibration_fingerprint, load_or_calibrate
+    from evals.judge_calibration import calibration_fingerprint, load_or_calibrate
 
     folder = shared_data / "scifact"
     fingerprint = calibration_fingerprint(folder, 60)

@@ -83,7 +83,7 @@ def test_agreement_kappa_precision_recall():
 
 
 def test_offline_threshold_search_maximizes_kappa():
-    from evals.judge import _best_threshold
+    from evals.judge_calibration import _best_threshold
 
     scores = [0.1, 0.2, 0.35, 0.4, 0.6, 0.7, 0.8, 0.3]
     labels = [0, 0, 0, 1, 1, 1, 1, 0]
