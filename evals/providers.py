@@ -198,7 +198,7 @@ def lumina_search_fn(**engine_kwargs: Any) -> Callable[[str, int], list[Context]
         raise ProviderUnavailable(f"lumina search engine not importable ({exc}): lumina skipped") from exc
     try:
         engine = SearchEngine(**engine_kwargs)
-        engine.view()  # opens the index now: a missing index is a reason to skip, not 1 error per question
+        engine.store()  # opens the index now: a missing index is a reason to skip, not 1 error per question
     except Exception as exc:
         raise ProviderUnavailable(
             f"lumina search index not available ({type(exc).__name__}: {exc}): materialize `passage_index` first"

@@ -56,7 +56,7 @@ def fuse(
         high, low = values[0], values[-1]
         if high <= 0 and name.endswith("fulltext"):
             continue
-        for (key, score, _), normalized in zip(
+        for (key, _score, _), normalized in zip(
             top, _normalize(values, normalization, high, low), strict=True
         ):
             fused[key] = fused.get(key, 0.0) + weight * normalized
