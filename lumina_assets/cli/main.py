@@ -12,6 +12,7 @@ COMMAND_MODULES = (
     "lumina_assets.cli.benchmark",
     "lumina_assets.cli.ops",
     "lumina_assets.cli.orchestration",
+    "lumina_assets.cli.scale",
 )
 
 

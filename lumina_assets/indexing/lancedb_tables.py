@@ -32,6 +32,22 @@ INDEX_FORMAT_VERSION = "1"  # what gets embedded: changing it re-embeds every pa
 TABLES_VERSION = (
     "2"  # columns and indexes around the vectors (2: author last names, acronyms, scalar indexes)
 )
+# what search shows of a passage: the columns fetched for candidates (search.stores) and kept in every index row
+PASSAGE_DISPLAY_FIELDS = [
+    "passage_id",
+    "paper_id",
+    "kind",
+    "section_number",
+    "section_title",
+    "text",
+    "prev_id",
+    "next_id",
+    "title",
+    "doi",
+    "url",
+    "year",
+    "authors",
+]
 ANN_TRAINED_ROWS = "lumina:ann_trained_rows"  # vector field metadata: rows the ANN index was trained on
 
 
@@ -184,25 +200,8 @@ def passage_rows(
             separator="|",
         ).alias("row_hash")
     )
-    columns = [
-        "passage_id",
-        "paper_id",
-        "kind",
-        "section_number",
-        "section_title",
-        "text",
-        "search_text",
-        "prev_id",
-        "next_id",
-        "title",
-        "doi",
-        "url",
-        "year",
-        "authors",
-        "embed_text",
-        "text_hash",
-        "row_hash",
-    ]
+    columns = [*PASSAGE_DISPLAY_FIELDS[:6], "search_text", *PASSAGE_DISPLAY_FIELDS[6:]]
+    columns += ["embed_text", "text_hash", "row_hash"]
     return frame.select(columns)
 
 

@@ -1,8 +1,8 @@
-"""Okapi BM25 over a sparse term-weight matrix: the one BM25 in Lumina (search, the bm25 baseline provider, the
-judge's hard negatives).
+"""Okapi BM25 over a sparse term-weight matrix, for ranking a list of texts held in memory: the bm25 baseline
+provider and the judge's hard negatives (`evals.lexical`). Search itself reads LanceDB's on-disk full-text index.
 
-Why our own rather than bm25s: queries carry per-term weights (acronym expansion, RM3 feedback), which bm25s'
-retrieve() does not take, and every caller must share `text.tokenize` (stemming) with the search index.
+Why our own rather than bm25s: queries may carry per-term weights, and the texts are tokenized with `text.tokenize`
+(stemming, the stopwords bm25s ships), the same vocabulary as search's query parsing.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import math
 import re
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +34,7 @@ from lumina_assets.search.stores import (
 from lumina_assets.search.text import WORD, tokenize
 
 log = logging.getLogger(__name__)
+_RETRIEVERS = ThreadPoolExecutor(max_workers=5, thread_name_prefix="lumina-retrieve")
 
 
 @dataclass
@@ -208,23 +210,39 @@ class SearchEngine:
         return vector / max(float(np.linalg.norm(vector)), 1e-12)
 
     def _retrieve(self, store: LanceStore, text: str, vector: np.ndarray, filters: Filters):
-        """(paper runs, passage runs) from every enabled retriever."""
+        """(paper runs, passage runs) from every enabled retriever, queried concurrently (LanceDB and numpy release
+        the GIL, so the index reads overlap)."""
         cfg = self.config
         depth = cfg.candidates * cfg.passage_depth
-        passage_runs: dict[str, Run] = {}
-        if cfg.passage_vectors:
-            passage_runs["passage_vectors"] = store.passage_vector_run(vector, depth, filters)
-        if cfg.passage_fulltext:
-            passage_runs["passage_fulltext"] = store.passage_text_run(text, depth, filters)
+        passage_jobs = {
+            "passage_vectors": (
+                cfg.passage_vectors,
+                lambda: store.passage_vector_run(vector, depth, filters),
+            ),
+            "passage_fulltext": (cfg.passage_fulltext, lambda: store.passage_text_run(text, depth, filters)),
+        }
+        paper_jobs = {
+            "paper_fulltext": (
+                cfg.paper_fulltext,
+                lambda: store.paper_text_run(text, cfg.candidates, filters),
+            ),
+            "paper_title_vectors": (
+                cfg.paper_title_vectors,
+                lambda: store.paper_vector_run("title_vector", vector, cfg.candidates, filters),
+            ),
+            "paper_abstract_vectors": (
+                cfg.paper_abstract_vectors,
+                lambda: store.paper_vector_run("abstract_vector", vector, cfg.candidates, filters),
+            ),
+        }
+        futures = {
+            name: _RETRIEVERS.submit(job)
+            for name, (enabled, job) in {**passage_jobs, **paper_jobs}.items()
+            if enabled
+        }
+        passage_runs = {name: futures[name].result() for name in passage_jobs if name in futures}
         runs = {name: run.by_paper(cfg.passage_aggregation) for name, run in passage_runs.items()}
-        if cfg.paper_fulltext:
-            runs["paper_fulltext"] = store.paper_text_run(text, cfg.candidates, filters)
-        for name, column, enabled in (
-            ("paper_title_vectors", "title_vector", cfg.paper_title_vectors),
-            ("paper_abstract_vectors", "abstract_vector", cfg.paper_abstract_vectors),
-        ):
-            if enabled:
-                runs[name] = store.paper_vector_run(column, vector, cfg.candidates, filters)
+        runs.update({name: futures[name].result() for name in paper_jobs if name in futures})
         return runs, passage_runs
 
     def _fuse(self, runs: dict[str, Run], candidates: int) -> dict[str, float]:

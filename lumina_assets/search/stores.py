@@ -20,23 +20,9 @@ from typing import Protocol
 
 import numpy as np
 
+from lumina_assets.indexing.lancedb_tables import PASSAGE_DISPLAY_FIELDS as PASSAGE_FIELDS
 from lumina_assets.search.fusion import Run
 
-PASSAGE_FIELDS = [
-    "passage_id",
-    "paper_id",
-    "kind",
-    "section_number",
-    "section_title",
-    "text",
-    "prev_id",
-    "next_id",
-    "title",
-    "doi",
-    "url",
-    "year",
-    "authors",
-]
 PAPER_FIELDS = ["paper_id", "title", "doi", "url", "year", "authors"]
 _FTS_WORD = re.compile(r"\w+", re.UNICODE)
 

@@ -9,7 +9,7 @@ import pytest
 
 from lumina_assets.search.acronyms import mine_acronyms
 from lumina_assets.search.bm25 import BM25
-from lumina_assets.search.fusion import fuse
+from lumina_assets.search.fusion import Run, fuse
 from lumina_assets.search.query_parser import parse_query
 from lumina_assets.search.text import tokenize
 
@@ -96,15 +96,19 @@ def test_bm25_prefers_the_matching_document_and_takes_weights():
 
 
 def test_fusion_rrf_and_weighted_reward_agreement():
-    a = np.array([3.0, 2.0, 1.0, -np.inf, -np.inf])
-    b = np.array([2.9, 1.0, -np.inf, 3.0, -np.inf])
+    a = Run([("d0", 3.0, "d0"), ("d1", 2.0, "d1"), ("d2", 1.0, "d2")])
+    b = Run([("d3", 3.0, "d3"), ("d0", 2.9, "d0"), ("d1", 1.0, "d1")])
     for method in ("rrf", "weighted"):
-        fused = fuse({"a": a, "b": b}, {"a": 1.0, "b": 1.0}, 5, method=method, candidates=3, rrf_k=60)
-        assert fused[4] == 0  # never retrieved
-        assert int(np.argmax(fused)) == 0  # near the top of both lists beats the top of one
-        assert fused[1] > fused[2]  # in both lists beats the bottom of one
-    only_b = fuse({"a": a, "b": b}, {"a": 0.0, "b": 1.0}, 5, method="weighted", candidates=3, rrf_k=60)
-    assert int(np.argmax(only_b)) == 3
+        fused = fuse({"a": a, "b": b}, {"a": 1.0, "b": 1.0}, method=method, candidates=3, rrf_k=60)
+        assert "d4" not in fused  # never retrieved
+        assert max(fused, key=fused.get) == "d0"  # near the top of both lists beats the top of one
+        assert fused["d1"] > fused["d2"]  # in both lists beats the bottom of one
+    only_b = fuse({"a": a, "b": b}, {"a": 0.0, "b": 1.0}, method="weighted", candidates=3, rrf_k=60)
+    assert max(only_b, key=only_b.get) == "d3"
+    # a paper scores its best passage; candidates beyond the cut-off are not fused
+    passages = Run([("p1#1:0", 0.9, "p1"), ("p2#1:0", 0.8, "p2"), ("p1#2:0", 0.7, "p1")])
+    assert passages.by_paper().hits == [("p1", 0.9, "p1"), ("p2", 0.8, "p2")]
+    assert set(fuse({"x": passages}, {}, method="weighted", candidates=2, rrf_k=60)) == {"p1#1:0", "p2#1:0"}
 
 
 def test_acronyms_mined_from_real_abstracts(shared_data):

@@ -1,0 +1,85 @@
+"""`lumina bench scale --passages 10000,100000,1000000 [--json]`: build synthetic indexes of each size and print
+build time, ANN build time, first query in a new process, resident memory, p50 / p95 and ANN recall@10."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+
+def add_commands(commands, bench_commands) -> None:
+    bench = bench_commands.add_parser(
+        "scale", help="synthetic indexes of N passages: build, first query, memory, latency, ANN recall"
+    )
+    bench.add_argument("--passages", default="10000,100000,1000000", help="comma-separated sizes")
+    bench.add_argument("--queries", type=int, default=60, help="SciFact claims used as queries (default 60)")
+    bench.add_argument(
+        "--memory-up-to", type=int, default=200_000, help="also time the in-memory store up to this size"
+    )
+    bench.add_argument("--keep", action="store_true", help="keep the built indexes under data/bench/scale-N")
+    bench.add_argument("--json", action="store_true", help="one JSON object per size on its own line")
+    bench.set_defaults(handler=run_bench_scale)
+
+
+def run_bench_scale(args) -> int:
+    from lumina_assets.core import settings
+    from lumina_assets.indexing.embedding import Embedder
+    from lumina_assets.search import scale_bench
+    from lumina_assets.search.config import SearchConfig
+
+    scifact = settings.shared_data_dir() / "scifact"
+    embedder = Embedder()
+    say = (lambda *a: None) if args.json else print
+    say("embedding the sentence pool (cached after the first run) ...")
+    pool = scale_bench.sentence_pool(scifact / "corpus.jsonl", settings.cache_dir() / "bench-scale", embedder)
+    queries = [json.loads(line)["text"] for line in (scifact / "queries.jsonl").open()][: args.queries]
+    query_vectors = embedder.encode_queries(queries)
+    config = SearchConfig()
+    rows = []
+    for size in [int(s) for s in args.passages.split(",") if s.strip()]:
+        folder = settings.data_dir() / "bench" / f"scale-{size}"
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        say(f"[{size:,} passages] building ...")
+        built = scale_bench.build_index(folder, size, pool, embedder.dimension, ann_min_rows=100_000)
+        say(
+            f"[{size:,} passages] built in {built['build_s']:.0f}s, ANN {built['ann_build_s']:.0f}s; measuring ..."
+        )
+        recall = scale_bench.recall_at_10(
+            folder, query_vectors, nprobes=config.nprobes, refine_factor=config.refine_factor
+        )
+        stores = ["index"] + (["memory"] if size <= args.memory_up_to else [])
+        for store in stores:
+            measured = scale_bench.measure_process(folder, queries, store)
+            figures = scale_bench.ScaleFigures(
+                size=size,
+                store=measured["store"],
+                build_s=built["build_s"],
+                ann_build_s=built["ann_build_s"],
+                first_query_s=measured["first_query_s"],
+                rss_mb=measured["rss_mb"],
+                p50_ms=measured["p50_ms"],
+                p95_ms=measured["p95_ms"],
+                recall_at_10=recall if store == "index" else 1.0,
+            )
+            rows.append(figures)
+            if args.json:
+                print(scale_bench.as_json(figures), flush=True)
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    if not args.json:
+        print(
+            f"\n{time.strftime('%Y-%m-%d %H:%M')}, {len(queries)} SciFact claims as queries, k=10, query embedding included"
+        )
+        print(
+            "| passages | store | build s | ANN build s | first query s | RSS MB | p50 ms | p95 ms | recall@10 |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|")
+        for f in rows:
+            print(
+                f"| {f.size:,} | {f.store} | {f.build_s:.1f} | {f.ann_build_s:.1f} | {f.first_query_s:.2f} | "
+                f"{f.rss_mb:.0f} | {f.p50_ms:.1f} | {f.p95_ms:.1f} | {f.recall_at_10:.3f} |"
+            )
+    return 0

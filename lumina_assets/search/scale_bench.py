@@ -1,0 +1,222 @@
+"""`lumina bench scale`: synthetic indexes of N passages built the way the indexer builds them, then the figures
+that decide whether search holds a real corpus: build and ANN build time, first query in a new process, resident
+memory after warm-up, latency over real queries, and recall@10 of the ANN path against exact search.
+
+Texts are real SciFact sentences (2-4 consecutive sentences of an abstract per passage). Vectors are not random
+(random 384-d vectors have no neighbourhoods, which makes ANN recall meaningless): each passage vector is the
+normalized mean of its sentences' MiniLM vectors plus a little noise, so the vector distribution is a real one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+NOISE = 0.01
+WRITE_BATCH = 50_000
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
+
+
+@dataclass
+class ScaleFigures:
+    size: int
+    store: str
+    build_s: float
+    ann_build_s: float
+    first_query_s: float
+    rss_mb: float
+    p50_ms: float
+    p95_ms: float
+    recall_at_10: float
+
+
+def sentence_pool(corpus_file: Path, cache: Path, embedder, limit: int = 20_000):
+    """(sentences, their vectors, abstract boundaries) from a BEIR corpus, vectors cached on disk."""
+    sentences: list[str] = []
+    starts: list[int] = []
+    with corpus_file.open(encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            parts = [s for s in _SENTENCE.split(record.get("text") or "") if len(s.split()) >= 4]
+            if len(parts) < 2:
+                continue
+            starts.append(len(sentences))
+            sentences += parts
+            if len(sentences) >= limit:
+                break
+    cache.mkdir(parents=True, exist_ok=True)
+    vectors_file = cache / f"sentences-{len(sentences)}.npy"
+    if vectors_file.exists():
+        vectors = np.load(vectors_file)
+    else:
+        vectors = np.asarray(embedder.encode(sentences), dtype=np.float32)
+        np.save(vectors_file, vectors)
+    return sentences, vectors, np.asarray(starts + [len(sentences)])
+
+
+def synthetic_batch(
+    start: int, count: int, pool, rng: np.random.Generator, dim: int
+) -> tuple[pa.Table, np.ndarray]:
+    """`count` passages (5 per paper) with the index's passage columns, and their vectors."""
+    from lumina_assets.indexing.lancedb_tables import _passage_schema, _vector_array
+
+    sentences, vectors, starts = pool
+    texts, matrix = [], np.empty((count, dim), dtype=np.float32)
+    abstracts = rng.integers(0, len(starts) - 1, size=count)
+    for row, abstract in enumerate(abstracts):
+        first, end = starts[abstract], starts[abstract + 1]
+        length = int(rng.integers(2, 5))
+        begin = int(rng.integers(first, max(first + 1, end - length + 1)))
+        chosen = range(begin, min(begin + length, end))
+        texts.append(" ".join(sentences[i] for i in chosen))
+        mean = vectors[list(chosen)].mean(axis=0) + rng.normal(0, NOISE, size=dim)
+        matrix[row] = mean / np.linalg.norm(mean)
+    ids = [f"syn:{(start + i) // 5}#{(start + i) % 5 + 1}:0" for i in range(count)]
+    papers = [f"syn:{(start + i) // 5}" for i in range(count)]
+    years = pa.array([1990 + (start + i) // 5 % 35 for i in range(count)], pa.int32())
+    schema = _passage_schema(dim)
+    columns = {
+        "passage_id": ids,
+        "paper_id": papers,
+        "kind": ["text"] * count,
+        "section_number": [str((start + i) % 5 + 1) for i in range(count)],
+        "section_title": ["Results"] * count,
+        "text": texts,
+        "search_text": [f"Paper {p}\n{t}" for p, t in zip(papers, texts, strict=True)],
+        "prev_id": [None if (start + i) % 5 == 0 else ids[i - 1] if i else None for i in range(count)],
+        "next_id": [
+            None if (start + i) % 5 == 4 else f"syn:{(start + i) // 5}#{(start + i) % 5 + 2}:0"
+            for i in range(count)
+        ],
+        "title": [f"Paper {p}" for p in papers],
+        "doi": [None] * count,
+        "url": [None] * count,
+        "year": years,
+        "authors": [[f"Author {(start + i) // 5 % 997}"] for i in range(count)],
+        "text_hash": [""] * count,
+        "row_hash": [""] * count,
+        "vector": _vector_array(matrix, dim),
+    }
+    return pa.table(columns, schema=schema), matrix
+
+
+def build_index(folder: Path, size: int, pool, dim: int, *, ann_min_rows: int, seed: int = 7) -> dict:
+    """Passages + papers tables with every index the indexer creates; exact vectors kept in vectors.npy."""
+    import lancedb
+
+    from lumina_assets.indexing import lancedb_tables as tables
+
+    rng = np.random.default_rng(seed)
+    db = lancedb.connect(str(folder / "lancedb"))
+    exact = np.lib.format.open_memmap(folder / "vectors.npy", mode="w+", dtype=np.float32, shape=(size, dim))
+    started = time.perf_counter()
+    passages = papers = None
+    for start in range(0, size, WRITE_BATCH):
+        batch, matrix = synthetic_batch(start, min(WRITE_BATCH, size - start), pool, rng, dim)
+        exact[start : start + len(matrix)] = matrix
+        paper_rows = batch.select(["paper_id", "title", "search_text", "year", "authors"]).to_pylist()[::5]
+        for row in paper_rows:
+            row.update(doi=None, url=None, venue=None)
+            row["author_last_names"] = [a.split()[-1].lower() for a in row["authors"]]
+        paper_table = pa.Table.from_pylist(paper_rows)
+        if passages is None:
+            passages = db.create_table(tables.PASSAGES_TABLE, data=batch)
+            papers = db.create_table(tables.PAPERS_TABLE, data=paper_table)
+        else:
+            passages.add(batch)
+            papers.add(paper_table)
+    exact.flush()
+    tables._ensure_fts(passages, "search_text")
+    tables._ensure_fts(papers, "search_text")
+    for column in ("passage_id", "paper_id", "year"):
+        tables._ensure_scalar(passages, column, "BTREE")
+    tables._ensure_scalar(papers, "paper_id", "BTREE")
+    tables._ensure_scalar(papers, "author_last_names", "LABEL_LIST")
+    build_s = time.perf_counter() - started
+    started = time.perf_counter()
+    stats = tables.IndexStats(dimension=dim)
+    tables._ensure_ann(passages, "vector", size, tables.IndexConfig(ann_min_rows=ann_min_rows), stats)
+    return {"build_s": build_s, "ann_build_s": time.perf_counter() - started if stats.ann_index else 0.0}
+
+
+def recall_at_10(folder: Path, query_vectors: np.ndarray, *, nprobes: int, refine_factor: int) -> float:
+    """Top-10 of LanceDB's vector path (ANN when built, as the engine queries it) against brute force."""
+    import lancedb
+
+    from lumina_assets.search.stores import Filters, LanceStore
+
+    store = LanceStore(lancedb.connect(str(folder / "lancedb")), nprobes=nprobes, refine_factor=refine_factor)
+    exact = np.load(folder / "vectors.npy", mmap_mode="r")
+    scores = np.full((len(query_vectors), len(exact)), -np.inf, dtype=np.float32)
+    for start in range(0, len(exact), 200_000):
+        scores[:, start : start + 200_000] = query_vectors @ np.asarray(exact[start : start + 200_000]).T
+    truth = np.argsort(-scores, axis=1)[:, :10]
+    found = 0
+    for vector, expected in zip(query_vectors, truth, strict=True):
+        hits = store.passage_vector_run(vector, 10, Filters()).hits
+        got = {
+            int(pid.split(":")[1].split("#")[0]) * 5 + int(pid.split("#")[1].split(":")[0]) - 1
+            for pid, _, _ in hits
+        }
+        found += len(got & set(int(i) for i in expected))
+    return found / (10 * len(query_vectors))
+
+
+SERVE = r"""
+import json, resource, sys, time
+started = time.perf_counter()
+from lumina_assets.search.config import SearchConfig
+from lumina_assets.search.engine import SearchEngine
+uri, store, queries = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+engine = SearchEngine(uri, config=SearchConfig(store=store))
+engine.search(queries[0], k=10)
+first = time.perf_counter() - started
+for query in queries[:20]:
+    engine.search(query, k=10)
+times = []
+for query in queries:
+    t0 = time.perf_counter()
+    engine.search(query, k=10)
+    times.append(time.perf_counter() - t0)
+rss = 0.0
+for line in open("/proc/self/status"):
+    if line.startswith("VmRSS"):
+        rss = int(line.split()[1]) / 1024
+print(json.dumps({"first_query_s": first, "rss_mb": rss, "times": times, "store": type(engine.store()).__name__}))
+"""
+
+
+def measure_process(folder: Path, queries: list[str], store: str) -> dict:
+    """A fresh process: time to the first answered query (imports and index opening included), then latency
+    over the real queries after warm-up, and resident memory at the end."""
+    started = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-c", SERVE, str(folder / "lancedb"), store, json.dumps(queries)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    wall = time.perf_counter() - started
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    times = np.asarray(figures.pop("times")) * 1000
+    figures.update(
+        p50_ms=float(np.percentile(times, 50)), p95_ms=float(np.percentile(times, 95)), wall_s=wall
+    )
+    return figures
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def as_json(figures: ScaleFigures) -> str:
+    return json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(figures).items()})

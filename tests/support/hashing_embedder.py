@@ -1,0 +1,35 @@
+"""A fast deterministic embedder for tests that exercise indexing and search plumbing, not model quality: each word
+hashes to a signed coordinate (the hashing trick), so texts sharing words have a high cosine."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import numpy as np
+
+_WORD = re.compile(r"\w+")
+
+
+class HashingEmbedder:
+    model_id = "test-hashing-embedder"
+
+    def __init__(self, dimension: int = 64):
+        self.dimension = dimension
+
+    def encode(self, texts, **_) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+                index = int.from_bytes(digest[:4], "little") % self.dimension
+                out[row, index] += 1.0 if digest[4] & 1 else -1.0
+            norm = np.linalg.norm(out[row])
+            out[row] = out[row] / norm if norm else out[row]
+        return out
+
+    def encode_queries(self, texts) -> np.ndarray:
+        return self.encode(texts)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]
