@@ -26,7 +26,7 @@ class SearchConfig:
     llm_multi_query: Callable[[str], list[str]] | None = None  # extra phrasings, each embedded and fused
     # retrieval: candidates always come from indexes; `store` picks where vectors and metadata are read
     store: str = "auto"  # auto (memory up to memory_max_passages, else index) | memory | index
-    memory_max_passages: int = 50_000
+    memory_max_passages: int = 100_000  # = the indexer's ANN threshold: below it vectors are searched exactly
     nprobes: int = 20  # ANN partitions probed (IVF); ignored below the ANN threshold (exact search)
     refine_factor: int = 10  # ANN candidates re-scored with full vectors: limit * refine_factor
     passage_vectors: bool = True

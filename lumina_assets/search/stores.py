@@ -5,9 +5,10 @@ for the whole corpus, so a search process holds open indexes and nothing the siz
 the native full-text (BM25) index, and scalar-indexed lookups by id for the metadata of candidates only. Filters
 (years, paper ids) are pushed down into each search as prefilters.
 
-`MemoryStore` is the small-corpus fast path: the same interface with the passage vectors and metadata held in
-memory (exact vector search by one matrix product, dictionary lookups), and full text still from LanceDB's index,
-so both stores feed the same pipeline the same candidates. `open_store` picks it below `memory_max_passages`.
+`MemoryStore` is the small-corpus fast path: the same interface with the passage vectors held in memory (exact
+search by one matrix product instead of LanceDB's flat scan, which reads every vector from disk per query), and
+full text and metadata still from LanceDB's indexes, so both stores feed the same pipeline the same candidates.
+`open_store` picks it below `memory_max_passages` (the ANN threshold); above it the ANN index answers.
 """
 
 from __future__ import annotations
@@ -254,14 +255,15 @@ class LanceStore:
 
 
 class MemoryStore(LanceStore):
-    """Small corpora: passage vectors and metadata in memory (exact search, dict lookups); full text from LanceDB."""
+    """Small corpora (below the ANN threshold): passage vectors in memory for exact search by one matrix product,
+    where LanceDB would scan them from disk per query; full text and metadata still come from LanceDB's indexes."""
 
     def __init__(self, db, **kwargs) -> None:
         super().__init__(db, **kwargs)
         from lumina_assets.indexing.lancedb_tables import vectors_from_arrow
 
-        table = self.passages_table.to_arrow()
-        self._passages = {r["passage_id"]: r for r in table.select(PASSAGE_FIELDS).to_pylist()}
+        table = self.passages_table.search().select(["passage_id", "paper_id", "year", "vector"])
+        table = table.limit(max(self.passages_table.count_rows(), 1)).to_arrow()
         self._ids = table["passage_id"].to_pylist()
         self._paper_of = table["paper_id"].to_pylist()
         self._years = np.asarray(
@@ -292,9 +294,6 @@ class MemoryStore(LanceStore):
         top = top[np.argsort(-scores[top], kind="stable")]
         return Run([(self._ids[i], float(scores[i]), self._paper_of[i]) for i in top])
 
-    def passages(self, passage_ids) -> dict[str, dict]:
-        return {pid: self._passages[pid] for pid in set(passage_ids) if pid in self._passages}
-
     def paper_passages(self, paper_ids, vector) -> dict[str, list[tuple[str, float]]]:
         out = {}
         for paper_id in set(paper_ids):
@@ -317,7 +316,7 @@ def open_store(db_uri: str, db, *, memory_max_passages: int, nprobes: int, refin
     passages = open_table(db, PASSAGES_TABLE)
     if passages is None:
         raise IndexNotBuilt("the passage index has not been built yet")
-    small = passages.count_rows() <= memory_max_passages
+    small = passages.count_rows() < memory_max_passages
     with _STORES_LOCK:
         key = (db_uri, small, nprobes, refine_factor)
         store = _STORES.get(key)

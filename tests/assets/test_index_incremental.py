@@ -239,3 +239,35 @@ def test_ann_index_is_created_once_the_table_is_large_enough(tmp_path):
 
     again = indexing.index_corpus(db, passages, papers, embedder, config)
     assert again.ann_index and not any("ANN index" in note for note in again.notes)  # created once, kept
+
+
+def test_ann_index_is_retrained_only_when_the_table_has_grown(tmp_path):
+    """New batches join the IVF_PQ index through optimize(); its centroids are retrained once the table holds
+    `ann_retrain_growth` times the rows they were trained on, and a new row is searchable at once either way."""
+    docs = {
+        str(i): {"title": f"Paper number {i}", "text": f"Abstract {i} about topic {i % 7}."}
+        for i in range(1100)
+    }
+    papers, passages = collection_tables(Collection("ann", docs, {}, {}))
+    db = connect_lancedb(str(tmp_path / "db"))
+    embedder = HashEmbedder()
+    config = indexing.IndexConfig(ann_min_rows=500, ann_retrain_growth=2.0)
+    table_of = {p: passages.filter(passages["paper_id"] == p) for p in papers["paper_id"].to_list()}
+
+    def first(n):
+        ids = papers["paper_id"].to_list()[:n]
+        return pl.concat([table_of[p] for p in ids]), papers.filter(papers["paper_id"].is_in(ids))
+
+    trained = indexing.index_corpus(db, *first(520), embedder, config)
+    assert any("ANN index" in note and "retrained" not in note for note in trained.notes)
+    grown = indexing.index_corpus(db, *first(900), embedder, config)  # 1.7x: folded in, not retrained
+    assert grown.ann_index and not any("ANN index" in note for note in grown.notes)
+    table = indexing.open_table(db, indexing.PASSAGES_TABLE)
+    newest = table.search().where("paper_id = 'beir-ann:899'").limit(1).to_list()[0]
+    assert (
+        table.search(newest["vector"]).distance_type("cosine").limit(1).to_list()[0]["paper_id"]
+        == "beir-ann:899"
+    )
+    doubled = indexing.index_corpus(db, *first(1100), embedder, config)  # 2.1x the training rows: retrained
+    assert any("retrained" in note for note in doubled.notes)
+    assert indexing._ann_trained_rows(indexing.open_table(db, indexing.PASSAGES_TABLE), "vector") == 1100
