@@ -1,37 +1,78 @@
-"""Parsing stage settings: which parser, limits for bad input, the chunk size and the failure threshold."""
+"""Parsing stage settings: which parser, the limits that keep a hostile PDF to one recorded failure, the
+chunk size and the check that tells a few bad files from a parser that fails everything."""
 
 from __future__ import annotations
 
 import dagster as dg
 from pydantic import Field
 
-from lumina_assets.core.http import HttpClient
+from lumina_assets.core.http import HttpClient, UrlPolicy
+from lumina_assets.core.sandbox import DEFAULT_MEMORY_MB, DEFAULT_WALL_SECONDS
 from lumina_assets.parsing.base import PdfParser, get_parser
 from lumina_assets.parsing.chunking import DEFAULT_MAX_TOKENS
+from lumina_assets.parsing.preflight import DEFAULT_MAX_STREAM_BYTES, PdfLimits
+
+MB = 1024 * 1024
 
 
 class ParsingConfig(dg.ConfigurableResource):
     parser: str = Field(default="pymupdf", description="pymupdf | grobid | unstructured | combined")
     pymupdf_tables: str = Field(default="fast", description="fast (rows from text) | finder (PyMuPDF) | off")
     combined_table_parsers: list[str] = Field(default_factory=lambda: ["unstructured", "pymupdf"])
-    max_pdf_mb: float = Field(default=100.0, description="larger files are recorded as too_large, not parsed")
+    max_pdf_mb: float = Field(
+        default=100.0, description="larger files (local or downloaded) are recorded as too_large, never opened"
+    )
     max_pages: int = 500
+    max_stream_mb: float = Field(
+        default=DEFAULT_MAX_STREAM_BYTES / MB,
+        description="a PDF stream that decodes past this is a decompression bomb (stream_too_large); 0 = off",
+    )
+    document_timeout_s: float = Field(
+        default=DEFAULT_WALL_SECONDS,
+        description="wall time one PDF may take (metadata or parse) before its worker is killed (time_limit)",
+    )
+    worker_memory_mb: int = Field(
+        default=DEFAULT_MEMORY_MB,
+        description="memory one PDF may add to its worker process (RLIMIT_AS) before memory_limit; 0 = off",
+    )
     max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, description="passage limit in embedding-model tokens")
     tokenizer: str = Field(default="", description="tokenizer path / name; empty = the bundled MiniLM model")
     failure_threshold: float = Field(
-        default=0.25, description="parse_failure_rate check fails above this share"
+        default=0.25,
+        description="parse_failure_rate fails above this share of parser failures (parser_error, crashes)",
     )
-    workers: int = Field(default=1, description="parse in this many processes (1 = in the run's process)")
+    failure_check_min_documents: int = Field(
+        default=10, description="the failure-rate rule applies from this many PDFs in a batch"
+    )
+    workers: int = Field(default=1, description="parse this many PDFs at a time (each in its own process)")
     download_pdfs: bool = True
-    download_timeout_s: float = 60.0
+    download_timeout_s: float = Field(default=60.0, description="connect / read timeout of one download")
+    download_deadline_s: float = Field(default=300.0, description="total time one download may take")
     download_max_retries: int = 2
+    allow_private_pdf_urls: bool = Field(
+        default=False,
+        description="fetch PDF URLs on loopback / private / link-local hosts (LUMINA_ALLOW_PRIVATE_URLS)",
+    )
 
     @property
     def max_bytes(self) -> int:
-        return int(self.max_pdf_mb * 1024 * 1024)
+        return int(self.max_pdf_mb * MB)
+
+    def pdf_limits(self) -> PdfLimits:
+        return PdfLimits(
+            max_bytes=self.max_bytes,
+            max_pages=self.max_pages,
+            max_stream_bytes=int(self.max_stream_mb * MB),
+            wall_seconds=self.document_timeout_s,
+            memory_mb=self.worker_memory_mb,
+        )
 
     def build_parser(self, grobid_options: dict | None = None) -> PdfParser:
-        limits = {"max_bytes": self.max_bytes, "max_pages": self.max_pages}
+        limits = {
+            "max_bytes": self.max_bytes,
+            "max_pages": self.max_pages,
+            "max_stream_bytes": int(self.max_stream_mb * MB),
+        }
         grobid = {**(grobid_options or {}), **limits}
         if self.parser == "pymupdf":
             return get_parser("pymupdf", tables=self.pymupdf_tables, **limits)
@@ -48,7 +89,13 @@ class ParsingConfig(dg.ConfigurableResource):
         raise ValueError(f"unknown parser {self.parser!r}")
 
     def http_client(self, transport=None) -> HttpClient:
-        """Downloads go through the shared HTTP layer; PDFs are binary, so never through its text cache."""
+        """Downloads go through the shared HTTP layer (never its text cache), streamed under the PDF size cap
+        and a total deadline, and only to public addresses unless private ones are allowed."""
         return HttpClient(
-            timeout=self.download_timeout_s, max_retries=self.download_max_retries, transport=transport
+            timeout=self.download_timeout_s,
+            deadline=self.download_deadline_s,
+            max_bytes=self.max_bytes,
+            max_retries=self.download_max_retries,
+            url_policy=UrlPolicy(allow_private=self.allow_private_pdf_urls),
+            transport=transport,
         )

@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 
 from lumina_assets.core import settings
+from lumina_assets.corpus.local import iter_pdf_files
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 
 INBOX_ASSETS = (dg.AssetKey("local_papers"), dg.AssetKey("papers"))
@@ -35,15 +36,20 @@ class InboxFile:
 
 def scan_inbox(inbox: Path, *, settle_seconds: float = 0.0, now: float | None = None) -> list[InboxFile]:
     """PDFs under the inbox, sorted by name; files modified in the last `settle_seconds` are still being
-    copied and wait for the next tick."""
+    copied and wait for the next tick. Names need not be UTF-8 (they are kept as the OS gives them, with
+    surrogate escapes); links out of the inbox are left for `local_papers` to report, never taken."""
     if not inbox.is_dir():
         return []
     cutoff_ns = int(((now if now is not None else time.time()) - settle_seconds) * 1e9)
     found = []
-    for path in inbox.rglob("*"):
-        if not path.is_file() or path.suffix.lower() != ".pdf" or path.name.startswith("."):
+    files, _links_out = iter_pdf_files(inbox)
+    for path in files:
+        if path.name.startswith("."):
             continue
-        stat = path.stat()
+        try:
+            stat = path.stat()
+        except OSError:
+            continue  # moved away between listing and stat
         if stat.st_size == 0 or stat.st_mtime_ns > cutoff_ns:
             continue
         found.append(InboxFile(path.relative_to(inbox).as_posix(), stat.st_size, stat.st_mtime_ns))
@@ -69,7 +75,10 @@ def dump_cursor(seen: dict[str, str]) -> str:
 def batch_key_for(files: list[InboxFile]) -> str:
     """Deterministic batch key: newest file time (readable order in the UI) plus a hash of the fingerprints."""
     digest = hashlib.sha256(
-        "\n".join(f"{f.name}\t{f.size}\t{f.mtime_ns}" for f in sorted(files)).encode("utf-8")
+        # surrogateescape: a name that is not UTF-8 hashes by its bytes instead of failing every tick
+        "\n".join(f"{f.name}\t{f.size}\t{f.mtime_ns}" for f in sorted(files)).encode(
+            "utf-8", "surrogateescape"
+        )
     ).hexdigest()
     newest = datetime.fromtimestamp(max(f.mtime_ns for f in files) / 1e9, tz=UTC)
     return f"inbox-{newest:%Y%m%dT%H%M%S}-{digest[:12]}"

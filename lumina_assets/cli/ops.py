@@ -10,6 +10,10 @@ SUMMARY_KEYS = (
 )  # fmt: skip
 
 
+# Markdown lists of bad items, printed under a step so the cause is visible without the UI.
+DETAIL_KEYS = ("failure_details", "failed_files")
+
+
 def _print_step(report) -> None:
     where = f" [{report.partition}]" if report.partition else ""
     status = "ok" if report.success else "FAILED"
@@ -18,8 +22,23 @@ def _print_step(report) -> None:
         shown = {k: v for k, v in metadata.items() if k in SUMMARY_KEYS}
         if shown:
             print(f"         {asset}: " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+        for key in DETAIL_KEYS:
+            _print_details(metadata.get(key))
+    for check in report.failed_checks:
+        print(f"         check failed: {check}")
     if report.error:
         print(f"         error: {report.error}")
+
+
+def _print_details(value, limit: int = 8) -> None:
+    """The first lines of a markdown list of failed items (which file, which reason)."""
+    if not isinstance(value, str):
+        return
+    lines = [line.strip() for line in value.splitlines() if line.strip().startswith("- ")]
+    for line in lines[:limit]:
+        print(f"           {line[:160]}")
+    if len(lines) > limit:
+        print(f"           ... {len(lines) - limit} more (see the asset metadata)")
 
 
 def run_demo(args) -> int:

@@ -7,6 +7,8 @@ import json
 import time
 from pathlib import Path
 
+from lumina_assets.core.sandbox import DEFAULT_MEMORY_MB, DEFAULT_WALL_SECONDS
+
 PARSER_CHOICES = ("pymupdf", "grobid", "unstructured", "combined")
 
 
@@ -23,22 +25,31 @@ def _build(name: str, tables: str, grobid_url: str | None):
 
 
 def parse_command(args) -> int:
-    from lumina_assets.parsing.base import ParseFailure
+    """Parse in a limited child process, as the pipeline does: a decompression bomb ends as a reason
+    (`stream_too_large`, `memory_limit`, `time_limit`) instead of taking the machine's memory."""
+    from lumina_assets.core.sandbox import Limits
+    from lumina_assets.parsing.batch import limited_parse, timed_parse
 
-    path = Path(args.pdf)
+    path = Path(args.pdf).resolve()
     parser = _build(args.parser, args.tables, args.grobid_url)
-    started = time.perf_counter()
-    try:
-        paper = parser.parse(path, args.paper_id or path.stem)
-    except ParseFailure as failure:
-        print(f"{path.name}: not parsed ({failure.reason}) {failure.detail}")
+    if args.max_stream_mb is not None and hasattr(parser, "max_stream_bytes"):
+        parser.max_stream_bytes = int(args.max_stream_mb * 1024 * 1024)
+    paper_id = args.paper_id or path.stem
+    peaks: list[float] = []
+    if args.no_limits:
+        paper, reason, detail, elapsed = timed_parse(parser, str(path), paper_id)
+    else:
+        limits = Limits(wall_seconds=args.timeout, memory_mb=args.max_memory_mb)
+        paper, reason, detail, elapsed = limited_parse(parser, str(path), paper_id, limits, peaks)
+    worker = f", worker peak {peaks[0]:.0f} MB" if peaks else ""
+    if paper is None:
+        print(f"{path.name}: not parsed ({reason}) {detail or ''} [{elapsed:.2f}s{worker}]")
         return 1
-    elapsed = time.perf_counter() - started
     if args.json:
         print(paper.to_json())
         return 0
     print(f"{paper.title or path.name}")
-    print(f"  parser {paper.parser}, {paper.page_count} pages in {elapsed:.2f}s")
+    print(f"  parser {paper.parser}, {paper.page_count} pages in {elapsed:.2f}s{worker}")
     if paper.abstract:
         print(f"  abstract: {paper.abstract[:200]}{'…' if len(paper.abstract) > 200 else ''}")
     print(f"  {len(paper.sections)} sections:")
@@ -199,6 +210,16 @@ def add_commands(commands, bench_commands) -> None:
     )
     parse.add_argument("--paper-id", default=None)
     parse.add_argument("--json", action="store_true", help="print the ParsedPaper as JSON")
+    parse.add_argument(
+        "--timeout", type=float, default=DEFAULT_WALL_SECONDS, help="wall seconds for the file"
+    )
+    parse.add_argument(
+        "--max-memory-mb", type=int, default=DEFAULT_MEMORY_MB, help="memory the file may take (0 = no limit)"
+    )
+    parse.add_argument(
+        "--max-stream-mb", type=float, default=None, help="decoded size a PDF stream may reach (default 32)"
+    )
+    parse.add_argument("--no-limits", action="store_true", help="parse in this process, without limits")
     parse.set_defaults(handler=parse_command)
 
     bench = bench_commands.add_parser(

@@ -34,6 +34,7 @@ class StepReport:
     success: bool
     metadata: dict[str, dict] = field(default_factory=dict)
     error: str | None = None
+    failed_checks: list[str] = field(default_factory=list)
 
 
 def _layers(defs: dg.Definitions, groups: list[str] | None) -> list[tuple[list[dg.AssetKey], object]]:
@@ -97,16 +98,43 @@ def materialize_step(
         report.metadata[materialization.asset_key.to_user_string()] = {
             k: v.value for k, v in materialization.metadata.items()
         }
+    for evaluation in result.get_asset_check_evaluations():
+        if not evaluation.passed:
+            why = evaluation.description or _metadata_summary(evaluation.metadata)
+            report.failed_checks.append(
+                f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}: {why}"
+            )
     if not result.success:
         failures = [e for e in result.all_events if e.is_step_failure]
-        report.error = (
-            "; ".join(
-                f"{e.step_key}: {e.step_failure_data.error.message.strip().splitlines()[-1]}"
-                for e in failures
-            )
-            or "run failed"
-        )
+        report.error = "; ".join(f"{e.step_key}: {root_cause(e.step_failure_data.error)}" for e in failures)
+        report.error = report.error or "run failed"
+        if report.failed_checks:
+            report.error += " (" + "; ".join(report.failed_checks) + ")"
     return report
+
+
+def root_cause(error) -> str:
+    """The innermost error of Dagster's chain ("Error occurred while executing op ..." wraps the exception
+    that says which item failed and why), as `Type: message`, with the wrapper's last line when they differ."""
+    if error is None:
+        return "unknown error"
+    innermost = error
+    while getattr(innermost, "cause", None) is not None:
+        innermost = innermost.cause
+
+    def last_line(info) -> str:
+        lines = (info.message or "").strip().splitlines()
+        return lines[-1].strip() if lines else info.cls_name or "error"
+
+    cause = last_line(innermost)
+    if innermost is error:
+        return cause
+    return cause if innermost.cls_name in cause else f"{innermost.cls_name}: {cause}"
+
+
+def _metadata_summary(metadata) -> str:
+    shown = [f"{k}={getattr(v, 'value', v)}" for k, v in list(metadata.items())[:6]]
+    return ", ".join(shown) or "failed"
 
 
 def run_graph(

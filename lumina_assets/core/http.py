@@ -1,13 +1,21 @@
 """The one HTTP layer every external API goes through: retries with backoff and Retry-After, a per-host
-rate limit, and an on-disk response cache keyed by request, so a rematerialization repeats no call."""
+rate limit, and an on-disk response cache keyed by request, so a rematerialization repeats no call.
+
+Hostile servers are expected: bodies are streamed under a byte cap, every request has a total deadline (a
+server trickling a byte a second cannot hold a run), redirects are followed by hand so each hop is checked
+(http/https only, and, for clients with a `UrlPolicy`, no loopback / private / link-local / metadata address),
+credentials never follow a redirect to another origin, and every httpx failure becomes an `HttpError`
+naming the redacted URL."""
 
 from __future__ import annotations
 
 import email.utils
 import hashlib
+import ipaddress
 import json
 import logging
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -18,7 +26,16 @@ from urllib.parse import urlencode, urlsplit
 
 import httpx
 
+from lumina_assets.core.hygiene import clean_strings
+
 log = logging.getLogger(__name__)
+
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # an API answer; PDFs set their own cap
+DEFAULT_DEADLINE_SECONDS = 120.0
+MAX_REDIRECTS = 5
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# The only headers that follow a redirect to another origin: nothing that could carry a credential.
+CROSS_ORIGIN_HEADERS = frozenset({"user-agent", "accept", "accept-language", "accept-encoding"})
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 # Query parameters and headers that carry credentials: never in cache keys, logs or error messages.
@@ -28,12 +45,71 @@ SECRET_NAMES = frozenset(
 
 
 class HttpError(RuntimeError):
-    """A request that failed for good; the message names the (redacted) URL and the reason."""
+    """A request that failed for good; the message names the (redacted) URL and the reason. `reason` is a
+    short code: http_status, transport, too_large, deadline, blocked_url, redirects, bad_body."""
 
-    def __init__(self, message: str, *, url: str, status: int | None = None):
+    def __init__(self, message: str, *, url: str, status: int | None = None, reason: str = "http_status"):
         super().__init__(message)
         self.url = url
         self.status = status
+        self.reason = reason
+
+
+class _Retryable(Exception):
+    """A failure worth another attempt (connection refused, reset, timeout)."""
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port
+
+
+class UrlPolicy:
+    """Where a client may go. Every client: http and https only. A client for URLs from untrusted data (PDF
+    links in API answers): no host that resolves to a loopback, private, link-local (cloud metadata),
+    shared, multicast or reserved address, unless `allow_private` (a local mirror, tests on 127.0.0.1).
+    Checked at every redirect hop; the address is resolved here, so a DNS answer that changes between this
+    check and the connection (rebinding) is not covered."""
+
+    def __init__(self, *, allow_private: bool = True, resolver: Callable[..., list] = socket.getaddrinfo):
+        self.allow_private = allow_private
+        self.resolver = resolver
+
+    def check(self, url: str) -> None:
+        shown = redact_url(url)
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https"):
+            raise HttpError(
+                f"refused {shown}: only http and https URLs are fetched", url=shown, reason="blocked_url"
+            )
+        host = parts.hostname
+        if not host:
+            raise HttpError(f"refused {shown}: no host", url=shown, reason="blocked_url")
+        if self.allow_private:
+            return
+        for address in self._addresses(host, parts.port, shown):
+            if address.version == 6 and address.ipv4_mapped is not None:
+                address = address.ipv4_mapped
+            if not address.is_global or address.is_multicast:
+                raise HttpError(
+                    f"refused {shown}: {host} is a non-public address ({address})",
+                    url=shown,
+                    reason="blocked_url",
+                )
+
+    def _addresses(self, host: str, port: int | None, shown: str) -> list:
+        try:
+            return [ipaddress.ip_address(host)]
+        except ValueError:
+            pass
+        try:
+            answers = self.resolver(host, port or 443, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as exc:
+            raise HttpError(
+                f"cannot resolve the host of {shown} ({exc})", url=shown, reason="transport"
+            ) from None
+        return [ipaddress.ip_address(answer[4][0].split("%")[0]) for answer in answers]
 
 
 def redact_url(url: str, params: Mapping[str, Any] | None = None) -> str:
@@ -60,7 +136,12 @@ class CachedResponse:
         return self.content.decode("utf-8", errors="replace")
 
     def json(self) -> Any:
-        return json.loads(self.content)
+        """The JSON body with every string valid UTF-8: bytes that are not UTF-8 and escaped lone surrogates
+        (`"\\ud800"`) are replaced at this edge and logged, never carried to the Parquet writer."""
+        value, repaired = clean_strings(json.loads(self.text))
+        if repaired or "\ufffd" in self.text:
+            log.warning("%s: invalid UTF-8 or lone surrogates in the JSON body replaced", self.url)
+        return value
 
 
 class DiskCache:
@@ -157,7 +238,9 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 class HttpClient:
     """httpx client with retry, backoff, Retry-After, per-host rate limit and a response cache.
 
-    `transport` lets tests serve recorded responses; `sleep` and `clock` let them skip real waiting.
+    `timeout` bounds each connect / read, `deadline` the whole call (retries and redirects included),
+    `max_bytes` the body. `transport` lets tests serve recorded responses; `sleep` and `clock` let them skip
+    real waiting.
     """
 
     def __init__(
@@ -166,6 +249,10 @@ class HttpClient:
         base_url: str = "",
         headers: Mapping[str, str] | None = None,
         timeout: float = 30.0,
+        deadline: float | None = DEFAULT_DEADLINE_SECONDS,
+        max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_redirects: int = MAX_REDIRECTS,
+        url_policy: UrlPolicy | None = None,
         max_retries: int = 4,
         backoff_base: float = 1.0,
         backoff_max: float = 60.0,
@@ -185,9 +272,15 @@ class HttpClient:
         self.sleep = sleep
         self.clock = clock
         self.stats = HttpStats()
-        merged = {"User-Agent": user_agent, **(headers or {})}
+        self.timeout = timeout
+        self.deadline = deadline
+        self.max_bytes = max_bytes
+        self.max_redirects = max_redirects
+        self.url_policy = url_policy or UrlPolicy()
+        # Default headers (API keys among them) are sent per request, so a cross-origin hop can drop them.
+        self._headers = {"User-Agent": user_agent, **(headers or {})}
         self._client = httpx.Client(
-            timeout=timeout, headers=merged, transport=transport, follow_redirects=True
+            timeout=timeout, headers={"User-Agent": user_agent}, transport=transport, follow_redirects=False
         )
 
     def close(self) -> None:
@@ -223,10 +316,12 @@ class HttpClient:
         headers: Mapping[str, str] | None = None,
         use_cache: bool = True,
         ok_statuses: Iterable[int] = (),
+        max_bytes: int | None = None,
     ) -> CachedResponse:
         """Send once through cache, rate limit and retries; raise HttpError naming the URL when it fails for good.
 
-        Statuses in `ok_statuses` (e.g. 404 for "not found is an answer") return instead of raising.
+        Statuses in `ok_statuses` (e.g. 404 for "not found is an answer") return instead of raising;
+        `max_bytes` overrides the client's body cap for this request (PDFs).
         """
         full_url = self._absolute(url)
         clean_params = {k: v for k, v in (params or {}).items() if v is not None}
@@ -246,24 +341,26 @@ class HttpClient:
                     cache_key=key,
                 )
         host = urlsplit(full_url).netloc
+        cap = self.max_bytes if max_bytes is None else max_bytes
+        deadline_at = self.clock() + self.deadline if self.deadline else None
         last_problem = "no attempt made"
         for attempt in range(self.max_retries + 1):
             RateLimiter.wait(host, self.min_interval, self.sleep, self.clock)
             self.stats.requests += 1
             try:
-                response = self._client.request(
-                    method, full_url, params=clean_params, json=json_body, headers=headers
+                status, response_headers, body = self._send(
+                    method, full_url, clean_params, json_body, headers, cap, deadline_at
                 )
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                last_problem = f"{type(exc).__name__}"
+            except _Retryable as exc:
+                last_problem = str(exc)
                 wait = self._backoff(attempt)
+            except HttpError:
+                self.stats.failures += 1
+                raise
             else:
-                status = response.status_code
                 self.stats.by_status[status] = self.stats.by_status.get(status, 0) + 1
                 if 200 <= status < 300 or status in allowed:
-                    result = CachedResponse(
-                        status, dict(response.headers), response.content, shown, cache_key=key
-                    )
+                    result = CachedResponse(status, response_headers, body, shown, cache_key=key)
                     if key is not None:  # a 404 the caller treats as an answer is cached too
                         self._store(key, result)
                     return result
@@ -271,11 +368,13 @@ class HttpClient:
                     self.stats.failures += 1
                     raise HttpError(f"HTTP {status} from {shown}", url=shown, status=status)
                 last_problem = f"HTTP {status}"
-                retry_after = parse_retry_after(response.headers.get("Retry-After"))
+                retry_after = parse_retry_after(response_headers.get("retry-after"))
                 wait = (
                     min(self.backoff_max, retry_after) if retry_after is not None else self._backoff(attempt)
                 )
             if attempt < self.max_retries:
+                if deadline_at is not None and self.clock() + wait > deadline_at:
+                    break  # waiting would pass the deadline: give up now with the last problem
                 self.stats.retries += 1
                 log.info(
                     "retrying %s after %s (attempt %d, waiting %.1fs)", shown, last_problem, attempt + 1, wait
@@ -284,8 +383,110 @@ class HttpClient:
         self.stats.failures += 1
         status = int(last_problem.split()[1]) if last_problem.startswith("HTTP ") else None
         raise HttpError(
-            f"{last_problem} from {shown} after {self.max_retries + 1} attempts", url=shown, status=status
+            f"{last_problem} from {shown} after {attempt + 1} attempts",
+            url=shown,
+            status=status,
+            reason="http_status" if status else "transport",
         )
+
+    def _time_left(self, deadline_at: float | None, shown: str) -> float:
+        if deadline_at is None:
+            return self.timeout
+        left = deadline_at - self.clock()
+        if left <= 0:
+            raise HttpError(
+                f"{shown} took longer than the {self.deadline:g} s deadline", url=shown, reason="deadline"
+            )
+        return min(self.timeout, left)
+
+    def _send(
+        self,
+        method: str,
+        url: str,
+        params: Mapping[str, Any],
+        json_body: Any,
+        headers: Mapping[str, str] | None,
+        cap: int,
+        deadline_at: float | None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One attempt: follow redirects by hand (each hop checked by the URL policy; credentials dropped
+        once the origin changes), stream the body under `cap` and the deadline. Every httpx failure comes out
+        as HttpError, or _Retryable for those worth another attempt."""
+        send_headers = {**self._headers, **(headers or {})}
+        first_origin = origin(url)
+        query: Mapping[str, Any] | None = params
+        for _hop in range(self.max_redirects + 1):
+            shown = redact_url(url, query)
+            self.url_policy.check(url)
+            timeout = self._time_left(deadline_at, shown)
+            try:
+                with self._client.stream(
+                    method, url, params=query, json=json_body, headers=send_headers, timeout=timeout
+                ) as response:
+                    location = response.headers.get("location")
+                    if response.status_code in REDIRECT_STATUSES and location:
+                        next_url = str(response.url.join(location))
+                        if origin(next_url) != first_origin:
+                            send_headers = {
+                                k: v for k, v in send_headers.items() if k.lower() in CROSS_ORIGIN_HEADERS
+                            }
+                        if response.status_code == 303 or (
+                            response.status_code in (301, 302) and method.upper() == "POST"
+                        ):
+                            method, json_body = "GET", None
+                        url, query = next_url, None
+                        continue
+                    body = self._read_capped(response, cap, deadline_at, shown)
+                    return response.status_code, {k.lower(): v for k, v in response.headers.items()}, body
+            except httpx.TimeoutException as exc:
+                if deadline_at is not None and self.clock() >= deadline_at:
+                    raise HttpError(
+                        f"{shown} took longer than the {self.deadline:g} s deadline",
+                        url=shown,
+                        reason="deadline",
+                    ) from None
+                raise _Retryable(type(exc).__name__) from None
+            except (httpx.NetworkError, httpx.RemoteProtocolError, httpx.ProxyError) as exc:
+                raise _Retryable(type(exc).__name__) from None
+            except httpx.DecodingError as exc:
+                raise HttpError(
+                    f"undecodable body from {shown} ({type(exc).__name__}: {str(exc)[:120]})",
+                    url=shown,
+                    reason="bad_body",
+                ) from None
+            except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
+                raise HttpError(
+                    f"request to {shown} failed ({type(exc).__name__}: {str(exc)[:120]})",
+                    url=shown,
+                    reason="transport",
+                ) from None
+        raise HttpError(
+            f"more than {self.max_redirects} redirects from {redact_url(url)} (a redirect loop?)",
+            url=redact_url(url),
+            reason="redirects",
+        )
+
+    def _read_capped(
+        self, response: httpx.Response, cap: int, deadline_at: float | None, shown: str
+    ) -> bytes:
+        """The (decoded) body, refused past `cap` bytes or past the deadline, never read whole first."""
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > cap:
+            raise HttpError(
+                f"{shown} announces {declared} bytes, over the {cap} byte cap", url=shown, reason="too_large"
+            )
+        chunks: list[bytes] = []
+        total = 0
+        for chunk in response.iter_bytes():
+            total += len(chunk)
+            if total > cap:
+                raise HttpError(f"{shown} sent more than the {cap} byte cap", url=shown, reason="too_large")
+            chunks.append(chunk)
+            if deadline_at is not None and self.clock() > deadline_at:
+                raise HttpError(
+                    f"{shown} took longer than the {self.deadline:g} s deadline", url=shown, reason="deadline"
+                )
+        return b"".join(chunks)
 
     def _store(self, key: str, response: CachedResponse) -> None:
         try:
@@ -302,14 +503,21 @@ class HttpClient:
     def get(self, url: str, **kwargs: Any) -> CachedResponse:
         return self.request("GET", url, **kwargs)
 
+    def evict(self, response: CachedResponse) -> None:
+        """Forget a cached body the caller could not use (malformed JSON, a feed that does not parse), so the
+        next run asks again instead of failing on the same bytes without a request."""
+        if self.cache is not None and response.cache_key:
+            self.cache.delete(response.cache_key)
+
     def decode_json(self, response: CachedResponse) -> Any:
         """JSON body, or HttpError naming the URL; a malformed body is evicted so a retry fetches it afresh."""
         try:
             return response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            if self.cache is not None and response.cache_key:
-                self.cache.delete(response.cache_key)
-            raise HttpError(f"malformed JSON from {response.url}: {exc}", url=response.url) from exc
+        except (json.JSONDecodeError, RecursionError) as exc:
+            self.evict(response)
+            raise HttpError(
+                f"malformed JSON from {response.url}: {exc}", url=response.url, reason="bad_body"
+            ) from None
 
     def get_json(self, url: str, **kwargs: Any) -> Any:
         return self.decode_json(self.request("GET", url, **kwargs))

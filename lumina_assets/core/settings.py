@@ -134,3 +134,9 @@ def compatible_base_url_var() -> str | None:
         if is_set(name):
             return name
     return None
+
+
+def allow_private_urls() -> bool:
+    """`LUMINA_ALLOW_PRIVATE_URLS`: fetch PDF URLs that resolve to loopback / private / link-local hosts
+    (a local mirror, tests); off by default so a URL from an API response cannot reach inside."""
+    return env("LUMINA_ALLOW_PRIVATE_URLS").lower() in {"1", "true", "yes"}

@@ -49,6 +49,7 @@ class TableSpec:
 OPENALEX_WORKS = TableSpec("openalex_works")
 ARXIV_WORKS = TableSpec("arxiv_works")
 LOCAL_PAPERS = TableSpec("local_papers")
+LOCAL_REJECTED = TableSpec("local_rejected")  # local files and records refused at intake, with the reason
 PAPERS = TableSpec("papers")
 REJECTED_PAPERS = TableSpec("rejected_papers")
 CITATION_EDGES = TableSpec("citation_edges")
@@ -72,6 +73,7 @@ TABLES: dict[str, TableSpec] = {
         OPENALEX_WORKS,
         ARXIV_WORKS,
         LOCAL_PAPERS,
+        LOCAL_REJECTED,
         PAPERS,
         REJECTED_PAPERS,
         CITATION_EDGES,

@@ -117,7 +117,11 @@ class ArxivClient:
         }
         what = f"search_query={search_query!r}" if search_query else f"id_list={id_list!r}"
         response = self.http.get("/query", params=params)
-        return parse_feed(response.text, what=what)
+        try:
+            return parse_feed(response.text, what=what)
+        except ArxivError:
+            self.http.evict(response)  # else every rerun fails on the cached bytes without asking again
+            raise
 
     def iter_search(
         self, search_query: str, *, max_results: int = 100, page_size: int = 50, **sort: str

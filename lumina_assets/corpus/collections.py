@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lumina_assets.core.hygiene import clean_strings, usable_identifier, usable_text
+
 
 @dataclass
 class Collection:
@@ -64,22 +66,69 @@ def is_beir_queries(path: Path | None) -> bool:
     return path is not None and (Path(path) / "queries.jsonl").exists() and (Path(path) / "qrels").is_dir()
 
 
-def iter_corpus_records(root: Path) -> Iterator[tuple[int, dict | None, str | None]]:
-    """(line number, record, error) for every non-empty line of corpus.jsonl; a record's `_id` is a stripped
-    string, and a line that is not JSON or has no `_id` comes back as an error naming the line."""
-    with (Path(root) / "corpus.jsonl").open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+class RecordProblem(str):
+    """Why a corpus.jsonl line was refused: the message, with a stable `reason` code for rejected_papers."""
+
+    reason: str
+
+    def __new__(cls, message: str, reason: str) -> RecordProblem:
+        problem = super().__new__(cls, message)
+        problem.reason = reason
+        return problem
+
+
+def check_corpus_record(record: object, number: int) -> tuple[dict | None, RecordProblem | None]:
+    """A record with a usable string `_id` and string (or missing) title and text, every string valid UTF-8;
+    or the problem. `_id: null`, a list title or a NaN text is refused, never stored as "None" / "['a']" / nan."""
+    where = f"corpus.jsonl line {number}"
+    if not isinstance(record, dict):
+        return None, RecordProblem(f"{where}: not a JSON object", "invalid_record")
+    doc_id = usable_identifier(record.get("_id"))
+    if doc_id is None:
+        what = "no _id" if "_id" not in record else f"unusable _id {repr(record['_id'])[:40]}"
+        return None, RecordProblem(f"{where}: {what}", "unusable_id")
+    cleaned: dict = {**record, "_id": doc_id}
+    for name in ("title", "text"):
+        value, ok = usable_text(record.get(name))
+        if not ok:
+            shown = f"{type(record.get(name)).__name__} {repr(record.get(name))[:40]}"
+            return None, RecordProblem(
+                f"{where} (_id {doc_id}): unusable {name} ({shown})", f"unusable_{name}"
+            )
+        cleaned[name] = value
+    return cleaned, None
+
+
+def iter_corpus_records(
+    root: Path, repairs: list[str] | None = None
+) -> Iterator[tuple[int, dict | None, RecordProblem | None]]:
+    """(line number, record, problem) for every non-empty line of corpus.jsonl; a record's `_id` is a stripped
+    string. A line that is not JSON, or has no usable `_id`, title or text, comes back as a problem naming the
+    line. Bytes that are not UTF-8 and lone surrogates are replaced (U+FFFD), noted in `repairs`."""
+    with (Path(root) / "corpus.jsonl").open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                line = raw.decode("utf-8", errors="replace")
+                if repairs is not None:
+                    repairs.append(f"corpus.jsonl line {number}: bytes that are not UTF-8 replaced")
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield number, None, f"corpus.jsonl line {number}: not JSON ({exc.msg})"
+                yield (
+                    number,
+                    None,
+                    RecordProblem(f"corpus.jsonl line {number}: not JSON ({exc.msg})", "invalid_json"),
+                )
                 continue
-            if not isinstance(record, dict) or not str(record.get("_id", "")).strip():
-                yield number, None, f"corpus.jsonl line {number}: no _id"
-                continue
-            yield number, {**record, "_id": str(record["_id"]).strip()}, None
+            record, fixed = clean_strings(record)
+            if fixed and repairs is not None:
+                repairs.append(f"corpus.jsonl line {number}: {fixed} string(s) with lone surrogates repaired")
+            record, problem = check_corpus_record(record, number)
+            yield number, record, problem
 
 
 def read_corpus(root: Path) -> dict[str, dict[str, str]]:

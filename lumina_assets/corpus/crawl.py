@@ -47,13 +47,17 @@ class Seeds:
 
 
 def load_seeds(path: Path) -> Seeds:
-    """Read seeds.yaml; malformed entries are reported in `problems` and skipped, never fatal."""
+    """Read seeds.yaml; malformed entries are reported in `problems` and skipped, never fatal. Identifier lists
+    are read as the strings written (YAML's BaseLoader), so no id turns into a number on the way."""
     seeds = Seeds()
     if not path.exists():
         seeds.problems.append(f"seed file {path} does not exist")
         return seeds
+    text = path.read_text(encoding="utf-8", errors="replace")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.safe_load(text)
+        # Ids as written, whatever YAML would make of them: `2501.10120` unquoted is the float 2501.1012.
+        verbatim = yaml.load(text, Loader=yaml.BaseLoader)
     except yaml.YAMLError as exc:
         seeds.problems.append(f"seed file {path} is not valid YAML: {exc}")
         return seeds
@@ -63,6 +67,9 @@ def load_seeds(path: Path) -> Seeds:
     if not isinstance(raw, dict):
         seeds.problems.append(f"seed file {path} must be a mapping, got {type(raw).__name__}")
         return seeds
+    for name in ("dois", "arxiv_ids", "openalex_ids"):
+        listed = verbatim.get(name) if isinstance(verbatim, dict) else None
+        raw[name] = [v if isinstance(v, str) else str(v) for v in listed] if isinstance(listed, list) else []
     for value in raw.get("dois") or []:
         (
             seeds.dois.append(d)

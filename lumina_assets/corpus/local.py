@@ -1,16 +1,22 @@
 """Local corpora: a folder of PDFs (metadata from the PDF, its first page and its file name) or a BEIR
-directory (`corpus.jsonl` with `_id`, `title`, `text`). Bad items are reported by name, never fatal."""
+directory (`corpus.jsonl` with `_id`, `title`, `text`). Bad items are rejected by name with a reason, never
+fatal: every PDF is opened in a child process under PdfLimits (size, decoded streams, memory, wall time)."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lumina_assets.core.hygiene import clean_text, display_name, is_utf8_path
 from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi, paper_id_for
+from lumina_assets.core.sandbox import run_limited
 from lumina_assets.core.schemas import Paper
 from lumina_assets.corpus.collections import is_beir_corpus, iter_corpus_records
+from lumina_assets.corpus.normalize import Rejection
+from lumina_assets.parsing.preflight import DEFAULT_MAX_BYTES, DEFAULT_MAX_STREAM_BYTES, PdfLimits
 
 _DOI_IN_TEXT = re.compile(r"(?:doi\s*[:.]?\s*|doi\.org/)(10\.\d{4,9}/[^\s\"<>,;]+)", re.IGNORECASE)
 _ARXIV_IN_TEXT = re.compile(r"arXiv:\s*(\d{4}\.\d{4,5})(v\d+)?", re.IGNORECASE)
@@ -23,8 +29,29 @@ _AFTER_ABSTRACT = re.compile(
 @dataclass
 class LoadReport:
     papers: list[Paper] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # one readable line per refused file or record
     kind: str = ""
+    rejected: list[Rejection] = field(default_factory=list)  # the same, as rejected_papers rows with a reason
+    repairs: list[str] = field(default_factory=list)  # strings made valid UTF-8 (kept, but worth knowing)
+
+    def reject(self, item_id: str, name: str, source: str, reason: str, message: str) -> None:
+        self.errors.append(message)
+        self.rejected.append(Rejection(item_id, name, source, reason))
+
+    def extend(self, other: LoadReport) -> None:
+        self.papers += other.papers
+        self.errors += other.errors
+        self.rejected += other.rejected
+        self.repairs += other.repairs
+
+
+class PdfRejected(ValueError):
+    """A local file that is not taken as a paper; `reason` is the code recorded in rejected_papers."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
 
 
 def file_sha256(path: Path) -> str:
@@ -36,19 +63,20 @@ def file_sha256(path: Path) -> str:
 
 
 def load_beir_papers(path: Path, *, corpus_name: str | None = None) -> LoadReport:
-    """One Paper per corpus.jsonl record (read by `collections.iter_corpus_records`); bad lines become errors."""
+    """One Paper per corpus.jsonl record (read by `collections.iter_corpus_records`); a bad line is rejected
+    with its reason, never kept with a made-up id or title."""
     name = corpus_name or path.name
     report = LoadReport(kind="beir")
-    for _, record, error in iter_corpus_records(path):
-        if error:
-            report.errors.append(error)
+    for number, record, problem in iter_corpus_records(path, report.repairs):
+        if problem:
+            report.reject(f"beir-{name}:line-{number}", "", "beir", problem.reason, str(problem))
             continue
         doc_id = record["_id"]
         report.papers.append(
             Paper(
                 paper_id=paper_id_for(corpus=f"beir-{name}", corpus_doc_id=doc_id),
-                title=str(record.get("title") or "").strip(),
-                abstract=str(record.get("text") or "").strip() or None,
+                title=record["title"].strip(),
+                abstract=record["text"].strip() or None,
                 source="beir",
                 source_id=doc_id,
             )
@@ -90,29 +118,53 @@ def _abstract_from_text(text: str) -> str | None:
     return abstract if len(abstract) > 80 else None
 
 
-def pdf_metadata(path: Path) -> Paper:
-    """A Paper for one local PDF; raises ValueError naming the file when it cannot be opened."""
+def pdf_metadata(
+    path: Path,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES,
+) -> Paper:
+    """A Paper for one local PDF; raises PdfRejected (a ValueError naming the file) when it is too large,
+    not a PDF, encrypted, a decompression bomb or cannot be opened. Every string is valid UTF-8."""
     import pymupdf
 
+    from lumina_assets.parsing.base import ParseFailure
+    from lumina_assets.parsing.preflight import check_streams
+
+    shown = display_name(path.name)
+    size = path.stat().st_size  # before reading a byte: a sparse 2 GB "%PDF" file is refused at once
+    if size == 0:
+        raise PdfRejected("empty_file", f"{shown}: empty file")
+    if size > max_bytes:
+        raise PdfRejected("too_large", f"{shown}: {size} bytes exceeds the {max_bytes} byte cap")
+    with path.open("rb") as handle:
+        if b"%PDF-" not in handle.read(1024):
+            raise PdfRejected("not_pdf", f"{shown}: cannot open as PDF (no %PDF header)")
     sha = file_sha256(path)
     try:
-        document = pymupdf.open(path)
+        document = pymupdf.open(path, filetype="pdf")
     except Exception as exc:  # pymupdf raises several types for broken files
-        raise ValueError(f"{path.name}: cannot open as PDF ({exc})") from exc
+        raise PdfRejected("cannot_open", f"{shown}: cannot open as PDF ({exc})") from exc
     with document:
         if document.needs_pass:
-            raise ValueError(f"{path.name}: encrypted PDF")
-        meta = document.metadata or {}
-        first_page = _first_page_text(document)
+            raise PdfRejected("encrypted", f"{shown}: encrypted PDF")
+        try:
+            check_streams(document, max_stream_bytes=max_stream_bytes)
+        except ParseFailure as failure:
+            raise PdfRejected(failure.reason, f"{shown}: {failure.detail}") from None
+        meta = {k: clean_text(v) for k, v in (document.metadata or {}).items() if isinstance(v, str)}
+        first_page = clean_text(_first_page_text(document))
         title_meta = (meta.get("title") or "").strip()
         title = (
             title_meta if len(title_meta) > 8 and not title_meta.lower().endswith((".pdf", ".dvi")) else ""
         )
-        title = title or _title_from_first_page(document) or path.stem
+        title = title or clean_text(_title_from_first_page(document)) or display_name(path.stem)
         doi_match = _DOI_IN_TEXT.search(first_page)
         doi = normalize_doi(doi_match.group(1).rstrip(".")) if doi_match else None
         arxiv_match = _ARXIV_IN_TEXT.search(first_page)
-        arxiv_id = normalize_arxiv_id(path.stem) or (arxiv_match.group(1) if arxiv_match else None)
+        arxiv_id = normalize_arxiv_id(display_name(path.stem)) or (
+            arxiv_match.group(1) if arxiv_match else None
+        )
         authors = [a.strip() for a in re.split(r"[;,]| and ", meta.get("author") or "") if a.strip()]
         year_match = re.match(r"D:(\d{4})", meta.get("creationDate") or "")
         return Paper(
@@ -124,35 +176,110 @@ def pdf_metadata(path: Path) -> Paper:
             year=int(year_match.group(1)) if year_match else None,
             abstract=_abstract_from_text(first_page),
             source="local_pdf",
-            source_id=path.name,
+            source_id=shown,
             local_path=str(path.resolve()),
         )
 
 
-def load_pdf_folder(folder: Path) -> LoadReport:
+def iter_pdf_files(root: Path) -> tuple[list[Path], list[tuple[Path, str, str]]]:
+    """(PDF files under `root`, skipped entries as (path, reason, message)). Symbolic links are taken only
+    when they point inside `root`; a link out of the folder (or a broken one) is skipped and reported, and
+    directory links are never followed (no loops). Names need not be UTF-8."""
+    base = root.resolve()
+    files: list[Path] = []
+    skipped: list[tuple[Path, str, str]] = []
+    for folder, dirs, names in os.walk(root, followlinks=False):
+        for name in [*dirs, *names]:
+            path = Path(folder) / name
+            is_dir_link = name in dirs and path.is_symlink()
+            if name in dirs and not is_dir_link:
+                continue
+            if not is_dir_link and not name.lower().endswith(".pdf"):
+                continue
+            if path.is_symlink():
+                try:
+                    target = path.resolve(strict=True)
+                except (OSError, RuntimeError):
+                    skipped.append((path, "broken_symlink", f"{display_name(path)}: broken symbolic link"))
+                    continue
+                if not target.is_relative_to(base):
+                    skipped.append(
+                        (
+                            path,
+                            "symlink_outside_corpus",
+                            f"{display_name(path)}: links outside {display_name(base)}",
+                        )
+                    )
+                    continue
+                if is_dir_link or not target.is_file():
+                    continue  # a link to a folder inside the corpus: its files are listed where they are
+            if path.is_file():
+                files.append(path)
+    return sorted(files), skipped
+
+
+def _take_utf8_path(paper: Paper, path: Path, store_root: Path | None) -> Paper:
+    """A file whose name is not UTF-8 cannot be named in a Parquet table: it enters the content-addressed
+    PDF store (a hex name) now, and the paper points there."""
+    if is_utf8_path(paper.local_path):
+        return paper
+    from lumina_assets.parsing.pdf_store import PdfStore
+
+    paper.local_path = str(PdfStore(store_root).put_file(path).path)
+    return paper
+
+
+def load_pdf_folder(
+    folder: Path, *, limits: PdfLimits | None = None, store_root: Path | None = None
+) -> LoadReport:
+    """Metadata of every PDF under `folder`, each opened in a limited child process (a bomb costs its own
+    file only); refused files and links out of the folder are rejected with their reason."""
+    limits = limits or PdfLimits()
     report = LoadReport(kind="pdf_folder")
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() == ".pdf"):
-        try:
-            report.papers.append(pdf_metadata(path))
-        except ValueError as exc:
-            report.errors.append(str(exc))
+    files, skipped = iter_pdf_files(folder)
+    for path, reason, message in skipped:
+        report.reject(
+            f"file:{display_name(path.name)}", display_name(path.name), "local_pdf", reason, message
+        )
+    for path in files:
+        _load_one(path, limits, report, store_root)
     return report
 
 
-def load_local_corpus(path: Path) -> LoadReport:
+def _load_one(path: Path, limits: PdfLimits, report: LoadReport, store_root: Path | None) -> None:
+    shown = display_name(path.name)
+    if not is_utf8_path(path):
+        report.repairs.append(f"{shown}: file name is not UTF-8 (shown with U+FFFD)")
+    outcome = run_limited(
+        pdf_metadata,
+        path,
+        limits=limits.process(),
+        max_bytes=limits.max_bytes,
+        max_stream_bytes=limits.max_stream_bytes,
+    )
+    if outcome.ok:
+        report.papers.append(_take_utf8_path(outcome.value, path, store_root))
+        return
+    reason = outcome.reason or "cannot_open"
+    message = (
+        outcome.detail if outcome.error_type == "PdfRejected" else f"{shown}: {reason} ({outcome.detail})"
+    )
+    report.reject(f"file:{shown}", shown, "local_pdf", reason, message)
+
+
+def load_local_corpus(
+    path: Path, *, limits: PdfLimits | None = None, store_root: Path | None = None
+) -> LoadReport:
     """A BEIR directory or a folder of PDFs; a clear error for anything else."""
     if not path.exists():
         raise FileNotFoundError(f"LUMINA_CORPUS points to {path}, which does not exist")
     if is_beir_corpus(path):
         return load_beir_papers(path)
     if path.is_dir():
-        return load_pdf_folder(path)
+        return load_pdf_folder(path, limits=limits, store_root=store_root)
     if path.suffix.lower() == ".pdf":
         report = LoadReport(kind="pdf_folder")
-        try:
-            report.papers.append(pdf_metadata(path))
-        except ValueError as exc:
-            report.errors.append(str(exc))
+        _load_one(path, limits or PdfLimits(), report, store_root)
         return report
     raise ValueError(
         f"LUMINA_CORPUS={path} is neither a folder of PDFs nor a BEIR directory with corpus.jsonl"

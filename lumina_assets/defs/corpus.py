@@ -21,12 +21,13 @@ from lumina_assets.core.schemas import (
     rows_to_table,
 )
 from lumina_assets.corpus.crawl import ArxivQuery, Seeds, crawl_arxiv, crawl_openalex, load_seeds
-from lumina_assets.corpus.local import load_local_corpus, load_pdf_folder
+from lumina_assets.corpus.local import LoadReport, load_local_corpus, load_pdf_folder
 from lumina_assets.corpus.normalize import normalize
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from resources.arxiv import ArxivResource
 from resources.corpus import CorpusResource
 from resources.openalex import OpenAlexResource
+from resources.parsing import ParsingConfig
 
 GROUP = "corpus"
 RAW_PAPER_SCHEMA = pa.schema(PAPER_FIELDS)
@@ -181,33 +182,42 @@ def arxiv_works(
     )
 
 
-@dg.asset(group_name=GROUP, code_version="1")
-def local_papers(context: dg.AssetExecutionContext, corpus: CorpusResource) -> dg.MaterializeResult:
-    """Papers from LUMINA_CORPUS (folder of PDFs or BEIR directory) and the data/inbox folder of new PDFs."""
-    papers: list[Paper] = []
-    failures: list[str] = []
+@dg.asset(group_name=GROUP, code_version="2")
+def local_papers(
+    context: dg.AssetExecutionContext, corpus: CorpusResource, parsing: ParsingConfig
+) -> dg.MaterializeResult:
+    """Papers from LUMINA_CORPUS (folder of PDFs or BEIR directory) and the data/inbox folder of new PDFs.
+    Each PDF is opened under the parsing limits; a refused file or record is rejected with its reason."""
+    report = LoadReport()
     kinds: Counter = Counter()
+    limits = parsing.pdf_limits()
     path = corpus.local_corpus()
     if path is not None:
-        report = load_local_corpus(path)
-        papers += report.papers
-        failures += report.errors
-        kinds[report.kind] += len(report.papers)
+        loaded = load_local_corpus(path, limits=limits)
+        report.extend(loaded)
+        kinds[loaded.kind] += len(loaded.papers)
     inbox = settings.inbox_dir()
     if inbox.is_dir():
-        report = load_pdf_folder(inbox)
-        papers += report.papers
-        failures += report.errors
-        kinds["inbox"] += len(report.papers)
-    for failure in failures:
+        loaded = load_pdf_folder(inbox, limits=limits)
+        report.extend(loaded)
+        kinds["inbox"] += len(loaded.papers)
+    for failure in report.errors:
         context.log.warning(failure)
-    content, frame = _write_raw(tables.LOCAL_PAPERS, papers)
+    content, frame = _write_raw(tables.LOCAL_PAPERS, report.papers)
+    tables.write(
+        tables.LOCAL_REJECTED,
+        rows_to_table([dataclasses.asdict(r) for r in report.rejected], REJECTED_SCHEMA),
+    )
     return dg.MaterializeResult(
         metadata={
-            "papers": len(papers),
+            "papers": len(report.papers),
             "corpus_path": str(path) if path else "none",
             "by_kind": dg.MetadataValue.json(dict(kinds)),
-            **_failure_metadata(failures),
+            **_failure_metadata(
+                [f"{r.reason}: {m}" for r, m in zip(report.rejected, report.errors, strict=True)]
+            ),
+            "rejected_by_reason": dg.MetadataValue.json(dict(Counter(r.reason for r in report.rejected))),
+            "repaired": dg.MetadataValue.md("\n".join(f"- {r}" for r in report.repairs[:50]) or "none"),
             "sample": dg.MetadataValue.md(
                 tables.markdown_sample(frame, ["paper_id", "title", "source", "source_id"])
             ),
@@ -280,7 +290,9 @@ def papers(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         context.instance.add_dynamic_partitions(INGEST_BATCHES.name, [batch])
     table = rows_to_table(rows, PAPERS_TABLE_SCHEMA)
     tables.write(tables.PAPERS, table)
-    rejected = rows_to_table([dataclasses.asdict(r) for r in result.rejected], REJECTED_SCHEMA)
+    local_rejected = tables.read(tables.LOCAL_REJECTED)  # files and records refused at intake
+    intake = local_rejected.to_dicts() if local_rejected is not None else []
+    rejected = rows_to_table([*intake, *(dataclasses.asdict(r) for r in result.rejected)], REJECTED_SCHEMA)
     tables.write(tables.REJECTED_PAPERS, rejected)
     state_path.write_text(input_hash)
     frame = pl.from_arrow(table)
@@ -292,8 +304,10 @@ def papers(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
             "changed_papers": changed,
             "renormalized": len(raw),
             "ingest_batch": batch if new_ids else "none (no new papers)",
-            "rejected": len(result.rejected),
-            "rejected_by_reason": dg.MetadataValue.json(result.reasons()),
+            "rejected": len(result.rejected) + len(intake),
+            "rejected_by_reason": dg.MetadataValue.json(
+                dict(Counter(result.reasons()) + Counter(r["reason"] for r in intake))
+            ),
             "by_source": dg.MetadataValue.json(dict(by_source)),
             "table": str(tables.PAPERS.path()),
             "sample": dg.MetadataValue.md(tables.markdown_sample(frame, SAMPLE_COLUMNS)),

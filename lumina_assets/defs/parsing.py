@@ -15,7 +15,12 @@ import pyarrow as pa
 from lumina_assets.core import settings, tables
 from lumina_assets.core.schemas import PASSAGE_SCHEMA, ParsedPaper, rows_to_table
 from lumina_assets.defs.partitions import INGEST_BATCHES
-from lumina_assets.parsing.batch import parse_batch, passages_for_batch
+from lumina_assets.parsing.batch import (
+    parse_batch,
+    parser_failure_share,
+    passages_for_batch,
+    systemic_failure,
+)
 from lumina_assets.parsing.pdf_store import PdfStore, fetch_paper_pdf, remove_stale_temp_files
 from resources.grobid import GrobidResource
 from resources.parsing import ParsingConfig
@@ -79,6 +84,19 @@ def _previous_rows(spec: tables.TableSpec, batch: str) -> dict[str, dict[str, An
     return {row["paper_id"]: row for row in previous.iter_rows(named=True)}
 
 
+def _md_failures(rows: list[dict[str, Any]], limit: int = 50) -> str:
+    """One line per failed paper with its reason: which file, and why, without opening the table."""
+    failed = [row for row in rows if row["status"] == "failed"]
+    lines = [
+        f"- `{row['paper_id']}`: {row['reason']}"
+        + (f" ({str(row.get('detail'))[:160]})" if row.get("detail") else "")
+        for row in failed[:limit]
+    ]
+    if len(failed) > limit:
+        lines.append(f"- ... {len(failed) - limit} more")
+    return "\n".join(lines) or "_none_"
+
+
 def _md_counts(counts: dict[str, int]) -> str:
     if not counts:
         return "_none_"
@@ -135,6 +153,7 @@ def pdf_files(context: dg.AssetExecutionContext, parsing: ParsingConfig) -> dg.M
         "bytes": int(sum(row["bytes"] or 0 for row in rows)),
         "stale_temp_files_removed": stale,
         "failures_by_reason": dg.MetadataValue.md(_md_counts(dict(failures))),
+        "failed_files": dg.MetadataValue.md(_md_failures(rows)),
         "table": str(tables.PDF_FILES.path(batch)),
         "sample": dg.MetadataValue.md(
             tables.markdown_sample(frame, ["paper_id", "status", "reason", "bytes"])
@@ -178,7 +197,11 @@ def _paper_markdown(paper: ParsedPaper, limit: int = 12) -> str:
             "parse_failure_rate",
             asset="parsed_papers",
             blocking=True,
-            description="share of PDFs that failed to parse stays under ParsingConfig.failure_threshold",
+            description=(
+                "no systemic parse failure: every PDF failing (from 3 on), or parser failures (errors, crashes) "
+                "above ParsingConfig.failure_threshold from failure_check_min_documents PDFs on; bad files "
+                "alone never block the batch"
+            ),
         )
     ],
     description="A structured document per paper (sections, references, citations, figures, tables, formulas).",
@@ -196,6 +219,7 @@ def parsed_papers(
         _previous_rows(tables.PARSED_PAPERS, batch),
         parser,
         workers=parsing.workers,
+        limits=parsing.pdf_limits().process(),
         log_fn=context.log.warning,
     )
     rows, sample, seconds = result.rows, result.sample, result.seconds
@@ -210,16 +234,26 @@ def parsed_papers(
         ok_rows = frame.filter(pl.col("status") == "ok")
         if ok_rows.height:
             sample = ParsedPaper.from_json(ok_rows["parsed_json"][0])
+    verdict = systemic_failure(
+        failures,
+        with_pdf,
+        threshold=parsing.failure_threshold,
+        min_documents=parsing.failure_check_min_documents,
+    )
     check = dg.AssetCheckResult(
         check_name="parse_failure_rate",
-        passed=failure_rate <= parsing.failure_threshold,
+        passed=verdict is None,
         severity=dg.AssetCheckSeverity.ERROR,
+        description=verdict or "no systemic parse failure; bad files are recorded and skipped",
         metadata={
             "failure_rate": round(failure_rate, 4),
+            "parser_failure_rate": round(parser_failure_share(failures, with_pdf), 4),
             "threshold": parsing.failure_threshold,
+            "min_documents": parsing.failure_check_min_documents,
             "failed": statuses.get("failed", 0),
             "papers_with_pdf": with_pdf,
             "failures_by_reason": dg.MetadataValue.json(dict(failures)),
+            "verdict": verdict or "ok",
         },
     )
     ok = frame.filter(pl.col("status") == "ok")
@@ -233,6 +267,7 @@ def parsed_papers(
             "reused_unchanged": result.reused,
             "failure_rate": round(failure_rate, 4),
             "failures_by_reason": dg.MetadataValue.md(_md_counts(dict(failures))),
+            "failed_files": dg.MetadataValue.md(_md_failures(rows)),
             "parsers": dg.MetadataValue.json(dict(Counter(r["parser"] for r in rows if r.get("parser")))),
             "pages": int(ok["page_count"].sum() or 0) if ok.height else 0,
             "pages_per_second_this_run": round(result.pages_now / seconds, 1) if seconds else 0.0,
@@ -336,4 +371,7 @@ CHECKS: list = []  # the checks are declared on the assets (check_specs) so they
 
 
 def build_resources() -> dict:
-    return {"parsing": ParsingConfig(), "grobid": GrobidResource()}
+    return {
+        "parsing": ParsingConfig(allow_private_pdf_urls=settings.allow_private_urls()),
+        "grobid": GrobidResource(),
+    }

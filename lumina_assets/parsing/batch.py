@@ -14,6 +14,8 @@ from typing import Any
 
 import polars as pl
 
+from lumina_assets.core.hygiene import clean_text, needs_cleaning
+from lumina_assets.core.sandbox import ALLOCATION_FAILED, Limits, run_limited
 from lumina_assets.core.schemas import ParsedPaper
 
 # Failures that depend on the environment (no GROBID server, a missing model), not on the file: retried next run.
@@ -23,12 +25,19 @@ RETRYABLE_REASONS = {"parser_unavailable", "grobid_error", "parser_error", "pars
 # ---------------------------------------------------------------- parsing
 
 
+def _valid_utf8(paper: ParsedPaper) -> ParsedPaper:
+    """The parsed document with every string valid UTF-8 (a PDF /Title in broken UTF-16 gives lone
+    surrogates, which the Parquet writer refuses)."""
+    text = paper.to_json()
+    return paper if not needs_cleaning(text) else ParsedPaper.from_json(clean_text(text))
+
+
 def parse_one(parser, path: str, paper_id: str) -> tuple[ParsedPaper | None, str | None, str | None]:
     """(paper, reason, detail): a parser exception of any kind becomes a recorded failure."""
     from lumina_assets.parsing.base import ParseFailure
 
     try:
-        return parser.parse(path, paper_id), None, None
+        return _valid_utf8(parser.parse(path, paper_id)), None, None
     except ParseFailure as exc:
         return None, exc.reason, exc.detail[:500]
     except Exception as exc:  # a parser bug must cost one paper, not the batch
@@ -42,24 +51,65 @@ def timed_parse(parser, path: str, paper_id: str):
     return paper, reason, detail, time.perf_counter() - started
 
 
-def parse_all(parser, jobs: list[tuple[str, str]], workers: int) -> list:
-    """(paper, reason, detail, seconds) per (path, paper_id) job, in order: in this process, or in `workers`
-    processes (PyMuPDF is CPU-bound and holds the GIL)."""
-    if workers <= 1 or len(jobs) <= 1:
-        return [timed_parse(parser, path, paper_id) for path, paper_id in jobs]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+def limited_parse(parser, path: str, paper_id: str, limits: Limits, peaks: list[float] | None = None):
+    """timed_parse in a child process under `limits`: a bomb or a hung page is `time_limit` /
+    `memory_limit` / `worker_crashed` for this paper, and this process never sees its memory. The child's
+    peak resident memory (MB), when it lived to report it, is appended to `peaks`."""
+    outcome = run_limited(parse_one, parser, path, paper_id, limits=limits)
+    if peaks is not None and outcome.peak_rss_mb is not None:
+        peaks.append(outcome.peak_rss_mb)
+    if not outcome.ok:
+        return None, outcome.reason, outcome.detail[:500], outcome.seconds
+    paper, reason, detail = outcome.value
+    if reason is not None and limits.memory_mb > 0 and ALLOCATION_FAILED.search(detail or ""):
+        reason = "memory_limit"  # MuPDF's refused allocation, caught by the parser as a broken page
+    return paper, reason, detail, outcome.seconds
 
-    context = multiprocessing.get_context("spawn")  # no forked copies of Dagster's threads and locks
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
-        futures = [pool.submit(timed_parse, parser, path, paper_id) for path, paper_id in jobs]
-        results = []
-        for future in futures:
-            try:
-                results.append(future.result())
-            except Exception as exc:  # a worker that died (a crash inside MuPDF) costs its paper only
-                results.append((None, "parser_crashed", f"{type(exc).__name__}: {str(exc)[:300]}", 0.0))
-        return results
+
+def parse_all(parser, jobs: list[tuple[str, str]], workers: int, limits: Limits | None = None) -> list:
+    """(paper, reason, detail, seconds) per (path, paper_id) job, in order. With `limits`, every document is
+    parsed in its own limited child process, `workers` at a time; without, in this process (tests, `lumina
+    bench`)."""
+    if limits is None:
+        return [timed_parse(parser, path, paper_id) for path, paper_id in jobs]
+    if workers <= 1 or len(jobs) <= 1:
+        return [limited_parse(parser, path, paper_id, limits) for path, paper_id in jobs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Threads only wait on the children, which do the work; MuPDF is CPU-bound and holds the GIL.
+    with ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+        return list(pool.map(lambda job: limited_parse(parser, job[0], job[1], limits), jobs))
+
+
+# Failures that say the parser (or its environment) is broken, not the file: what the blocking check counts.
+PARSER_FAILURE_REASONS = {
+    "parser_error",
+    "parser_crashed",
+    "parser_unavailable",
+    "grobid_error",
+    "worker_error",
+}
+ALL_FAILED_MIN_DOCUMENTS = 3
+
+
+def parser_failure_share(failures: dict[str, int], with_pdf: int) -> float:
+    failed = sum(n for reason, n in failures.items() if reason in PARSER_FAILURE_REASONS)
+    return failed / with_pdf if with_pdf else 0.0
+
+
+def systemic_failure(
+    failures: dict[str, int], with_pdf: int, *, threshold: float, min_documents: int
+) -> str | None:
+    """Why a batch's parse looks broken as a whole, or None. Bad files (encrypted, truncated, bombs over a
+    limit) are the file's fault: recorded and skipped, they never hold the good papers of the batch back.
+    A broken parser shows as every document failing, or as parser failures above `threshold`."""
+    failed = sum(failures.values())
+    if with_pdf >= ALL_FAILED_MIN_DOCUMENTS and failed == with_pdf:
+        return f"all {with_pdf} PDFs failed to parse ({', '.join(sorted(failures))})"
+    share = parser_failure_share(failures, with_pdf)
+    if with_pdf >= min_documents and share > threshold:
+        return f"{share:.0%} of {with_pdf} PDFs failed in the parser itself (threshold {threshold:.0%})"
+    return None
 
 
 @dataclass
@@ -78,6 +128,7 @@ def parse_batch(
     parser,
     *,
     workers: int = 1,
+    limits: Limits | None = None,
     log_fn: Callable[[str], None] | None = None,
 ) -> ParsedBatch:
     """parsed_papers rows for a batch's pdf_files rows. A paper whose PDF and parser configuration are unchanged
@@ -106,7 +157,7 @@ def parse_batch(
             continue
         todo.append((len(slots), file))
         slots.append(None)
-    outcomes = parse_all(parser, [(f["path"], f["paper_id"]) for _, f in todo], workers)
+    outcomes = parse_all(parser, [(f["path"], f["paper_id"]) for _, f in todo], workers, limits)
     for (slot, file), (paper, reason, detail, elapsed) in zip(todo, outcomes, strict=True):
         paper_id = file["paper_id"]
         result.seconds += elapsed

@@ -12,7 +12,13 @@ from pathlib import Path
 from lumina_assets.core import settings
 from lumina_assets.core.schemas import ParsedPaper
 from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, register
-from lumina_assets.parsing.preflight import DEFAULT_MAX_BYTES, DEFAULT_MAX_PAGES, check_file, open_pdf
+from lumina_assets.parsing.preflight import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_PAGES,
+    DEFAULT_MAX_STREAM_BYTES,
+    check_file,
+    open_pdf,
+)
 from lumina_assets.parsing.tei import parse_tei
 
 log = logging.getLogger(__name__)
@@ -37,6 +43,7 @@ class GrobidParser:
         tei_coordinates: bool = True,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_pages: int = DEFAULT_MAX_PAGES,
+        max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES,
     ):
         self.grobid_url = grobid_url_from_env(grobid_url)
         self.timeout = timeout
@@ -45,6 +52,7 @@ class GrobidParser:
         self.tei_coordinates = tei_coordinates
         self.max_bytes = max_bytes
         self.max_pages = max_pages
+        self.max_stream_bytes = max_stream_bytes
         self._client = None
 
     def client(self):
@@ -66,7 +74,9 @@ class GrobidParser:
 
     def parse(self, path: Path | str, paper_id: str) -> ParsedPaper:
         check_file(path, max_bytes=self.max_bytes)
-        doc = open_pdf(path, max_pages=self.max_pages)  # GROBID would turn these into opaque 500s
+        doc = open_pdf(
+            path, max_pages=self.max_pages, max_stream_bytes=self.max_stream_bytes
+        )  # GROBID would turn these into opaque 500s
         page_count = doc.page_count
         doc.close()
         _, status, text = self.client().process_pdf(

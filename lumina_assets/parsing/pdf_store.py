@@ -111,13 +111,19 @@ def check_pdf_bytes(head: bytes, size: int, *, max_bytes: int, content_type: str
 
 
 def download_pdf(client: HttpClient, url: str, *, max_bytes: int = DEFAULT_MAX_PDF_BYTES) -> bytes:
-    """GET one PDF through the shared HTTP layer (retries, rate limit; never the text cache) and validate it."""
+    """GET one PDF through the shared HTTP layer (retries, rate limit, the client's URL policy at every
+    redirect; never the text cache), streamed under `max_bytes`, and validate it."""
     try:
         response = client.request(
-            "GET", url, use_cache=False, headers={"Accept": "application/pdf,*/*;q=0.5"}
+            "GET",
+            url,
+            use_cache=False,
+            headers={"Accept": "application/pdf,*/*;q=0.5"},
+            max_bytes=max_bytes,
         )
     except HttpError as exc:
-        raise PdfFetchError("http_error", str(exc)) from None
+        reason = exc.reason if exc.reason in ("too_large", "blocked_url", "deadline") else "http_error"
+        raise PdfFetchError(reason, str(exc)) from None
     content_type = {k.lower(): v for k, v in response.headers.items()}.get("content-type", "")
     declared = content_type.split(";")[0].strip().lower()
     data = response.content

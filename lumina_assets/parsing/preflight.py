@@ -3,13 +3,36 @@
 from __future__ import annotations
 
 import os
+import re
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
+from lumina_assets.core.sandbox import DEFAULT_MEMORY_MB, DEFAULT_WALL_SECONDS, Limits
 from lumina_assets.parsing.base import ParseFailure
 
 PDF_MAGIC = b"%PDF-"
 DEFAULT_MAX_BYTES = 100 * 1024 * 1024
 DEFAULT_MAX_PAGES = 500
+# A page's content stream of a real paper decodes to well under a megabyte (a dense vector plot to a few);
+# MuPDF needs ~30x a content stream's size in memory to interpret it, so 300 MB is a decompression bomb.
+DEFAULT_MAX_STREAM_BYTES = 32 * 1024 * 1024
+_FILTER_NAMES = re.compile(r"/(\w+)")
+
+
+@dataclass(frozen=True)
+class PdfLimits:
+    """Every limit on the work one PDF may cause (metadata or parsing); `ParsingConfig` fills it from config.
+    `memory_mb` is what one document may add to its worker's address space; 0 switches a limit off."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_pages: int = DEFAULT_MAX_PAGES
+    max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES
+    wall_seconds: float = DEFAULT_WALL_SECONDS
+    memory_mb: int = DEFAULT_MEMORY_MB
+
+    def process(self) -> Limits:
+        return Limits(wall_seconds=self.wall_seconds, memory_mb=self.memory_mb)
 
 
 def check_file(path: Path | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> int:
@@ -35,8 +58,47 @@ def check_file(path: Path | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> int:
     return size
 
 
-def open_pdf(path: Path | str, *, max_pages: int = DEFAULT_MAX_PAGES):
-    """Open with PyMuPDF and reject corrupt, encrypted, zero-page and oversized documents."""
+def _decoded_size_exceeds(raw: bytes, limit: int) -> bool:
+    """Inflate a FlateDecode stream a megabyte at a time, stopping past `limit`: never holds the whole."""
+    inflater = zlib.decompressobj()
+    total = 0
+    data = raw
+    try:
+        while data:
+            total += len(inflater.decompress(data, 1 << 20))
+            if total > limit:
+                return True
+            data = inflater.unconsumed_tail
+    except zlib.error:
+        return False  # a broken stream is MuPDF's to repair or reject, not a bomb
+    return False
+
+
+def check_streams(doc, *, max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES) -> None:
+    """Reject a document with a Flate stream (page content, form, font: anything but an image, whose size
+    MuPDF bounds by its dimensions) that decodes past `max_stream_bytes`, before MuPDF inflates it whole."""
+    if max_stream_bytes <= 0:
+        return
+    for xref in range(1, doc.xref_length()):
+        if not doc.xref_is_stream(xref) or doc.xref_get_key(xref, "Subtype")[1] == "/Image":
+            continue
+        filters = _FILTER_NAMES.findall(doc.xref_get_key(xref, "Filter")[1])
+        if filters != ["FlateDecode"]:
+            continue  # unfiltered streams are as large as the file; other chains are left to the limits
+        if _decoded_size_exceeds(doc.xref_stream_raw(xref), max_stream_bytes):
+            raise ParseFailure(
+                "stream_too_large",
+                f"object {xref} decodes past the {max_stream_bytes // (1024 * 1024)} MB stream limit",
+            )
+
+
+def open_pdf(
+    path: Path | str,
+    *,
+    max_pages: int = DEFAULT_MAX_PAGES,
+    max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES,
+):
+    """Open with PyMuPDF and reject corrupt, encrypted, zero-page, oversized and bomb documents."""
     import pymupdf
 
     try:
@@ -53,4 +115,9 @@ def open_pdf(path: Path | str, *, max_pages: int = DEFAULT_MAX_PAGES):
         count = doc.page_count
         doc.close()
         raise ParseFailure("too_many_pages", f"{count} pages exceeds the {max_pages} page cap")
+    try:
+        check_streams(doc, max_stream_bytes=max_stream_bytes)
+    except ParseFailure:
+        doc.close()
+        raise
     return doc

@@ -21,7 +21,13 @@ from pathlib import Path
 
 from lumina_assets.core.schemas import CitationLink, Element, ParsedPaper, Reference, Section
 from lumina_assets.parsing.base import ParseFailure, ensure_unique_numbers, join_lines, register
-from lumina_assets.parsing.preflight import DEFAULT_MAX_BYTES, DEFAULT_MAX_PAGES, check_file, open_pdf
+from lumina_assets.parsing.preflight import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_PAGES,
+    DEFAULT_MAX_STREAM_BYTES,
+    check_file,
+    open_pdf,
+)
 
 # Whitespace kept, ligatures expanded (ﬁ -> fi), images skipped (the slow part of "dict"), mediabox clip.
 _TEXT_FLAGS = 2 | 64 | 128
@@ -674,6 +680,7 @@ class PyMuPdfParser:
         tables: str = "fast",
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_pages: int = DEFAULT_MAX_PAGES,
+        max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES,
         min_chars_per_page: int = 100,
     ):
         if tables not in {"fast", "finder", "off"}:
@@ -681,11 +688,12 @@ class PyMuPdfParser:
         self.tables = tables
         self.max_bytes = max_bytes
         self.max_pages = max_pages
+        self.max_stream_bytes = max_stream_bytes
         self.min_chars_per_page = min_chars_per_page
 
     def parse(self, path: Path | str, paper_id: str) -> ParsedPaper:
         check_file(path, max_bytes=self.max_bytes)
-        doc = open_pdf(path, max_pages=self.max_pages)
+        doc = open_pdf(path, max_pages=self.max_pages, max_stream_bytes=self.max_stream_bytes)
         try:
             return self._parse_document(doc, paper_id)
         except ParseFailure:

@@ -104,15 +104,28 @@ def parse_tei(xml: bytes | str, paper_id: str, parser: str = "grobid") -> Parsed
     """Parse one GROBID TEI document; raises ParseFailure("bad_tei") for XML that is not a TEI document."""
     from lxml import etree
 
-    data = xml.encode("utf-8") if isinstance(xml, str) else xml
+    data = xml.encode("utf-8", errors="replace") if isinstance(xml, str) else xml
     try:
         root = etree.fromstring(
-            data, parser=etree.XMLParser(recover=False, huge_tree=True, resolve_entities=False)
+            data,
+            parser=etree.XMLParser(
+                recover=False, huge_tree=True, resolve_entities=False, no_network=True, load_dtd=False
+            ),
         )
     except etree.XMLSyntaxError as exc:
         raise ParseFailure("bad_tei", f"malformed TEI XML: {exc}") from None
     if root.tag != f"{{{TEI}}}TEI":
         raise ParseFailure("bad_tei", f"root element is {root.tag}, not TEI")
+    # GROBID never writes a DTD; entity declarations (and the unresolved entity nodes they leave) are hostile.
+    if root.getroottree().docinfo.internalDTD is not None or any(True for _ in root.iter(etree.Entity)):
+        raise ParseFailure("bad_tei", "TEI with a DTD or entity references")
+    try:
+        return _tei_document(root, paper_id, parser)
+    except (ValueError, TypeError) as exc:  # a tree shape no GROBID writes: the file's failure, not a crash
+        raise ParseFailure("bad_tei", f"{type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def _tei_document(root, paper_id: str, parser: str) -> ParsedPaper:
 
     title = _text(root.find("t:teiHeader//t:titleStmt/t:title", NS))
     abstract = "\n\n".join(

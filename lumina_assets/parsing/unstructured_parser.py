@@ -12,7 +12,13 @@ from pathlib import Path
 
 from lumina_assets.core.schemas import Element, ParsedPaper, Section
 from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, ensure_unique_numbers, register
-from lumina_assets.parsing.preflight import DEFAULT_MAX_BYTES, DEFAULT_MAX_PAGES, check_file, open_pdf
+from lumina_assets.parsing.preflight import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_PAGES,
+    DEFAULT_MAX_STREAM_BYTES,
+    check_file,
+    open_pdf,
+)
 
 _SKIP = {"Header", "Footer", "PageNumber", "PageBreak", "Image"}
 _TEXT = {"NarrativeText", "Text", "ListItem", "UncategorizedText", "Address", "EmailAddress", "CodeSnippet"}
@@ -46,6 +52,7 @@ class UnstructuredParser:
         languages: tuple[str, ...] = ("eng",),
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_pages: int = DEFAULT_MAX_PAGES,
+        max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES,
         partition=None,
     ):
         self.strategy = strategy
@@ -53,6 +60,7 @@ class UnstructuredParser:
         self.languages = list(languages)
         self.max_bytes = max_bytes
         self.max_pages = max_pages
+        self.max_stream_bytes = max_stream_bytes
         self._partition = partition  # injectable for tests of the empty-result guard
 
     def _partition_pdf(self):
@@ -65,7 +73,7 @@ class UnstructuredParser:
 
     def parse(self, path: Path | str, paper_id: str) -> ParsedPaper:
         check_file(path, max_bytes=self.max_bytes)
-        doc = open_pdf(path, max_pages=self.max_pages)
+        doc = open_pdf(path, max_pages=self.max_pages, max_stream_bytes=self.max_stream_bytes)
         page_count = doc.page_count
         has_text = any(page.get_text("text").strip() for page in doc)
         doc.close()

@@ -15,6 +15,7 @@ from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from resources.arxiv import ArxivResource
 from resources.corpus import CorpusResource
 from resources.openalex import OpenAlexResource
+from resources.parsing import ParsingConfig
 
 
 @pytest.fixture
@@ -32,6 +33,7 @@ def run_corpus(corpus_path, instance, tags=None):
         corpus.ASSETS,
         resources={
             "corpus": CorpusResource(corpus_path=str(corpus_path)),
+            "parsing": ParsingConfig(),
             "openalex": OpenAlexResource(),
             "arxiv": ArxivResource(),
         },

@@ -130,14 +130,42 @@ def test_rerun_reuses_unchanged_papers(batch_papers, data_dir):
     assert tables.read(tables.PASSAGES, BATCH).sort("passage_id").equals(first.sort("passage_id"))
 
 
-def test_failure_rate_check_blocks_indexing(batch_papers):
-    """1 of 3 PDFs failing is above the default 25 %: the blocking check stops the run before passages."""
+def test_a_bad_file_never_keeps_the_good_papers_out(batch_papers):
+    """1 of 3 PDFs truncated, default config: the bad file is recorded with its reason and skipped, the
+    check passes (bad input is not systemic) and the good papers reach passages."""
     result = _materialize(_instance())
-    assert not result.success
+    assert result.success
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    assert checks == {"parse_failure_rate": False}
+    assert checks == {"parse_failure_rate": True, "no_empty_passages": True}
+    parsed_meta = result.asset_materializations_for_node("parsed_papers")[0].metadata
+    assert "`pdf:truncated`: truncated" in parsed_meta["failed_files"].value
+    indexed = set(tables.read(tables.PASSAGES, BATCH)["paper_id"])
+    assert {"pdf:n18", "pdf:specter"} <= indexed
+
+
+def test_a_parser_that_fails_everything_blocks_indexing(batch_papers):
+    """GROBID configured but unreachable: every PDF fails, which is systemic; the blocking check stops the
+    batch before passages and says why."""
+    broken = {"parsing": ParsingConfig(parser="grobid"), "grobid": GrobidResource(url="http://127.0.0.1:9")}
+    result = _materialize(_instance(), broken)
+    assert not result.success
+    evaluations = [e for e in result.get_asset_check_evaluations() if e.check_name == "parse_failure_rate"]
+    assert len(evaluations) == 1 and not evaluations[0].passed
+    assert "all 3 PDFs failed" in evaluations[0].description
     assert tables.read(tables.PARSED_PAPERS, BATCH) is not None
     assert tables.read(tables.PASSAGES, BATCH) is None
+
+
+def test_systemic_failure_rule():
+    from lumina_assets.parsing.batch import systemic_failure
+
+    rule = {"threshold": 0.25, "min_documents": 10}
+    assert systemic_failure({"truncated": 2, "stream_too_large": 1}, 5, **rule) is None  # bad files only
+    assert systemic_failure({"corrupt": 1}, 1, **rule) is None  # one bad file alone is not a broken parser
+    assert "all 3" in systemic_failure({"corrupt": 3}, 3, **rule)
+    assert systemic_failure({"parser_error": 2}, 9, **rule) is None  # too few documents to tell
+    assert "failed in the parser" in systemic_failure({"parser_error": 3, "encrypted": 5}, 10, **rule)
+    assert systemic_failure({"parser_error": 2, "encrypted": 6}, 10, **rule) is None
 
 
 def test_local_file_moved_after_intake_still_parses(batch_papers, data_dir, tmp_path, shared_data):

@@ -123,6 +123,7 @@ def test_sensor_run_assigns_the_new_papers_to_the_batch(shared_data, data_dir):
     """The run the sensor asks for, executed: `papers` files the inbox papers under the sensor's batch key."""
     from lumina_assets.defs import corpus
     from resources.corpus import CorpusResource
+    from resources.parsing import ParsingConfig
 
     inbox = settings.inbox_dir()
     _drop(shared_data, inbox, SMALL_PDFS[0])
@@ -135,7 +136,10 @@ def test_sensor_run_assigns_the_new_papers_to_the_batch(shared_data, data_dir):
     if len(assets) < 2:
         pytest.skip("corpus stage does not define local_papers and papers yet")
     outcome = dg.materialize(
-        assets, instance=instance, tags=request.tags, resources={"corpus": CorpusResource()}
+        assets,
+        instance=instance,
+        tags=request.tags,
+        resources={"corpus": CorpusResource(), "parsing": ParsingConfig()},
     )
     assert outcome.success
     table = pl.read_parquet(settings.tables_dir() / "papers.parquet")

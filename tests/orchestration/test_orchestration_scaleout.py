@@ -49,6 +49,7 @@ def test_ingest_run_on_a_postgres_instance(shared_data, data_dir, tmp_path):
     pytest.importorskip("dagster_postgres", reason="dagster-postgres is in the dev extra")
     from lumina_assets.defs import corpus
     from resources.corpus import CorpusResource
+    from resources.parsing import ParsingConfig
 
     assets = [a for a in corpus.ASSETS if set(a.keys) & set(INBOX_ASSETS)]
     if len(assets) < 2:
@@ -69,7 +70,10 @@ def test_ingest_run_on_a_postgres_instance(shared_data, data_dir, tmp_path):
         batch_key = request.tags[INGEST_BATCH_TAG]
         instance.add_dynamic_partitions(INGEST_BATCHES.name, [batch_key])
         outcome = dg.materialize(
-            assets, instance=instance, tags=request.tags, resources={"corpus": CorpusResource()}
+            assets,
+            instance=instance,
+            tags=request.tags,
+            resources={"corpus": CorpusResource(), "parsing": ParsingConfig()},
         )
         assert outcome.success
         assert apply_pool_limits(instance) == POOL_LIMITS

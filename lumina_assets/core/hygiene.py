@@ -1,0 +1,94 @@
+"""Valid UTF-8 at the edge: strings from PDFs, JSON, feeds and file names may hold lone surrogates (a JSON
+`"\\ud800"`, a PDF `/Title` in broken UTF-16, a file name that is not UTF-8) that fail the Parquet writer much later
+and far from their cause. They are repaired where they enter, and the repair is recorded, never a crash."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+REPLACEMENT = "\ufffd"
+_SURROGATES_AND_NUL = re.compile("[\ud800-\udfff\x00]")
+
+
+def clean_text(value: str) -> str:
+    """`value` with lone surrogates replaced by U+FFFD and NUL bytes dropped; ASCII passes untouched."""
+    if value.isascii() and "\x00" not in value:
+        return value
+    return _SURROGATES_AND_NUL.sub(lambda m: "" if m.group() == "\x00" else REPLACEMENT, value)
+
+
+def needs_cleaning(value: str) -> bool:
+    return not (value.isascii() and "\x00" not in value) and bool(_SURROGATES_AND_NUL.search(value))
+
+
+def clean_strings(value: Any) -> tuple[Any, int]:
+    """(value with every string inside repaired, number of strings that needed it); dicts, lists, tuples."""
+    if isinstance(value, str):
+        cleaned = clean_text(value)
+        return cleaned, int(cleaned != value)
+    if isinstance(value, dict):
+        out, repaired = {}, 0
+        for key, item in value.items():
+            new_key, key_fixes = clean_strings(key) if isinstance(key, str) else (key, 0)
+            out[new_key], fixes = clean_strings(item)
+            repaired += key_fixes + fixes
+        return out, repaired
+    if isinstance(value, list | tuple):
+        items = [clean_strings(item) for item in value]
+        return type(value)(v for v, _ in items), sum(n for _, n in items)
+    return value, 0
+
+
+def display_name(path: Path | str | bytes) -> str:
+    """A file name as valid UTF-8 for messages and tables: bytes that are not UTF-8 become U+FFFD."""
+    raw = path if isinstance(path, bytes) else os.fsencode(str(path))
+    return raw.decode("utf-8", errors="replace")
+
+
+def is_utf8_path(path: Path | str) -> bool:
+    """Whether the path's bytes are UTF-8 (a name decoded with surrogateescape is not)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def usable_identifier(value: Any) -> str | None:
+    """An id from JSON as a non-empty string: strings and integers only. None, booleans, lists, NaN and
+    non-integral floats (`2501.10120` read as a number has already lost its trailing zero) are unusable."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if math.isfinite(value) and value.is_integer() else None
+    if isinstance(value, str):
+        text = clean_text(value).strip()
+        return text or None
+    return None
+
+
+def usable_text(value: Any) -> tuple[str | None, bool]:
+    """(text, ok) for a free-text field from JSON: a string (or missing / null -> ""); anything else (a list,
+    a number, NaN) is not ok."""
+    if value is None:
+        return "", True
+    if isinstance(value, str):
+        return clean_text(value), True
+    return None, False
+
+
+__all__ = [
+    "clean_strings",
+    "clean_text",
+    "display_name",
+    "is_utf8_path",
+    "needs_cleaning",
+    "usable_identifier",
+    "usable_text",
+]
