@@ -421,7 +421,7 @@ class HttpClient:
             timeout = self._time_left(deadline_at, shown)
             try:
                 with self._client.stream(
-                    method, url, params=query, json=json_body, headers=send_headers, timeout=timeout
+                    method, url, params=query or None, json=json_body, headers=send_headers, timeout=timeout
                 ) as response:
                     location = response.headers.get("location")
                     if response.status_code in REDIRECT_STATUSES and location:

@@ -156,7 +156,9 @@ def run_limited(func: Callable, *args: Any, limits: Limits | None = None, **kwar
     _, error_type, reason, detail, peak = message
     if reason is None and error_type == "MemoryError" and limits.memory_mb > 0:
         reason = "memory_limit"
-    return Outcome(reason=reason, detail=detail or "", error_type=error_type, seconds=seconds, peak_rss_mb=peak)
+    return Outcome(
+        reason=reason, detail=detail or "", error_type=error_type, seconds=seconds, peak_rss_mb=peak
+    )
 
 
 __all__ = ["DEFAULT_MEMORY_MB", "DEFAULT_WALL_SECONDS", "Limits", "Outcome", "run_limited"]

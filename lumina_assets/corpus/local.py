@@ -142,7 +142,10 @@ def pdf_metadata(
             raise PdfRejected("not_pdf", f"{shown}: cannot open as PDF (no %PDF header)")
     sha = file_sha256(path)
     try:
-        document = pymupdf.open(path, filetype="pdf")
+        if is_utf8_path(path):
+            document = pymupdf.open(path, filetype="pdf")
+        else:  # MuPDF cannot open a name that is not UTF-8; the bytes are within max_bytes
+            document = pymupdf.open(stream=path.read_bytes(), filetype="pdf")
     except Exception as exc:  # pymupdf raises several types for broken files
         raise PdfRejected("cannot_open", f"{shown}: cannot open as PDF ({exc})") from exc
     with document:
