@@ -20,7 +20,8 @@ class ParsingConfig(dg.ConfigurableResource):
     pymupdf_tables: str = Field(default="fast", description="fast (rows from text) | finder (PyMuPDF) | off")
     combined_table_parsers: list[str] = Field(default_factory=lambda: ["unstructured", "pymupdf"])
     max_pdf_mb: float = Field(
-        default=100.0, description="larger files (local or downloaded) are recorded as too_large, never opened"
+        default=100.0,
+        description="larger files (local or downloaded) are recorded as too_large, never opened",
     )
     max_pages: int = 500
     max_stream_mb: float = Field(

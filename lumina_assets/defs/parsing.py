@@ -84,14 +84,15 @@ def _previous_rows(spec: tables.TableSpec, batch: str) -> dict[str, dict[str, An
     return {row["paper_id"]: row for row in previous.iter_rows(named=True)}
 
 
-def _md_failures(rows: list[dict[str, Any]], limit: int = 50) -> str:
-    """One line per failed paper with its reason: which file, and why, without opening the table."""
+def _md_failures(rows: list[dict[str, Any]], sources: dict[str, str] | None = None, limit: int = 50) -> str:
+    """One line per failed paper: which paper, from which file or URL, and why, without opening the table."""
     failed = [row for row in rows if row["status"] == "failed"]
-    lines = [
-        f"- `{row['paper_id']}`: {row['reason']}"
-        + (f" ({str(row.get('detail'))[:160]})" if row.get("detail") else "")
-        for row in failed[:limit]
-    ]
+    lines = []
+    for row in failed[:limit]:
+        source = (sources or {}).get(row["paper_id"]) or row.get("source_url")
+        where = f" ({source})" if source else ""
+        detail = f": {str(row['detail'])[:160]}" if row.get("detail") else ""
+        lines.append(f"- `{row['paper_id']}`{where}: {row['reason']}{detail}")
     if len(failed) > limit:
         lines.append(f"- ... {len(failed) - limit} more")
     return "\n".join(lines) or "_none_"
@@ -214,6 +215,7 @@ def parsed_papers(
     if files is None:
         raise dg.Failure(f"pdf_files has no partition {batch}: materialize it first")
     parser = parsing.build_parser(grobid.options())
+    sources = {row["paper_id"]: row["source_url"] for row in files.iter_rows(named=True)}
     result = parse_batch(
         files.iter_rows(named=True),
         _previous_rows(tables.PARSED_PAPERS, batch),
@@ -267,7 +269,7 @@ def parsed_papers(
             "reused_unchanged": result.reused,
             "failure_rate": round(failure_rate, 4),
             "failures_by_reason": dg.MetadataValue.md(_md_counts(dict(failures))),
-            "failed_files": dg.MetadataValue.md(_md_failures(rows)),
+            "failed_files": dg.MetadataValue.md(_md_failures(rows, sources)),
             "parsers": dg.MetadataValue.json(dict(Counter(r["parser"] for r in rows if r.get("parser")))),
             "pages": int(ok["page_count"].sum() or 0) if ok.height else 0,
             "pages_per_second_this_run": round(result.pages_now / seconds, 1) if seconds else 0.0,

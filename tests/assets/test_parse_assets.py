@@ -138,7 +138,8 @@ def test_a_bad_file_never_keeps_the_good_papers_out(batch_papers):
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {"parse_failure_rate": True, "no_empty_passages": True}
     parsed_meta = result.asset_materializations_for_node("parsed_papers")[0].metadata
-    assert "`pdf:truncated`: truncated" in parsed_meta["failed_files"].value
+    assert "`pdf:truncated` (" in parsed_meta["failed_files"].value
+    assert "truncated.pdf): truncated" in parsed_meta["failed_files"].value
     indexed = set(tables.read(tables.PASSAGES, BATCH)["paper_id"])
     assert {"pdf:n18", "pdf:specter"} <= indexed
 
