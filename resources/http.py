@@ -8,14 +8,22 @@ import httpx
 from pydantic import Field
 
 from lumina_assets.core import settings
-from lumina_assets.core.http import HttpClient
+from lumina_assets.core.http import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_RESPONSE_BYTES, HttpClient
 
 
 class HttpApiResource(dg.ConfigurableResource):
     """Subclasses set their own defaults; `api_key` fields on subclasses must come from dg.EnvVar."""
 
     base_url: str
-    timeout_s: float = 30.0
+    timeout_s: float = Field(default=30.0, description="connect / read timeout of each request")
+    deadline_s: float = Field(
+        default=DEFAULT_DEADLINE_SECONDS,
+        description="total time one call may take, retries and redirects included",
+    )
+    max_response_mb: float = Field(
+        default=DEFAULT_MAX_RESPONSE_BYTES / (1024 * 1024),
+        description="larger API answers are refused (too_large)",
+    )
     max_retries: int = 4
     backoff_base_s: float = 1.0
     min_interval_s: float = Field(default=0.0, description="minimum seconds between requests to this host")
@@ -38,6 +46,8 @@ class HttpApiResource(dg.ConfigurableResource):
             base_url=self.base_url,
             headers=headers if headers is not None else self.default_headers(),
             timeout=self.timeout_s,
+            deadline=self.deadline_s,
+            max_bytes=int(self.max_response_mb * 1024 * 1024),
             max_retries=self.max_retries,
             backoff_base=self.backoff_base_s,
             min_interval=self.min_interval_s,

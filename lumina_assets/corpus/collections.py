@@ -142,13 +142,17 @@ def read_corpus(root: Path) -> dict[str, dict[str, str]]:
 
 
 def read_queries(root: Path) -> dict[str, str]:
-    """query id -> text from queries.jsonl."""
+    """query id -> text from queries.jsonl; ids are strings as written (a line whose `_id` is null, a list
+    or a non-integral number, or whose text is not a string, is skipped), text valid UTF-8."""
     queries: dict[str, str] = {}
-    with (Path(root) / "queries.jsonl").open(encoding="utf-8") as handle:
+    with (Path(root) / "queries.jsonl").open(encoding="utf-8", errors="replace") as handle:
         for line in handle:
             if line.strip():
-                row = json.loads(line)
-                queries[str(row["_id"]).strip()] = row.get("text") or ""
+                row, _ = clean_strings(json.loads(line))
+                query_id = usable_identifier(row.get("_id")) if isinstance(row, dict) else None
+                text, ok = usable_text(row.get("text")) if query_id else (None, False)
+                if ok:
+                    queries[query_id] = text
     return queries
 
 
