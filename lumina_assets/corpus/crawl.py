@@ -17,6 +17,9 @@ from lumina_assets.corpus.arxiv import ArxivClient, ArxivError
 from lumina_assets.corpus.openalex import OpenAlexClient, OpenAlexError, work_to_paper
 
 log = logging.getLogger(__name__)
+# What a well-formed JSON answer of the wrong shape raises in the record mappers (a list where a dict was due):
+# that record's failure, never the crawl's.
+MALFORMED_RECORD = (OpenAlexError, ArxivError, TypeError, ValueError, AttributeError, KeyError)
 
 
 @dataclass
@@ -139,7 +142,7 @@ def crawl_openalex(client: OpenAlexClient, seeds: Seeds) -> CrawlResult:
     for identifier in seeds.identifiers:
         try:
             work = client.work(identifier)
-        except (HttpError, OpenAlexError) as exc:
+        except (HttpError, *MALFORMED_RECORD) as exc:
             result.add_failure(f"seed {identifier}: {exc}")
             continue
         if work is None:
@@ -147,8 +150,10 @@ def crawl_openalex(client: OpenAlexClient, seeds: Seeds) -> CrawlResult:
             continue
         try:
             keep(work_to_paper(work, crawl_depth=0), 0)
-        except OpenAlexError as exc:
-            result.add_failure(f"seed {identifier}: {exc}")
+        except MALFORMED_RECORD as exc:
+            result.add_failure(
+                f"seed {identifier}: malformed record ({type(exc).__name__}: {str(exc)[:120]})"
+            )
 
     while frontier and len(result.papers) < seeds.max_papers:
         paper, depth = frontier.popleft()
@@ -162,9 +167,11 @@ def crawl_openalex(client: OpenAlexClient, seeds: Seeds) -> CrawlResult:
                 for work in client.iter_works(f"openalex_id:{'|'.join(batch)}", per_page=50):
                     try:
                         keep(work_to_paper(work), depth + 1)
-                    except OpenAlexError as exc:
-                        result.add_failure(f"reference of {paper.paper_id}: {exc}")
-            except (HttpError, OpenAlexError) as exc:
+                    except MALFORMED_RECORD as exc:
+                        result.add_failure(
+                            f"reference of {paper.paper_id}: {type(exc).__name__}: {str(exc)[:120]}"
+                        )
+            except (HttpError, *MALFORMED_RECORD) as exc:
                 result.add_failure(f"references of {paper.paper_id} ({len(batch)} works): {exc}")
     return result
 
@@ -182,13 +189,13 @@ def crawl_arxiv(client: ArxivClient, seeds: Seeds) -> CrawlResult:
                 by_id[paper.arxiv_id] = paper
             for missing in set(seeds.arxiv_ids) - set(by_id):
                 result.add_failure(f"seed arXiv:{missing}: resolves to nothing in arXiv")
-        except (HttpError, ArxivError) as exc:
+        except (HttpError, *MALFORMED_RECORD) as exc:
             result.add_failure(f"arXiv ids {seeds.arxiv_ids}: {exc}")
     for query in seeds.arxiv_queries:
         try:
             for paper in client.iter_search(query.query, max_results=query.max_results):
                 by_id.setdefault(paper.arxiv_id, paper)
-        except (HttpError, ArxivError) as exc:
+        except (HttpError, *MALFORMED_RECORD) as exc:
             result.add_failure(f"arXiv query {query.query!r}: {exc}")
     result.papers = list(by_id.values())[: seeds.max_papers]
     return result

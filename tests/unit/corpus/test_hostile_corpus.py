@@ -158,3 +158,20 @@ def test_tei_with_entity_references_is_bad_tei():
     with pytest.raises(ParseFailure) as info:
         parse_tei(undefined, "p")
     assert info.value.reason == "bad_tei"
+
+
+def test_a_malformed_openalex_record_is_one_failure_not_a_crashed_crawl():
+    from lumina_assets.corpus.crawl import Seeds, crawl_openalex
+
+    class HostileOpenAlex:
+        def work(self, identifier):
+            if identifier == "10.1/bad":
+                return {"id": "https://openalex.org/W1", "title": "t", "authorships": "not a list of dicts"}
+            return {"id": "https://openalex.org/W2", "title": "A fine paper", "referenced_works": []}
+
+        def iter_works(self, *args, **kwargs):
+            return iter(())
+
+    result = crawl_openalex(HostileOpenAlex(), Seeds(dois=["10.1/bad", "10.1/good"], depth=0))
+    assert [p.openalex_id for p in result.papers] == ["W2"]
+    assert len(result.failures) == 1 and "seed 10.1/bad: malformed record" in result.failures[0]
