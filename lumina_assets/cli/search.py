@@ -157,7 +157,7 @@ def _parse_overrides(pairs: list[str]) -> dict:
 ABLATIONS: dict[str, dict] = {
     "full pipeline (default)": {},
     "- query parsing": {"parse_query": False},
-    "- acronym expansion": {"expand_acronyms": False},
+    "+ acronym expansion": {"expand_acronyms": True},
     "- passage vectors": {"passage_vectors": False},
     "- passage full text": {"passage_fulltext": False},
     "+ paper title vectors": {"paper_title_vectors": True},

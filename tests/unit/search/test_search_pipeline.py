@@ -156,7 +156,7 @@ def test_pseudo_relevance_feedback_changes_the_second_round(index_uri, embedder,
 def test_acronym_expansion_uses_long_forms_mined_from_the_corpus(index_uri, embedder):
     acronyms = sorted((r["short"], r["long"]) for r in _table(index_uri, "acronyms") if len(r["short"]) >= 3)
     acronym, long_form = acronyms[0]
-    engine = SearchEngine(index_uri, embedder)
+    engine = SearchEngine(index_uri, embedder, SearchConfig(expand_acronyms=True))
     engine.search(f"{acronym.upper()} outcomes", k=3)
     assert engine.last_trace.expansions == {acronym: long_form}
     off = SearchEngine(index_uri, embedder, SearchConfig(expand_acronyms=False))
