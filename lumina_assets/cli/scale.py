@@ -48,7 +48,11 @@ def run_bench_scale(args) -> int:
             f"[{size:,} passages] built in {built['build_s']:.0f}s, ANN {built['ann_build_s']:.0f}s; measuring ..."
         )
         recall = scale_bench.recall_at_10(
-            folder, query_vectors, nprobes=config.nprobes, refine_factor=config.refine_factor
+            folder,
+            query_vectors,
+            nprobes=config.nprobes,
+            refine_factor=config.refine_factor,
+            depth=config.candidates * config.passage_depth,
         )
         stores = ["index"] + (["memory"] if size <= args.memory_up_to else [])
         for store in stores:

@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from lumina_assets.core.progress import Progress
 from lumina_assets.search.acronyms import count_acronyms
 from lumina_assets.search.query_parser import last_name
 
@@ -63,6 +64,8 @@ class IndexConfig:
         2.0  # retrain the ANN index once the table holds this many times its training rows
     )
     write_batch_rows: int = 4096  # rows embedded and written per merge_insert
+    embed_chunk_rows: int = 256  # texts per encode call inside a write batch (progress granularity)
+    progress_every_s: float = 10.0  # seconds between progress lines while embedding
     prune: bool = True  # delete rows whose passage / paper no longer exists upstream
 
     def fingerprint(self) -> str:
@@ -323,9 +326,13 @@ def _ann_trained_rows(table, column: str) -> int:
 
 
 def _ensure_ann(table, column: str, rows: int, config: IndexConfig, stats: IndexStats) -> None:
-    """IVF_PQ once the table passes `ann_min_rows`; `optimize()` adds new rows to it incrementally, and it is
+    """IVF_HNSW_SQ once the table passes `ann_min_rows`; `optimize()` adds new rows to it incrementally, and it is
     retrained only when the table has grown `ann_retrain_growth` times past the rows it was trained on (its
-    centroids then no longer describe the data), never per batch."""
+    partitions then no longer describe the data), never per batch.
+
+    Why HNSW over IVF_PQ (measured on 1M passages of real-sentence vectors, 2 loaded cores): IVF_HNSW_SQ reached
+    recall@10 0.975 at ~8 ms and recall@200 0.98 at ~18 ms; IVF_PQ stayed at 0.95 recall@10 at 100k even with
+    refine (its recall is capped by the partitions it skips) and took >6 min to build at 100k."""
     indexed = _has_index(table, column)
     trained = _ann_trained_rows(table, column) if indexed else 0
     if rows < config.ann_min_rows or (
@@ -333,22 +340,15 @@ def _ensure_ann(table, column: str, rows: int, config: IndexConfig, stats: Index
     ):
         stats.ann_index = stats.ann_index or indexed
         return
-    from lancedb.index import IvfPq
+    from lancedb.index import HnswSq
 
-    # ~sqrt(rows) partitions, but at least 256 rows each so every partition's centroid is actually trained
-    partitions = max(1, min(int(np.sqrt(rows)), rows // 256))
-    table.create_index(
-        column,
-        config=IvfPq(
-            distance_type="cosine", num_partitions=partitions, num_sub_vectors=max(1, stats.dimension // 8)
-        ),
-        replace=True,
-    )
+    # one HNSW graph per ~50,000 rows: few partitions keep recall high at nprobes 10
+    partitions = max(1, rows // 50_000)
+    table.create_index(column, config=HnswSq(distance_type="cosine", num_partitions=partitions), replace=True)
     table.update_field_metadata({"path": column, "metadata": {ANN_TRAINED_ROWS: str(rows)}})
     stats.ann_index = True
-    stats.notes.append(
-        f"ANN index (IVF_PQ, {partitions} partitions) {'re' if indexed else ''}trained on {column}"
-    )
+    kind = "retrained" if indexed else "trained"
+    stats.notes.append(f"ANN index (IVF_HNSW_SQ, {partitions} partitions) {kind} on {column}")
 
 
 def _upsert(db, name: str, table, data: pa.Table, key: str):
@@ -422,10 +422,19 @@ def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats,
     base_columns = [f.name for f in schema if f.name != "vector"]
     abstract_vectors: dict[str, np.ndarray] = {}
 
+    progress = Progress(
+        "embedding passages", len(to_embed), say, unit="passages", every_s=config.progress_every_s
+    )
     for start in range(0, len(to_embed), config.write_batch_rows):
         batch = rows[to_embed[start : start + config.write_batch_rows]]
         t0 = time.perf_counter()
-        vectors = embedder.encode(batch["embed_text"].to_list())
+        texts = batch["embed_text"].to_list()
+        parts = []  # encoded in small calls so progress is said on time
+        for offset in range(0, len(texts), config.embed_chunk_rows):
+            chunk = texts[offset : offset + config.embed_chunk_rows]
+            parts.append(np.asarray(embedder.encode(chunk), dtype=np.float32).reshape(len(chunk), dim))
+            progress.advance(len(chunk))
+        vectors = np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
         stats.embed_seconds += time.perf_counter() - t0
         t0 = time.perf_counter()
         data = batch.select(base_columns).to_arrow()
@@ -433,7 +442,7 @@ def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats,
         table = _upsert(db, PASSAGES_TABLE, table, data, "passage_id")
         stats.write_seconds += time.perf_counter() - t0
         stats.passages_embedded += batch.height
-        say(f"passages embedded {stats.passages_embedded}/{len(to_embed)}")
+    progress.finish()
 
     if to_refresh and table is not None:
         t0 = time.perf_counter()

@@ -28,8 +28,8 @@ class SearchConfig:
     # retrieval: candidates always come from indexes; `store` picks where vectors and metadata are read
     store: str = "auto"  # auto (memory up to memory_max_passages, else index) | memory | index
     memory_max_passages: int = 100_000  # = the indexer's ANN threshold: below it vectors are searched exactly
-    nprobes: int = 20  # ANN partitions probed (IVF); ignored below the ANN threshold (exact search)
-    refine_factor: int = 10  # ANN candidates re-scored with full vectors: limit * refine_factor
+    nprobes: int = 10  # ANN partitions probed (one HNSW graph per ~50k rows); ignored below the ANN threshold
+    refine_factor: int = 0  # > 0: ANN candidates re-scored with full vectors (limit * refine_factor); 0 = off
     passage_vectors: bool = True
     passage_fulltext: bool = True
     # paper-level vectors: available, off by default (no nDCG gain on SciFact / CISI for 2 extra matrix products)

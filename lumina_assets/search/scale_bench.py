@@ -148,8 +148,11 @@ def build_index(folder: Path, size: int, pool, dim: int, *, ann_min_rows: int, s
     return {"build_s": build_s, "ann_build_s": time.perf_counter() - started if stats.ann_index else 0.0}
 
 
-def recall_at_10(folder: Path, query_vectors: np.ndarray, *, nprobes: int, refine_factor: int) -> float:
-    """Top-10 of LanceDB's vector path (ANN when built, as the engine queries it) against brute force."""
+def recall_at_10(
+    folder: Path, query_vectors: np.ndarray, *, nprobes: int, refine_factor: int, depth: int
+) -> float:
+    """The top 10 of the vector candidates exactly as the engine asks for them (`depth` passages, ANN when built)
+    against brute force over the same vectors."""
     import lancedb
 
     from lumina_assets.search.stores import Filters, LanceStore
@@ -162,7 +165,7 @@ def recall_at_10(folder: Path, query_vectors: np.ndarray, *, nprobes: int, refin
     truth = np.argsort(-scores, axis=1)[:, :10]
     found = 0
     for vector, expected in zip(query_vectors, truth, strict=True):
-        hits = store.passage_vector_run(vector, 10, Filters()).hits
+        hits = store.passage_vector_run(vector, depth, Filters()).hits[:10]
         got = {
             int(pid.split(":")[1].split("#")[0]) * 5 + int(pid.split("#")[1].split(":")[0]) - 1
             for pid, _, _ in hits

@@ -136,14 +136,10 @@ class LanceStore:
     def _vector_search(
         self, table, column: str, vector: np.ndarray, n: int, filters: Filters, fields: list[str]
     ):
-        query = (
-            table.search(vector, vector_column_name=column)
-            .distance_type("cosine")
-            .nprobes(self.nprobes)
-            .refine_factor(self.refine_factor)
-            .select(fields)
-            .limit(n)
-        )
+        query = table.search(vector, vector_column_name=column).distance_type("cosine").nprobes(self.nprobes)
+        if self.refine_factor > 0:  # HNSW needs ef >= what refine re-scores
+            query = query.refine_factor(self.refine_factor).ef(n * self.refine_factor)
+        query = query.select(fields).limit(n)
         where = filters.sql()
         if where:
             query = query.where(where, prefilter=True)

@@ -207,7 +207,7 @@ class HashEmbedder:
 
 
 def test_ann_index_is_created_once_the_table_is_large_enough(tmp_path):
-    """Below `ann_min_rows` a flat scan; at or above it an IVF_PQ index that vector search then uses."""
+    """Below `ann_min_rows` a flat scan; at or above it an IVF_HNSW_SQ index that vector search then uses."""
     docs = {
         str(i): {"title": f"Paper number {i}", "text": f"Abstract {i} about topic {i % 7}."}
         for i in range(600)
@@ -224,7 +224,7 @@ def test_ann_index_is_created_once_the_table_is_large_enough(tmp_path):
     assert stats.ann_index
     table = indexing.open_table(db, indexing.PASSAGES_TABLE)
     vector_indexes = [i for i in table.list_indices() if "vector" in (i.columns or [])]
-    assert vector_indexes and vector_indexes[0].index_type == "IvfPq"
+    assert vector_indexes and vector_indexes[0].index_type == "IvfHnswSq"
     target = passages.row(42, named=True)
     title = docs[target["paper_id"].split(":", 1)[1]]["title"]
     probe = embedder.encode([indexing.passage_embed_text(title, target["text"], embed_title=True)])[0]
@@ -242,7 +242,7 @@ def test_ann_index_is_created_once_the_table_is_large_enough(tmp_path):
 
 
 def test_ann_index_is_retrained_only_when_the_table_has_grown(tmp_path):
-    """New batches join the IVF_PQ index through optimize(); its centroids are retrained once the table holds
+    """New batches join the ANN index through optimize(); it is retrained once the table holds
     `ann_retrain_growth` times the rows they were trained on, and a new row is searchable at once either way."""
     docs = {
         str(i): {"title": f"Paper number {i}", "text": f"Abstract {i} about topic {i % 7}."}
