@@ -223,6 +223,7 @@ def parsed_papers(
         workers=parsing.workers,
         limits=parsing.pdf_limits().process(),
         log_fn=context.log.warning,
+        progress_fn=context.log.info,
     )
     rows, sample, seconds = result.rows, result.sample, result.seconds
     frame = pl.from_arrow(rows_to_table(rows, PARSED_PAPERS_SCHEMA))

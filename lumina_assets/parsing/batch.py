@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from lumina_assets.core.hygiene import clean_text, needs_cleaning
+from lumina_assets.core.progress import Progress
 from lumina_assets.core.sandbox import ALLOCATION_FAILED, Limits, run_limited
 from lumina_assets.core.schemas import ParsedPaper
 
@@ -66,19 +67,32 @@ def limited_parse(parser, path: str, paper_id: str, limits: Limits, peaks: list[
     return paper, reason, detail, outcome.seconds
 
 
-def parse_all(parser, jobs: list[tuple[str, str]], workers: int, limits: Limits | None = None) -> list:
+def parse_all(
+    parser,
+    jobs: list[tuple[str, str]],
+    workers: int,
+    limits: Limits | None = None,
+    progress: Progress | None = None,
+) -> list:
     """(paper, reason, detail, seconds) per (path, paper_id) job, in order. With `limits`, every document is
     parsed in its own limited child process, `workers` at a time; without, in this process (tests, `lumina
-    bench`)."""
-    if limits is None:
-        return [timed_parse(parser, path, paper_id) for path, paper_id in jobs]
-    if workers <= 1 or len(jobs) <= 1:
-        return [limited_parse(parser, path, paper_id, limits) for path, paper_id in jobs]
+    bench`). `progress` is advanced as each document finishes."""
+
+    def one(job: tuple[str, str]):
+        outcome = (
+            timed_parse(parser, *job) if limits is None else limited_parse(parser, job[0], job[1], limits)
+        )
+        if progress is not None:
+            progress.advance()
+        return outcome
+
+    if limits is None or workers <= 1 or len(jobs) <= 1:
+        return [one(job) for job in jobs]
     from concurrent.futures import ThreadPoolExecutor
 
     # Threads only wait on the children, which do the work; MuPDF is CPU-bound and holds the GIL.
     with ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-        return list(pool.map(lambda job: limited_parse(parser, job[0], job[1], limits), jobs))
+        return list(pool.map(one, jobs))
 
 
 # Failures that say the parser (or its environment) is broken, not the file: what the blocking check counts.
@@ -130,6 +144,7 @@ def parse_batch(
     workers: int = 1,
     limits: Limits | None = None,
     log_fn: Callable[[str], None] | None = None,
+    progress_fn: Callable[[str], None] | None = None,
 ) -> ParsedBatch:
     """parsed_papers rows for a batch's pdf_files rows. A paper whose PDF and parser configuration are unchanged
     keeps its previous row (unless it failed for a retryable reason); the others are parsed, `workers` at a time."""
@@ -157,7 +172,10 @@ def parse_batch(
             continue
         todo.append((len(slots), file))
         slots.append(None)
-    outcomes = parse_all(parser, [(f["path"], f["paper_id"]) for _, f in todo], workers, limits)
+    progress = Progress("parsing", len(todo), progress_fn, unit="PDFs") if progress_fn else None
+    outcomes = parse_all(parser, [(f["path"], f["paper_id"]) for _, f in todo], workers, limits, progress)
+    if progress is not None:
+        progress.finish()
     for (slot, file), (paper, reason, detail, elapsed) in zip(todo, outcomes, strict=True):
         paper_id = file["paper_id"]
         result.seconds += elapsed
