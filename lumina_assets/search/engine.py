@@ -34,6 +34,8 @@ from lumina_assets.search.stores import (
 from lumina_assets.search.text import WORD, tokenize
 
 log = logging.getLogger(__name__)
+
+
 _RETRIEVERS = ThreadPoolExecutor(max_workers=5, thread_name_prefix="lumina-retrieve")
 
 
