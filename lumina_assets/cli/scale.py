@@ -18,6 +18,7 @@ def add_commands(commands, bench_commands) -> None:
         "--memory-up-to", type=int, default=200_000, help="also time the in-memory store up to this size"
     )
     bench.add_argument("--keep", action="store_true", help="keep the built indexes under data/bench/scale-N")
+    bench.add_argument("--reuse", action="store_true", help="measure indexes kept by an earlier --keep run")
     bench.add_argument("--json", action="store_true", help="one JSON object per size on its own line")
     bench.set_defaults(handler=run_bench_scale)
 
@@ -39,11 +40,16 @@ def run_bench_scale(args) -> int:
     rows = []
     for size in [int(s) for s in args.passages.split(",") if s.strip()]:
         folder = settings.data_dir() / "bench" / f"scale-{size}"
-        if folder.exists():
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
-        say(f"[{size:,} passages] building ...")
-        built = scale_bench.build_index(folder, size, pool, embedder.dimension, ann_min_rows=100_000)
+        marker = folder / "build.json"
+        if args.reuse and marker.exists():
+            built = json.loads(marker.read_text())
+        else:
+            if folder.exists():
+                shutil.rmtree(folder)
+            folder.mkdir(parents=True)
+            say(f"[{size:,} passages] building ...")
+            built = scale_bench.build_index(folder, size, pool, embedder.dimension, ann_min_rows=100_000)
+            marker.write_text(json.dumps(built))
         say(
             f"[{size:,} passages] built in {built['build_s']:.0f}s, ANN {built['ann_build_s']:.0f}s; measuring ..."
         )
@@ -71,7 +77,7 @@ def run_bench_scale(args) -> int:
             rows.append(figures)
             if args.json:
                 print(scale_bench.as_json(figures), flush=True)
-        if not args.keep:
+        if not (args.keep or args.reuse):
             shutil.rmtree(folder, ignore_errors=True)
     if not args.json:
         print(

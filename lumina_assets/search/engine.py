@@ -357,42 +357,37 @@ class SearchEngine:
 
     def _contexts(self, plan: Plan, order: list[str]) -> list[Context]:
         """Contexts for the ordered papers: their best candidate passages (or, for a paper found only at paper
-        level, its passages scored against the query vector), plus neighbours of short hits."""
+        level, its passage closest to the query vector), plus neighbours of short hits. One fetch brings every
+        passage of these papers, so choosing, scoring and widening need no further round trip."""
         cfg = self.config
-        store = self.store()
+        by_paper = self.store().paper_passage_rows(order)
+        rows = {row["passage_id"]: row for members in by_paper.values() for row in members}
         chosen: dict[str, list[str]] = {}
-        missing = [paper_id for paper_id in order if paper_id not in plan.paper_passages]
-        scored = store.paper_passages(missing, plan.vector) if missing else {}
         for paper_id in order:
-            hits = plan.paper_passages.get(paper_id)
+            hits = [p for p in plan.paper_passages.get(paper_id, []) if p in rows]
             if hits:
                 picks = [hits[0]] + [
                     p for p in hits[1 : cfg.max_passages_per_paper] if plan.passage_scores[p] > 0
                 ]
             else:
-                members = sorted(scored.get(paper_id, []), key=lambda item: (-item[1], item[0]))
-                picks = [members[0][0]] if members else []
+                picks = [_closest(by_paper.get(paper_id, []), plan.vector)] if by_paper.get(paper_id) else []
             if picks:
                 chosen[paper_id] = picks
-        rows = store.passages([p for picks in chosen.values() for p in picks])
         if cfg.expand_neighbours and cfg.neighbour_window > 0:
-            frontier = [p for p in rows if len((rows[p]["text"] or "").split()) < cfg.neighbour_below_words]
             for paper_id, picks in chosen.items():
-                extra = []
+                widened = []
                 for hit in picks:
-                    if hit not in frontier:
+                    widened.append(hit)
+                    if len((rows[hit]["text"] or "").split()) >= cfg.neighbour_below_words:
                         continue
                     for direction in ("prev_id", "next_id"):
-                        current = rows.get(hit)
+                        current = hit
                         for _ in range(cfg.neighbour_window):
-                            neighbour = current.get(direction) if current else None
-                            if not neighbour:
+                            current = rows[current].get(direction)
+                            if not current or current not in rows:
                                 break
-                            if neighbour not in rows:
-                                rows.update(store.passages([neighbour]))
-                            extra.append(neighbour)
-                            current = rows.get(neighbour)
-                chosen[paper_id] = list(dict.fromkeys(picks + extra))
+                            widened.append(current)
+                chosen[paper_id] = list(dict.fromkeys(widened))
         contexts = []
         for paper_id in order:
             picks = [p for p in chosen.get(paper_id, []) if p in rows]
@@ -412,6 +407,14 @@ class SearchEngine:
                 )
             )
         return contexts
+
+
+def _closest(rows: list[dict], vector: np.ndarray) -> str:
+    """The passage id whose vector is closest to the query (ties: the first id)."""
+    matrix = np.asarray([row["vector"] for row in rows], dtype=np.float32)
+    scores = matrix @ vector
+    best = min(range(len(rows)), key=lambda i: (-scores[i], rows[i]["passage_id"]))
+    return rows[best]["passage_id"]
 
 
 def reading_key(passage_id: str) -> tuple:

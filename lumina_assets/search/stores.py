@@ -125,7 +125,10 @@ class LanceStore:
         return f"{self.passages_table.version}:{self.papers_table.version}"
 
     def empty(self) -> bool:
-        return self.passages_table.count_rows() == 0
+        version = self.version()
+        if getattr(self, "_empty_at", None) != version:  # one count per table version, not per query
+            self._empty, self._empty_at = self.passages_table.count_rows() == 0, version
+        return self._empty
 
     def checkout_latest(self) -> None:
         """See rows another process added since this one opened the tables."""
@@ -185,20 +188,17 @@ class LanceStore:
         )
         return {r["passage_id"]: r for r in _rows(query)}
 
-    def paper_passages(self, paper_ids, vector) -> dict[str, list[tuple[str, float]]]:
-        """Every passage id of these papers with its cosine to the query (papers found without a passage hit)."""
+    def paper_passage_rows(self, paper_ids) -> dict[str, list[dict]]:
+        """Every passage of these papers (display columns and vector): the rows contexts are built from."""
         ids = sorted(set(paper_ids))
         if not ids:
             return {}
         query = (
-            self.passages_table.search()
-            .where(sql_in("paper_id", ids))
-            .select(["passage_id", "paper_id", "vector"])
+            self.passages_table.search().where(sql_in("paper_id", ids)).select([*PASSAGE_FIELDS, "vector"])
         )
-        out: dict[str, list[tuple[str, float]]] = {}
-        for row in _rows(query.limit(100_000)):
-            similarity = float(np.dot(np.asarray(row["vector"], dtype=np.float32), vector))
-            out.setdefault(row["paper_id"], []).append((row["passage_id"], similarity))
+        out: dict[str, list[dict]] = {}
+        for row in _rows(query.limit(1_000_000)):
+            out.setdefault(row["paper_id"], []).append(row)
         return out
 
     def papers(self, paper_ids) -> dict[str, dict]:
@@ -251,21 +251,24 @@ class LanceStore:
 
 
 class MemoryStore(LanceStore):
-    """Small corpora (below the ANN threshold): passage vectors in memory for exact search by one matrix product,
-    where LanceDB would scan them from disk per query; full text and metadata still come from LanceDB's indexes."""
+    """Small corpora (below the ANN threshold): passage vectors and display columns in memory (exact search by one
+    matrix product, where LanceDB would scan every vector from disk per query; rows taken by position instead of a
+    round trip per lookup); full text still comes from LanceDB's index, so both stores see the same candidates."""
 
     def __init__(self, db, **kwargs) -> None:
         super().__init__(db, **kwargs)
         from lumina_assets.indexing.lancedb_tables import vectors_from_arrow
 
-        table = self.passages_table.search().select(["passage_id", "paper_id", "year", "vector"])
+        table = self.passages_table.search().select([*PASSAGE_FIELDS, "vector"])
         table = table.limit(max(self.passages_table.count_rows(), 1)).to_arrow()
+        self._rows = table.drop_columns(["vector"])  # Arrow columns: compact, rows materialized on demand
         self._ids = table["passage_id"].to_pylist()
         self._paper_of = table["paper_id"].to_pylist()
         self._years = np.asarray(
             [y if y is not None else -1 for y in table["year"].to_pylist()], dtype=np.int32
         )
         self._vectors = vectors_from_arrow(table["vector"], self.dimension)
+        self._position = {pid: i for i, pid in enumerate(self._ids)}
         self._by_paper: dict[str, list[int]] = {}
         for index, paper_id in enumerate(self._paper_of):
             self._by_paper.setdefault(paper_id, []).append(index)
@@ -290,13 +293,16 @@ class MemoryStore(LanceStore):
         top = top[np.argsort(-scores[top], kind="stable")]
         return Run([(self._ids[i], float(scores[i]), self._paper_of[i]) for i in top])
 
-    def paper_passages(self, paper_ids, vector) -> dict[str, list[tuple[str, float]]]:
-        out = {}
-        for paper_id in set(paper_ids):
-            members = self._by_paper.get(paper_id, [])
-            if members:
-                sims = self._vectors[members] @ vector
-                out[paper_id] = [(self._ids[i], float(s)) for i, s in zip(members, sims, strict=True)]
+    def passages(self, passage_ids) -> dict[str, dict]:
+        positions = sorted({self._position[p] for p in passage_ids if p in self._position})
+        return {row["passage_id"]: row for row in self._rows.take(positions).to_pylist()} if positions else {}
+
+    def paper_passage_rows(self, paper_ids) -> dict[str, list[dict]]:
+        positions = [i for paper_id in sorted(set(paper_ids)) for i in self._by_paper.get(paper_id, [])]
+        out: dict[str, list[dict]] = {}
+        for row, position in zip(self._rows.take(positions).to_pylist(), positions, strict=True):
+            row["vector"] = self._vectors[position]
+            out.setdefault(row["paper_id"], []).append(row)
         return out
 
 
