@@ -7,6 +7,7 @@ import dagster as dg
 from lumina_assets.defs import benchmark, corpus
 from lumina_assets.defs import indexing as index
 from lumina_assets.defs import parsing as parse
+from lumina_assets.defs.loggers import LOGGERS
 from sensors import automation
 
 _STAGES = (corpus, parse, index, benchmark)
@@ -28,6 +29,7 @@ def build_definitions() -> dg.Definitions:
         schedules=automation.SCHEDULES,
         sensors=automation.SENSORS,
         executor=automation.executor_from_env(),
+        loggers=LOGGERS,
     )
 
 

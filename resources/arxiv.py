@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import httpx
+from pydantic import Field
 
-from lumina_assets.corpus.arxiv import DEFAULT_BASE_URL, MIN_INTERVAL_SECONDS, ArxivClient
+from lumina_assets.core import settings
+from lumina_assets.corpus.arxiv import MIN_INTERVAL_SECONDS, ArxivClient
 from resources.http import HttpApiResource
 
 
 class ArxivResource(HttpApiResource):
-    base_url: str = DEFAULT_BASE_URL
+    base_url: str = Field(default_factory=settings.arxiv_url, description="LUMINA_ARXIV_URL")
     min_interval_s: float = MIN_INTERVAL_SECONDS
     cache_namespace: str = "arxiv"
 

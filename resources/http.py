@@ -29,6 +29,24 @@ class HttpApiResource(dg.ConfigurableResource):
     min_interval_s: float = Field(default=0.0, description="minimum seconds between requests to this host")
     cache_responses: bool = Field(default=True, description="keep responses on disk so reruns repeat no call")
     cache_namespace: str = "http"
+    api_key_env: str = Field(
+        default="",
+        description="environment variable holding the API key, read through dg.EnvVar when `api_key` is not "
+        "given; a class default, so overriding any other field in run config keeps the key",
+    )
+
+    def resolved_api_key(self) -> str:
+        """The key: `api_key` when given (a dg.EnvVar), else the variable named by `api_key_env`, else "".
+
+        Dagster rebuilds a resource from run config alone when a run overrides any of its fields, which drops
+        every value given to the constructor (an `api_key=dg.EnvVar(...)` included); the variable's name is a
+        class default and survives, so the key is still found."""
+        given = getattr(self, "api_key", None)
+        if given:
+            return given
+        if self.api_key_env and settings.is_set(self.api_key_env):
+            return dg.EnvVar(self.api_key_env).get_value() or ""
+        return ""
 
     def default_headers(self) -> dict[str, str]:
         return {}

@@ -12,6 +12,7 @@ from typing import Any
 
 import dagster as dg
 import httpx
+from pydantic import Field
 
 from lumina_assets.core import settings
 from lumina_assets.core.http import HttpClient
@@ -79,7 +80,7 @@ class _ProviderResource(HttpApiResource):
     base_url: str = ""
 
     def available(self) -> bool:
-        return bool(self.api_key)
+        return bool(self.resolved_api_key())
 
     def unavailable_reason(self) -> str:
         return ""
@@ -91,40 +92,45 @@ class _ProviderResource(HttpApiResource):
 class SemanticScholarResource(_ProviderResource):
     """Semantic Scholar Graph API (1 request/s with a key, `x-api-key` header)."""
 
-    base_url: str = "https://api.semanticscholar.org/graph/v1"
+    base_url: str = Field(
+        default_factory=settings.semantic_scholar_url, description="LUMINA_SEMANTIC_SCHOLAR_URL"
+    )
     min_interval_s: float = 1.0
+    api_key_env: str = "SEMANTIC_SCHOLAR_API_KEY"
 
     def unavailable_reason(self) -> str:
         return "" if self.available() else "SEMANTIC_SCHOLAR_API_KEY is not set: semantic_scholar skipped"
 
     def get_client(self, transport: httpx.BaseTransport | None = None) -> SemanticScholarClient:
-        headers = {"x-api-key": self.api_key} if self.api_key else {}
+        headers = {"x-api-key": key} if (key := self.resolved_api_key()) else {}
         return SemanticScholarClient(self._http("semantic_scholar", headers, transport))
 
 
 class SerpApiScholarResource(_ProviderResource):
     """SerpAPI Google Scholar (key as the `api_key` query parameter, redacted by the HTTP layer)."""
 
-    base_url: str = "https://serpapi.com"
+    base_url: str = Field(default_factory=settings.serpapi_url, description="LUMINA_SERPAPI_URL")
+    api_key_env: str = "SERPAPI_API_KEY"
 
     def unavailable_reason(self) -> str:
         return "" if self.available() else "SERPAPI_API_KEY is not set: google_scholar skipped"
 
     def get_client(self, transport: httpx.BaseTransport | None = None) -> SerpApiScholarClient:
-        return SerpApiScholarClient(self._http("google_scholar", {}, transport), self.api_key)
+        return SerpApiScholarClient(self._http("google_scholar", {}, transport), self.resolved_api_key())
 
 
 class ExaResource(_ProviderResource):
     """Exa neural search (`x-api-key` header)."""
 
-    base_url: str = "https://api.exa.ai"
+    base_url: str = Field(default_factory=settings.exa_url, description="LUMINA_EXA_URL")
+    api_key_env: str = "EXA_API_KEY"
     category: str = "research paper"
 
     def unavailable_reason(self) -> str:
         return "" if self.available() else "EXA_API_KEY is not set: exa skipped"
 
     def get_client(self, transport: httpx.BaseTransport | None = None) -> ExaClient:
-        headers = {"x-api-key": self.api_key} if self.api_key else {}
+        headers = {"x-api-key": key} if (key := self.resolved_api_key()) else {}
         return ExaClient(self._http("exa", headers, transport), category=self.category)
 
 

@@ -6,8 +6,10 @@ import dagster as dg
 
 from lumina_assets.core import settings
 from sensors.inbox import inbox_sensor
+from sensors.jobs import STAGE_JOBS
 from sensors.polling import polling_sensor
-from sensors.schedules import JOBS, SCHEDULES
+from sensors.schedules import JOBS as SCHEDULED_JOBS
+from sensors.schedules import SCHEDULES
 
 # Evaluates the assets' automation conditions (AutomationCondition.eager() on the partitioned parse / index
 # assets), so a new ingest batch flows from `papers` to the index with no manual step. Shipped RUNNING: in OSS
@@ -37,5 +39,6 @@ def executor_from_env() -> dg.ExecutorDefinition | None:
 
 
 SENSORS = [inbox_sensor, polling_sensor, automation_condition_sensor]
+JOBS = [*SCHEDULED_JOBS, *STAGE_JOBS]
 
 __all__ = ["JOBS", "SCHEDULES", "SENSORS", "executor_from_env"]

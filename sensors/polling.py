@@ -281,10 +281,10 @@ def build_polling_sensor(
         fresh_openalex.http.cache = None
         fresh_arxiv = arxiv.client()
         fresh_arxiv.http.cache = None
-        if not openalex.api_key:
+        if not openalex.resolved_api_key():
             context.log.info("OPENALEX_API_KEY is not set: polling arXiv only")
         outcome = poll(
-            openalex=_TwoClients(lookup, fresh_openalex) if openalex.api_key else None,
+            openalex=_TwoClients(lookup, fresh_openalex) if openalex.resolved_api_key() else None,
             arxiv=fresh_arxiv,
             seeds=seeds,
             raw_cursor=context.cursor,

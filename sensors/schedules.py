@@ -1,13 +1,14 @@
 """Jobs and schedules: the nightly crawl of the corpus group and the weekly benchmark.
 
-Both jobs select by group, so they follow the graph as stages add assets. A scheduled crawl names its ingest batch
+Both jobs select by group, so they follow the graph as stages add assets; the weekly benchmark asks for one run per
+provider partition. A scheduled crawl names its ingest batch
 after the day (`crawl-YYYYMMDD`); the `papers` asset registers that partition key when it first sees it."""
 
 from __future__ import annotations
 
 import dagster as dg
 
-from lumina_assets.defs.partitions import INGEST_BATCH_TAG
+from lumina_assets.defs.partitions import INGEST_BATCH_TAG, PROVIDERS
 
 CORPUS_GROUP = "corpus"
 BENCHMARK_GROUP = "benchmark"
@@ -58,11 +59,23 @@ def nightly_crawl_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunReque
     execution_timezone="UTC",
     # Stopped by default: a benchmark with real judges spends LLM and search-API credit; switch it on in the UI.
     default_status=dg.DefaultScheduleStatus.STOPPED,
-    description="Weekly benchmark (Sunday 04:00 UTC) of every configured provider.",
+    description="Weekly benchmark (Sunday 04:00 UTC): one run per provider partition. A provider without its key "
+    "is skipped with a message, which is a successful run.",
 )
-def weekly_benchmark_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
-    week = context.scheduled_execution_time
-    return dg.RunRequest(run_key=f"benchmark-{week:%G-W%V}", tags={"lumina/trigger": "weekly_benchmark"})
+def weekly_benchmark_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
+    """One run of the benchmark group per provider: provider_results, recursive_results and judgments are
+    partitioned by provider, so a run must name its partition. Each run also refreshes the questions (a seeded
+    sample and cached LLM answers, so every provider's run gets the same set) and re-scores over every provider's
+    judgments on disk, so the report written by the week's last run covers all of them."""
+    week = f"{context.scheduled_execution_time:%G-W%V}"
+    return [
+        dg.RunRequest(
+            run_key=f"benchmark-{week}-{provider}",
+            partition_key=provider,
+            tags={"lumina/trigger": "weekly_benchmark", "lumina/week": week},
+        )
+        for provider in PROVIDERS.get_partition_keys()
+    ]
 
 
 JOBS = [crawl_job, benchmark_job, ingest_inbox_job]

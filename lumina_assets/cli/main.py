@@ -11,6 +11,7 @@ COMMAND_MODULES = (
     "lumina_assets.cli.search",
     "lumina_assets.cli.benchmark",
     "lumina_assets.cli.ops",
+    "lumina_assets.cli.catalogue",
     "lumina_assets.cli.orchestration",
     "lumina_assets.cli.scale",
 )

@@ -14,10 +14,16 @@ SUMMARY_KEYS = (
 DETAIL_KEYS = ("failure_details", "failed_files")
 
 
+def _print_start(assets: list[str], partition: str | None, job: str | None) -> None:
+    where = f" [{partition}]" if partition else ""
+    print(f"  ...    {job or 'run'}{where}: {', '.join(assets)}", flush=True)
+
+
 def _print_step(report) -> None:
     where = f" [{report.partition}]" if report.partition else ""
     status = "ok" if report.success else "FAILED"
-    print(f"  {status:6} {', '.join(report.assets)}{where}  ({report.seconds:.1f}s)")
+    job = f"{report.job}: " if report.job else ""
+    print(f"  {status:6} {job}{', '.join(report.assets)}{where}  ({report.seconds:.1f}s)")
     for asset, metadata in report.metadata.items():
         shown = {k: v for k, v in metadata.items() if k in SUMMARY_KEYS}
         if shown:
@@ -67,7 +73,9 @@ def run_demo(args) -> int:
     instance = project_instance()
     started = time.perf_counter()
     groups = args.groups.split(",") if args.groups else None
-    reports = run_graph(defs, instance, groups=groups, on_step=_print_step)
+    reports = run_graph(
+        defs, instance, groups=groups, on_step=_print_step, on_start=_print_start, terminal=True
+    )
     elapsed = time.perf_counter() - started
     failed = [r for r in reports if not r.success]
     print()

@@ -1,8 +1,8 @@
-"""Run the whole asset graph in order, the way `make demo` does: every asset in topological order, grouped into
-runs by partitioning (unpartitioned, per ingest batch, per provider), recorded in the Dagster instance so the UI
-shows the same runs, lineage and metadata."""
+"""Run the whole asset graph in order, the way `make demo` does: one run per asset group (split where partitioning
+changes), each run by the named job of that stage (`crawl_corpus`, `parse_batch` [batch], `index_passages`, ...),
+recorded in the Dagster instance so the UI shows the same runs, lineage and metadata."""
 
-import socket
+import graphlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,18 +10,27 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from lumina_assets.core import settings
+from lumina_assets.defs.loggers import TERMINAL_LOGGER
 from lumina_assets.defs.partitions import INGEST_BATCHES
 
-LIVE_HOSTS = (("api.openalex.org", 443), ("export.arxiv.org", 443))
+
+def live_source_urls() -> list[str]:
+    """The base URLs the live crawl calls (LUMINA_OPENALEX_URL, LUMINA_ARXIV_URL or their defaults)."""
+    return [settings.openalex_url(), settings.arxiv_url()]
 
 
-def network_available(hosts=LIVE_HOSTS, timeout: float = 2.0) -> bool:
-    """True when at least one live source answers a TCP connect (the demo's default mode crawls them)."""
-    for host, port in hosts:
+def network_available(urls: list[str] | None = None, timeout: float = 5.0) -> bool:
+    """True when at least one live source answers an HTTP request, any status (the demo's default mode crawls
+    them). Goes through httpx like every API call, so HTTPS_PROXY / HTTP_PROXY / NO_PROXY and a mirror set by
+    LUMINA_OPENALEX_URL / LUMINA_ARXIV_URL count, where a raw socket to the public hosts would not."""
+    import httpx
+
+    for url in urls if urls is not None else live_source_urls():
         try:
-            with socket.create_connection((host, port), timeout=timeout):
-                return True
-        except OSError:
+            with httpx.Client(timeout=timeout, trust_env=True, follow_redirects=False) as client:
+                client.head(url)
+            return True
+        except httpx.HTTPError:
             continue
     return False
 
@@ -35,22 +44,55 @@ class StepReport:
     metadata: dict[str, dict] = field(default_factory=dict)
     error: str | None = None
     failed_checks: list[str] = field(default_factory=list)
+    job: str | None = None  # the named job that ran, when there is one
 
 
 def _layers(defs: dg.Definitions, groups: list[str] | None) -> list[tuple[list[dg.AssetKey], object]]:
-    """Consecutive assets (topological order) that share a partitions definition run together."""
+    """Runs in pipeline order: groups in dependency order (corpus, parsing, index, benchmark), each group's assets
+    in topological order, split where the partitions definition changes."""
     graph = defs.resolve_asset_graph()
-    layers: list[tuple[list[dg.AssetKey], object]] = []
-    for key in graph.toposorted_asset_keys:
+    order = graph.toposorted_asset_keys
+    by_group: dict[str, list[dg.AssetKey]] = {}
+    group_deps: dict[str, set[str]] = {}
+    for key in order:
         node = graph.get(key)
         if not node.is_materializable or (groups and node.group_name not in groups):
             continue
-        partitions = node.partitions_def
-        if layers and layers[-1][1] == partitions:
-            layers[-1][0].append(key)
-        else:
-            layers.append(([key], partitions))
+        by_group.setdefault(node.group_name, []).append(key)
+        group_deps.setdefault(node.group_name, set())
+        for parent in node.parent_keys:
+            parent_group = graph.get(parent).group_name if graph.has(parent) else None
+            if parent_group and parent_group != node.group_name and (not groups or parent_group in groups):
+                group_deps[node.group_name].add(parent_group)
+    sorter = graphlib.TopologicalSorter(group_deps)
+    first_seen = {group: i for i, group in enumerate(by_group)}
+    sorter.prepare()
+    ordered_groups: list[str] = []
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready(), key=first_seen.get)
+        ordered_groups += ready
+        sorter.done(*ready)
+    layers: list[tuple[list[dg.AssetKey], object]] = []
+    for group in ordered_groups:
+        start = len(layers)
+        for key in by_group[group]:
+            partitions = graph.get(key).partitions_def
+            if len(layers) > start and layers[-1][1] == partitions:
+                layers[-1][0].append(key)
+            else:
+                layers.append(([key], partitions))
     return layers
+
+
+def job_for(defs: dg.Definitions, keys: list[dg.AssetKey]) -> str | None:
+    """The named job whose selection is exactly these assets, if the Definitions have one."""
+    wanted = set(keys)
+    for job in defs.resolve_all_job_defs():
+        if job.name.startswith("__"):
+            continue
+        if set(job.asset_layer.selected_asset_keys) == wanted:
+            return job.name
+    return None
 
 
 def _partition_keys(partitions, instance: dg.DagsterInstance) -> list[str | None]:
@@ -84,6 +126,40 @@ def materialize_step(
         raise_on_error=False,
         run_config=config,
     )
+    return _report(result, assets, selection, partition, started)
+
+
+def run_job(
+    defs: dg.Definitions,
+    job_name: str,
+    *,
+    instance: dg.DagsterInstance,
+    partition: str | None = None,
+    run_config: dict | None = None,
+    tags: dict[str, str] | None = None,
+    terminal: bool = False,
+) -> StepReport:
+    """One run of a named job of `defs` on `instance` (the Runs page shows the job's name and the partition);
+    with `terminal`, the assets' INFO lines (progress, counts, skips) are printed as they come."""
+    started = time.perf_counter()
+    loggers = {"console": {"config": {"log_level": "CRITICAL" if terminal else "WARNING"}}}
+    if terminal:
+        loggers[TERMINAL_LOGGER] = {}
+    job = defs.resolve_job_def(job_name)
+    result = job.execute_in_process(
+        run_config={"loggers": loggers, **(run_config or {})},
+        instance=instance,
+        partition_key=partition,
+        tags={"lumina/trigger": "cli", **(tags or {})},
+        raise_on_error=False,
+    )
+    keys = sorted(job.asset_layer.selected_asset_keys)
+    report = _report(result, None, keys, partition, started)
+    report.job = job_name
+    return report
+
+
+def _report(result, assets, selection, partition, started) -> StepReport:
     keys = selection.resolve(assets) if isinstance(selection, dg.AssetSelection) else None
     names = (
         sorted(k.to_user_string() for k in keys)
@@ -145,6 +221,8 @@ def run_graph(
     on_step: Callable[[StepReport], None] | None = None,
     skip_partitions: Callable[[object, str], bool] | None = None,
     log_level: str = "WARNING",
+    terminal: bool = False,
+    on_start: Callable[[list[str], str | None, str | None], None] | None = None,
 ) -> list[StepReport]:
     """Materialize the selected groups in dependency order; a failed step is reported and the rest go on
     unless they depend on it (Dagster skips those), so what was done is kept."""
@@ -154,14 +232,20 @@ def run_graph(
         for partition in _partition_keys(partitions, instance):
             if partition is not None and skip_partitions and skip_partitions(partitions, partition):
                 continue
-            report = materialize_step(
-                assets,
-                dg.AssetSelection.assets(*keys),
-                instance=instance,
-                resources=defs.resources,
-                partition=partition,
-                log_level=log_level,
-            )
+            name = job_for(defs, keys)
+            if on_start:
+                on_start([k.to_user_string() for k in keys], partition, name)
+            if name is not None:
+                report = run_job(defs, name, instance=instance, partition=partition, terminal=terminal)
+            else:
+                report = materialize_step(
+                    assets,
+                    dg.AssetSelection.assets(*keys),
+                    instance=instance,
+                    resources=defs.resources,
+                    partition=partition,
+                    log_level=log_level,
+                )
             report.assets = [k.to_user_string() for k in keys]
             reports.append(report)
             if on_step:
@@ -176,4 +260,13 @@ def instance() -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
-__all__ = ["INGEST_BATCHES", "StepReport", "instance", "materialize_step", "network_available", "run_graph"]
+__all__ = [
+    "INGEST_BATCHES",
+    "StepReport",
+    "instance",
+    "job_for",
+    "materialize_step",
+    "network_available",
+    "run_graph",
+    "run_job",
+]

@@ -140,3 +140,36 @@ def allow_private_urls() -> bool:
     """`LUMINA_ALLOW_PRIVATE_URLS`: fetch PDF URLs that resolve to loopback / private / link-local hosts
     (a local mirror, tests); off by default so a URL from an API response cannot reach inside."""
     return env("LUMINA_ALLOW_PRIVATE_URLS").lower() in {"1", "true", "yes"}
+
+
+# External base URLs: every source and provider can be pointed at a mirror, a proxy path or a local replay server.
+OPENALEX_URL = "https://api.openalex.org"
+ARXIV_URL = "https://export.arxiv.org/api"
+SEMANTIC_SCHOLAR_URL = "https://api.semanticscholar.org/graph/v1"
+SERPAPI_URL = "https://serpapi.com"
+EXA_URL = "https://api.exa.ai"
+
+
+def openalex_url() -> str:
+    """`LUMINA_OPENALEX_URL`: the OpenAlex API root."""
+    return env("LUMINA_OPENALEX_URL", OPENALEX_URL).rstrip("/")
+
+
+def arxiv_url() -> str:
+    """`LUMINA_ARXIV_URL`: the arXiv export API root (`.../api`)."""
+    return env("LUMINA_ARXIV_URL", ARXIV_URL).rstrip("/")
+
+
+def semantic_scholar_url() -> str:
+    """`LUMINA_SEMANTIC_SCHOLAR_URL`: the Semantic Scholar Graph API root (`.../graph/v1`)."""
+    return env("LUMINA_SEMANTIC_SCHOLAR_URL", SEMANTIC_SCHOLAR_URL).rstrip("/")
+
+
+def serpapi_url() -> str:
+    """`LUMINA_SERPAPI_URL`: the SerpAPI root (Google Scholar provider)."""
+    return env("LUMINA_SERPAPI_URL", SERPAPI_URL).rstrip("/")
+
+
+def exa_url() -> str:
+    """`LUMINA_EXA_URL`: the Exa API root."""
+    return env("LUMINA_EXA_URL", EXA_URL).rstrip("/")

@@ -54,6 +54,10 @@ PAPERS = TableSpec("papers")
 REJECTED_PAPERS = TableSpec("rejected_papers")
 CITATION_EDGES = TableSpec("citation_edges")
 CITATION_GRAPH = TableSpec("citation_graph")
+CATALOGUE_RECORDS = TableSpec("catalogue_records")  # every record any source contributed, by origin
+REMOVED_PAPERS = TableSpec(
+    "removed_papers"
+)  # papers taken out by hand (remove / prune), kept out until restored
 # [parse] one file per ingest batch
 PDF_FILES = TableSpec("pdf_files", partitioned=True)
 PARSED_PAPERS = TableSpec("parsed_papers", partitioned=True)
@@ -78,6 +82,8 @@ TABLES: dict[str, TableSpec] = {
         REJECTED_PAPERS,
         CITATION_EDGES,
         CITATION_GRAPH,
+        CATALOGUE_RECORDS,
+        REMOVED_PAPERS,
         PDF_FILES,
         PARSED_PAPERS,
         PASSAGES,

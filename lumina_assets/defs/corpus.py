@@ -20,9 +20,9 @@ from lumina_assets.core.schemas import (
     Paper,
     rows_to_table,
 )
+from lumina_assets.corpus import catalogue
 from lumina_assets.corpus.crawl import ArxivQuery, Seeds, crawl_arxiv, crawl_openalex, load_seeds
 from lumina_assets.corpus.local import LoadReport, load_local_corpus, load_pdf_folder
-from lumina_assets.corpus.normalize import normalize
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from resources.arxiv import ArxivResource
 from resources.corpus import CorpusResource
@@ -133,7 +133,7 @@ def openalex_works(
     """Seed works and their references, breadth-first to the configured depth, capped at max_papers."""
     if not corpus.live_crawl_enabled():
         return _skipped(tables.OPENALEX_WORKS, "a local corpus is configured (offline mode)", context)
-    if not openalex.api_key:
+    if not openalex.resolved_api_key():
         return _skipped(
             tables.OPENALEX_WORKS,
             "OPENALEX_API_KEY is not set; OpenAlex requires a key since Feb 2026",
@@ -190,20 +190,26 @@ def local_papers(
     Each PDF is opened under the parsing limits; a refused file or record is rejected with its reason."""
     report = LoadReport()
     kinds: Counter = Counter()
+    origins: list[str] = []  # per paper: the corpus folder or the inbox it came from (see corpus.catalogue)
     limits = parsing.pdf_limits()
     path = corpus.local_corpus()
     if path is not None:
         loaded = load_local_corpus(path, limits=limits)
         report.extend(loaded)
         kinds[loaded.kind] += len(loaded.papers)
+        origins += [catalogue.corpus_origin(path)] * len(loaded.papers)
     inbox = settings.inbox_dir()
     if inbox.is_dir():
         loaded = load_pdf_folder(inbox, limits=limits)
         report.extend(loaded)
         kinds["inbox"] += len(loaded.papers)
+        origins += [catalogue.INBOX_ORIGIN] * len(loaded.papers)
     for failure in report.errors:
         context.log.warning(failure)
-    content, frame = _write_raw(tables.LOCAL_PAPERS, report.papers)
+    table = _papers_table(report.papers).append_column("origin", pa.array(origins, pa.string()))
+    tables.write(tables.LOCAL_PAPERS, table)
+    frame = pl.from_arrow(table)
+    content = tables.content_hash(frame)
     tables.write(
         tables.LOCAL_REJECTED,
         rows_to_table([dataclasses.asdict(r) for r in report.rejected], REJECTED_SCHEMA),
@@ -236,25 +242,93 @@ def _new_batch_key(context: dg.AssetExecutionContext) -> str:
     return tagged or f"batch-{datetime.now(UTC):%Y%m%d-%H%M%S}"
 
 
+class PapersConfig(dg.Config):
+    """Explicit removals (the only way a paper leaves the catalogue); `lumina remove` / `lumina prune` set these."""
+
+    remove_ids: list[str] = []  # catalogue paper ids to take out
+    prune_origins: list[str] = []  # origins (openalex, arxiv, inbox, corpus:<path>) whose records are dropped
+    reason: str = ""  # recorded in removed_papers with each removal
+
+
+def _raw_records() -> list[catalogue.Record]:
+    """This run's source tables, each record tagged with the origin it came from."""
+    records = [catalogue.Record("openalex", p) for p in _read_papers(tables.OPENALEX_WORKS)]
+    records += [catalogue.Record("arxiv", p) for p in _read_papers(tables.ARXIV_WORKS)]
+    local = tables.read(tables.LOCAL_PAPERS)
+    if local is not None:
+        origins = local["origin"].to_list() if "origin" in local.columns else [None] * local.height
+        for origin, paper in zip(origins, _read_papers(tables.LOCAL_PAPERS), strict=True):
+            records.append(catalogue.Record(origin or catalogue.INBOX_ORIGIN, paper))
+    return records
+
+
+def _apply_removals(
+    config: PapersConfig, records: list[catalogue.Record], seeds: Seeds, context: dg.AssetExecutionContext
+) -> tuple[list[catalogue.Record], list[dict]]:
+    """Prunes drop an origin's records; removals by id and the papers a prune leaves without a record are written to
+    removed_papers (logged, and kept out of every later run until restored)."""
+    removed = catalogue.removed_ids()
+    known = sorted(catalogue.origin_counts(records))
+    entries: list[dict] = []
+    for name in config.prune_origins:
+        origin = catalogue.resolve_origin(name, known)
+        plan, records = catalogue.plan_prune(
+            origin,
+            records,
+            removed=removed,
+            languages=seeds.languages,
+            require_abstract=seeds.require_abstract,
+        )
+        context.log.warning(
+            f"prune {origin}: {plan.records_dropped} records dropped, {len(plan.papers)} papers removed"
+        )
+        entries += [
+            {**p, "action": "prune", "reason": config.reason or f"pruned source {origin}"}
+            for p in plan.papers
+        ]
+    if config.remove_ids:
+        current = tables.read(tables.PAPERS)
+        built = catalogue.build(
+            records, removed=removed, languages=seeds.languages, require_abstract=seeds.require_abstract
+        )
+        plan = catalogue.plan_remove(config.remove_ids, current, built.origins)
+        for unknown in plan.unknown_ids:
+            context.log.warning(f"remove {unknown}: not in the catalogue")
+        entries += [
+            {**p, "action": "remove", "reason": config.reason or "removed by hand"} for p in plan.papers
+        ]
+    for entry in entries:
+        context.log.warning(f"removed {entry['paper_id']} ({entry['action']}): {entry['reason']}")
+    catalogue.record_removals(entries)
+    return records, entries
+
+
 @dg.asset(
     group_name=GROUP,
-    code_version="1",
+    code_version="2",
     deps=[openalex_works, arxiv_works, local_papers, seed_papers],
     automation_condition=dg.AutomationCondition.eager(),
 )
-def papers(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-    """One normalized row per work. New works join a new ingest batch (a dynamic partition) so parsing and
+def papers(context: dg.AssetExecutionContext, config: PapersConfig) -> dg.MaterializeResult:
+    """The catalogue: one normalized row per work from every record any source has contributed (see
+    corpus.catalogue). Sources add and update; a paper leaves only through an explicit removal (this asset's
+    config, `lumina remove`, `lumina prune`). New works join a new ingest batch (a dynamic partition) so parsing and
     indexing only touch them; known works keep their batch and first_seen."""
     seeds = read_stored_seeds() if os.path.exists(_seeds_path()) else Seeds()
-    raw = (
-        _read_papers(tables.OPENALEX_WORKS)
-        + _read_papers(tables.ARXIV_WORKS)
-        + _read_papers(tables.LOCAL_PAPERS)
-    )
-    input_hash = hashlib.sha256("".join(sorted(_row_hash(p.to_row()) for p in raw)).encode()).hexdigest()[:24]
+    raw = _raw_records()
+    fingerprints = sorted(r.origin + _row_hash(r.paper.to_row()) for r in raw)
+    fingerprints += sorted(catalogue.removed_ids())  # a restore changes the catalogue too
+    input_hash = hashlib.sha256("|".join(fingerprints).encode()).hexdigest()[:24]
     previous = tables.read(tables.PAPERS)
     state_path = settings.tables_dir() / "papers.inputs"
-    if previous is not None and state_path.exists() and state_path.read_text() == input_hash:
+    removing = bool(config.remove_ids or config.prune_origins)
+    if (
+        not removing
+        and previous is not None
+        and state_path.exists()
+        and state_path.read_text() == input_hash
+        and tables.CATALOGUE_RECORDS.path().exists()
+    ):
         return dg.MaterializeResult(
             metadata={
                 "papers": previous.height,
@@ -264,13 +338,25 @@ def papers(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
             },
             data_version=dg.DataVersion(tables.content_hash(previous, ["paper_id", "content_hash"])),
         )
+    stored = catalogue.read_records()
+    if not stored and previous is not None and not tables.CATALOGUE_RECORDS.path().exists():
+        # a papers table written before the catalogue existed: its rows are the records of earlier runs
+        stored = [catalogue.Record(catalogue.EARLIER_RUNS_ORIGIN, p) for p in _read_papers(tables.PAPERS)]
+    records, changed_records = catalogue.merge_records(stored, raw)
+    records, removals = _apply_removals(config, records, seeds, context)
+    catalogue.write_records(records)
     known = {}
     if previous is not None:
-        for row in previous.select(
-            "paper_id", "first_seen", "ingest_batch", "content_hash", "language"
-        ).iter_rows(named=True):
+        for row in previous.select("paper_id", "first_seen", "ingest_batch", "content_hash").iter_rows(
+            named=True
+        ):
             known[row["paper_id"]] = row
-    result = normalize(raw, languages=seeds.languages, require_abstract=seeds.require_abstract)
+    result = catalogue.build(
+        records,
+        removed=catalogue.removed_ids(),
+        languages=seeds.languages,
+        require_abstract=seeds.require_abstract,
+    )
     now = datetime.now(UTC).isoformat(timespec="seconds")
     batch = _new_batch_key(context)
     rows, new_ids, changed = [], [], 0
@@ -297,16 +383,27 @@ def papers(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     state_path.write_text(input_hash)
     frame = pl.from_arrow(table)
     by_source = Counter(row["source"] for row in rows)
+    gone = sorted(set(known) - {row["paper_id"] for row in rows})
     return dg.MaterializeResult(
         metadata={
             "papers": len(rows),
             "new_papers": len(new_ids),
             "changed_papers": changed,
-            "renormalized": len(raw),
+            "renormalized": len(records),
+            "records": len(records),
+            "records_new_or_changed": changed_records,
+            "removed": len(removals),
+            "removed_papers": dg.MetadataValue.md(
+                "\n".join(f"- {e['paper_id']} ({e['action']}): {e['reason']}" for e in removals[:50])
+                or "none"
+            ),
+            # ids that left without a removal: merged into another work (a DOI found later), never a missing source
+            "ids_merged_away": dg.MetadataValue.json(gone[:50]),
+            "by_origin": dg.MetadataValue.json(catalogue.origin_counts(records)),
             "ingest_batch": batch if new_ids else "none (no new papers)",
             "rejected": len(result.rejected) + len(intake),
             "rejected_by_reason": dg.MetadataValue.json(
-                dict(Counter(result.reasons()) + Counter(r["reason"] for r in intake))
+                dict(Counter(r.reason for r in result.rejected) + Counter(r["reason"] for r in intake))
             ),
             "by_source": dg.MetadataValue.json(dict(by_source)),
             "table": str(tables.PAPERS.path()),

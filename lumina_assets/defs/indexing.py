@@ -12,6 +12,7 @@ INDEX_CODE_VERSION = f"index-v{indexing.INDEX_FORMAT_VERSION}"
 
 
 def _upstream() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Every batch's passages of the papers in the catalogue, and the catalogue."""
     passages = tables.read_all(tables.PASSAGES)
     papers = tables.read(tables.PAPERS)
     if passages is None:
@@ -23,6 +24,9 @@ def _upstream() -> tuple[pl.DataFrame, pl.DataFrame]:
     for column in ("section_number", "section_title", "prev_id", "next_id"):
         if column not in passages.columns:
             passages = passages.with_columns(pl.lit(None, dtype=pl.String).alias(column))
+    # Passages of papers no longer in the catalogue (removed by hand, or merged into another id) leave the index;
+    # the catalogue never loses a paper otherwise, so nothing else is ever pruned or re-embedded without a title.
+    passages = passages.filter(pl.col("paper_id").is_in(papers["paper_id"].implode()))
     return passages, papers
 
 

@@ -1,0 +1,61 @@
+"""Named jobs for each stage of the pipeline, so every run `lumina demo`, the CLI or a person starts reads as the
+step it is on the Runs page (`parse_batch` for batch-20261122-...) instead of `__ephemeral_asset_job__`.
+
+One job per asset group, split where the partitioning changes (the benchmark: questions, then one run per
+provider, then scoring); `crawl_corpus` (the corpus group) and `run_benchmark` live with their schedules."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+parse_job = dg.define_asset_job(
+    name="parse_batch",
+    selection=dg.AssetSelection.groups("parsing"),
+    description="Fetch, parse and cut one ingest batch into passages (pdf_files → parsed_papers → passages).",
+    tags={"lumina/job": "parse"},
+)
+
+index_job = dg.define_asset_job(
+    name="index_passages",
+    selection=dg.AssetSelection.groups("index"),
+    description="Embed new or changed passages into LanceDB and drop the passages of removed papers.",
+    tags={"lumina/job": "index"},
+)
+
+benchmark_questions_job = dg.define_asset_job(
+    name="benchmark_questions",
+    selection=dg.AssetSelection.assets("synthetic_questions", "user_queries", "questions"),
+    description="The benchmark's questions: synthetic ones from passages, user queries, BEIR queries.",
+    tags={"lumina/job": "benchmark"},
+)
+
+benchmark_providers_job = dg.define_asset_job(
+    name="benchmark_providers",
+    selection=dg.AssetSelection.assets("provider_results", "recursive_results", "judgments"),
+    description="One provider (the partition): zero-shot results, recursive levels and judgments.",
+    tags={"lumina/job": "benchmark"},
+)
+
+benchmark_scoring_job = dg.define_asset_job(
+    name="benchmark_scoring",
+    selection=dg.AssetSelection.assets("benchmark_scores", "benchmark_report"),
+    description="Scores over every provider's judgments and the report.",
+    tags={"lumina/job": "benchmark"},
+)
+
+curate_catalogue_job = dg.define_asset_job(
+    name="curate_catalogue",
+    selection=dg.AssetSelection.assets("papers", "citation_graph", "passage_index"),
+    description="Explicit removals (`lumina remove` / `lumina prune` / `lumina restore`): papers with its run "
+    "config, then the citation graph and the index follow the catalogue.",
+    tags={"lumina/job": "curate"},
+)
+
+STAGE_JOBS = [
+    parse_job,
+    index_job,
+    benchmark_questions_job,
+    benchmark_providers_job,
+    benchmark_scoring_job,
+    curate_catalogue_job,
+]
