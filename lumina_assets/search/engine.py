@@ -14,7 +14,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -211,22 +211,25 @@ class SearchEngine:
         vector = np.asarray(vectors, dtype=np.float32).mean(axis=0)
         return vector / max(float(np.linalg.norm(vector)), 1e-12)
 
-    def _retrieve(self, store: LanceStore, text: str, vector: np.ndarray, filters: Filters):
-        """(paper runs, passage runs) from every enabled retriever, queried concurrently (LanceDB and numpy release
-        the GIL, so the index reads overlap)."""
+    def _retrieve(self, store: LanceStore, text: str, embed: Callable[[], np.ndarray], filters: Filters):
+        """(paper runs, passage runs, query vector) from every enabled retriever, queried concurrently: the
+        full-text searches start before the query is embedded, the vector searches once it is (LanceDB, numpy
+        and onnxruntime release the GIL, so the index reads overlap the embedding)."""
         cfg = self.config
         depth = cfg.candidates * cfg.passage_depth
-        passage_jobs = {
-            "passage_vectors": (
-                cfg.passage_vectors,
-                lambda: store.passage_vector_run(vector, depth, filters),
-            ),
+        text_jobs = {
             "passage_fulltext": (cfg.passage_fulltext, lambda: store.passage_text_run(text, depth, filters)),
-        }
-        paper_jobs = {
             "paper_fulltext": (
                 cfg.paper_fulltext,
                 lambda: store.paper_text_run(text, cfg.candidates, filters),
+            ),
+        }
+        futures = {name: _RETRIEVERS.submit(job) for name, (enabled, job) in text_jobs.items() if enabled}
+        vector = embed()
+        vector_jobs = {
+            "passage_vectors": (
+                cfg.passage_vectors,
+                lambda: store.passage_vector_run(vector, depth, filters),
             ),
             "paper_title_vectors": (
                 cfg.paper_title_vectors,
@@ -237,15 +240,17 @@ class SearchEngine:
                 lambda: store.paper_vector_run("abstract_vector", vector, cfg.candidates, filters),
             ),
         }
-        futures = {
-            name: _RETRIEVERS.submit(job)
-            for name, (enabled, job) in {**passage_jobs, **paper_jobs}.items()
-            if enabled
+        futures.update(
+            {name: _RETRIEVERS.submit(job) for name, (enabled, job) in vector_jobs.items() if enabled}
+        )
+        passage_runs = {
+            name: futures[name].result()
+            for name in ("passage_vectors", "passage_fulltext")
+            if name in futures
         }
-        passage_runs = {name: futures[name].result() for name in passage_jobs if name in futures}
         runs = {name: run.by_paper(cfg.passage_aggregation) for name, run in passage_runs.items()}
-        runs.update({name: futures[name].result() for name in paper_jobs if name in futures})
-        return runs, passage_runs
+        runs.update({name: future.result() for name, future in futures.items() if name not in passage_runs})
+        return runs, passage_runs, vector
 
     def _fuse(self, runs: dict[str, Run], candidates: int) -> dict[str, float]:
         cfg = self.config
@@ -285,27 +290,30 @@ class SearchEngine:
             return None
         fulltext, trace.expansions = self._expand(text, store)
 
-        t0 = time.perf_counter()
         texts = [text]
         if cfg.llm_multi_query is not None:
             texts += [t for t in cfg.llm_multi_query(text) if t and t.strip()][:4]
-        vector = self._embed(texts)
-        trace.timings_ms["embed"] = (time.perf_counter() - t0) * 1000
-        if store.dimension != vector.shape[0]:
-            raise IndexModelMismatch(
-                f"the index holds {store.dimension}-d vectors but the query model gives {vector.shape[0]}-d "
-                "ones: search with the model that built the index (LUMINA_EMBEDDING_MODEL) or rebuild the index"
-            )
+
+        def embed() -> np.ndarray:
+            t0 = time.perf_counter()
+            vector = self._embed(texts)
+            trace.timings_ms["embed"] = (time.perf_counter() - t0) * 1000
+            if store.dimension != vector.shape[0]:
+                raise IndexModelMismatch(
+                    f"the index holds {store.dimension}-d vectors but the query model gives {vector.shape[0]}-d "
+                    "ones: search with the model that built the index (LUMINA_EMBEDDING_MODEL) or rebuild the index"
+                )
+            return vector
 
         t0 = time.perf_counter()
-        runs, passage_runs = self._retrieve(store, fulltext, vector, filters)
+        runs, passage_runs, vector = self._retrieve(store, fulltext, embed, filters)
         doc_scores = self._fuse(runs, cfg.candidates)
         if cfg.dense_prf and cfg.dense_prf_beta > 0 and doc_scores:
             feedback = [paper_id for paper_id, _ in ranked(doc_scores, cfg.dense_prf_docs)]
             centroid = store.paper_vectors(feedback, "abstract_vector").mean(axis=0)
-            vector = vector + cfg.dense_prf_beta * centroid
-            vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
-            runs, passage_runs = self._retrieve(store, fulltext, vector, filters)
+            refined = vector + cfg.dense_prf_beta * centroid
+            refined = refined / max(float(np.linalg.norm(refined)), 1e-12)
+            runs, passage_runs, vector = self._retrieve(store, fulltext, lambda: refined, filters)
             doc_scores = self._fuse(runs, cfg.candidates)
         trace.timings_ms["retrieve"] = (time.perf_counter() - t0) * 1000
         trace.found_by = {}

@@ -125,9 +125,9 @@ class LanceStore:
         return f"{self.passages_table.version}:{self.papers_table.version}"
 
     def empty(self) -> bool:
-        version = self.version()
-        if getattr(self, "_empty_at", None) != version:  # one count per table version, not per query
-            self._empty, self._empty_at = self.passages_table.count_rows() == 0, version
+        """Counted when the store opens or re-checks out its tables, not per query."""
+        if getattr(self, "_empty", None) is None:
+            self._empty = self.passages_table.count_rows() == 0
         return self._empty
 
     def checkout_latest(self) -> None:
@@ -135,6 +135,7 @@ class LanceStore:
         for table in (self.passages_table, self.papers_table, self.acronyms_table):
             if table is not None:
                 table.checkout_latest()
+        self._empty = None
 
     def _vector_search(
         self, table, column: str, vector: np.ndarray, n: int, filters: Filters, fields: list[str]
