@@ -1,0 +1,126 @@
+"""Sources a user can point anywhere (issue 13): every external base URL from the environment, the demo's offline
+check through the HTTP stack on those URLs (proxy settings honoured), and a run-config override of a resource that
+keeps the resource's API key."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import dagster as dg
+import pytest
+
+from lumina_assets.cli.runner import live_source_urls, network_available
+from resources.arxiv import ArxivResource
+from resources.openalex import OpenAlexResource
+from resources.providers import ExaResource, SemanticScholarResource, SerpApiScholarResource
+
+URL_VARIABLES = {
+    "LUMINA_OPENALEX_URL": OpenAlexResource,
+    "LUMINA_ARXIV_URL": ArxivResource,
+    "LUMINA_SEMANTIC_SCHOLAR_URL": SemanticScholarResource,
+    "LUMINA_SERPAPI_URL": SerpApiScholarResource,
+    "LUMINA_EXA_URL": ExaResource,
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def local_http_server(tmp_path):
+    """`python -m http.server` on 127.0.0.1 (answers any GET / HEAD, proxy-form requests too), stopped by PID."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "local server did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=10)
+
+
+@pytest.mark.parametrize("variable", sorted(URL_VARIABLES))
+def test_every_base_url_comes_from_the_environment(monkeypatch, variable):
+    resource = URL_VARIABLES[variable]
+    default = resource().base_url
+    assert default.startswith("https://")
+    monkeypatch.setenv(variable, "http://mirror.internal:8080/api/")
+    assert resource().base_url == "http://mirror.internal:8080/api"
+    assert resource().http_client().base_url == "http://mirror.internal:8080/api"
+
+
+def test_offline_check_uses_the_configured_urls(monkeypatch, local_http_server):
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LUMINA_OPENALEX_URL", local_http_server + "/openalex")
+    monkeypatch.setenv("LUMINA_ARXIV_URL", f"http://127.0.0.1:{_free_port()}/api")  # nothing listens there
+    assert live_source_urls() == [local_http_server + "/openalex", os.environ["LUMINA_ARXIV_URL"]]
+    assert network_available()  # the mirror answers (404 is an answer)
+    monkeypatch.setenv("LUMINA_OPENALEX_URL", os.environ["LUMINA_ARXIV_URL"])
+    assert not network_available()
+
+
+def test_offline_check_goes_through_the_proxy(monkeypatch, local_http_server):
+    """A host this machine cannot resolve is reachable through HTTP_PROXY, as it would be behind a proxy."""
+    unreachable = "http://api.openalex.invalid"
+    monkeypatch.setenv("NO_PROXY", "")
+    monkeypatch.setenv("no_proxy", "")
+    monkeypatch.delenv("HTTP_PROXY", raising=False)
+    monkeypatch.delenv("http_proxy", raising=False)
+    monkeypatch.delenv("ALL_PROXY", raising=False)
+    monkeypatch.delenv("all_proxy", raising=False)
+    assert not network_available([unreachable], timeout=2)
+    monkeypatch.setenv("HTTP_PROXY", local_http_server)
+    assert network_available([unreachable], timeout=2)
+
+
+def test_overriding_a_resource_in_run_config_keeps_its_key(monkeypatch):
+    """Dagster rebuilds a resource from run config when a run overrides a field; the key must survive."""
+    monkeypatch.setenv("OPENALEX_API_KEY", "test-openalex-key")
+    monkeypatch.setenv("EXA_API_KEY", "test-exa-key")
+    seen = {}
+
+    @dg.asset
+    def probe(openalex: OpenAlexResource, exa: ExaResource) -> None:
+        seen["openalex"] = (openalex.base_url, openalex.resolved_api_key())
+        seen["exa"] = (exa.base_url, exa.available())
+
+    from lumina_assets.defs.corpus import build_resources
+
+    resources = {**build_resources(), "exa": ExaResource(api_key=dg.EnvVar("EXA_API_KEY"))}
+    assert resources["openalex"].api_key is not None  # built with dg.EnvVar, as shipped
+    override = {
+        "resources": {
+            "openalex": {"config": {"base_url": "http://127.0.0.1:9/openalex"}},
+            "exa": {"config": {"base_url": "http://127.0.0.1:9/exa"}},
+        }
+    }
+    result = dg.materialize([probe], resources=resources, run_config=override)
+    assert result.success
+    assert seen["openalex"] == ("http://127.0.0.1:9/openalex", "test-openalex-key")
+    assert seen["exa"] == ("http://127.0.0.1:9/exa", True)
+    logs = " ".join(str(e.message) for e in result.all_events)
+    assert "test-openalex-key" not in logs and "test-exa-key" not in logs
+    monkeypatch.delenv("OPENALEX_API_KEY")
+    assert dg.materialize([probe], resources=resources | {"openalex": OpenAlexResource()}).success
+    assert seen["openalex"][1] == ""
