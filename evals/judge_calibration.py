@@ -39,6 +39,14 @@ class LabelledPair:
 PAIRS_NOTE = "per query: its qrels positives, 2 BM25 hard negatives and 1 random negative; queries split calibration/validation"
 
 
+def calibration_query_ids(folder: Path, *, queries_per_split: int, seed: int = 13) -> set[str]:
+    """The query ids `labelled_pairs` calibrates on (same selection), so nothing validates the judge on them."""
+    collection = load_beir(folder, "train")
+    ids = sorted(q for q in collection.qrels if q in collection.queries)
+    random.Random(seed).shuffle(ids)
+    return set(ids[:queries_per_split])
+
+
 def labelled_pairs(
     folder: Path,
     *,

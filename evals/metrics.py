@@ -161,3 +161,96 @@ def agreement(judge: Sequence[int], human: Sequence[int]) -> Agreement:
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / (tp + fn) if tp + fn else 0.0
     return Agreement(kappa, precision, recall, observed, n, tp + fn)
+
+
+def per_query_ranking(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Sequence[str]],
+    measures: Iterable[str] = ("nDCG@10", "R@1000", "RR"),
+) -> dict[str, dict[str, float]]:
+    """question id -> {measure: value} for every question with qrels (0 where the run has nothing), via
+    ir_measures; the per-question values the paired tests need."""
+    import ir_measures
+
+    parsed = [ir_measures.parse_measure(m) for m in measures]
+    judged = {q: {d: int(r) for d, r in docs.items()} for q, docs in qrels.items() if docs}
+    out = {q: {str(m): 0.0 for m in parsed} for q in judged}
+    run_dict = {}
+    for qid in judged:
+        ranked = list(dict.fromkeys(run.get(qid, [])))
+        if ranked:
+            run_dict[qid] = {doc: float(len(ranked) - rank) for rank, doc in enumerate(ranked)}
+    for metric in ir_measures.iter_calc(parsed, judged, run_dict):
+        out[metric.query_id][str(metric.measure)] = float(metric.value)
+    return out
+
+
+# ---------------------------------------------------------------- paired comparison
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """A paired sign-flip permutation test over questions: mean difference a - b with a bootstrap CI, the
+    two-sided p-value, and the effect size (Cohen's d_z = mean difference / SD of the differences)."""
+
+    n: int
+    mean_a: float
+    mean_b: float
+    diff: float
+    low: float
+    high: float
+    p_value: float
+    effect_size: float
+    exact: bool
+
+    def significant(self, alpha: float = 0.05) -> bool:
+        return self.n > 0 and self.p_value < alpha
+
+
+def paired_test(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    resamples: int = 10000,
+    seed: int = 0,
+    exact_up_to: int = 16,
+) -> PairedTest:
+    """Sign-flip permutation test of mean(a - b) = 0 over paired questions. Exact (all 2^n sign patterns) up to
+    `exact_up_to` questions, else `resamples` random flips (p counts the observed one, so it is never 0)."""
+    if len(a) != len(b):
+        raise ValueError("paired samples differ in length")
+    diffs = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    n = int(diffs.size)
+    if n == 0:
+        nan = float("nan")
+        return PairedTest(0, nan, nan, nan, nan, nan, nan, nan, True)
+    observed = abs(diffs.mean())
+    tolerance = 1e-12
+    if n <= exact_up_to:
+        patterns = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2 - 1
+        means = np.abs((patterns * diffs).mean(axis=1))
+        p_value = float((means >= observed - tolerance).mean())
+        exact = True
+    else:
+        rng = np.random.default_rng(seed)
+        signs = rng.choice([-1.0, 1.0], size=(resamples, n))
+        means = np.abs((signs * diffs).mean(axis=1))
+        p_value = float(((means >= observed - tolerance).sum() + 1) / (resamples + 1))
+        exact = False
+    sd = float(diffs.std(ddof=1)) if n > 1 else 0.0
+    if sd > 0:
+        effect = float(diffs.mean() / sd)
+    else:
+        effect = 0.0 if diffs.mean() == 0 else math.copysign(math.inf, diffs.mean())
+    ci = bootstrap_ci(diffs.tolist(), resamples=2000, seed=seed)
+    return PairedTest(
+        n,
+        float(np.mean(a)),
+        float(np.mean(b)),
+        float(diffs.mean()),
+        ci.low,
+        ci.high,
+        p_value,
+        effect,
+        exact,
+    )

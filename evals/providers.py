@@ -136,13 +136,33 @@ def map_exa(payload: dict[str, Any], k: int) -> list[Context]:
 
 
 class SemanticScholarProvider:
-    """Snippet search for passages; paper search when snippet search fails or finds nothing."""
+    """Snippet search for passages; paper search when snippet search fails or finds nothing (both counted, as
+    `fallbacks`). Snippet results carry no DOIs, so they are looked up by corpus id through `/paper/batch`
+    (external ids); a failed lookup keeps the contexts and is counted."""
 
     name = "semantic_scholar"
 
     def __init__(self, client):
         self.client = client
         self.fallbacks = 0
+        self.snippet_errors = 0
+        self.doi_lookup_failures = 0
+
+    def _add_dois(self, contexts: list[Context]) -> None:
+        from lumina_assets.core.http import HttpError
+
+        missing = [c for c in contexts if not c.doi and c.paper_id and c.paper_id.startswith("s2-corpus:")]
+        if not missing or not hasattr(self.client, "paper_batch"):
+            return
+        try:
+            records = self.client.paper_batch(["CorpusId:" + c.paper_id.split(":", 1)[1] for c in missing])
+        except HttpError:
+            self.doi_lookup_failures += 1
+            return
+        for context, record in zip(missing, records or [], strict=False):
+            doi = ((record or {}).get("externalIds") or {}).get("DOI")
+            if doi:
+                context.doi = doi.lower()
 
     def search(self, query: str, k: int) -> list[Context]:
         from lumina_assets.core.http import HttpError
@@ -150,11 +170,20 @@ class SemanticScholarProvider:
         try:
             contexts = map_s2_snippets(self.client.snippet_search(query, limit=max(k * 3, k)), k)
         except HttpError:
+            self.snippet_errors += 1
             contexts = []
         if contexts:
+            self._add_dois(contexts)
             return contexts
         self.fallbacks += 1
         return map_s2_papers(self.client.paper_search(query, limit=k), k)
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "snippet_fallbacks": self.fallbacks,
+            "snippet_errors": self.snippet_errors,
+            "doi_lookup_failures": self.doi_lookup_failures,
+        }
 
 
 class GoogleScholarProvider:

@@ -16,7 +16,14 @@ import polars as pl
 
 from evals.judge import JudgeParseError
 from lumina_assets.core.ids import paper_id_for, short_hash
-from lumina_assets.corpus.collections import is_beir_queries, qrels_path, read_qrels, read_queries
+from lumina_assets.corpus.collections import (
+    DEFAULT_SPLIT_ORDER,
+    is_beir_queries,
+    pick_split,
+    qrels_path,
+    read_qrels,
+    read_queries,
+)
 from lumina_assets.parsing.chunking import split_sentences
 
 QUESTION_SCHEMA = {
@@ -233,13 +240,17 @@ def load_user_queries(path: Path) -> pl.DataFrame:
 
 
 def load_beir_queries(
-    folder: Path, *, n: int, seed: int = 11, split: str = "train", paper_ids: dict[str, str] | None = None
+    folder: Path, *, n: int, seed: int = 11, split: str = "", paper_ids: dict[str, str] | None = None
 ) -> pl.DataFrame:
     """A deterministic sample of n BEIR queries that have qrels, each with its relevant paper ids.
+
+    `split`: a split name or a comma-separated order tried in turn (default test, dev, train: the first present);
+    the split used is in each row's generator and set name (`scifact-train`).
 
     `paper_ids` maps BEIR doc id -> our paper id (from the papers table); default `beir-<set>:<doc id>`.
     """
     folder = Path(folder)
+    split = pick_split(folder, split or DEFAULT_SPLIT_ORDER)
     queries, qrels = read_queries(folder), read_qrels(qrels_path(folder, split))
     corpus = f"beir-{folder.name}"
     ids = sorted((q for q in qrels if q in queries), key=lambda q: short_hash(str(seed), q))[:n]

@@ -1,8 +1,13 @@
 """Recursive query refinement (the paper's "lumina-recursive" mode, run for every provider).
 
-Level 0 asks the question. Level d asks a refined query made from level d-1's results, then merges the new
-contexts into the previous ones, dropping any chunk whose text was already there. Every level is returned so
-metrics can be drawn per level (the convergence graph).
+Level 0 asks the question. Level d asks a refined query made from level d-1's results and merges the new contexts
+into the pool of every level so far (dropping any chunk whose text was already there). Like-for-like: the result of
+depth d is a ranked list of exactly p contexts (fewer only when the pool holds fewer), the pool re-ranked by
+reciprocal rank fusion across levels (RRF_K = 60; a tie goes to the earlier level), so depth d and depth 0 are
+compared at the same page size. The merged pool is kept beside it (its recall is a separate column).
+
+A provider error at depth d is a failure of that level, not an empty result: depths before it stay scored, it and
+the later levels (whose queries would be refined from its results) carry the error and are left out of the scores.
 
 Refiners: the Recursion Prompt through an LLM (strict `<query>` parsing, retries, then a recorded failure), or,
 offline, pseudo-relevance feedback (key terms of the top results appended to the question), labelled so.
@@ -152,9 +157,66 @@ def merge_contexts(previous: Sequence[Context], new: Sequence[Context]) -> tuple
     return merged, added
 
 
+RRF_K = 60
+
+
+def _context_key(context: Context) -> str:
+    """A context's identity across levels: its passage ids, else its normalized chunk text."""
+    if context.passage_ids:
+        return "p:" + "|".join(context.passage_ids)
+    return "t:" + _norm(" ".join(context.chunks))
+
+
+def fuse_levels(level_results: Sequence[Sequence[Context]], page_size: int) -> list[Context]:
+    """The top `page_size` of every level's results fused by reciprocal rank (sum over levels of
+    1 / (RRF_K + rank)); chunks already taken by a better-ranked context are dropped, a context left empty is
+    skipped. One level keeps its own order, so depth 0 is the provider's own top p."""
+    scores: dict[str, float] = {}
+    first_seen: dict[str, tuple[int, int]] = {}
+    contexts: dict[str, Context] = {}
+    for level, results in enumerate(level_results):
+        for rank, context in enumerate(results, start=1):
+            key = _context_key(context)
+            scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_K + rank)
+            if key not in contexts:
+                contexts[key] = context
+                first_seen[key] = (level, rank)
+    ordered = sorted(scores, key=lambda k: (-scores[k], first_seen[k]))
+    ranked: list[Context] = []
+    seen: set[str] = set()
+    for key in ordered:
+        if len(ranked) >= page_size:
+            break
+        context = contexts[key]
+        ids = list(context.passage_ids) + [None] * (len(context.chunks) - len(context.passage_ids))
+        chunks, passage_ids = [], []
+        for chunk, passage_id in zip(context.chunks, ids, strict=True):
+            norm = _norm(chunk)
+            if norm and norm not in seen:
+                seen.add(norm)
+                chunks.append(chunk)
+                if passage_id:
+                    passage_ids.append(passage_id)
+        if chunks:
+            ranked.append(
+                Context(
+                    title=context.title,
+                    chunks=chunks,
+                    doi=context.doi,
+                    url=context.url,
+                    paper_id=context.paper_id,
+                    score=scores[key],
+                    passage_ids=passage_ids,
+                )
+            )
+    return ranked
+
+
 @dataclass
 class Level:
-    """One recursion level: the query asked, what it returned (`fresh`) and the merged contexts so far."""
+    """One recursion level: the query asked, what it returned (`fresh`), the ranked top p of every level so far
+    (`contexts`, what is judged and scored) and the merged pool (`pool`); `error` is a provider failure,
+    `failure` a refinement failure."""
 
     depth: int
     query: str | None
@@ -163,6 +225,12 @@ class Level:
     new_chunks: int
     fresh: list[Context] = field(default_factory=list)
     failure: str | None = None
+    pool: list[Context] = field(default_factory=list)
+    error: str | None = None
+
+
+def _error(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
 
 
 def recursive_search(
@@ -176,25 +244,58 @@ def recursive_search(
 ) -> list[Level]:
     """Levels 0..max_depth; level d's query comes from level d-1's own results (`fresh`).
 
-    A refinement failure stops fetching: later levels repeat the last merged contexts and carry the failure, so
-    every depth still has a row and a failure is visible, not hidden.
+    A refinement failure stops fetching: later levels repeat the last ranked contexts and carry the failure, so
+    every depth still has a row and a failure is visible, not hidden. A provider error at depth d marks depth d
+    and every later depth as errored (nothing to refine from); earlier depths keep their results.
     """
-    first = list(level0) if level0 is not None else provider.search(question, page_size)
+    method = getattr(refiner, "method", "refiner")
+    try:
+        first = list(level0) if level0 is not None else provider.search(question, page_size)
+    except Exception as exc:  # the provider failed: every depth is a failure, none is an empty result
+        error = _error(exc)
+        return [
+            Level(d, question if d == 0 else None, "none" if d == 0 else method, [], 0, error=error)
+            for d in range(max_depth + 1)
+        ]
     first = first[:page_size]
-    levels = [Level(0, question, "none", first, sum(len(c.chunks) for c in first), fresh=first)]
+    levels = [
+        Level(0, question, "none", first, sum(len(c.chunks) for c in first), fresh=first, pool=list(first))
+    ]
+    fetched = [first]
     query = question
     stopped: str | None = None
+    errored: str | None = None
     for depth in range(1, max_depth + 1):
         previous = levels[-1]
+        if errored is not None:
+            levels.append(Level(depth, None, method, [], 0, error=errored))
+            continue
         if stopped is None:
             refinement = refiner.refine(question, query, previous.fresh)
             if refinement.query is not None:
                 query = refinement.query
-                fresh = provider.search(query, page_size)[:page_size]
-                merged, added = merge_contexts(previous.contexts, fresh)
-                levels.append(Level(depth, query, refinement.method, merged, added, fresh=fresh))
+                try:
+                    fresh = provider.search(query, page_size)[:page_size]
+                except Exception as exc:
+                    errored = f"depth {depth}: {_error(exc)}"
+                    levels.append(Level(depth, query, refinement.method, [], 0, error=errored))
+                    continue
+                fetched.append(fresh)
+                pool, added = merge_contexts(previous.pool, fresh)
+                levels.append(
+                    Level(
+                        depth,
+                        query,
+                        refinement.method,
+                        fuse_levels(fetched, page_size),
+                        added,
+                        fresh=fresh,
+                        pool=pool,
+                    )
+                )
                 continue
             stopped = refinement.failure or "refinement failed"
-        method = getattr(refiner, "method", "refiner")
-        levels.append(Level(depth, None, method, previous.contexts, 0, fresh=[], failure=stopped))
+        levels.append(
+            Level(depth, None, method, previous.contexts, 0, fresh=[], failure=stopped, pool=previous.pool)
+        )
     return levels

@@ -1,6 +1,10 @@
-"""The benchmark report: markdown tables and matplotlib PNGs (CR / CP per provider and mode, and the convergence
-graph: metric vs recursion depth per provider and page size). The judge-agreement figure is printed beside every CR
-table, the CP definition is stated, and an offline judge is labelled as such wherever its numbers appear."""
+"""The benchmark report of one run: what the run is (questions, providers, grid, judge, code version), the headline
+comparison with paired tests per question set, every recursion level, and plots of every page size and depth.
+
+Offline (no LLM judge) the headline uses only measures no provider's model can bias: qrels (BEIR) and natural qrels
+(a synthetic question's source paper and passage). The offline judge embeds with all-MiniLM-L6-v2, the model Lumina
+retrieves with, so its CR is shown only as a labelled proxy with its per-provider agreement with qrels, never as a
+comparison, and CP is reported as not measured."""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ import polars as pl
 
 from evals.metrics import CP_DEFINITION
 from lumina_assets.core import tables
+
+QRELS_HEADLINE = ("CR@p (qrels)", "nDCG@10", "R@p")
 
 
 def _fmt(mean: float | None, low: float | None, high: float | None) -> str:
@@ -29,100 +35,183 @@ def _num(value: Any) -> str:
 
 
 def agreement_line(agreement: dict[str, Any] | None) -> str:
+    """What the judge's calibration-set agreement measures (CR verdicts on SciFact qrel pairs only)."""
     if not agreement:
-        return "**Judge agreement:** not measured (no BEIR qrels available for validation)."
+        return "**Judge agreement:** not measured (no qrels available for validation)."
     return (
-        f"**Judge agreement with human qrels** ({agreement.get('set', 'SciFact train')}, held-out pairs, "
-        f"judge `{agreement['judge']}`): Cohen's κ = {agreement['kappa']:.3f}, precision {agreement['precision']:.3f}, "
-        f"recall {agreement['recall']:.3f}, accuracy {agreement['accuracy']:.3f}, n = {agreement['n']} pairs "
-        f"({agreement['positives']} relevant, {agreement.get('queries', '?')} queries, {agreement.get('failures', 0)} failures; "
-        f"{agreement.get('pairs_note', 'held-out pairs')})."
+        f"**Judge CR agreement with human qrels** ({agreement.get('set', 'SciFact train')}, held-out pairs, judge "
+        f"`{agreement['judge']}`): Cohen's κ = {agreement['kappa']:.3f}, n = {agreement['n']} pairs "
+        f"({agreement['positives']} relevant, {agreement.get('queries', '?')} queries). This validates CR verdicts "
+        "on SciFact pairs only; CP verdicts are not validated."
     )
 
 
 def judge_banner(judge_name: str, offline: bool) -> str:
     if offline:
         return (
-            f"> **OFFLINE JUDGE.** Verdicts come from `{judge_name}`: embedding-cosine thresholds calibrated on SciFact "
-            "train qrels, not from an LLM. They are a stand-in for the paper's GPT-4o judge; compare providers with "
-            "each other here, not with published LLM-judged numbers."
+            f"> **OFFLINE RUN.** No LLM judge: `{judge_name}` is embedding cosine under all-MiniLM-L6-v2, the model "
+            "Lumina retrieves with, so it is not used to compare providers. Providers are compared on qrels only "
+            "(BEIR qrels; a synthetic question's source paper and passage). CP: **not measured** offline."
         )
     return f"> Judge: `{judge_name}` at temperature 0, prompts verbatim from the Lumina paper."
 
 
-def summary_table(scores: pl.DataFrame, agreement: dict[str, Any] | None, question_set: str = "all") -> str:
-    """CR / CP per provider and mode (zero-shot = depth 0, recursive = deepest level) and page size."""
-    frame = scores.filter(pl.col("question_set") == question_set)
+def _set_frame(scores: pl.DataFrame, question_set: str) -> pl.DataFrame:
+    return scores.filter(pl.col("question_set") == question_set).sort("provider", "page_size", "depth")
+
+
+def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) -> str:
+    """One row per provider × page size × depth: n scored, failures, then qrels measures (offline) or the judged CR
+    and CP with the qrels measures where the set has qrels (online)."""
+    frame = _set_frame(scores, question_set)
     if frame.height == 0:
         return "_no scores_"
-    max_depth = frame.group_by("provider", "page_size").agg(pl.col("depth").max().alias("max_depth"))
-    frame = frame.join(max_depth, on=["provider", "page_size"])
-    frame = frame.filter((pl.col("depth") == 0) | (pl.col("depth") == pl.col("max_depth")))
-    lines = [
-        agreement_line(agreement),
-        "",
-        "| provider | mode | p | depth | CR [95% CI] | CP [95% CI] | n | judge failures (CR/CP) |",
-        "|---|---|---|---|---|---|---|---|",
+    has_qrels = bool(frame["n_qrels"].max())
+    measures = list(QRELS_HEADLINE) if has_qrels else []
+    judged = [] if offline else ["CR", "CP"]
+    extra = ["R@pool"] if has_qrels else []
+    if question_set == "synthetic" and has_qrels:
+        extra.append("passage@p")
+    header = [
+        "provider",
+        "p",
+        "depth",
+        "n",
+        "failed (rate)",
+        *judged,
+        *(f"{m} [95% CI]" for m in measures),
+        *extra,
     ]
-    for row in frame.sort("provider", "page_size", "depth").iter_rows(named=True):
-        mode = "zero-shot" if row["depth"] == 0 else "recursive"
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in frame.iter_rows(named=True):
+        cells = [
+            row["provider"],
+            str(row["page_size"]),
+            str(row["depth"]),
+            str(row["n"]),
+            f"{row['failed']} ({row['failure_rate']:.0%})",
+        ]
+        if not offline:
+            cells += [
+                _fmt(row["cr"], row["cr_low"], row["cr_high"]),
+                _fmt(row["cp"], row["cp_low"], row["cp_high"]),
+            ]
+        cells += [_fmt(row[m], row[f"{m} low"], row[f"{m} high"]) for m in measures]
+        cells += [_num(row[m]) for m in extra]
+        lines.append("| " + " | ".join(cells) + " |")
+    if not has_qrels and offline:
+        lines.append("")
+        lines.append("_No qrels for this set: offline, nothing here compares providers._")
+    return "\n".join(lines)
+
+
+def comparison_table(comparisons: pl.DataFrame, question_set: str) -> str:
+    frame = comparisons.filter(pl.col("question_set") == question_set)
+    if frame.height == 0:
+        return "_no paired comparison (fewer than two providers or depths scored on the same questions)_"
+    lines = [
+        "| p | measure | A | B | n pairs | A | B | A − B [95% CI] | effect d_z | p-value | result |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in frame.iter_rows(named=True):
         lines.append(
-            f"| {row['provider']} | {mode} | {row['page_size']} | {row['depth']} | "
-            f"{_fmt(row['cr'], row['cr_low'], row['cr_high'])} | {_fmt(row['cp'], row['cp_low'], row['cp_high'])} | "
-            f"{row['n']} | {row['cr_failures']}/{row['cp_failures']} |"
+            f"| {r['page_size']} | {r['measure']} | {r['a']} | {r['b']} | {r['n']} | {r['mean_a']:.3f} | "
+            f"{r['mean_b']:.3f} | {r['diff']:+.3f} [{r['diff_low']:+.3f}, {r['diff_high']:+.3f}] | "
+            f"{_num(r['effect_size'])} | {r['p_value']:.4f} | {r['verdict']} |"
         )
     return "\n".join(lines)
 
 
-def depth_table(scores: pl.DataFrame, agreement: dict[str, Any] | None, question_set: str = "all") -> str:
-    frame = scores.filter(pl.col("question_set") == question_set).sort("provider", "page_size", "depth")
+def proxy_table(scores: pl.DataFrame) -> str:
+    """The offline judge's CR as a labelled proxy, with its agreement with qrels per provider on this run's own
+    contexts (calibration questions excluded)."""
+    frame = _set_frame(scores, "all")
     lines = [
-        agreement_line(agreement),
-        "",
-        "| provider | p | depth | CR [95% CI] | CP [95% CI] | contexts/question | nDCG@10 | AP@10 | R@10 | R@all | RR | n (qrels) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| provider | p | depth | proxy CR (not a comparison) | n | judge-vs-qrels κ on this provider's contexts (pairs) |",
+        "|---|---|---|---|---|---|",
     ]
     for row in frame.iter_rows(named=True):
         lines.append(
-            f"| {row['provider']} | {row['page_size']} | {row['depth']} | {_fmt(row['cr'], row['cr_low'], row['cr_high'])} | "
-            f"{_fmt(row['cp'], row['cp_low'], row['cp_high'])} | {_num(row['mean_contexts'])} | {_num(row.get('nDCG@10'))} | "
-            f"{_num(row.get('AP@10'))} | {_num(row.get('R@10'))} | {_num(row.get('R@all'))} | {_num(row.get('RR'))} | "
-            f"{row['n_qrels']} |"
+            f"| {row['provider']} | {row['page_size']} | {row['depth']} | {_fmt(row['cr'], row['cr_low'], row['cr_high'])} "
+            f"| {row['n']} | {_num(row['proxy_kappa'])} ({row['proxy_pairs']}) |"
         )
     return "\n".join(lines)
 
 
-def plot_cr_cp(scores: pl.DataFrame, path: Path, title_suffix: str = "") -> Path:
-    """Grouped bars: CR and CP per provider × mode (largest page size), with the bootstrap CI as error bars."""
+def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: bool = False) -> str:
+    frame = _set_frame(scores, question_set)
+    cols = ["nDCG@10", "R@p", "R@pool", "RR", "CR@p (qrels)"]
+    judged = [] if offline else ["CR", "CP"]
+    header = ["provider", "p", "depth", "n", "failed", *judged, "contexts/question", *cols, "n (qrels)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in frame.iter_rows(named=True):
+        cells = [row["provider"], str(row["page_size"]), str(row["depth"]), str(row["n"]), str(row["failed"])]
+        if not offline:
+            cells += [
+                _fmt(row["cr"], row["cr_low"], row["cr_high"]),
+                _fmt(row["cp"], row["cp_low"], row["cp_high"]),
+            ]
+        cells += [_num(row["mean_contexts"]), *(_num(row[c]) for c in cols), str(row["n_qrels"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _plot_measures(scores: pl.DataFrame, *, offline: bool) -> list[str]:
+    measures = [] if offline else ["cr", "cp"]
+    if scores.height and scores["n_qrels"].max():
+        measures += ["CR@p (qrels)", "nDCG@10", "R@p"]
+    return measures
+
+
+def plot_scores(scores: pl.DataFrame, path: Path, *, offline: bool, title_suffix: str = "") -> Path | None:
+    """Bars for every provider at every page size and depth, one panel per measure, each on its own y-axis so a
+    small CP stays readable; error bars are the bootstrap CIs."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    frame = scores.filter(pl.col("question_set") == "all")
-    page = frame["page_size"].max()
-    frame = frame.filter(pl.col("page_size") == page)
-    max_depth = frame["depth"].max()
-    rows = frame.filter(pl.col("depth").is_in([0, max_depth])).sort("provider", "depth").to_dicts()
-    labels = []
-    for r in rows:
-        mode = "zero-shot" if r["depth"] == 0 else f"recursive d={r['depth']}"
-        labels.append(f"{r['provider']}\n{mode}")
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(rows)), 4))
-    width = 0.38
-    for offset, metric, color in ((-width / 2, "cr", "#3b6ea8"), (width / 2, "cp", "#d08a2e")):
-        values = [r[metric] if r[metric] is not None else 0 for r in rows]
-        errors = [
-            [max(0.0, (r[metric] or 0) - (r[f"{metric}_low"] or 0)) for r in rows],
-            [max(0.0, (r[f"{metric}_high"] or 0) - (r[metric] or 0)) for r in rows],
-        ]
-        xs = [i + offset for i in range(len(rows))]
-        ax.bar(xs, values, width, yerr=errors, capsize=3, label=metric.upper(), color=color)
-    ax.set_xticks(range(len(rows)), labels, fontsize=8)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("score")
-    ax.set_title(f"Context Relevance and Precision (p={page}){title_suffix}", fontsize=10)
-    ax.legend()
+    frame = _set_frame(scores, "all")
+    measures = _plot_measures(frame, offline=offline)
+    if frame.height == 0 or not measures:
+        return None
+    groups = sorted({(r["page_size"], r["depth"]) for r in frame.iter_rows(named=True)})
+    providers = sorted(set(frame["provider"].to_list()))
+    fig, axes = plt.subplots(
+        len(measures), 1, figsize=(max(7, 0.9 * len(groups) * len(providers)), 2.8 * len(measures))
+    )
+    axes = [axes] if len(measures) == 1 else list(axes)
+    width = 0.8 / max(1, len(providers))
+    for ax, measure in zip(axes, measures, strict=True):
+        low, high = (
+            (f"{measure}_low", f"{measure}_high")
+            if measure in ("cr", "cp")
+            else (f"{measure} low", f"{measure} high")
+        )
+        top = 0.0
+        for i, provider in enumerate(providers):
+            values, errors_low, errors_high = [], [], []
+            for page, depth in groups:
+                match = frame.filter(
+                    (pl.col("provider") == provider)
+                    & (pl.col("page_size") == page)
+                    & (pl.col("depth") == depth)
+                )
+                row = match.row(0, named=True) if match.height else {}
+                value = row.get(measure)
+                value = 0.0 if value is None or value != value else value
+                values.append(value)
+                errors_low.append(max(0.0, value - (row.get(low) or value)))
+                errors_high.append(max(0.0, (row.get(high) or value) - value))
+                top = max(top, (row.get(high) or value) if row else 0.0)
+            xs = [g + (i - (len(providers) - 1) / 2) * width for g in range(len(groups))]
+            ax.bar(xs, values, width, yerr=[errors_low, errors_high], capsize=2, label=provider)
+        ax.set_xticks(range(len(groups)), [f"p={p}\nd={d}" for p, d in groups], fontsize=8)
+        ax.set_ylim(0, max(0.02, top * 1.15))
+        ax.set_ylabel(measure.upper() if measure in ("cr", "cp") else measure)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize=8, ncol=len(providers))
+    axes[0].set_title(f"Every page size p and depth d (all questions){title_suffix}", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -130,38 +219,34 @@ def plot_cr_cp(scores: pl.DataFrame, path: Path, title_suffix: str = "") -> Path
     return path
 
 
-def plot_convergence(scores: pl.DataFrame, path: Path, title_suffix: str = "") -> Path:
-    """CR and CP vs recursion depth, one line per provider and page size."""
+def plot_convergence(
+    scores: pl.DataFrame, path: Path, *, offline: bool, title_suffix: str = ""
+) -> Path | None:
+    """Measure vs recursion depth, one line per provider and page size, one panel per measure (own y-axis)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    frame = scores.filter(pl.col("question_set") == "all").sort("provider", "page_size", "depth")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
-    for ax, metric in zip(axes, ("cr", "cp"), strict=True):
+    frame = _set_frame(scores, "all")
+    measures = _plot_measures(frame, offline=offline)
+    if frame.height == 0 or not measures:
+        return None
+    fig, axes = plt.subplots(1, len(measures), figsize=(4.2 * len(measures), 3.8), sharex=True)
+    axes = [axes] if len(measures) == 1 else list(axes)
+    for ax, measure in zip(axes, measures, strict=True):
+        top = 0.0
         for (provider, page), group in frame.group_by(["provider", "page_size"], maintain_order=True):
-            style = "-" if page == frame["page_size"].max() else "--"
-            ax.errorbar(
-                group["depth"].to_list(),
-                group[metric].to_list(),
-                yerr=[
-                    [max(0.0, m - lo) for m, lo in zip(group[metric], group[f"{metric}_low"], strict=True)],
-                    [max(0.0, hi - m) for m, hi in zip(group[metric], group[f"{metric}_high"], strict=True)],
-                ],
-                marker="o",
-                linestyle=style,
-                capsize=2,
-                label=f"{provider} p={page}",
-            )
+            values = [v if v is not None else float("nan") for v in group[measure].to_list()]
+            ax.plot(group["depth"].to_list(), values, marker="o", label=f"{provider} p={page}")
+            top = max([top, *(v for v in values if v == v)])
         ax.set_xlabel("recursion depth")
-        ax.set_ylabel(metric.upper())
-        top = max([v for v in frame[f"{metric}_high"].to_list() if v is not None and v == v] or [0.0])
-        ax.set_ylim(0, 1 if top > 0.5 else max(0.05, top * 1.25))  # small CP values stay readable
+        ax.set_ylabel(measure.upper() if measure in ("cr", "cp") else measure)
+        ax.set_ylim(0, max(0.02, top * 1.15))
         ax.set_xticks(sorted(set(frame["depth"].to_list())))
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"Convergence: metric vs recursion depth{title_suffix}", fontsize=10)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"Convergence: top-p ranked list (RRF across levels) vs depth{title_suffix}", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -186,49 +271,90 @@ def write_report(
     question_counts: dict[str, int],
     refinement: str,
     cost: dict[str, Any] | None = None,
+    comparisons: pl.DataFrame | None = None,
+    run: dict[str, Any] | None = None,
+    excluded: dict[str, str] | None = None,
+    question_sources: dict[str, str] | None = None,
+    provider_stats: dict[str, dict[str, int]] | None = None,
 ) -> dict[str, Any]:
     """Writes benchmark.md and the PNGs into out_dir; returns paths and the markdown."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    suffix = " — OFFLINE judge" if judge_offline else ""
-    bars = plot_cr_cp(scores, out_dir / "benchmark_cr_cp.png", suffix) if scores.height else None
-    convergence = (
-        plot_convergence(scores, out_dir / "benchmark_convergence.png", suffix) if scores.height else None
+    suffix = " — OFFLINE, qrels only" if judge_offline else ""
+    bars = plot_scores(scores, out_dir / "benchmark_scores.png", offline=judge_offline, title_suffix=suffix)
+    convergence = plot_convergence(
+        scores, out_dir / "benchmark_convergence.png", offline=judge_offline, title_suffix=suffix
     )
-    sets = sorted(set(scores["question_set"].to_list())) if scores.height else []
+    run = run or {}
+    sets = [s for s in ("synthetic", "beir", "user") if s in set(scores["question_set"].to_list())]
     parts = [
-        "# Lumina benchmark",
+        f"# Lumina benchmark — run `{run.get('run_id', '?')}`",
         "",
         f"Generated {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}.",
         "",
         judge_banner(judge_name, judge_offline),
         "",
-        f"**CP definition.** {CP_DEFINITION}",
-        "",
-        "**CR** = mean over questions of the fraction of a question's contexts judged `<highly_relevant>`; a question "
-        "with no contexts scores 0 and is counted; contexts whose verdict failed are excluded and counted as failures. "
-        "Intervals are 95% percentile bootstrap CIs over questions.",
-        "",
-        f"**Questions:** {', '.join(f'{k}: {v}' for k, v in question_counts.items()) or 'none'}. "
-        f"**Recursive refinement:** `{refinement}`. The paper's `lumina-recursive` mode is reported for every "
-        "provider: rows with depth > 0 (contexts of all levels merged, duplicates by passage text dropped).",
+        "**This run** (every row below comes from it): "
+        f"providers {', '.join(run.get('providers', [])) or 'none'}; depths {run.get('depths', '?')}; "
+        f"page sizes {run.get('page_sizes', '?')}; judge `{judge_name}`; questions `{run.get('questions', '?')}`; "
+        f"benchmark code version {run.get('code_version', '?')}. Earlier runs keep their own reports under "
+        "`reports/runs/<run id>/`.",
         "",
     ]
+    if excluded:
+        parts += ["**Not in this run** (stored results of other runs, left out):", ""]
+        parts += [f"- `{name}`: {reason}" for name, reason in sorted(excluded.items())] + [""]
+    for name, stats in sorted((provider_stats or {}).items()):
+        parts += [f"**{name} requests:** " + ", ".join(f"{k} = {v}" for k, v in stats.items()), ""]
     if skipped:
         parts += ["**Providers skipped:**", ""] + [
             f"- `{name}`: {reason}" for name, reason in sorted(skipped.items())
         ]
         parts.append("")
+    parts += [
+        f"**Questions:** {', '.join(f'{k}: {v}' for k, v in question_counts.items()) or 'none'}.",
+        "",
+    ]
+    for name, source in (question_sources or {}).items():
+        parts += [f"- **{name}**: {source}"]
+    parts += [
+        "",
+        "**Recursion** (`"
+        + refinement
+        + "`): depth d's result is the top p of every level's results fused by "
+        "reciprocal rank (k = 60, duplicates by passage text dropped), so every depth is a list of p contexts "
+        "compared at the same page size; `R@pool` is the recall of all levels' merged contexts.",
+        "",
+        "**n** = questions scored; a provider call that failed is a failure (`failed`, rate per provider and depth), "
+        "left out of the scores, never scored as an empty result. Intervals are 95% percentile bootstrap CIs over "
+        "questions. **CR@p (qrels)** = fraction of the p contexts from a relevant paper; **R@p** = recall of the "
+        "relevant papers in the p contexts; **passage@p** = the synthetic question's source passage is among them.",
+        "",
+    ]
+    if not judge_offline:
+        parts += [f"**CP definition.** {CP_DEFINITION}", "", agreement_line(agreement), ""]
     if cost:
         parts += ["**Cost:** " + ", ".join(f"{k} = {v}" for k, v in cost.items()), ""]
-    parts += ["## CR and CP per provider and mode (all questions)", "", summary_table(scores, agreement), ""]
+    parts += ["## Headline, per question set", ""]
+    for name in sets:
+        parts += [f"### {name}", "", headline_table(scores, name, offline=judge_offline), ""]
+        if comparisons is not None:
+            parts += ["Paired tests over questions:", "", comparison_table(comparisons, name), ""]
     if bars:
-        parts += [f"![CR and CP per provider and mode]({bars.name})", ""]
-    parts += ["## Every recursion level", "", depth_table(scores, agreement), ""]
+        parts += [f"![every page size and depth]({bars.name})", ""]
+    if judge_offline:
+        parts += [
+            "## Offline judge (labelled proxy, not a comparison)",
+            "",
+            f"`{judge_name}` shares its embedding model with Lumina; its CR is shown only with its agreement with "
+            "qrels on each provider's own contexts (questions with qrels, calibration questions excluded). "
+            "CP: not measured offline.",
+            "",
+            proxy_table(scores),
+            "",
+        ]
+    parts += ["## Every recursion level (all questions)", "", depth_table(scores, offline=judge_offline), ""]
     if convergence:
         parts += [f"![Convergence graph]({convergence.name})", ""]
-    for name in sets:
-        if name != "all":
-            parts += [f"## Question set: {name}", "", depth_table(scores, agreement, name), ""]
     markdown = "\n".join(parts)
     report = out_dir / "benchmark.md"
     report.write_text(markdown, encoding="utf-8")

@@ -103,6 +103,24 @@ def judge_agreement(judge_llm, config, *, llm_queries: int = 30) -> dict[str, An
     return result
 
 
+def calibration_question_ids(config) -> set[str]:
+    """Benchmark question ids of the offline judge's calibration queries (`beir-<set>-q:<id>`), left out of any
+    validation of the judge on the benchmark's own contexts."""
+    folder = calibration_dir(config.calibration_dir)
+    if not (folder / "qrels" / "train.tsv").exists():
+        return set()
+    ids = calibration.calibration_query_ids(folder, queries_per_split=config.calibration_queries)
+    return {f"beir-{folder.name}-q:{qid}" for qid in ids}
+
+
+def doi_to_paper(papers: pl.DataFrame | None) -> dict[str, str]:
+    """DOI -> our paper id, so an external provider's context is matched to qrels by its DOI."""
+    if papers is None or not {"doi", "paper_id"} <= set(papers.columns):
+        return {}
+    rows = papers.filter(pl.col("doi").is_not_null()).select("doi", "paper_id")
+    return {d.lower(): p for d, p in rows.iter_rows()}
+
+
 # ---------------------------------------------------------------- providers
 
 

@@ -34,6 +34,10 @@ class SemanticScholarClient:
     def paper_search(self, query: str, limit: int, fields: str = S2_PAPER_FIELDS) -> dict[str, Any]:
         return self.http.get_json("/paper/search", params={"query": query, "limit": limit, "fields": fields})
 
+    def paper_batch(self, ids: list[str], fields: str = "externalIds") -> list[Any]:
+        """`POST /paper/batch`: one record (or null) per id, e.g. `CorpusId:123`; snippet search gives no DOIs."""
+        return self.http.post_json("/paper/batch", {"ids": ids}, params={"fields": fields})
+
 
 class SerpApiScholarClient:
     """SerpAPI `engine=google_scholar`: organic results whose snippets are the contexts' chunks."""

@@ -77,17 +77,19 @@ def _step(assets, selection, run_config, *, partition_key=None, instance, resour
 def run_benchmark(args: argparse.Namespace) -> int:
     from evals import ledger
     from lumina_assets.cli.runner import instance as project_instance
-    from lumina_assets.core import settings, tables
+    from lumina_assets.core import settings
     from lumina_assets.defs import benchmark
 
     instance = project_instance()
     resources = benchmark.build_resources()
+    providers = [p.strip() for p in args.providers.split(",") if p.strip()]
     config = benchmark.default_run_config(
         synthetic=args.synthetic,
         beir_queries=args.beir_queries,
         depths=args.depths,
         page_sizes=args.page_sizes,
         calibration_queries=args.calibration_queries,
+        providers=providers,
     )
     assets = benchmark.ASSETS + benchmark.CHECKS
     started = time.monotonic()
@@ -95,7 +97,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
     if not _step(assets, question_assets, config, instance=instance, resources=resources):
         return 1
     provider_assets = [benchmark.provider_results, benchmark.recursive_results, benchmark.judgments]
-    for provider in [p.strip() for p in args.providers.split(",") if p.strip()]:
+    for provider in providers:
         print(f"[benchmark] provider {provider}", flush=True)
         _step(assets, provider_assets, config, partition_key=provider, instance=instance, resources=resources)
     if not _step(
@@ -106,16 +108,20 @@ def run_benchmark(args: argparse.Namespace) -> int:
         resources=resources,
     ):
         return 1
-    report = settings.reports_dir() / "benchmark.md"
-    print(f"\nbenchmark finished in {time.monotonic() - started:.0f}s; report: {report}")
+    from evals import runs
+    from evals.report import headline_table
+
+    run = runs.latest()
+    report = settings.reports_dir() / "runs" / str(run) / "benchmark.md"
+    print(f"\nbenchmark finished in {time.monotonic() - started:.0f}s; run {run}; report: {report}")
     agreement = ledger.read_agreement()
     if agreement:
         print(f"judge: {agreement.get('judge')}\njudge agreement: {agreement.get('summary')}")
-    scores = tables.read(tables.BENCHMARK_SCORES)
-    if scores is not None:
-        from evals.report import summary_table
-
-        print(summary_table(scores, None).split("\n", 2)[-1])
+    if run is not None:
+        manifest, scores, _ = runs.read_run(run)
+        for name in ("synthetic", "beir", "user"):
+            if name in set(scores["question_set"].to_list()):
+                print(f"\n{name}:\n" + headline_table(scores, name, offline=manifest["judge_offline"]))
     return 0
 
 

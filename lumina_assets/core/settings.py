@@ -92,6 +92,19 @@ def user_queries() -> str:
     return env("LUMINA_USER_QUERIES")
 
 
+def beir_splits() -> str:
+    """`LUMINA_BEIR_SPLITS`: the qrels splits a BEIR folder's benchmark questions come from, the first present
+    wins (default test,dev,train)."""
+    return env("LUMINA_BEIR_SPLITS", "test,dev,train")
+
+
+def recursion_llm() -> str:
+    """`LUMINA_RECURSION_LLM`: which LLM writes the recursive queries, `judge` (default, the paper's GPT-4o) or
+    `question`."""
+    value = env("LUMINA_RECURSION_LLM", "judge").lower()
+    return value if value in {"judge", "question"} else "judge"
+
+
 def search_llm_stages() -> list[str]:
     """`LUMINA_SEARCH_LLM`: any of parse,expand,rerank."""
     return [s.strip() for s in env("LUMINA_SEARCH_LLM").split(",") if s.strip()]

@@ -191,6 +191,29 @@ def qrels_path(root: Path, split: str) -> Path:
     return path
 
 
+DEFAULT_SPLIT_ORDER = ("test", "dev", "train")
+
+
+def available_splits(root: Path) -> list[str]:
+    folder = Path(root) / "qrels"
+    return sorted(p.stem for p in folder.glob("*.tsv")) if folder.is_dir() else []
+
+
+def pick_split(root: Path, order: str | tuple[str, ...] | list[str] = DEFAULT_SPLIT_ORDER) -> str:
+    """The first split of `order` (a name, or comma-separated names, tried in turn) that has qrels/<split>.tsv
+    in `root`; CollectionError naming the splits there are when none has. Most BEIR sets ship test only,
+    SciFact ships train and test."""
+    names = [s.strip() for s in order.split(",")] if isinstance(order, str) else list(order)
+    present = available_splits(root)
+    for name in names:
+        if name and name in present:
+            return name
+    raise CollectionError(
+        f"none of the splits {', '.join(n for n in names if n)} has qrels in {root} "
+        f"(available: {', '.join(present) or 'none'})"
+    )
+
+
 def load_beir(root: Path, split: str = "test") -> Collection:
     """The BEIR collection with the queries that have qrels in `split`."""
     root = Path(root)

@@ -9,14 +9,16 @@ one group's lineage over several files.
 """
 
 import contextlib
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import polars as pl
 
-from evals import ledger, runner
+from evals import ledger, runner, runs
 from evals import questions as questions_lib
+from evals.comparison import paired_comparisons
 from evals.providers import ProviderUnavailable
 from evals.recursive import LLMRefiner, PseudoRelevanceRefiner
 from evals.report import image_markdown, results_sample, write_report
@@ -25,6 +27,8 @@ from evals.setup import (
     SetupError,
     build_judge,
     build_provider,
+    calibration_question_ids,
+    doi_to_paper,
     http_stats,
     judge_agreement,
     load_papers,
@@ -55,13 +59,14 @@ class SyntheticQuestionsConfig(dg.Config):
 
 
 class UserQueriesConfig(dg.Config):
-    """User query files (JSONL / CSV / one per line), comma-separated; a BEIR folder (default: LUMINA_CORPUS when it
-    is one) contributes `beir_queries` sampled queries with their qrels."""
+    """User query files (JSONL / CSV / one per line), comma-separated (default: LUMINA_USER_QUERIES); a BEIR folder
+    (default: LUMINA_CORPUS when it is one) contributes `beir_queries` sampled queries with their qrels, from the
+    first split of `beir_split` that has qrels (default: LUMINA_BEIR_SPLITS, test,dev,train)."""
 
     paths: str = ""
     beir_dir: str = ""
     beir_queries: int = 12
-    beir_split: str = "train"
+    beir_split: str = ""
     seed: int = 11
 
 
@@ -72,8 +77,11 @@ class ProviderResultsConfig(dg.Config):
 
 
 class RecursionConfig(dg.Config):
+    """`llm`: which LLM writes refined queries, judge (the paper's GPT-4o) or question; default LUMINA_RECURSION_LLM."""
+
     depths: list[int] = [0, 1, 2, 3]
     page_sizes: list[int] = [5, 10]
+    llm: str = ""
 
 
 class JudgeConfig(dg.Config):
@@ -85,6 +93,13 @@ class JudgeConfig(dg.Config):
 
 
 class ScoresConfig(dg.Config):
+    """One benchmark run: `providers` (empty: every provider partition whose results match this run's questions,
+    grid, judge and code version), `depths` and `page_sizes` (the grid every provider must have)."""
+
+    providers: list[str] = []
+    depths: list[int] = [0, 1, 2, 3]
+    page_sizes: list[int] = [5, 10]
+    permutation_resamples: int = 10000
     bootstrap_resamples: int = 2000
     calibration_dir: str = ""
     calibration_queries: int = 60  # must match JudgeConfig so agreement is measured on the judge that judged
@@ -168,12 +183,13 @@ def synthetic_questions(
 def user_queries(context: dg.AssetExecutionContext, config: UserQueriesConfig) -> dg.MaterializeResult:
     """User query sets (JSONL / CSV / text) and BEIR query sets with their qrels."""
     beir = Path(config.beir_dir) if config.beir_dir else settings.corpus_path()
+    paths = config.paths or settings.user_queries()
     frame = questions_lib.gather_user_queries(
-        [Path(p.strip()) for p in config.paths.split(",") if p.strip()],
+        [Path(p.strip()) for p in paths.split(",") if p.strip()],
         beir,
         beir_queries=config.beir_queries,
         seed=config.seed,
-        split=config.beir_split,
+        split=config.beir_split or settings.beir_splits(),
         papers=load_papers(),
     )
     tables.write(tables.USER_QUERIES, frame)
@@ -254,6 +270,7 @@ def provider_results(
             "errors": errors.height,
             "error_samples": dg.MetadataValue.json(errors["error"].head(5).to_list()),
             **http_stats(provider),
+            **(provider.stats() if hasattr(provider, "stats") else {}),
             "sample": dg.MetadataValue.md(results_sample(frame, question_frame)),
         },
         data_version=dg.DataVersion(_hash(frame)),
@@ -271,24 +288,28 @@ def recursive_results(
     context: dg.AssetExecutionContext,
     config: RecursionConfig,
     question_llm: LLMResource,
+    judge_llm: LLMResource,
     semantic_scholar: SemanticScholarResource,
     google_scholar: SerpApiScholarResource,
     exa: ExaResource,
 ) -> dg.MaterializeResult:
-    """Levels 0..max(depths) for every page size: the Recursion Prompt (or offline pseudo-relevance feedback)
-    refines the query from the previous level's results; merged contexts are stored per level."""
+    """Levels 0..max(depths) for every page size: the Recursion Prompt (the judge's LLM by default, or offline
+    pseudo-relevance feedback) refines the query from the previous level's results; each level stores the top p of
+    all levels fused by reciprocal rank, and the merged pool's size and papers."""
     name = context.partition_key
     question_frame = tables.read(tables.QUESTIONS)
     level0 = tables.read(tables.PROVIDER_RESULTS, name)
     provider, skipped = _provider(name, question_llm, semantic_scholar, google_scholar, exa)
     if provider is None:
         tables.write(tables.RECURSIVE_RESULTS, pl.DataFrame(schema=runner.RECURSIVE_SCHEMA), name)
+        runs.write_stamp("recursive_results", name, {"skipped": skipped})
         return dg.MaterializeResult(
             metadata={"skipped": True, "reason": skipped}, data_version=dg.DataVersion("skipped")
         )
     if question_frame is None:
         raise dg.Failure("no questions yet: materialize `questions` first")
-    client = question_llm.get_client()
+    llm_choice = (config.llm or settings.recursion_llm()).lower()
+    client = (question_llm if llm_choice == "question" else judge_llm).get_client()
     refiner = PseudoRelevanceRefiner() if client.is_offline else LLMRefiner(client)
     if client.is_offline:
         context.log.warning(
@@ -304,13 +325,27 @@ def recursive_results(
     )
     frame = frame.filter(pl.col("depth").is_in(sorted(set(config.depths))))
     tables.write(tables.RECURSIVE_RESULTS, frame, name)
+    runs.write_stamp(
+        "recursive_results",
+        name,
+        {
+            "questions": runs.questions_fingerprint(question_frame),
+            "depths": sorted(set(config.depths)),
+            "page_sizes": sorted(set(config.page_sizes)),
+            "refinement": refiner.method,
+            "data": runs.frame_fingerprint(frame),
+            "provider_stats": provider.stats() if hasattr(provider, "stats") else {},
+        },
+    )
     ledger.record_cost("recursive_results", name, client)
     summary = (
         frame.group_by("page_size", "depth")
         .agg(
             pl.col("contexts").list.len().mean().alias("mean_contexts"),
             pl.col("new_chunks").mean().alias("mean_new_chunks"),
-            pl.col("failure").is_not_null().sum().alias("failures"),
+            pl.col("failure").is_not_null().sum().alias("refinement_failures"),
+            pl.col("error").is_not_null().sum().alias("provider_errors"),
+            pl.col("pool_size").mean().alias("mean_pool"),
         )
         .sort("page_size", "depth")
     )
@@ -320,6 +355,8 @@ def recursive_results(
             "refinement": refiner.method,
             "rows": frame.height,
             "refinement_failures": int(frame.filter(pl.col("failure").is_not_null()).height),
+            "provider_errors": int(frame.filter(pl.col("error").is_not_null()).height),
+            "recursion_llm": client.label,
             **client.usage.as_metadata("recursion_llm"),
             **http_stats(provider),
             "levels": dg.MetadataValue.md(tables.markdown_sample(summary, summary.columns, rows=50)),
@@ -354,6 +391,7 @@ def judgments(
     context.log.info(f"judging {len(items)} unique (question, context) pairs with {judge.name}")
     frame = runner.judgments_frame(judge.judge_many(items), name)
     tables.write(tables.JUDGMENTS, frame, name)
+    runs.write_stamp("judgments", name, {"judge": judge.name, "recursive": runs.frame_fingerprint(recursive)})
     ledger.record_cost("judgments", name, client)
     rel_fail = int(frame["relevance_failure"].is_not_null().sum())
     cp_fail = int(frame["precision_failure"].is_not_null().sum())
@@ -378,37 +416,145 @@ def judgments(
     )
 
 
+QUESTION_SOURCES = {
+    "synthetic": "generated from passages sampled from Lumina's own index (the paper's method): answerable by "
+    "construction for lumina and bm25, which search that index, not for external providers; read it beside the "
+    "other sets",
+    "beir": "BEIR queries with human qrels",
+    "user": "real user queries (no qrels: judged only)",
+}
+
+
+def _run_frames(config: ScoresConfig, judge_name: str, question_frame: pl.DataFrame):
+    """(recursive, judgments, providers in the run, providers left out with the reason): only partitions whose
+    stamps match this run's questions, grid, judge and code version."""
+    folder = tables.RECURSIVE_RESULTS.root() / tables.RECURSIVE_RESULTS.name
+    stored = sorted(p.stem for p in folder.glob("*.parquet")) if folder.exists() else []
+    wanted = list(dict.fromkeys(config.providers)) or stored
+    fingerprint = runs.questions_fingerprint(question_frame)
+    included, excluded, levels, verdicts = [], {}, [], []
+    for name in wanted:
+        recursive = tables.read(tables.RECURSIVE_RESULTS, name)
+        reason = runs.stale_reason(
+            name,
+            questions=fingerprint,
+            depths=config.depths,
+            page_sizes=config.page_sizes,
+            judge=judge_name,
+            recursive=recursive,
+        )
+        if reason is not None:
+            excluded[name] = reason
+            continue
+        included.append(name)
+        levels.append(
+            recursive.filter(
+                pl.col("depth").is_in(config.depths) & pl.col("page_size").is_in(config.page_sizes)
+            )
+        )
+        verdicts.append(tables.read(tables.JUDGMENTS, name))
+    for name in stored:
+        if name not in wanted:
+            excluded[name] = "not among this run's providers"
+    recursive = pl.concat(levels, how="diagonal_relaxed") if levels else None
+    judged = [v for v in verdicts if v is not None and v.height]
+    return (
+        recursive,
+        pl.concat(judged, how="diagonal_relaxed") if judged else None,
+        included,
+        excluded,
+    )
+
+
 @dg.asset(
     group_name=GROUP,
-    code_version="1",
+    code_version="2",
     deps=[judgments, questions],
     check_specs=[dg.AssetCheckSpec("judge_failure_rate", asset="benchmark_scores")],
 )
 def benchmark_scores(
     context: dg.AssetExecutionContext, config: ScoresConfig, judge_llm: LLMResource
 ) -> dg.MaterializeResult:
-    """CR / CP with bootstrap CIs and n, ranking metrics where qrels exist, and the judge's agreement with humans."""
-    recursive = tables.read_all(tables.RECURSIVE_RESULTS)
-    verdicts = tables.read_all(tables.JUDGMENTS)
+    """One benchmark run's scores: per provider, page size, depth and question set, n scored questions, provider
+    failures, judged CR / CP and the qrels measures with CIs, and paired tests for the headline comparisons."""
     question_frame = tables.read(tables.QUESTIONS)
-    if (
-        recursive is None
-        or not recursive.height
-        or verdicts is None
-        or not verdicts.height
-        or question_frame is None
-    ):
+    if question_frame is None:
+        raise dg.Failure("nothing to score: materialize questions first")
+    with _setup_failure():
+        judge, _ = build_judge(judge_llm, config)
+    recursive, verdicts, included, excluded = _run_frames(config, judge.name, question_frame)
+    for name, reason in excluded.items():
+        context.log.info(f"{name} not in this run: {reason}")
+    skipped = {
+        k: v
+        for k, v in ledger.skipped_providers().items()
+        if k != RECURSIVE_ALIAS and (not config.providers or k in config.providers)
+    }
+    excluded = {k: v for k, v in excluded.items() if k not in skipped}
+    if recursive is None or not recursive.height:
         raise dg.Failure(
-            "nothing to score: materialize questions, provider_results, recursive_results and judgments"
+            "nothing to score in this run: materialize provider_results, recursive_results and judgments for "
+            f"the run's providers with the same questions and grid (left out: {excluded})"
         )
-    scores = runner.score(recursive, verdicts, question_frame, resamples=config.bootstrap_resamples)
+    mapping = doi_to_paper(load_papers())
+    per_question = runner.question_scores(recursive, verdicts, question_frame, doi_to_paper=mapping)
+    scores = runner.score(
+        recursive,
+        verdicts,
+        question_frame,
+        resamples=config.bootstrap_resamples,
+        doi_to_paper=mapping,
+        proxy_exclude=calibration_question_ids(config),
+        per_question=per_question,
+    )
+    measures = {"cr_qrels": "CR@p (qrels)", "ndcg10": "nDCG@10", "recall_p": "R@p"}
+    if not judge.is_offline:
+        measures = {"cr": "CR", "cp": "CP", **measures}
+    comparisons = paired_comparisons(per_question, measures, resamples=config.permutation_resamples)
     tables.write(tables.BENCHMARK_SCORES, scores)
     with _setup_failure():
         agreement = judge_agreement(judge_llm, config, llm_queries=config.validation_queries_llm)
     ledger.write_agreement(agreement)
-    total = verdicts.height
-    failed = int(
-        (verdicts["relevance_failure"].is_not_null() | verdicts["precision_failure"].is_not_null()).sum()
+    refinements = sorted({r for r in recursive["refinement"].to_list() if r not in ("none", "error")})
+    counts = dict(question_frame.group_by("kind").len().sort("kind").iter_rows())
+    beir_sets = sorted(set(question_frame.filter(pl.col("kind") == "beir")["generator"].to_list()))
+    sources = {k: v for k, v in QUESTION_SOURCES.items() if k in counts}
+    if beir_sets:
+        sources["beir"] += " (" + ", ".join(g.removeprefix("beir:") for g in beir_sets) + ")"
+    stats = {
+        name: runs.read_stamp("recursive_results", name).get("provider_stats") or {} for name in included
+    }
+    manifest = {
+        "run_id": runs.run_id(
+            questions=runs.questions_fingerprint(question_frame),
+            providers=included,
+            depths=config.depths,
+            page_sizes=config.page_sizes,
+            judge=judge.name,
+        ),
+        "created": datetime.now(UTC).isoformat(),
+        "questions": runs.questions_fingerprint(question_frame),
+        "question_counts": counts,
+        "question_sources": sources,
+        "providers": included,
+        "excluded": excluded,
+        "skipped": skipped,
+        "depths": sorted(set(config.depths)),
+        "page_sizes": sorted(set(config.page_sizes)),
+        "judge": judge.name,
+        "judge_offline": judge.is_offline,
+        "refinement": ", ".join(refinements) or "none",
+        "provider_stats": {k: v for k, v in stats.items() if v},
+        "code_version": runs.CODE_VERSION,
+    }
+    folder = runs.write_run(manifest, scores, per_question)
+    comparisons.write_parquet(folder / "comparisons.parquet")
+    runs.set_latest(manifest["run_id"])
+    total = verdicts.height if verdicts is not None else 0
+    failed = (
+        int((verdicts["relevance_failure"].is_not_null() | verdicts["precision_failure"].is_not_null()).sum())
+        if total
+        else 0
     )
     rate = failed / total if total else 0.0
     check = dg.AssetCheckResult(
@@ -421,13 +567,26 @@ def benchmark_scores(
             "limit": config.max_judge_failure_rate,
         },
     )
-    headline = scores.filter(pl.col("question_set") == "all").select(
-        "provider", "page_size", "depth", "cr", "cp", "n", "nDCG@10"
+    headline = scores.filter(pl.col("question_set") != "all").select(
+        "question_set",
+        "provider",
+        "page_size",
+        "depth",
+        "n",
+        "failed",
+        "CR@p (qrels)",
+        "nDCG@10",
+        "R@p",
+        "cr",
+        "cp",
     )
     return dg.MaterializeResult(
         metadata={
+            "run_id": manifest["run_id"],
+            "providers": dg.MetadataValue.json(included),
+            "left_out": dg.MetadataValue.json(excluded),
             "rows": scores.height,
-            "judge": agreement.get("judge") if agreement else "",
+            "judge": judge.name,
             "judge_kappa": float(agreement["kappa"]) if agreement else float("nan"),
             "judge_agreement": agreement.get("summary", "") if agreement else "not measured",
             "scores": dg.MetadataValue.md(
@@ -439,45 +598,39 @@ def benchmark_scores(
     )
 
 
-@dg.asset(group_name=GROUP, code_version="1", deps=[benchmark_scores])
-def benchmark_report(
-    context: dg.AssetExecutionContext, judge_llm: LLMResource, question_llm: LLMResource
-) -> dg.MaterializeResult:
-    """Markdown report and PNG plots under data/reports/, shown in the asset's metadata."""
-    scores = tables.read(tables.BENCHMARK_SCORES)
-    if scores is None:
-        raise dg.Failure("no benchmark_scores yet")
-    agreement = ledger.read_agreement()
-    verdicts = tables.read_all(tables.JUDGMENTS)
-    judge_names = sorted(set(verdicts["judge"].to_list())) if verdicts is not None else []
-    judge_name = ", ".join(judge_names) or judge_llm.describe()
-    offline = any(n.startswith("offline") for n in judge_names) or judge_llm.effective_backend() == "offline"
-    recursive = tables.read_all(tables.RECURSIVE_RESULTS)
-    refinements = (
-        sorted({r for r in recursive["refinement"].to_list() if r not in ("none", "error")})
-        if recursive is not None
-        else []
-    )
-    question_frame = tables.read(tables.QUESTIONS)
-    counts = dict(question_frame.group_by("kind").len().iter_rows()) if question_frame is not None else {}
-    result = write_report(
-        scores,
-        out_dir=settings.reports_dir(),
-        judge_name=judge_name,
-        judge_offline=offline,
-        agreement=agreement,
-        skipped={k: v for k, v in ledger.skipped_providers().items() if k != RECURSIVE_ALIAS},
-        question_counts=counts,
-        refinement=", ".join(refinements) or "none",
-        cost=ledger.total_cost(),
-    )
+@dg.asset(group_name=GROUP, code_version="2", deps=[benchmark_scores])
+def benchmark_report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    """The latest run's markdown report and PNG plots under data/reports/runs/<run id>/ (and data/reports/ as the
+    latest), shown in the asset's metadata; earlier runs keep theirs."""
+    latest = runs.latest()
+    if latest is None:
+        raise dg.Failure("no benchmark run scored yet: materialize benchmark_scores")
+    manifest, scores, _ = runs.read_run(latest)
+    comparisons_path = runs.run_dir(latest) / "comparisons.parquet"
+    comparisons = pl.read_parquet(comparisons_path) if comparisons_path.exists() else None
+    options = {
+        "judge_name": manifest["judge"],
+        "judge_offline": manifest["judge_offline"],
+        "agreement": ledger.read_agreement(),
+        "skipped": manifest.get("skipped", {}),
+        "question_counts": manifest.get("question_counts", {}),
+        "refinement": manifest.get("refinement", "none"),
+        "cost": ledger.total_cost(),
+        "comparisons": comparisons,
+        "run": manifest,
+        "excluded": manifest.get("excluded", {}),
+        "question_sources": manifest.get("question_sources", {}),
+        "provider_stats": manifest.get("provider_stats", {}),
+    }
+    result = write_report(scores, out_dir=settings.reports_dir() / "runs" / latest, **options)
+    write_report(scores, out_dir=settings.reports_dir(), **options)  # the latest run, where README points
     plots = {f"plot_{p.stem}": dg.MetadataValue.md(image_markdown(p, p.stem)) for p in result["plots"]}
     return dg.MaterializeResult(
         metadata={
+            "run_id": latest,
             "report": dg.MetadataValue.path(str(result["report"])),
-            "offline_judge": offline,
+            "offline_judge": manifest["judge_offline"],
             "cost": dg.MetadataValue.json(ledger.total_cost()),
-            "judge_kappa": float(agreement.get("kappa", float("nan"))) if agreement else float("nan"),
             "markdown": dg.MetadataValue.md(result["markdown"]),
             **plots,
         },
@@ -524,16 +677,25 @@ def default_run_config(
     depths: list[int] | None = None,
     page_sizes: list[int] | None = None,
     calibration_queries: int = 60,
+    providers: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Run config for the whole group (the CLI and the demo shrink it)."""
+    """Run config for the whole group (the CLI and the demo shrink it); `providers` names the run's providers
+    (None: every provider partition whose results match the run)."""
     page_sizes = page_sizes or [5, 10]
     return {
         "ops": {
             "synthetic_questions": {"config": {"count": synthetic}},
-            "user_queries": {"config": {"beir_queries": beir_queries, "paths": settings.user_queries()}},
+            "user_queries": {"config": {"beir_queries": beir_queries}},
             "provider_results": {"config": {"k": max(page_sizes)}},
             "recursive_results": {"config": {"depths": depths or [0, 1, 2, 3], "page_sizes": page_sizes}},
             "judgments": {"config": {"calibration_queries": calibration_queries}},
-            "benchmark_scores": {"config": {"calibration_queries": calibration_queries}},
+            "benchmark_scores": {
+                "config": {
+                    "calibration_queries": calibration_queries,
+                    "providers": list(providers or []),
+                    "depths": depths or [0, 1, 2, 3],
+                    "page_sizes": page_sizes,
+                }
+            },
         }
     }

@@ -1,0 +1,149 @@
+"""A benchmark run: the one set of (questions, providers, grid, judge, code version) a report's rows come from.
+
+Each provider partition leaves a stamp of what it was computed from (recursive_results: the questions' fingerprint,
+depths, page sizes, code version; judgments: the judge and the recursive results it judged). `benchmark_scores`
+takes a provider into the run only when its stamps match the run, so rows of an earlier run (another grid, other
+questions, another judge, or a provider not asked for) never enter a new report. Every run keeps its scores and
+report under its own id, so an earlier run stays readable and a comparison of two runs is explicit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from lumina_assets.core import settings
+from lumina_assets.core.ids import short_hash
+
+CODE_VERSION = "2"  # of the benchmark's scoring and recursion: a stamp from another version is stale
+
+
+def questions_fingerprint(questions: pl.DataFrame | None) -> str:
+    if questions is None or questions.height == 0:
+        return "none"
+    pairs = sorted(zip(questions["question_id"].to_list(), questions["text"].to_list(), strict=True))
+    return short_hash(json.dumps(pairs), length=16)
+
+
+def frame_fingerprint(frame: pl.DataFrame | None) -> str:
+    if frame is None or frame.height == 0:
+        return "empty"
+    keys = [c for c in ("question_id", "page_size", "depth", "query", "error") if c in frame.columns]
+    rows = sorted(json.dumps(r, default=str) for r in frame.select(keys).iter_rows())
+    contexts = (
+        sorted(json.dumps(r, default=str) for r in frame.select("contexts").iter_rows())
+        if "contexts" in frame.columns
+        else []
+    )
+    return short_hash(json.dumps(rows), json.dumps(contexts), length=16)
+
+
+def _stamp_path(stage: str, provider: str) -> Path:
+    return settings.benchmark_dir() / "stamps" / f"{stage}.{provider}.json"
+
+
+def write_stamp(stage: str, provider: str, stamp: dict[str, Any]) -> None:
+    path = _stamp_path(stage, provider)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**stamp, "code_version": CODE_VERSION}, sort_keys=True), encoding="utf-8")
+
+
+def read_stamp(stage: str, provider: str) -> dict[str, Any]:
+    path = _stamp_path(stage, provider)
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def stale_reason(
+    provider: str,
+    *,
+    questions: str,
+    depths: list[int],
+    page_sizes: list[int],
+    judge: str,
+    recursive: pl.DataFrame | None,
+) -> str | None:
+    """Why a provider's stored results are not part of this run (None when they are)."""
+    levels = read_stamp("recursive_results", provider)
+    verdicts = read_stamp("judgments", provider)
+    if not levels:
+        return "no recursive results stamp (not run with this code)"
+    if levels.get("code_version") != CODE_VERSION:
+        return f"computed by benchmark code version {levels.get('code_version')}, not {CODE_VERSION}"
+    if levels.get("skipped"):
+        return f"skipped: {levels['skipped']}"
+    if levels.get("questions") != questions:
+        return "computed for other questions"
+    missing_depths = sorted(set(depths) - set(levels.get("depths", [])))
+    missing_pages = sorted(set(page_sizes) - set(levels.get("page_sizes", [])))
+    if missing_depths or missing_pages:
+        return f"grid lacks depths {missing_depths} / page sizes {missing_pages}"
+    if levels.get("data") != frame_fingerprint(recursive):
+        return "recursive results changed since they were stamped"
+    if not verdicts or verdicts.get("recursive") != levels.get("data"):
+        return "judgments are not of the current recursive results"
+    if verdicts.get("judge") != judge:
+        return f"judged by {verdicts.get('judge')}, not {judge}"
+    return None
+
+
+def run_id(
+    *, questions: str, providers: list[str], depths: list[int], page_sizes: list[int], judge: str
+) -> str:
+    return short_hash(
+        questions,
+        ",".join(sorted(providers)),
+        ",".join(map(str, sorted(depths))),
+        ",".join(map(str, sorted(page_sizes))),
+        judge,
+        CODE_VERSION,
+        length=12,
+    )
+
+
+def run_dir(run: str) -> Path:
+    return settings.benchmark_dir() / "runs" / run
+
+
+def write_run(manifest: dict[str, Any], scores: pl.DataFrame, per_question: pl.DataFrame) -> Path:
+    folder = run_dir(manifest["run_id"])
+    folder.mkdir(parents=True, exist_ok=True)
+    scores.write_parquet(folder / "scores.parquet")
+    per_question.write_parquet(folder / "question_scores.parquet")
+    (folder / "run.json").write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
+    return folder
+
+
+def read_run(run: str) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
+    """(manifest, scores, per-question scores) of a stored run."""
+    folder = run_dir(run)
+    if not (folder / "run.json").exists():
+        raise FileNotFoundError(f"no benchmark run {run!r} under {folder.parent}")
+    return (
+        json.loads((folder / "run.json").read_text(encoding="utf-8")),
+        pl.read_parquet(folder / "scores.parquet"),
+        pl.read_parquet(folder / "question_scores.parquet"),
+    )
+
+
+def list_runs() -> list[dict[str, Any]]:
+    """Every stored run's manifest, oldest first."""
+    folder = settings.benchmark_dir() / "runs"
+    manifests = (
+        [json.loads(p.read_text(encoding="utf-8")) for p in folder.glob("*/run.json")]
+        if folder.exists()
+        else []
+    )
+    return sorted(manifests, key=lambda m: m.get("created", ""))
+
+
+def set_latest(run: str) -> None:
+    path = settings.benchmark_dir() / "runs" / "LATEST"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(run, encoding="utf-8")
+
+
+def latest() -> str | None:
+    path = settings.benchmark_dir() / "runs" / "LATEST"
+    return path.read_text(encoding="utf-8").strip() if path.exists() else None
