@@ -64,7 +64,7 @@ class IndexConfig:
         2.0  # retrain the ANN index once the table holds this many times its training rows
     )
     write_batch_rows: int = 4096  # rows embedded and written per merge_insert
-    embed_chunk_rows: int = 256  # texts per encode call inside a write batch (progress granularity)
+    embed_chunk_rows: int = 1024  # most texts per encode call (calls are sized so progress comes on time)
     progress_every_s: float = 10.0  # seconds between progress lines while embedding
     prune: bool = True  # delete rows whose passage / paper no longer exists upstream
 
@@ -425,14 +425,20 @@ def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats,
     progress = Progress(
         "embedding passages", len(to_embed), say, unit="passages", every_s=config.progress_every_s
     )
+    chunk_rows = min(64, config.embed_chunk_rows)  # grows to what the machine embeds in a few seconds
     for start in range(0, len(to_embed), config.write_batch_rows):
         batch = rows[to_embed[start : start + config.write_batch_rows]]
         t0 = time.perf_counter()
         texts = batch["embed_text"].to_list()
-        parts = []  # encoded in small calls so progress is said on time
-        for offset in range(0, len(texts), config.embed_chunk_rows):
-            chunk = texts[offset : offset + config.embed_chunk_rows]
+        parts = []  # encoded in calls sized to take ~a third of the progress interval, so lines come on time
+        offset = 0
+        while offset < len(texts):
+            chunk = texts[offset : offset + chunk_rows]
+            t1 = time.perf_counter()
             parts.append(np.asarray(embedder.encode(chunk), dtype=np.float32).reshape(len(chunk), dim))
+            rate = len(chunk) / max(time.perf_counter() - t1, 1e-6)
+            chunk_rows = int(min(max(rate * config.progress_every_s / 3, 32), config.embed_chunk_rows))
+            offset += len(chunk)
             progress.advance(len(chunk))
         vectors = np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
         stats.embed_seconds += time.perf_counter() - t0

@@ -1,0 +1,56 @@
+"""Embedding says its progress while it works: lines come on the progress interval even when one encode call of
+the configured size would take longer, and every passage is embedded exactly once."""
+
+from __future__ import annotations
+
+import time
+
+import lancedb
+import polars as pl
+from hashing_embedder import HashingEmbedder
+
+from lumina_assets.indexing import lancedb_tables as indexing
+
+
+class SlowEmbedder(HashingEmbedder):
+    """5 ms a text: 240 passages take ~1.2 s, four times the 0.3 s progress interval used below."""
+
+    def __init__(self):
+        super().__init__(dimension=16)
+        self.calls: list[int] = []
+
+    def encode(self, texts, **kwargs):
+        self.calls.append(len(texts))
+        time.sleep(0.005 * len(texts))
+        return super().encode(texts, **kwargs)
+
+
+def test_progress_lines_come_while_embedding(tmp_path):
+    passages = pl.DataFrame(
+        {
+            "passage_id": [f"p:{i}" for i in range(240)],
+            "paper_id": ["p"] * 240,
+            "kind": ["text"] * 240,
+            "text": [f"passage number {i} about retrieval" for i in range(240)],
+            **{c: [None] * 240 for c in ("section_number", "section_title", "prev_id", "next_id")},
+        },
+        schema_overrides={c: pl.String for c in ("section_number", "section_title", "prev_id", "next_id")},
+    )
+    papers = pl.DataFrame({"paper_id": ["p"], "title": ["A paper"]})
+    lines: list[tuple[float, str]] = []
+    embedder = SlowEmbedder()
+    config = indexing.IndexConfig(progress_every_s=0.3)
+    indexing.index_corpus(
+        lancedb.connect(tmp_path / "db"),
+        passages,
+        papers,
+        embedder,
+        config,
+        log_fn=lambda line: lines.append((time.monotonic(), line)),
+    )
+    progress = [(t, line) for t, line in lines if line.startswith("embedding passages:")]
+    assert len(progress) >= 3, lines  # during the ~1.2 s of embedding, then the last one
+    assert progress[-1][1].startswith("embedding passages: 240/240 passages (100%)")
+    assert "passages/s" in progress[0][1] and "ETA" in progress[0][1]
+    assert sum(embedder.calls[:-1]) == 240  # the last call embeds the paper title
+    assert max(embedder.calls) < 240  # split into calls, so lines could come on time
