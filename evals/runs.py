@@ -147,3 +147,22 @@ def set_latest(run: str) -> None:
 def latest() -> str | None:
     path = settings.benchmark_dir() / "runs" / "LATEST"
     return path.read_text(encoding="utf-8").strip() if path.exists() else None
+
+
+def compare_runs(a: str, b: str, measures: tuple[str, ...] = ("nDCG@10", "R@p", "CR@p (qrels)", "cr", "cp")):
+    """Two stored runs side by side, explicitly: one row per (question set, provider, p, depth) present in both,
+    each measure from run a, run b and their difference; `same_questions` says whether the rows are comparable
+    question for question."""
+    manifest_a, scores_a, _ = read_run(a)
+    manifest_b, scores_b, _ = read_run(b)
+    keys = ["question_set", "provider", "page_size", "depth"]
+    present = [m for m in measures if m in scores_a.columns and m in scores_b.columns]
+    left = scores_a.select(keys + ["n"] + present)
+    right = scores_b.select(keys + ["n"] + present)
+    joined = left.join(right, on=keys, how="inner", suffix=f" ({b})").rename(
+        {c: f"{c} ({a})" for c in ["n", *present]}
+    )
+    joined = joined.with_columns(
+        [(pl.col(f"{m} ({b})") - pl.col(f"{m} ({a})")).alias(f"{m} Δ") for m in present]
+    ).with_columns(pl.lit(manifest_a["questions"] == manifest_b["questions"]).alias("same_questions"))
+    return joined.sort(keys)

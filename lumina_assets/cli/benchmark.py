@@ -34,6 +34,14 @@ def add_commands(commands, bench_commands) -> None:
         "--calibration-queries", type=int, default=60, help="SciFact queries per split for the offline judge"
     )
     run.set_defaults(handler=run_benchmark)
+    listing = sub.add_parser("runs", help="list stored benchmark runs (each has its own report)")
+    listing.set_defaults(handler=list_benchmark_runs)
+    compare = sub.add_parser(
+        "compare", help="two stored runs side by side (run ids from `lumina benchmark runs`)"
+    )
+    compare.add_argument("run_a")
+    compare.add_argument("run_b")
+    compare.set_defaults(handler=compare_benchmark_runs)
 
     judge = bench_commands.add_parser(
         "judge", help="calibrate the offline judge and print judge agreement (kappa)"
@@ -122,6 +130,34 @@ def run_benchmark(args: argparse.Namespace) -> int:
         for name in ("synthetic", "beir", "user"):
             if name in set(scores["question_set"].to_list()):
                 print(f"\n{name}:\n" + headline_table(scores, name, offline=manifest["judge_offline"]))
+    return 0
+
+
+def list_benchmark_runs(args: argparse.Namespace) -> int:
+    from evals import runs
+    from lumina_assets.core import settings
+
+    for manifest in runs.list_runs():
+        print(
+            f"{manifest['run_id']}  {manifest.get('created', '')[:16]}  providers={','.join(manifest['providers'])}  "
+            f"depths={manifest['depths']}  p={manifest['page_sizes']}  judge={manifest['judge']}  "
+            f"report={settings.reports_dir() / 'runs' / manifest['run_id'] / 'benchmark.md'}"
+        )
+    return 0
+
+
+def compare_benchmark_runs(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from evals import runs
+
+    try:
+        table = runs.compare_runs(args.run_a, args.run_b)
+    except FileNotFoundError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200):
+        print(table)
     return 0
 
 

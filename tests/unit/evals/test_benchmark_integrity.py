@@ -144,3 +144,25 @@ def test_beir_folder_with_only_test_qrels(test_only_beir):
     assert load_beir_queries(test_only_beir, n=5, split="train,test").height == 3
     with pytest.raises(CollectionError, match="available: test"):
         load_beir_queries(test_only_beir, n=5, split="train")
+
+
+def test_runs_are_stored_apart_and_compared_explicitly(data_dir):
+    from evals import runs
+
+    def stored(run_id, ndcg, providers):
+        scores = pl.DataFrame(
+            [
+                {"question_set": "beir", "provider": p, "page_size": 5, "depth": 0, "n": 4, "nDCG@10": ndcg}
+                for p in providers
+            ]
+        )
+        manifest = {"run_id": run_id, "questions": "qf", "providers": providers, "created": run_id}
+        runs.write_run(manifest, scores, pl.DataFrame({"question_id": ["q"]}))
+
+    stored("a1", 0.5, ["lumina", "bm25"])
+    stored("b2", 0.75, ["bm25"])
+    assert [m["run_id"] for m in runs.list_runs()] == ["a1", "b2"]
+    assert runs.read_run("a1")[1]["provider"].to_list() == ["lumina", "bm25"]  # the earlier run is intact
+    table = runs.compare_runs("a1", "b2")
+    assert table["provider"].to_list() == ["bm25"]  # only rows present in both runs
+    assert table["nDCG@10 Δ"].to_list() == [0.25] and table["same_questions"].to_list() == [True]
