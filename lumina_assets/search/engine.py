@@ -181,6 +181,10 @@ class SearchEngine:
         if parsed.explicit_authors:
             names = sorted({last_name(a) for a in parsed.explicit_authors} - {""})
             paper_ids = tuple(store.papers_by_author(names, cfg.author_filter_max_papers))
+        if getattr(parsed, "explicit_venues", None):  # `venue:ACL`: only that venue's papers
+            venue_ids = store.papers_by_venue(parsed.explicit_venues, cfg.author_filter_max_papers)
+            admitted = set(venue_ids)
+            paper_ids = tuple(p for p in (venue_ids if paper_ids is None else paper_ids) if p in admitted)
         return Filters(
             year_min=parsed.year_min if year_filter else None,
             year_max=parsed.year_max if year_filter else None,
@@ -286,7 +290,10 @@ class SearchEngine:
         filters = self._filters(parsed, store)
         trace.filters = filters
         if filters.paper_ids == ():
-            trace.message = f"no paper by {', '.join(parsed.explicit_authors)} in the index"
+            wanted = [f"by {', '.join(parsed.explicit_authors)}"] if parsed.explicit_authors else []
+            venues = getattr(parsed, "explicit_venues", None)
+            wanted += [f"in venue {', '.join(venues)}"] if venues else []
+            trace.message = f"no paper {' and '.join(wanted)} in the index"
             return None
         fulltext, trace.expansions = self._expand(text, store)
 

@@ -28,6 +28,7 @@ _YEAR_PATTERNS: list[tuple[re.Pattern, str]] = [
 ]
 _NAME = r"[A-Z][a-zA-Z'\u00C0-\u024F\-]+"
 _AUTHOR_EXPLICIT = re.compile(r"\bauthor\s*:\s*(\"[^\"]+\"|'[^']+'|\S+)", re.I)
+_VENUE_EXPLICIT = re.compile(r"\bvenue\s*:\s*(\"[^\"]+\"|'[^']+'|\S+)", re.I)
 _AUTHOR_ET_AL = re.compile(rf"\b((?:{_NAME}\s+)?{_NAME})\s+et\s+al\.?", re.U)
 _AUTHOR_BY = re.compile(
     rf"\b(?:papers?\s+|work\s+|articles?\s+|studies\s+)?by\s+((?:[A-Z]\.\s*)*{_NAME}(?:\s+{_NAME})?)", re.U
@@ -62,6 +63,7 @@ class ParsedQuery:
     parser: str = "heuristic"
     year_explicit: bool = False  # `year:2020..2023`, `year>=2016`: a filter, not a cue to boost
     explicit_authors: list[str] = field(default_factory=list)  # `author:Cohan`: a filter
+    explicit_venues: list[str] = field(default_factory=list)  # `venue:"Nature Medicine"`: a filter
 
     @property
     def has_year(self) -> bool:
@@ -93,6 +95,10 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
             if kind == "explicit":
                 explicit_authors.append(name)
             text = text.replace(match.group(0), " ", 1)
+    explicit_venues: list[str] = []
+    for match in list(_VENUE_EXPLICIT.finditer(text)):
+        explicit_venues.append(match.group(1).strip().strip("\"'"))
+        text = text.replace(match.group(0), " ", 1)
     year_min = year_max = None
     year_explicit = False
     statement = _is_statement(query)
@@ -142,4 +148,5 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
         keywords,
         year_explicit=year_explicit,
         explicit_authors=explicit_authors,
+        explicit_venues=[v for v in explicit_venues if v],
     )

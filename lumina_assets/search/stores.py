@@ -233,6 +233,18 @@ class LanceStore:
         )
         return [r["paper_id"] for r in _rows(query.limit(limit))]
 
+    def papers_by_venue(self, venues, limit) -> list[str]:
+        """Papers whose venue contains any of `venues` (case-insensitive substring match)."""
+        if not venues or "venue" not in self.paper_columns:
+            return []
+        clauses = " OR ".join(
+            "strpos(lower(venue), '" + v.lower().replace("'", "''") + "') > 0" for v in venues if v
+        )
+        if not clauses:
+            return []
+        query = self.papers_table.search().where(f"venue IS NOT NULL AND ({clauses})").select(["paper_id"])
+        return [r["paper_id"] for r in _rows(query.limit(limit))]
+
     def has_author(self, last_name) -> bool:
         return bool(last_name) and bool(self.papers_by_author([last_name], 1))
 
