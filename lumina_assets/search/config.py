@@ -37,7 +37,7 @@ class SearchConfig:
     paper_abstract_vectors: bool = False
     paper_fulltext: bool = True
     candidates: int = 200  # papers per retriever that fusion sees
-    passage_depth: int = 3  # passage retrievers fetch candidates * passage_depth passages
+    passage_depth: int = 1  # passage retrievers fetch candidates * passage_depth passages (1 vs 3: SciFact 0.737 vs 0.7367, CISI 0.4674 vs 0.4672, a third of the index work)
     passage_aggregation: str = (
         "max"  # max | sum2 (best passage + half of the second): a paper's score from passages
     )
