@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "lumina_assets.cli.catalogue",
     "lumina_assets.cli.orchestration",
     "lumina_assets.cli.scale",
+    "lumina_assets.cli.serve",
 )
 
 

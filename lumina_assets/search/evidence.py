@@ -1,0 +1,248 @@
+"""Highlighted evidence: which sentences inside a returned passage answer the query, as character offsets.
+
+A sentence-level scorer, general rather than tuned to one collection: every sentence of the returned passages
+(split with the project's `split_sentences`) gets
+- a dense score: cosine between the query vector and the sentence vector (the index's embedding model), and
+- a lexical score: BM25 of the query's stemmed terms in the sentence, with document frequencies taken over the
+  sentences of the whole result set (so a term every result repeats weighs little),
+each min-max normalized over the sentences of one result and mixed with `dense_weight`. The best sentences of each
+result (at most `max_highlights`, and only those within `relative_floor` of its best) are highlighted; the first
+highlight of a result is its single best sentence.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from lumina_assets.search.text import tokenize
+
+
+@dataclass
+class Highlight:
+    """A sentence inside one passage's text: `text[start:end]`, with its score and that score's two parts."""
+
+    start: int
+    end: int
+    score: float
+    dense: float
+    lexical: float
+
+    def to_dict(self) -> dict:
+        return {
+            key: (round(value, 4) if isinstance(value, float) else value)
+            for key, value in asdict(self).items()
+        }
+
+
+@dataclass
+class Sentence:
+    passage: int  # index of the passage within its result
+    start: int
+    end: int
+    text: str
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) character offsets of each sentence of `text` (split_sentences, located in the original)."""
+    from lumina_assets.parsing.chunking import split_sentences
+
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for sentence in split_sentences(text or ""):
+        at = text.find(sentence, cursor)
+        if at < 0:  # the segmenter normalized something: fall back to the first word's position
+            first = sentence.split()[0] if sentence.split() else sentence
+            at = text.find(first, cursor)
+            if at < 0:
+                continue
+            end = min(len(text), at + len(sentence))
+        else:
+            end = at + len(sentence)
+        spans.append((at, end))
+        cursor = end
+    return spans
+
+
+def _minmax(values: np.ndarray) -> np.ndarray:
+    if values.size == 0:
+        return values
+    low, high = float(values.min()), float(values.max())
+    if high - low < 1e-9:
+        return np.full_like(values, 1.0 if high > 0 else 0.0)
+    return (values - low) / (high - low)
+
+
+class EvidenceScorer:
+    """`highlight(query, results)`: for each result (a list of passage texts), per passage the highlighted
+    sentences. `embedder` is the search engine's (anything with `encode(list[str])`); sentence vectors are cached
+    by text, so a repeated result costs no model call."""
+
+    def __init__(
+        self,
+        embedder,
+        *,
+        dense_weight: float = 0.5,
+        max_highlights: int = 2,
+        relative_floor: float = 0.75,
+        k1: float = 1.2,
+        b: float = 0.75,
+        cache_size: int = 50_000,
+    ):
+        self.embedder = embedder
+        self.dense_weight = dense_weight
+        self.max_highlights = max_highlights
+        self.relative_floor = relative_floor
+        self.k1, self.b = k1, b
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    # -- vectors
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        encode = getattr(self.embedder, "encode_queries", self.embedder.encode)
+        return self._normalize(np.asarray(encode([query]), dtype=np.float32)[0])
+
+    @staticmethod
+    def _normalize(vector: np.ndarray) -> np.ndarray:
+        return vector / max(float(np.linalg.norm(vector)), 1e-12)
+
+    def sentence_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing:
+            encoded = np.asarray(self.embedder.encode(missing), dtype=np.float32)
+            with self._lock:
+                for text, vector in zip(missing, encoded, strict=True):
+                    self._cache[text] = self._normalize(vector)
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        with self._lock:
+            vectors = [self._cache.get(t) for t in texts]
+        if any(v is None for v in vectors):  # evicted meanwhile by another thread: encode those again
+            vectors = [
+                v
+                if v is not None
+                else self._normalize(np.asarray(self.embedder.encode([t]), dtype=np.float32)[0])
+                for v, t in zip(vectors, texts, strict=True)
+            ]
+        dim = len(vectors[0]) if vectors else 0
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), dim)
+
+    # -- scoring
+
+    def score_sentences(
+        self,
+        query: str,
+        results: Sequence[Sequence[str]],
+        query_vector: np.ndarray | None = None,
+        dense_results: set[int] | None = None,
+    ) -> list[list[tuple[Sentence, float, float, float]]]:
+        """Per result, every sentence with (combined, dense, lexical) scores. Only the results in `dense_results`
+        (all when None) get dense scores; the others are scored lexically (their sentences still count for
+        document frequencies)."""
+        sentences: list[list[Sentence]] = []
+        for passages in results:
+            found = []
+            for index, text in enumerate(passages):
+                for start, end in sentence_spans(text or ""):
+                    found.append(Sentence(index, start, end, text[start:end]))
+            sentences.append(found)
+        flat = [s.text for group in sentences for s in group]
+        if not flat:
+            return [[] for _ in results]
+        wanted = [
+            i
+            for i, group in enumerate(sentences)
+            for _ in group
+            if dense_results is None or i in dense_results
+        ]
+        dense_all = np.zeros(len(flat), dtype=np.float32)
+        mask = np.asarray(
+            [dense_results is None or i in dense_results for i, group in enumerate(sentences) for _ in group]
+        )
+        if wanted and self.dense_weight > 0:
+            qvec = self._query_vector(query) if query_vector is None else self._normalize(query_vector)
+            dense_all[mask] = self.sentence_vectors([t for t, m in zip(flat, mask, strict=True) if m]) @ qvec
+        lexical_all = self._bm25(query, flat)
+        out = []
+        offset = 0
+        for group in sentences:
+            n = len(group)
+            dense = dense_all[offset : offset + n]
+            lexical = lexical_all[offset : offset + n]
+            offset += n
+            weight = self.dense_weight if dense_results is None or len(out) in dense_results else 0.0
+            combined = weight * _minmax(dense) + (1 - weight) * _minmax(lexical)
+            out.append(
+                [
+                    (s, float(c), float(d), float(x))
+                    for s, c, d, x in zip(group, combined, dense, lexical, strict=True)
+                ]
+            )
+        return out
+
+    def _bm25(self, query: str, sentences: list[str]) -> np.ndarray:
+        terms = set(tokenize(query))
+        if not terms:
+            return np.zeros(len(sentences), dtype=np.float32)
+        tokens = [tokenize(s) for s in sentences]
+        n = len(tokens)
+        avg = max(sum(len(t) for t in tokens) / max(n, 1), 1.0)
+        df = Counter(term for toks in tokens for term in set(toks) & terms)
+        idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
+        scores = np.zeros(n, dtype=np.float32)
+        for i, toks in enumerate(tokens):
+            counts = Counter(t for t in toks if t in terms)
+            norm = self.k1 * (1 - self.b + self.b * len(toks) / avg)
+            scores[i] = sum(idf[t] * c * (self.k1 + 1) / (c + norm) for t, c in counts.items())
+        return scores
+
+    def highlight(
+        self,
+        query: str,
+        results: Sequence[Sequence[str]],
+        query_vector: np.ndarray | None = None,
+        dense_results: set[int] | None = None,
+    ) -> list[list[list[Highlight]]]:
+        """Per result, per passage, its highlighted sentences (best first across the result: the result's first
+        highlight is its best sentence)."""
+        scored = self.score_sentences(query, results, query_vector, dense_results)
+        out: list[list[list[Highlight]]] = []
+        for passages, group in zip(results, scored, strict=True):
+            per_passage: list[list[Highlight]] = [[] for _ in passages]
+            ranked = sorted(group, key=lambda item: (-item[1], item[0].passage, item[0].start))
+            if ranked:
+                best = ranked[0][1]
+                for sentence, combined, dense, lexical in ranked[: self.max_highlights]:
+                    if sentence is not ranked[0][0] and combined < self.relative_floor * best:
+                        break
+                    per_passage[sentence.passage].append(
+                        Highlight(sentence.start, sentence.end, combined, dense, lexical)
+                    )
+            out.append(per_passage)
+        return out
+
+
+def first_highlight(per_passage: list[list[Highlight]]) -> tuple[int, Highlight] | None:
+    """(passage index, highlight) of the best highlight of one result."""
+    best = None
+    for index, highlights in enumerate(per_passage):
+        for highlight in highlights:
+            if best is None or highlight.score > best[1].score:
+                best = (index, highlight)
+    return best
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def normalize_space(text: str) -> str:
+    return _SPACE.sub(" ", text or "").strip()

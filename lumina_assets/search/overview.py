@@ -1,0 +1,167 @@
+"""A short overview of the top results where every sentence cites [n] a returned passage.
+
+The returned passages are numbered 1..N in result order (`Reference`s). An LLM writes the overview when one is
+configured (the project's `core.llm` client, so the same backend and disk cache as the benchmark); otherwise the
+overview is extractive: the best highlighted sentence of each top result, quoted and cited, and labelled as such.
+Either way `check_citations` keeps only sentences whose every [n] points at a returned passage; a sentence with no
+citation or one pointing elsewhere is refused (listed in `refused`, never shown as part of the overview).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import asdict, dataclass, field
+
+log = logging.getLogger(__name__)
+
+CITATION = re.compile(r"\[(\d+(?:\s*[,;–-]\s*\d+)*)\]")
+
+OVERVIEW_PROMPT = """You write a short overview (2 to 4 sentences) answering a researcher's search using only the
+numbered passages below. Every sentence must end with the number(s) of the passage(s) it rests on, in square
+brackets, e.g. [1] or [2, 3]. Cite only the numbers listed. Do not add facts the passages do not state.
+
+Search: {query}
+
+Passages:
+{passages}
+
+Overview:"""
+
+
+@dataclass
+class Reference:
+    """A returned passage as the overview may cite it."""
+
+    number: int
+    passage_id: str
+    paper_id: str
+    title: str
+    text: str
+    evidence: str = ""  # its best highlighted sentence, if any
+
+
+@dataclass
+class OverviewSentence:
+    text: str
+    citations: list[int]
+
+
+@dataclass
+class Overview:
+    method: str  # "llm" | "extractive" | "none"
+    label: str
+    sentences: list[OverviewSentence] = field(default_factory=list)
+    refused: list[dict] = field(default_factory=list)  # {"text", "reason"}
+    model: str | None = None
+
+    @property
+    def text(self) -> str:
+        return " ".join(s.text for s in self.sentences)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "text": self.text}
+
+
+def _numbers(group: str) -> list[int]:
+    numbers: list[int] = []
+    for part in re.split(r"\s*[,;]\s*", group):
+        bounds = re.split(r"\s*[–-]\s*", part)
+        if len(bounds) == 2 and bounds[0].isdigit() and bounds[1].isdigit():
+            low, high = int(bounds[0]), int(bounds[1])
+            numbers += list(range(low, high + 1)) if 0 < high - low < 20 else [low, high]
+        elif part.isdigit():
+            numbers.append(int(part))
+    return numbers
+
+
+def split_overview_sentences(text: str) -> list[str]:
+    """Sentences of an overview; a citation after the full stop ("... done. [2]") stays with its sentence."""
+    from lumina_assets.parsing.chunking import split_sentences
+
+    merged: list[str] = []
+    for sentence in split_sentences(text):
+        if merged and re.fullmatch(r"(?:\[[\d,;\s–-]+\]\s*)+\.?", sentence):
+            merged[-1] = f"{merged[-1]} {sentence}"
+        else:
+            merged.append(sentence)
+    return merged
+
+
+def check_citations(text: str, references: list[Reference]) -> tuple[list[OverviewSentence], list[dict]]:
+    """(kept, refused): a sentence is kept only when it cites at least one passage and every number it cites is a
+    returned passage's."""
+    valid = {r.number for r in references}
+    kept: list[OverviewSentence] = []
+    refused: list[dict] = []
+    for sentence in split_overview_sentences(text):
+        cited = [n for group in CITATION.findall(sentence) for n in _numbers(group)]
+        if not cited:
+            refused.append({"text": sentence, "reason": "cites no returned passage"})
+        elif any(n not in valid for n in cited):
+            bad = sorted({n for n in cited if n not in valid})
+            refused.append(
+                {"text": sentence, "reason": f"cites [{', '.join(map(str, bad))}], not a returned passage"}
+            )
+        else:
+            kept.append(OverviewSentence(sentence, list(dict.fromkeys(cited))))
+    return kept, refused
+
+
+def extractive_overview(references: list[Reference], max_sentences: int = 3) -> Overview:
+    """The best highlighted sentence of the first `max_sentences` results (one per paper), each citing its passage."""
+    seen_papers: set[str] = set()
+    parts = []
+    for reference in references:
+        if reference.paper_id in seen_papers or not reference.evidence:
+            continue
+        seen_papers.add(reference.paper_id)
+        sentence = reference.evidence.strip()
+        parts.append(f"{sentence.rstrip()} [{reference.number}]")
+        if len(parts) >= max_sentences:
+            break
+    kept, refused = check_citations(" ".join(parts), references) if parts else ([], [])
+    # an extractive sentence is one quoted sentence plus its citation: if the splitter cut a quote, keep it whole
+    if parts and len(kept) != len(parts):
+        kept = [OverviewSentence(p, [int(CITATION.findall(p)[-1])]) for p in parts]
+        refused = []
+    return Overview(
+        method="extractive",
+        label="Extractive overview: the best highlighted sentence of each top result, quoted (no LLM configured)",
+        sentences=kept,
+        refused=refused,
+    )
+
+
+def llm_overview(client, query: str, references: list[Reference], max_chars: int = 700) -> Overview:
+    """The LLM's overview, checked; falls back to the extractive one when the call fails or nothing survives."""
+    listing = "\n".join(f"[{r.number}] ({r.title}) {r.text[:max_chars]}" for r in references)
+    try:
+        reply = client.complete(
+            OVERVIEW_PROMPT.format(query=query, passages=listing), temperature=0.0, max_tokens=400
+        )
+    except Exception as error:  # an LLM failure never fails a search
+        log.warning("overview LLM failed (%s): extractive overview instead", error)
+        fallback = extractive_overview(references)
+        fallback.refused.append({"text": "", "reason": f"LLM call failed: {type(error).__name__}"})
+        return fallback
+    kept, refused = check_citations(reply.text.strip(), references)
+    if not kept:
+        fallback = extractive_overview(references)
+        fallback.refused = refused + fallback.refused
+        return fallback
+    return Overview(
+        method="llm",
+        label=f"Overview written by {getattr(client, 'label', 'an LLM')}; every sentence cites a returned passage",
+        sentences=kept,
+        refused=refused,
+        model=getattr(client, "model", None),
+    )
+
+
+def build_overview(query: str, references: list[Reference], client=None) -> Overview:
+    if not references:
+        return Overview(method="none", label="No overview: nothing was returned")
+    if client is not None and not getattr(client, "is_offline", False):
+        return llm_overview(client, query, references)
+    return extractive_overview(references)

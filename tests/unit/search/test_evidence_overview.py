@@ -1,0 +1,125 @@
+"""Highlighted evidence (sentence offsets, scorer), the overview's citation check, and the pinpoint metric's
+bookkeeping."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hashing_embedder import HashingEmbedder
+
+from lumina_assets.core.schemas import Context
+from lumina_assets.search.evidence import EvidenceScorer, first_highlight, sentence_spans
+from lumina_assets.search.overview import (
+    Reference,
+    build_overview,
+    check_citations,
+    extractive_overview,
+)
+from lumina_assets.search.pinpoint import RationalePair, evaluate_pinpoint, is_rationale, rationale_spans
+
+TEXT = (
+    "Transformers dominate NLP.  We train SPECTER with a triplet loss where citations give positives. "
+    "At inference no citations are needed (e.g. for new papers). Venues are not used."
+)
+
+
+def test_sentence_spans_are_offsets_into_the_original_text():
+    spans = sentence_spans(TEXT)
+    assert len(spans) == 4
+    assert TEXT[spans[1][0] : spans[1][1]].startswith("We train SPECTER")
+    assert TEXT[spans[2][0] : spans[2][1]].endswith("(e.g. for new papers).")  # "e.g." does not split
+    assert all(a < b for a, b in spans) and sentence_spans("") == []
+
+
+def test_scorer_highlights_the_answering_sentence_first():
+    scorer = EvidenceScorer(HashingEmbedder(), max_highlights=2)
+    other = "Protein folding is predicted from contacts. Citations are rare in biology."
+    marks = scorer.highlight("how does SPECTER use citations for training", [[TEXT], [other]])
+    index, best = first_highlight(marks[0])
+    assert index == 0 and TEXT[best.start : best.end].startswith("We train SPECTER")
+    assert 0 <= best.score <= 1 and best.lexical > 0
+    assert len(marks) == 2 and len(marks[1]) == 1
+    # lexical only for results outside dense_results; sentence vectors are cached by text
+    lexical = scorer.highlight("citations training", [[TEXT]], dense_results=set())
+    assert first_highlight(lexical[0])[1].dense == 0.0
+    assert scorer.highlight("anything", [[""], []]) == [[[]], []]
+
+
+def _refs(n: int) -> list[Reference]:
+    return [
+        Reference(i, f"p{i}#1:0", f"p{i}", f"Paper {i}", f"Text {i}.", f"Evidence sentence {i}.")
+        for i in range(1, n + 1)
+    ]
+
+
+def test_citation_check_refuses_sentences_that_cite_nothing_returned():
+    kept, refused = check_citations(
+        "SPECTER trains on citations [1]. It also cites a ghost [7]. No citation here. Both agree [1, 2]. "
+        "A range works [1-2].",
+        _refs(2),
+    )
+    assert [s.citations for s in kept] == [[1], [1, 2], [1, 2]]
+    assert {r["text"] for r in refused} == {"It also cites a ghost [7].", "No citation here."}
+    assert any("[7]" in r["reason"] for r in refused)
+
+
+def test_extractive_overview_is_labelled_and_cites_each_top_result():
+    overview = extractive_overview(_refs(4), max_sentences=3)
+    assert overview.method == "extractive" and "Extractive" in overview.label
+    assert [s.citations for s in overview.sentences] == [[1], [2], [3]]
+    assert overview.text.startswith("Evidence sentence 1. [1]")
+    assert build_overview("q", []).method == "none"
+
+
+@dataclass
+class _Reply:
+    text: str
+
+
+class _FakeLLM:
+    is_offline = False
+    label = "fake:model"
+    model = "model"
+
+    def __init__(self, text):
+        self.text = text
+        self.prompts = []
+
+    def complete(self, prompt, **_):
+        self.prompts.append(prompt)
+        return _Reply(self.text)
+
+
+def test_llm_overview_is_checked_and_falls_back_when_nothing_survives():
+    good = _FakeLLM("Citations supervise SPECTER [1]. Venues are irrelevant [9].")
+    overview = build_overview("how does SPECTER use citations", _refs(2), good)
+    assert overview.method == "llm" and [s.text for s in overview.sentences] == [
+        "Citations supervise SPECTER [1]."
+    ]
+    assert overview.refused[0]["text"] == "Venues are irrelevant [9]."
+    assert "[2] (Paper 2) Text 2." in good.prompts[0]
+    bad = build_overview("q", _refs(2), _FakeLLM("Nothing cited at all."))
+    assert bad.method == "extractive" and bad.refused[0]["reason"] == "cites no returned passage"
+
+
+def test_pinpoint_metric_counts_found_pairs_and_rationale_hits():
+    abstract = "Background sentence here. The drug lowered mortality by half. Funding was public."
+    contexts = {
+        "does the drug lower mortality": [
+            Context("Other", ["Unrelated words entirely."], paper_id="c:2"),
+            Context("Trial", [abstract], paper_id="c:1"),
+        ],
+    }
+    pairs = [
+        RationalePair("1", "does the drug lower mortality", "1", ["The drug lowered  mortality by half."]),
+        RationalePair("2", "does the drug lower mortality", "3", ["Missing."]),
+    ]
+    result = evaluate_pinpoint(
+        lambda q, k: contexts[q], EvidenceScorer(HashingEmbedder()), pairs, lambda d: f"c:{d}"
+    )
+    summary = result.summary()
+    assert summary["pairs"] == 2 and summary["found_at_10"] == 0.5
+    assert summary["highlight_top1"] == 1.0 and summary["rationale_in_chunks"] == 1.0
+    spans = rationale_spans(abstract, ["The drug lowered mortality by half."])
+    assert spans and is_rationale(spans[0][0] + 2, spans[0][1], spans)
+    assert not is_rationale(0, 20, spans)
