@@ -235,6 +235,44 @@ def lumina_search_fn(**engine_kwargs: Any) -> Callable[[str, int], list[Context]
     return engine.search
 
 
+def lumina_api_search_fn(
+    base_url: str, *, timeout: float = 120.0, http_client=None
+) -> Callable[[str, int], list[Context]]:
+    """The same engine through `lumina serve`'s JSON API (the paper's setting: "accessed via Lumina's API"). A failed
+    call raises (a failure, never an empty result)."""
+    import httpx
+
+    client = http_client or httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, trust_env=False)
+
+    def search(query: str, k: int) -> list[Context]:
+        contexts: list[Context] = []
+        page = 1
+        while len(contexts) < k:
+            response = client.post(
+                "/api/search", json={"query": query, "k": min(k, 50), "page": page, "overview": False}
+            )
+            response.raise_for_status()
+            data = response.json()
+            for result in data["results"]:
+                contexts.append(
+                    Context(
+                        title=result["title"],
+                        chunks=[p["text"] for p in result["passages"]],
+                        doi=result.get("doi"),
+                        url=result.get("url"),
+                        paper_id=result["paper_id"],
+                        score=float(result["score"]),
+                        passage_ids=[p["passage_id"] for p in result["passages"]],
+                    )
+                )
+            if not data.get("has_more") or not data["results"]:
+                break
+            page += 1
+        return contexts[:k]
+
+    return search
+
+
 class BM25Provider:
     """Baseline: the project's BM25 (`evals.lexical`) over the passages table; passages grouped into per-paper
     contexts in rank order."""

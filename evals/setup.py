@@ -138,6 +138,8 @@ def build_provider(name: str, *, question_llm, semantic_scholar, google_scholar,
     if name == "lumina":
         from lumina_assets.search.model_stages import configured_search_config
 
+        if settings.lumina_api_url():  # through `lumina serve`'s API instead of the in-process engine
+            return providers.LuminaProvider(providers.lumina_api_search_fn(settings.lumina_api_url()))
         config = configured_search_config(llm_client=search_llm_client(question_llm))
         return providers.LuminaProvider(providers.lumina_search_fn(config=config))
     if name == "bm25":

@@ -110,6 +110,12 @@ def search_llm_stages() -> list[str]:
     return [s.strip() for s in env("LUMINA_SEARCH_LLM").split(",") if s.strip()]
 
 
+def lumina_api_url() -> str:
+    """LUMINA_API_URL: when set (e.g. http://127.0.0.1:8765), the benchmark's Lumina provider calls `lumina serve`'s
+    API instead of the in-process engine."""
+    return env("LUMINA_API_URL")
+
+
 def rerank_model() -> str:
     """`LUMINA_RERANK_MODEL`: a CrossEncoder name or path; empty means no cross-encoder rerank."""
     return env("LUMINA_RERANK_MODEL")

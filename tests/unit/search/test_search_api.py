@@ -228,3 +228,16 @@ def test_pdfs_only_by_content_hash(client, shared_data):
     assert http.get("/pdf/" + "0" * 64).status_code == 404
     assert http.get("/pdf/..%2F..%2Fetc%2Fpasswd").status_code == 404
     assert http.get("/pdf/pasa.pdf").status_code == 404
+
+
+def test_benchmark_provider_through_the_api(client):
+    from evals.providers import LuminaProvider, lumina_api_search_fn
+
+    http, service = client
+    provider = LuminaProvider(lumina_api_search_fn("http://testserver", http_client=http))
+    contexts = provider.search("citation graph training signal", 4)
+    with service.pool.engine() as engine:
+        direct = engine.search("citation graph training signal", 4)
+    assert [c.paper_id for c in contexts] == [c.paper_id for c in direct]
+    assert [c.chunks for c in contexts] == [c.chunks for c in direct]
+    assert [c.passage_ids for c in contexts] == [c.passage_ids for c in direct]
