@@ -241,3 +241,103 @@ def test_benchmark_provider_through_the_api(client):
     assert [c.paper_id for c in contexts] == [c.paper_id for c in direct]
     assert [c.chunks for c in contexts] == [c.chunks for c in direct]
     assert [c.passage_ids for c in contexts] == [c.passage_ids for c in direct]
+
+
+PAGE_SCRIPT = r"""
+const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+const job = JSON.parse(process.argv[2]);
+(async () => {
+  const out = {};
+  const browser = await chromium.launch({ executablePath: job.chromium, args: job.flags, headless: true });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
+    await page.goto(job.url);
+    await page.fill("#q", "citation graph training signal");
+    await page.click("#go");
+    await page.waitForSelector(".result mark", { timeout: 60000 });
+    out.results = await page.locator(".result").count();
+    out.marks = await page.locator(".result mark").count();
+    out.overview = await page.locator("#overview").innerText();
+    await page.locator(".expand").first().click();
+    await page.waitForSelector(".passage.context", { timeout: 30000 }).catch(() => null);
+    out.context_shown = await page.locator(".expand").first().innerText();
+    await page.screenshot({ path: job.screenshot, fullPage: true });
+    await page.fill("#venue", "Nature");
+    await page.dispatchEvent("#venue", "change");
+    await page.waitForFunction(() => [...document.querySelectorAll(".result .meta")].length > 0 &&
+      [...document.querySelectorAll(".result .meta:first-of-type")].every((m) => m.innerText.includes("Nature Medicine")), null, { timeout: 60000 });
+    out.venues = await page.locator(".result .meta").first().innerText();
+    out.filtered = await page.locator(".result").count();
+  } catch (e) { out.error = String(e); }
+  await browser.close();
+  console.log(JSON.stringify(out));
+})();
+"""
+
+
+@pytest.mark.slow
+def test_search_page_in_headless_chromium(client, tmp_path):
+    """Search, highlighted evidence, overview, expand neighbours, a venue filter that excludes, in a real browser
+    (Debian chromium driven by npm playwright-core, as scripts/ui_check.py does); skipped where either is missing."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    import threading
+    import time
+    from pathlib import Path
+
+    import uvicorn
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+    import ui_check
+
+    missing = [
+        name
+        for name, found in (
+            ("Debian chromium (apt-get install chromium)", ui_check.find_chromium()),
+            ("node", shutil.which("node")),
+            (
+                "npm playwright-core (npm install --prefix .venv/ui-check playwright-core)",
+                ui_check.find_playwright_core(),
+            ),
+        )
+        if not found
+    ]
+    if missing:
+        pytest.skip("the search page check needs " + ", ".join(missing))
+    _, service = client
+    port = ui_check.free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+        job = {
+            "url": f"http://127.0.0.1:{port}/",
+            "chromium": ui_check.find_chromium(),
+            "flags": ui_check.CHROMIUM_FLAGS,
+            "screenshot": str(tmp_path / "search_page.png"),
+        }
+        script = tmp_path / "page.js"
+        script.write_text(PAGE_SCRIPT)
+        done = subprocess.run(
+            ["node", str(script), json.dumps(job)],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env={**__import__("os").environ, "PLAYWRIGHT_CORE": str(ui_check.find_playwright_core())},
+        )
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "error" not in out, out
+    assert out["results"] >= 1 and out["marks"] >= 1
+    assert "[1]" in out["overview"] and "xtractive" in out["overview"]
+    assert out["context_shown"] in ("context shown", "no context")
+    assert "Nature Medicine" in out["venues"]
+    assert (tmp_path / "search_page.png").stat().st_size > 10_000
