@@ -17,6 +17,7 @@ from lumina_assets.core.schemas import Paper
 from lumina_assets.corpus.collections import is_beir_corpus, iter_corpus_records
 from lumina_assets.corpus.normalize import Rejection
 from lumina_assets.parsing.preflight import DEFAULT_MAX_BYTES, DEFAULT_MAX_STREAM_BYTES, PdfLimits
+from lumina_assets.parsing.titles import clean_title, usable_title_line
 
 _DOI_IN_TEXT = re.compile(r"(?:doi\s*[:.]?\s*|doi\.org/)(10\.\d{4,9}/[^\s\"<>,;]+)", re.IGNORECASE)
 _ARXIV_IN_TEXT = re.compile(r"arXiv:\s*(\d{4}\.\d{4,5})(v\d+)?", re.IGNORECASE)
@@ -98,13 +99,16 @@ def _title_from_first_page(document) -> str:
         for line in block.get("lines", []):
             if line["bbox"][1] > page.rect.height / 2:
                 continue
-            text = " ".join(span["text"] for span in line["spans"]).strip()
+            spans = [span["text"] for span in line["spans"]]
+            text = " ".join(spans).strip()
+            if not usable_title_line(text, spans, line.get("dir")):  # arXiv stamp, letter-spaced logo
+                continue
             size = max((span["size"] for span in line["spans"]), default=0.0)
             if len(text) > 8 and size > best[0] + 0.5:
                 best = (size, text)
             elif len(text) > 3 and abs(size - best[0]) <= 0.5 and best[1]:
                 best = (best[0], f"{best[1]} {text}")  # a title wrapped over several lines
-    return best[1]
+    return clean_title(best[1])
 
 
 def _abstract_from_text(text: str) -> str | None:
@@ -161,7 +165,7 @@ def pdf_metadata(
         title = (
             title_meta if len(title_meta) > 8 and not title_meta.lower().endswith((".pdf", ".dvi")) else ""
         )
-        title = title or clean_text(_title_from_first_page(document)) or display_name(path.stem)
+        title = clean_title(title) or clean_text(_title_from_first_page(document)) or display_name(path.stem)
         doi_match = _DOI_IN_TEXT.search(first_page)
         doi = normalize_doi(doi_match.group(1).rstrip(".")) if doi_match else None
         arxiv_match = _ARXIV_IN_TEXT.search(first_page)

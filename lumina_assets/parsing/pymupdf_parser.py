@@ -28,6 +28,7 @@ from lumina_assets.parsing.preflight import (
     check_file,
     open_pdf,
 )
+from lumina_assets.parsing.titles import clean_title, usable_title_line
 
 # Whitespace kept, ligatures expanded (ﬁ -> fi), images skipped (the slow part of "dict"), mediabox clip.
 _TEXT_FLAGS = 2 | 64 | 128
@@ -728,11 +729,23 @@ class PyMuPdfParser:
             for line in block.lines
             if line.y0 < first.height * 0.45 and len(line.text) >= 15 and len(line.text.split()) >= 3
         ]
+        candidates = [line for line in candidates if usable_title_line(line.text, direction=None)]
         if candidates:
             biggest = max(line.size for line in candidates)
-            title_lines = [line for line in candidates if line.size >= biggest - 0.3]
+            # a title's short last line ("Citation-informed Transformers", "Beyond Summarization:") belongs to it
+            title_lines = [
+                line
+                for block in first.blocks
+                for line in block.lines
+                if line.y0 < first.height * 0.45
+                and abs(line.size - biggest) <= 0.3
+                and len(line.text.strip()) >= 2
+                and usable_title_line(line.text, direction=None)
+            ]
             if biggest >= layout.body_size + 1:
-                text = join_lines([line.text for line in sorted(title_lines, key=lambda ln: (ln.y0, ln.x0))])
+                text = clean_title(
+                    join_lines([line.text for line in sorted(title_lines, key=lambda ln: (ln.y0, ln.x0))])
+                )
                 if 10 <= len(text) <= 300:
                     for line in title_lines:
                         line.text = ""
