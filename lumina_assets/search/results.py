@@ -50,6 +50,7 @@ class SearchRequest:
     author: str | None = None
     venue: str | None = None
     overview: bool = True
+    widen: bool = False  # also list in-corpus papers the top results cite or are cited by
 
     @classmethod
     def from_mapping(cls, data: dict) -> SearchRequest:
@@ -66,6 +67,7 @@ class SearchRequest:
             "author",
             "venue",
             "overview",
+            "widen",
         }
         if unknown:
             raise BadRequest(f"unknown field(s): {', '.join(sorted(unknown))}")
@@ -87,10 +89,8 @@ class SearchRequest:
             raise BadRequest("year_min is after year_max")
         author = _text(data.get("author"), "author")
         venue = _text(data.get("venue"), "venue")
-        overview = data.get("overview", True)
-        if isinstance(overview, str):
-            overview = overview.lower() not in ("0", "false", "no", "off")
-        return cls(query, k, page, year_min, year_max, author, venue, bool(overview))
+        overview, widen = _flag(data.get("overview", True)), _flag(data.get("widen", False))
+        return cls(query, k, page, year_min, year_max, author, venue, overview, widen)
 
     def engine_query(self) -> str:
         """The query with UI filters written as explicit (strict) syntax."""
@@ -106,6 +106,12 @@ class SearchRequest:
         if self.venue:
             parts.append(f'venue:"{self.venue}"')
         return " ".join(parts)
+
+
+def _flag(value) -> bool:
+    if isinstance(value, str):
+        return value.lower() not in ("0", "false", "no", "off", "")
+    return bool(value)
 
 
 def _int(value, name: str, low: int, high: int, *, optional: bool = False) -> int | None:
@@ -431,8 +437,10 @@ class SearchService:
             overview = build_overview(
                 highlight_query, [r for r in references if r.paper_id in top_papers], self.llm_client
             ).to_dict()
+        related = self._related(store, results[:3]) if request.widen and results else []
         filters = trace.filters
         return {
+            "related": related,
             "query": request.query,
             "engine_query": request.engine_query(),
             "k": request.k,
@@ -458,6 +466,25 @@ class SearchService:
                 "total": round((time.perf_counter() - started) * 1000, 1),
             },
         }
+
+    def _related(self, store, top: list[dict], limit: int = 10) -> list[dict]:
+        """The query widened along in-corpus citations: papers the top results cite or are cited by, not already
+        returned (from `citation_edges`), each with the link that brought it."""
+        returned = {r["paper_id"] for r in top}
+        via: dict[str, list[str]] = {}
+        for result in top:
+            links = self.files.citations(result["paper_id"])
+            for other in links["cites"]:
+                via.setdefault(other, []).append(f"cited by result {result['rank']}")
+            for other in links["cited_by"]:
+                via.setdefault(other, []).append(f"cites result {result['rank']}")
+        ranked_ids = sorted((p for p in via if p not in returned), key=lambda p: (-len(via[p]), p))[:limit]
+        papers = self._papers(store, ranked_ids)
+        return [
+            {"paper_id": p, "title": papers[p].get("title"), "year": papers[p].get("year"), "via": via[p]}
+            for p in ranked_ids
+            if p in papers
+        ]
 
     def passage(self, passage_id: str) -> dict | None:
         """One passage with its previous and next passage (for "show more context")."""

@@ -214,6 +214,11 @@ def test_pagination_neighbours_citations_and_page(client):
     links = http.get("/api/papers/doi:10.1/p0/citations").json()
     assert [c["paper_id"] for c in links["cites"]] == ["doi:10.1/p3"]
     assert [c["paper_id"] for c in links["cited_by"]] == ["doi:10.1/p4"]
+    widened = _search(http, query="citation graph training signal", k=2, widen=True, overview=False)
+    returned = {r["paper_id"] for r in widened["results"]}
+    assert all(r["paper_id"] not in returned and r["via"] for r in widened["related"])
+    if "doi:10.1/p0" in returned:
+        assert {"doi:10.1/p3", "doi:10.1/p4"} & {r["paper_id"] for r in widened["related"]}
     page = http.get("/")
     assert page.status_code == 200 and 'id="q"' in page.text and "/api/search" in page.text
 
