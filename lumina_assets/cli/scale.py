@@ -59,6 +59,7 @@ def run_bench_scale(args) -> int:
             nprobes=config.nprobes,
             refine_factor=config.refine_factor,
             depth=config.candidates * config.passage_depth,
+            ef=config.ann_ef,
         )
         stores = ["index"] + (["memory"] if size <= args.memory_up_to else [])
         for store in stores:

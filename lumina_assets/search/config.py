@@ -29,6 +29,9 @@ class SearchConfig:
     store: str = "auto"  # auto (memory up to memory_max_passages, else index) | memory | index
     memory_max_passages: int = 100_000  # = the indexer's ANN threshold: below it vectors are searched exactly
     nprobes: int = 10  # ANN partitions probed (one HNSW graph per ~50k rows); ignored below the ANN threshold
+    ann_ef: int = (
+        1000  # HNSW candidates examined per graph (at 1M: recall@10 0.922 at 300, 0.950 at 1000, +6 ms)
+    )
     refine_factor: int = 0  # > 0: ANN candidates re-scored with full vectors (limit * refine_factor); 0 = off
     passage_vectors: bool = True
     passage_fulltext: bool = True

@@ -122,6 +122,7 @@ class SearchEngine:
                 memory_max_passages=limit,
                 nprobes=cfg.nprobes,
                 refine_factor=cfg.refine_factor,
+                ef=cfg.ann_ef,
             )
             self._store_checked_at = now
         return self._store

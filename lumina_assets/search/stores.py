@@ -104,7 +104,7 @@ def _rows(query) -> list[dict]:
 class LanceStore:
     """Candidates from LanceDB indexes; metadata fetched by id for candidates only."""
 
-    def __init__(self, db, *, nprobes: int = 20, refine_factor: int = 10) -> None:
+    def __init__(self, db, *, nprobes: int = 10, refine_factor: int = 0, ef: int = 1000) -> None:
         from lumina_assets.indexing.lancedb_tables import (
             ACRONYMS_TABLE,
             PAPERS_TABLE,
@@ -117,7 +117,7 @@ class LanceStore:
         if self.passages_table is None or self.papers_table is None:
             raise IndexNotBuilt("the passage index has not been built yet")
         self.acronyms_table = open_table(db, ACRONYMS_TABLE)
-        self.nprobes, self.refine_factor = nprobes, refine_factor
+        self.nprobes, self.refine_factor, self.ef = nprobes, refine_factor, ef
         self.dimension = self.passages_table.schema.field("vector").type.list_size
         self.paper_columns = set(self.papers_table.schema.names)
 
@@ -141,8 +141,11 @@ class LanceStore:
         self, table, column: str, vector: np.ndarray, n: int, filters: Filters, fields: list[str]
     ):
         query = table.search(vector, vector_column_name=column).distance_type("cosine").nprobes(self.nprobes)
-        if self.refine_factor > 0:  # HNSW needs ef >= what refine re-scores
-            query = query.refine_factor(self.refine_factor).ef(n * self.refine_factor)
+        query = query.ef(
+            max(self.ef, n * max(self.refine_factor, 1))
+        )  # HNSW: ef >= what is returned or re-scored
+        if self.refine_factor > 0:
+            query = query.refine_factor(self.refine_factor)
         query = query.select(fields).limit(n)
         where = filters.sql()
         if where:
@@ -323,7 +326,9 @@ _STORES: dict[tuple, LanceStore] = {}
 _STORES_LOCK = threading.Lock()
 
 
-def open_store(db_uri: str, db, *, memory_max_passages: int, nprobes: int, refine_factor: int) -> LanceStore:
+def open_store(
+    db_uri: str, db, *, memory_max_passages: int, nprobes: int, refine_factor: int, ef: int = 1000
+) -> LanceStore:
     """The store for the current table versions: in memory up to `memory_max_passages` rows, else index-backed.
     A memory store is rebuilt when a table version changes; an index-backed one only re-checks out the tables."""
     from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE, open_table
@@ -333,15 +338,15 @@ def open_store(db_uri: str, db, *, memory_max_passages: int, nprobes: int, refin
         raise IndexNotBuilt("the passage index has not been built yet")
     small = passages.count_rows() < memory_max_passages
     with _STORES_LOCK:
-        key = (db_uri, small, nprobes, refine_factor)
+        key = (db_uri, small, nprobes, refine_factor, ef)
         store = _STORES.get(key)
         if store is not None:
             store.checkout_latest()
         stale_memory = not isinstance(store, MemoryStore) or store.loaded_version != store.version()
         if small and stale_memory:
-            store = MemoryStore(db, nprobes=nprobes, refine_factor=refine_factor)
+            store = MemoryStore(db, nprobes=nprobes, refine_factor=refine_factor, ef=ef)
         elif store is None:
-            store = LanceStore(db, nprobes=nprobes, refine_factor=refine_factor)
+            store = LanceStore(db, nprobes=nprobes, refine_factor=refine_factor, ef=ef)
         for stale in [k for k in _STORES if k[0] == db_uri and k != key]:
             del _STORES[stale]
         _STORES[key] = store
