@@ -383,7 +383,7 @@ def papers(context: dg.AssetExecutionContext, config: PapersConfig) -> dg.Materi
     state_path.write_text(input_hash)
     frame = pl.from_arrow(table)
     by_source = Counter(row["source"] for row in rows)
-    gone = sorted(set(known) - {row["paper_id"] for row in rows})
+    gone = sorted(set(known) - {row["paper_id"] for row in rows} - {e["paper_id"] for e in removals})
     return dg.MaterializeResult(
         metadata={
             "papers": len(rows),
