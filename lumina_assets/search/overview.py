@@ -39,6 +39,7 @@ class Reference:
     title: str
     text: str
     evidence: str = ""  # its best highlighted sentence, if any
+    evidence_score: float = 0.0
 
 
 @dataclass
@@ -110,12 +111,16 @@ def check_citations(text: str, references: list[Reference]) -> tuple[list[Overvi
 
 def extractive_overview(references: list[Reference], max_sentences: int = 3) -> Overview:
     """The best highlighted sentence of the first `max_sentences` results (one per paper), each citing its passage."""
-    seen_papers: set[str] = set()
-    parts = []
+    # per paper (in result order), its passage with the best evidence sentence
+    best: dict[str, Reference] = {}
     for reference in references:
-        if reference.paper_id in seen_papers or not reference.evidence:
-            continue
-        seen_papers.add(reference.paper_id)
+        if reference.evidence and (
+            reference.paper_id not in best
+            or reference.evidence_score > best[reference.paper_id].evidence_score
+        ):
+            best[reference.paper_id] = reference
+    parts = []
+    for reference in best.values():
         sentence = reference.evidence.strip()
         parts.append(f"{sentence.rstrip()} [{reference.number}]")
         if len(parts) >= max_sentences:

@@ -383,7 +383,15 @@ class SearchService:
                 number = len(references) + 1
                 evidence = text[marks[0].start : marks[0].end] if marks else ""
                 references.append(
-                    Reference(number, passage_id, context.paper_id, context.title, text, evidence)
+                    Reference(
+                        number,
+                        passage_id,
+                        context.paper_id,
+                        context.title,
+                        text,
+                        evidence,
+                        marks[0].score if marks else 0.0,
+                    )
                 )
                 passages.append(
                     {
