@@ -132,29 +132,35 @@ def merge_contexts(previous: Sequence[Context], new: Sequence[Context]) -> tuple
     merged = [Context(**c.to_dict()) for c in previous]
     added = 0
     for context in new:
-        chunks, passage_ids = [], []
-        ids = list(context.passage_ids) + [None] * (len(context.chunks) - len(context.passage_ids))
-        for chunk, passage_id in zip(context.chunks, ids, strict=True):
-            key = _norm(chunk)
-            if key and key not in seen:
-                seen.add(key)
-                chunks.append(chunk)
-                if passage_id:
-                    passage_ids.append(passage_id)
-        if chunks:
-            merged.append(
-                Context(
-                    title=context.title,
-                    chunks=chunks,
-                    doi=context.doi,
-                    url=context.url,
-                    paper_id=context.paper_id,
-                    score=context.score,
-                    passage_ids=passage_ids,
-                )
-            )
-            added += len(chunks)
+        kept = _unseen_part(context, seen, context.score)
+        if kept is not None:
+            merged.append(kept)
+            added += len(kept.chunks)
     return merged, added
+
+
+def _unseen_part(context: Context, seen: set[str], score: float | None) -> Context | None:
+    """`context` with only the chunks not in `seen` (which it extends), scored `score`; None when none is left."""
+    chunks, passage_ids = [], []
+    ids = list(context.passage_ids) + [None] * (len(context.chunks) - len(context.passage_ids))
+    for chunk, passage_id in zip(context.chunks, ids, strict=True):
+        key = _norm(chunk)
+        if key and key not in seen:
+            seen.add(key)
+            chunks.append(chunk)
+            if passage_id:
+                passage_ids.append(passage_id)
+    if not chunks:
+        return None
+    return Context(
+        title=context.title,
+        chunks=chunks,
+        doi=context.doi,
+        url=context.url,
+        paper_id=context.paper_id,
+        score=score,
+        passage_ids=passage_ids,
+    )
 
 
 RRF_K = 60
@@ -187,28 +193,9 @@ def fuse_levels(level_results: Sequence[Sequence[Context]], page_size: int) -> l
     for key in ordered:
         if len(ranked) >= page_size:
             break
-        context = contexts[key]
-        ids = list(context.passage_ids) + [None] * (len(context.chunks) - len(context.passage_ids))
-        chunks, passage_ids = [], []
-        for chunk, passage_id in zip(context.chunks, ids, strict=True):
-            norm = _norm(chunk)
-            if norm and norm not in seen:
-                seen.add(norm)
-                chunks.append(chunk)
-                if passage_id:
-                    passage_ids.append(passage_id)
-        if chunks:
-            ranked.append(
-                Context(
-                    title=context.title,
-                    chunks=chunks,
-                    doi=context.doi,
-                    url=context.url,
-                    paper_id=context.paper_id,
-                    score=scores[key],
-                    passage_ids=passage_ids,
-                )
-            )
+        kept = _unseen_part(contexts[key], seen, scores[key])
+        if kept is not None:
+            ranked.append(kept)
     return ranked
 
 
