@@ -5,7 +5,10 @@ Hostile servers are expected: bodies are streamed under a byte cap, every reques
 server trickling a byte a second cannot hold a run), redirects are followed by hand so each hop is checked
 (http/https only, and, for clients with a `UrlPolicy`, no loopback / private / link-local / metadata address),
 credentials never follow a redirect to another origin, and every httpx failure becomes an `HttpError`
-naming the redacted URL."""
+naming the redacted URL.
+
+Why one module over 500 lines: retries, the cache, the byte cap, the deadline and the per-hop redirect checks are
+one request loop; split apart, each piece would need the others' state to decide what to do next."""
 
 from __future__ import annotations
 

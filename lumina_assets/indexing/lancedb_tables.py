@@ -3,8 +3,12 @@
 
 Incremental by construction: rows are keyed by deterministic ids and written with `merge_insert`; a passage is
 embedded again only when the text it is embedded from changed (a hash column records it); metadata-only changes
-reuse the stored vector. Full-text indexes are created once and brought up to date with `optimize()`; an ANN index
-is created once a table is large enough for brute force to stop being the fast option.
+reuse the stored vector. Full-text and scalar indexes are created once and brought up to date with `optimize()`;
+an ANN index is created once a table is large enough for brute force to stop being the fast option, and retrained
+only when the table has grown past a factor of its training size. The `acronyms` table is filled here too.
+
+Why one module over 500 lines: the three tables share one write path (row hashes, embedding only what changed,
+upserts, index upkeep); the pieces are small functions, but splitting them would scatter one upsert protocol.
 """
 
 from __future__ import annotations
