@@ -103,6 +103,7 @@ class EvidenceScorer:
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
+        self._encode_lock = threading.Lock()
 
     # -- vectors
 
@@ -118,7 +119,8 @@ class EvidenceScorer:
         with self._lock:
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if missing:
-            encoded = np.asarray(self.embedder.encode(missing), dtype=np.float32)
+            with self._encode_lock:  # one model call at a time: concurrent calls only oversubscribe the cores
+                encoded = np.asarray(self.embedder.encode(missing), dtype=np.float32)
             with self._lock:
                 for text, vector in zip(missing, encoded, strict=True):
                     self._cache[text] = self._normalize(vector)
