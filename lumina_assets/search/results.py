@@ -32,6 +32,8 @@ MAX_QUERY_CHARS = 1000
 MAX_K = 50
 MAX_PAGE = 20
 MAX_FIELD_CHARS = 200
+MAX_DEPTH = 200  # k × page: how deep one request may page into the ranking
+DENSE_RESULTS = 10  # results whose sentences get dense (model) scores; further ones are scored lexically
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -83,6 +85,8 @@ class SearchRequest:
             raise BadRequest("query is empty")
         k = _int(data.get("k", 10), "k", 1, MAX_K)
         page = _int(data.get("page", 1), "page", 1, MAX_PAGE)
+        if k * page > MAX_DEPTH:
+            raise BadRequest(f"k × page must be at most {MAX_DEPTH} (got {k} × {page})")
         year_min = _int(data.get("year_min"), "year_min", 1000, 2999, optional=True)
         year_max = _int(data.get("year_max"), "year_max", 1000, 2999, optional=True)
         if year_min is not None and year_max is not None and year_min > year_max:
@@ -365,7 +369,9 @@ class SearchService:
         pdfs = self.files.pdf_hashes([c.paper_id for c in contexts])
         t0 = time.perf_counter()
         highlight_query = parsed.text if parsed and parsed.text else request.query
-        highlights = self.scorer.highlight(highlight_query, [c.chunks for c in contexts])
+        highlights = self.scorer.highlight(
+            highlight_query, [c.chunks for c in contexts], dense_results=set(range(DENSE_RESULTS))
+        )
         highlight_ms = (time.perf_counter() - t0) * 1000
 
         results = []

@@ -179,6 +179,7 @@ def test_filters_exclude(client):
         ({"query": "citation", "k": 1000}, 422, "k must be between"),
         ({"query": "citation", "k": "ten"}, 422, "k must be an integer"),
         ({"query": "citation", "page": 99}, 422, "page must be between"),
+        ({"query": "citation", "k": 50, "page": 5}, 422, "k × page"),
         ({"query": "citation", "year_min": 2020, "year_max": 2010}, 422, "year_min"),
         ({"query": "citation", "author": "a\x07b"}, 422, "control"),
         ({"query": "citation", "colour": "red"}, 422, "unknown field"),
