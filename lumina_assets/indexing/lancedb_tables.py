@@ -346,8 +346,9 @@ def _ensure_ann(table, column: str, rows: int, config: IndexConfig, stats: Index
         return
     from lancedb.index import HnswSq
 
-    # one HNSW graph per ~50,000 rows: few partitions keep recall high at nprobes 10
-    partitions = max(1, rows // 50_000)
+    # one HNSW graph per ~200,000 rows (at 1M: 5 graphs, nprobes 5, ef 300 gave recall@10 0.975 at 12.5 ms, against
+    # 0.950 at 22 ms with 20 graphs of 50,000, nprobes 10, ef 1000)
+    partitions = max(1, rows // 200_000)
     table.create_index(column, config=HnswSq(distance_type="cosine", num_partitions=partitions), replace=True)
     table.update_field_metadata({"path": column, "metadata": {ANN_TRAINED_ROWS: str(rows)}})
     stats.ann_index = True

@@ -104,7 +104,7 @@ def _rows(query) -> list[dict]:
 class LanceStore:
     """Candidates from LanceDB indexes; metadata fetched by id for candidates only."""
 
-    def __init__(self, db, *, nprobes: int = 10, refine_factor: int = 0, ef: int = 1000) -> None:
+    def __init__(self, db, *, nprobes: int = 5, refine_factor: int = 0, ef: int = 300) -> None:
         from lumina_assets.indexing.lancedb_tables import (
             ACRONYMS_TABLE,
             PAPERS_TABLE,
@@ -327,7 +327,7 @@ _STORES_LOCK = threading.Lock()
 
 
 def open_store(
-    db_uri: str, db, *, memory_max_passages: int, nprobes: int, refine_factor: int, ef: int = 1000
+    db_uri: str, db, *, memory_max_passages: int, nprobes: int, refine_factor: int, ef: int = 300
 ) -> LanceStore:
     """The store for the current table versions: in memory up to `memory_max_passages` rows, else index-backed.
     A memory store is rebuilt when a table version changes; an index-backed one only re-checks out the tables."""
