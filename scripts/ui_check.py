@@ -156,6 +156,16 @@ async function dismissDialogs(page) {
 """
 
 
+def missing_browser_tools() -> list[str]:
+    """What a headless-Chromium check still needs on this machine (empty when it can run), with how to get it."""
+    needs = (
+        ("Debian chromium (apt-get install chromium)", find_chromium),
+        ("node", lambda: shutil.which("node")),
+        ("npm playwright-core (npm install --prefix .venv/ui-check playwright-core)", find_playwright_core),
+    )
+    return [name for name, find in needs if not find()]
+
+
 def find_playwright_core() -> Path | None:
     candidates = [os.environ.get("LUMINA_PLAYWRIGHT_DIR", "")]
     candidates += [str(PROJECT_ROOT / ".venv" / "ui-check"), str(PROJECT_ROOT)]

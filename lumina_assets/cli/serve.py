@@ -173,12 +173,9 @@ def _eval_pinpoint(args) -> int:
 
 
 def _bench_serve(args) -> int:
-    import socket
-    import threading
     import time
 
     import numpy as np
-    import uvicorn
 
     from lumina_assets.core import settings
     from lumina_assets.search.api import create_app
@@ -204,18 +201,7 @@ def _bench_serve(args) -> int:
             engine.search(query, args.k)
             bare.append(time.perf_counter() - started)
 
-    port = args.port
-    if not port:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
+    server, thread, port = serve_in_thread(create_app(service), args.port)
     try:
         # other queries than the in-process ones, so the API gets no sentence-vector cache hits from them
         unseen = queries[args.in_process_queries :] or queries
@@ -263,3 +249,24 @@ def _bench_serve(args) -> int:
     if args.json:
         print(json.dumps(figures))
     return 0 if load["errors"] == 0 else 1
+
+
+def serve_in_thread(app, port: int = 0):
+    """(uvicorn server, its thread, port) serving `app` on 127.0.0.1 from a daemon thread, started; port 0 picks a
+    free one. Stop it with `server.should_exit = True` and join the thread."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    if not port:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    return server, thread, port

@@ -28,18 +28,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 def test_asset_graph_is_drawn_in_a_real_browser(data_dir, tmp_path):
-    missing = [
-        name
-        for name, found in (
-            ("Debian chromium (apt-get install chromium)", ui_check.find_chromium()),
-            ("node", shutil.which("node")),
-            (
-                "npm playwright-core (npm install --prefix .venv/ui-check playwright-core)",
-                ui_check.find_playwright_core(),
-            ),
-        )
-        if not found
-    ]
+    missing = ui_check.missing_browser_tools()
     if missing:
         pytest.skip("UI check needs " + ", ".join(missing))
     home = tmp_path / "dagster_home"

@@ -8,6 +8,7 @@ import pytest
 from hashing_embedder import HashingEmbedder
 from starlette.testclient import TestClient
 
+from lumina_assets.cli.serve import serve_in_thread
 from lumina_assets.core import tables
 from lumina_assets.core.schemas import PASSAGE_SCHEMA, rows_to_table
 from lumina_assets.indexing import lancedb_tables as indexing
@@ -286,41 +287,18 @@ def test_search_page_in_headless_chromium(client, tmp_path):
     """Search, highlighted evidence, overview, expand neighbours, a venue filter that excludes, in a real browser
     (Debian chromium driven by npm playwright-core, as scripts/ui_check.py does); skipped where either is missing."""
     import json
-    import shutil
     import subprocess
     import sys
-    import threading
-    import time
     from pathlib import Path
-
-    import uvicorn
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
     import ui_check
 
-    missing = [
-        name
-        for name, found in (
-            ("Debian chromium (apt-get install chromium)", ui_check.find_chromium()),
-            ("node", shutil.which("node")),
-            (
-                "npm playwright-core (npm install --prefix .venv/ui-check playwright-core)",
-                ui_check.find_playwright_core(),
-            ),
-        )
-        if not found
-    ]
+    missing = ui_check.missing_browser_tools()
     if missing:
         pytest.skip("the search page check needs " + ", ".join(missing))
     _, service = client
-    port = ui_check.free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
+    server, thread, port = serve_in_thread(create_app(service))
     try:
         job = {
             "url": f"http://127.0.0.1:{port}/",
