@@ -328,3 +328,18 @@ def test_llm_stages_run_inside_the_pipeline(index_uri, embedder):
     ]
     years = {p["paper_id"]: p["year"] for p in _table(index_uri, "papers")}
     assert contexts and all(2010 <= years[c.paper_id] <= 2012 for c in contexts)
+
+
+def test_index_store_prewarms_its_search_indexes_in_background(index_uri):
+    """Opening an index-backed store starts loading the full-text (and ANN, where built) indexes of both tables."""
+    from lumina_assets.search.stores import LanceStore
+
+    store = LanceStore(connect_lancedb(index_uri))
+    threads = store.prewarm_in_background()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert {t.name for t in threads} >= {
+        "lumina-prewarm-passages.search_text_idx",
+        "lumina-prewarm-papers.search_text_idx",
+    }
+    assert not any(t.is_alive() for t in threads)
