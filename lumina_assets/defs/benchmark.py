@@ -145,7 +145,7 @@ def _provider(name: str, *resources) -> tuple[Any, str | None]:
 # ---------------------------------------------------------------- assets
 
 
-@dg.asset(group_name=GROUP, code_version="1", deps=[dg.AssetKey("passages")])
+@dg.asset(group_name=GROUP, code_version="1", deps=[dg.AssetKey("passages")], pool="llm")
 def synthetic_questions(
     context: dg.AssetExecutionContext, config: SyntheticQuestionsConfig, question_llm: LLMResource
 ) -> dg.MaterializeResult:
@@ -370,7 +370,7 @@ def recursive_results(
     code_version="1",
     partitions_def=PROVIDERS,
     deps=[recursive_results],
-    pool="benchmark_judge",
+    pool="llm",
 )
 def judgments(
     context: dg.AssetExecutionContext, config: JudgeConfig, judge_llm: LLMResource
@@ -471,6 +471,7 @@ def _run_frames(config: ScoresConfig, judge_name: str, question_frame: pl.DataFr
     code_version="2",
     deps=[judgments, questions],
     check_specs=[dg.AssetCheckSpec("judge_failure_rate", asset="benchmark_scores")],
+    pool="llm",  # an LLM judge validates on held-out pairs here
 )
 def benchmark_scores(
     context: dg.AssetExecutionContext, config: ScoresConfig, judge_llm: LLMResource

@@ -15,7 +15,6 @@ from sensors.pools import POOL_LIMITS, apply_pool_limits, current_pool_limits
 from sensors.schedules import nightly_crawl_schedule, weekly_benchmark_schedule
 
 PROJECT = settings.PROJECT_ROOT
-POOLS_USED = {"openalex", "arxiv", "pdf_download", "semantic_scholar", "google_scholar", "exa", "llm"}
 
 
 @pytest.fixture(scope="module")
@@ -91,19 +90,6 @@ def test_eager_assets_are_covered_by_the_automation_sensor(repository):
     assert dg.AssetKey("passage_index") in eager
     sensor = next(s for s in SENSORS if isinstance(s, dg.AutomationConditionSensorDefinition))
     assert eager <= set(sensor.asset_selection.resolve(graph))
-
-
-def test_every_pool_used_by_an_asset_has_a_limit(repository):
-    graph = repository.asset_graph
-    pools = {
-        pool
-        for key in graph.materializable_asset_keys
-        for pool in [graph.get(key).pools]
-        if pool
-        for pool in pool
-    }
-    assert pools <= set(POOL_LIMITS), f"pools without a limit: {pools - set(POOL_LIMITS)}"
-    assert POOLS_USED <= set(POOL_LIMITS)
 
 
 def test_shipped_instance_config_loads(tmp_path):
