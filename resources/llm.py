@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import dagster as dg
+from pydantic import Field
 
 from lumina_assets.core import settings
 from lumina_assets.core.llm import DEFAULT_JUDGE_MODEL, DEFAULT_QUESTION_MODEL, LLMClient
@@ -16,24 +17,54 @@ class LLMResource(dg.ConfigurableResource):
 
     A remote backend without a key (or an openai-compatible one without a base URL) degrades to `offline`, and
     `describe()` says so, so every table and report can label what produced it.
+
+    Dagster rebuilds a resource from run config alone when a run overrides any of its fields, dropping every value
+    given to the constructor (a `dg.EnvVar` key included). So the shipped `question_llm` / `judge_llm` take backend,
+    model and temperature from class defaults read from the environment, and find their key and base URL by
+    variable name (`api_key_env`, `base_url_env`): an override of `max_tokens` keeps all of them.
     """
 
     backend: str = "offline"
     model: str = ""
     api_key: str = ""
     base_url: str = ""
+    api_key_env: str = Field(
+        default="",
+        description="variable holding the key when `api_key` is not given; 'auto' = the backend's own "
+        "(ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENAI_COMPATIBLE_API_KEY then OPENAI_API_KEY)",
+    )
+    base_url_env: str = Field(
+        default="",
+        description="variable holding the base URL when `base_url` is not given; 'auto' = "
+        "OPENAI_COMPATIBLE_BASE_URL or OPENAI_BASE_URL for the openai-compatible backend",
+    )
     temperature: float | None = None
     max_tokens: int = 1024
     timeout: float = 120.0
     max_retries: int = 3
     cache_subdir: str = "llm"
 
+    def resolved_api_key(self) -> str:
+        """`api_key` when given (a dg.EnvVar), else the variable `api_key_env` names (see the class note)."""
+        if self.api_key:
+            return self.api_key
+        names = _key_variables(self.backend) if self.api_key_env == "auto" else [self.api_key_env]
+        return _first_env_value(names)
+
+    def resolved_base_url(self) -> str:
+        if self.base_url:
+            return self.base_url
+        if self.base_url_env == "auto":
+            name = settings.compatible_base_url_var() if self.backend == "openai-compatible" else None
+            return _first_env_value([name] if name else [])
+        return _first_env_value([self.base_url_env])
+
     def effective_backend(self) -> str:
         if self.backend == "offline":
             return "offline"
         if self.backend == "openai-compatible":
-            return self.backend if self.base_url else "offline"
-        return self.backend if self.api_key else "offline"
+            return self.backend if self.resolved_base_url() else "offline"
+        return self.backend if self.resolved_api_key() else "offline"
 
     def describe(self) -> str:
         backend = self.effective_backend()
@@ -47,8 +78,8 @@ class LLMResource(dg.ConfigurableResource):
         return LLMClient(
             backend=backend,
             model=self.model or "offline",
-            api_key=self.api_key or None,
-            base_url=self.base_url or None,
+            api_key=self.resolved_api_key() or None,
+            base_url=self.resolved_base_url() or None,
             cache_dir=settings.cache_dir() / self.cache_subdir,
             max_tokens=self.max_tokens,
             timeout=self.timeout,
@@ -56,6 +87,49 @@ class LLMResource(dg.ConfigurableResource):
             http_client=http_client,
             label=self.describe(),
         )
+
+
+def _key_variables(backend: str) -> list[str]:
+    """The variables a backend's key is read from, in order."""
+    return {
+        "anthropic": ["ANTHROPIC_API_KEY"],
+        "openai": ["OPENAI_API_KEY"],
+        "openai-compatible": ["OPENAI_COMPATIBLE_API_KEY", "OPENAI_API_KEY"],
+    }.get(backend, [])
+
+
+def _first_env_value(names: list[str]) -> str:
+    """The value of the first set variable, read through dg.EnvVar (never logged)."""
+    for name in names:
+        if name and settings.is_set(name):
+            return dg.EnvVar(name).get_value() or ""
+    return ""
+
+
+class QuestionLLMResource(LLMResource):
+    """`question_llm`: backend and model from LUMINA_QUESTION_BACKEND / LUMINA_QUESTION_MODEL (anthropic, Claude
+    Sonnet), key and base URL by variable name, so a run-config override of any field keeps them."""
+
+    backend: str = Field(default_factory=settings.question_backend, description="LUMINA_QUESTION_BACKEND")
+    model: str = Field(
+        default_factory=lambda: settings.question_model(DEFAULT_QUESTION_MODEL),
+        description="LUMINA_QUESTION_MODEL",
+    )
+    api_key_env: str = "auto"
+    base_url_env: str = "auto"
+
+
+class JudgeLLMResource(LLMResource):
+    """`judge_llm`: backend and model from LUMINA_JUDGE_BACKEND / LUMINA_JUDGE_MODEL (openai, gpt-4o; an
+    OpenAI-compatible base URL switches the backend), temperature 0, key and base URL by variable name."""
+
+    backend: str = Field(default_factory=settings.judge_backend, description="LUMINA_JUDGE_BACKEND")
+    model: str = Field(
+        default_factory=lambda: settings.judge_model(DEFAULT_JUDGE_MODEL), description="LUMINA_JUDGE_MODEL"
+    )
+    temperature: float | None = 0.0
+    api_key_env: str = "auto"
+    base_url_env: str = "auto"
 
 
 def _env_key(name: str) -> Any:
@@ -75,28 +149,16 @@ def build_llm_resources() -> dict[str, LLMResource]:
     question_backend = settings.question_backend()
 
     def key_for(backend: str) -> Any:
-        if backend == "openai-compatible":
-            return _env_key("OPENAI_COMPATIBLE_API_KEY") or _env_key("OPENAI_API_KEY")
-        return {"anthropic": _env_key("ANTHROPIC_API_KEY"), "openai": _env_key("OPENAI_API_KEY")}.get(
-            backend, ""
-        )
+        return next((_env_key(n) for n in _key_variables(backend) if settings.is_set(n)), "")
 
     def base_url_for(backend: str) -> Any:
         return dg.EnvVar(base_url_env) if backend == "openai-compatible" and base_url_env else ""
 
+    # Backend and model are the classes' defaults (from the same variables); key and base URL are also given as
+    # dg.EnvVar so an un-overridden resource shows them as environment references in the UI.
     return {
-        "question_llm": LLMResource(
-            backend=question_backend,
-            model=settings.question_model(DEFAULT_QUESTION_MODEL),
-            api_key=key_for(question_backend),
-            base_url=base_url_for(question_backend),
-            temperature=None,
+        "question_llm": QuestionLLMResource(
+            api_key=key_for(question_backend), base_url=base_url_for(question_backend)
         ),
-        "judge_llm": LLMResource(
-            backend=judge_backend,
-            model=settings.judge_model(DEFAULT_JUDGE_MODEL),
-            api_key=key_for(judge_backend),
-            base_url=base_url_for(judge_backend),
-            temperature=0.0,
-        ),
+        "judge_llm": JudgeLLMResource(api_key=key_for(judge_backend), base_url=base_url_for(judge_backend)),
     }

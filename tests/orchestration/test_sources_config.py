@@ -16,6 +16,7 @@ import pytest
 
 from lumina_assets.cli.runner import live_source_urls, network_available
 from resources.arxiv import ArxivResource
+from resources.llm import LLMResource, build_llm_resources
 from resources.openalex import OpenAlexResource
 from resources.providers import ExaResource, SemanticScholarResource, SerpApiScholarResource
 
@@ -124,3 +125,120 @@ def test_overriding_a_resource_in_run_config_keeps_its_key(monkeypatch):
     monkeypatch.delenv("OPENALEX_API_KEY")
     assert dg.materialize([probe], resources=resources | {"openalex": OpenAlexResource()}).success
     assert seen["openalex"][1] == ""
+
+
+def _llm_handler(seen: list):
+    """Answers both APIs as they answer (anthropic Messages, OpenAI chat completions) and records each request."""
+    import json
+
+    import httpx2
+    from fake_llm import openai_chat_response
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content)
+        seen.append({"url": str(request.url), "headers": dict(request.headers), "body": body})
+        if request.url.path.endswith("/messages"):
+            return httpx2.Response(
+                200,
+                json={
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": [{"type": "text", "text": "ok"}],
+                    "stop_reason": "end_turn",
+                    "usage": {"input_tokens": 3, "output_tokens": 1},
+                },
+            )
+        return openai_chat_response("ok", model=body["model"])
+
+    return handler
+
+
+def _llm_probe(seen: list) -> dg.AssetsDefinition:
+    import httpx2
+
+    @dg.asset
+    def llm_probe(question_llm: LLMResource, judge_llm: LLMResource) -> None:
+        for role, resource in (("question", question_llm), ("judge", judge_llm)):
+            client = resource.get_client(
+                http_client=httpx2.Client(transport=httpx2.MockTransport(_llm_handler(seen)))
+            )
+            client.complete(f"{role} prompt", temperature=resource.temperature)
+
+    return llm_probe
+
+
+def _clear_llm_environment(monkeypatch) -> None:
+    for name in (
+        "LUMINA_JUDGE_BACKEND",
+        "LUMINA_QUESTION_BACKEND",
+        "LUMINA_JUDGE_MODEL",
+        "LUMINA_QUESTION_MODEL",
+        "OPENAI_BASE_URL",
+        "OPENAI_COMPATIBLE_BASE_URL",
+        "OPENAI_COMPATIBLE_API_KEY",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_overriding_an_llm_resource_in_run_config_keeps_backend_model_and_key(monkeypatch, data_dir):
+    """One field of each LLM resource overridden in run config: the requests still go to the configured backend
+    and model with the key from the environment (the override used to leave an offline resource without model)."""
+    _clear_llm_environment(monkeypatch)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "ak-env-question")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-judge")
+    monkeypatch.setenv("LUMINA_JUDGE_MODEL", "gpt-4o-mini")
+    seen: list = []
+    override = {
+        "resources": {
+            "question_llm": {"config": {"max_tokens": 77}},
+            "judge_llm": {"config": {"timeout": 30.0}},
+        }
+    }
+    result = dg.materialize([_llm_probe(seen)], resources=build_llm_resources(), run_config=override)
+    assert result.success
+    question, judge = seen
+    assert question["url"] == "https://api.anthropic.com/v1/messages"
+    assert question["body"]["model"] == "claude-sonnet-4-6"
+    assert question["body"]["max_tokens"] == 77  # the override applied
+    headers = question["headers"]
+    assert (
+        headers.get("x-api-key") == "ak-env-question"
+        or headers.get("authorization") == "Bearer ak-env-question"
+    )
+    assert judge["url"] == "https://api.openai.com/v1/chat/completions"
+    assert judge["body"]["model"] == "gpt-4o-mini"
+    assert judge["body"]["temperature"] == 0.0
+    assert judge["headers"]["authorization"] == "Bearer sk-env-judge"
+    logs = " ".join(str(e.message) for e in result.all_events)
+    assert "ak-env-question" not in logs and "sk-env-judge" not in logs
+
+
+def test_overriding_an_openai_compatible_judge_keeps_its_base_url(monkeypatch, data_dir):
+    _clear_llm_environment(monkeypatch)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", "local-key")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "ak-env-question")
+    monkeypatch.setenv("LUMINA_JUDGE_MODEL", "llama3")
+    seen: list = []
+    override = {"resources": {"judge_llm": {"config": {"max_tokens": 50}}}}
+    result = dg.materialize([_llm_probe(seen)], resources=build_llm_resources(), run_config=override)
+    assert result.success
+    judge = seen[1]
+    assert judge["url"] == "http://127.0.0.1:9/v1/chat/completions"
+    assert judge["body"]["model"] == "llama3" and judge["body"]["max_tokens"] == 50
+    assert judge["headers"]["authorization"] == "Bearer local-key"
+    # without the variables the same override is a labelled offline judge, not a half-configured one
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.setenv("LUMINA_JUDGE_BACKEND", "openai-compatible")
+    described = {}
+
+    @dg.asset
+    def describe(judge_llm: LLMResource) -> None:
+        described["judge"] = judge_llm.describe()
+
+    dg.materialize([describe], resources=build_llm_resources(), run_config=override)
+    assert described["judge"] == "offline (no base URL for openai-compatible:llama3)"
