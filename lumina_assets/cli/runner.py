@@ -23,16 +23,11 @@ def network_available(urls: list[str] | None = None, timeout: float = 5.0) -> bo
     """True when at least one live source answers an HTTP request, any status (the demo's default mode crawls
     them). Goes through httpx like every API call, so HTTPS_PROXY / HTTP_PROXY / NO_PROXY and a mirror set by
     LUMINA_OPENALEX_URL / LUMINA_ARXIV_URL count, where a raw socket to the public hosts would not."""
-    import httpx
+    from lumina_assets.core.http import unreachable_reason
 
-    for url in urls if urls is not None else live_source_urls():
-        try:
-            with httpx.Client(timeout=timeout, trust_env=True, follow_redirects=False) as client:
-                client.head(url)
-            return True
-        except httpx.HTTPError:
-            continue
-    return False
+    return any(
+        unreachable_reason(url, timeout) is None for url in (urls if urls is not None else live_source_urls())
+    )
 
 
 @dataclass

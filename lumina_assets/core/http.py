@@ -527,3 +527,18 @@ class HttpClient:
 
     def post_json(self, url: str, body: Any, **kwargs: Any) -> Any:
         return self.decode_json(self.request("POST", url, json_body=body, **kwargs))
+
+
+def unreachable_reason(url: str, timeout: float = 5.0) -> str | None:
+    """None when `url` answers an HTTP request (any status counts: the host is there), else why not (the httpx
+    error's class, e.g. `ConnectError`). Goes through httpx with the environment's proxy settings (HTTPS_PROXY /
+    HTTP_PROXY / NO_PROXY) like every API call, so a mirror or a proxy counts where a raw socket would not; sends
+    no credential and follows no redirect."""
+    try:
+        with httpx.Client(timeout=timeout, trust_env=True, follow_redirects=False) as client:
+            client.head(url)
+        return None
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
+    except ValueError as exc:  # not a URL httpx can send (no scheme, bad port)
+        return f"invalid URL ({type(exc).__name__})"

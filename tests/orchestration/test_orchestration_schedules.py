@@ -10,6 +10,9 @@ import yaml
 
 from lumina_assets.core import settings
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG
+from resources.arxiv import ArxivResource
+from resources.corpus import CorpusResource
+from resources.openalex import OpenAlexResource
 from sensors.automation import SCHEDULES, SENSORS, executor_from_env
 from sensors.pools import POOL_LIMITS, apply_pool_limits, current_pool_limits
 from sensors.schedules import nightly_crawl_schedule, weekly_benchmark_schedule
@@ -37,13 +40,17 @@ def test_jobs_cover_their_groups(repository):
     assert _group_keys(repository, "benchmark"), "benchmark group is empty"
 
 
-def test_nightly_crawl_names_its_batch_after_the_day():
+def test_nightly_crawl_names_its_batch_after_the_day(tmp_path, monkeypatch):
+    monkeypatch.setenv("LUMINA_CORPUS", str(tmp_path))  # offline mode: the tick asks no source
+    resources = {"corpus": CorpusResource(), "openalex": OpenAlexResource(), "arxiv": ArxivResource()}
     when = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)
-    request = nightly_crawl_schedule(dg.build_schedule_context(scheduled_execution_time=when))
+    request = nightly_crawl_schedule(
+        dg.build_schedule_context(scheduled_execution_time=when, resources=resources)
+    )
     assert request.run_key == "crawl-20261122"
     assert request.tags[INGEST_BATCH_TAG] == "crawl-20261122"
     next_day = nightly_crawl_schedule(
-        dg.build_schedule_context(scheduled_execution_time=when + timedelta(days=1))
+        dg.build_schedule_context(scheduled_execution_time=when + timedelta(days=1), resources=resources)
     )
     assert next_day.run_key != request.run_key
 

@@ -1,0 +1,141 @@
+"""The nightly crawl schedule switched on without network (issue 13), through the daemon's code path: the schedule is
+evaluated at its tick with the Definitions' resources (`build_schedule_context` + `evaluate_tick`), and each run it
+requests is executed as requested on an ephemeral instance. The sources are pointed at a closed 127.0.0.1 port by
+LUMINA_OPENALEX_URL / LUMINA_ARXIV_URL; a local corpus ingested before must stay whole.
+
+- no source reachable: the tick is skipped with a reason naming each source and URL, and no run starts; the same
+  job launched by hand from the UI succeeds in seconds, each crawl asset saying which source it could not reach;
+- one source reachable (a local server that answers 404 to every API path): the tick requests a run, the run
+  succeeds, the unreachable source is skipped with its URL in the metadata, the catalogue keeps every paper."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+
+import dagster as dg
+import polars as pl
+import pytest
+from orchestration_servers import free_port, stop_process_group
+
+from lumina_assets.core import tables
+from sensors.schedules import nightly_crawl_schedule
+
+pytestmark = pytest.mark.slow
+TICK = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+@pytest.fixture
+def answering_server(tmp_path):
+    """`python -m http.server` on 127.0.0.1 (404 for every API path), in its own session, stopped by PID."""
+    port = free_port()
+    root = tmp_path / "www"
+    root.mkdir()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(root)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "local server did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process_group(server)
+
+
+def _tick(defs: dg.Definitions, instance: dg.DagsterInstance):
+    """What the daemon does at 02:00: evaluate the schedule with the code location's resources."""
+    with dg.build_schedule_context(
+        instance=instance, scheduled_execution_time=TICK, resources=defs.resources
+    ) as context:
+        return nightly_crawl_schedule.evaluate_tick(context)
+
+
+def _run(defs: dg.Definitions, instance: dg.DagsterInstance, tags: dict, run_config: dict | None = None):
+    job = defs.resolve_job_def(nightly_crawl_schedule.job_name)
+    started = time.monotonic()
+    result = job.execute_in_process(
+        instance=instance, tags=tags, run_config=run_config or {}, raise_on_error=False
+    )
+    failures = [str(e.message) for e in result.all_events if e.is_step_failure]
+    assert result.success, failures
+    metadata = {
+        name: {k: v.value for k, v in result.asset_materializations_for_node(name)[0].metadata.items()}
+        for name in ("openalex_works", "arxiv_works", "papers")
+    }
+    return metadata, time.monotonic() - started
+
+
+def test_nightly_crawl_without_network_skips_or_succeeds_and_keeps_the_catalogue(
+    shared_data, data_dir, tmp_path, monkeypatch, answering_server
+):
+    from lumina_assets.definitions import build_definitions
+
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    monkeypatch.setenv("LUMINA_OPENALEX_URL", closed + "/openalex")
+    monkeypatch.setenv("LUMINA_ARXIV_URL", closed + "/arxiv/api")
+    monkeypatch.setenv("OPENALEX_API_KEY", "test-openalex-key")
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    shutil.copyfile(shared_data / "pdfs" / "N18-3011.pdf", folder / "N18-3011.pdf")
+    instance = dg.DagsterInstance.ephemeral()
+
+    # Earlier: a local corpus ingested (offline mode: the schedule asks no source and requests its run).
+    monkeypatch.setenv("LUMINA_CORPUS", str(folder))
+    offline = _tick(build_definitions(), instance)
+    assert [r.run_key for r in offline.run_requests] == ["crawl-20261122"]
+    _run(build_definitions(), instance, {"lumina/trigger": "setup"})
+    before = tables.read(tables.PAPERS)["paper_id"].sort().to_list()
+    records_before = pl.read_parquet(tables.CATALOGUE_RECORDS.path()).height
+    assert len(before) == 1
+    monkeypatch.delenv("LUMINA_CORPUS")
+
+    # 02:00 with neither source reachable: a skipped tick that says which source at which URL, and no run.
+    defs = build_definitions()
+    data = _tick(defs, instance)
+    assert not data.run_requests
+    message = data.skip_message
+    assert message.startswith("no crawl source is reachable")
+    assert f"arXiv at {closed}/arxiv/api (ConnectError)" in message
+    assert f"OpenAlex at {closed}/openalex (ConnectError)" in message
+    assert "test-openalex-key" not in message
+
+    # The same job launched by hand: a successful run in seconds (no retries per seed), nothing deleted.
+    metadata, seconds = _run(defs, instance, {"lumina/trigger": "manual"})
+    assert metadata["openalex_works"]["unreachable"] == closed + "/openalex"
+    assert metadata["arxiv_works"]["unreachable"] == closed + "/arxiv/api"
+    assert "catalogue keeps its earlier records" in metadata["arxiv_works"]["skipped"]
+    assert metadata["papers"]["papers"] == 1
+    assert seconds < 60, f"an unreachable source held the run for {seconds:.0f}s"
+    assert tables.read(tables.PAPERS)["paper_id"].sort().to_list() == before
+
+    # OpenAlex answers (a mirror that has none of the works), arXiv is still down: the tick requests its run and the
+    # run succeeds; OpenAlex's failures are listed, arXiv is skipped with its URL, the catalogue is whole.
+    monkeypatch.setenv("LUMINA_OPENALEX_URL", answering_server)
+    defs = build_definitions()
+    data = _tick(defs, instance)
+    assert [r.run_key for r in data.run_requests] == ["crawl-20261122"]
+    request = data.run_requests[0]
+    metadata, _ = _run(defs, instance, request.tags, request.run_config)
+    assert "unreachable" not in metadata["openalex_works"]
+    assert metadata["openalex_works"]["papers"] == 0 and metadata["openalex_works"]["failures"] > 0
+    assert metadata["arxiv_works"]["unreachable"] == closed + "/arxiv/api"
+    assert tables.read(tables.PAPERS)["paper_id"].sort().to_list() == before
+    assert pl.read_parquet(tables.CATALOGUE_RECORDS.path()).height == records_before
+    runs = instance.get_runs()
+    assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
