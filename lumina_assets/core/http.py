@@ -41,6 +41,9 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 CROSS_ORIGIN_HEADERS = frozenset({"user-agent", "accept", "accept-language", "accept-encoding"})
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+# Failures that mean the host (or the proxy to it) is not there at all: after a request ends on one of them, the
+# client asks that host nothing more, so a crawl without network fails in seconds instead of retrying every seed.
+UNREACHABLE_ERRORS = frozenset({"ConnectError", "ConnectTimeout", "ProxyError"})
 # Query parameters and headers that carry credentials: never in cache keys, logs or error messages.
 SECRET_NAMES = frozenset(
     {"api_key", "apikey", "key", "x-api-key", "authorization", "token", "access_token", "mailto", "email"}
@@ -49,7 +52,8 @@ SECRET_NAMES = frozenset(
 
 class HttpError(RuntimeError):
     """A request that failed for good; the message names the (redacted) URL and the reason. `reason` is a
-    short code: http_status, transport, too_large, deadline, blocked_url, redirects, bad_body."""
+    short code: http_status, transport, too_large, deadline, blocked_url, redirects, bad_body, unreachable (not
+    sent: the host refused a connection earlier in this client's life)."""
 
     def __init__(self, message: str, *, url: str, status: int | None = None, reason: str = "http_status"):
         super().__init__(message)
@@ -280,6 +284,7 @@ class HttpClient:
         self.max_bytes = max_bytes
         self.max_redirects = max_redirects
         self.url_policy = url_policy or UrlPolicy()
+        self.unreachable_hosts: dict[str, str] = {}  # host -> why (see UNREACHABLE_ERRORS)
         # Default headers (API keys among them) are sent per request, so a cross-origin hop can drop them.
         self._headers = {"User-Agent": user_agent, **(headers or {})}
         self._client = httpx.Client(
@@ -344,6 +349,13 @@ class HttpClient:
                     cache_key=key,
                 )
         host = urlsplit(full_url).netloc
+        if host in self.unreachable_hosts:
+            self.stats.failures += 1
+            raise HttpError(
+                f"{shown} not asked: {host} was unreachable ({self.unreachable_hosts[host]}) earlier in this run",
+                url=shown,
+                reason="unreachable",
+            )
         cap = self.max_bytes if max_bytes is None else max_bytes
         deadline_at = self.clock() + self.deadline if self.deadline else None
         last_problem = "no attempt made"
@@ -385,6 +397,8 @@ class HttpClient:
                 self.sleep(wait)
         self.stats.failures += 1
         status = int(last_problem.split()[1]) if last_problem.startswith("HTTP ") else None
+        if last_problem in UNREACHABLE_ERRORS:
+            self.unreachable_hosts[host] = last_problem
         raise HttpError(
             f"{last_problem} from {shown} after {attempt + 1} attempts",
             url=shown,

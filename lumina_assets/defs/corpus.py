@@ -13,7 +13,7 @@ import polars as pl
 import pyarrow as pa
 
 from lumina_assets.core import settings, tables
-from lumina_assets.core.http import redact_url, unreachable_reason
+from lumina_assets.core.http import redact_url
 from lumina_assets.core.schemas import (
     PAPER_FIELDS,
     PAPERS_TABLE_SCHEMA,
@@ -119,33 +119,27 @@ def _with_discovered(spec: tables.TableSpec, seeds: Seeds, extra_ids: list[str])
     return seeds, len(merged)
 
 
-def _skipped(
-    spec: tables.TableSpec, reason: str, context: dg.AssetExecutionContext, **metadata
-) -> dg.MaterializeResult:
-    """No records from this source in this run; the catalogue keeps every record earlier runs gave."""
+def _skipped(spec: tables.TableSpec, reason: str, context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     context.log.info(f"{spec.name} skipped: {reason}")
     content, _ = _write_raw(spec, [])
     return dg.MaterializeResult(
-        metadata={"papers": 0, "skipped": reason, **metadata}, data_version=dg.DataVersion(content)
+        metadata={"papers": 0, "skipped": reason}, data_version=dg.DataVersion(content)
     )
 
 
-def _skipped_if_unreachable(
-    spec: tables.TableSpec, name: str, base_url: str, context: dg.AssetExecutionContext
-) -> dg.MaterializeResult | None:
-    """One HTTP request to the source's root before crawling: a source that does not answer (offline, a mirror
-    down) is skipped in seconds with the reason, instead of every seed failing after its retries."""
-    reason = unreachable_reason(base_url, timeout=10.0)
-    if reason is None:
-        return None
+def _unreachable_metadata(name: str, base_url: str, http, context: dg.AssetExecutionContext) -> dict:
+    """A source the HTTP layer could not connect to (offline, a mirror down): its first request failed after its
+    retries and the client asked it nothing more. Said in the log and the metadata; the run succeeds and the
+    catalogue keeps every record earlier runs gave."""
+    if not http.unreachable_hosts:
+        return {}
     where = redact_url(base_url)
-    context.log.warning(f"{name} unreachable at {where} ({reason}): nothing crawled from it in this run")
-    return _skipped(
-        spec,
-        f"{name} unreachable at {where} ({reason}); the catalogue keeps its earlier records",
-        context,
-        unreachable=where,
+    reasons = ", ".join(sorted(set(http.unreachable_hosts.values())))
+    context.log.warning(
+        f"{name} unreachable at {where} ({reasons}): nothing new from it in this run; the catalogue keeps "
+        "its earlier records"
     )
+    return {"unreachable": where, "unreachable_reason": reasons}
 
 
 @dg.asset(group_name=GROUP, code_version="1", deps=[seed_papers], pool="openalex")
@@ -161,10 +155,7 @@ def openalex_works(
             "OPENALEX_API_KEY is not set; OpenAlex requires a key since Feb 2026",
             context,
         )
-    # ids a sensor discovered are kept first, so a source that is down now still gets them crawled later
     seeds, discovered = _with_discovered(tables.OPENALEX_WORKS, read_stored_seeds(), config.extra_ids)
-    if down := _skipped_if_unreachable(tables.OPENALEX_WORKS, "OpenAlex", openalex.base_url, context):
-        return down
     client = openalex.client()
     result = crawl_openalex(client, seeds)
     content, frame = _write_raw(tables.OPENALEX_WORKS, result.papers)
@@ -174,6 +165,7 @@ def openalex_works(
             "papers": len(result.papers),
             "discovered_by_sensor": discovered,
             "by_depth": dg.MetadataValue.json({str(k): v for k, v in sorted(depths.items())}),
+            **_unreachable_metadata("OpenAlex", openalex.base_url, client.http, context),
             **_failure_metadata(result.failures),
             **client.http.stats.as_metadata(),
             "sample": dg.MetadataValue.md(
@@ -191,10 +183,7 @@ def arxiv_works(
     """Seeded arXiv ids and query results (one request every 3 s)."""
     if not corpus.live_crawl_enabled():
         return _skipped(tables.ARXIV_WORKS, "a local corpus is configured (offline mode)", context)
-    # ids a sensor discovered are kept first, so a source that is down now still gets them crawled later
     seeds, discovered = _with_discovered(tables.ARXIV_WORKS, read_stored_seeds(), config.extra_ids)
-    if down := _skipped_if_unreachable(tables.ARXIV_WORKS, "arXiv", arxiv.base_url, context):
-        return down
     client = arxiv.client()
     result = crawl_arxiv(client, seeds)
     content, frame = _write_raw(tables.ARXIV_WORKS, result.papers)
@@ -202,6 +191,7 @@ def arxiv_works(
         metadata={
             "papers": len(result.papers),
             "discovered_by_sensor": discovered,
+            **_unreachable_metadata("arXiv", arxiv.base_url, client.http, context),
             **_failure_metadata(result.failures),
             **client.http.stats.as_metadata(),
             "sample": dg.MetadataValue.md(tables.markdown_sample(frame, ["paper_id", "title", "year"])),

@@ -180,6 +180,7 @@ def _clear_llm_environment(monkeypatch) -> None:
         "OPENAI_COMPATIBLE_API_KEY",
         "OPENAI_API_KEY",
         "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",  # read by the anthropic SDK itself
     ):
         monkeypatch.delenv(name, raising=False)
 
