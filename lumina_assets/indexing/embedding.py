@@ -140,6 +140,14 @@ class Embedder:
         return self.model_name_or_path
 
     @property
+    def fingerprint(self) -> str:
+        """A hash of the model folder's weight and config files ("" for a hub name): recorded in the index and
+        compared at query time, so another model of the same dimension is refused (indexing/model_identity.py)."""
+        from lumina_assets.indexing.model_identity import weights_fingerprint
+
+        return weights_fingerprint(self.model_name_or_path)
+
+    @property
     def model_name(self) -> str:
         """A short, stable name for the model (path basename or hub name) for metadata and cache keys."""
         return self.model_name_or_path.rstrip("/").split("/")[-1]

@@ -391,6 +391,9 @@ def index_corpus(
     rows = passage_rows(passages, papers, config, model)
     stats.passages_total = rows.height
     passage_vectors = _index_passages(db, rows, embedder, config, stats, dim, say)
+    from lumina_assets.indexing import model_identity  # which model built the vectors: search refuses another
+
+    model_identity.record(open_table(db, PASSAGES_TABLE), model_identity.of_embedder(embedder))
     _index_papers(db, papers, rows, passage_vectors, embedder, config, stats, dim, say, model)
     stats.total_seconds = time.perf_counter() - started
     return stats

@@ -94,6 +94,8 @@ class SearchEngine:
         self._store_checked_at = 0.0
         self.refresh_seconds = refresh_seconds
         self.embedding_cache: dict[str, np.ndarray] | None = None  # text -> vector, filled by evaluations
+        self._query_model = None  # model_identity.ModelIdentity of the embedder, computed on the first query
+        self._unchecked_warned = False
         self.last_trace = SearchTrace()
 
     # -- plumbing
@@ -206,6 +208,28 @@ class SearchEngine:
         extra = [long for long in found.values() if long.lower() not in text.lower()]
         return (f"{text} {' '.join(extra)}" if extra else text), found
 
+    def _check_model(self, store: LanceStore) -> None:
+        """Refuse a query model other than the one that built the index, whatever its dimension (the index
+        records the model's name and a fingerprint of its weights); an index or embedder that records no
+        identity is searched with one warning that it cannot be checked."""
+        from lumina_assets.indexing import model_identity
+
+        index = getattr(store, "model_identity", None) or model_identity.ModelIdentity()
+        if self._query_model is None:
+            self._query_model = model_identity.of_embedder(self.embedder)
+        problem = model_identity.mismatch(index, self._query_model)
+        if problem:
+            raise IndexModelMismatch(problem)
+        if not (index.known and self._query_model.known) and not self._unchecked_warned:
+            self._unchecked_warned = True
+            missing = (
+                "the index (built before model identities were recorded; rebuild passage_index to record it)"
+            )
+            log.warning(
+                "cannot check that the query model matches the index: no model identity recorded by %s",
+                missing if not index.known else "the query embedder",
+            )
+
     def _embed(self, texts: list[str]) -> np.ndarray:
         cached = [self.embedding_cache.get(t) for t in texts] if self.embedding_cache is not None else [None]
         if all(v is not None for v in cached):
@@ -281,6 +305,7 @@ class SearchEngine:
         if store.empty():
             trace.message = "the index is empty"
             return None
+        self._check_model(store)
 
         parsed = self._parse(query, store)
         trace.parsed = parsed

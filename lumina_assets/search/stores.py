@@ -108,6 +108,7 @@ class LanceStore:
     """Candidates from LanceDB indexes; metadata fetched by id for candidates only."""
 
     def __init__(self, db, *, nprobes: int = 5, refine_factor: int = 0, ef: int = 300) -> None:
+        from lumina_assets.indexing import model_identity
         from lumina_assets.indexing.lancedb_tables import (
             ACRONYMS_TABLE,
             PAPERS_TABLE,
@@ -121,7 +122,10 @@ class LanceStore:
             raise IndexNotBuilt("the passage index has not been built yet")
         self.acronyms_table = open_table(db, ACRONYMS_TABLE)
         self.nprobes, self.refine_factor, self.ef = nprobes, refine_factor, ef
-        self.dimension = self.passages_table.schema.field("vector").type.list_size
+        schema = self.passages_table.schema
+        self.dimension = schema.field("vector").type.list_size
+        # the model that built the vectors (name and weights fingerprint), if the index recorded it
+        self.model_identity = model_identity.of_schema(schema)
         self.paper_columns = set(self.papers_table.schema.names)
 
     def version(self) -> str:

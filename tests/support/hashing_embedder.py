@@ -12,16 +12,25 @@ _WORD = re.compile(r"\w+")
 
 
 class HashingEmbedder:
+    """`seed` picks another hash function: a different "model" of the same dimension and name, told apart only by
+    its `fingerprint` (what the index records of a real model's weights)."""
+
     model_id = "test-hashing-embedder"
 
-    def __init__(self, dimension: int = 64):
+    def __init__(self, dimension: int = 64, seed: int = 0):
         self.dimension = dimension
+        self.seed = seed
+        self._key = str(seed).encode() if seed else b""
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(f"hashing|blake2b|{self.dimension}|{self.seed}".encode()).hexdigest()[:24]
 
     def encode(self, texts, **_) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
             for word in _WORD.findall(text.lower()):
-                digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+                digest = hashlib.blake2b(word.encode(), digest_size=8, key=self._key).digest()
                 index = int.from_bytes(digest[:4], "little") % self.dimension
                 out[row, index] += 1.0 if digest[4] & 1 else -1.0
             norm = np.linalg.norm(out[row])

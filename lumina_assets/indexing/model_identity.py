@@ -1,0 +1,147 @@
+"""Which embedding model built an index, and the refusal to search it with another one.
+
+The passages table's `vector` field carries the model's name (or path) and a fingerprint of its weights as Arrow
+field metadata, written by every `index_corpus`. The search engine compares them with the query model before it
+encodes a query: two models of the same dimension give vectors that fit the table but do not compare, so a
+dimension check alone would let such a search return confident nonsense.
+
+The fingerprint is a SHA-256 of the model folder's weight, config and vocabulary files (content, not name or
+mtime): the same weights under another path or a moved virtualenv still match, and changed weights under the same
+name do not. It is remembered in data/models/fingerprints.json by file size and mtime, so a search process hashes
+the ~90 MB of MiniLM once per model change, not per start. A model given by hub name (no local folder) has no
+fingerprint and is compared by name only; an index written before identities were recorded is searched with a
+warning that it cannot be checked (rebuilding `passage_index` records it).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+MODEL_KEY = "lumina:embedding_model"
+FINGERPRINT_KEY = "lumina:embedding_fingerprint"
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".json", ".txt", ".model")
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    name: str = ""
+    fingerprint: str = ""
+
+    @property
+    def known(self) -> bool:
+        return bool(self.name or self.fingerprint)
+
+    def describe(self) -> str:
+        return f"{self.name or 'an unnamed model'} (weights {self.fingerprint or 'not fingerprinted'})"
+
+
+def _signature(folder: Path) -> list[tuple[str, int, int]]:
+    return [
+        (str(f.relative_to(folder)), f.stat().st_size, f.stat().st_mtime_ns)
+        for f in sorted(folder.rglob("*"))
+        if f.is_file() and f.suffix in WEIGHT_SUFFIXES
+    ]
+
+
+def _hash_files(folder: Path, signature: list[tuple[str, int, int]]) -> str:
+    digest = hashlib.sha256()
+    for relative, _, _ in signature:
+        digest.update(relative.encode() + b"\0")
+        with open(folder / relative, "rb") as handle:
+            for block in iter(functools.partial(handle.read, 1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:24]
+
+
+def weights_fingerprint(model_name_or_path: str) -> str:
+    """SHA-256 (24 hex) of a local model folder's files; "" for a hub name or a folder without model files."""
+    folder = Path(model_name_or_path).expanduser()
+    if not folder.is_dir():
+        return ""
+    folder = folder.resolve()
+    signature = _signature(folder)
+    if not signature:
+        return ""
+    from lumina_assets.core import settings
+
+    key = hashlib.sha256(json.dumps([str(folder), signature]).encode()).hexdigest()[:24]
+    cache = settings.models_dir() / "fingerprints.json"
+    with _LOCK:
+        try:
+            known = json.loads(cache.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            known = {}
+        if key in known:
+            return known[key]
+        fingerprint = _hash_files(folder, signature)
+        known[key] = fingerprint
+        try:
+            from lumina_assets.core.tables import atomic_replace
+
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            atomic_replace(cache, lambda path: path.write_text(json.dumps(known), encoding="utf-8"))
+        except OSError as error:  # a read-only data dir: the fingerprint is still right, only not remembered
+            log.debug("model fingerprint not cached: %s", error)
+    return fingerprint
+
+
+def of_embedder(embedder) -> ModelIdentity:
+    """The identity of `embedder` (or of the embedder it wraps, `inner`): name from `model_id` /
+    `model_name_or_path`, fingerprint from its `fingerprint` attribute."""
+    from lumina_assets.indexing.lancedb_tables import embedder_identity
+
+    fingerprint = ""
+    for candidate in (embedder, getattr(embedder, "inner", None)):
+        value = getattr(candidate, "fingerprint", None) if candidate is not None else None
+        if isinstance(value, str) and value:
+            fingerprint = value
+            break
+    return ModelIdentity(embedder_identity(embedder), fingerprint)
+
+
+def of_schema(schema) -> ModelIdentity:
+    """The identity recorded on a table's `vector` field (empty for an index built before it was recorded)."""
+    try:
+        metadata = schema.field("vector").metadata or {}
+    except KeyError:
+        return ModelIdentity()
+    return ModelIdentity(
+        metadata.get(MODEL_KEY.encode(), b"").decode(), metadata.get(FINGERPRINT_KEY.encode(), b"").decode()
+    )
+
+
+def record(table, identity: ModelIdentity) -> None:
+    """Write `identity` onto the table's `vector` field (other field metadata, e.g. the ANN rows, is kept)."""
+    if table is None or not identity.known:
+        return
+    if of_schema(table.schema) == identity:
+        return
+    table.update_field_metadata(
+        {"path": "vector", "metadata": {MODEL_KEY: identity.name, FINGERPRINT_KEY: identity.fingerprint}}
+    )
+
+
+def mismatch(index: ModelIdentity, query: ModelIdentity) -> str | None:
+    """Why `query` must not search an index built by `index`, or None. Fingerprints decide when both sides have
+    one (same weights under another name are the same model); otherwise names do."""
+    if not index.known or not query.known:
+        return None
+    if index.fingerprint and query.fingerprint:
+        same = index.fingerprint == query.fingerprint
+    else:
+        same = index.name == query.name
+    if same:
+        return None
+    return (
+        f"the index was built with {index.describe()} but the query model is {query.describe()}: search with "
+        "the model that built the index (LUMINA_EMBEDDING_MODEL) or rebuild the index with this one"
+    )
