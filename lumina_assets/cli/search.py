@@ -19,6 +19,12 @@ def add_commands(commands, bench_commands) -> None:
     search.add_argument("-k", type=int, default=10, help="number of contexts (default 10)")
     search.add_argument("--json", action="store_true", help="print the contexts as one JSON array")
     search.add_argument("--db", default=None, help="LanceDB URI (default: settings.lancedb_uri())")
+    search.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="evidence in bold (ANSI) on a terminal (auto), or [[marked]] in plain text (never)",
+    )
     search.set_defaults(handler=_search)
 
     eval_parser = _subcommand_group(
@@ -89,9 +95,22 @@ def _search(args) -> int:
     except ValueError as error:
         print(f"Search stages misconfigured: {error}", file=sys.stderr)
         return 2
+    from lumina_assets.search.results import BadRequest, SearchRequest, SearchService
+
+    answer = None
     try:
         engine = SearchEngine(uri, config=config)
-        contexts = engine.search(args.query, k=max(1, args.k))
+        if args.json or not args.query.strip():
+            contexts = engine.search(args.query, k=max(1, args.k))
+        else:  # the API's view of the search: metadata, sections, pages, highlighted evidence, explained scores
+            service = SearchService(lambda: engine, pool_size=1)
+            answer = service.search(
+                SearchRequest.from_mapping({"query": args.query, "k": args.k, "overview": False})
+            )
+            contexts = answer["results"]
+    except BadRequest as error:
+        print(f"Cannot search: {error}.", file=sys.stderr)
+        return 2
     except IndexModelMismatch as error:
         print(f"Cannot search this index: {error}.", file=sys.stderr)
         return 2
@@ -109,18 +128,72 @@ def _search(args) -> int:
     if not contexts:
         print(f"No results ({message or 'nothing matched'}).")
         return 0
-    parsed = engine.last_trace.parsed
-    if parsed and (parsed.authors or parsed.has_year):
-        print(
-            f"understood: authors={parsed.authors or '-'} years={parsed.year_min or '…'}-{parsed.year_max or '…'}"
-        )
-    for rank, context in enumerate(contexts, 1):
-        print(f"{rank:>2}. {context.title}  [{context.score:.3f}]")
-        print(f"    {context.doi or context.url or context.paper_id}")
-        for chunk in context.chunks:
-            text = chunk if len(chunk) <= 400 else chunk[:399] + "…"
-            print(f"    > {text}")
+    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+    print(render_results(answer, color=color))
     return 0
+
+
+def render_results(answer: dict, *, color: bool = False, width: int = 400) -> str:
+    """`lumina search`'s text: per result its metadata, the score explained, and per passage where it is (kind,
+    section, pages) with its evidence sentences in bold (`color`) or [[marked]]."""
+    bold, dim, off = ("\x1b[1m", "\x1b[2m", "\x1b[0m") if color else ("", "", "")
+    lines = []
+    for item in answer.get("constraints", []):
+        value = item["value"]
+        if isinstance(value, dict):
+            value = f"{value.get('min') or '…'}–{value.get('max') or '…'}"
+        how = "filter (strict)" if item["mode"] == "filter" else f"boost only; `{item['as_filter']}` filters"
+        lines.append(f"understood: {item['kind']} {value}: {how}")
+    for result in answer["results"]:
+        lines.append(f"{result['rank']:>2}. {bold}{result['title']}{off}")
+        meta = []
+        if result.get("authors"):
+            names = result["authors"]
+            meta.append(", ".join(names[:3]) + (" et al." if len(names) > 3 else ""))
+        meta += [str(v) for v in (result.get("year"), result.get("venue")) if v]
+        link = result.get("doi") and f"doi:{result['doi']}" or result.get("url") or result["paper_id"]
+        lines.append(f"    {' · '.join([*meta, link])}")
+        lines.append(f"    {dim}{_explain(result)}{off}")
+        for passage in result["passages"]:
+            where = [passage.get("kind") or "text"]
+            if passage.get("section_title") or passage.get("section_number"):
+                number = passage.get("section_number") or ""
+                where.append(f"§ {number} {passage.get('section_title') or ''}".replace("  ", " ").strip())
+            start, end = passage.get("page_start"), passage.get("page_end")
+            if start is not None:
+                where.append(f"p. {start}" if end in (None, start) else f"pp. {start}–{end}")
+            lines.append(f"    [{passage['number']}] {' · '.join(where)}")
+            text = _marked(passage["text"], passage["highlights"], bold, off, color)
+            if len(passage["text"]) > width and not passage["highlights"]:
+                text = passage["text"][: width - 1] + "…"
+            lines.append(f"    > {text}")
+    scored = "meaning (MiniLM cosine) and query words (BM25)"
+    lines.append(
+        f"{dim}score: the fused retriever score (comparable within this search only); "
+        f"evidence: sentences ranked by {scored}, shown {'in bold' if color else 'in [[ ]]'}{off}"
+    )
+    return "\n".join(lines)
+
+
+def _explain(result: dict) -> str:
+    explanation = result["explanation"]
+    found = ", ".join(f["label"] for f in explanation["found_by"]) or "—"
+    parts = [f"score {result['score']:.3f} ({explanation['fusion']} fusion) · found by {found}"]
+    if explanation["boosts"]:
+        parts.append("boosts: " + ", ".join(explanation["boosts"]))
+    if explanation.get("best_evidence_score") is not None:
+        parts.append(f"best evidence {explanation['best_evidence_score']:.2f}")
+    return " · ".join(parts)
+
+
+def _marked(text: str, highlights: list[dict], bold: str, off: str, color: bool) -> str:
+    opening, closing = (bold, off) if color else ("[[", "]]")
+    out, cursor = [], 0
+    for mark in sorted(highlights, key=lambda h: h["start"]):
+        out += [text[cursor : mark["start"]], opening, text[mark["start"] : mark["end"]], closing]
+        cursor = mark["end"]
+    out.append(text[cursor:])
+    return "".join(out)
 
 
 # ---------------------------------------------------------------- lumina eval beir

@@ -119,6 +119,11 @@ def _collection_index(directory: Path, split_preference=("train", "test", "dev")
         raise SystemExit(f"cannot load collection {directory}: {last_error}")
     embedder = Embedder()
     uri, _, reused = ensure_eval_index(collection, embedder, log_fn=log)
+    if reused:  # an index built before sentence vectors were stored gets them once (incremental afterwards)
+        from lumina_assets.indexing.connection import connect_lancedb
+        from lumina_assets.indexing.sentence_vectors import backfill_from_index
+
+        backfill_from_index(connect_lancedb(uri), embedder, log_fn=log)
     return collection, embedder, uri, reused
 
 
@@ -128,6 +133,7 @@ def _eval_pinpoint(args) -> int:
     from lumina_assets.search.engine import SearchEngine
     from lumina_assets.search.evidence import EvidenceScorer
     from lumina_assets.search.pinpoint import evaluate_pinpoint, load_rationales
+    from lumina_assets.search.results import stored_sentences
 
     path = Path(args.rationales)
     try:
@@ -150,7 +156,7 @@ def _eval_pinpoint(args) -> int:
         print(f"{name}: index {'reused' if reused else 'built'} at {uri}", file=sys.stderr)
     engine = SearchEngine(uri, embedder, SearchConfig())
     engine.warm_up()
-    scorer = EvidenceScorer(embedder)
+    scorer = EvidenceScorer(embedder, stored=stored_sentences(engine))
 
     def progress(done: int, total: int) -> None:
         if log and (done % 50 == 0 or done == total):

@@ -71,6 +71,7 @@ class IndexConfig:
     embed_chunk_rows: int = 1024  # most texts per encode call (calls are sized so progress comes on time)
     progress_every_s: float = 10.0  # seconds between progress lines while embedding
     prune: bool = True  # delete rows whose passage / paper no longer exists upstream
+    sentence_vectors: bool = True  # store passages' sentence vectors (highlighting encodes only the query)
 
     def fingerprint(self) -> str:
         return _sha(f"{INDEX_FORMAT_VERSION}|{int(self.embed_title)}")
@@ -85,6 +86,7 @@ class IndexStats:
     papers_total: int = 0
     papers_embedded: int = 0
     papers_deleted: int = 0
+    sentences_embedded: int = 0
     embed_seconds: float = 0.0
     write_seconds: float = 0.0
     total_seconds: float = 0.0
@@ -395,6 +397,21 @@ def index_corpus(
 
     model_identity.record(open_table(db, PASSAGES_TABLE), model_identity.of_embedder(embedder))
     _index_papers(db, papers, rows, passage_vectors, embedder, config, stats, dim, say, model)
+    if config.sentence_vectors:
+        from lumina_assets.indexing.sentence_vectors import index_sentences
+
+        t0 = time.perf_counter()
+        found = index_sentences(
+            db,
+            rows["passage_id"].to_list(),
+            rows["text"].to_list(),
+            embedder,
+            model,
+            prune=config.prune,
+            log_fn=say,
+        )
+        stats.sentences_embedded = found["sentences"]
+        stats.embed_seconds += time.perf_counter() - t0
     stats.total_seconds = time.perf_counter() - started
     return stats
 

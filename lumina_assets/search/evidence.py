@@ -94,8 +94,10 @@ class EvidenceScorer:
         k1: float = 1.2,
         b: float = 0.75,
         cache_size: int = 50_000,
+        stored=None,
     ):
         self.embedder = embedder
+        self.stored = stored  # SentenceVectors (index-time sentence vectors) or None: encode per request
         self.dense_weight = dense_weight
         self.max_highlights = max_highlights
         self.relative_floor = relative_floor
@@ -115,9 +117,16 @@ class EvidenceScorer:
     def _normalize(vector: np.ndarray) -> np.ndarray:
         return vector / max(float(np.linalg.norm(vector)), 1e-12)
 
-    def sentence_vectors(self, texts: Sequence[str]) -> np.ndarray:
+    def sentence_vectors(
+        self, texts: Sequence[str], known: dict[str, np.ndarray] | None = None
+    ) -> np.ndarray:
+        """Unit vectors of `texts`: from `known` (stored at index time), else the cache, else the model."""
+        known = known or {}
+        if known and all(t in known for t in texts):
+            dim = len(next(iter(known.values())))
+            return np.asarray([known[t] for t in texts], dtype=np.float32).reshape(len(texts), dim)
         with self._lock:
-            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache and t not in known))
         if missing:
             with self._encode_lock:  # one model call at a time: concurrent calls only oversubscribe the cores
                 encoded = np.asarray(self.embedder.encode(missing), dtype=np.float32)
@@ -127,7 +136,7 @@ class EvidenceScorer:
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
         with self._lock:
-            vectors = [self._cache.get(t) for t in texts]
+            vectors = [known[t] if t in known else self._cache.get(t) for t in texts]
         if any(v is None for v in vectors):  # evicted meanwhile by another thread: encode those again
             vectors = [
                 v
@@ -146,10 +155,12 @@ class EvidenceScorer:
         results: Sequence[Sequence[str]],
         query_vector: np.ndarray | None = None,
         dense_results: set[int] | None = None,
+        passage_ids: Sequence[Sequence[str]] | None = None,
     ) -> list[list[tuple[Sentence, float, float, float]]]:
         """Per result, every sentence with (combined, dense, lexical) scores. Only the results in `dense_results`
         (all when None) get dense scores; the others are scored lexically (their sentences still count for
-        document frequencies)."""
+        document frequencies). With `passage_ids` (parallel to `results`) and a `stored` source, sentence vectors
+        stored at index time are used and only sentences without one are encoded."""
         sentences: list[list[Sentence]] = []
         for passages in results:
             found = []
@@ -172,7 +183,9 @@ class EvidenceScorer:
         )
         if wanted and self.dense_weight > 0:
             qvec = self._query_vector(query) if query_vector is None else self._normalize(query_vector)
-            dense_all[mask] = self.sentence_vectors([t for t, m in zip(flat, mask, strict=True) if m]) @ qvec
+            known = self._stored_vectors(results, passage_ids, dense_results)
+            chosen = [t for t, m in zip(flat, mask, strict=True) if m]
+            dense_all[mask] = self.sentence_vectors(chosen, known) @ qvec
         lexical_all = self._bm25(query, flat)
         out = []
         offset = 0
@@ -190,6 +203,17 @@ class EvidenceScorer:
                 ]
             )
         return out
+
+    def _stored_vectors(self, results, passage_ids, dense_results) -> dict[str, np.ndarray]:
+        if self.stored is None or passage_ids is None:
+            return {}
+        wanted = {
+            pid: text
+            for i, (texts, ids) in enumerate(zip(results, passage_ids, strict=True))
+            if dense_results is None or i in dense_results
+            for pid, text in zip(ids, texts, strict=True)
+        }
+        return self.stored.lookup(wanted)
 
     def _bm25(self, query: str, sentences: list[str]) -> np.ndarray:
         terms = set(tokenize(query))
@@ -213,10 +237,11 @@ class EvidenceScorer:
         results: Sequence[Sequence[str]],
         query_vector: np.ndarray | None = None,
         dense_results: set[int] | None = None,
+        passage_ids: Sequence[Sequence[str]] | None = None,
     ) -> list[list[list[Highlight]]]:
         """Per result, per passage, its highlighted sentences (best first across the result: the result's first
         highlight is its best sentence)."""
-        scored = self.score_sentences(query, results, query_vector, dense_results)
+        scored = self.score_sentences(query, results, query_vector, dense_results, passage_ids)
         out: list[list[list[Highlight]]] = []
         for passages, group in zip(results, scored, strict=True):
             per_passage: list[list[Highlight]] = [[] for _ in passages]

@@ -120,7 +120,12 @@ def evaluate_pinpoint(
         if (
             index is not None
         ):  # dense sentence scores for the evidence result only (the others: lexical, for df)
-            highlights = scorer.highlight(pair.claim, [c.chunks for c in contexts], dense_results={index})
+            highlights = scorer.highlight(
+                pair.claim,
+                [c.chunks for c in contexts],
+                dense_results={index},
+                passage_ids=[c.passage_ids for c in contexts],
+            )
             match = (contexts[index], highlights[index])
         result.latencies.append(time.perf_counter() - started)
         detail = {"query_id": pair.query_id, "doc_id": pair.doc_id, "found": match is not None, "top1": False}

@@ -33,6 +33,11 @@ MAX_K = 50
 MAX_PAGE = 20
 MAX_FIELD_CHARS = 200
 MAX_DEPTH = 200  # k × page: how deep one request may page into the ranking
+WIDEN_FROM = 5  # widening follows the citations of this many top results
+WIDEN_MAX = 30  # at most this many linked papers join the candidates
+WIDEN_BONUS = (
+    0.25  # a widened paper gains this share of the score of each top result it is linked to (set a priori)
+)
 DENSE_RESULTS = 10  # results whose sentences get dense (model) scores; further ones are scored lexically
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -310,6 +315,19 @@ RETRIEVER_LABELS = {
 }
 
 
+def stored_sentences(engine):
+    """The index's stored sentence vectors (SentenceVectors) for the engine's model; None where the engine has
+    no LanceDB behind it. An index without the table still answers: sentences are then encoded per request."""
+    from lumina_assets.indexing.lancedb_tables import embedder_identity
+    from lumina_assets.indexing.sentence_vectors import SentenceVectors
+
+    try:
+        return SentenceVectors(engine.db, embedder_identity(engine.embedder))
+    except Exception as error:  # no index yet, or a test double without one
+        log.debug("no stored sentence vectors: %s", error)
+        return None
+
+
 class SearchService:
     """Everything `lumina serve` answers, without HTTP: search, one passage with its neighbours, citations."""
 
@@ -324,7 +342,7 @@ class SearchService:
     ):
         self.pool = EnginePool(engine_factory, pool_size)
         first = self.pool.engines[0]
-        self.scorer = scorer or EvidenceScorer(first.embedder)
+        self.scorer = scorer or EvidenceScorer(first.embedder, stored=stored_sentences(first))
         self.llm_client = llm_client
         self.files = files or PaperFiles()
         self.config = first.config
@@ -354,11 +372,16 @@ class SearchService:
     def search(self, request: SearchRequest) -> dict:
         started = time.perf_counter()
         depth = request.k * request.page
+        via: dict[str, list[str]] = {}
+        bonus: dict[str, float] = {}
         with self.pool.engine() as engine:
             contexts = engine.search(request.engine_query(), k=depth + 1)
+            if request.widen and contexts:
+                contexts, via, bonus = self._widen(engine, request.engine_query(), contexts, depth + 1)
             trace = engine.last_trace
             store = engine.store()
         has_more = len(contexts) > depth
+        contexts_all = contexts
         contexts = contexts[(request.page - 1) * request.k : depth]
         search_ms = (time.perf_counter() - started) * 1000
         parsed = trace.parsed
@@ -370,7 +393,10 @@ class SearchService:
         t0 = time.perf_counter()
         highlight_query = parsed.text if parsed and parsed.text else request.query
         highlights = self.scorer.highlight(
-            highlight_query, [c.chunks for c in contexts], dense_results=set(range(DENSE_RESULTS))
+            highlight_query,
+            [c.chunks for c in contexts],
+            dense_results=set(range(DENSE_RESULTS)),
+            passage_ids=[c.passage_ids for c in contexts],
         )
         highlight_ms = (time.perf_counter() - t0) * 1000
 
@@ -429,6 +455,7 @@ class SearchService:
                     "pdf": f"/pdf/{sha}" if sha else None,
                     "pdf_sha256": sha,
                     "score": round(float(context.score), 6),
+                    "via": via.get(context.paper_id, []),
                     "explanation": {
                         "found_by": [
                             {"retriever": r, "label": RETRIEVER_LABELS.get(r, r)}
@@ -436,6 +463,9 @@ class SearchService:
                         ],
                         "fusion": self.config.fusion,
                         "boosts": _boosts(parsed, self.config, paper),
+                        "citation_bonus": round(bonus[context.paper_id], 6)
+                        if context.paper_id in bonus
+                        else None,
                         "best_evidence_score": round(best.score, 4) if best else None,
                         "score_note": (
                             "fused score of the retrievers that found the paper "
@@ -451,7 +481,7 @@ class SearchService:
             overview = build_overview(
                 highlight_query, [r for r in references if r.paper_id in top_papers], self.llm_client
             ).to_dict()
-        related = self._related(store, results[:3]) if request.widen and results else []
+        related = self._related(store, via, {c.paper_id for c in contexts_all}) if via else []
         filters = trace.filters
         return {
             "related": related,
@@ -481,22 +511,56 @@ class SearchService:
             },
         }
 
-    def _related(self, store, top: list[dict], limit: int = 10) -> list[dict]:
-        """The query widened along in-corpus citations: papers the top results cite or are cited by, not already
-        returned (from `citation_edges`), each with the link that brought it."""
-        returned = {r["paper_id"] for r in top}
-        via: dict[str, list[str]] = {}
-        for result in top:
-            links = self.files.citations(result["paper_id"])
-            for other in links["cites"]:
-                via.setdefault(other, []).append(f"cited by result {result['rank']}")
-            for other in links["cited_by"]:
-                via.setdefault(other, []).append(f"cites result {result['rank']}")
-        ranked_ids = sorted((p for p in via if p not in returned), key=lambda p: (-len(via[p]), p))[:limit]
-        papers = self._papers(store, ranked_ids)
+    def _links(self, top) -> dict[str, list[tuple[str, str]]]:
+        """{paper_id: [(top paper_id, "cited by" | "cites")]}: the in-corpus citation links (`citation_edges`) of
+        the `top` contexts, to any paper (returned or not)."""
+        links: dict[str, list[tuple[str, str]]] = {}
+        for context in top:
+            edges = self.files.citations(context.paper_id)
+            for other in edges["cites"]:
+                links.setdefault(other, []).append((context.paper_id, "cited by"))
+            for other in edges["cited_by"]:
+                links.setdefault(other, []).append((context.paper_id, "cites"))
+        return {p: found for p, found in links.items() if any(t != p for t, _ in found)}
+
+    def _widen(self, engine, query: str, contexts: list, depth: int):
+        """The query widened along in-corpus citations: papers the top results cite or are cited by join the
+        candidates; one search restricted to candidates + linked papers scores them all with the same pipeline
+        (retrievers, fusion, boosts); then each paper gains `WIDEN_BONUS` × the score of every top result it is
+        linked to, and the candidates are re-ranked. Returns (contexts, via, bonus)."""
+        from dataclasses import replace
+
+        top = contexts[:WIDEN_FROM]
+        titles = {c.paper_id: _short(c.title or c.paper_id) for c in top}
+        links = self._links(top)
+        returned = {c.paper_id for c in contexts}
+        new = sorted((p for p in links if p not in returned), key=lambda p: (-len(links[p]), p))[:WIDEN_MAX]
+        if not links:
+            return contexts, {}, {}
+        pool = [c.paper_id for c in contexts] + new
+        with _only_papers(engine, pool):
+            rescored = engine.search(query, k=len(pool))
+        score_of = {c.paper_id: c.score for c in rescored}
+        bonus = {
+            p: WIDEN_BONUS * sum(score_of.get(t, 0.0) for t, _ in found if t != p)
+            for p, found in links.items()
+            if p in score_of
+        }
+        boosted = [replace(c, score=c.score + bonus.get(c.paper_id, 0.0)) for c in rescored]
+        boosted.sort(key=lambda c: -c.score)
+        via = {
+            p: [f"{kind} \u201c{titles[t]}\u201d" for t, kind in found if t != p]
+            for p, found in links.items()
+        }
+        return boosted[:depth], {p: v for p, v in via.items() if v}, bonus
+
+    def _related(self, store, via: dict[str, list[str]], shown: set[str]) -> list[dict]:
+        """The linked papers the widened ranking did not place among its candidates, each with its link."""
+        rest = sorted((p for p in via if p not in shown), key=lambda p: (-len(via[p]), p))
+        papers = self._papers(store, rest)
         return [
             {"paper_id": p, "title": papers[p].get("title"), "year": papers[p].get("year"), "via": via[p]}
-            for p in ranked_ids
+            for p in rest
             if p in papers
         ]
 
@@ -554,6 +618,31 @@ class SearchService:
             return None
         path = PdfStore().path_for(sha256)
         return path if path.is_file() else None
+
+
+def _short(title: str, limit: int = 60) -> str:
+    return title if len(title) <= limit else title[: limit - 1] + "…"
+
+
+@contextmanager
+def _only_papers(engine, paper_ids: list[str]):
+    """While held, `engine` admits only these papers as candidates (intersected with the query's own
+    filters): every retriever is restricted to them, so they are ranked by the same pipeline."""
+    from dataclasses import replace
+
+    original = engine._filters
+    allowed = set(paper_ids)
+
+    def restricted(parsed, store):
+        filters = original(parsed, store)
+        keep = allowed if filters.paper_ids is None else allowed & set(filters.paper_ids)
+        return replace(filters, paper_ids=tuple(sorted(keep)))
+
+    engine._filters = restricted
+    try:
+        yield engine
+    finally:
+        del engine._filters
 
 
 def highlight_markup(text: str, highlights: list[Highlight]) -> str:

@@ -93,7 +93,10 @@ def test_adding_one_paper_embeds_only_its_passages(tmp_path, scifact_docs, embed
     embedded_passage_texts = counting.calls[0]
     assert len(embedded_passage_texts) == new_passages.height
     assert all(scifact_docs[new_id]["title"] in text for text in embedded_passage_texts)
-    assert counting.embedded[len(embedded_passage_texts) :] == [scifact_docs[new_id]["title"]]
+    assert counting.calls[1] == [scifact_docs[new_id]["title"]]
+    # then the sentences of its passages only (stored for evidence highlighting)
+    sentence_texts = [t for call in counting.calls[2:] for t in call]
+    assert sentence_texts and all(s in scifact_docs[new_id]["text"] for s in sentence_texts)
     stored = _rows(db, indexing.PASSAGES_TABLE)
     assert len(stored) == passages2.height
     assert len({row["passage_id"] for row in stored}) == len(stored)
@@ -112,7 +115,10 @@ def test_changed_text_reembeds_that_paper_only_and_metadata_reuses_vectors(tmp_p
     papers2, passages2 = _tables(changed, embedder)
     counting.reset()
     stats = indexing.index_corpus(db, passages2, papers2, counting)
-    assert counting.calls == [["" + docs[target]["title"] + ". Aspirin lowers the risk of stroke."]]
+    assert counting.calls == [
+        ["" + docs[target]["title"] + ". Aspirin lowers the risk of stroke."],
+        ["Aspirin lowers the risk of stroke."],  # its one sentence, for evidence highlighting
+    ]
     assert stats.passages_embedded == 1
     # the paper had more passages before: the stale ones are pruned
     ids_now = {r["passage_id"] for r in _rows(db, indexing.PASSAGES_TABLE)}

@@ -123,3 +123,95 @@ def test_pinpoint_metric_counts_found_pairs_and_rationale_hits():
     spans = rationale_spans(abstract, ["The drug lowered mortality by half."])
     assert spans and is_rationale(spans[0][0] + 2, spans[0][1], spans)
     assert not is_rationale(0, 20, spans)
+
+
+class _Counting(HashingEmbedder):
+    """Records every text encoded as a document (sentences), apart from queries."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoded: list[str] = []
+
+    def encode(self, texts, **kwargs):
+        self.encoded += list(texts)
+        return super().encode(texts, **kwargs)
+
+    def encode_queries(self, texts):
+        return HashingEmbedder.encode(self, texts)
+
+
+def _index(tmp_path, texts: dict[str, str], embedder, **config):
+    import polars as pl
+
+    from lumina_assets.core.schemas import PASSAGE_SCHEMA, rows_to_table
+    from lumina_assets.indexing import lancedb_tables as indexing
+    from lumina_assets.parsing.chunking import passages_for_paper
+    from resources.lancedb import connect_lancedb
+
+    papers = [
+        {"paper_id": p, "title": f"Paper {p}", "abstract": t, "source": "test"} for p, t in texts.items()
+    ]
+    rows = [
+        r.to_row() for p, t in texts.items() for r in passages_for_paper(p, title=f"Paper {p}", abstract=t)
+    ]
+    frame = pl.from_arrow(rows_to_table(rows, PASSAGE_SCHEMA))
+    db = connect_lancedb(str(tmp_path / "lancedb"))
+    indexing.index_corpus(db, frame, pl.DataFrame(papers), embedder, indexing.IndexConfig(**config))
+    stored = indexing.open_table(db, indexing.PASSAGES_TABLE).to_arrow().to_pylist()
+    return db, {r["passage_id"]: r["text"] for r in stored}
+
+
+def test_sentence_vectors_stored_at_index_time_replace_request_time_encoding(tmp_path):
+    from lumina_assets.indexing.sentence_vectors import SentenceVectors, index_sentences
+
+    other = "Protein folding is predicted from contacts. Citations are rare in biology."
+    embedder = _Counting()
+    db, passages = _index(tmp_path, {"a": TEXT, "b": other}, embedder)
+    ids = sorted(passages)
+    results = [[passages[i]] for i in ids]
+    query = "how does SPECTER use citations for training"
+
+    plain = EvidenceScorer(HashingEmbedder()).highlight(query, results)
+    embedder.encoded.clear()
+    scorer = EvidenceScorer(embedder, stored=SentenceVectors(db, embedder.model_id))
+    stored = scorer.highlight(query, results, passage_ids=[[i] for i in ids])
+    assert embedder.encoded == []  # only the query was encoded (encode_queries)
+    for got, want in zip(stored, plain, strict=True):  # float16 storage: same sentences, scores within 1e-3
+        assert [(h.start, h.end) for p in got for h in p] == [(h.start, h.end) for p in want for h in p]
+        assert all(
+            abs(g.dense - w.dense) < 1e-3
+            for p, q in zip(got, want, strict=True)
+            for g, w in zip(p, q, strict=True)
+        )
+
+    # a passage whose text changed since indexing (stale hash) and an unknown id: encoded, not trusted
+    changed = passages[ids[0]] + " A new sentence about citations."
+    scorer.highlight(query, [[changed], ["Unindexed text here."]], passage_ids=[[ids[0]], ["zzz#abstract:0"]])
+    assert (
+        "A new sentence about citations." in embedder.encoded and "Unindexed text here." in embedder.encoded
+    )
+    assert len(embedder.encoded) == len(sentence_spans(changed)) + 1
+
+    # incremental: the same passages again encode nothing; one new passage encodes only its sentences
+    embedder.encoded.clear()
+    again = index_sentences(db, ids, [passages[i] for i in ids], embedder, embedder.model_id)
+    assert again["encoded_passages"] == 0 and embedder.encoded == []
+    texts = [*(passages[i] for i in ids), "One more sentence. And two."]
+    grown = index_sentences(db, [*ids, "c#abstract:0"], texts, embedder, embedder.model_id)
+    assert grown["encoded_passages"] == 1 and embedder.encoded == ["One more sentence.", "And two."]
+    # a passage removed upstream loses its row; another model's rows are never used
+    assert index_sentences(db, ids, texts[:-1], embedder, embedder.model_id)["deleted"] == 1
+    assert SentenceVectors(db, "another-model").lookup({ids[0]: passages[ids[0]]}) == {}
+
+
+def test_an_index_without_sentence_vectors_still_highlights_by_encoding(tmp_path):
+    from lumina_assets.indexing.sentence_vectors import SentenceVectors
+
+    embedder = _Counting()
+    db, passages = _index(tmp_path, {"a": TEXT}, embedder, sentence_vectors=False)
+    embedder.encoded.clear()
+    scorer = EvidenceScorer(embedder, stored=SentenceVectors(db, embedder.model_id))
+    ids = sorted(passages)
+    marks = scorer.highlight("SPECTER citations training", [[passages[i] for i in ids]], passage_ids=[ids])
+    assert first_highlight(marks[0]) is not None
+    assert len(embedder.encoded) == sum(len(sentence_spans(passages[i])) for i in ids)

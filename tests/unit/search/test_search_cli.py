@@ -95,6 +95,12 @@ def test_search_cli_on_a_tiny_index(tiny_beir, data_dir, capsys, monkeypatch):
     assert main(["search", claim, "-k", "2"]) == 0
     readable = capsys.readouterr().out
     assert readable.startswith(" 1. ") and "> " in readable
+    # not a terminal: evidence sentences in [[ ]] markers, every score explained, no escape codes
+    assert "[[" in readable and "]]" in readable and "\x1b[" not in readable
+    assert readable.count("found by ") == 2 and "fusion" in readable and "[1] abstract" in readable
+    assert main(["search", claim, "-k", "1", "--color", "always"]) == 0
+    colored = capsys.readouterr().out
+    assert "\x1b[1m" in colored and "[[" not in colored
 
     assert main(["search", "   "]) == 0
     assert "No results" in capsys.readouterr().out
@@ -134,3 +140,53 @@ def test_eval_overrides_are_typed_and_refuse_what_cannot_be_set():
         _parse_overrides(["no_such_field=1"])
     with pytest.raises(SystemExit, match="LUMINA_RERANK_MODEL"):
         _parse_overrides(["rerank=my-model"])
+
+
+def test_render_results_shows_where_each_passage_is_and_why_it_scored():
+    from lumina_assets.cli.search import render_results
+
+    text = "Citations train the model. Venues do not matter."
+    answer = {
+        "constraints": [
+            {"kind": "year", "value": {"min": 2020, "max": None}, "mode": "boost", "as_filter": "year>=2020"}
+        ],
+        "results": [
+            {
+                "rank": 1,
+                "paper_id": "doi:10.1/x",
+                "title": "SPECTER",
+                "authors": ["Arman Cohan", "Sergey Feldman", "Iz Beltagy", "Doug Downey"],
+                "year": 2020,
+                "venue": "ACL",
+                "doi": "10.1/x",
+                "url": None,
+                "score": 0.8123,
+                "explanation": {
+                    "found_by": [{"retriever": "passage_fulltext", "label": "passage words (BM25)"}],
+                    "fusion": "weighted",
+                    "boosts": ["year 2020 in the asked range ×1.1"],
+                    "best_evidence_score": 0.93,
+                },
+                "passages": [
+                    {
+                        "number": 1,
+                        "kind": "text",
+                        "section_number": "3.2",
+                        "section_title": "Training",
+                        "page_start": 4,
+                        "page_end": 5,
+                        "text": text,
+                        "highlights": [{"start": 0, "end": 26, "score": 0.93, "dense": 0.5, "lexical": 2.0}],
+                    }
+                ],
+            }
+        ],
+    }
+    plain = render_results(answer)
+    assert "understood: year 2020–…: boost only; `year>=2020` filters" in plain
+    assert "Arman Cohan, Sergey Feldman, Iz Beltagy et al. · 2020 · ACL · doi:10.1/x" in plain
+    assert "[1] text · § 3.2 Training · pp. 4–5" in plain
+    assert "> [[Citations train the model.]] Venues do not matter." in plain
+    assert "score 0.812 (weighted fusion) · found by passage words (BM25) · boosts: year 2020" in plain
+    colored = render_results(answer, color=True)
+    assert "\x1b[1mCitations train the model.\x1b[0m Venues" in colored and "[[" not in colored
