@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+from tools import missing_tool
 
 from lumina_assets.core import settings
 
@@ -14,25 +16,53 @@ def shared_data() -> Path:
     """`../shared/data` beside the checkout; skipped (with the reason) only when the folder is absent."""
     path = settings.shared_data_dir()
     if not path.is_dir():
-        pytest.skip(f"shared test data not found at {path} (CI always has it beside the checkout)")
+        missing_tool(f"shared test data not found at {path} (CI always has it beside the checkout)")
     return path
 
 
 @pytest.fixture(scope="session", autouse=True)
 def session_data_dir(tmp_path_factory):
-    """Every test runs against a temporary LUMINA_DATA_DIR, so derived files (the ONNX query encoder, the lexical
-    index cache, eval indexes) never land in the project's data/ folder; `data_dir` gives a test its own."""
+    """A temporary LUMINA_DATA_DIR for module- and session-scoped fixtures, which run before any per-test
+    fixture: nothing a test builds ever lands in the project's data/ folder."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LUMINA_DATA_DIR", str(tmp_path_factory.mktemp("session-data")))
         yield
 
 
-@pytest.fixture
-def data_dir(tmp_path, monkeypatch) -> Path:
-    """A fresh LUMINA_DATA_DIR so tests never touch the project's data/ folder."""
+def reset_process_state() -> None:
+    """Forget what the process keeps between calls that could make one test depend on another: the per-host
+    rate limiter's next-allowed times, the open search stores (keyed by index URI, so a store of an index a
+    previous test wrote would be reused), and the offline judge's passage vectors (keyed by the id() of an
+    embedder, which Python reuses once an object is freed). The loaded models and ONNX query encoders stay:
+    they are read-only weights, and reloading them per test would add minutes to the suite."""
+    # only modules a test already imported hold state; importing the others here would only slow the suite
+    http = sys.modules.get("lumina_assets.core.http")
+    if http is not None:
+        http.RateLimiter.reset()
+    stores = sys.modules.get("lumina_assets.search.stores")
+    if stores is not None:
+        with stores._STORES_LOCK:
+            stores._STORES.clear()
+    judge = sys.modules.get("evals.judge")
+    if judge is not None:
+        judge._SHARED_VECTORS.clear()
+
+
+@pytest.fixture(autouse=True)
+def isolated_test(tmp_path, monkeypatch) -> Path:
+    """Every test: its own LUMINA_DATA_DIR under tmp_path (tables, PDFs, caches, LanceDB, reports), no corpus or
+    LanceDB URI inherited from the shell, and the process-wide state reset before and after it."""
     root = tmp_path / "data"
     root.mkdir()
     monkeypatch.setenv("LUMINA_DATA_DIR", str(root))
     monkeypatch.delenv("LUMINA_CORPUS", raising=False)
     monkeypatch.delenv("LUMINA_LANCEDB_URI", raising=False)
-    return root
+    reset_process_state()
+    yield root
+    reset_process_state()
+
+
+@pytest.fixture
+def data_dir(isolated_test) -> Path:
+    """This test's LUMINA_DATA_DIR (set up by `isolated_test` for every test), for tests that look inside it."""
+    return isolated_test

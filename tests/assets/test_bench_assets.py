@@ -22,7 +22,6 @@ import evals.providers
 from evals.providers import BM25Provider
 from evals.setup import load_papers, load_passages
 from lumina_assets.core import tables
-from lumina_assets.core.http import RateLimiter
 from lumina_assets.corpus.collections import load_beir
 from lumina_assets.defs import benchmark
 from lumina_assets.parsing.chunking import passages_for_paper
@@ -246,7 +245,6 @@ def test_second_run_makes_zero_llm_and_http_calls(scifact_slice, data_dir):
         "exa": MockedExa(api_key="exa-test", min_interval_s=0.0),
     }
     config = run_config(scifact_slice, synthetic=2, beir=2, depths=(0, 1), page_sizes=(2, 3), calibration=3)
-    RateLimiter.reset()
     materialize_all(resources, config, ["exa"], dg.DagsterInstance.ephemeral())
     first_llm, first_http = llm.calls, len(exa_calls)
     assert first_llm > 0 and first_http > 0

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tools import missing_tool
 
 from lumina_assets.core import settings
 
@@ -30,7 +31,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 def test_asset_graph_is_drawn_in_a_real_browser(data_dir, tmp_path):
     missing = ui_check.missing_browser_tools()
     if missing:
-        pytest.skip("UI check needs " + ", ".join(missing))
+        missing_tool("UI check needs " + ", ".join(missing))
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copyfile(PROJECT / ".dagster_home" / "dagster.yaml", home / "dagster.yaml")

@@ -12,7 +12,6 @@ import time
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pytest
 from orchestration_servers import local_moto_s3
 
 from lumina_assets.core import settings
@@ -42,7 +41,6 @@ def _ask(process: subprocess.Popen, query: str) -> list[str]:
 
 
 def test_two_search_processes_on_s3_see_a_new_batch(shared_data, data_dir):
-    pytest.importorskip("boto3", reason="boto3 is in the dev extra")
     from hashing_embedder import HashingEmbedder
 
     scifact = load_collection(shared_data / "scifact", split="train")

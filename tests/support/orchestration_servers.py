@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from tools import missing_tool
 
 
 def free_port() -> int:
@@ -88,13 +88,13 @@ def local_postgres(db_name: str = "dagster") -> Iterator[PostgresServer]:
     PostgreSQL refuses to run as root; under root the cluster runs as the `postgres` system user."""
     bin_dir = postgres_bin_dir()
     if bin_dir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, postgres) not found; install Debian's `postgresql`")
+        missing_tool("PostgreSQL server binaries (initdb, postgres) not found; install Debian's `postgresql`")
     run_as = None
     if os.geteuid() == 0:
         try:
             run_as = pwd.getpwnam("postgres")
         except KeyError:
-            pytest.skip("running as root and there is no `postgres` user to run the PostgreSQL server as")
+            missing_tool("running as root and there is no `postgres` user to run the PostgreSQL server as")
     root = Path(tempfile.mkdtemp(prefix="lumina-pg-"))
     data, log = root / "data", root / "server.log"
     user_kwargs = {}
@@ -192,7 +192,7 @@ def local_moto_s3() -> Iterator[S3Server]:
     if not server.is_file():
         found = shutil.which("moto_server")
         if not found:
-            pytest.skip("moto_server not found; install the dev extra (moto[server])")
+            missing_tool("moto_server not found; install the dev extra (moto[server])")
         server = Path(found)
     root = Path(tempfile.mkdtemp(prefix="lumina-moto-"))
     log = root / "moto.log"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from lumina_assets.core.http import HttpClient, HttpError, RateLimiter, parse_retry_after, redact_url
+from lumina_assets.core.http import HttpClient, HttpError, parse_retry_after, redact_url
 
 
 class Clock:
@@ -23,7 +23,6 @@ class Clock:
 
 def client_for(handler, tmp_path=None, **kwargs) -> tuple[HttpClient, Clock]:
     clock = Clock()
-    RateLimiter.reset()
     client = HttpClient(
         base_url="https://api.example.org",
         transport=httpx.MockTransport(handler),

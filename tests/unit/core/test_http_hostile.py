@@ -12,7 +12,7 @@ import hostile
 import httpx
 import pytest
 
-from lumina_assets.core.http import HttpClient, HttpError, RateLimiter, UrlPolicy
+from lumina_assets.core.http import HttpClient, HttpError, UrlPolicy
 from lumina_assets.corpus.arxiv import ArxivClient, ArxivError
 from lumina_assets.parsing.pdf_store import PdfStore, download_pdf, fetch_paper_pdf
 from resources.parsing import ParsingConfig
@@ -32,7 +32,6 @@ def other_server(tmp_path):
 
 
 def _mock(handler, **kwargs) -> HttpClient:
-    RateLimiter.reset()
     return HttpClient(transport=httpx.MockTransport(handler), sleep=lambda s: None, **kwargs)
 
 

@@ -13,7 +13,7 @@ import pytest
 from recorded import RecordingTransport, load_cassette
 
 from lumina_assets.core import settings
-from lumina_assets.core.http import HttpClient, HttpError, RateLimiter
+from lumina_assets.core.http import HttpClient, HttpError
 from lumina_assets.corpus.arxiv import ArxivClient, ArxivError, parse_feed
 from lumina_assets.corpus.crawl import Seeds, crawl_arxiv, crawl_openalex, load_seeds
 from lumina_assets.corpus.local import load_beir_papers, load_local_corpus, pdf_metadata
@@ -30,7 +30,6 @@ def openalex_bodies(shared_data: Path) -> list[dict]:
 
 
 def make_client(transport, tmp_path=None, **kw) -> HttpClient:
-    RateLimiter.reset()
     return HttpClient(
         base_url="https://api.openalex.org",
         transport=transport,
@@ -158,7 +157,6 @@ def test_arxiv_search_pages_and_is_rate_limited(shared_data):
         lambda r: r.url.path.endswith("/query"), lambda r: httpx.Response(200, text=feed)
     )
     sleeps = []
-    RateLimiter.reset()
     http = HttpClient(
         base_url="https://export.arxiv.org/api", transport=transport, min_interval=3.0, sleep=sleeps.append
     )

@@ -31,7 +31,6 @@ from evals.providers import (
     map_s2_snippets,
     map_serpapi_scholar,
 )
-from lumina_assets.core.http import RateLimiter
 from lumina_assets.core.schemas import Context
 from resources.providers import (
     ExaResource,
@@ -145,13 +144,6 @@ class Recorder:
                     status, content=body.encode("utf-8"), headers={"content-type": "application/json"}
                 )
         return httpx.Response(404, json={"error": "not recorded"})
-
-
-@pytest.fixture(autouse=True)
-def _no_rate_limit_carryover():
-    RateLimiter.reset()
-    yield
-    RateLimiter.reset()
 
 
 @pytest.fixture
