@@ -129,6 +129,31 @@ def redact_url(url: str, params: Mapping[str, Any] | None = None) -> str:
     return f"{base}?{urlencode(shown)}" if shown else base
 
 
+class _RedactLoggedUrls(logging.Filter):
+    """httpx logs every request's full URL at INFO ("HTTP Request: GET https://...?api_key=..."): OpenAlex and
+    SerpAPI take their key as a query parameter, so any process logging at INFO would print it. This filter on
+    the `httpx` loggers redacts secret query values in those records, leaving the rest of the line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and record.args:
+            record.args = tuple(redact_url(str(arg)) if _is_query_url(arg) else arg for arg in record.args)
+        return True
+
+
+def _is_query_url(value: Any) -> bool:
+    """An httpx / httpx2 URL or a URL string with a query (whatever its class, so both packages are covered)."""
+    if not (isinstance(value, str) or type(value).__name__ == "URL"):
+        return False
+    text = str(value)
+    return text.startswith(("http://", "https://")) and "?" in text
+
+
+_LOGGED_URL_FILTER = _RedactLoggedUrls()
+for _name in ("httpx", "httpx2"):
+    if _LOGGED_URL_FILTER not in logging.getLogger(_name).filters:
+        logging.getLogger(_name).addFilter(_LOGGED_URL_FILTER)
+
+
 @dataclass
 class CachedResponse:
     status_code: int

@@ -1,0 +1,461 @@
+"""Canary secrets: every secret variable the project reads holds a unique canary while real materializations run
+offline (the crawl: seed_papers, openalex_works, arxiv_works; a benchmark slice: questions with a question LLM,
+Semantic Scholar / SerpAPI / Exa provider results and recursive levels, LLM judgments, scores and report). The
+shipped resources are built from the environment as the code location builds them (dg.EnvVar keys, base URLs from
+LUMINA_*_URL); only the network is replaced, by one recording transport per API origin (tests/support/recorded.py
+for the HTTP APIs, an httpx2 MockTransport under each LLM SDK).
+
+The canary must appear in no log line (caplog, captured stdout / stderr), no Dagster event (the instance's event
+log), no materialization or check metadata, no file under the data dir or the Dagster home, and no request to
+another API's origin; it must appear in the requests to its own API, which proves the scan could see it.
+
+Response bodies: OpenAlex and arXiv replay recordings from ../shared/data/api_fixtures; Semantic Scholar snippet
+search, Exa and the two LLM APIs have no recording and follow their documented response schemas (S2 Graph API
+`/snippet/search`, Exa `/search`, Anthropic Messages, OpenAI chat completions), as in tests/unit/evals.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import re
+import uuid
+from pathlib import Path
+
+import dagster as dg
+import httpx
+import httpx2
+import polars as pl
+import pytest
+from fake_llm import openai_chat_response
+from recorded import RecordingTransport
+
+import resources.http
+import resources.llm
+from lumina_assets.core import settings, tables
+from lumina_assets.core.http import RateLimiter
+from lumina_assets.corpus.collections import load_beir
+from lumina_assets.defs import benchmark, corpus
+from lumina_assets.parsing.chunking import passages_for_paper
+
+PROJECT = settings.PROJECT_ROOT
+SECRET_NAME = re.compile(r"\b[A-Z][A-Z0-9_]*_(?:API_KEY|SECRET_ACCESS_KEY|TOKEN|PASSWORD)\b")
+SEED_DOI = "10.1016/j.xgen.2025.100814"  # the recorded OpenAlex work in api_fixtures/openalex_extracted
+
+# the HTTP APIs on distinct local origins (nothing listens: the transport answers), by the variable naming them
+HTTP_ORIGINS = {
+    "openalex": ("LUMINA_OPENALEX_URL", 18101),
+    "arxiv": ("LUMINA_ARXIV_URL", 18102),
+    "semantic_scholar": ("LUMINA_SEMANTIC_SCHOLAR_URL", 18103),
+    "google_scholar": ("LUMINA_SERPAPI_URL", 18104),
+    "exa": ("LUMINA_EXA_URL", 18105),
+}
+# the origin each key belongs to (OPENAI_COMPATIBLE_API_KEY is only read for an openai-compatible judge, which
+# this run does not configure: it is checked to leak nowhere, and its own-origin presence is not asserted)
+OWN_ORIGIN = {
+    "OPENALEX_API_KEY": "openalex",
+    "SEMANTIC_SCHOLAR_API_KEY": "semantic_scholar",
+    "SERPAPI_API_KEY": "google_scholar",
+    "EXA_API_KEY": "exa",
+    "ANTHROPIC_API_KEY": "anthropic",
+    "OPENAI_API_KEY": "openai",
+}
+
+
+def secret_variables() -> set[str]:
+    """Every secret-looking variable name the project's code mentions (settings, resources, EnvVar uses)."""
+    names: set[str] = set()
+    for folder in ("lumina_assets", "resources", "sensors", "evals"):
+        for path in (PROJECT / folder).rglob("*.py"):
+            names |= set(SECRET_NAME.findall(path.read_text(encoding="utf-8")))
+    return names
+
+
+# ---------------------------------------------------------------- fake APIs (recorded or documented bodies)
+
+
+def _openalex(shared_data: Path) -> RecordingTransport:
+    folder = shared_data / "api_fixtures" / "openalex_extracted"
+    seed = json.loads((folder / "test_doi_search_paper_attributes0__interaction2.json").read_text())
+    empty = {"meta": {"count": 0, "next_cursor": None}, "results": []}
+    return (
+        RecordingTransport()
+        .add_json(lambda r: r.url.path == f"/works/doi:{SEED_DOI}", seed)
+        .add_json(lambda r: r.url.path == "/works", empty)
+    )
+
+
+def _arxiv(shared_data: Path) -> RecordingTransport:
+    feed = (shared_data / "api_fixtures" / "arxiv" / "xiv__arxiv_response.xml").read_bytes()
+    return RecordingTransport().add(
+        lambda r: r.url.path == "/query",
+        lambda r: httpx.Response(200, content=feed, headers={"content-type": "application/atom+xml"}),
+    )
+
+
+def _semantic_scholar() -> RecordingTransport:
+    def snippets(request: httpx.Request) -> httpx.Response:
+        query = request.url.params.get("query", "")
+        data = [
+            {
+                "snippet": {"text": f"Evidence {i} on {query}.", "snippetKind": "body", "section": "Results"},
+                "score": 0.9 - i / 10,
+                "paper": {
+                    "corpusId": 1000 + i,
+                    "title": f"S2 paper {i}",
+                    "authors": [],
+                    "openAccessInfo": {},
+                },
+            }
+            for i in range(3)
+        ]
+        return httpx.Response(200, json={"data": data, "retrievalVersion": "v1"})
+
+    def batch(request: httpx.Request) -> httpx.Response:
+        ids = json.loads(request.content)["ids"]
+        return httpx.Response(200, json=[{"paperId": i, "externalIds": {"DOI": f"10.1/{i}"}} for i in ids])
+
+    return (
+        RecordingTransport()
+        .add(lambda r: r.url.path == "/snippet/search", snippets)
+        .add(lambda r: r.url.path == "/paper/batch", batch)
+    )
+
+
+def _serpapi(shared_data: Path) -> RecordingTransport:
+    body = json.loads(
+        (
+            shared_data / "api_fixtures" / "serpapi_google_scholar" / "google_scholar_q-bananas_num-2.json"
+        ).read_text()
+    )
+    return RecordingTransport().add_json(lambda r: r.url.path == "/search.json", body)
+
+
+def _exa() -> RecordingTransport:
+    def search(request: httpx.Request) -> httpx.Response:
+        query = json.loads(request.content)["query"]
+        results = [
+            {
+                "id": f"u{i}",
+                "url": f"https://doi.org/10.2/{i}",
+                "title": f"{query} {i}",
+                "highlights": [f"Evidence {i} about {query}. Second sentence."],
+            }
+            for i in range(3)
+        ]
+        return httpx.Response(200, json={"requestId": "r", "results": results})
+
+    return RecordingTransport().add(lambda r: r.url.path == "/search", search)
+
+
+def _answer(prompt: str) -> str:
+    """What the benchmark's prompts expect back (question, refined query, relevance, critical sentences)."""
+    if "Sentences: " in prompt:
+        count = len(re.findall(r"(?:^|\s)(\d+)\. ", prompt.split("Sentences: ", 1)[1]))
+        return " ".join(f"{i}. <{'critical' if i == 1 else 'not_critical'}>" for i in range(1, count + 1))
+    if "absolutely essential and irreplaceable" in prompt:
+        return "<highly_relevant>" if "vitamin" in prompt.lower() else "<not_relevant>"
+    if "suggest a refined search query" in prompt:
+        return "<query>refined mechanism evidence</query>"
+    return "<question>Which biomarkers predict the outcome?</question>"
+
+
+class LLMApi:
+    """One LLM origin: answers Anthropic Messages or OpenAI chat completions and keeps every request."""
+
+    def __init__(self):
+        self.requests: list[httpx2.Request] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests.append(request)
+        body = json.loads(request.content)
+        prompt = body["messages"][-1]["content"]
+        prompt = prompt if isinstance(prompt, str) else " ".join(part.get("text", "") for part in prompt)
+        if request.url.path.endswith("/messages"):
+            return httpx2.Response(
+                200,
+                json={
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": [{"type": "text", "text": _answer(prompt)}],
+                    "stop_reason": "end_turn",
+                    "usage": {"input_tokens": 30, "output_tokens": 5},
+                },
+            )
+        return openai_chat_response(_answer(prompt), model=body["model"])
+
+
+def _request_text(request) -> str:
+    headers = "\n".join(f"{k}: {v}" for k, v in request.headers.items())
+    return f"{request.method} {request.url}\n{headers}\n{request.content.decode('utf-8', 'replace')}"
+
+
+# ---------------------------------------------------------------- what gets scanned
+
+
+def _file_texts(root: Path) -> dict[str, str]:
+    """Every file under `root` as text: parquet by its values, gzip decompressed, anything else as bytes."""
+    found = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        raw = path.read_bytes()
+        if path.suffix == ".parquet":
+            text = json.dumps(pl.read_parquet(path).to_dicts(), default=str)
+        elif raw[:2] == b"\x1f\x8b":
+            text = gzip.decompress(raw).decode("utf-8", "replace")
+        else:
+            text = raw.decode("utf-8", "replace")
+        found[str(path)] = text
+    return found
+
+
+def _run_texts(instance: dg.DagsterInstance, results) -> dict[str, str]:
+    """The event log of every run (serialized as stored) and every materialization's and check's metadata."""
+    found = {}
+    for result in results:
+        events = instance.all_logs(result.run_id)
+        found[f"event log {result.run_id}"] = "\n".join(dg.serialize_value(event) for event in events)
+        for event in result.get_asset_materialization_events():
+            materialization = event.step_materialization_data.materialization
+            found[f"metadata {materialization.asset_key.to_user_string()}"] = repr(
+                {k: v.value for k, v in materialization.metadata.items()}
+            )
+        for event in result.get_asset_check_evaluations():
+            found[f"check {event.check_name}"] = repr({k: v.value for k, v in event.metadata.items()})
+    return found
+
+
+def _leaks(canaries: dict[str, str], places: dict[str, str]) -> list[str]:
+    return [
+        f"{name} in {where}"
+        for name, canary in canaries.items()
+        for where, text in places.items()
+        if canary in text
+    ]
+
+
+# ---------------------------------------------------------------- the run
+
+
+@pytest.fixture
+def benchmark_slice(shared_data, data_dir):
+    """papers + passages for the relevant documents of four SciFact queries plus 24 others."""
+    folder = shared_data / "scifact"
+    collection = load_beir(folder, "train")
+    corpus_docs, qrels = collection.corpus, collection.qrels
+    chosen = sorted(qrels)[:4]
+    keep = {d for q in chosen for d in qrels[q] if d in corpus_docs} | set(list(corpus_docs)[:24])
+    papers, passages = [], []
+    for doc_id in sorted(keep):
+        paper_id = f"beir-scifact:{doc_id}"
+        title = corpus_docs[doc_id]["title"]
+        papers.append(
+            {"paper_id": paper_id, "title": title, "doi": None, "source": "beir", "source_id": doc_id}
+        )
+        passages += [
+            p.to_row()
+            for p in passages_for_paper(paper_id, title=title, abstract=corpus_docs[doc_id]["text"])
+        ]
+    tables.write(tables.PAPERS, pl.DataFrame(papers))
+    tables.write(tables.PASSAGES, pl.DataFrame(passages), "batch-1")
+    return folder
+
+
+def _environment(monkeypatch, tmp_path) -> dict[str, str]:
+    names = secret_variables()
+    canaries = {name: f"canary-{name.lower().replace('_', '-')}-{uuid.uuid4().hex}" for name in names}
+    for name, canary in canaries.items():
+        monkeypatch.setenv(name, canary)
+    for name in (
+        "OPENAI_BASE_URL",
+        "OPENAI_COMPATIBLE_BASE_URL",
+        "LUMINA_JUDGE_MODEL",
+        "LUMINA_QUESTION_MODEL",
+        "LUMINA_CORPUS",
+        "LUMINA_RECURSION_LLM",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LUMINA_QUESTION_BACKEND", "anthropic")
+    monkeypatch.setenv("LUMINA_JUDGE_BACKEND", "openai")
+    for variable, port in HTTP_ORIGINS.values():
+        monkeypatch.setenv(variable, f"http://127.0.0.1:{port}")
+    seeds = tmp_path / "seeds.yaml"
+    seeds.write_text(
+        f'dois: ["{SEED_DOI}"]\narxiv_queries:\n  - query: "cat:cs.RO AND neural"\n    max_results: 2\n'
+        "crawl:\n  depth: 1\n  max_papers: 10\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("LUMINA_SEEDS", str(seeds))
+    return canaries
+
+
+def _fake_network(monkeypatch, shared_data) -> tuple[dict[str, RecordingTransport], dict[str, LLMApi]]:
+    """The shipped HTTP and LLM clients, each handed its origin's transport (and no per-host wait)."""
+    http = {
+        "openalex": _openalex(shared_data),
+        "arxiv": _arxiv(shared_data),
+        "semantic_scholar": _semantic_scholar(),
+        "google_scholar": _serpapi(shared_data),
+        "exa": _exa(),
+    }
+    by_port = {port: http[name] for name, (_, port) in HTTP_ORIGINS.items()}
+    real_http_client = resources.http.HttpClient
+
+    def http_client(*args, **kwargs):
+        port = httpx.URL(kwargs["base_url"]).port
+        kwargs["transport"] = kwargs.get("transport") or by_port[port]
+        kwargs["min_interval"] = 0.0
+        return real_http_client(*args, **kwargs)
+
+    monkeypatch.setattr(resources.http, "HttpClient", http_client)
+    llms = {"anthropic": LLMApi(), "openai": LLMApi()}
+    real_llm_client = resources.llm.LLMClient
+
+    def llm_client(*args, **kwargs):
+        api = llms.get(kwargs["backend"])
+        if api is not None and kwargs.get("http_client") is None:
+            kwargs["http_client"] = httpx2.Client(transport=httpx2.MockTransport(api))
+        return real_llm_client(*args, **kwargs)
+
+    monkeypatch.setattr(resources.llm, "LLMClient", llm_client)
+    RateLimiter.reset()
+    return http, llms
+
+
+def _materialize(instance, assets, selection, resources_, run_config=None, partition=None):
+    result = dg.materialize(
+        assets,
+        selection=selection,
+        partition_key=partition,
+        resources=resources_,
+        instance=instance,
+        run_config=run_config or {},
+    )
+    assert result.success
+    return result
+
+
+def test_no_secret_leaves_through_logs_events_metadata_files_or_other_origins(
+    benchmark_slice, data_dir, shared_data, tmp_path, monkeypatch, caplog, capfd
+):
+    canaries = _environment(monkeypatch, tmp_path)
+    assert set(OWN_ORIGIN) | {"OPENAI_COMPATIBLE_API_KEY"} <= set(canaries)  # the scan found the known keys
+    http, llms = _fake_network(monkeypatch, shared_data)
+    caplog.set_level(logging.DEBUG)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    instance = dg.DagsterInstance.local_temp(tempdir=str(home))
+    results = []
+
+    # the crawl, with the shipped corpus resources (OpenAlex key through dg.EnvVar)
+    crawl = corpus.build_resources()
+    crawl_assets = [corpus.seed_papers, corpus.openalex_works, corpus.arxiv_works]
+    results.append(_materialize(instance, crawl_assets, crawl_assets, crawl))
+    assert tables.read(tables.OPENALEX_WORKS).height >= 1 and tables.read(tables.ARXIV_WORKS).height >= 1
+
+    # a benchmark slice, with the shipped LLM and provider resources
+    bench = benchmark.build_resources()
+    config = benchmark.default_run_config(
+        synthetic=2, beir_queries=2, depths=[0, 1], page_sizes=[2], calibration_queries=3
+    )
+    ops = config["ops"]
+    ops["user_queries"]["config"]["beir_dir"] = str(benchmark_slice)
+    ops["judgments"]["config"]["calibration_dir"] = str(benchmark_slice)
+    ops["benchmark_scores"]["config"].update(
+        {
+            "calibration_dir": str(benchmark_slice),
+            "validation_queries_llm": 2,
+            "bootstrap_resamples": 50,
+            "permutation_resamples": 50,
+        }
+    )
+    stages = [
+        ([benchmark.synthetic_questions, benchmark.user_queries, benchmark.questions], [None]),
+        (
+            [benchmark.provider_results, benchmark.recursive_results, benchmark.judgments],
+            ["semantic_scholar", "google_scholar", "exa"],
+        ),
+        ([benchmark.benchmark_scores, benchmark.benchmark_report], [None]),
+    ]
+    everything = benchmark.ASSETS + benchmark.CHECKS
+    for selection, partitions in stages:
+        names = {a.key.to_user_string() for a in selection}
+        stage_config = {"ops": {k: v for k, v in ops.items() if k in names}}
+        for partition in partitions:
+            results.append(_materialize(instance, everything, selection, bench, stage_config, partition))
+    for provider in ("semantic_scholar", "google_scholar", "exa"):
+        frame = tables.read(tables.PROVIDER_RESULTS, provider)
+        assert frame.height == 4 and frame["error"].null_count() == frame.height, provider
+
+    # every API and LLM was really called, so each key had its chance to leak
+    requests = {name: [_request_text(r) for r in transport.calls] for name, transport in http.items()}
+    requests |= {name: [_request_text(r) for r in api.requests] for name, api in llms.items()}
+    assert all(requests.values()), {name: len(sent) for name, sent in requests.items()}
+
+    # 1. each key reaches its own API (the scan can see it) and no other origin
+    for name, canary in canaries.items():
+        own = OWN_ORIGIN.get(name)
+        if own is not None:
+            assert any(canary in text for text in requests[own]), f"{name} never reached {own}"
+        elsewhere = {
+            origin for origin, sent in requests.items() if origin != own and any(canary in t for t in sent)
+        }
+        assert not elsewhere, f"{name} sent to {sorted(elsewhere)}"
+
+    # 2. logs, 3. Dagster's event log and metadata, 4. files under the data dir and the Dagster home
+    captured = capfd.readouterr()
+    places = {"python logs": caplog.text, "stdout": captured.out, "stderr": captured.err}
+    places |= _run_texts(instance, results)
+    files = _file_texts(data_dir) | _file_texts(home)
+    places |= files
+    # the scan covers what a key could leak into: logs that name the APIs, cached API answers, the run storage
+    assert "openalex_works" in places["python logs"] + captured.err
+    assert any("/cache/" in path for path in files) and any(path.endswith(".db") for path in files)
+    assert sum(len(text) for text in places.values()) > 100_000
+    assert _leaks(canaries, places) == []
+    instance.dispose()
+
+
+def test_the_scan_finds_a_planted_canary(data_dir, tmp_path, caplog, capfd):
+    """The same scan on a run that does leak: a log line, an event, metadata and a file are each reported."""
+    canary = f"canary-planted-{uuid.uuid4().hex}"
+
+    @dg.asset
+    def leaky(context):  # (a string annotation under `from __future__` is refused for a local asset)
+        context.log.info(f"key={canary}")  # Dagster's console logger: stderr and the event log
+        logging.getLogger("lumina_assets.planted").info("key=%s", canary)  # a library logger: python logs
+        (data_dir / "leak.txt").write_text(canary, encoding="utf-8")
+        return dg.MaterializeResult(metadata={"key": canary})
+
+    caplog.set_level(logging.DEBUG)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    instance = dg.DagsterInstance.local_temp(tempdir=str(home))
+    result = _materialize(instance, [leaky], [leaky], {})
+    captured = capfd.readouterr()
+    places = {"python logs": caplog.text, "stderr": captured.err}
+    places |= _run_texts(instance, [result]) | _file_texts(data_dir) | _file_texts(home)
+    found = _leaks({"PLANTED": canary}, places)
+    assert "PLANTED in python logs" in found and "PLANTED in stderr" in found
+    assert f"PLANTED in event log {result.run_id}" in found
+    assert "PLANTED in metadata leaky" in found
+    assert f"PLANTED in {data_dir / 'leak.txt'}" in found
+    assert any(entry.endswith(".db") for entry in found)  # the run storage on disk holds it too
+    instance.dispose()
+
+
+def test_httpx_request_lines_name_no_query_key(caplog):
+    """httpx logs each request's URL at INFO; the HTTP layer's filter redacts secret query values in it (without
+    it the canary run above finds the OpenAlex and SerpAPI keys in the python logs)."""
+    import lumina_assets.core.http  # noqa: F401 - installs the filter
+
+    caplog.set_level(logging.INFO, logger="httpx")
+    with httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200))) as client:
+        client.get(
+            "http://127.0.0.1:9/works", params={"filter": "doi:10.1/x", "api_key": "canary-in-a-query"}
+        )
+    line = next(r.getMessage() for r in caplog.records if r.name == "httpx")
+    assert "canary-in-a-query" not in line
+    assert "filter=doi%3A10.1%2Fx" in line and "api_key=%2A%2A%2A" in line
