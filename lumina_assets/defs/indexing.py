@@ -5,6 +5,7 @@ import polars as pl
 
 from lumina_assets.core import tables
 from lumina_assets.indexing import lancedb_tables as indexing
+from lumina_assets.indexing import model_identity
 from resources.embedder import EmbedderResource
 from resources.lancedb import LanceDBResource
 
@@ -59,6 +60,8 @@ def passage_index(
             "papers_deleted": stats.papers_deleted,
             "vector_dimension": stats.dimension,
             "embedding_model": embedder.get_embedder().model_name,
+            # what search compares its query model with (indexing/model_identity.py)
+            "embedding_model_recorded": model_identity.of_schema(passages_table.schema).describe(),
             "embed_seconds": round(stats.embed_seconds, 2),
             "embed_passages_per_second": round(throughput, 1),
             "write_seconds": round(stats.write_seconds, 2),

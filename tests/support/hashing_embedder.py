@@ -16,6 +16,7 @@ class HashingEmbedder:
     its `fingerprint` (what the index records of a real model's weights)."""
 
     model_id = "test-hashing-embedder"
+    model_name = model_id
 
     def __init__(self, dimension: int = 64, seed: int = 0):
         self.dimension = dimension

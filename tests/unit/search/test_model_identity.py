@@ -147,3 +147,43 @@ def test_vectors_of_the_wrong_model_really_disagree():
     same = float(np.dot(a.encode_query(QUERY), a.encode_query(QUERY)))
     across = float(np.dot(a.encode_query(QUERY), b.encode_query(QUERY)))
     assert same > 0.99 and across < 0.5
+
+
+def test_the_passage_index_asset_records_and_reports_its_model(data_dir):
+    """Through the asset: the shipped passage_index writes the identity search checks, and shows it."""
+    import dagster as dg
+
+    from lumina_assets.core import tables
+    from lumina_assets.core.settings import lancedb_uri
+    from lumina_assets.defs import indexing as index_defs
+    from resources.embedder import EmbedderResource
+    from resources.lancedb import LanceDBResource
+
+    class HashingEmbedderResource(EmbedderResource):
+        def setup_for_execution(self, context) -> None:  # no model to load
+            pass
+
+        def get_embedder(self):
+            return HashingEmbedder(seed=5)
+
+    papers = [
+        {"paper_id": f"p{i}", "title": title, "abstract": text} for i, (title, text) in enumerate(TOPICS)
+    ]
+    passages = [
+        p.to_row()
+        for row in papers
+        for p in passages_for_paper(row["paper_id"], title=row["title"], abstract=row["abstract"])
+    ]
+    tables.write(tables.PAPERS, pl.DataFrame(papers))
+    tables.write(tables.PASSAGES, pl.from_arrow(rows_to_table(passages, PASSAGE_SCHEMA)), "batch-1")
+    result = dg.materialize(
+        [index_defs.passage_index],
+        resources={"lancedb": LanceDBResource(), "embedder": HashingEmbedderResource()},
+    )
+    assert result.success
+    [event] = result.get_asset_materialization_events()
+    shown = event.step_materialization_data.materialization.metadata["embedding_model_recorded"].value
+    assert shown == f"test-hashing-embedder (weights {HashingEmbedder(seed=5).fingerprint})"
+    assert _recorded(lancedb_uri()).fingerprint == HashingEmbedder(seed=5).fingerprint
+    with pytest.raises(IndexModelMismatch):
+        SearchEngine(lancedb_uri(), HashingEmbedder(seed=0)).search(QUERY, k=3)
