@@ -18,6 +18,7 @@ import dagster as dg
 from lumina_assets.core import settings
 from lumina_assets.corpus.local import iter_pdf_files
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
+from sensors.schedules import ingest_inbox_job
 
 INBOX_ASSETS = (dg.AssetKey("local_papers"), dg.AssetKey("papers"))
 CURSOR_VERSION = 1
@@ -128,7 +129,7 @@ def build_inbox_sensor(
 ) -> dg.SensorDefinition:
     @dg.sensor(
         name=name,
-        asset_selection=list(INBOX_ASSETS),
+        job=ingest_inbox_job,  # the Runs page shows `ingest_inbox`, not __ASSET_JOB
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,
         description=(

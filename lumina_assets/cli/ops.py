@@ -83,6 +83,11 @@ def run_demo(args) -> int:
     _print_status()
     print(f"Data: {settings.data_dir()}   Dagster home: {instance.root_directory}")
     print("See lineage, metadata and reports in the UI: make ui  (http://127.0.0.1:3000)")
+    inbox = settings.inbox_dir()
+    inbox.mkdir(parents=True, exist_ok=True)
+    print(
+        f"New papers: drop PDFs into {inbox} while `make ui` runs; the inbox sensor and the automation index them."
+    )
     return 1 if failed else 0
 
 
