@@ -51,8 +51,7 @@ HTTP_ORIGINS = {
     "google_scholar": ("LUMINA_SERPAPI_URL", 18104),
     "exa": ("LUMINA_EXA_URL", 18105),
 }
-# the origin each key belongs to (OPENAI_COMPATIBLE_API_KEY is only read for an openai-compatible judge, which
-# this run does not configure: it is checked to leak nowhere, and its own-origin presence is not asserted)
+# the origin each key belongs to (OPENAI_COMPATIBLE_API_KEY: the question LLM switched to an openai-compatible server)
 OWN_ORIGIN = {
     "OPENALEX_API_KEY": "openalex",
     "SEMANTIC_SCHOLAR_API_KEY": "semantic_scholar",
@@ -60,6 +59,7 @@ OWN_ORIGIN = {
     "EXA_API_KEY": "exa",
     "ANTHROPIC_API_KEY": "anthropic",
     "OPENAI_API_KEY": "openai",
+    "OPENAI_COMPATIBLE_API_KEY": "openai-compatible",
 }
 
 
@@ -310,7 +310,7 @@ def _fake_network(monkeypatch, shared_data) -> tuple[dict[str, RecordingTranspor
         return real_http_client(*args, **kwargs)
 
     monkeypatch.setattr(resources.http, "HttpClient", http_client)
-    llms = {"anthropic": LLMApi(), "openai": LLMApi()}
+    llms = {"anthropic": LLMApi(), "openai": LLMApi(), "openai-compatible": LLMApi()}
     real_llm_client = resources.llm.LLMClient
 
     def llm_client(*args, **kwargs):
@@ -341,7 +341,7 @@ def test_no_secret_leaves_through_logs_events_metadata_files_or_other_origins(
     benchmark_slice, data_dir, shared_data, tmp_path, monkeypatch, caplog, capfd
 ):
     canaries = _environment(monkeypatch, tmp_path)
-    assert set(OWN_ORIGIN) | {"OPENAI_COMPATIBLE_API_KEY"} <= set(canaries)  # the scan found the known keys
+    assert set(OWN_ORIGIN) <= set(canaries)  # the scan of the code found the known keys
     http, llms = _fake_network(monkeypatch, shared_data)
     caplog.set_level(logging.DEBUG)
     home = tmp_path / "dagster_home"
@@ -388,6 +388,13 @@ def test_no_secret_leaves_through_logs_events_metadata_files_or_other_origins(
     for provider in ("semantic_scholar", "google_scholar", "exa"):
         frame = tables.read(tables.PROVIDER_RESULTS, provider)
         assert frame.height == 4 and frame["error"].null_count() == frame.height, provider
+
+    # the question LLM on an OpenAI-compatible server (vLLM, Ollama): OPENAI_COMPATIBLE_API_KEY is its key
+    monkeypatch.setenv("LUMINA_QUESTION_BACKEND", "openai-compatible")
+    monkeypatch.setenv("OPENAI_COMPATIBLE_BASE_URL", "http://127.0.0.1:18106/v1")
+    compatible = {"ops": {"synthetic_questions": {"config": {"count": 1, "seed": 8}}}}
+    selection = [benchmark.synthetic_questions]
+    results.append(_materialize(instance, everything, selection, benchmark.build_resources(), compatible))
 
     # every API and LLM was really called, so each key had its chance to leak
     requests = {name: [_request_text(r) for r in transport.calls] for name, transport in http.items()}
