@@ -53,7 +53,8 @@ def test_eval_beir_prints_metrics_json_and_reuses_its_index(tiny_beir, data_dir,
     result = json.loads(lines[-1])
     assert METRIC_KEYS <= set(result)
     assert result["index_reused"] is False
-    assert result["ndcg@10"] > 0.6  # 12 claims against 30-odd abstracts: the right abstract is near the top
+    # 12 claims against 28 abstracts, bundled MiniLM: measured 0.899 (pinned; one claim moving is ~0.08)
+    assert result["ndcg@10"] == pytest.approx(0.899, abs=0.03)
     assert result["recall@100"] == 1.0  # fewer documents than the cut-off: everything relevant is retrieved
     assert 0 < result["query_p50_ms"] <= result["query_p95_ms"]
     eval_dirs = list((data_dir / "eval").iterdir())
