@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet "torch==2.13.0"
 	$(BIN)/python -m pip install --quiet -e ".[dev,tables]"
 	@# the browser check (tests/orchestration/test_orchestration_ui.py) drives Debian chromium with npm playwright-core;
-	@# where chromium or npm is absent the test skips and says so
+	@# where chromium or npm is absent the test skips and says so; under CI=true it fails (.ci/run installs both first)
 	@if command -v npm >/dev/null && { command -v chromium || command -v chromium-browser; } >/dev/null; then \
 	  npm install --silent --no-audit --no-fund --prefix $(VENV)/ui-check playwright-core@1.65.1 \
 	  || echo "playwright-core not installed: the browser UI test will skip"; fi
