@@ -270,15 +270,18 @@ def stop_server(process: subprocess.Popen, grace: float = 30.0) -> None:
 
 
 RUNS_QUERY = (
-    "{ runsOrError { ... on Runs { results { runId status assetSelection { path } tags { key value } } } } }"
+    "{ runsOrError { ... on Runs { results { runId status creationTime assetSelection { path } "
+    "tags { key value } } } } }"
 )
 
 
 def watch_inbox_ingestion(base: str, pdf: Path, timeout: float) -> bool:
     """Drop a PDF into the inbox of the running server and follow the runs the inbox sensor and the automation
-    sensor launch, until `passage_index` is materialized (True) or the time is up (False)."""
+    sensor launch, until `passage_index` is materialized (True) or the time is up (False). Only runs created after
+    the drop count: an earlier `passage_index` run (the demo's) says nothing about this PDF."""
     from lumina_assets.core import settings
 
+    dropped_at = time.time()
     inbox = settings.inbox_dir()
     inbox.mkdir(parents=True, exist_ok=True)
     target = inbox / pdf.name
@@ -289,6 +292,8 @@ def watch_inbox_ingestion(base: str, pdf: Path, timeout: float) -> bool:
     started, shown = time.monotonic(), {}
     while time.monotonic() - started < timeout:
         for run in _graphql(base, RUNS_QUERY)["data"]["runsOrError"]["results"]:
+            if (run.get("creationTime") or 0) < dropped_at:
+                continue
             tags = {t["key"]: t["value"] for t in run["tags"]}
             assets = [".".join(a["path"]) for a in run["assetSelection"] or []]
             by = tags.get("dagster/sensor_name", tags.get("dagster/schedule_name", "manual"))

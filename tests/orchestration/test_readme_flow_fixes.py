@@ -63,3 +63,36 @@ def test_inbox_sensor_runs_are_the_ingest_inbox_job(shared_data, data_dir):
         papers.height == 1
         and papers["title"][0] == "Construction of the Literature Graph in Semantic Scholar"
     )
+
+
+def test_ui_check_follows_only_runs_after_the_drop(data_dir, tmp_path, monkeypatch):
+    """scripts/ui_check.py --ingest-pdf said 'inbox -> index without a manual step: yes' on a data dir the demo had
+    indexed, before the sensor had even seen the PDF: it took the demo's passage_index run for the new one."""
+    import sys
+
+    sys.path.insert(0, str(settings.PROJECT_ROOT / "scripts"))
+    import ui_check
+
+    pdf = tmp_path / "new.pdf"
+    pdf.write_bytes(b"%PDF-1.4\n")
+    runs: list[dict] = []
+    monkeypatch.setattr(
+        ui_check, "_graphql", lambda base, query: {"data": {"runsOrError": {"results": runs}}}
+    )
+    monkeypatch.setattr(ui_check.time, "sleep", lambda seconds: None)
+
+    def run(run_id: str, created: float, assets: list[str]) -> dict:
+        return {
+            "runId": run_id,
+            "status": "SUCCESS",
+            "creationTime": created,
+            "assetSelection": [{"path": [a]} for a in assets],
+            "tags": [],
+        }
+
+    runs.append(run("demo0000", time.time() - 600, ["passage_index"]))
+    assert not ui_check.watch_inbox_ingestion("http://127.0.0.1:9", pdf, timeout=0.5)
+    assert (settings.inbox_dir() / "new.pdf").is_file()
+    runs.append(run("sensor00", time.time() + 1, ["local_papers", "papers"]))
+    runs.append(run("automate", time.time() + 2, ["passage_index"]))
+    assert ui_check.watch_inbox_ingestion("http://127.0.0.1:9", pdf, timeout=0.5)
