@@ -574,6 +574,11 @@ def _index_papers(
         if existing.get(pid) != (th, rh)
     ]
     say(f"papers: {meta.height} upstream, {len(changed)} new or changed")
+    hashes = meta.select("paper_id", "text_hash").rows()
+    titles_to_embed = sum(1 for i in changed if existing.get(hashes[i][0], ("",))[0] != hashes[i][1])
+    progress = Progress(
+        "embedding paper titles", titles_to_embed, say, unit="titles", every_s=config.progress_every_s
+    )
     schema = _paper_schema(dim)
     base_columns = [f.name for f in schema if not f.name.endswith("_vector")]
     for start in range(0, len(changed), config.write_batch_rows):
@@ -600,7 +605,10 @@ def _index_papers(
         if need_title:
             t0 = time.perf_counter()
             titles = [batch["title"][i] or batch["abstract"][i][:200] or "" for i in need_title]
-            title_vectors[need_title] = embedder.encode(titles)
+            for offset in range(0, len(titles), 256):  # short texts: 256 take a few seconds even under load
+                chunk = titles[offset : offset + 256]
+                title_vectors[need_title[offset : offset + 256]] = embedder.encode(chunk)
+                progress.advance(len(chunk))
             stats.embed_seconds += time.perf_counter() - t0
             stats.papers_embedded += len(need_title)
         abstract_matrix = np.zeros((batch.height, dim), dtype=np.float32)
@@ -617,6 +625,7 @@ def _index_papers(
         data = data.append_column("abstract_vector", _vector_array(abstract_matrix, dim)).cast(schema)
         table = _upsert(db, PAPERS_TABLE, table, data, "paper_id")
         stats.write_seconds += time.perf_counter() - t0
+    progress.finish()
 
     if table is None:
         table = db.create_table(PAPERS_TABLE, data=pa.Table.from_pylist([], schema=schema), schema=schema)

@@ -52,5 +52,38 @@ def test_progress_lines_come_while_embedding(tmp_path):
     assert len(progress) >= 3, lines  # during the ~1.2 s of embedding, then the last one
     assert progress[-1][1].startswith("embedding passages: 240/240 passages (100%)")
     assert "passages/s" in progress[0][1] and "ETA" in progress[0][1]
-    assert sum(embedder.calls[:-1]) == 240  # the last call embeds the paper title
-    assert max(embedder.calls) < 240  # split into calls, so lines could come on time
+    # passages first, then the one paper title (then the passages' sentences, for evidence highlighting)
+    title_call = embedder.calls.index(1)
+    assert sum(embedder.calls[:title_call]) == 240
+    assert max(embedder.calls[:title_call]) < 240  # split into calls, so lines could come on time
+
+
+def test_paper_titles_report_progress_too(tmp_path):
+    """A BEIR corpus has as many papers as passages: their titles are embedded after the passages and say so."""
+    count = 600
+    passages = pl.DataFrame(
+        {
+            "passage_id": [f"p{i}:0" for i in range(count)],
+            "paper_id": [f"p{i}" for i in range(count)],
+            "kind": ["abstract"] * count,
+            "text": [f"abstract number {i} about retrieval" for i in range(count)],
+            **{c: [None] * count for c in ("section_number", "section_title", "prev_id", "next_id")},
+        },
+        schema_overrides={c: pl.String for c in ("section_number", "section_title", "prev_id", "next_id")},
+    )
+    papers = pl.DataFrame(
+        {"paper_id": [f"p{i}" for i in range(count)], "title": [f"Title {i}" for i in range(count)]}
+    )
+    lines: list[str] = []
+    embedder = SlowEmbedder()
+    indexing.index_corpus(
+        lancedb.connect(tmp_path / "db"),
+        passages,
+        papers,
+        embedder,
+        indexing.IndexConfig(progress_every_s=0.3),
+        log_fn=lines.append,
+    )
+    titles = [line for line in lines if line.startswith("embedding paper titles:")]
+    assert len(titles) >= 2, lines  # ~3 s of title embedding at 5 ms a title, lines every 0.3 s
+    assert titles[-1].startswith(f"embedding paper titles: {count}/{count} titles (100%)")
