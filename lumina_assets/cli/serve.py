@@ -42,6 +42,13 @@ def add_commands(commands, bench_commands) -> None:
         "--index", default=None, help="LanceDB URI of that corpus' index (default: built / reused)"
     )
     pinpoint.add_argument("--limit", type=int, default=0, help="only the first N pairs (0: all)")
+    pinpoint.add_argument(
+        "--half",
+        choices=("even", "odd"),
+        default=None,
+        help="only the pairs whose claim id is even / odd (the scorer's weights were chosen on the even half)",
+    )
+    pinpoint.add_argument("--details", default=None, help="write one JSON line per pair (found, top1) here")
     pinpoint.add_argument("--json", action="store_true", help="last line: pairs, found_at_10, highlight_top1")
     pinpoint.set_defaults(handler=_eval_pinpoint)
 
@@ -104,7 +111,9 @@ def _serve(args) -> int:
     return 0
 
 
-def _collection_index(directory: Path, split_preference=("train", "test", "dev"), log=None):
+def _collection_index(directory: Path, split_preference=("train", "test", "dev"), log=None, index=None):
+    """(collection, embedder, index uri, reused): the collection's eval index, built when missing, or `index` when
+    given (then nothing is built); either gets the sentence vectors it lacks (once)."""
     from lumina_assets.corpus.collections import ensure_eval_index, load_collection
     from lumina_assets.indexing.embedding import Embedder
 
@@ -118,7 +127,10 @@ def _collection_index(directory: Path, split_preference=("train", "test", "dev")
     else:
         raise SystemExit(f"cannot load collection {directory}: {last_error}")
     embedder = Embedder()
-    uri, _, reused = ensure_eval_index(collection, embedder, log_fn=log)
+    if index:
+        uri, reused = index, True
+    else:
+        uri, _, reused = ensure_eval_index(collection, embedder, log_fn=log)
     if reused:  # an index built before sentence vectors were stored gets them once (incremental afterwards)
         from lumina_assets.indexing.connection import connect_lancedb
         from lumina_assets.indexing.sentence_vectors import backfill_from_index
@@ -141,6 +153,8 @@ def _eval_pinpoint(args) -> int:
     except (OSError, ValueError) as error:
         print(f"cannot read rationales: {error}", file=sys.stderr)
         return 2
+    if args.half:
+        pairs = [p for p in pairs if _claim_half(p.query_id) == args.half]
     if args.limit > 0:
         pairs = pairs[: args.limit]
     corpus_dir = Path(args.corpus) if args.corpus else path.parent
@@ -166,16 +180,37 @@ def _eval_pinpoint(args) -> int:
         engine.search, scorer, pairs, lambda doc: paper_id_for_doc(name, doc), progress=progress
     )
     summary = result.summary()
+    if args.details:
+        Path(args.details).write_text("".join(json.dumps(d) + "\n" for d in result.details))
+    by_half = {}
+    for half in ("even", "odd"):
+        found = [d for d in result.details if d["found"] and _claim_half(d["query_id"]) == half]
+        if found:
+            by_half[half] = round(sum(d["top1"] for d in found) / len(found), 4)
+    summary["highlight_top1_by_half"] = by_half
     print(f"pairs: {summary['pairs']}")
     print(f"evidence abstract in the top 10: {summary['found_at_10']:.1%} ({summary['found_pairs']} pairs)")
     print(f"a rationale sentence among its returned chunks: {summary['rationale_in_chunks']:.1%}")
     print(
         f"first highlighted sentence is a rationale sentence: {summary['highlight_top1']:.1%} of the found pairs"
     )
+    if len(by_half) == 2:
+        print(
+            f"  by claim id: even (the half the scorer's weights were chosen on) {by_half['even']:.1%}, "
+            f"odd (held out) {by_half['odd']:.1%}"
+        )
     print(f"search + highlight latency p50 {summary['p50_ms']} ms, p95 {summary['p95_ms']} ms")
     if args.json:
         print(json.dumps(summary))
     return 0
+
+
+def _claim_half(query_id: str) -> str:
+    """'even' or 'odd': numeric claim ids by parity, others by a stable hash."""
+    import hashlib
+
+    number = int(query_id) if query_id.isdigit() else int(hashlib.sha256(query_id.encode()).hexdigest(), 16)
+    return "even" if number % 2 == 0 else "odd"
 
 
 def _bench_serve(args) -> int:
@@ -189,8 +224,9 @@ def _bench_serve(args) -> int:
     from lumina_assets.search.results import SearchRequest
 
     directory = Path(args.dir) if args.dir else settings.shared_data_dir() / "scifact"
-    collection, _, uri, _ = _collection_index(directory, log=lambda m: print(m, file=sys.stderr, flush=True))
-    uri = args.index or uri
+    collection, _, uri, _ = _collection_index(
+        directory, log=lambda m: print(m, file=sys.stderr, flush=True), index=args.index
+    )
     queries = list(collection.queries.values())
     service = _service(uri, engines=4, use_llm=False)
     service.warm_up()

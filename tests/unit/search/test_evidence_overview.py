@@ -171,7 +171,7 @@ def test_sentence_vectors_stored_at_index_time_replace_request_time_encoding(tmp
     results = [[passages[i]] for i in ids]
     query = "how does SPECTER use citations for training"
 
-    plain = EvidenceScorer(HashingEmbedder()).highlight(query, results)
+    plain = EvidenceScorer(HashingEmbedder()).highlight(query, results, passage_ids=[[i] for i in ids])
     embedder.encoded.clear()
     scorer = EvidenceScorer(embedder, stored=SentenceVectors(db, embedder.model_id))
     stored = scorer.highlight(query, results, passage_ids=[[i] for i in ids])
@@ -215,3 +215,23 @@ def test_an_index_without_sentence_vectors_still_highlights_by_encoding(tmp_path
     marks = scorer.highlight("SPECTER citations training", [[passages[i] for i in ids]], passage_ids=[ids])
     assert first_highlight(marks[0]) is not None
     assert len(embedder.encoded) == sum(len(sentence_spans(passages[i])) for i in ids)
+
+
+def test_role_prior_prefers_findings_over_setup_and_late_sentences_in_abstracts():
+    from lumina_assets.search.evidence import ScorerWeights
+
+    # two sentences equally relevant to the query (same query terms): one sets the study up, one reports a finding
+    text = "We aimed to determine whether aspirin lowers stroke risk. Aspirin lowers stroke risk by a third (p < 0.01)."
+    scorer = EvidenceScorer(HashingEmbedder())
+    marks = scorer.highlight("aspirin stroke risk", [[text]])
+    index, best = first_highlight(marks[0])
+    assert text[best.start : best.end].startswith("Aspirin lowers") and best.prior > 0
+    neutral = EvidenceScorer(HashingEmbedder(), weights=ScorerWeights(finding=0, setup=0, position=0))
+    assert first_highlight(neutral.highlight("aspirin stroke risk", [[text]])[0])[1].prior == 0.0
+
+    # position counts only inside abstracts: the later of two otherwise equal sentences wins there
+    same = "Graphs help retrieval. Graphs help retrieval."
+    only_position = EvidenceScorer(HashingEmbedder(), weights=ScorerWeights(finding=0, setup=0, position=0.3))
+    abstract = only_position.highlight("graphs retrieval", [[same]], passage_ids=[["p#abstract:0"]])
+    body = only_position.highlight("graphs retrieval", [[same]], passage_ids=[["p#2.1:0"]])
+    assert first_highlight(abstract[0])[1].start > 0 and first_highlight(body[0])[1].start == 0

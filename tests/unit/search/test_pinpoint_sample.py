@@ -11,6 +11,7 @@ from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.search.engine import SearchEngine
 from lumina_assets.search.evidence import EvidenceScorer
 from lumina_assets.search.pinpoint import evaluate_pinpoint, load_rationales
+from lumina_assets.search.results import stored_sentences
 from resources.embedder import Embedder
 from resources.lancedb import connect_lancedb
 
@@ -33,11 +34,16 @@ def test_highlight_metric_on_a_small_sample(shared_data, tmp_path):
     uri = str(tmp_path / "db")
     indexing.index_corpus(connect_lancedb(uri), passages, papers, embedder)
     engine = SearchEngine(uri, embedder)
+    stored = stored_sentences(engine)  # sentence vectors stored at index time: no sentence is encoded again
     result = evaluate_pinpoint(
-        engine.search, EvidenceScorer(embedder), pairs, lambda doc: paper_id_for_doc("scifact", doc)
+        engine.search,
+        EvidenceScorer(embedder, stored=stored),
+        pairs,
+        lambda doc: paper_id_for_doc("scifact", doc),
     )
     summary = result.summary()
     assert summary["pairs"] == 20
+    print(summary)
     assert summary["found_at_10"] >= 0.9, summary
     # random choice of one sentence is right ~22 % of the time on SciFact; the scorer must do far better
     assert summary["highlight_top1"] >= 0.45, summary
