@@ -279,6 +279,9 @@ def build_polling_sensor(
         lookup = openalex.client()
         fresh_openalex = openalex.client()
         fresh_openalex.http.cache = None
+        # One memory of unreachable hosts for both OpenAlex clients: offline, the seed lookups fail after one
+        # request's retries and the polls ask nothing more, so the tick ends well inside the sensor timeout.
+        fresh_openalex.http.unreachable_hosts = lookup.http.unreachable_hosts
         fresh_arxiv = arxiv.client()
         fresh_arxiv.http.cache = None
         if not openalex.resolved_api_key():

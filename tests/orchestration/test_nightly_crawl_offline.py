@@ -165,3 +165,51 @@ def test_http_client_asks_an_unreachable_host_nothing_more(data_dir):
     with pytest.raises(HttpError) as again:
         other.get_json("/works/2")
     assert again.value.reason == "transport" and other.stats.requests == 1
+
+
+def test_polling_sensor_offline_asks_each_source_once_and_skips(data_dir, monkeypatch):
+    """The polling sensor switched on without network: a skipped tick naming the errors, the cursor unchanged,
+    and OpenAlex asked for one request's attempts in all (its seed-lookup and poll clients share what the HTTP
+    layer learnt), so the tick stays well inside the sensor's evaluation timeout."""
+    import httpx
+
+    from resources.arxiv import ArxivResource
+    from resources.openalex import OpenAlexResource
+    from sensors.polling import build_polling_sensor
+
+    attempts: list[str] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        attempts.append(request.url.host)
+        raise httpx.ConnectError("connection refused", request=request)
+
+    class Offline:
+        def client(self, transport=None):
+            return super().client(httpx.MockTransport(refuse))
+
+    class OfflineOpenAlex(Offline, OpenAlexResource):
+        pass
+
+    class OfflineArxiv(Offline, ArxivResource):
+        pass
+
+    seeds = data_dir / "seeds.yaml"
+    seeds.write_text(
+        "dois: ['10.18653/v1/N18-3011', '10.18653/v1/2020.acl-main.207']\n"
+        "openalex_ids: ['W2963341956']\n"  # polled for citing works without a lookup
+        "arxiv_queries: [{query: 'abs:search', max_results: 5}]\n"
+    )
+    monkeypatch.setenv("LUMINA_SEEDS", str(seeds))
+    fast = {"backoff_base_s": 0.0, "min_interval_s": 0.0, "cache_responses": False}
+    resources = {
+        "openalex": OfflineOpenAlex(api_key="test-key", base_url="http://openalex.test", **fast),
+        "arxiv": OfflineArxiv(base_url="http://arxiv.test/api", **fast),
+    }
+    sensor = build_polling_sensor()
+    result = sensor(dg.build_sensor_context(cursor="", resources=resources))
+    assert not result.run_requests
+    message = result.skip_reason.skip_message
+    assert message.startswith("no new works; errors:")
+    assert "ConnectError" in message and "test-key" not in message
+    assert attempts.count("openalex.test") == 5  # 1 + 4 retries, then nothing more for either client
+    assert attempts.count("arxiv.test") == 5
