@@ -156,9 +156,11 @@ def render_results(answer: dict, *, color: bool = False, width: int = 400) -> st
         lines.append(f"    {dim}{_explain(result)}{off}")
         for passage in result["passages"]:
             where = [passage.get("kind") or "text"]
-            if passage.get("section_title") or passage.get("section_number"):
-                number = passage.get("section_number") or ""
-                where.append(f"§ {number} {passage.get('section_title') or ''}".replace("  ", " ").strip())
+            number, title = passage.get("section_number") or "", passage.get("section_title") or ""
+            if number.lower() == title.lower() or number.lower() == where[0].lower():
+                number = ""  # e.g. an abstract: "§ Abstract", not "§ abstract Abstract"
+            if number or title:
+                where.append(f"§ {number} {title}".replace("  ", " ").strip())
             start, end = passage.get("page_start"), passage.get("page_end")
             if start is not None:
                 where.append(f"p. {start}" if end in (None, start) else f"pp. {start}–{end}")
@@ -167,7 +169,7 @@ def render_results(answer: dict, *, color: bool = False, width: int = 400) -> st
             if len(passage["text"]) > width and not passage["highlights"]:
                 text = passage["text"][: width - 1] + "…"
             lines.append(f"    > {text}")
-    scored = "meaning (MiniLM cosine) and query words (BM25)"
+    scored = "meaning (MiniLM cosine), query-word coverage and role (findings over background and methods)"
     lines.append(
         f"{dim}score: the fused retriever score (comparable within this search only); "
         f"evidence: sentences ranked by {scored}, shown {'in bold' if color else 'in [[ ]]'}{off}"
