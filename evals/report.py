@@ -2,9 +2,9 @@
 comparison with paired tests per question set, every recursion level, and plots of every page size and depth.
 
 Offline (no LLM judge) the headline uses only measures no provider's model can bias: qrels (BEIR) and natural qrels
-(a synthetic question's source paper and passage). The offline judge embeds with all-MiniLM-L6-v2, the model Lumina
-retrieves with, so its CR is shown only as a labelled proxy with its per-provider agreement with qrels, never as a
-comparison, and CP is reported as not measured."""
+(a synthetic question's source paper and passage). The only offline judge embeds with all-MiniLM-L6-v2, the model
+Lumina retrieves with, so offline nothing is judged and CR / CP by judge are reported as not measured. With an LLM
+judge, its agreement with qrels on each provider's own contexts is shown beside the scores."""
 
 from __future__ import annotations
 
@@ -49,9 +49,10 @@ def agreement_line(agreement: dict[str, Any] | None) -> str:
 def judge_banner(judge_name: str, offline: bool) -> str:
     if offline:
         return (
-            f"> **OFFLINE RUN.** No LLM judge: `{judge_name}` is embedding cosine under all-MiniLM-L6-v2, the model "
-            "Lumina retrieves with, so it is not used to compare providers. Providers are compared on qrels only "
-            "(BEIR qrels; a synthetic question's source paper and passage). CP: **not measured** offline."
+            "> **OFFLINE RUN.** No LLM judge is configured, and the only offline judge (embedding cosine under "
+            "all-MiniLM-L6-v2) shares its model with Lumina, a provider under test, so nothing is judged: providers "
+            "are compared on qrels only (BEIR qrels; a synthetic question's source paper and passage). CR and CP by "
+            "judge: **not measured** offline."
         )
     return f"> Judge: `{judge_name}` at temperature 0, prompts verbatim from the Lumina paper."
 
@@ -122,18 +123,14 @@ def comparison_table(comparisons: pl.DataFrame, question_set: str) -> str:
     return "\n".join(lines)
 
 
-def proxy_table(scores: pl.DataFrame) -> str:
-    """The offline judge's CR as a labelled proxy, with its agreement with qrels per provider on this run's own
-    contexts (calibration questions excluded)."""
-    frame = _set_frame(scores, "all")
-    lines = [
-        "| provider | p | depth | proxy CR (not a comparison) | n | judge-vs-qrels κ on this provider's contexts (pairs) |",
-        "|---|---|---|---|---|---|",
-    ]
+def judge_agreement_table(scores: pl.DataFrame) -> str:
+    """The judge's agreement with qrels on each provider's own contexts in this run (questions with qrels,
+    calibration questions excluded): a judge that agrees less on one provider's contexts favours or hurts it."""
+    frame = _set_frame(scores, "all").filter(pl.col("depth") == 0)
+    lines = ["| provider | p | judge-vs-qrels κ on this provider's contexts | pairs |", "|---|---|---|---|"]
     for row in frame.iter_rows(named=True):
         lines.append(
-            f"| {row['provider']} | {row['page_size']} | {row['depth']} | {_fmt(row['cr'], row['cr_low'], row['cr_high'])} "
-            f"| {row['n']} | {_num(row['proxy_kappa'])} ({row['proxy_pairs']}) |"
+            f"| {row['provider']} | {row['page_size']} | {_num(row['proxy_kappa'])} | {row['proxy_pairs']} |"
         )
     return "\n".join(lines)
 
@@ -295,7 +292,7 @@ def write_report(
         "",
         "**This run** (every row below comes from it): "
         f"providers {', '.join(run.get('providers', [])) or 'none'}; depths {run.get('depths', '?')}; "
-        f"page sizes {run.get('page_sizes', '?')}; judge `{judge_name}`; questions `{run.get('questions', '?')}`; "
+        f"page sizes {run.get('page_sizes', '?')}; judge {'none (offline)' if judge_offline else f'`{judge_name}`'}; questions `{run.get('questions', '?')}`; "
         f"benchmark code version {run.get('code_version', '?')}. Earlier runs keep their own reports under "
         "`reports/runs/<run id>/`.",
         "",
@@ -341,17 +338,8 @@ def write_report(
             parts += ["Paired tests over questions:", "", comparison_table(comparisons, name), ""]
     if bars:
         parts += [f"![every page size and depth]({bars.name})", ""]
-    if judge_offline:
-        parts += [
-            "## Offline judge (labelled proxy, not a comparison)",
-            "",
-            f"`{judge_name}` shares its embedding model with Lumina; its CR is shown only with its agreement with "
-            "qrels on each provider's own contexts (questions with qrels, calibration questions excluded). "
-            "CP: not measured offline.",
-            "",
-            proxy_table(scores),
-            "",
-        ]
+    if not judge_offline:
+        parts += ["## Judge agreement on this run's contexts", "", judge_agreement_table(scores), ""]
     parts += ["## Every recursion level (all questions)", "", depth_table(scores, offline=judge_offline), ""]
     if convergence:
         parts += [f"![Convergence graph]({convergence.name})", ""]

@@ -387,6 +387,19 @@ def judgments(
         )
     with _setup_failure():
         judge, client = build_judge(judge_llm, config)
+    if judge.is_offline:
+        # The only offline judge embeds with the model Lumina retrieves with: its verdicts would favour one of the
+        # providers under test, so offline runs compare providers on qrels alone and judge nothing.
+        tables.write(tables.JUDGMENTS, pl.DataFrame(schema=runner.JUDGMENT_SCHEMA), name)
+        runs.write_stamp(
+            "judgments", name, {"judge": judge.name, "recursive": runs.frame_fingerprint(recursive)}
+        )
+        reason = f"no LLM judge configured; {OFFLINE_JUDGE_NOT_USED}"
+        context.log.info(f"judgments for {name}: {reason}")
+        return dg.MaterializeResult(
+            metadata={"provider": name, "skipped": True, "reason": reason, "pairs": 0},
+            data_version=dg.DataVersion(f"offline-not-judged-{runs.frame_fingerprint(recursive)}"),
+        )
     items = runner.judge_inputs(recursive, question_frame)
     context.log.info(f"judging {len(items)} unique (question, context) pairs with {judge.name}")
     frame = runner.judgments_frame(judge.judge_many(items), name)
@@ -415,6 +428,11 @@ def judgments(
         data_version=dg.DataVersion(_hash(frame)),
     )
 
+
+OFFLINE_JUDGE_NOT_USED = (
+    "the offline embedding judge shares its model with Lumina (a provider under test), so no context is judged: "
+    "providers are compared on qrels only and CR / CP by judge are not measured"
+)
 
 QUESTION_SOURCES = {
     "synthetic": "generated from passages sampled from Lumina's own index (the paper's method): answerable by "

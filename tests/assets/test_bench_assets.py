@@ -120,7 +120,7 @@ def offline_resources():
 
 
 def _headline(report: str) -> str:
-    return report.split("## Headline, per question set", 1)[1].split("## Offline judge", 1)[0]
+    return report.split("## Headline, per question set", 1)[1].split("## Every recursion level", 1)[0]
 
 
 def test_offline_benchmark_report(scifact_slice, injected_lumina, data_dir):
@@ -153,7 +153,7 @@ def test_offline_benchmark_report(scifact_slice, injected_lumina, data_dir):
     first_run = (data_dir / "benchmark" / "runs" / "LATEST").read_text()
     report = (data_dir / "reports" / "benchmark.md").read_text(encoding="utf-8")
     assert f"run `{first_run}`" in report and "OFFLINE RUN" in report
-    assert "CP: **not measured** offline" in report
+    assert "CR and CP by judge: **not measured** offline" in report
     assert "`exa`: EXA_API_KEY is not set" in report
     assert "Lumina's own index" in report and "scifact/train" in report
     # the offline comparison uses qrels only: no judged CR / CP column or paired test in the headline
@@ -163,7 +163,11 @@ def test_offline_benchmark_report(scifact_slice, injected_lumina, data_dir):
     comparisons = pl.read_parquet(data_dir / "benchmark" / "runs" / first_run / "comparisons.parquet")
     assert comparisons.height > 0 and set(comparisons["measure"]) <= {"CR@p (qrels)", "nDCG@10", "R@p"}
     assert "paired sign-flip permutation" in set(comparisons["test"].str.replace(r" \(exact\)", ""))
-    assert "labelled proxy, not a comparison" in report and "judge-vs-qrels κ" in report
+    # the only offline judge shares Lumina's model: nothing is judged, and the report says so
+    assert "shares its model with Lumina" in report and "judge-vs-qrels κ" not in report
+    for provider in ("lumina", "bm25"):
+        assert pl.read_parquet(tables.JUDGMENTS.path(provider)).height == 0
+    assert overall["cr"].fill_nan(None).null_count() == overall.height  # no judged CR anywhere
     assert (data_dir / "reports" / "benchmark_convergence.png").stat().st_size > 1000
     assert (data_dir / "reports" / "runs" / first_run / "benchmark_scores.png").stat().st_size > 1000
     agreement = json.loads((data_dir / "benchmark" / "judge_agreement.json").read_text())
@@ -256,6 +260,7 @@ def test_second_run_makes_zero_llm_and_http_calls(scifact_slice, data_dir):
     assert set(levels.filter(pl.col("depth") == 1)["query"]) == {"refined mechanism evidence"}
     report = (data_dir / "reports" / "benchmark.md").read_text(encoding="utf-8")
     assert "OFFLINE" not in report and "llm:openai:gpt-4o" in report
+    assert "## Judge agreement on this run's contexts" in report  # an LLM judge is validated per provider
 
     materialize_all(resources, config, ["exa"], dg.DagsterInstance.ephemeral())
     assert (llm.calls, len(exa_calls)) == (first_llm, first_http)
