@@ -408,6 +408,7 @@ def index_corpus(
             embedder,
             model,
             prune=config.prune,
+            progress_every_s=config.progress_every_s,
             log_fn=say,
         )
         stats.sentences_embedded = found["sentences"]

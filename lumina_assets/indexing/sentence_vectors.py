@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
+from lumina_assets.core.progress import Progress
+
 log = logging.getLogger(__name__)
 
 SENTENCES_TABLE = "passage_sentences"
@@ -60,6 +62,8 @@ def index_sentences(
     *,
     prune: bool = True,
     batch_passages: int = 2048,
+    encode_chunk: int = 256,
+    progress_every_s: float = 10.0,
     log_fn: Callable[[str], None] | None = None,
 ) -> dict:
     """Bring `passage_sentences` up to date with these passages; returns counts and seconds."""
@@ -76,20 +80,27 @@ def index_sentences(
     hashes = [sentence_hash(model, t or "") for t in texts]
     todo = [i for i, pid in enumerate(passage_ids) if stored.get(pid) != hashes[i]]
     stats = {"passages": len(passage_ids), "encoded_passages": len(todo), "sentences": 0, "deleted": 0}
+    all_spans = {i: sentence_spans(texts[i] or "") for i in todo}
     if todo:
         say(f"sentence vectors: {len(todo)} of {len(passage_ids)} passages to encode")
-    done = 0
-    last_note = time.monotonic()
+    progress = Progress(
+        "embedding sentences",
+        sum(len(found) for found in all_spans.values()),
+        say,
+        unit="sentences",
+        every_s=progress_every_s,
+    )
+    dim = int(embedder.dimension)
     for begin in range(0, len(todo), batch_passages):
         chosen = todo[begin : begin + batch_passages]
-        spans = [sentence_spans(texts[i] or "") for i in chosen]
+        spans = [all_spans[i] for i in chosen]
         sentences = [texts[i][a:b] for i, found in zip(chosen, spans, strict=True) for a, b in found]
-        dim = int(embedder.dimension)
-        vectors = (
-            _normalized(np.asarray(embedder.encode(sentences), dtype=np.float32).reshape(len(sentences), dim))
-            if sentences
-            else np.zeros((0, dim), dtype=np.float32)
-        )
+        parts = [np.zeros((0, dim), dtype=np.float32)]
+        for offset in range(0, len(sentences), encode_chunk):  # short calls, so progress lines come on time
+            chunk = sentences[offset : offset + encode_chunk]
+            parts.append(np.asarray(embedder.encode(chunk), dtype=np.float32).reshape(len(chunk), dim))
+            progress.advance(len(chunk))
+        vectors = _normalized(np.concatenate(parts))
         rows, offset = [], 0
         for i, found in zip(chosen, spans, strict=True):
             block = vectors[offset : offset + len(found)].astype(np.float16)
@@ -112,10 +123,7 @@ def index_sentences(
                 data
             )
         stats["sentences"] += len(sentences)
-        done += len(chosen)
-        if time.monotonic() - last_note > 10 or done == len(todo):
-            say(f"  sentence vectors: {done}/{len(todo)} passages, {stats['sentences']} sentences")
-            last_note = time.monotonic()
+    progress.finish()
     if prune and table is not None and stored:
         stale = sorted(set(stored) - set(passage_ids))
         for begin in range(0, len(stale), 500):

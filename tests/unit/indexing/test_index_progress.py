@@ -87,3 +87,6 @@ def test_paper_titles_report_progress_too(tmp_path):
     titles = [line for line in lines if line.startswith("embedding paper titles:")]
     assert len(titles) >= 2, lines  # ~3 s of title embedding at 5 ms a title, lines every 0.3 s
     assert titles[-1].startswith(f"embedding paper titles: {count}/{count} titles (100%)")
+    sentences = [line for line in lines if line.startswith("embedding sentences:")]
+    assert len(sentences) >= 2, lines  # the sentence vectors for evidence highlighting say their progress too
+    assert sentences[-1].startswith(f"embedding sentences: {count}/{count} sentences (100%)")
