@@ -92,7 +92,7 @@ def _serve(args) -> int:
 
     from lumina_assets.core import settings
     from lumina_assets.search.api import create_app
-    from lumina_assets.search.stores import IndexNotBuilt
+    from lumina_assets.search.stores import IndexModelMismatch, IndexNotBuilt
 
     uri = args.db or settings.lancedb_uri()
     service = _service(uri, engines=args.engines, use_llm=not args.no_llm)
@@ -103,6 +103,9 @@ def _serve(args) -> int:
             f"No search index yet ({error}): build it (main job or `--select passage_index`).",
             file=sys.stderr,
         )
+        return 2
+    except IndexModelMismatch as error:
+        print(f"Cannot serve this index: {error}", file=sys.stderr)
         return 2
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: listening on {args.host}: reachable from other machines", file=sys.stderr)

@@ -187,3 +187,14 @@ def test_the_passage_index_asset_records_and_reports_its_model(data_dir):
     assert _recorded(lancedb_uri()).fingerprint == HashingEmbedder(seed=5).fingerprint
     with pytest.raises(IndexModelMismatch):
         SearchEngine(lancedb_uri(), HashingEmbedder(seed=0)).search(QUERY, k=3)
+
+
+def test_lumina_serve_refuses_an_index_built_with_another_model(tmp_path, capsys):
+    """The server's warm-up meets the refusal before it listens: exit 2 and a message naming both models."""
+    from lumina_assets.cli.main import main
+
+    uri = str(tmp_path / "db")
+    _build(uri, HashingEmbedder())
+    assert main(["serve", "--db", uri, "--port", "0"]) == 2
+    message = capsys.readouterr().err
+    assert "Cannot serve this index" in message and "test-hashing-embedder" in message
