@@ -109,6 +109,12 @@ def _serve(args) -> int:
         return 2
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: listening on {args.host}: reachable from other machines", file=sys.stderr)
+    if service.scorer.stored is None or service.scorer.stored.lookup_table() is None:
+        print(
+            "this index has no stored sentence vectors: evidence sentences are encoded per request (slow under "
+            "load); the next passage_index run stores them",
+            file=sys.stderr,
+        )
     print(f"Lumina search on http://{args.host}:{args.port}/  (index {uri}; Ctrl-C stops)", flush=True)
     uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="warning")
     return 0

@@ -191,6 +191,10 @@ class SentenceVectors:
                 self._opened_at = now
             return self._table
 
+    def lookup_table(self):
+        """The `passage_sentences` table, or None where the index has none."""
+        return self._current()
+
     def lookup(self, passages: dict[str, str]) -> dict[str, np.ndarray]:
         """{sentence text: unit vector (float32)} for the sentences of `passages` ({passage_id: text})."""
         from lumina_assets.indexing.lancedb_tables import _sql_in
