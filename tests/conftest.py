@@ -22,10 +22,11 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def session_data_dir(tmp_path_factory):
-    """A temporary LUMINA_DATA_DIR for module- and session-scoped fixtures, which run before any per-test
-    fixture: nothing a test builds ever lands in the project's data/ folder."""
+    """A temporary LUMINA_DATA_DIR and DAGSTER_HOME for module- and session-scoped fixtures, which run before any
+    per-test fixture: nothing a test builds ever lands in the project's data/ or .dagster_home/ folder."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LUMINA_DATA_DIR", str(tmp_path_factory.mktemp("session-data")))
+        patch.setenv("DAGSTER_HOME", str(tmp_path_factory.mktemp("session-dagster-home")))
         yield
 
 
@@ -50,11 +51,16 @@ def reset_process_state() -> None:
 
 @pytest.fixture(autouse=True)
 def isolated_test(tmp_path, monkeypatch) -> Path:
-    """Every test: its own LUMINA_DATA_DIR under tmp_path (tables, PDFs, caches, LanceDB, reports), no corpus or
-    LanceDB URI inherited from the shell, and the process-wide state reset before and after it."""
+    """Every test: its own LUMINA_DATA_DIR under tmp_path (tables, PDFs, caches, LanceDB, reports) and its own
+    DAGSTER_HOME (settings.dagster_home() would otherwise point the process at the project's .dagster_home for every
+    later test), no corpus or LanceDB URI inherited from the shell, and the process-wide state reset around it."""
     root = tmp_path / "data"
     root.mkdir()
+    # not tmp_path / "dagster_home": tests that build their own instance create that one
+    home = tmp_path / "isolated-dagster-home"
+    home.mkdir()
     monkeypatch.setenv("LUMINA_DATA_DIR", str(root))
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.delenv("LUMINA_CORPUS", raising=False)
     monkeypatch.delenv("LUMINA_LANCEDB_URI", raising=False)
     reset_process_state()
