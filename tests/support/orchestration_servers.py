@@ -1,5 +1,6 @@
 """Local servers for the scale-out tests: PostgreSQL (Debian's binaries) and moto's S3. Each runs in its own
-process group and is stopped by PID; nothing is installed here, a missing binary is a skip with the reason."""
+process group and is stopped by PID; nothing is installed here: a missing binary is a skip with the reason, and a
+failure under CI=true (tools.missing_tool)."""
 
 from __future__ import annotations
 
