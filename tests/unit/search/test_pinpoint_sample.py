@@ -43,8 +43,8 @@ def test_highlight_metric_on_a_small_sample(shared_data, tmp_path):
     )
     summary = result.summary()
     assert summary["pairs"] == 20
-    print(summary)
     assert summary["found_at_10"] >= 0.9, summary
-    # random choice of one sentence is right ~22 % of the time on SciFact; the scorer must do far better
-    assert summary["highlight_top1"] >= 0.45, summary
+    # random choice of one sentence is right ~22 % of the time on SciFact, the earlier dense + BM25 scorer 57 % of all
+    # pairs; this sample gives 0.85 (17 / 20) with the role prior, the target is 0.60
+    assert summary["highlight_top1"] >= 0.6, summary
     assert all(d["found"] or not d["top1"] for d in result.details)
