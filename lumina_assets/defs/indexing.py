@@ -65,6 +65,9 @@ def passage_index(
             "embed_seconds": round(stats.embed_seconds, 2),
             "embed_passages_per_second": round(throughput, 1),
             "write_seconds": round(stats.write_seconds, 2),
+            # evidence highlighting reads these instead of encoding sentences per request
+            "sentences_embedded": stats.sentences_embedded,
+            "sentence_seconds": round(stats.sentence_seconds, 2),
             "ann_index": stats.ann_index,
             "lancedb_uri": dg.MetadataValue.path(lancedb.resolved_uri())
             if "://" not in lancedb.resolved_uri()

@@ -87,6 +87,7 @@ class IndexStats:
     papers_embedded: int = 0
     papers_deleted: int = 0
     sentences_embedded: int = 0
+    sentence_seconds: float = 0.0  # sentence vectors, encoded and written (embed_seconds: passages, titles)
     embed_seconds: float = 0.0
     write_seconds: float = 0.0
     total_seconds: float = 0.0
@@ -412,7 +413,7 @@ def index_corpus(
             log_fn=say,
         )
         stats.sentences_embedded = found["sentences"]
-        stats.embed_seconds += time.perf_counter() - t0
+        stats.sentence_seconds = time.perf_counter() - t0
     stats.total_seconds = time.perf_counter() - started
     return stats
 

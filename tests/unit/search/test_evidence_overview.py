@@ -216,6 +216,19 @@ def test_an_index_without_sentence_vectors_still_highlights_by_encoding(tmp_path
     assert first_highlight(marks[0]) is not None
     assert len(embedder.encoded) == sum(len(sentence_spans(passages[i])) for i in ids)
 
+    # filled afterwards (what eval pinpoint / bench serve do for an older eval index): then nothing is encoded
+    from lumina_assets.indexing.sentence_vectors import backfill_from_index
+
+    filled = backfill_from_index(db, embedder)
+    assert (
+        filled["encoded_passages"] == len(ids) and backfill_from_index(db, embedder)["encoded_passages"] == 0
+    )
+    embedder.encoded.clear()
+    fresh = EvidenceScorer(embedder, stored=SentenceVectors(db, embedder.model_id))  # no in-memory cache
+    again = fresh.highlight("SPECTER citations training", [[passages[i] for i in ids]], passage_ids=[ids])
+    assert first_highlight(again[0])[1].start == first_highlight(marks[0])[1].start
+    assert embedder.encoded == []
+
 
 def test_role_prior_prefers_findings_over_setup_and_late_sentences_in_abstracts():
     from lumina_assets.search.evidence import ScorerWeights
