@@ -140,11 +140,11 @@ def _collection_index(directory: Path, split_preference=("train", "test", "dev")
         uri, reused = index, True
     else:
         uri, _, reused = ensure_eval_index(collection, embedder, log_fn=log)
-    if reused:  # an index built before sentence vectors were stored gets them once (incremental afterwards)
-        from lumina_assets.indexing.connection import connect_lancedb
-        from lumina_assets.indexing.sentence_vectors import backfill_from_index
+    # eval indexes are built without sentence vectors (retrieval needs none): added here once, incrementally
+    from lumina_assets.indexing.connection import connect_lancedb
+    from lumina_assets.indexing.sentence_vectors import backfill_from_index
 
-        backfill_from_index(connect_lancedb(uri), embedder, log_fn=log)
+    backfill_from_index(connect_lancedb(uri), embedder, log_fn=log)
     return collection, embedder, uri, reused
 
 
