@@ -246,14 +246,12 @@ class SearchEngine:
         and onnxruntime release the GIL, so the index reads overlap the embedding)."""
         cfg = self.config
         depth = cfg.candidates * cfg.passage_depth
-        text_jobs = {
-            "passage_fulltext": (cfg.passage_fulltext, lambda: store.passage_text_run(text, depth, filters)),
-            "paper_fulltext": (
-                cfg.paper_fulltext,
-                lambda: store.paper_text_run(text, cfg.candidates, filters),
-            ),
-        }
-        futures = {name: _RETRIEVERS.submit(job) for name, (enabled, job) in text_jobs.items() if enabled}
+        futures = store.start_text_runs(
+            text,
+            depth if cfg.passage_fulltext else 0,
+            cfg.candidates if cfg.paper_fulltext else 0,
+            filters,
+        )
         vector = embed()
         vector_jobs = {
             "passage_vectors": (

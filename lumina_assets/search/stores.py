@@ -13,10 +13,12 @@ full text and metadata still from LanceDB's indexes, so both stores feed the sam
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -86,8 +88,9 @@ class CandidateStore(Protocol):
 
     def version(self) -> str: ...
     def passage_vector_run(self, vector: np.ndarray, n: int, filters: Filters) -> Run: ...
-    def passage_text_run(self, text: str, n: int, filters: Filters) -> Run: ...
-    def paper_text_run(self, text: str, n: int, filters: Filters) -> Run: ...
+    def start_text_runs(
+        self, text: str, passage_n: int, paper_n: int, filters: Filters
+    ) -> dict[str, Future]: ...
     def paper_vector_run(self, column: str, vector: np.ndarray, n: int, filters: Filters) -> Run: ...
     def passages(self, passage_ids: Sequence[str]) -> dict[str, dict]: ...
     def paper_passages(
@@ -186,29 +189,42 @@ class LanceStore:
             query = query.where(where, prefilter=True)
         return _rows(query)
 
-    def _text_search(self, table, text: str, n: int, filters: Filters, fields: list[str]):
-        words = fts_text(text)
-        if not words:
-            return []
-        query = table.search(words, query_type="fts", fts_columns="search_text").select(fields).limit(n)
-        where = filters.sql()
-        if where:
-            query = query.where(where, prefilter=True)
-        return _rows(query)
-
     def passage_vector_run(self, vector, n, filters) -> Run:
         rows = self._vector_search(
             self.passages_table, "vector", vector, n, filters, ["passage_id", "paper_id", "_distance"]
         )
         return Run([(r["passage_id"], 1.0 - r["_distance"], r["paper_id"]) for r in rows])
 
-    def passage_text_run(self, text, n, filters) -> Run:
-        rows = self._text_search(self.passages_table, text, n, filters, ["passage_id", "paper_id", "_score"])
-        return Run([(r["passage_id"], r["_score"], r["paper_id"]) for r in rows])
+    def start_text_runs(self, text: str, passage_n: int, paper_n: int, filters: Filters) -> dict[str, Future]:
+        """The passage and paper full-text searches (those with n > 0), started now as one coroutine each on
+        LanceDB's own event loop; each future gives a Run. Two Python threads blocking on the sync API cost more
+        than the searches on a 2-core machine (10k passages, back to back under load: 47 ms a query that way, 27
+        ms this way), and the query embedding runs meanwhile in the caller."""
+        from lancedb.background_loop import LOOP
 
-    def paper_text_run(self, text, n, filters) -> Run:
-        rows = self._text_search(self.papers_table, text, n, filters, ["paper_id", "_score"])
-        return Run([(r["paper_id"], r["_score"], r["paper_id"]) for r in rows])
+        words, where = fts_text(text), filters.sql()
+
+        async def run(table, n: int, fields: list[str], passage_level: bool) -> Run:
+            if not words or n <= 0:
+                return Run([])
+            # the sync table's async handle (lancedb 0.40, pinned): same checkout, no schema round trips per query
+            query = table._table.query().nearest_to_text(words, columns="search_text").select(fields).limit(n)
+            if where:
+                query = query.where(where)
+            rows = (await query.to_arrow()).to_pylist()
+            if passage_level:
+                return Run([(r["passage_id"], r["_score"], r["paper_id"]) for r in rows])
+            return Run([(r["paper_id"], r["_score"], r["paper_id"]) for r in rows])
+
+        jobs = {
+            "passage_fulltext": (self.passages_table, passage_n, ["passage_id", "paper_id", "_score"], True),
+            "paper_fulltext": (self.papers_table, paper_n, ["paper_id", "_score"], False),
+        }
+        return {
+            name: asyncio.run_coroutine_threadsafe(run(*job), LOOP.loop)
+            for name, job in jobs.items()
+            if job[1] > 0
+        }
 
     def paper_vector_run(self, column, vector, n, filters) -> Run:
         rows = self._vector_search(self.papers_table, column, vector, n, filters, ["paper_id", "_distance"])
