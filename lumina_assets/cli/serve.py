@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 
 
@@ -22,6 +23,11 @@ def add_commands(commands, bench_commands) -> None:
     serve.add_argument("--engines", type=int, default=4, help="concurrent searches (engine pool size)")
     serve.add_argument(
         "--no-llm", action="store_true", help="extractive overview even when an LLM is configured"
+    )
+    serve.add_argument(
+        "--no-sentence-backfill",
+        action="store_true",
+        help="do not store missing sentence vectors in the background (evidence is then encoded per request)",
     )
     serve.set_defaults(handler=_serve)
 
@@ -87,6 +93,22 @@ def _service(uri: str, *, engines: int, use_llm: bool):
     )
 
 
+def _store_missing_sentence_vectors(uri: str) -> None:
+    """Stores the sentence vectors passage_index left out (LUMINA_SENTENCE_VECTORS unset: they cost ~1.5x the passage
+    embedding), while the server answers: until then evidence sentences are encoded per request, and the scorer
+    picks the stored ones up on its next refresh. Incremental: an index that has them all costs one hash check."""
+    from lumina_assets.indexing.connection import connect_lancedb
+    from lumina_assets.indexing.embedding import Embedder
+    from lumina_assets.indexing.sentence_vectors import backfill_from_index
+
+    def say(line: str) -> None:
+        print(f"[sentence vectors] {line}", file=sys.stderr, flush=True)
+
+    found = backfill_from_index(connect_lancedb(uri), Embedder(), log_fn=say)
+    if found["encoded_passages"]:
+        say(f"stored for {found['encoded_passages']} passages in {found['seconds']} s")
+
+
 def _serve(args) -> int:
     import uvicorn
 
@@ -109,12 +131,12 @@ def _serve(args) -> int:
         return 2
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: listening on {args.host}: reachable from other machines", file=sys.stderr)
-    if service.scorer.stored is None or service.scorer.stored.lookup_table() is None:
-        print(
-            "this index has no stored sentence vectors: evidence sentences are encoded per request (slow under "
-            "load); the next passage_index run stores them",
-            file=sys.stderr,
-        )
+    if not args.no_sentence_backfill:
+        threading.Thread(
+            target=_store_missing_sentence_vectors, args=(uri,), name="lumina-sentence-backfill", daemon=True
+        ).start()
+    elif service.scorer.stored is None or service.scorer.stored.lookup_table() is None:
+        print("no stored sentence vectors: evidence sentences are encoded per request", file=sys.stderr)
     print(f"Lumina search on http://{args.host}:{args.port}/  (index {uri}; Ctrl-C stops)", flush=True)
     uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="warning")
     return 0

@@ -3,7 +3,7 @@
 import dagster as dg
 import polars as pl
 
-from lumina_assets.core import tables
+from lumina_assets.core import settings, tables
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing import model_identity
 from resources.embedder import EmbedderResource
@@ -43,7 +43,14 @@ def passage_index(
 ) -> dg.MaterializeResult:
     passages, papers = _upstream()
     db = lancedb.connect()
-    stats = indexing.index_corpus(db, passages, papers, embedder.get_embedder(), log_fn=context.log.info)
+    stats = indexing.index_corpus(
+        db,
+        passages,
+        papers,
+        embedder.get_embedder(),
+        indexing.IndexConfig(sentence_vectors=settings.store_sentence_vectors()),
+        log_fn=context.log.info,
+    )
     passages_table = indexing.open_table(db, indexing.PASSAGES_TABLE)
     sample = passages_table.search().select(["passage_id", "title", "text"]).limit(5).to_polars()
     if isinstance(sample, pl.LazyFrame):

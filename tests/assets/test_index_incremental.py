@@ -171,7 +171,7 @@ def test_vectors_are_normalized_and_full_text_index_exists(tmp_path, scifact_doc
     assert hits and hits[0]["paper_id"] == f"beir-scifact:{list(scifact_docs)[0]}"
 
 
-def test_passage_index_asset_and_checks(data_dir, scifact_docs, embedder):
+def test_passage_index_asset_and_checks(data_dir, scifact_docs, embedder, monkeypatch):
     papers, passages = _tables(dict(list(scifact_docs.items())[:5]), embedder)
     batch_one = passages.filter(pl.col("paper_id").is_in(papers["paper_id"].head(3).to_list()))
     batch_two = passages.filter(~pl.col("paper_id").is_in(papers["paper_id"].head(3).to_list()))
@@ -198,6 +198,21 @@ def test_passage_index_asset_and_checks(data_dir, scifact_docs, embedder):
     assert {c.check_name for c in checks} == {"passage_index_row_count", "passage_index_vector_dimension"}
     assert all(c.passed for c in checks)
     assert (data_dir / "lancedb").is_dir()
+    # sentence vectors are opt-in for the pipeline (lumina serve fills them in the background otherwise)
+    from lumina_assets.indexing.sentence_vectors import SENTENCES_TABLE
+
+    db = connect_lancedb(str(data_dir / "lancedb"))
+    assert materialization.metadata["sentences_embedded"].value == 0
+    assert indexing.open_table(db, SENTENCES_TABLE) is None
+    monkeypatch.setenv("LUMINA_SENTENCE_VECTORS", "1")
+    again = dg.materialize(
+        [passage_index],
+        resources={"lancedb": LanceDBResource(), "embedder": EmbedderResource(batch_size=32)},
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+    stored = again.asset_materializations_for_node("passage_index")[0].metadata
+    assert stored["passages_embedded"].value == 0 and stored["sentences_embedded"].value > 0
+    assert indexing.open_table(db, SENTENCES_TABLE).count_rows() == passages.height
 
 
 class HashEmbedder:
