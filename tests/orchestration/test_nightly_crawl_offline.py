@@ -12,16 +12,12 @@ LUMINA_OPENALEX_URL / LUMINA_ARXIV_URL; a local corpus ingested before must stay
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from datetime import UTC, datetime
 
 import dagster as dg
 import polars as pl
 import pytest
-from orchestration_servers import free_port, stop_process_group
+from orchestration_servers import free_port, static_http_server
 
 from lumina_assets.core import tables
 from sensors.schedules import nightly_crawl_schedule
@@ -33,28 +29,11 @@ PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "http
 
 @pytest.fixture
 def answering_server(tmp_path):
-    """`python -m http.server` on 127.0.0.1 (404 for every API path), in its own session, stopped by PID."""
-    port = free_port()
+    """A local static server (404 for every API path), in its own session, stopped by PID."""
     root = tmp_path / "www"
     root.mkdir()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(root)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "local server did not start"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop_process_group(server)
+    with static_http_server(root) as url:
+        yield url
 
 
 def _tick(defs: dg.Definitions, instance: dg.DagsterInstance):

@@ -5,14 +5,10 @@ keeps the resource's API key."""
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 
 import dagster as dg
 import pytest
+from orchestration_servers import free_port, static_http_server
 
 from lumina_assets.cli.runner import live_source_urls, network_available
 from resources.arxiv import ArxivResource
@@ -29,35 +25,11 @@ URL_VARIABLES = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def local_http_server(tmp_path):
-    """`python -m http.server` on 127.0.0.1 (answers any GET / HEAD, proxy-form requests too), stopped by PID."""
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "local server did not start"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=10)
+    """A local static server (answers any GET / HEAD, proxy-form requests too), stopped by PID."""
+    with static_http_server(tmp_path) as url:
+        yield url
 
 
 @pytest.mark.parametrize("variable", sorted(URL_VARIABLES))
@@ -74,7 +46,7 @@ def test_offline_check_uses_the_configured_urls(monkeypatch, local_http_server):
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LUMINA_OPENALEX_URL", local_http_server + "/openalex")
-    monkeypatch.setenv("LUMINA_ARXIV_URL", f"http://127.0.0.1:{_free_port()}/api")  # nothing listens there
+    monkeypatch.setenv("LUMINA_ARXIV_URL", f"http://127.0.0.1:{free_port()}/api")  # nothing listens there
     assert live_source_urls() == [local_http_server + "/openalex", os.environ["LUMINA_ARXIV_URL"]]
     assert network_available()  # the mirror answers (404 is an answer)
     monkeypatch.setenv("LUMINA_OPENALEX_URL", os.environ["LUMINA_ARXIV_URL"])

@@ -213,3 +213,37 @@ def local_moto_s3() -> Iterator[S3Server]:
         if process is not None:
             stop_process_group(process)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def static_http_server(directory: Path) -> Iterator[str]:
+    """`python -m http.server` serving `directory` on 127.0.0.1 (any GET / HEAD answers, proxy-form requests too;
+    404 for paths that are not there), in its own session, stopped by PID; yields its base URL."""
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "http.server",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            str(directory),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "local server did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process_group(server)
