@@ -16,15 +16,14 @@ import httpx
 import httpx2
 import polars as pl
 import pytest
+from benchmark_slice import materialize_stages, write_scifact_slice
 from fake_llm import openai_chat_response
 
 import evals.providers
 from evals.providers import BM25Provider
 from evals.setup import load_papers, load_passages
 from lumina_assets.core import tables
-from lumina_assets.corpus.collections import load_beir
 from lumina_assets.defs import benchmark
-from lumina_assets.parsing.chunking import passages_for_paper
 from resources.llm import LLMResource
 from resources.providers import ExaResource, SemanticScholarResource, SerpApiScholarResource
 
@@ -34,32 +33,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def scifact_slice(shared_data, data_dir):
     """papers + passages tables for the relevant docs of a few SciFact queries plus 120 distractors."""
-    folder = shared_data / "scifact"
-    collection = load_beir(folder, "train")
-    corpus, qrels = collection.corpus, collection.qrels
-    chosen = sorted(qrels)[:12]
-    keep = {d for q in chosen for d in qrels[q] if d in corpus} | set(list(corpus)[:120])
-    papers, passages = [], []
-    for doc_id in sorted(keep):
-        paper_id = f"beir-scifact:{doc_id}"
-        papers.append(
-            {
-                "paper_id": paper_id,
-                "title": corpus[doc_id]["title"],
-                "doi": None,
-                "source": "beir",
-                "source_id": doc_id,
-            }
-        )
-        passages += [
-            p.to_row()
-            for p in passages_for_paper(
-                paper_id, title=corpus[doc_id]["title"], abstract=corpus[doc_id]["text"]
-            )
-        ]
-    tables.write(tables.PAPERS, pl.DataFrame(papers))
-    tables.write(tables.PASSAGES, pl.DataFrame(passages), "batch-1")
-    return folder
+    return write_scifact_slice(shared_data, claims=12, distractors=120)
 
 
 @pytest.fixture
@@ -90,23 +64,16 @@ def run_config(
 
 
 def materialize_all(resources, config, providers, instance):
-    selection_sets = [
-        ([benchmark.synthetic_questions, benchmark.user_queries, benchmark.questions], [None]),
-        ([benchmark.provider_results, benchmark.recursive_results, benchmark.judgments], providers),
-        ([benchmark.benchmark_scores, benchmark.benchmark_report], [None]),
-    ]
-    for selection, partitions in selection_sets:
-        names = {a.key.to_user_string() for a in selection}
-        for partition in partitions:
-            result = dg.materialize(
-                benchmark.ASSETS + benchmark.CHECKS,
-                selection=selection,
-                partition_key=partition,
-                resources=resources,
-                instance=instance,
-                run_config={"ops": {k: v for k, v in config["ops"].items() if k in names}},
-            )
-            assert result.success
+    materialize_stages(
+        resources,
+        config,
+        [
+            ([benchmark.synthetic_questions, benchmark.user_queries, benchmark.questions], [None]),
+            ([benchmark.provider_results, benchmark.recursive_results, benchmark.judgments], providers),
+            ([benchmark.benchmark_scores, benchmark.benchmark_report], [None]),
+        ],
+        instance,
+    )
 
 
 def offline_resources():

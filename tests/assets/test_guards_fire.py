@@ -7,6 +7,7 @@ from __future__ import annotations
 import dagster as dg
 import polars as pl
 import pytest
+from benchmark_slice import materialize_stages, write_scifact_slice
 from hashing_embedder import HashingEmbedder
 
 from lumina_assets.core import tables
@@ -201,23 +202,7 @@ def test_vector_dimension_check_fails_for_an_index_of_another_dimension(data_dir
 
 def _scifact_slice(shared_data) -> None:
     """papers + passages of the relevant abstracts of 6 SciFact train claims and 30 others."""
-    from lumina_assets.corpus.collections import load_beir
-
-    collection = load_beir(shared_data / "scifact", "train")
-    corpus, qrels = collection.corpus, collection.qrels
-    keep = {d for q in sorted(qrels)[:6] for d in qrels[q] if d in corpus} | set(list(corpus)[:30])
-    papers, passages = [], []
-    for doc_id in sorted(keep):
-        paper_id = f"beir-scifact:{doc_id}"
-        title = corpus[doc_id]["title"]
-        papers.append(
-            {"paper_id": paper_id, "title": title, "doi": None, "source": "beir", "source_id": doc_id}
-        )
-        passages += [
-            p.to_row() for p in passages_for_paper(paper_id, title=title, abstract=corpus[doc_id]["text"])
-        ]
-    tables.write(tables.PAPERS, pl.DataFrame(papers))
-    tables.write(tables.PASSAGES, pl.DataFrame(passages), "batch-1")
+    write_scifact_slice(shared_data, claims=6, distractors=30)
 
 
 def _run_benchmark_with_judge(shared_data, answer) -> dg.AssetCheckEvaluation:
@@ -259,21 +244,11 @@ def _run_benchmark_with_judge(shared_data, answer) -> dg.AssetCheckEvaluation:
     )
     instance = dg.DagsterInstance.ephemeral()
     stages = [
-        ([benchmark.synthetic_questions, benchmark.user_queries, benchmark.questions], None),
-        ([benchmark.provider_results, benchmark.recursive_results, benchmark.judgments], "bm25"),
-        ([benchmark.benchmark_scores], None),
+        ([benchmark.synthetic_questions, benchmark.user_queries, benchmark.questions], [None]),
+        ([benchmark.provider_results, benchmark.recursive_results, benchmark.judgments], ["bm25"]),
+        ([benchmark.benchmark_scores], [None]),
     ]
-    for selection, partition in stages:
-        names = {a.key.to_user_string() for a in selection}
-        result = dg.materialize(
-            benchmark.ASSETS + benchmark.CHECKS,
-            selection=selection,
-            partition_key=partition,
-            resources=resources,
-            instance=instance,
-            run_config={"ops": {k: v for k, v in config["ops"].items() if k in names}},
-        )
-        assert result.success
+    result = materialize_stages(resources, config, stages, instance)
     found = [e for e in result.get_asset_check_evaluations() if e.check_name == "judge_failure_rate"]
     assert len(found) == 1
     return found[0]

@@ -8,14 +8,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import dagster as dg
-import polars as pl
 import pytest
+from benchmark_slice import write_scifact_slice
 
 from lumina_assets.core import settings, tables
-from lumina_assets.corpus.collections import load_beir
 from lumina_assets.defs.partitions import PROVIDERS
 from lumina_assets.indexing import lancedb_tables as indexing
-from lumina_assets.parsing.chunking import passages_for_paper
 from sensors.schedules import weekly_benchmark_schedule
 
 pytestmark = pytest.mark.slow
@@ -34,21 +32,7 @@ def small_index(shared_data, data_dir):
     bundled model (the one the lumina provider queries with)."""
     from lumina_assets.indexing.embedding import Embedder
 
-    collection = load_beir(shared_data / "scifact", "train")
-    corpus, qrels = collection.corpus, collection.qrels
-    keep = {d for q in sorted(qrels)[:8] for d in qrels[q] if d in corpus} | set(list(corpus)[:60])
-    papers, passages = [], []
-    for doc_id in sorted(keep):
-        paper_id = f"beir-scifact:{doc_id}"
-        title = corpus[doc_id]["title"]
-        papers.append(
-            {"paper_id": paper_id, "title": title, "doi": None, "source": "beir", "source_id": doc_id}
-        )
-        passages += [
-            p.to_row() for p in passages_for_paper(paper_id, title=title, abstract=corpus[doc_id]["text"])
-        ]
-    tables.write(tables.PAPERS, pl.DataFrame(papers))
-    tables.write(tables.PASSAGES, pl.DataFrame(passages), "batch-1")
+    write_scifact_slice(shared_data, claims=8, distractors=60)
     import lancedb
 
     db = lancedb.connect(settings.lancedb_uri())
