@@ -28,16 +28,15 @@ import httpx
 import httpx2
 import polars as pl
 import pytest
-from fake_llm import openai_chat_response
+from benchmark_slice import write_scifact_slice
+from fake_llm import anthropic_message_response, openai_chat_response
 from recorded import RecordingTransport
 
 import resources.http
 import resources.llm
 from lumina_assets.core import settings, tables
 from lumina_assets.core.http import RateLimiter
-from lumina_assets.corpus.collections import load_beir
 from lumina_assets.defs import benchmark, corpus
-from lumina_assets.parsing.chunking import passages_for_paper
 
 PROJECT = settings.PROJECT_ROOT
 SECRET_NAME = re.compile(r"\b[A-Z][A-Z0-9_]*_(?:API_KEY|SECRET_ACCESS_KEY|TOKEN|PASSWORD)\b")
@@ -173,18 +172,7 @@ class LLMApi:
         prompt = body["messages"][-1]["content"]
         prompt = prompt if isinstance(prompt, str) else " ".join(part.get("text", "") for part in prompt)
         if request.url.path.endswith("/messages"):
-            return httpx2.Response(
-                200,
-                json={
-                    "id": "msg_1",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": body["model"],
-                    "content": [{"type": "text", "text": _answer(prompt)}],
-                    "stop_reason": "end_turn",
-                    "usage": {"input_tokens": 30, "output_tokens": 5},
-                },
-            )
+            return anthropic_message_response(_answer(prompt), model=body["model"])
         return openai_chat_response(_answer(prompt), model=body["model"])
 
 
@@ -242,25 +230,7 @@ def _leaks(canaries: dict[str, str], places: dict[str, str]) -> list[str]:
 @pytest.fixture
 def benchmark_slice(shared_data, data_dir):
     """papers + passages for the relevant documents of four SciFact queries plus 24 others."""
-    folder = shared_data / "scifact"
-    collection = load_beir(folder, "train")
-    corpus_docs, qrels = collection.corpus, collection.qrels
-    chosen = sorted(qrels)[:4]
-    keep = {d for q in chosen for d in qrels[q] if d in corpus_docs} | set(list(corpus_docs)[:24])
-    papers, passages = [], []
-    for doc_id in sorted(keep):
-        paper_id = f"beir-scifact:{doc_id}"
-        title = corpus_docs[doc_id]["title"]
-        papers.append(
-            {"paper_id": paper_id, "title": title, "doi": None, "source": "beir", "source_id": doc_id}
-        )
-        passages += [
-            p.to_row()
-            for p in passages_for_paper(paper_id, title=title, abstract=corpus_docs[doc_id]["text"])
-        ]
-    tables.write(tables.PAPERS, pl.DataFrame(papers))
-    tables.write(tables.PASSAGES, pl.DataFrame(passages), "batch-1")
-    return folder
+    return write_scifact_slice(shared_data, claims=4, distractors=24)
 
 
 def _environment(monkeypatch, tmp_path) -> dict[str, str]:

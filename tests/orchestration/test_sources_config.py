@@ -104,24 +104,13 @@ def _llm_handler(seen: list):
     import json
 
     import httpx2
-    from fake_llm import openai_chat_response
+    from fake_llm import anthropic_message_response, openai_chat_response
 
     def handler(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
         seen.append({"url": str(request.url), "headers": dict(request.headers), "body": body})
         if request.url.path.endswith("/messages"):
-            return httpx2.Response(
-                200,
-                json={
-                    "id": "msg_1",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": body["model"],
-                    "content": [{"type": "text", "text": "ok"}],
-                    "stop_reason": "end_turn",
-                    "usage": {"input_tokens": 3, "output_tokens": 1},
-                },
-            )
+            return anthropic_message_response("ok", model=body["model"], input_tokens=3, output_tokens=1)
         return openai_chat_response("ok", model=body["model"])
 
     return handler

@@ -26,3 +26,21 @@ def openai_chat_response(
             },
         },
     )
+
+
+def anthropic_message_response(
+    text: str, *, model: str = "claude-sonnet-4-6", input_tokens: int = 30, output_tokens: int = 5
+):
+    """A 200 Messages API answer with one text block `text`, as the Anthropic API returns it."""
+    return httpx2.Response(
+        200,
+        json={
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        },
+    )

@@ -7,7 +7,7 @@ import json
 
 import httpx2
 import pytest
-from fake_llm import openai_chat_response
+from fake_llm import anthropic_message_response, openai_chat_response
 
 from lumina_assets.core.llm import LLMClient, LLMUnavailable, estimate_cost
 from resources.llm import LLMResource, build_llm_resources
@@ -28,18 +28,7 @@ def anthropic_handler(seen: list, text: str = "<query>vitamin D hip fracture eld
         seen.append(
             {"url": str(request.url), "headers": dict(request.headers), "body": json.loads(request.content)}
         )
-        return httpx2.Response(
-            200,
-            json={
-                "id": "msg_1",
-                "type": "message",
-                "role": "assistant",
-                "model": "claude-sonnet-4-6",
-                "content": [{"type": "text", "text": text}],
-                "stop_reason": "end_turn",
-                "usage": {"input_tokens": 200, "output_tokens": 12},
-            },
-        )
+        return anthropic_message_response(text, input_tokens=200, output_tokens=12)
 
     return handler
 
