@@ -177,6 +177,19 @@ class Embedder:
             return self.encode(texts)
         return encoder.encode(list(texts))
 
+    def encode_sentences(self, texts: Sequence[str], *, chunk: int = 32) -> np.ndarray:
+        """Vectors for request-time evidence sentences (tens of short texts): the ONNX encoder in length-sorted
+        chunks when available, so a search process never loads torch for highlighting; else `encode`. Same
+        numbers as `encode` within float error (tested)."""
+        encoder = self._fast_query_encoder() if len(texts) else None
+        if encoder is None:
+            return self.encode(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
+        parts = [encoder.encode([texts[i] for i in order[s : s + chunk]]) for s in range(0, len(order), chunk)]
+        vectors = np.empty_like(np.concatenate(parts))  # (dimension from the encoder: never loads torch)
+        vectors[order] = np.concatenate(parts)
+        return vectors
+
     def _fast_query_encoder(self):
         """The OnnxQueryEncoder, built once; None (with one logged reason) where it cannot be used."""
         if self._query_encoder_checked:

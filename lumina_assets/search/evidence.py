@@ -153,6 +153,10 @@ class EvidenceScorer:
 
     # -- vectors
 
+    def _encode_sentences(self, texts: list[str]):
+        """The embedder's request-time path for short texts where it has one (ONNX, no torch), else `encode`."""
+        return getattr(self.embedder, "encode_sentences", self.embedder.encode)(texts)
+
     def _query_vector(self, query: str) -> np.ndarray:
         encode = getattr(self.embedder, "encode_queries", self.embedder.encode)
         return self._normalize(np.asarray(encode([query]), dtype=np.float32)[0])
@@ -173,7 +177,7 @@ class EvidenceScorer:
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache and t not in known))
         if missing:
             with self._encode_lock:  # one model call at a time: concurrent calls only oversubscribe the cores
-                encoded = np.asarray(self.embedder.encode(missing), dtype=np.float32)
+                encoded = np.asarray(self._encode_sentences(missing), dtype=np.float32)
             with self._lock:
                 for text, vector in zip(missing, encoded, strict=True):
                     self._cache[text] = self._normalize(vector)
@@ -185,7 +189,7 @@ class EvidenceScorer:
             vectors = [
                 v
                 if v is not None
-                else self._normalize(np.asarray(self.embedder.encode([t]), dtype=np.float32)[0])
+                else self._normalize(np.asarray(self._encode_sentences([t]), dtype=np.float32)[0])
                 for v, t in zip(vectors, texts, strict=True)
             ]
         dim = len(vectors[0]) if vectors else 0

@@ -121,3 +121,28 @@ def test_model_and_query_encoder_come_from_the_environment(monkeypatch):
     assert configured.model_name_or_path == "sentence-transformers/all-MiniLM-L12-v2"
     assert configured.query_backend == "torch"
     assert Embedder("/models/mine", query_backend="onnx").model_name_or_path == "/models/mine"
+
+
+def test_evidence_sentences_encode_like_the_model_without_torch(embedder, exported):
+    """Request-time evidence sentences go through the ONNX export in length-sorted chunks: same vectors as
+    sentence-transformers, in the input order, and a process that highlights never imports torch."""
+    sentences = [
+        *QUERIES,
+        "Short.",
+        "A somewhat longer sentence about vitamin D and bone density in the elderly.",
+    ]
+    reference = embedder.encode(sentences)
+    fast = embedder.encode_sentences(sentences, chunk=3)
+    assert fast.shape == reference.shape and np.abs(fast - reference).max() < 1e-4
+
+    script = (
+        "import sys; from lumina_assets.indexing.embedding import Embedder; "
+        "v = Embedder().encode_sentences(['Vitamin D lowers fracture risk.', 'Aspirin and stroke.']); "
+        "print(v.shape[0], v.shape[1], 'torch' in sys.modules)"
+    )
+    env = {**os.environ, "LUMINA_DATA_DIR": str(exported.path.parent.parent)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["2", "384", "False"]
