@@ -63,12 +63,17 @@ def test_a_search_only_process_never_imports_torch(exported):
         "import sys; from lumina_assets.indexing.embedding import Embedder; e = Embedder(); v = e.encode_query('vitamin D'); "
         "print(e.query_backend_used, v.shape[0], *(m in sys.modules for m in ('torch', 'transformers', 'dagster')))"
     )
+    assert _fresh_process_output(script, exported) == ["onnxruntime", "384", "False", "False", "False"]
+
+
+def _fresh_process_output(script: str, exported) -> list[str]:
+    """The words `script` prints in a new Python process whose data dir holds the cached export."""
     env = {**os.environ, "LUMINA_DATA_DIR": str(exported.path.parent.parent)}
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["onnxruntime", "384", "False", "False", "False"]
+    return done.stdout.split()
 
 
 def test_corrupt_export_is_dropped_with_a_reason(embedder, tmp_path):
@@ -140,9 +145,4 @@ def test_evidence_sentences_encode_like_the_model_without_torch(embedder, export
         "v = Embedder().encode_sentences(['Vitamin D lowers fracture risk.', 'Aspirin and stroke.']); "
         "print(v.shape[0], v.shape[1], 'torch' in sys.modules)"
     )
-    env = {**os.environ, "LUMINA_DATA_DIR": str(exported.path.parent.parent)}
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["2", "384", "False"]
+    assert _fresh_process_output(script, exported) == ["2", "384", "False"]
