@@ -1,6 +1,6 @@
 """LLM access (benchmark, search stages): one client API over anthropic, openai, openai-compatible servers and `offline`.
 
-Every completion is cached on disk by hash of (backend, model, prompt, params), so rematerializing a benchmark asset
+Every completion is cached on disk by hash of (backend, model, endpoint when not the default, prompt, params), so rematerializing a benchmark asset
 costs no call; tokens and an estimated cost are counted per client so assets can report them. Keys arrive only
 through `dg.EnvVar` (see `build_llm_resources`) and are never logged, cached or put in an exception message.
 """
@@ -149,6 +149,10 @@ class LLMClient:
         return self._sdk
 
     def cache_key(self, prompt: str, params: dict[str, Any]) -> str:
+        """Two endpoints serving one model name (a gateway and a local server, say) never share answers; the
+        default endpoint keeps the key it always had, so existing caches stay valid."""
+        if self.base_url:
+            return DiskCache.key_for(self.backend, self.model, self.base_url, prompt, params)
         return DiskCache.key_for(self.backend, self.model, prompt, params)
 
     def complete(

@@ -140,3 +140,19 @@ def test_openai_base_url_env_selects_openai_compatible_judge(monkeypatch):
 def test_unknown_backend_rejected():
     with pytest.raises(ValueError):
         LLMClient(backend="bard", model="x")
+
+
+def test_two_endpoints_of_one_model_name_never_share_cached_answers(data_dir):
+    """The same prompt to the same model name at two base URLs is asked of each; the second ask of each is cached."""
+    seen: list = []
+    transport = httpx2.MockTransport(openai_handler(seen))
+    answers = []
+    for base_url in ("http://127.0.0.1:8000/v1", "http://127.0.0.1:9000/v1", "http://127.0.0.1:8000/v1"):
+        resource = LLMResource(backend="openai-compatible", model="llama3", base_url=base_url)
+        client = resource.get_client(http_client=httpx2.Client(transport=transport))
+        answers.append(client.complete("same prompt", temperature=0.0))
+    assert [r["url"] for r in seen] == [
+        "http://127.0.0.1:8000/v1/chat/completions",
+        "http://127.0.0.1:9000/v1/chat/completions",
+    ]
+    assert [a.cached for a in answers] == [False, False, True]
