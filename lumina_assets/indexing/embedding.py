@@ -185,7 +185,9 @@ class Embedder:
         if encoder is None:
             return self.encode(texts)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
-        parts = [encoder.encode([texts[i] for i in order[s : s + chunk]]) for s in range(0, len(order), chunk)]
+        parts = [
+            encoder.encode([texts[i] for i in order[s : s + chunk]]) for s in range(0, len(order), chunk)
+        ]
         vectors = np.empty_like(np.concatenate(parts))  # (dimension from the encoder: never loads torch)
         vectors[order] = np.concatenate(parts)
         return vectors
