@@ -104,7 +104,11 @@ def _store_missing_sentence_vectors(uri: str) -> None:
     def say(line: str) -> None:
         print(f"[sentence vectors] {line}", file=sys.stderr, flush=True)
 
-    found = backfill_from_index(connect_lancedb(uri), Embedder(), log_fn=say)
+    try:
+        found = backfill_from_index(connect_lancedb(uri), Embedder(), log_fn=say)
+    except (OSError, RuntimeError, ValueError) as error:  # the server keeps answering, encoding per request
+        say(f"not stored ({type(error).__name__}: {error}); evidence sentences stay encoded per request")
+        return
     if found["encoded_passages"]:
         say(f"stored for {found['encoded_passages']} passages in {found['seconds']} s")
 

@@ -49,6 +49,9 @@ class SearchTrace:
     timings_ms: dict[str, float] = field(default_factory=dict)
     found_by: dict[str, list[str]] = field(default_factory=dict)  # paper id -> retrievers that found it
     message: str = ""
+    # the unit vector of `query_text` alone (no expansion or feedback), so evidence scoring need not encode it again
+    query_text: str = ""
+    query_vector: np.ndarray | None = None
 
 
 @dataclass
@@ -329,6 +332,8 @@ class SearchEngine:
             t0 = time.perf_counter()
             vector = self._embed(texts)
             trace.timings_ms["embed"] = (time.perf_counter() - t0) * 1000
+            if len(texts) == 1:
+                trace.query_text, trace.query_vector = text, vector
             if store.dimension != vector.shape[0]:
                 raise IndexModelMismatch(
                     f"the index holds {store.dimension}-d vectors but the query model gives {vector.shape[0]}-d "

@@ -392,9 +392,14 @@ class SearchService:
         pdfs = self.files.pdf_hashes([c.paper_id for c in contexts])
         t0 = time.perf_counter()
         highlight_query = parsed.text if parsed and parsed.text else request.query
+        # the engine already encoded this text with the same model: the scorer reuses its vector
+        same_vector = (
+            trace.query_text == highlight_query and self.scorer.embedder is self.pool.engines[0].embedder
+        )
         highlights = self.scorer.highlight(
             highlight_query,
             [c.chunks for c in contexts],
+            query_vector=trace.query_vector if same_vector else None,
             dense_results=set(range(DENSE_RESULTS)),
             passage_ids=[c.passage_ids for c in contexts],
         )

@@ -248,3 +248,15 @@ def test_role_prior_prefers_findings_over_setup_and_late_sentences_in_abstracts(
     abstract = only_position.highlight("graphs retrieval", [[same]], passage_ids=[["p#abstract:0"]])
     body = only_position.highlight("graphs retrieval", [[same]], passage_ids=[["p#2.1:0"]])
     assert first_highlight(abstract[0])[1].start > 0 and first_highlight(body[0])[1].start == 0
+
+
+def test_serve_background_fill_reports_a_failure_and_returns(tmp_path, capsys):
+    """`lumina serve`'s sentence-vector fill runs beside the server: an unusable index location is one line, not a
+    traceback in a dying thread, and the server keeps encoding per request."""
+    from lumina_assets.cli.serve import _store_missing_sentence_vectors
+
+    not_a_folder = tmp_path / "lancedb"
+    not_a_folder.write_text("a file where the index should be")
+    _store_missing_sentence_vectors(str(not_a_folder))
+    err = capsys.readouterr().err
+    assert "[sentence vectors] not stored (" in err and "encoded per request" in err

@@ -17,7 +17,7 @@ from lumina_assets.parsing.chunking import passages_for_paper
 from lumina_assets.search.api import create_app
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.engine import SearchEngine
-from lumina_assets.search.results import SearchService
+from lumina_assets.search.results import SearchRequest, SearchService
 from resources.lancedb import connect_lancedb
 
 TOPICS = [
@@ -333,3 +333,24 @@ def test_search_page_in_headless_chromium(client, tmp_path):
     )  # a neighbour drawn around the hit
     assert "Nature Medicine" in out["venues"]
     assert (tmp_path / "search_page.png").stat().st_size > 10_000
+
+
+def test_a_request_encodes_its_query_once(index_dir, data_dir):
+    """The evidence scorer reuses the vector the engine encoded the query with (same model, same text)."""
+    _, uri, _ = index_dir
+
+    class CountingQueries(HashingEmbedder):
+        def __init__(self):
+            super().__init__()
+            self.queries: list[str] = []
+
+        def encode_queries(self, texts):
+            self.queries += list(texts)
+            return super().encode_queries(texts)
+
+    embedder = CountingQueries()
+    service = SearchService(lambda: SearchEngine(uri, embedder, SearchConfig()), pool_size=1)
+    embedder.queries.clear()
+    answer = service.search(SearchRequest.from_mapping({"query": "citation graph training signal", "k": 3}))
+    assert answer["results"] and any(p["highlights"] for r in answer["results"] for p in r["passages"])
+    assert embedder.queries == ["citation graph training signal"]
