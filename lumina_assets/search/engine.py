@@ -10,12 +10,13 @@ natural-language cues ("after 2019", "Cohan et al.") boost. Every stage is a swi
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,11 +48,22 @@ class SearchTrace:
     expansions: dict[str, str] = field(default_factory=dict)
     filters: Filters | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
-    found_by: dict[str, list[str]] = field(default_factory=dict)  # paper id -> retrievers that found it
+    runs: dict[str, Run] = field(default_factory=dict)  # each retriever's paper-level candidates
+    candidates: int = 0  # how many of each run fusion saw
     message: str = ""
     # the unit vector of `query_text` alone (no expansion or feedback), so evidence scoring need not encode it again
     query_text: str = ""
     query_vector: np.ndarray | None = None
+
+    @functools.cached_property
+    def found_by(self) -> dict[str, list[str]]:
+        """paper id -> the retrievers that put it among their candidates (asked for explanations only, so a
+        query does not pay for it)."""
+        found: dict[str, list[str]] = {}
+        for name, run in self.runs.items():
+            for paper_id, _, _ in run.top(self.candidates):
+                found.setdefault(paper_id, []).append(name)
+        return found
 
 
 @dataclass
@@ -61,8 +73,7 @@ class Plan:
     parsed: ParsedQuery
     vector: np.ndarray
     doc_scores: dict[str, float]
-    passage_scores: dict[str, float]
-    paper_passages: dict[str, list[str]]  # paper id -> its candidate passages, best first
+    passage_runs: dict[str, Run]  # the passage-level runs, fused per paper only for the papers shown
 
 
 class SearchEngine:
@@ -136,6 +147,11 @@ class SearchEngine:
         """Open the indexes and run one query so that first-query latency is not model or index loading."""
         self.store()
         self.search("warm up query", k=1)
+
+    def wait_until_warm(self, timeout: float | None = None) -> bool:
+        """Block until what the store builds in the background (the in-memory full-text mirrors) is ready, so a
+        measurement sees the steady state; searches never need to wait. False on timeout."""
+        return self.store().wait_until_warm(timeout)
 
     # -- public API
 
@@ -249,6 +265,7 @@ class SearchEngine:
         and onnxruntime release the GIL, so the index reads overlap the embedding)."""
         cfg = self.config
         depth = cfg.candidates * cfg.passage_depth
+
         futures = store.start_text_runs(
             text,
             depth if cfg.passage_fulltext else 0,
@@ -270,9 +287,11 @@ class SearchEngine:
                 lambda: store.paper_vector_run("abstract_vector", vector, cfg.candidates, filters),
             ),
         }
-        futures.update(
-            {name: _RETRIEVERS.submit(job) for name, (enabled, job) in vector_jobs.items() if enabled}
-        )
+        jobs = [(name, job) for name, (enabled, job) in vector_jobs.items() if enabled]
+        futures.update({name: _RETRIEVERS.submit(job) for name, job in jobs[1:]})
+        for name, job in jobs[:1]:  # the caller would only wait: it runs the first search itself
+            futures[name] = Future()
+            futures[name].set_result(job())
         passage_runs = {
             name: futures[name].result()
             for name in ("passage_vectors", "passage_fulltext")
@@ -282,7 +301,9 @@ class SearchEngine:
         runs.update({name: future.result() for name, future in futures.items() if name not in passage_runs})
         return runs, passage_runs, vector
 
-    def _fuse(self, runs: dict[str, Run], candidates: int) -> dict[str, float]:
+    def _fuse(
+        self, runs: dict[str, Run], candidates: int, papers: set[str] | None = None
+    ) -> dict[str, float]:
         cfg = self.config
         return fuse(
             runs,
@@ -291,7 +312,18 @@ class SearchEngine:
             candidates=candidates,
             rrf_k=cfg.rrf_k,
             normalization=cfg.normalization,
+            papers=papers,
         )
+
+    def _candidate_passages(self, plan: Plan, papers: Sequence[str]):
+        """(paper id -> its candidate passages, best first; passage id -> fused score) for the papers shown only:
+        passage-level fusion for a handful of papers instead of every passage candidate."""
+        scores = self._fuse(plan.passage_runs, 10 * self.config.candidates, set(papers))
+        paper_of = {hit: paper for run in plan.passage_runs.values() for hit, _, paper in run.hits}
+        by_paper: dict[str, list[str]] = {}
+        for passage_id, _ in ranked(scores):
+            by_paper.setdefault(paper_of[passage_id], []).append(passage_id)
+        return by_paper, scores
 
     def _plan(self, query: str) -> Plan | None:
         cfg = self.config
@@ -352,10 +384,7 @@ class SearchEngine:
             runs, passage_runs, vector = self._retrieve(store, fulltext, lambda: refined, filters)
             doc_scores = self._fuse(runs, cfg.candidates)
         trace.timings_ms["retrieve"] = (time.perf_counter() - t0) * 1000
-        trace.found_by = {}
-        for name, run in runs.items():
-            for paper_id, _, _ in run.top(cfg.candidates):
-                trace.found_by.setdefault(paper_id, []).append(name)
+        trace.runs, trace.candidates = runs, cfg.candidates
 
         doc_scores = self._boost(store, parsed, doc_scores)
         trace.timings_ms["total"] = (time.perf_counter() - started) * 1000
@@ -363,12 +392,7 @@ class SearchEngine:
         if not doc_scores:
             trace.message = "no matching papers"
             return None
-        passage_scores = self._fuse(passage_runs, 10 * cfg.candidates)
-        paper_of = {hit: paper for run in passage_runs.values() for hit, _, paper in run.hits}
-        paper_passages: dict[str, list[str]] = {}
-        for passage_id, _ in ranked(passage_scores):
-            paper_passages.setdefault(paper_of[passage_id], []).append(passage_id)
-        return Plan(parsed, vector, doc_scores, passage_scores, paper_passages)
+        return Plan(parsed, vector, doc_scores, passage_runs)
 
     def _boost(self, store: LanceStore, parsed: ParsedQuery, scores: dict[str, float]) -> dict[str, float]:
         """Author, year and recency boosts on the fused candidates (metadata fetched for them only)."""
@@ -406,13 +430,12 @@ class SearchEngine:
         cfg = self.config
         by_paper = self.store().paper_passage_rows(order)
         rows = {row["passage_id"]: row for members in by_paper.values() for row in members}
+        paper_passages, passage_scores = self._candidate_passages(plan, order)
         chosen: dict[str, list[str]] = {}
         for paper_id in order:
-            hits = [p for p in plan.paper_passages.get(paper_id, []) if p in rows]
+            hits = [p for p in paper_passages.get(paper_id, []) if p in rows]
             if hits:
-                picks = [hits[0]] + [
-                    p for p in hits[1 : cfg.max_passages_per_paper] if plan.passage_scores[p] > 0
-                ]
+                picks = [hits[0]] + [p for p in hits[1 : cfg.max_passages_per_paper] if passage_scores[p] > 0]
             else:
                 picks = [_closest(by_paper.get(paper_id, []), plan.vector)] if by_paper.get(paper_id) else []
             if picks:

@@ -30,6 +30,8 @@ from lumina_assets.search.fusion import Run
 log = logging.getLogger(__name__)
 
 PAPER_FIELDS = ["paper_id", "title", "doi", "url", "year", "authors"]
+# what a context is built from: fewer columns than a passage shows, so building one converts less to Python
+CONTEXT_FIELDS = ["passage_id", "paper_id", "text", "prev_id", "next_id", "title", "doi", "url"]
 _FTS_WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -161,6 +163,10 @@ class LanceStore:
             thread.start()
         return threads
 
+    def wait_until_warm(self, timeout: float | None = None) -> bool:
+        """Nothing to wait for: an index-backed store builds nothing in the background that queries need."""
+        return True
+
     def empty(self) -> bool:
         """Counted when the store opens or re-checks out its tables, not per query."""
         if getattr(self, "_empty", None) is None:
@@ -243,12 +249,12 @@ class LanceStore:
         return {r["passage_id"]: r for r in _rows(query)}
 
     def paper_passage_rows(self, paper_ids) -> dict[str, list[dict]]:
-        """Every passage of these papers (display columns and vector): the rows contexts are built from."""
+        """Every passage of these papers (`CONTEXT_FIELDS` and vector): the rows contexts are built from."""
         ids = sorted(set(paper_ids))
         if not ids:
             return {}
         query = (
-            self.passages_table.search().where(sql_in("paper_id", ids)).select([*PASSAGE_FIELDS, "vector"])
+            self.passages_table.search().where(sql_in("paper_id", ids)).select([*CONTEXT_FIELDS, "vector"])
         )
         out: dict[str, list[dict]] = {}
         for row in _rows(query.limit(1_000_000)):
@@ -319,15 +325,20 @@ class LanceStore:
 class MemoryStore(LanceStore):
     """Small corpora (below the ANN threshold): passage vectors and display columns in memory (exact search by one
     matrix product, where LanceDB would scan every vector from disk per query; rows taken by position instead of a
-    round trip per lookup); full text still comes from LanceDB's index, so both stores see the same candidates."""
+    round trip per lookup), and both full-text searches answered by in-memory mirrors of LanceDB's full-text
+    indexes (`fulltext_mirror`: same tokens, same BM25 scores), built in a background thread when the store opens;
+    until they are ready LanceDB's own indexes answer, so a first query never waits for them."""
 
     def __init__(self, db, **kwargs) -> None:
         super().__init__(db, **kwargs)
         from lumina_assets.indexing.lancedb_tables import vectors_from_arrow
 
-        table = self.passages_table.search().select([*PASSAGE_FIELDS, "vector"])
-        table = table.limit(max(self.passages_table.count_rows(), 1)).to_arrow()
-        self._rows = table.drop_columns(["vector"])  # Arrow columns: compact, rows materialized on demand
+        table = self.passages_table.search().select([*PASSAGE_FIELDS, "search_text", "vector"])
+        table = table.limit(max(self.passages_table.count_rows(), 1)).to_arrow().combine_chunks()
+        passage_texts = table["search_text"]
+        # Arrow columns in one chunk: compact, and a row is taken by position without a search across chunks
+        self._rows = table.drop_columns(["vector", "search_text"])
+        self._context_rows = self._rows.select(CONTEXT_FIELDS)
         self._ids = table["passage_id"].to_pylist()
         self._paper_of = table["paper_id"].to_pylist()
         self._years = np.asarray(
@@ -339,25 +350,95 @@ class MemoryStore(LanceStore):
         for index, paper_id in enumerate(self._paper_of):
             self._by_paper.setdefault(paper_id, []).append(index)
         self.loaded_version = self.version()
+        self._text_mirrors: tuple | None = None
+        self.text_mirrors_ready = threading.Event()
+        threading.Thread(
+            target=self._build_text_mirrors,
+            args=(passage_texts,),
+            name="lumina-fulltext-mirror",
+            daemon=True,
+        ).start()
+
+    def _build_text_mirrors(self, passage_texts) -> None:
+        from lumina_assets.search.fulltext_mirror import FullTextMirror
+
+        try:
+            papers = self.papers_table.search().select(["paper_id", "year", "search_text"])
+            papers = papers.limit(max(self.papers_table.count_rows(), 1)).to_arrow().combine_chunks()
+            paper_ids = papers["paper_id"].to_pylist()
+            paper_years = np.asarray(
+                [y if y is not None else -1 for y in papers["year"].to_pylist()], np.int32
+            )
+            self._text_mirrors = (
+                FullTextMirror(passage_texts),
+                FullTextMirror(papers["search_text"]),
+                paper_ids,
+                paper_years,
+            )
+        except Exception as error:  # a hint only: LanceDB's indexes keep answering
+            log.warning("full-text mirror not built, LanceDB's full-text index answers instead: %s", error)
+        finally:
+            self.text_mirrors_ready.set()
+
+    def wait_until_warm(self, timeout: float | None = None) -> bool:
+        return self.text_mirrors_ready.wait(timeout)
+
+    def _admitted(self, filters: Filters, years: np.ndarray, paper_ids: Sequence[str]) -> np.ndarray | None:
+        """Boolean mask of the rows a filter lets through (None: no filter), as `Filters.admits` decides."""
+        if filters.empty:
+            return None
+        mask = np.ones(len(years), dtype=bool)
+        if filters.year_min is not None:
+            mask &= years >= filters.year_min
+        if filters.year_max is not None:
+            mask &= (years >= 0) & (years <= filters.year_max)
+        if filters.paper_ids is not None:
+            wanted = set(filters.paper_ids)
+            mask &= np.fromiter((p in wanted for p in paper_ids), dtype=bool, count=len(paper_ids))
+        return mask
+
+    def start_text_runs(self, text: str, passage_n: int, paper_n: int, filters: Filters) -> dict[str, Future]:
+        """The full-text runs from the in-memory mirrors (~0.3-1 ms each) once built, else from LanceDB."""
+        if self._text_mirrors is None:
+            return super().start_text_runs(text, passage_n, paper_n, filters)
+        passage_index, paper_index, paper_ids, paper_years = self._text_mirrors
+        words = fts_text(text)
+
+        def passage_run() -> Run:
+            admitted = self._admitted(filters, self._years, self._paper_of)
+            hits = passage_index.top(words, passage_n, admitted) if words else []
+            return Run([(self._ids[i], score, self._paper_of[i]) for i, score in hits])
+
+        def paper_run() -> Run:
+            admitted = self._admitted(filters, paper_years, paper_ids)
+            hits = paper_index.top(words, paper_n, admitted) if words else []
+            return Run([(paper_ids[i], score, paper_ids[i]) for i, score in hits])
+
+        futures: dict[str, Future] = {}
+        for name, n, run in (
+            ("passage_fulltext", passage_n, passage_run),
+            ("paper_fulltext", paper_n, paper_run),
+        ):
+            if n > 0:  # computed here: a hand-off to a thread costs as much as the search on 2 cores
+                futures[name] = Future()
+                futures[name].set_result(run())
+        return futures
 
     def passage_vector_run(self, vector, n, filters) -> Run:
         scores = self._vectors @ vector
-        if not filters.empty:
-            mask = np.fromiter(
-                (
-                    filters.admits(int(y) if y >= 0 else None, p)
-                    for y, p in zip(self._years, self._paper_of, strict=True)
-                ),
-                dtype=bool,
-                count=len(self._ids),
-            )
-            scores = np.where(mask, scores, -np.inf)
-        n = min(n, int(np.isfinite(scores).sum()))
+        admitted = self._admitted(filters, self._years, self._paper_of)
+        if admitted is not None:
+            scores = np.where(admitted, scores, -np.inf)
+            n = min(n, int(admitted.sum()))
+        n = min(n, len(scores))
         if n <= 0:
             return Run([])
         top = np.argpartition(-scores, n - 1)[:n]
         top = top[np.argsort(-scores[top], kind="stable")]
-        return Run([(self._ids[i], float(scores[i]), self._paper_of[i]) for i in top])
+        ids, papers = self._ids, self._paper_of
+        return Run(
+            [(ids[i], score, papers[i]) for i, score in zip(top.tolist(), scores[top].tolist(), strict=True)]
+        )
 
     def passages(self, passage_ids) -> dict[str, dict]:
         positions = sorted({self._position[p] for p in passage_ids if p in self._position})
@@ -366,7 +447,7 @@ class MemoryStore(LanceStore):
     def paper_passage_rows(self, paper_ids) -> dict[str, list[dict]]:
         positions = [i for paper_id in sorted(set(paper_ids)) for i in self._by_paper.get(paper_id, [])]
         out: dict[str, list[dict]] = {}
-        for row, position in zip(self._rows.take(positions).to_pylist(), positions, strict=True):
+        for row, position in zip(self._context_rows.take(positions).to_pylist(), positions, strict=True):
             row["vector"] = self._vectors[position]
             out.setdefault(row["paper_id"], []).append(row)
         return out

@@ -291,11 +291,16 @@ def test_default_year_mode_boosts_after_2019_and_year_syntax_filters(index_uri, 
 
 
 def test_memory_store_and_index_store_rank_alike(index_uri, embedder, small_scifact):
-    """The small-corpus fast path is the same pipeline over candidate sets: identical rankings and contexts."""
+    """The small-corpus fast path is the same pipeline over candidate sets: identical rankings and contexts, with
+    its full-text runs from the in-memory mirrors (not LanceDB's index) and with filters pushed down."""
     memory = SearchEngine(index_uri, embedder, SearchConfig(store="memory"))
     index = SearchEngine(index_uri, embedder, SearchConfig(store="index"))
     assert type(memory.store()).__name__ == "MemoryStore" and type(index.store()).__name__ == "LanceStore"
-    for query in small_scifact.queries.values():
+    assert memory.wait_until_warm(timeout=60)
+    assert memory.store()._text_mirrors is not None, "the mirrors answer, not LanceDB's full-text index"
+    queries = list(small_scifact.queries.values())
+    queries += [f"{q} year>=2020" for q in queries[:10]] + [f"{q} author:Lovelace" for q in queries[:5]]
+    for query in queries:
         left = memory.rank_documents(query, k=20)
         right = index.rank_documents(query, k=20)
         assert [p for p, _ in left] == [p for p, _ in right]

@@ -1,0 +1,170 @@
+"""An in-memory mirror of LanceDB's native full-text index, for corpora small enough to hold in memory.
+
+A query to LanceDB's full-text index costs 3-6 ms at 10k-100k passages (query planning, the posting reads and the
+`take` of the id columns), more than everything else a small-corpus search does after the query embedding. The
+mirror answers the same question from sparse arrays in ~0.3 ms, and gives the same answer: it reads text the way
+the index's tokenizer does (`FTS(stem=True, remove_stop_words=True, ascii_folding=True, lower_case=True)`, the
+indexer's settings) and scores with the same BM25 (k1 = 1.2, b = 0.75, idf = ln(1 + (N - n + 0.5) / (n + 0.5)),
+float32, a repeated query word counted each time). `tests/unit/search/test_fulltext_mirror.py` checks scores and
+rankings against LanceDB itself, so a LanceDB upgrade that changes its tokenizer fails there, not silently in
+search quality.
+
+The tokenizer, as LanceDB 0.40 runs it: split on every character that is not a letter or a number; drop words of
+40 bytes or more; lower-case; Snowball English stemming (PyStemmer, the same algorithm as rust-stemmers); drop
+stop words (`STOP_TOKENS`, compared after stemming); fold accents and a few compatibility characters to ASCII. Tied scores may come
+back in another order than LanceDB's (its order among ties is unspecified); here ties go by row position.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import unicodedata
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import scipy.sparse as sp
+from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+K1 = np.float32(1.2)
+B = np.float32(0.75)
+MAX_TOKEN_BYTES = 40  # LanceDB's default max_token_length: a word this long or longer is dropped
+
+# LanceDB's English stop words are NLTK's list (bm25s ships it as STOPWORDS_EN_PLUS), compared with the *stemmed*
+# token: "hers" -> "her" is dropped, "above" -> "abov" is kept. Found by indexing every word of the collections in
+# ../shared/data one per row and asking the index for each; the test re-checks a sample against LanceDB.
+STOP_TOKENS = frozenset(STOPWORDS_EN_PLUS)
+
+# Compatibility characters LanceDB's ASCII folding maps that canonical decomposition (NFD) leaves alone.
+_FOLD_EXTRA = str.maketrans(
+    {
+        "ß": "ss",
+        "æ": "ae",
+        "ø": "o",
+        "œ": "oe",
+        "ł": "l",
+        "đ": "d",
+        "þ": "th",
+        "ı": "i",
+        "¼": "14",
+        "½": "12",
+        "¾": "34",
+        "ﬁ": "fi",
+        "ﬂ": "fl",
+        "ﬀ": "ff",
+        **{chr(0x2070 + i): str(i) for i in (0, 4, 5, 6, 7, 8, 9)},
+        "¹": "1",
+        "²": "2",
+        "³": "3",
+        **{chr(0x2080 + i): str(i) for i in range(10)},
+    }
+)
+_WORD = re.compile(r"[^\W_]+")
+_NOT_WORD = r"[^\p{L}\p{N}]+"  # RE2 (pyarrow): the same split as _WORD, vectorized
+
+
+@functools.lru_cache(maxsize=1)
+def _stemmer():
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+def fold_to_ascii(token: str) -> str:
+    if token.isascii():
+        return token
+    decomposed = unicodedata.normalize("NFD", token.translate(_FOLD_EXTRA))
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+@functools.lru_cache(maxsize=200_000)
+def analyze_word(word: str) -> str | None:
+    """One word (a run of letters and digits) as the index stores it, or None when the index drops it."""
+    if not word or len(word.encode("utf-8")) >= MAX_TOKEN_BYTES:  # "" is what a split leaves at either end
+        return None
+    stemmed = _stemmer().stemWord(word.lower())
+    return None if stemmed in STOP_TOKENS else fold_to_ascii(stemmed)
+
+
+def analyze(text: str) -> list[str]:
+    """The index tokens of a text, in order, repeats kept."""
+    return [t for t in map(analyze_word, _WORD.findall(text or "")) if t is not None]
+
+
+class FullTextMirror:
+    """BM25 over a column of texts held as a sparse (term x document) matrix of precomputed document weights."""
+
+    def __init__(self, texts: pa.ChunkedArray | pa.Array | Sequence[str | None]) -> None:
+        texts = texts if isinstance(texts, pa.ChunkedArray | pa.Array) else pa.array(texts, pa.string())
+        texts = pc.fill_null(texts, "")
+        self.size = len(texts)
+        # split every text in one vectorized pass, then analyze each distinct word once
+        words = pc.split_pattern_regex(texts, _NOT_WORD)
+        if isinstance(words, pa.ChunkedArray):
+            words = words.combine_chunks()
+        doc_of_word = np.repeat(
+            np.arange(self.size, dtype=np.int64), np.diff(words.offsets.to_numpy(zero_copy_only=False))
+        )
+        encoded = pc.dictionary_encode(words.flatten())
+        vocabulary: dict[str, int] = {}
+        token_of_word = np.fromiter(
+            (
+                -1 if token is None else vocabulary.setdefault(token, len(vocabulary))
+                for token in map(analyze_word, encoded.dictionary.to_pylist())
+            ),
+            dtype=np.int64,
+            count=len(encoded.dictionary),
+        )
+        tokens = token_of_word[encoded.indices.to_numpy(zero_copy_only=False)] if len(encoded) else encoded
+        tokens = np.asarray(tokens, dtype=np.int64)
+        kept = tokens >= 0
+        docs, tokens = doc_of_word[kept], tokens[kept]
+        self.vocabulary = vocabulary
+        lengths = np.bincount(docs, minlength=self.size).astype(np.float32)
+        frequencies = sp.csc_matrix(
+            (np.ones(len(tokens), dtype=np.float32), (docs, tokens)), shape=(self.size, len(vocabulary))
+        )
+        frequencies.sum_duplicates()
+        average_length = np.float32(lengths.sum() / max(self.size, 1)) if self.size else np.float32(1)
+        norms = K1 * (np.float32(1) - B + B * lengths / max(average_length, np.float32(1e-9)))
+        data = frequencies.data
+        frequencies.data = (K1 + np.float32(1)) * data / (data + norms[frequencies.indices])
+        self._weights = frequencies  # column = one token: (document rows, BM25 document weights)
+        self._document_counts = np.diff(frequencies.indptr)
+
+    def _idf(self, documents_with_token: int) -> np.float32:
+        n, total = float(documents_with_token), float(self.size)
+        return np.float32(math.log((total - n + 0.5) / (n + 0.5) + 1.0))
+
+    def scores(self, text: str) -> np.ndarray:
+        """BM25 score of every document (0 where no query token occurs)."""
+        scores = np.zeros(self.size, dtype=np.float32)
+        weights = self._weights
+        for token in analyze(text):
+            column = self.vocabulary.get(token)
+            if column is None:
+                continue
+            start, end = weights.indptr[column], weights.indptr[column + 1]
+            idf = self._idf(self._document_counts[column])
+            scores[weights.indices[start:end]] += idf * weights.data[start:end]
+        return scores
+
+    def top(self, text: str, n: int, admitted: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """(row position, score) of the n best-scoring documents with a positive score, best first (ties by
+        position); `admitted` is an optional boolean mask of the rows a filter lets through."""
+        if n <= 0:
+            return []
+        scores = self.scores(text)
+        if admitted is not None:
+            scores[~admitted] = 0
+        matched = np.flatnonzero(scores > 0)
+        if len(matched) > n:
+            matched = matched[np.argpartition(-scores[matched], n - 1)[:n]]
+            # the partition cut may split a tie: take every row tied with the n-th score, then order and cut
+            cutoff = scores[matched].min()
+            matched = np.flatnonzero(scores >= cutoff)
+        order = matched[np.lexsort((matched, -scores[matched]))][:n]
+        return list(zip(order.tolist(), scores[order].tolist(), strict=True))
