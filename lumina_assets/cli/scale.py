@@ -17,6 +17,12 @@ def add_commands(commands, bench_commands) -> None:
     bench.add_argument(
         "--memory-up-to", type=int, default=200_000, help="also time the in-memory store up to this size"
     )
+    bench.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also measure the engine of this git revision (e.g. ccc71f4, the in-memory engine before #11) "
+        "on the same indexes, up to --memory-up-to passages",
+    )
     bench.add_argument("--keep", action="store_true", help="keep the built indexes under data/bench/scale-N")
     bench.add_argument("--reuse", action="store_true", help="measure indexes kept by an earlier --keep run")
     bench.add_argument("--json", action="store_true", help="one JSON object per size on its own line")
@@ -38,6 +44,10 @@ def run_bench_scale(args) -> int:
     query_vectors = embedder.encode_queries(queries)
     config = SearchConfig()
     rows = []
+    baseline = None
+    if args.baseline:
+        baseline_dir = settings.data_dir() / "bench" / f"baseline-{args.baseline}"
+        baseline = scale_bench.export_baseline(args.baseline, baseline_dir), baseline_dir / "data"
     for size in [int(s) for s in args.passages.split(",") if s.strip()]:
         folder = settings.data_dir() / "bench" / f"scale-{size}"
         marker = folder / "build.json"
@@ -62,18 +72,22 @@ def run_bench_scale(args) -> int:
             ef=config.ann_ef,
         )
         stores = ["index"] + (["memory"] if size <= args.memory_up_to else [])
+        stores += ["baseline"] if baseline and size <= args.memory_up_to else []
         for store in stores:
-            measured = scale_bench.measure_process(folder, queries, store)
+            if store == "baseline":
+                measured = scale_bench.measure_baseline(*baseline, folder, queries)
+            else:
+                measured = scale_bench.measure_process(folder, queries, store)
             figures = scale_bench.ScaleFigures(
                 size=size,
-                store=measured["store"],
+                store=f"{args.baseline} (baseline)" if store == "baseline" else measured["store"],
                 build_s=built["build_s"],
                 ann_build_s=built["ann_build_s"],
                 first_query_s=measured["first_query_s"],
                 rss_mb=measured["rss_mb"],
                 p50_ms=measured["p50_ms"],
                 p95_ms=measured["p95_ms"],
-                recall_at_10=recall if store == "index" else 1.0,
+                recall_at_10=recall if store == "index" else 1.0,  # the other stores search exactly
             )
             rows.append(figures)
             if args.json:

@@ -204,16 +204,78 @@ print(json.dumps({"first_query_s": first, "rss_mb": rss, "times": times, "store"
 """
 
 
+# An earlier version of the engine, exported from git (`--baseline REF`), measured the same way: it runs from its
+# own tree, with whichever module layout that version had.
+BASELINE_SERVE = r"""
+import json, sys, time
+started = time.perf_counter()
+tree, uri, queries = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+sys.path.insert(0, tree)
+try:
+    from lumina_assets.search.config import SearchConfig
+    from lumina_assets.search.engine import SearchEngine
+except ImportError:  # the layout before search/ was split into modules
+    from lumina_assets.search import SearchConfig, SearchEngine
+import lumina_assets
+assert lumina_assets.__file__.startswith(tree), lumina_assets.__file__
+engine = SearchEngine(uri, config=SearchConfig())
+engine.search(queries[0], k=10)
+first = time.perf_counter() - started
+getattr(engine, "wait_until_warm", lambda: None)()
+for query in queries[:20]:
+    engine.search(query, k=10)
+times = []
+for query in queries:
+    t0 = time.perf_counter()
+    engine.search(query, k=10)
+    times.append(time.perf_counter() - t0)
+rss = 0.0
+for line in open("/proc/self/status"):
+    if line.startswith("VmRSS"):
+        rss = int(line.split()[1]) / 1024
+print(json.dumps({"first_query_s": first, "rss_mb": rss, "times": times, "store": "baseline"}))
+"""
+
+
+def export_baseline(ref: str, destination: Path) -> Path:
+    """The tree of git revision `ref` of this checkout, exported once into `destination`."""
+    import tarfile
+
+    repository = Path(__file__).resolve().parents[2]
+    tree = destination / "tree"
+    if not (tree / "lumina_assets").is_dir():
+        destination.mkdir(parents=True, exist_ok=True)
+        archive = destination / "tree.tar"
+        with archive.open("wb") as handle:
+            subprocess.run(["git", "-C", str(repository), "archive", ref], stdout=handle, check=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(tree, filter="data")
+        archive.unlink()
+    return tree
+
+
+def measure_baseline(tree: Path, data_dir: Path, folder: Path, queries: list[str]) -> dict:
+    """`measure_process` for the exported baseline; its one-off setup (e.g. an ONNX export into its own data
+    dir) is done by a first, unmeasured process."""
+    import os
+
+    env = {**os.environ, "LUMINA_DATA_DIR": str(data_dir)}
+    command = [sys.executable, "-c", BASELINE_SERVE, str(tree), str(folder / "lancedb")]
+    subprocess.run(
+        [*command, json.dumps(queries[:1])], capture_output=True, text=True, check=True, env=env, cwd=tree
+    )
+    return _timed(command + [json.dumps(queries)], env=env, cwd=tree)
+
+
 def measure_process(folder: Path, queries: list[str], store: str) -> dict:
     """A fresh process: time to the first answered query (imports and index opening included), then latency
     over the real queries after warm-up, and resident memory at the end."""
+    return _timed([sys.executable, "-c", SERVE, str(folder / "lancedb"), store, json.dumps(queries)])
+
+
+def _timed(command: list[str], **kwargs) -> dict:
     started = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "-c", SERVE, str(folder / "lancedb"), store, json.dumps(queries)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    result = subprocess.run(command, capture_output=True, text=True, check=True, **kwargs)
     wall = time.perf_counter() - started
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     times = np.asarray(figures.pop("times")) * 1000
