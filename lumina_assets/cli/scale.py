@@ -15,6 +15,12 @@ def add_commands(commands, bench_commands) -> None:
     bench.add_argument("--passages", default="10000,100000,1000000", help="comma-separated sizes")
     bench.add_argument("--queries", type=int, default=60, help="SciFact claims used as queries (default 60)")
     bench.add_argument(
+        "--sentences",
+        type=int,
+        default=20_000,
+        help="SciFact sentences passages are drawn from (default 20000)",
+    )
+    bench.add_argument(
         "--memory-up-to", type=int, default=200_000, help="also time the in-memory store up to this size"
     )
     bench.add_argument(
@@ -39,7 +45,9 @@ def run_bench_scale(args) -> int:
     embedder = Embedder()
     say = (lambda *a: None) if args.json else print
     say("embedding the sentence pool (cached after the first run) ...")
-    pool = scale_bench.sentence_pool(scifact / "corpus.jsonl", settings.cache_dir() / "bench-scale", embedder)
+    pool = scale_bench.sentence_pool(
+        scifact / "corpus.jsonl", settings.cache_dir() / "bench-scale", embedder, limit=args.sentences
+    )
     queries = [json.loads(line)["text"] for line in (scifact / "queries.jsonl").open()][: args.queries]
     query_vectors = embedder.encode_queries(queries)
     config = SearchConfig()

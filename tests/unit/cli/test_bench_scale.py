@@ -1,0 +1,40 @@
+"""`lumina bench scale --json`: one JSON object per size and store with the keys the issue names, for a tiny
+synthetic index, with the in-memory store and a baseline revision (this checkout's HEAD, exported by git) beside
+the index-backed one. Figures are printed, never asserted against targets (timing is not a test)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+from tools import missing_tool
+
+from lumina_assets.cli.main import main
+
+KEYS = {"size", "build_s", "ann_build_s", "first_query_s", "rss_mb", "p50_ms", "p95_ms", "recall_at_10"}
+
+
+def test_bench_scale_json_lines(capsys, shared_data):
+    if (
+        shutil.which("git") is None
+        or subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True).returncode
+    ):
+        missing_tool("git with this checkout's history (the baseline is exported from it)")
+    code = main(
+        [
+            "bench", "scale", "--passages", "1500", "--queries", "5", "--sentences", "400",
+            "--baseline", "HEAD", "--json",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [row["store"] for row in rows] == ["LanceStore", "MemoryStore", "HEAD (baseline)"]
+    for row in rows:
+        assert KEYS <= set(row)
+        assert row["size"] == 1500
+        assert row["first_query_s"] > 0 and row["rss_mb"] > 50
+        assert 0 < row["p50_ms"] <= row["p95_ms"]
+        assert row["ann_build_s"] == 0  # below the ANN threshold nothing is trained
+        assert row["recall_at_10"] == pytest.approx(1.0)  # exact search at this size
