@@ -27,7 +27,9 @@ class SearchConfig:
     llm_multi_query: Callable[[str], list[str]] | None = None  # extra phrasings, each embedded and fused
     # retrieval: candidates always come from indexes; `store` picks where vectors and metadata are read
     store: str = "auto"  # auto (memory up to memory_max_passages, else index) | memory | index
-    memory_max_passages: int = 100_000  # = the indexer's ANN threshold: below it vectors are searched exactly
+    # below this many passages search holds vectors, display columns and full-text mirrors in memory (100k
+    # passages: ~1.1 GB resident, p50 below the pre-#11 engine's); from it on, everything comes from the indexes
+    memory_max_passages: int = 150_000
     nprobes: int = 5  # ANN partitions probed (one HNSW graph per ~200k rows); ignored below the ANN threshold
     ann_ef: int = (
         300  # HNSW candidates examined per graph, at least the limit (1M, 5 graphs: recall@10 0.975)

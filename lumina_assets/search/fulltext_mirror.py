@@ -18,7 +18,6 @@ back in another order than LanceDB's (its order among ties is unspecified); here
 from __future__ import annotations
 
 import functools
-import math
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -94,6 +93,12 @@ def analyze(text: str) -> list[str]:
     return [t for t in map(analyze_word, _WORD.findall(text or "")) if t is not None]
 
 
+@functools.lru_cache(maxsize=64)
+def analyze_query(text: str) -> tuple[str, ...]:
+    """`analyze` for a query, remembered: the passage and paper mirrors read the same query."""
+    return tuple(analyze(text))
+
+
 class FullTextMirror:
     """BM25 over a column of texts held as a sparse (term x document) matrix of precomputed document weights."""
 
@@ -131,25 +136,23 @@ class FullTextMirror:
         average_length = np.float32(lengths.sum() / max(self.size, 1)) if self.size else np.float32(1)
         norms = K1 * (np.float32(1) - B + B * lengths / max(average_length, np.float32(1e-9)))
         data = frequencies.data
-        frequencies.data = (K1 + np.float32(1)) * data / (data + norms[frequencies.indices])
-        self._weights = frequencies  # column = one token: (document rows, BM25 document weights)
-        self._document_counts = np.diff(frequencies.indptr)
-
-    def _idf(self, documents_with_token: int) -> np.float32:
-        n, total = float(documents_with_token), float(self.size)
-        return np.float32(math.log((total - n + 0.5) / (n + 0.5) + 1.0))
+        document_weights = (K1 + np.float32(1)) * data / (data + norms[frequencies.indices])
+        # idf = ln(1 + (N - n + 0.5) / (n + 0.5)), in float64 then float32 as LanceDB's is; each posting holds
+        # idf * document weight, the float32 product LanceDB adds up per query word
+        counts = np.diff(frequencies.indptr).astype(np.float64)
+        idfs = np.log((self.size - counts + 0.5) / (counts + 0.5) + 1.0).astype(np.float32)
+        frequencies.data = np.repeat(idfs, np.diff(frequencies.indptr)) * document_weights
+        self._postings = frequencies  # column = one token: (document rows, BM25 contributions)
 
     def scores(self, text: str) -> np.ndarray:
         """BM25 score of every document (0 where no query token occurs)."""
         scores = np.zeros(self.size, dtype=np.float32)
-        weights = self._weights
-        for token in analyze(text):
-            column = self.vocabulary.get(token)
-            if column is None:
-                continue
-            start, end = weights.indptr[column], weights.indptr[column + 1]
-            idf = self._idf(self._document_counts[column])
-            scores[weights.indices[start:end]] += idf * weights.data[start:end]
+        postings, vocabulary = self._postings, self.vocabulary
+        for token in analyze_query(text):
+            column = vocabulary.get(token)
+            if column is not None:
+                start, end = postings.indptr[column], postings.indptr[column + 1]
+                scores[postings.indices[start:end]] += postings.data[start:end]
         return scores
 
     def top(self, text: str, n: int, admitted: np.ndarray | None = None) -> list[tuple[int, float]]:

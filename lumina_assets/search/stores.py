@@ -5,10 +5,11 @@ for the whole corpus, so a search process holds open indexes and nothing the siz
 the native full-text (BM25) index, and scalar-indexed lookups by id for the metadata of candidates only. Filters
 (years, paper ids) are pushed down into each search as prefilters.
 
-`MemoryStore` is the small-corpus fast path: the same interface with the passage vectors held in memory (exact
-search by one matrix product instead of LanceDB's flat scan, which reads every vector from disk per query), and
-full text and metadata still from LanceDB's indexes, so both stores feed the same pipeline the same candidates.
-`open_store` picks it below `memory_max_passages` (the ANN threshold); above it the ANN index answers.
+`MemoryStore` is the small-corpus fast path: the same interface with the passage vectors and display columns held
+in memory (exact search by one matrix product instead of LanceDB's flat scan, which reads every vector from disk
+per query) and the full-text searches answered by in-memory mirrors of LanceDB's indexes (`fulltext_mirror`: same
+tokens, same BM25 scores), so both stores feed the same pipeline the same candidates. `open_store` picks it below
+`memory_max_passages` (150k by default); from there on the ANN and full-text indexes answer.
 """
 
 from __future__ import annotations
@@ -105,8 +106,16 @@ class CandidateStore(Protocol):
     def acronyms(self, shorts: Sequence[str]) -> dict[str, str]: ...
 
 
+def arrow_rows(table) -> list[dict]:
+    """An Arrow table as row dicts, column by column (5x faster than `Table.to_pylist` for the ~50 rows of a
+    result page: 0.16 vs 0.83 ms)."""
+    columns = table.to_pydict()
+    names = list(columns)
+    return [dict(zip(names, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+
+
 def _rows(query) -> list[dict]:
-    return query.to_arrow().to_pylist()
+    return arrow_rows(query.to_arrow())
 
 
 class LanceStore:
@@ -217,7 +226,7 @@ class LanceStore:
             query = table._table.query().nearest_to_text(words, columns="search_text").select(fields).limit(n)
             if where:
                 query = query.where(where)
-            rows = (await query.to_arrow()).to_pylist()
+            rows = arrow_rows(await query.to_arrow())
             if passage_level:
                 return Run([(r["passage_id"], r["_score"], r["paper_id"]) for r in rows])
             return Run([(r["paper_id"], r["_score"], r["paper_id"]) for r in rows])
@@ -323,9 +332,9 @@ class LanceStore:
 
 
 class MemoryStore(LanceStore):
-    """Small corpora (below the ANN threshold): passage vectors and display columns in memory (exact search by one
-    matrix product, where LanceDB would scan every vector from disk per query; rows taken by position instead of a
-    round trip per lookup), and both full-text searches answered by in-memory mirrors of LanceDB's full-text
+    """Small corpora (below `SearchConfig.memory_max_passages`): passage vectors and display columns in memory
+    (exact search by one matrix product, where LanceDB would scan every vector from disk per query; rows taken by
+    position instead of a round trip per lookup), and both full-text searches answered by in-memory mirrors of LanceDB's full-text
     indexes (`fulltext_mirror`: same tokens, same BM25 scores), built in a background thread when the store opens;
     until they are ready LanceDB's own indexes answer, so a first query never waits for them."""
 
@@ -442,12 +451,12 @@ class MemoryStore(LanceStore):
 
     def passages(self, passage_ids) -> dict[str, dict]:
         positions = sorted({self._position[p] for p in passage_ids if p in self._position})
-        return {row["passage_id"]: row for row in self._rows.take(positions).to_pylist()} if positions else {}
+        return {row["passage_id"]: row for row in arrow_rows(self._rows.take(positions))} if positions else {}
 
     def paper_passage_rows(self, paper_ids) -> dict[str, list[dict]]:
         positions = [i for paper_id in sorted(set(paper_ids)) for i in self._by_paper.get(paper_id, [])]
         out: dict[str, list[dict]] = {}
-        for row, position in zip(self._context_rows.take(positions).to_pylist(), positions, strict=True):
+        for row, position in zip(arrow_rows(self._context_rows.take(positions)), positions, strict=True):
             row["vector"] = self._vectors[position]
             out.setdefault(row["paper_id"], []).append(row)
         return out
