@@ -192,6 +192,14 @@ class Embedder:
         vectors[order] = np.concatenate(parts)
         return vectors
 
+    def prepare_query_encoder(self) -> None:
+        """Load the query encoder now (a search process calls it in a background thread at start-up, so the first
+        query does not wait for it); errors are left for the first query to report."""
+        try:
+            self._fast_query_encoder()
+        except Exception:  # noqa: BLE001 - reported where a query needs the encoder
+            log.debug("query encoder not prepared in advance", exc_info=True)
+
     def _fast_query_encoder(self):
         """The OnnxQueryEncoder, built once; None (with one logged reason) where it cannot be used."""
         if self._query_encoder_checked:

@@ -14,6 +14,7 @@ import functools
 import logging
 import math
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -102,6 +103,9 @@ class SearchEngine:
 
             embedder = Embedder()
         self.embedder = embedder
+        prepare = getattr(embedder, "prepare_query_encoder", None)
+        if prepare is not None:  # load the query encoder while this thread imports and opens the indexes
+            threading.Thread(target=prepare, name="lumina-query-encoder", daemon=True).start()
         self.config = config or SearchConfig()
         self._db = None
         self._store: LanceStore | None = None
