@@ -358,7 +358,9 @@ class MemoryStore(LanceStore):
         passage_texts = table["search_text"]
         # Arrow columns in one chunk: compact, and a row is taken by position without a search across chunks
         self._rows = table.drop_columns(["vector", "search_text"])
-        self._context_rows = self._rows.select(CONTEXT_FIELDS)
+        # the columns a context is built from, as Python lists: a result page reads ~50 rows by position, which
+        # Arrow's take + conversion made 0.4 ms of a ~10 ms query (~7 MB a 10k-passage corpus)
+        self._context_columns = self._rows.select(CONTEXT_FIELDS).to_pydict()
         self._ids = table["passage_id"].to_pylist()
         self._paper_of = table["paper_id"].to_pylist()
         self._years = np.asarray(
@@ -467,7 +469,9 @@ class MemoryStore(LanceStore):
     def paper_passage_rows(self, paper_ids) -> dict[str, list[dict]]:
         positions = [i for paper_id in sorted(set(paper_ids)) for i in self._by_paper.get(paper_id, [])]
         out: dict[str, list[dict]] = {}
-        for row, position in zip(arrow_rows(self._context_rows.take(positions)), positions, strict=True):
+        columns = self._context_columns
+        for position in positions:
+            row = {name: values[position] for name, values in columns.items()}
             row["vector"] = self._vectors[position]
             out.setdefault(row["paper_id"], []).append(row)
         return out
