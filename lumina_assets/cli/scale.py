@@ -29,6 +29,12 @@ def add_commands(commands, bench_commands) -> None:
         help="also measure the engine of this git revision (e.g. ccc71f4, the in-memory engine before #11) "
         "on the same indexes, up to --memory-up-to passages",
     )
+    bench.add_argument(
+        "--paired-queries",
+        type=int,
+        default=300,
+        help="with --baseline: SciFact claims asked of both engines in alternating blocks (default 300)",
+    )
     bench.add_argument("--keep", action="store_true", help="keep the built indexes under data/bench/scale-N")
     bench.add_argument("--reuse", action="store_true", help="measure indexes kept by an earlier --keep run")
     bench.add_argument("--json", action="store_true", help="one JSON object per size on its own line")
@@ -52,6 +58,7 @@ def run_bench_scale(args) -> int:
     query_vectors = embedder.encode_queries(queries)
     config = SearchConfig()
     rows = []
+    paired_rows = []
     baseline = None
     if args.baseline:
         baseline_dir = settings.data_dir() / "bench" / f"baseline-{args.baseline}"
@@ -100,6 +107,12 @@ def run_bench_scale(args) -> int:
             rows.append(figures)
             if args.json:
                 print(scale_bench.as_json(figures), flush=True)
+        if baseline and size <= args.memory_up_to:
+            claims = [json.loads(line)["text"] for line in (scifact / "queries.jsonl").open()]
+            paired = scale_bench.paired_latency(folder, claims[: args.paired_queries], baseline)
+            paired_rows.append((size, paired))
+            if args.json:
+                print(json.dumps({"size": size, "paired_with": args.baseline, **paired}), flush=True)
         if not (args.keep or args.reuse):
             shutil.rmtree(folder, ignore_errors=True)
     if not args.json:
@@ -114,5 +127,12 @@ def run_bench_scale(args) -> int:
             print(
                 f"| {f.size:,} | {f.store} | {f.build_s:.1f} | {f.ann_build_s:.1f} | {f.first_query_s:.2f} | "
                 f"{f.rss_mb:.0f} | {f.p50_ms:.1f} | {f.p95_ms:.1f} | {f.recall_at_10:.3f} |"
+            )
+        for size, paired in paired_rows:
+            print(
+                f"\n{size:,} passages, paired with {args.baseline} ({paired['queries']} queries each, alternating "
+                f"blocks of 20): p50 {paired['p50_ms']:.2f} vs {paired['baseline_p50_ms']:.2f} ms, p95 "
+                f"{paired['p95_ms']:.2f} vs {paired['baseline_p95_ms']:.2f} ms; median difference "
+                f"{paired['median_difference_ms']:+.2f} ms, faster on {paired['faster_share']:.0%} of queries"
             )
     return 0

@@ -237,6 +237,81 @@ print(json.dumps({"first_query_s": first, "rss_mb": rss, "times": times, "store"
 """
 
 
+# One engine in a long-lived process for `paired_latency`: answers one JSON query per input line with its latency.
+PAIRED_WORKER = r"""
+import json, sys, time
+tree, uri, store = sys.argv[1], sys.argv[2], sys.argv[3]
+if tree:
+    sys.path.insert(0, tree)
+try:
+    from lumina_assets.search.config import SearchConfig
+    from lumina_assets.search.engine import SearchEngine
+except ImportError:  # a baseline from before search/ was split into modules
+    from lumina_assets.search import SearchConfig, SearchEngine
+engine = SearchEngine(uri, config=SearchConfig(store=store) if store else SearchConfig())
+engine.search("warm up query", k=10)
+getattr(engine, "wait_until_warm", lambda: None)()
+print("ready", flush=True)
+for line in sys.stdin:
+    query = json.loads(line)
+    t0 = time.perf_counter()
+    engine.search(query, k=10)
+    print((time.perf_counter() - t0) * 1000, flush=True)
+"""
+
+
+def paired_latency(
+    folder: Path, queries: list[str], baseline: tuple[Path, Path], *, block: int = 20, rewarm: int = 5
+) -> dict:
+    """The current engine (store chosen by size) and the baseline in two live processes, answering the same
+    queries in alternating blocks (the first `rewarm` queries of a block re-warm caches and are not counted): a
+    shared host's speed drifts by more than the difference being measured, and this way it drifts for both."""
+    import os
+
+    tree, data_dir = baseline
+    uri = str(folder / "lancedb")
+    current = subprocess.Popen(
+        [sys.executable, "-c", PAIRED_WORKER, "", uri, "auto"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    old = subprocess.Popen(
+        [sys.executable, "-c", PAIRED_WORKER, str(tree), uri, ""],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        cwd=tree, env={**os.environ, "LUMINA_DATA_DIR": str(data_dir)},
+    )  # fmt: skip
+    try:
+        for worker in (current, old):
+            if worker.stdout.readline().strip() != "ready":
+                raise RuntimeError("a paired worker did not start")
+
+        def ask(worker, query: str) -> float:
+            worker.stdin.write(json.dumps(query) + "\n")
+            worker.stdin.flush()
+            return float(worker.stdout.readline())
+
+        times: dict[int, list[float]] = {current.pid: [], old.pid: []}
+        for number, start in enumerate(range(0, len(queries), block)):
+            chunk = queries[start : start + block]
+            for worker in (current, old) if number % 2 == 0 else (old, current):
+                for query in chunk[:rewarm]:
+                    ask(worker, query)
+                times[worker.pid] += [ask(worker, query) for query in chunk]
+    finally:
+        for worker in (current, old):
+            worker.stdin.close()
+            worker.wait(timeout=60)
+    ours, theirs = np.asarray(times[current.pid]), np.asarray(times[old.pid])
+    return {
+        "queries": len(ours),
+        "p50_ms": float(np.percentile(ours, 50)),
+        "p95_ms": float(np.percentile(ours, 95)),
+        "baseline_p50_ms": float(np.percentile(theirs, 50)),
+        "baseline_p95_ms": float(np.percentile(theirs, 95)),
+        "median_difference_ms": float(np.median(ours - theirs)),
+        "faster_share": float(np.mean(ours < theirs)),
+    }
+
+
 def export_baseline(ref: str, destination: Path) -> Path:
     """The tree of git revision `ref` of this checkout, exported once into `destination`."""
     import tarfile

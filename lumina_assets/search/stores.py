@@ -345,9 +345,9 @@ class LanceStore:
 class MemoryStore(LanceStore):
     """Small corpora (below `SearchConfig.memory_max_passages`): passage vectors and display columns in memory
     (exact search by one matrix product, where LanceDB would scan every vector from disk per query; rows taken by
-    position instead of a round trip per lookup), and both full-text searches answered by in-memory mirrors of LanceDB's full-text
-    indexes (`fulltext_mirror`: same tokens, same BM25 scores), built in a background thread when the store opens;
-    until they are ready LanceDB's own indexes answer, so a first query never waits for them."""
+    position instead of a round trip per lookup), and both full-text searches answered by in-memory mirrors of
+    LanceDB's full-text indexes (`fulltext_mirror`: same tokens, same BM25 scores), built in a background thread
+    when the store opens; until they are ready LanceDB's own indexes answer, so a first query never waits."""
 
     def __init__(self, db, **kwargs) -> None:
         super().__init__(db, **kwargs)
@@ -358,9 +358,6 @@ class MemoryStore(LanceStore):
         passage_texts = table["search_text"]
         # Arrow columns in one chunk: compact, and a row is taken by position without a search across chunks
         self._rows = table.drop_columns(["vector", "search_text"])
-        # the columns a context is built from, as Python lists: a result page reads ~50 rows by position, which
-        # Arrow's take + conversion made 0.4 ms of a ~10 ms query (~7 MB a 10k-passage corpus)
-        self._context_columns = self._rows.select(CONTEXT_FIELDS).to_pydict()
         self._ids = table["passage_id"].to_pylist()
         self._paper_of = table["paper_id"].to_pylist()
         self._years = np.asarray(
@@ -371,6 +368,22 @@ class MemoryStore(LanceStore):
         self._by_paper: dict[str, list[int]] = {}
         for index, paper_id in enumerate(self._paper_of):
             self._by_paper.setdefault(paper_id, []).append(index)
+        # what a context is built from, by position: a result page reads ~50 rows, and Arrow's take + conversion
+        # of every column made 0.4 ms of a ~10 ms query. Neighbour ids as lists, title / DOI / URL once per paper,
+        # the texts stay in Arrow.
+        self._neighbours = self._rows.select(["prev_id", "next_id"]).to_pydict()
+        firsts = [positions[0] for positions in self._by_paper.values()]
+        paper_columns = self._rows.select(["title", "doi", "url"]).take(firsts).to_pydict()
+        self._paper_display = {
+            paper_id: dict(zip(paper_columns, values, strict=True))
+            for paper_id, values in zip(
+                self._by_paper, zip(*paper_columns.values(), strict=True), strict=True
+            )
+        }
+        texts = self._rows["text"]
+        self._texts = (
+            texts.chunk(0) if texts.num_chunks == 1 else texts.combine_chunks()
+        )  # one chunk: no copy
         self.loaded_version = self.version()
         self._text_mirrors: tuple | None = None
         self.text_mirrors_ready = threading.Event()
@@ -469,11 +482,20 @@ class MemoryStore(LanceStore):
     def paper_passage_rows(self, paper_ids) -> dict[str, list[dict]]:
         positions = [i for paper_id in sorted(set(paper_ids)) for i in self._by_paper.get(paper_id, [])]
         out: dict[str, list[dict]] = {}
-        columns = self._context_columns
-        for position in positions:
-            row = {name: values[position] for name, values in columns.items()}
-            row["vector"] = self._vectors[position]
-            out.setdefault(row["paper_id"], []).append(row)
+        texts = self._texts.take(positions).to_pylist() if positions else []
+        previous, following = self._neighbours["prev_id"], self._neighbours["next_id"]
+        for position, text in zip(positions, texts, strict=True):
+            paper_id = self._paper_of[position]
+            row = {
+                "passage_id": self._ids[position],
+                "paper_id": paper_id,
+                "text": text,
+                "prev_id": previous[position],
+                "next_id": following[position],
+                **self._paper_display[paper_id],
+                "vector": self._vectors[position],
+            }
+            out.setdefault(paper_id, []).append(row)
         return out
 
 

@@ -1,6 +1,7 @@
 """`lumina bench scale --json`: one JSON object per size and store with the keys the issue names, for a tiny
 synthetic index, with the in-memory store and a baseline revision (this checkout's HEAD, exported by git) beside
-the index-backed one. Figures are printed, never asserted against targets (timing is not a test)."""
+the index-backed one, and the paired comparison with the baseline. Figures are printed, never asserted against
+targets (timing is not a test)."""
 
 from __future__ import annotations
 
@@ -25,12 +26,19 @@ def test_bench_scale_json_lines(capsys, shared_data):
     code = main(
         [
             "bench", "scale", "--passages", "1500", "--queries", "5", "--sentences", "400",
-            "--baseline", "HEAD", "--json",
+            "--baseline", "HEAD", "--paired-queries", "12", "--json",
         ]
     )  # fmt: skip
     assert code == 0
-    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    rows = [line for line in lines if "store" in line]
     assert [row["store"] for row in rows] == ["LanceStore", "MemoryStore", "HEAD (baseline)"]
+    (paired,) = [line for line in lines if "paired_with" in line]
+    assert (
+        paired["paired_with"] == "HEAD" and paired["queries"] == 12
+    )  # 12 claims, each asked of both engines
+    assert 0 < paired["p50_ms"] <= paired["p95_ms"] and 0 < paired["baseline_p50_ms"]
+    assert 0 <= paired["faster_share"] <= 1
     for row in rows:
         assert KEYS <= set(row)
         assert row["size"] == 1500
