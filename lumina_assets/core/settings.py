@@ -83,6 +83,11 @@ def env(name: str, default: str = "") -> str:
     return os.environ.get(name, "").strip() or default
 
 
+def child_environment(**overrides: str) -> dict[str, str]:
+    """This process's environment with `overrides`, for a subprocess (e.g. a baseline engine with its own data dir)."""
+    return {**os.environ, **overrides}
+
+
 def is_set(name: str) -> bool:
     """Whether a variable (typically a secret passed on as `dg.EnvVar`) is set; its value is never returned."""
     return bool(os.environ.get(name))

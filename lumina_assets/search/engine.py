@@ -269,7 +269,6 @@ class SearchEngine:
         and onnxruntime release the GIL, so the index reads overlap the embedding)."""
         cfg = self.config
         depth = cfg.candidates * cfg.passage_depth
-
         futures = store.start_text_runs(
             text,
             depth if cfg.passage_fulltext else 0,

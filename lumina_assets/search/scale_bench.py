@@ -179,48 +179,25 @@ def recall_at_10(
     return found / (10 * len(query_vectors))
 
 
+# A fresh process measuring one engine: this checkout's (tree "") with a given store, or an earlier version
+# exported from git (`--baseline REF`), which runs from its own tree with whichever module layout it had.
 SERVE = r"""
-import json, resource, sys, time
-started = time.perf_counter()
-from lumina_assets.search.config import SearchConfig
-from lumina_assets.search.engine import SearchEngine
-uri, store, queries = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-engine = SearchEngine(uri, config=SearchConfig(store=store))
-engine.search(queries[0], k=10)
-first = time.perf_counter() - started
-engine.wait_until_warm()  # background work of the store (a small corpus's full-text mirrors) is part of warm-up
-for query in queries[:20]:
-    engine.search(query, k=10)
-times = []
-for query in queries:
-    t0 = time.perf_counter()
-    engine.search(query, k=10)
-    times.append(time.perf_counter() - t0)
-rss = 0.0
-for line in open("/proc/self/status"):
-    if line.startswith("VmRSS"):
-        rss = int(line.split()[1]) / 1024
-print(json.dumps({"first_query_s": first, "rss_mb": rss, "times": times, "store": type(engine.store()).__name__}))
-"""
-
-
-# An earlier version of the engine, exported from git (`--baseline REF`), measured the same way: it runs from its
-# own tree, with whichever module layout that version had.
-BASELINE_SERVE = r"""
 import json, sys, time
 started = time.perf_counter()
-tree, uri, queries = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-sys.path.insert(0, tree)
+tree, uri, store, queries = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+if tree:
+    sys.path.insert(0, tree)
 try:
     from lumina_assets.search.config import SearchConfig
     from lumina_assets.search.engine import SearchEngine
-except ImportError:  # the layout before search/ was split into modules
+except ImportError:  # a baseline from before search/ was split into modules
     from lumina_assets.search import SearchConfig, SearchEngine
 import lumina_assets
 assert lumina_assets.__file__.startswith(tree), lumina_assets.__file__
-engine = SearchEngine(uri, config=SearchConfig())
+engine = SearchEngine(uri, config=SearchConfig(store=store) if store else SearchConfig())
 engine.search(queries[0], k=10)
 first = time.perf_counter() - started
+# background work of the store (a small corpus's full-text mirrors) is part of warm-up
 getattr(engine, "wait_until_warm", lambda: None)()
 for query in queries[:20]:
     engine.search(query, k=10)
@@ -233,7 +210,8 @@ rss = 0.0
 for line in open("/proc/self/status"):
     if line.startswith("VmRSS"):
         rss = int(line.split()[1]) / 1024
-print(json.dumps({"first_query_s": first, "rss_mb": rss, "times": times, "store": "baseline"}))
+name = "baseline" if tree else type(engine.store()).__name__
+print(json.dumps({"first_query_s": first, "rss_mb": rss, "times": times, "store": name}))
 """
 
 
@@ -266,7 +244,7 @@ def paired_latency(
     """The current engine (store chosen by size) and the baseline in two live processes, answering the same
     queries in alternating blocks (the first `rewarm` queries of a block re-warm caches and are not counted): a
     shared host's speed drifts by more than the difference being measured, and this way it drifts for both."""
-    import os
+    from lumina_assets.core import settings
 
     tree, data_dir = baseline
     uri = str(folder / "lancedb")
@@ -277,7 +255,7 @@ def paired_latency(
     old = subprocess.Popen(
         [sys.executable, "-c", PAIRED_WORKER, str(tree), uri, ""],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        cwd=tree, env={**os.environ, "LUMINA_DATA_DIR": str(data_dir)},
+        cwd=tree, env=settings.child_environment(LUMINA_DATA_DIR=str(data_dir)),
     )  # fmt: skip
     try:
         for worker in (current, old):
@@ -332,10 +310,10 @@ def export_baseline(ref: str, destination: Path) -> Path:
 def measure_baseline(tree: Path, data_dir: Path, folder: Path, queries: list[str]) -> dict:
     """`measure_process` for the exported baseline; its one-off setup (e.g. an ONNX export into its own data
     dir) is done by a first, unmeasured process."""
-    import os
+    from lumina_assets.core import settings
 
-    env = {**os.environ, "LUMINA_DATA_DIR": str(data_dir)}
-    command = [sys.executable, "-c", BASELINE_SERVE, str(tree), str(folder / "lancedb")]
+    env = settings.child_environment(LUMINA_DATA_DIR=str(data_dir))
+    command = [sys.executable, "-c", SERVE, str(tree), str(folder / "lancedb"), ""]
     subprocess.run(
         [*command, json.dumps(queries[:1])], capture_output=True, text=True, check=True, env=env, cwd=tree
     )
@@ -345,7 +323,7 @@ def measure_baseline(tree: Path, data_dir: Path, folder: Path, queries: list[str
 def measure_process(folder: Path, queries: list[str], store: str) -> dict:
     """A fresh process: time to the first answered query (imports and index opening included), then latency
     over the real queries after warm-up, and resident memory at the end."""
-    return _timed([sys.executable, "-c", SERVE, str(folder / "lancedb"), store, json.dumps(queries)])
+    return _timed([sys.executable, "-c", SERVE, "", str(folder / "lancedb"), store, json.dumps(queries)])
 
 
 def _timed(command: list[str], **kwargs) -> dict:
