@@ -1,5 +1,6 @@
-"""Okapi BM25 over a sparse term-weight matrix, for ranking a list of texts held in memory: the bm25 baseline
-provider and the judge's hard negatives (`evals.lexical`). Search itself reads LanceDB's on-disk full-text index.
+"""Okapi BM25 over a sparse term-weight matrix, for ranking texts held in memory: the bm25 baseline provider, the
+judge's hard negatives (`evals.lexical`) and the small-corpus mirror of LanceDB's full-text index
+(`search.fulltext_mirror`). Larger corpora are searched through LanceDB's on-disk full-text index.
 
 Why our own rather than bm25s: queries may carry per-term weights, and the texts are tokenized with `text.tokenize`
 (stemming, the stopwords bm25s ships), the same vocabulary as search's query parsing.
@@ -7,7 +8,6 @@ Why our own rather than bm25s: queries may carry per-term weights, and the texts
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,52 +15,71 @@ import scipy.sparse as sp
 
 
 class BM25:
-    """Okapi BM25 over a sparse matrix of precomputed term weights; supports weighted queries (for RM3)."""
+    """Okapi BM25 over a sparse (document x term) matrix of precomputed per-posting contributions, in float32 the
+    way LanceDB's full-text index scores (idf = ln(1 + (N - n + 0.5) / (n + 0.5)), k1 1.2, b 0.75); supports
+    weighted queries. The one BM25 of the project: the bm25 baseline, the judge's hard negatives and the
+    small-corpus full-text mirror (`search.fulltext_mirror`, built from token ids) all score with it."""
 
     def __init__(self, documents: Sequence[list[str]], *, k1: float = 1.2, b: float = 0.75) -> None:
-        self.k1, self.b = k1, b
         vocab: dict[str, int] = {}
-        rows, cols, counts = [], [], []
-        lengths = np.zeros(len(documents), dtype=np.float32)
-        for doc_index, tokens in enumerate(documents):
-            lengths[doc_index] = len(tokens)
-            for term, count in Counter(tokens).items():
-                term_id = vocab.setdefault(term, len(vocab))
-                rows.append(doc_index)
-                cols.append(term_id)
-                counts.append(count)
-        self.vocab = vocab
-        self.num_docs = len(documents)
-        shape = (len(documents), max(len(vocab), 1))
-        tf = sp.csr_matrix(
-            (
-                np.asarray(counts, dtype=np.float32),
-                (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)),
-            ),
-            shape=shape,
+        token_ids = [vocab.setdefault(token, len(vocab)) for tokens in documents for token in tokens]
+        doc_of_token = [doc_index for doc_index, tokens in enumerate(documents) for _ in tokens]
+        self._index(
+            np.asarray(doc_of_token, dtype=np.int64),
+            np.asarray(token_ids, dtype=np.int64),
+            vocab,
+            len(documents),
+            k1,
+            b,
         )
-        self.term_counts = tf  # raw tf, rows = documents (for feedback-term statistics)
-        self.doc_lengths = lengths
-        df = np.bincount(np.asarray(cols, dtype=np.int64), minlength=shape[1]).astype(np.float32)
-        self.idf = np.log(1.0 + (self.num_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
-        avg = float(lengths.mean()) if len(documents) else 1.0
-        coo = tf.tocoo()
-        norm = k1 * (1.0 - b + b * lengths[coo.row] / max(avg, 1e-9))
-        weights = self.idf[coo.col] * coo.data * (k1 + 1.0) / (coo.data + norm)
-        self.weights = sp.csc_matrix((weights.astype(np.float32), (coo.row, coo.col)), shape=shape)
-        self.id_to_term = {i: t for t, i in vocab.items()}
 
-    def term_ids(self, terms: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
-        ids, weights = [], []
-        for term, weight in terms.items():
-            term_id = self.vocab.get(term)
-            if term_id is not None and weight > 0:
-                ids.append(term_id)
-                weights.append(weight)
-        return np.asarray(ids, dtype=np.int64), np.asarray(weights, dtype=np.float32)
+    @classmethod
+    def from_token_ids(
+        cls,
+        doc_of_token: np.ndarray,
+        token_ids: np.ndarray,
+        vocab: dict[str, int],
+        num_docs: int,
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+    ) -> BM25:
+        """From parallel arrays (document index, token id) of every token occurrence: no per-document Python."""
+        bm25 = cls.__new__(cls)
+        bm25._index(doc_of_token, token_ids, vocab, num_docs, k1, b)
+        return bm25
+
+    def _index(
+        self, doc_of_token, token_ids, vocab: dict[str, int], num_docs: int, k1: float, b: float
+    ) -> None:
+        self.vocab = vocab
+        self.num_docs = num_docs
+        shape = (num_docs, max(len(vocab), 1))
+        lengths = np.bincount(doc_of_token, minlength=num_docs).astype(np.float32)
+        postings = sp.csc_matrix(
+            (np.ones(len(token_ids), dtype=np.float32), (doc_of_token, token_ids)), shape=shape
+        )
+        postings.sum_duplicates()  # data: term frequencies
+        k1, b = np.float32(k1), np.float32(b)
+        average = np.float32(lengths.sum() / num_docs) if num_docs else np.float32(1)
+        norms = k1 * (np.float32(1) - b + b * lengths / max(average, np.float32(1e-9)))
+        frequencies = postings.data
+        document_weights = (k1 + np.float32(1)) * frequencies / (frequencies + norms[postings.indices])
+        counts = np.diff(postings.indptr)
+        idf = np.log((num_docs - counts + 0.5) / (counts + 0.5) + 1.0).astype(np.float32)
+        postings.data = np.repeat(idf, counts) * document_weights  # a posting: its term's share of the score
+        self.weights = postings
 
     def scores(self, terms: dict[str, float]) -> np.ndarray:
-        ids, weights = self.term_ids(terms)
-        if len(ids) == 0:
-            return np.zeros(self.num_docs, dtype=np.float32)
-        return np.asarray(self.weights[:, ids] @ weights, dtype=np.float32).reshape(-1)
+        """Score of every document for weighted query terms (a query word twice: weight 2); 0 where none occurs."""
+        scores = np.zeros(self.num_docs, dtype=np.float32)
+        weights = self.weights
+        for term, weight in terms.items():
+            column = self.vocab.get(term)
+            if column is not None and weight > 0:
+                start, end = weights.indptr[column], weights.indptr[column + 1]
+                contribution = weights.data[start:end]
+                scores[weights.indices[start:end]] += (
+                    contribution if weight == 1 else np.float32(weight) * contribution
+                )
+        return scores

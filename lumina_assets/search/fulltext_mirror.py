@@ -20,16 +20,16 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import scipy.sparse as sp
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
-K1 = np.float32(1.2)
-B = np.float32(0.75)
+from lumina_assets.search.bm25 import BM25
+
 MAX_TOKEN_BYTES = 40  # LanceDB's default max_token_length: a word this long or longer is dropped
 
 # LanceDB's English stop words are NLTK's list (bm25s ships it as STOPWORDS_EN_PLUS), compared with the *stemmed*
@@ -100,7 +100,7 @@ def analyze_query(text: str) -> tuple[str, ...]:
 
 
 class FullTextMirror:
-    """BM25 over a column of texts held as a sparse (term x document) matrix of precomputed document weights."""
+    """A column of texts read the way LanceDB's tokenizer reads them, scored by `bm25.BM25`, with top-n."""
 
     def __init__(self, texts: pa.ChunkedArray | pa.Array | Sequence[str | None]) -> None:
         texts = texts if isinstance(texts, pa.ChunkedArray | pa.Array) else pa.array(texts, pa.string())
@@ -126,34 +126,14 @@ class FullTextMirror:
         tokens = token_of_word[encoded.indices.to_numpy(zero_copy_only=False)] if len(encoded) else encoded
         tokens = np.asarray(tokens, dtype=np.int64)
         kept = tokens >= 0
-        docs, tokens = doc_of_word[kept], tokens[kept]
-        self.vocabulary = vocabulary
-        lengths = np.bincount(docs, minlength=self.size).astype(np.float32)
-        frequencies = sp.csc_matrix(
-            (np.ones(len(tokens), dtype=np.float32), (docs, tokens)), shape=(self.size, len(vocabulary))
+        lance_k1, lance_b = 1.2, 0.75
+        self._bm25 = BM25.from_token_ids(
+            doc_of_word[kept], tokens[kept], vocabulary, self.size, k1=lance_k1, b=lance_b
         )
-        frequencies.sum_duplicates()
-        average_length = np.float32(lengths.sum() / max(self.size, 1)) if self.size else np.float32(1)
-        norms = K1 * (np.float32(1) - B + B * lengths / max(average_length, np.float32(1e-9)))
-        data = frequencies.data
-        document_weights = (K1 + np.float32(1)) * data / (data + norms[frequencies.indices])
-        # idf = ln(1 + (N - n + 0.5) / (n + 0.5)), in float64 then float32 as LanceDB's is; each posting holds
-        # idf * document weight, the float32 product LanceDB adds up per query word
-        counts = np.diff(frequencies.indptr).astype(np.float64)
-        idfs = np.log((self.size - counts + 0.5) / (counts + 0.5) + 1.0).astype(np.float32)
-        frequencies.data = np.repeat(idfs, np.diff(frequencies.indptr)) * document_weights
-        self._postings = frequencies  # column = one token: (document rows, BM25 contributions)
 
     def scores(self, text: str) -> np.ndarray:
-        """BM25 score of every document (0 where no query token occurs)."""
-        scores = np.zeros(self.size, dtype=np.float32)
-        postings, vocabulary = self._postings, self.vocabulary
-        for token in analyze_query(text):
-            column = vocabulary.get(token)
-            if column is not None:
-                start, end = postings.indptr[column], postings.indptr[column + 1]
-                scores[postings.indices[start:end]] += postings.data[start:end]
-        return scores
+        """BM25 score of every document (0 where no query token occurs); a repeated query word counts twice."""
+        return self._bm25.scores(Counter(analyze_query(text)))
 
     def top(self, text: str, n: int, admitted: np.ndarray | None = None) -> list[tuple[int, float]]:
         """(row position, score) of the n best-scoring documents with a positive score, best first (ties by
