@@ -48,6 +48,18 @@ def add_commands(commands, bench_commands) -> None:
 
 
 def run_bench_scale(args) -> int:
+    import sys
+
+    from lumina_assets.search.scale_bench import BenchError
+
+    try:
+        return _bench_scale(args)
+    except BenchError as error:
+        print(f"lumina bench scale: {error}", file=sys.stderr)
+        return 2
+
+
+def _bench_scale(args) -> int:
     from lumina_assets.core import settings
     from lumina_assets.indexing.embedding import Embedder
     from lumina_assets.search import scale_bench

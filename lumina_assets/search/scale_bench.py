@@ -14,6 +14,7 @@ import re
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,6 +25,19 @@ import pyarrow as pa
 NOISE = 0.01
 WRITE_BATCH = 50_000
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
+
+
+class BenchError(RuntimeError):
+    """A measured process failed; the message ends with what it printed last on stderr."""
+
+
+def _run(command: list[str], what: str, **kwargs) -> subprocess.CompletedProcess:
+    """`subprocess.run` that raises BenchError naming `what` and the process's last stderr lines."""
+    result = subprocess.run(command, capture_output=True, text=True, **kwargs)
+    if result.returncode:
+        tail = "\n".join((result.stderr or "").strip().splitlines()[-8:])
+        raise BenchError(f"{what} failed (exit {result.returncode}):\n{tail}")
+    return result
 
 
 @dataclass
@@ -248,19 +262,23 @@ def paired_latency(
 
     tree, data_dir = baseline
     uri = str(folder / "lancedb")
+    errors = [tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")]  # what a worker says when it fails
     current = subprocess.Popen(
         [sys.executable, "-c", PAIRED_WORKER, "", uri, "auto"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors[0], text=True,
     )  # fmt: skip
     old = subprocess.Popen(
         [sys.executable, "-c", PAIRED_WORKER, str(tree), uri, ""],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors[1], text=True,
         cwd=tree, env=settings.child_environment(LUMINA_DATA_DIR=str(data_dir)),
     )  # fmt: skip
     try:
-        for worker in (current, old):
+        for worker, error, name in ((current, errors[0], "current"), (old, errors[1], "baseline")):
             if worker.stdout.readline().strip() != "ready":
-                raise RuntimeError("a paired worker did not start")
+                worker.wait(timeout=60)
+                error.seek(0)
+                tail = "\n".join(error.read().strip().splitlines()[-8:])
+                raise BenchError(f"the {name} engine did not start for the paired comparison:\n{tail}")
 
         def ask(worker, query: str) -> float:
             worker.stdin.write(json.dumps(query) + "\n")
@@ -278,6 +296,8 @@ def paired_latency(
         for worker in (current, old):
             worker.stdin.close()
             worker.wait(timeout=60)
+        for error in errors:
+            error.close()
     ours, theirs = np.asarray(times[current.pid]), np.asarray(times[old.pid])
     return {
         "queries": len(ours),
@@ -300,7 +320,15 @@ def export_baseline(ref: str, destination: Path) -> Path:
         destination.mkdir(parents=True, exist_ok=True)
         archive = destination / "tree.tar"
         with archive.open("wb") as handle:
-            subprocess.run(["git", "-C", str(repository), "archive", ref], stdout=handle, check=True)
+            exported = subprocess.run(
+                ["git", "-C", str(repository), "archive", ref],
+                stdout=handle,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        if exported.returncode:
+            archive.unlink(missing_ok=True)
+            raise BenchError(f"cannot export baseline {ref!r} from {repository}: {exported.stderr.strip()}")
         with tarfile.open(archive) as tar:
             tar.extractall(tree, filter="data")
         archive.unlink()
@@ -314,21 +342,20 @@ def measure_baseline(tree: Path, data_dir: Path, folder: Path, queries: list[str
 
     env = settings.child_environment(LUMINA_DATA_DIR=str(data_dir))
     command = [sys.executable, "-c", SERVE, str(tree), str(folder / "lancedb"), ""]
-    subprocess.run(
-        [*command, json.dumps(queries[:1])], capture_output=True, text=True, check=True, env=env, cwd=tree
-    )
-    return _timed(command + [json.dumps(queries)], env=env, cwd=tree)
+    _run([*command, json.dumps(queries[:1])], f"the baseline engine in {tree}", env=env, cwd=tree)
+    return _timed(command + [json.dumps(queries)], f"the baseline engine in {tree}", env=env, cwd=tree)
 
 
 def measure_process(folder: Path, queries: list[str], store: str) -> dict:
     """A fresh process: time to the first answered query (imports and index opening included), then latency
     over the real queries after warm-up, and resident memory at the end."""
-    return _timed([sys.executable, "-c", SERVE, "", str(folder / "lancedb"), store, json.dumps(queries)])
+    command = [sys.executable, "-c", SERVE, "", str(folder / "lancedb"), store, json.dumps(queries)]
+    return _timed(command, f"the {store} store on {folder}")
 
 
-def _timed(command: list[str], **kwargs) -> dict:
+def _timed(command: list[str], what: str, **kwargs) -> dict:
     started = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, check=True, **kwargs)
+    result = _run(command, what, **kwargs)
     wall = time.perf_counter() - started
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     times = np.asarray(figures.pop("times")) * 1000

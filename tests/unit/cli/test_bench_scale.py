@@ -46,3 +46,13 @@ def test_bench_scale_json_lines(capsys, shared_data):
         assert 0 < row["p50_ms"] <= row["p95_ms"]
         assert row["ann_build_s"] == 0  # below the ANN threshold nothing is trained
         assert row["recall_at_10"] == pytest.approx(1.0)  # exact search at this size
+
+
+def test_bench_scale_names_a_baseline_git_cannot_export(capsys, shared_data):
+    if shutil.which("git") is None:
+        missing_tool("git (the baseline is exported from this checkout's history)")
+    code = main(["bench", "scale", "--passages", "1500", "--queries", "2", "--sentences", "400",
+                 "--baseline", "no-such-revision", "--json"])  # fmt: skip
+    assert code == 2
+    error = capsys.readouterr().err
+    assert "cannot export baseline 'no-such-revision'" in error and "Traceback" not in error
