@@ -47,6 +47,42 @@ def test_onnx_vectors_match_sentence_transformers(embedder, exported):
     assert np.abs(single - reference[0]).max() < 1e-4
 
 
+def test_export_is_fused_and_leaves_the_loaded_model_as_it_was(embedder, exported):
+    """The export is traced with eager attention and fused (one Attention node per layer); the model that keeps
+    encoding documents in this process is not switched to eager attention by it."""
+    import onnx
+
+    operators = [node.op_type for node in onnx.load(str(exported.path)).graph.node]
+    layers = embedder.model[0].auto_model.config.num_hidden_layers
+    assert operators.count("Attention") == layers
+    assert len(operators) < 100  # the plain trace has ~670 nodes
+    assert embedder.model[0].auto_model.config._attn_implementation != "eager"
+
+
+def test_a_fusion_that_changes_the_numbers_falls_back_to_the_plain_export(
+    embedder, tmp_path, monkeypatch, caplog
+):
+    def corrupting_fusion(onnx_path, config):
+        """Stands in for a fusion that breaks the graph: scales the embeddings table."""
+        import onnx
+        from onnx import numpy_helper
+
+        model = onnx.load(str(onnx_path))
+        for initializer in model.graph.initializer:
+            if "word_embeddings" in initializer.name:
+                initializer.CopyFrom(
+                    numpy_helper.from_array(numpy_helper.to_array(initializer) * 3, initializer.name)
+                )
+        onnx.save(model, str(onnx_path))
+        return True
+
+    monkeypatch.setattr(onnx_query, "_fuse_transformer_ops", corrupting_fusion)
+    with caplog.at_level(logging.WARNING):
+        encoder = onnx_query.export(embedder.model, embedder.model_name_or_path, tmp_path, normalize=True)
+    assert "using the unfused export" in caplog.text
+    assert np.abs(encoder.encode(QUERIES[:2]) - embedder.encode(QUERIES[:2])).max() < 1e-4
+
+
 def test_export_is_reused_not_redone(embedder, exported):
     modified = exported.path.stat().st_mtime_ns
     again = OnnxQueryEncoder.load(embedder.model_name_or_path, exported.path.parent, normalize=True)
