@@ -117,7 +117,6 @@ def _bench_scale(args) -> int:
             nprobes=config.nprobes,
             refine_factor=config.refine_factor,
             depth=config.candidates * config.passage_depth,
-            ef=config.ann_ef,
         )
         for store, measured in measured_stores:
             figures = scale_bench.ScaleFigures(

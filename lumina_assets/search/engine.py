@@ -142,7 +142,6 @@ class SearchEngine:
                 memory_max_passages=limit,
                 nprobes=cfg.nprobes,
                 refine_factor=cfg.refine_factor,
-                ef=cfg.ann_ef,
             )
             self._store_checked_at = now
         return self._store
@@ -167,6 +166,7 @@ class SearchEngine:
         depth = max(k, self.config.rerank_depth) if self.config.rerank is not None else k
         order = [paper_id for paper_id, _ in ranked(plan.doc_scores, depth)]
         contexts = self._contexts(plan, order)
+        self.store().after_query()
         if self.config.rerank is not None:
             contexts = self.config.rerank(plan.parsed.text or query, contexts)
         return contexts[:k]
@@ -177,6 +177,7 @@ class SearchEngine:
         if plan is None:
             return []
         order = ranked(plan.doc_scores, k)
+        self.store().after_query()
         if self.config.rerank is None or not order:
             return order
         head = [paper_id for paper_id, _ in order[: self.config.rerank_depth]]

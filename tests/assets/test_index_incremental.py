@@ -228,7 +228,7 @@ class HashEmbedder:
 
 
 def test_ann_index_is_created_once_the_table_is_large_enough(tmp_path):
-    """Below `ann_min_rows` a flat scan; at or above it an IVF_HNSW_SQ index that vector search then uses."""
+    """Below `ann_min_rows` a flat scan; at or above it an IVF_SQ index that vector search then uses."""
     docs = {
         str(i): {"title": f"Paper number {i}", "text": f"Abstract {i} about topic {i % 7}."}
         for i in range(600)
@@ -245,7 +245,7 @@ def test_ann_index_is_created_once_the_table_is_large_enough(tmp_path):
     assert stats.ann_index
     table = indexing.open_table(db, indexing.PASSAGES_TABLE)
     vector_indexes = [i for i in table.list_indices() if "vector" in (i.columns or [])]
-    assert vector_indexes and vector_indexes[0].index_type == "IvfHnswSq"
+    assert vector_indexes and vector_indexes[0].index_type == "IvfSq"
     target = passages.row(42, named=True)
     title = docs[target["paper_id"].split(":", 1)[1]]["title"]
     probe = embedder.encode([indexing.passage_embed_text(title, target["text"], embed_title=True)])[0]
@@ -292,3 +292,26 @@ def test_ann_index_is_retrained_only_when_the_table_has_grown(tmp_path):
     doubled = indexing.index_corpus(db, *first(1100), embedder, config)  # 2.1x the training rows: retrained
     assert any("retrained" in note for note in doubled.notes)
     assert indexing._ann_trained_rows(indexing.open_table(db, indexing.PASSAGES_TABLE), "vector") == 1100
+
+
+def test_an_ann_index_of_another_kind_is_rebuilt_once(tmp_path):
+    """An index built before the ANN kind changed (IVF_HNSW_SQ) is rebuilt as IVF_SQ by the next index run even
+    though the table has not grown, and kept after that."""
+    from lancedb.index import HnswSq
+
+    docs = {str(i): {"title": f"Paper {i}", "text": f"Abstract {i} about topic {i % 7}."} for i in range(600)}
+    papers, passages = collection_tables(Collection("ann", docs, {}, {}))
+    db = connect_lancedb(str(tmp_path / "db"))
+    embedder = HashEmbedder()
+    config = indexing.IndexConfig(ann_min_rows=500)
+    indexing.index_corpus(db, passages, papers, embedder, config)
+    table = indexing.open_table(db, indexing.PASSAGES_TABLE)
+    table.create_index("vector", config=HnswSq(distance_type="cosine", num_partitions=2), replace=True)
+    assert indexing._ann_index_type(table, "vector") == "IvfHnswSq"
+
+    rebuilt = indexing.index_corpus(db, passages, papers, embedder, config)
+    assert any("rebuilt from IvfHnswSq" in note for note in rebuilt.notes)
+    table = indexing.open_table(db, indexing.PASSAGES_TABLE)
+    assert indexing._ann_index_type(table, "vector") == indexing.ANN_INDEX_TYPE == "IvfSq"
+    kept = indexing.index_corpus(db, passages, papers, embedder, config)
+    assert not any("ANN index" in note for note in kept.notes)

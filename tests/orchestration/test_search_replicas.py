@@ -126,7 +126,7 @@ print(json.dumps({"store": type(engine.store()).__name__, "rss_grew_mb": (status
 
 
 def test_a_search_process_does_not_read_the_table(tmp_path):
-    """40,000 passages (~75 MB on disk) behind the ANN (IVF_HNSW_SQ) and full-text indexes the indexer builds past
+    """40,000 passages (~75 MB on disk) behind the ANN (IVF_SQ) and full-text indexes the indexer builds past
     its ANN threshold, searched through the index store: a query reads a few MB (index pages, candidates' rows),
     and the process does not grow by anything like the table."""
     import lancedb

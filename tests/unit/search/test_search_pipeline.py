@@ -413,12 +413,23 @@ def test_llm_stages_run_inside_the_pipeline(index_uri, embedder):
     assert contexts and all(2010 <= years[c.paper_id] <= 2012 for c in contexts)
 
 
-def test_index_store_prewarms_its_search_indexes_in_background(index_uri):
-    """Opening an index-backed store starts loading the full-text (and ANN, where built) indexes of both tables."""
+def test_index_store_prewarms_its_search_indexes_after_the_first_query(index_uri, embedder, monkeypatch):
+    """An index-backed store loads the full-text (and ANN, where built) indexes of both tables in background
+    threads, started once, by the first search and not before it."""
+    from lumina_assets.search import stores
     from lumina_assets.search.stores import LanceStore
 
-    store = LanceStore(connect_lancedb(index_uri))
-    threads = store.prewarm_in_background()
+    monkeypatch.setattr(stores, "_STORES", {})  # a store opened by an earlier test has already prewarmed
+    started = []
+    original = LanceStore.prewarm_in_background
+    monkeypatch.setattr(LanceStore, "prewarm_in_background", lambda self: started.append(original(self)))
+    engine = SearchEngine(index_uri, embedder, SearchConfig(store="index"))
+    assert isinstance(engine.store(), LanceStore) and started == []
+    engine.search("aspirin stroke", k=3)
+    engine.search("statins", k=3)
+    engine.rank_documents("warfarin", k=3)
+    assert len(started) == 1
+    threads = started[0]
     for thread in threads:
         thread.join(timeout=60)
     assert {t.name for t in threads} >= {
