@@ -18,6 +18,7 @@ import asyncio
 import logging
 import re
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -149,6 +150,7 @@ class LanceStore:
         self.acronyms_table = open_table(db, ACRONYMS_TABLE)
         self.nprobes, self.refine_factor = nprobes, refine_factor
         self._prewarm_started = False
+        self._prewarm_threads: list[threading.Thread] = []
         schema = self.passages_table.schema
         self.dimension = schema.field("vector").type.list_size
         # the model that built the vectors (name and weights fingerprint), if the index recorded it
@@ -165,7 +167,7 @@ class LanceStore:
         touches; loading the rest afterwards spares the next ~100 queries those loads."""
         if not self._prewarm_started:
             self._prewarm_started = True
-            self.prewarm_in_background()
+            self._prewarm_threads = self.prewarm_in_background()
 
     def prewarm_in_background(self) -> list[threading.Thread]:
         """Loads the vector and full-text indexes in daemon threads (one per index): at 1M passages the IVF_SQ
@@ -194,8 +196,12 @@ class LanceStore:
         return threads
 
     def wait_until_warm(self, timeout: float | None = None) -> bool:
-        """Nothing to wait for: an index-backed store builds nothing in the background that queries need."""
-        return True
+        """Block until the index prewarm a first query started has finished (a measurement then sees the steady
+        state; queries never wait for it). False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self._prewarm_threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in self._prewarm_threads)
 
     def empty(self) -> bool:
         """Counted when the store opens or re-checks out its tables, not per query."""
