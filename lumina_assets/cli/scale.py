@@ -115,6 +115,7 @@ def _bench_scale(args) -> int:
             folder,
             query_vectors,
             nprobes=config.nprobes,
+            probe_share=config.ann_probe_share,
             refine_factor=config.refine_factor,
             depth=config.candidates * config.passage_depth,
         )

@@ -33,7 +33,10 @@ class SearchConfig:
     # IVF_SQ (about sqrt(rows) partitions, indexing/lancedb_tables.ann_partitions); ignored below the ANN threshold.
     # 1M passages, top 200, 60 claims: recall@10 0.967 with 30-60 probes and refine 1 or 2 (0.952 with 20 probes),
     # 0.930 without refine; the vector search then takes ~15-20 ms
-    nprobes: int = 60  # IVF partitions scanned per query
+    nprobes: int = 60  # IVF partitions scanned per query, at least
+    ann_probe_share: float = (
+        0.06  # ... and at least this share of them (60 of 1,000 at 1M, 190 of 3,162 at 10M)
+    )
     refine_factor: int = 1  # > 0: limit * refine_factor ANN candidates re-scored on full vectors; 0 = off
     passage_vectors: bool = True
     passage_fulltext: bool = True

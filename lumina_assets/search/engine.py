@@ -141,6 +141,7 @@ class SearchEngine:
                 self.db,
                 memory_max_passages=limit,
                 nprobes=cfg.nprobes,
+                probe_share=cfg.ann_probe_share,
                 refine_factor=cfg.refine_factor,
             )
             self._store_checked_at = now

@@ -166,7 +166,13 @@ def build_index(folder: Path, size: int, pool, dim: int, *, ann_min_rows: int, s
 
 
 def recall_at_10(
-    folder: Path, query_vectors: np.ndarray, *, nprobes: int, refine_factor: int, depth: int
+    folder: Path,
+    query_vectors: np.ndarray,
+    *,
+    nprobes: int,
+    probe_share: float,
+    refine_factor: int,
+    depth: int,
 ) -> float:
     """The top 10 of the vector candidates exactly as the engine asks for them (`depth` passages, ANN when built)
     against brute force over the same vectors."""
@@ -174,7 +180,12 @@ def recall_at_10(
 
     from lumina_assets.search.stores import Filters, LanceStore
 
-    store = LanceStore(lancedb.connect(str(folder / "lancedb")), nprobes=nprobes, refine_factor=refine_factor)
+    store = LanceStore(
+        lancedb.connect(str(folder / "lancedb")),
+        nprobes=nprobes,
+        probe_share=probe_share,
+        refine_factor=refine_factor,
+    )
     exact = np.load(folder / "vectors.npy", mmap_mode="r")
     scores = np.full((len(query_vectors), len(exact)), -np.inf, dtype=np.float32)
     for start in range(0, len(exact), 200_000):

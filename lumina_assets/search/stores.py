@@ -134,7 +134,7 @@ def _rows_on_loop(query) -> list[dict]:
 class LanceStore:
     """Candidates from LanceDB indexes; metadata fetched by id for candidates only."""
 
-    def __init__(self, db, *, nprobes: int = 60, refine_factor: int = 1) -> None:
+    def __init__(self, db, *, nprobes: int = 60, probe_share: float = 0.06, refine_factor: int = 1) -> None:
         from lumina_assets.indexing import model_identity
         from lumina_assets.indexing.lancedb_tables import (
             ACRONYMS_TABLE,
@@ -148,7 +148,8 @@ class LanceStore:
         if self.passages_table is None or self.papers_table is None:
             raise IndexNotBuilt("the passage index has not been built yet")
         self.acronyms_table = open_table(db, ACRONYMS_TABLE)
-        self.nprobes, self.refine_factor = nprobes, refine_factor
+        self.min_probes, self.probe_share, self.refine_factor = nprobes, probe_share, refine_factor
+        self.nprobes = self._probes()
         self._prewarm_started = False
         self._prewarm_threads: list[threading.Thread] = []
         schema = self.passages_table.schema
@@ -209,12 +210,19 @@ class LanceStore:
             self._empty = self.passages_table.count_rows() == 0
         return self._empty
 
+    def _probes(self) -> int:
+        """IVF partitions a vector search probes, for the index as trained now (a retrain changes its size)."""
+        from lumina_assets.indexing.lancedb_tables import ann_probes
+
+        return ann_probes(self.passages_table, "vector", self.min_probes, self.probe_share)
+
     def checkout_latest(self) -> None:
         """See rows another process added since this one opened the tables."""
         for table in (self.passages_table, self.papers_table, self.acronyms_table):
             if table is not None:
                 table.checkout_latest()
         self._empty = None
+        self.nprobes = self._probes()
 
     def _vector_search(
         self, table, column: str, vector: np.ndarray, n: int, filters: Filters, fields: list[str]
@@ -519,7 +527,9 @@ _STORES: dict[tuple, LanceStore] = {}
 _STORES_LOCK = threading.Lock()
 
 
-def open_store(db_uri: str, db, *, memory_max_passages: int, nprobes: int, refine_factor: int) -> LanceStore:
+def open_store(
+    db_uri: str, db, *, memory_max_passages: int, nprobes: int, refine_factor: int, probe_share: float = 0.06
+) -> LanceStore:
     """The store for the current table versions: in memory up to `memory_max_passages` rows, else index-backed.
     A memory store is rebuilt when a table version changes; an index-backed one only re-checks out the tables."""
     from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE, open_table
@@ -529,15 +539,15 @@ def open_store(db_uri: str, db, *, memory_max_passages: int, nprobes: int, refin
         raise IndexNotBuilt("the passage index has not been built yet")
     small = passages.count_rows() < memory_max_passages
     with _STORES_LOCK:
-        key = (db_uri, small, nprobes, refine_factor)
+        key = (db_uri, small, nprobes, probe_share, refine_factor)
         store = _STORES.get(key)
         if store is not None:
             store.checkout_latest()
         stale_memory = not isinstance(store, MemoryStore) or store.loaded_version != store.version()
         if small and stale_memory:
-            store = MemoryStore(db, nprobes=nprobes, refine_factor=refine_factor)
+            store = MemoryStore(db, nprobes=nprobes, probe_share=probe_share, refine_factor=refine_factor)
         elif store is None:
-            store = LanceStore(db, nprobes=nprobes, refine_factor=refine_factor)
+            store = LanceStore(db, nprobes=nprobes, probe_share=probe_share, refine_factor=refine_factor)
         for stale in [k for k in _STORES if k[0] == db_uri and k != key]:
             del _STORES[stale]
         _STORES[key] = store

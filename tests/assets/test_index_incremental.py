@@ -315,3 +315,19 @@ def test_an_ann_index_of_another_kind_is_rebuilt_once(tmp_path):
     assert indexing._ann_index_type(table, "vector") == indexing.ANN_INDEX_TYPE == "IvfSq"
     kept = indexing.index_corpus(db, passages, papers, embedder, config)
     assert not any("ANN index" in note for note in kept.notes)
+
+
+def test_probes_follow_the_partitions_the_index_was_trained_with(tmp_path):
+    """sqrt(rows) partitions: a fixed share of them is probed (recall holds as the table grows), never fewer
+    than the configured minimum, and the minimum alone where no training size is recorded."""
+    import pyarrow as pa
+
+    db = connect_lancedb(str(tmp_path / "db"))
+    table = db.create_table(
+        "t", pa.table({"vector": pa.FixedSizeListArray.from_arrays(pa.array([0.0] * 8), 4)})
+    )
+    assert indexing.ann_probes(table, "vector", 60, 0.06) == 60  # nothing recorded
+    for rows, probes in ((100_000, 60), (1_000_000, 60), (10_000_000, 190), (100_000_000, 600)):
+        table.update_field_metadata({"path": "vector", "metadata": {indexing.ANN_TRAINED_ROWS: str(rows)}})
+        assert indexing.ann_partitions(rows) == round(rows**0.5)
+        assert indexing.ann_probes(table, "vector", 60, 0.06) == probes
