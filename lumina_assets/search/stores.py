@@ -37,6 +37,11 @@ CONTEXT_FIELDS = ["passage_id", "paper_id", "text", "prev_id", "next_id", "title
 _FTS_WORD = re.compile(r"\w+", re.UNICODE)
 
 
+# a filter admitting at most this many rows is searched exactly (an exact scan of 20k vectors: ~10-20 ms), since an
+# ANN index probing a few percent of its partitions would find only the admitted rows that lie in them
+EXACT_SEARCH_MAX_ROWS = 20_000
+
+
 class IndexNotBuilt(RuntimeError):
     """The LanceDB tables do not exist yet."""
 
@@ -152,6 +157,7 @@ class LanceStore:
         self.nprobes = self._probes()
         self._prewarm_started = False
         self._prewarm_threads: list[threading.Thread] = []
+        self._admitted_counts: dict[tuple, int] = {}
         schema = self.passages_table.schema
         self.dimension = schema.field("vector").type.list_size
         # the model that built the vectors (name and weights fingerprint), if the index recorded it
@@ -235,7 +241,23 @@ class LanceStore:
         where = filters.sql()
         if where:
             query = query.where(where)  # an async vector query filters before the search (prefilter)
+            if self._admitted_rows(table, where) <= EXACT_SEARCH_MAX_ROWS:
+                query = query.bypass_vector_index()
         return _rows_on_loop(query)
+
+    def _admitted_rows(self, table, where: str) -> int:
+        """Rows a filter admits (scalar indexes answer it: ~3 ms at 1M), counted once per filter and table version.
+
+        Why: the ANN index only scores the partitions it probes, so a selective filter (an author's 15 passages
+        among 1M) left it 0-4 of them; at or below `EXACT_SEARCH_MAX_ROWS` the admitted rows are searched exactly
+        (1M passages, 15 admitted: 4 ms)."""
+        key = (table.name, table.version, where)
+        count = self._admitted_counts.get(key)
+        if count is None:
+            if len(self._admitted_counts) > 256:
+                self._admitted_counts.clear()
+            count = self._admitted_counts[key] = table.count_rows(where)
+        return count
 
     def passage_vector_run(self, vector, n, filters) -> Run:
         rows = self._vector_search(

@@ -331,3 +331,32 @@ def test_probes_follow_the_partitions_the_index_was_trained_with(tmp_path):
         table.update_field_metadata({"path": "vector", "metadata": {indexing.ANN_TRAINED_ROWS: str(rows)}})
         assert indexing.ann_partitions(rows) == round(rows**0.5)
         assert indexing.ann_probes(table, "vector", 60, 0.06) == probes
+
+
+def test_a_selective_filter_finds_every_admitted_passage_past_the_ann_index(tmp_path, monkeypatch):
+    """An author's few passages lie in partitions a query may not probe; a filter admitting few rows is searched
+    exactly, so the vector run returns every admitted passage (the ANN path alone misses most of them)."""
+    from lumina_assets.search import stores
+    from lumina_assets.search.stores import Filters, LanceStore
+
+    docs = {str(i): {"title": f"Paper {i}", "text": f"Abstract {i} about topic {i % 7}."} for i in range(600)}
+    papers, passages = collection_tables(Collection("ann", docs, {}, {}))
+    db = connect_lancedb(str(tmp_path / "db"))
+    embedder = HashEmbedder()
+    assert indexing.index_corpus(
+        db, passages, papers, embedder, indexing.IndexConfig(ann_min_rows=500)
+    ).ann_index
+    wanted = tuple(f"beir-ann:{i}" for i in (3, 250, 411, 597))
+    admitted = passages.filter(pl.col("paper_id").is_in(wanted)).height
+    store = LanceStore(db, nprobes=1, probe_share=0.0)  # one partition of ~24 probed
+    query = embedder.encode(["Paper 250. Abstract 250 about topic 5."])[0]
+
+    def found() -> set[str]:
+        store._admitted_counts.clear()
+        run = store.passage_vector_run(query, 50, Filters(paper_ids=wanted))
+        assert {paper for _, _, paper in run.hits} <= set(wanted)
+        return {passage for passage, _, _ in run.hits}
+
+    assert len(found()) == admitted
+    monkeypatch.setattr(stores, "EXACT_SEARCH_MAX_ROWS", 0)  # the ANN path alone
+    assert len(found()) < admitted
