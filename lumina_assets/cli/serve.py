@@ -89,7 +89,9 @@ def _service(uri: str, *, engines: int, use_llm: bool):
         except Exception as error:  # no LLM: the extractive overview, labelled
             print(f"overview LLM unavailable ({error}): extractive overviews", file=sys.stderr)
     return SearchService(
-        lambda: SearchEngine(uri, embedder, SearchConfig()), pool_size=engines, llm_client=llm
+        lambda: SearchEngine(uri, embedder, SearchConfig(), reload_in_background=True),
+        pool_size=engines,
+        llm_client=llm,
     )
 
 

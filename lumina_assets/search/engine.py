@@ -93,6 +93,7 @@ class SearchEngine:
         *,
         storage_options=None,
         refresh_seconds: float = 5.0,
+        reload_in_background: bool = False,
     ):
         from lumina_assets.core import settings
 
@@ -111,6 +112,9 @@ class SearchEngine:
         self._store: LanceStore | None = None
         self._store_checked_at = 0.0
         self.refresh_seconds = refresh_seconds
+        # a long-lived server keeps answering from the loaded small-corpus store while a new version loads;
+        # off by default, so a search right after indexing in the same process sees the new rows
+        self.reload_in_background = reload_in_background
         self.embedding_cache: dict[str, np.ndarray] | None = None  # text -> vector, filled by evaluations
         self._query_model = None  # model_identity.ModelIdentity of the embedder, computed on the first query
         self._unchecked_warned = False
@@ -142,6 +146,7 @@ class SearchEngine:
                 memory_max_passages=limit,
                 nprobes=cfg.nprobes,
                 probe_share=cfg.ann_probe_share,
+                reload_in_background=self.reload_in_background,
                 refine_factor=cfg.refine_factor,
             )
             self._store_checked_at = now

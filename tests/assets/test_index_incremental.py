@@ -360,3 +360,55 @@ def test_a_selective_filter_finds_every_admitted_passage_past_the_ann_index(tmp_
     assert len(found()) == admitted
     monkeypatch.setattr(stores, "EXACT_SEARCH_MAX_ROWS", 0)  # the ANN path alone
     assert len(found()) < admitted
+
+
+def test_a_server_answers_from_the_loaded_corpus_while_a_new_version_loads(tmp_path, monkeypatch):
+    """`reload_in_background` (what `lumina serve` uses): a new table version does not stall the query that
+    notices it; the loaded small-corpus store answers (without the new paper) until the new one is in, then the
+    new paper is found."""
+    import threading
+    import time
+
+    from lumina_assets.search import stores
+    from lumina_assets.search.engine import SearchEngine
+
+    monkeypatch.setattr(stores, "_STORES", {})
+    monkeypatch.setattr(stores, "_RELOADING", set())
+    docs = {
+        str(i): {"title": f"Paper {i}", "text": f"Abstract about marker{i} and topic {i % 7}."}
+        for i in range(40)
+    }
+    papers, passages = collection_tables(Collection("srv", docs, {}, {}))
+    db_path = str(tmp_path / "db")
+    db = connect_lancedb(db_path)
+    embedder = HashEmbedder()
+    first = papers["paper_id"].to_list()[:39]
+    indexing.index_corpus(
+        db,
+        passages.filter(pl.col("paper_id").is_in(first)),
+        papers.filter(pl.col("paper_id").is_in(first)),
+        embedder,
+    )
+    server = SearchEngine(db_path, embedder, refresh_seconds=0, reload_in_background=True)
+    assert server.search("marker3", k=3)[0].paper_id == "beir-srv:3"
+    loaded = server.store()
+    assert isinstance(loaded, stores.MemoryStore)
+
+    indexing.index_corpus(db, passages, papers, embedder)  # a new batch: paper 39
+    gate = threading.Event()
+    load = stores.MemoryStore.__init__
+
+    def held_load(self, *args, **kwargs):
+        gate.wait(30)  # holds the reload so the test sees the loaded store answering meanwhile
+        load(self, *args, **kwargs)
+
+    monkeypatch.setattr(stores.MemoryStore, "__init__", held_load)
+    started = time.perf_counter()
+    assert "beir-srv:39" not in {c.paper_id for c in server.search("marker39", k=5)}
+    assert time.perf_counter() - started < 10 and server.store() is loaded
+    gate.set()
+    deadline = time.monotonic() + 30
+    while server.store() is loaded and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.store() is not loaded
+    assert server.search("marker39", k=5)[0].paper_id == "beir-srv:39"
