@@ -158,8 +158,9 @@ class SearchEngine:
         self.search("warm up query", k=1)
 
     def wait_until_warm(self, timeout: float | None = None) -> bool:
-        """Block until what the store builds in the background (the in-memory full-text mirrors) is ready, so a
-        measurement sees the steady state; searches never need to wait. False on timeout."""
+        """Block until what the store loads in the background (a small corpus's full-text mirrors, an index
+        store's prewarm after its first query) is ready, so a measurement sees the steady state; searches never
+        need to wait. False on timeout."""
         return self.store().wait_until_warm(timeout)
 
     # -- public API

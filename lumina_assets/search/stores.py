@@ -27,6 +27,7 @@ from typing import Protocol
 import numpy as np
 
 from lumina_assets.indexing.lancedb_tables import PASSAGE_DISPLAY_FIELDS as PASSAGE_FIELDS
+from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.fusion import Run
 
 log = logging.getLogger(__name__)
@@ -139,7 +140,14 @@ def _rows_on_loop(query) -> list[dict]:
 class LanceStore:
     """Candidates from LanceDB indexes; metadata fetched by id for candidates only."""
 
-    def __init__(self, db, *, nprobes: int = 60, probe_share: float = 0.06, refine_factor: int = 1) -> None:
+    def __init__(
+        self,
+        db,
+        *,
+        nprobes: int = SearchConfig.nprobes,
+        probe_share: float = SearchConfig.ann_probe_share,
+        refine_factor: int = SearchConfig.refine_factor,
+    ) -> None:
         from lumina_assets.indexing import model_identity
         from lumina_assets.indexing.lancedb_tables import (
             ACRONYMS_TABLE,
@@ -559,7 +567,7 @@ def open_store(
     memory_max_passages: int,
     nprobes: int,
     refine_factor: int,
-    probe_share: float = 0.06,
+    probe_share: float,
     reload_in_background: bool = False,
 ) -> LanceStore:
     """The store for the current table versions: in memory up to `memory_max_passages` rows, else index-backed.
