@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "lumina_assets.cli.orchestration",
     "lumina_assets.cli.scale",
     "lumina_assets.cli.serve",
+    "lumina_assets.cli.collections",
 )
 
 
