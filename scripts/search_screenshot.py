@@ -60,10 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print("cannot take the screenshot: " + ", ".join(missing), file=sys.stderr)
         return 2
-    from lumina_assets.cli.serve import _service, serve_in_thread
+    from lumina_assets.cli.serve import build_service, serve_in_thread
     from lumina_assets.search.api import create_app
 
-    service = _service(args.db, engines=1, use_llm=False)
+    service = build_service(args.db, engines=1, use_llm=False)
     service.warm_up()
     server, thread, port = serve_in_thread(create_app(service))
     try:

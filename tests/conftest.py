@@ -40,10 +40,9 @@ def reset_process_state() -> None:
     http = sys.modules.get("lumina_assets.core.http")
     if http is not None:
         http.RateLimiter.reset()
-    stores = sys.modules.get("lumina_assets.search.stores")
+    stores = sys.modules.get("lumina_assets.search.memory_store")
     if stores is not None:
-        with stores._STORES_LOCK:
-            stores._STORES.clear()
+        stores.clear_open_stores()
     judge = sys.modules.get("evals.judge")
     if judge is not None:
         judge._SHARED_VECTORS.clear()

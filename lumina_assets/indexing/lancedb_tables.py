@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -25,9 +24,20 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from lumina_assets.core.names import last_name
 from lumina_assets.core.progress import Progress
-from lumina_assets.search.acronyms import count_acronyms
-from lumina_assets.search.query_parser import last_name
+from lumina_assets.indexing.table_ops import (
+    ensure_ann,
+    ensure_fts,
+    ensure_scalar,
+    open_table,
+    read_columns,
+    sql_in,
+    upsert,
+    vector_array,
+    vectors_from_arrow,
+)
+from lumina_assets.parsing.acronyms import count_acronyms
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +64,6 @@ PASSAGE_DISPLAY_FIELDS = [
     "year",
     "authors",
 ]
-ANN_TRAINED_ROWS = "lumina:ann_trained_rows"  # vector field metadata: rows the ANN index was trained on
 
 
 @dataclass
@@ -216,7 +225,7 @@ def passage_rows(
     return frame.select(columns)
 
 
-def _passage_schema(dim: int) -> pa.Schema:
+def passage_schema(dim: int) -> pa.Schema:
     return pa.schema(
         [
             pa.field("passage_id", pa.string(), nullable=False),
@@ -240,7 +249,7 @@ def _passage_schema(dim: int) -> pa.Schema:
     )
 
 
-def _paper_schema(dim: int) -> pa.Schema:
+def paper_schema(dim: int) -> pa.Schema:
     return pa.schema(
         [
             pa.field("paper_id", pa.string(), nullable=False),
@@ -259,139 +268,6 @@ def _paper_schema(dim: int) -> pa.Schema:
             pa.field("abstract_vector", pa.list_(pa.float32(), dim)),
         ]
     )
-
-
-def _vector_array(vectors: np.ndarray, dim: int) -> pa.FixedSizeListArray:
-    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
-    return pa.FixedSizeListArray.from_arrays(flat, dim)
-
-
-def vectors_from_arrow(column: pa.ChunkedArray | pa.Array, dim: int | None = None) -> np.ndarray:
-    """(n, dim) float32 matrix from a fixed-size-list column."""
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if len(array) == 0:
-        return np.zeros((0, dim or 0), dtype=np.float32)
-    width = array.type.list_size
-    return array.values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, width)
-
-
-# ---------------------------------------------------------------- table helpers
-
-
-def table_names(db) -> set[str]:
-    listing = db.list_tables() if hasattr(db, "list_tables") else db.table_names()
-    names = getattr(listing, "tables", listing)
-    return set(names)
-
-
-def open_table(db, name: str):
-    return db.open_table(name) if name in table_names(db) else None
-
-
-def _read_columns(table, columns: list[str], where: str | None = None) -> pa.Table:
-    query = table.search().select(columns)
-    if where:
-        query = query.where(where)
-    return query.limit(max(table.count_rows(), 1)).to_arrow()
-
-
-def _sql_in(column: str, values: list[str]) -> str:
-    quoted = ",".join("'" + v.replace("'", "''") + "'" for v in values)
-    return f"{column} IN ({quoted})"
-
-
-def _has_index(table, column: str) -> bool:
-    try:
-        return any(column in (idx.columns or []) for idx in table.list_indices())
-    except Exception:  # an older table format without index listing
-        return False
-
-
-def _ensure_fts(table, column: str) -> None:
-    from lancedb.index import FTS
-
-    if not _has_index(table, column):
-        table.create_index(
-            column,
-            config=FTS(
-                with_position=False, stem=True, remove_stop_words=True, ascii_folding=True, lower_case=True
-            ),
-            replace=True,
-        )
-
-
-def _ensure_scalar(table, column: str, kind: str) -> None:
-    """BTREE / BITMAP / LABEL_LIST index so that lookups by id and filters read a few pages, not the table."""
-    from lancedb.index import BTree, LabelList
-
-    if not _has_index(table, column):
-        table.create_index(column, config={"BTREE": BTree(), "LABEL_LIST": LabelList()}[kind], replace=True)
-
-
-def _ann_trained_rows(table, column: str) -> int:
-    metadata = table.schema.field(column).metadata or {}
-    return int(metadata.get(ANN_TRAINED_ROWS.encode(), b"0") or 0)
-
-
-ANN_INDEX_TYPE = "IvfSq"  # what `_ensure_ann` builds; a vector index of another kind is retrained to it
-
-
-def ann_partitions(rows: int) -> int:
-    """IVF partitions for `rows` vectors: about sqrt(rows) (1,000 of ~1,000 rows at 1M), the usual IVF rule, so
-    a query's probes scan a few percent of the table."""
-    return max(1, round(math.sqrt(rows)))
-
-
-def ann_probes(table, column: str, minimum: int, share: float) -> int:
-    """IVF partitions a query probes: `share` of the partitions the index was trained with, at least `minimum`.
-    With sqrt(rows) partitions a fixed count probes a shrinking share as the table grows (60 of 1,000 at 1M, 60
-    of 3,162 at 10M) and recall falls with it; a fixed share holds it. `minimum` alone where the index recorded no
-    training size."""
-    trained = _ann_trained_rows(table, column)
-    return max(minimum, math.ceil(share * ann_partitions(trained))) if trained else minimum
-
-
-def _ann_index_type(table, column: str) -> str | None:
-    for index in table.list_indices():
-        if column in (index.columns or []):
-            return index.index_type
-    return None
-
-
-def _ensure_ann(table, column: str, rows: int, config: IndexConfig, stats: IndexStats) -> None:
-    """IVF_SQ once the table passes `ann_min_rows`; `optimize()` adds new rows to it incrementally, and it is
-    retrained only when the table has grown `ann_retrain_growth` times past the rows it was trained on (its
-    partitions then no longer describe the data), never per batch; an index of another kind (IVF_HNSW_SQ, built
-    before) is retrained once.
-
-    Why IVF_SQ (measured on 1M passages of real-sentence vectors, 2 cores, top 200 asked): with 1,000 partitions,
-    60 probed and the top 200 re-scored on full vectors (refine 1 or 2), recall@10 0.967-0.982 (two query sets) at
-    14-20 ms, 0.930 without refine; built in 52-54 s; a new process loads only the centroids and the partitions it
-    probes, so its first vector search takes 0.04 s. IVF_HNSW_SQ (5 graphs of 200k, ef 300): recall@10 0.975 at
-    ~12.5 ms, but 11 min to build, +600 MB resident and ~1 s to load its graphs before a process's first query. IVF_PQ stayed at 0.95 recall@10 at 100k
-    even with refine and took >6 min to build at 100k."""
-    kind = _ann_index_type(table, column)
-    trained = _ann_trained_rows(table, column) if kind else 0
-    current = kind == ANN_INDEX_TYPE and (not trained or rows < config.ann_retrain_growth * trained)
-    if rows < config.ann_min_rows or current:
-        stats.ann_index = stats.ann_index or kind is not None
-        return
-    from lancedb.index import IvfSq
-
-    partitions = ann_partitions(rows)
-    table.create_index(column, config=IvfSq(distance_type="cosine", num_partitions=partitions), replace=True)
-    table.update_field_metadata({"path": column, "metadata": {ANN_TRAINED_ROWS: str(rows)}})
-    stats.ann_index = True
-    done = "trained" if kind is None else "retrained" if kind == ANN_INDEX_TYPE else f"rebuilt from {kind}"
-    stats.notes.append(f"ANN index (IVF_SQ, {partitions} partitions) {done} on {column}")
-
-
-def _upsert(db, name: str, table, data: pa.Table, key: str):
-    if table is None:
-        return db.create_table(name, data=data, schema=data.schema)
-    if data.num_rows:
-        table.merge_insert(key).when_matched_update_all().when_not_matched_insert_all().execute(data)
-    return table
 
 
 # ---------------------------------------------------------------- indexing
@@ -450,7 +326,7 @@ def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats,
     table = open_table(db, PASSAGES_TABLE)
     existing_hash: dict[str, tuple[str, str]] = {}
     if table is not None:
-        stored = _read_columns(table, ["passage_id", "text_hash", "row_hash"])
+        stored = read_columns(table, ["passage_id", "text_hash", "row_hash"])
         existing_hash = {
             pid: (th, rh)
             for pid, th, rh in zip(
@@ -472,7 +348,7 @@ def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats,
         and existing_hash[pid][1] != row_hashes[i]
     ]
     say(f"passages: {len(ids)} upstream, {len(to_embed)} to embed, {len(to_refresh)} metadata-only updates")
-    schema = _passage_schema(dim)
+    schema = passage_schema(dim)
     base_columns = [f.name for f in schema if f.name != "vector"]
     abstract_vectors: dict[str, np.ndarray] = {}
 
@@ -498,8 +374,8 @@ def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats,
         stats.embed_seconds += time.perf_counter() - t0
         t0 = time.perf_counter()
         data = batch.select(base_columns).to_arrow()
-        data = data.append_column("vector", _vector_array(vectors, dim)).cast(schema)
-        table = _upsert(db, PASSAGES_TABLE, table, data, "passage_id")
+        data = data.append_column("vector", vector_array(vectors, dim)).cast(schema)
+        table = upsert(db, PASSAGES_TABLE, table, data, "passage_id")
         stats.write_seconds += time.perf_counter() - t0
         stats.passages_embedded += batch.height
     progress.finish()
@@ -508,16 +384,16 @@ def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats,
         t0 = time.perf_counter()
         for start in range(0, len(to_refresh), config.write_batch_rows):
             batch = rows[to_refresh[start : start + config.write_batch_rows]]
-            stored = _read_columns(
-                table, ["passage_id", "vector"], _sql_in("passage_id", batch["passage_id"].to_list())
+            stored = read_columns(
+                table, ["passage_id", "vector"], sql_in("passage_id", batch["passage_id"].to_list())
             )
             by_id = dict(
                 zip(stored["passage_id"].to_pylist(), vectors_from_arrow(stored["vector"], dim), strict=True)
             )
             vectors = np.stack([by_id[pid] for pid in batch["passage_id"].to_list()])
             data = batch.select(base_columns).to_arrow()
-            data = data.append_column("vector", _vector_array(vectors, dim)).cast(schema)
-            table = _upsert(db, PASSAGES_TABLE, table, data, "passage_id")
+            data = data.append_column("vector", vector_array(vectors, dim)).cast(schema)
+            table = upsert(db, PASSAGES_TABLE, table, data, "passage_id")
         stats.passages_metadata_updated = len(to_refresh)
         stats.write_seconds += time.perf_counter() - t0
 
@@ -528,21 +404,30 @@ def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats,
     if config.prune and existing_hash:
         stale = sorted(set(existing_hash) - set(ids))
         for start in range(0, len(stale), 500):
-            table.delete(_sql_in("passage_id", stale[start : start + 500]))
+            table.delete(sql_in("passage_id", stale[start : start + 500]))
         stats.passages_deleted = len(stale)
 
     t0 = time.perf_counter()
     if table.count_rows():
-        _ensure_fts(table, "search_text")
+        ensure_fts(table, "search_text")
         for column in ("passage_id", "paper_id", "year"):
-            _ensure_scalar(table, column, "BTREE")
+            ensure_scalar(table, column, "BTREE")
         table.optimize()
-        _ensure_ann(table, "vector", table.count_rows(), config, stats)
+        has_ann, note = ensure_ann(
+            table,
+            "vector",
+            table.count_rows(),
+            min_rows=config.ann_min_rows,
+            retrain_growth=config.ann_retrain_growth,
+        )
+        stats.ann_index = stats.ann_index or has_ann
+        if note:
+            stats.notes.append(note)
     stats.write_seconds += time.perf_counter() - t0
 
     abstract_ids = rows.filter(pl.col("kind") == "abstract")["passage_id"].to_list()
     if abstract_ids and table.count_rows():
-        stored = _read_columns(table, ["passage_id", "paper_id", "vector"], "kind = 'abstract'")
+        stored = read_columns(table, ["passage_id", "paper_id", "vector"], "kind = 'abstract'")
         for pid, paper_id, vector in zip(
             stored["passage_id"].to_pylist(),
             stored["paper_id"].to_pylist(),
@@ -566,7 +451,7 @@ def _index_papers(
         table = None
     existing: dict[str, tuple[str, str]] = {}
     if table is not None:
-        stored = _read_columns(table, ["paper_id", "text_hash", "row_hash"])
+        stored = read_columns(table, ["paper_id", "text_hash", "row_hash"])
         existing = dict(
             zip(
                 stored["paper_id"].to_pylist(),
@@ -608,7 +493,7 @@ def _index_papers(
     progress = Progress(
         "embedding paper titles", titles_to_embed, say, unit="titles", every_s=config.progress_every_s
     )
-    schema = _paper_schema(dim)
+    schema = paper_schema(dim)
     base_columns = [f.name for f in schema if not f.name.endswith("_vector")]
     for start in range(0, len(changed), config.write_batch_rows):
         batch = meta[changed[start : start + config.write_batch_rows]]
@@ -620,7 +505,7 @@ def _index_papers(
         title_vectors = np.zeros((batch.height, dim), dtype=np.float32)
         if len(need_title) < batch.height and table is not None:
             keep = [pid for i, pid in enumerate(batch["paper_id"].to_list()) if i not in set(need_title)]
-            stored = _read_columns(table, ["paper_id", "title_vector"], _sql_in("paper_id", keep))
+            stored = read_columns(table, ["paper_id", "title_vector"], sql_in("paper_id", keep))
             by_id = dict(
                 zip(
                     stored["paper_id"].to_pylist(),
@@ -650,9 +535,9 @@ def _index_papers(
                 abstract_matrix[i] = title_vectors[i]
         t0 = time.perf_counter()
         data = batch.select(base_columns).to_arrow()
-        data = data.append_column("title_vector", _vector_array(title_vectors, dim))
-        data = data.append_column("abstract_vector", _vector_array(abstract_matrix, dim)).cast(schema)
-        table = _upsert(db, PAPERS_TABLE, table, data, "paper_id")
+        data = data.append_column("title_vector", vector_array(title_vectors, dim))
+        data = data.append_column("abstract_vector", vector_array(abstract_matrix, dim)).cast(schema)
+        table = upsert(db, PAPERS_TABLE, table, data, "paper_id")
         stats.write_seconds += time.perf_counter() - t0
     progress.finish()
 
@@ -661,14 +546,14 @@ def _index_papers(
     if config.prune and existing:
         stale = sorted(set(existing) - set(meta["paper_id"].to_list()))
         for start in range(0, len(stale), 500):
-            table.delete(_sql_in("paper_id", stale[start : start + 500]))
+            table.delete(sql_in("paper_id", stale[start : start + 500]))
         stats.papers_deleted = len(stale)
     _index_acronyms(db, meta[changed]["search_text"].to_list())
     t0 = time.perf_counter()
     if table.count_rows():
-        _ensure_fts(table, "search_text")
+        ensure_fts(table, "search_text")
         for column, kind in (("paper_id", "BTREE"), ("year", "BTREE"), ("author_last_names", "LABEL_LIST")):
-            _ensure_scalar(table, column, kind)
+            ensure_scalar(table, column, kind)
         table.optimize()
     stats.write_seconds += time.perf_counter() - t0
 
@@ -682,7 +567,7 @@ def _index_acronyms(db, texts: list[str]) -> None:
     rows = {(short, long): n for short, forms in counts.items() for long, n in forms.items()}
     table = open_table(db, ACRONYMS_TABLE)
     if table is not None:
-        stored = _read_columns(table, ["short", "long", "count"], _sql_in("short", sorted(counts)))
+        stored = read_columns(table, ["short", "long", "count"], sql_in("short", sorted(counts)))
         for short, long, n in zip(*(stored[c].to_pylist() for c in ("short", "long", "count")), strict=True):
             if (short, long) in rows:
                 rows[(short, long)] += n
@@ -694,8 +579,8 @@ def _index_acronyms(db, texts: list[str]) -> None:
             "count": pa.array(list(rows.values()), pa.int64()),
         }
     )
-    table = _upsert(db, ACRONYMS_TABLE, table, data, "key")
-    _ensure_scalar(table, "short", "BTREE")
+    table = upsert(db, ACRONYMS_TABLE, table, data, "key")
+    ensure_scalar(table, "short", "BTREE")
 
 
 def index_version(db) -> str:

@@ -1,7 +1,7 @@
 """Sentence vectors stored at index time, so highlighting evidence at request time encodes only the query.
 
 The `passage_sentences` table holds one row per passage: its sentences' character offsets (`split_sentences`
-located in the passage text, as `search.evidence.sentence_spans` does at request time) and their vectors (the
+located in the passage text, as `parsing.chunking.sentence_spans` does at request time) and their vectors (the
 index's embedding model, L2-normalized, float16, row-major `n × dim` bytes). `text_hash` covers the model and the
 passage text, so a passage whose text or model changed is encoded again and a stale row is never used.
 
@@ -67,15 +67,15 @@ def index_sentences(
     log_fn: Callable[[str], None] | None = None,
 ) -> dict:
     """Bring `passage_sentences` up to date with these passages; returns counts and seconds."""
-    from lumina_assets.indexing.lancedb_tables import _ensure_scalar, _read_columns, _sql_in, open_table
-    from lumina_assets.search.evidence import sentence_spans
+    from lumina_assets.indexing.table_ops import ensure_scalar, open_table, read_columns, sql_in
+    from lumina_assets.parsing.chunking import sentence_spans
 
     say = log_fn or log.info
     started = time.perf_counter()
     table = open_table(db, SENTENCES_TABLE)
     stored: dict[str, str] = {}
     if table is not None and table.count_rows():
-        frame = _read_columns(table, ["passage_id", "text_hash"])
+        frame = read_columns(table, ["passage_id", "text_hash"])
         stored = dict(zip(frame["passage_id"].to_pylist(), frame["text_hash"].to_pylist(), strict=True))
     hashes = [sentence_hash(model, t or "") for t in texts]
     todo = [i for i, pid in enumerate(passage_ids) if stored.get(pid) != hashes[i]]
@@ -127,11 +127,11 @@ def index_sentences(
     if prune and table is not None and stored:
         stale = sorted(set(stored) - set(passage_ids))
         for begin in range(0, len(stale), 500):
-            table.delete(_sql_in("passage_id", stale[begin : begin + 500]))
+            table.delete(sql_in("passage_id", stale[begin : begin + 500]))
         stats["deleted"] = len(stale)
     if table is not None and (todo or stats["deleted"]):
         try:
-            _ensure_scalar(table, "passage_id", "BTREE")
+            ensure_scalar(table, "passage_id", "BTREE")
             table.optimize()
         except Exception as error:  # an index is an optimization: lookups by id still work without it
             log.debug("sentence table index: %s", error)
@@ -142,17 +142,13 @@ def index_sentences(
 def backfill_from_index(db, embedder, *, log_fn: Callable[[str], None] | None = None) -> dict:
     """Sentence vectors for the passages already in an index's `passages` table (an index built before this
     table existed, e.g. a reused eval index); incremental, so a complete table costs one hash comparison."""
-    from lumina_assets.indexing.lancedb_tables import (
-        PASSAGES_TABLE,
-        _read_columns,
-        embedder_identity,
-        open_table,
-    )
+    from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE, embedder_identity
+    from lumina_assets.indexing.table_ops import open_table, read_columns
 
     passages = open_table(db, PASSAGES_TABLE)
     if passages is None:
         return {"passages": 0, "encoded_passages": 0, "sentences": 0, "deleted": 0}
-    frame = _read_columns(passages, ["passage_id", "text"])
+    frame = read_columns(passages, ["passage_id", "text"])
     return index_sentences(
         db,
         frame["passage_id"].to_pylist(),
@@ -175,7 +171,7 @@ class SentenceVectors:
         self._lock = threading.Lock()
 
     def _current(self):
-        from lumina_assets.indexing.lancedb_tables import open_table
+        from lumina_assets.indexing.table_ops import open_table
 
         now = time.monotonic()
         with self._lock:
@@ -197,7 +193,7 @@ class SentenceVectors:
 
     def lookup(self, passages: dict[str, str]) -> dict[str, np.ndarray]:
         """{sentence text: unit vector (float32)} for the sentences of `passages` ({passage_id: text})."""
-        from lumina_assets.indexing.lancedb_tables import _sql_in
+        from lumina_assets.indexing.table_ops import sql_in
 
         table = self._current()
         if table is None or not passages:
@@ -205,7 +201,7 @@ class SentenceVectors:
         try:
             frame = (
                 table.search()
-                .where(_sql_in("passage_id", list(passages)))
+                .where(sql_in("passage_id", list(passages)))
                 .select(["passage_id", "text_hash", "starts", "ends", "dim", "vectors"])
                 .limit(len(passages))
                 .to_arrow()

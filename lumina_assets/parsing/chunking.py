@@ -56,6 +56,25 @@ def split_sentences(text: str, language: str = "en") -> list[str]:
     return [s.strip() for s in sentencex.segment(language, text) if s.strip()]
 
 
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) character offsets of each sentence of `text` (split_sentences, located in the original)."""
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for sentence in split_sentences(text or ""):
+        at = text.find(sentence, cursor)
+        if at < 0:  # the segmenter normalized something: fall back to the first word's position
+            first = sentence.split()[0] if sentence.split() else sentence
+            at = text.find(first, cursor)
+            if at < 0:
+                continue
+            end = min(len(text), at + len(sentence))
+        else:
+            end = at + len(sentence)
+        spans.append((at, end))
+        cursor = end
+    return spans
+
+
 def _split_long_sentence(sentence: str, count: TokenCounter, max_tokens: int) -> list[str]:
     """A sentence longer than the limit is cut on word boundaries (a table row dump, a formula)."""
     pieces: list[str] = []

@@ -24,7 +24,8 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from lumina_assets.search.results import BadRequest, SearchRequest, SearchService
+from lumina_assets.search.request import BadRequest, SearchRequest
+from lumina_assets.search.results import SearchService
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,9 @@
 pseudo-relevance feedback -> boost -> diversify -> neighbour expansion -> optional rerank -> ranked `Context`s.
 
 Every stage works on what the indexes returned (a few hundred ids), never on arrays the size of the corpus: a
-search process holds open indexes (`stores.LanceStore`), or, for small corpora, the same store with its vectors in
-memory (`stores.MemoryStore`). Explicit constraints (`year:2020..2023`, `author:Cohan`) are pushed down as filters;
-natural-language cues ("after 2019", "Cohan et al.") boost. Every stage is a switch in `SearchConfig`.
+search process holds open indexes (`stores.LanceStore`), or, for small corpora, the same store with its vectors
+in memory (`memory_store.MemoryStore`). Explicit constraints (`year:2020..2023`, `author:Cohan`) are pushed down
+as filters; natural-language cues ("after 2019", "Cohan et al.") boost. Every stage is a switch in `SearchConfig`.
 """
 
 from __future__ import annotations
@@ -22,17 +22,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lumina_assets.core.names import last_name
 from lumina_assets.core.schemas import Context
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.fusion import Run, fuse, ranked
-from lumina_assets.search.query_parser import ParsedQuery, last_name, parse_query
-from lumina_assets.search.stores import (
-    Filters,
-    IndexModelMismatch,
-    IndexNotBuilt,
-    LanceStore,
-    open_store,
-)
+from lumina_assets.search.memory_store import open_store
+from lumina_assets.search.query_parser import ParsedQuery, parse_query
+from lumina_assets.search.stores import Filters, IndexModelMismatch, IndexNotBuilt, LanceStore
 from lumina_assets.search.text import WORD, tokenize
 
 log = logging.getLogger(__name__)

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from lumina_assets.parsing.chunking import sentence_spans
 from lumina_assets.search.text import tokenize
 
 
@@ -53,27 +54,6 @@ class Sentence:
     start: int
     end: int
     text: str
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) character offsets of each sentence of `text` (split_sentences, located in the original)."""
-    from lumina_assets.parsing.chunking import split_sentences
-
-    spans: list[tuple[int, int]] = []
-    cursor = 0
-    for sentence in split_sentences(text or ""):
-        at = text.find(sentence, cursor)
-        if at < 0:  # the segmenter normalized something: fall back to the first word's position
-            first = sentence.split()[0] if sentence.split() else sentence
-            at = text.find(first, cursor)
-            if at < 0:
-                continue
-            end = min(len(text), at + len(sentence))
-        else:
-            end = at + len(sentence)
-        spans.append((at, end))
-        cursor = end
-    return spans
 
 
 # What a sentence does in a scientific abstract, from its wording (general cues, not fitted to one collection):

@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lumina_assets.core.names import last_name
 from lumina_assets.search.text import WORD, stopwords
 
 _YEAR = r"(1[89]\d{2}|20\d{2})"
@@ -68,13 +69,6 @@ class ParsedQuery:
     @property
     def has_year(self) -> bool:
         return self.year_min is not None or self.year_max is not None
-
-
-def last_name(name: str) -> str:
-    parts = [
-        p for p in re.split(r"[\s,]+", name.strip().strip("\"'")) if p and not re.fullmatch(r"[A-Z]\.?", p)
-    ]
-    return parts[-1].lower() if parts else ""
 
 
 def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) -> ParsedQuery:

@@ -20,207 +20,23 @@ import queue
 import re
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-from lumina_assets.search.evidence import EvidenceScorer, Highlight
+from lumina_assets.search.evidence import EvidenceScorer
+from lumina_assets.search.explain import RETRIEVER_LABELS, applied_boosts, constraints, short_title
 from lumina_assets.search.overview import Reference, build_overview
+from lumina_assets.search.paper_files import PaperFiles
+from lumina_assets.search.request import SearchRequest
 
 log = logging.getLogger(__name__)
 
-MAX_QUERY_CHARS = 1000
-MAX_K = 50
-MAX_PAGE = 20
-MAX_FIELD_CHARS = 200
-MAX_DEPTH = 200  # k × page: how deep one request may page into the ranking
 WIDEN_FROM = 5  # widening follows the citations of this many top results
 WIDEN_MAX = 30  # at most this many linked papers join the candidates
 WIDEN_BONUS = (
     0.25  # a widened paper gains this share of the score of each top result it is linked to (set a priori)
 )
 DENSE_RESULTS = 10  # results whose sentences get dense (model) scores; further ones are scored lexically
-CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-
-class BadRequest(ValueError):
-    """A request the API refuses, with the message the client sees."""
-
-
-@dataclass
-class SearchRequest:
-    query: str
-    k: int = 10
-    page: int = 1
-    year_min: int | None = None
-    year_max: int | None = None
-    author: str | None = None
-    venue: str | None = None
-    overview: bool = True
-    widen: bool = False  # also list in-corpus papers the top results cite or are cited by
-
-    @classmethod
-    def from_mapping(cls, data: dict) -> SearchRequest:
-        """Validated and bounded; BadRequest with a message otherwise."""
-        if not isinstance(data, dict):
-            raise BadRequest("the request must be a JSON object")
-        unknown = set(data) - {
-            "query",
-            "q",
-            "k",
-            "page",
-            "year_min",
-            "year_max",
-            "author",
-            "venue",
-            "overview",
-            "widen",
-        }
-        if unknown:
-            raise BadRequest(f"unknown field(s): {', '.join(sorted(unknown))}")
-        query = data.get("query", data.get("q"))
-        if not isinstance(query, str):
-            raise BadRequest("query is required and must be a string")
-        if len(query) > MAX_QUERY_CHARS:
-            raise BadRequest(f"query is too long ({len(query)} characters; at most {MAX_QUERY_CHARS})")
-        if CONTROL.search(query):
-            raise BadRequest("query contains control characters")
-        query = re.sub(r"\s+", " ", query).strip()
-        if not query:
-            raise BadRequest("query is empty")
-        k = _int(data.get("k", 10), "k", 1, MAX_K)
-        page = _int(data.get("page", 1), "page", 1, MAX_PAGE)
-        if k * page > MAX_DEPTH:
-            raise BadRequest(f"k × page must be at most {MAX_DEPTH} (got {k} × {page})")
-        year_min = _int(data.get("year_min"), "year_min", 1000, 2999, optional=True)
-        year_max = _int(data.get("year_max"), "year_max", 1000, 2999, optional=True)
-        if year_min is not None and year_max is not None and year_min > year_max:
-            raise BadRequest("year_min is after year_max")
-        author = _text(data.get("author"), "author")
-        venue = _text(data.get("venue"), "venue")
-        overview, widen = _flag(data.get("overview", True)), _flag(data.get("widen", False))
-        return cls(query, k, page, year_min, year_max, author, venue, overview, widen)
-
-    def engine_query(self) -> str:
-        """The query with UI filters written as explicit (strict) syntax."""
-        parts = [self.query]
-        if self.year_min is not None and self.year_max is not None:
-            parts.append(f"year:{self.year_min}..{self.year_max}")
-        elif self.year_min is not None:
-            parts.append(f"year>={self.year_min}")
-        elif self.year_max is not None:
-            parts.append(f"year<={self.year_max}")
-        if self.author:
-            parts.append(f'author:"{self.author}"')
-        if self.venue:
-            parts.append(f'venue:"{self.venue}"')
-        return " ".join(parts)
-
-
-def _flag(value) -> bool:
-    if isinstance(value, str):
-        return value.lower() not in ("0", "false", "no", "off", "")
-    return bool(value)
-
-
-def _int(value, name: str, low: int, high: int, *, optional: bool = False) -> int | None:
-    if value is None or value == "":
-        if optional:
-            return None
-        raise BadRequest(f"{name} is required")
-    if isinstance(value, bool):
-        raise BadRequest(f"{name} must be an integer")
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise BadRequest(f"{name} must be an integer") from None
-    if isinstance(value, float) and value != number:
-        raise BadRequest(f"{name} must be an integer")
-    if not low <= number <= high:
-        raise BadRequest(f"{name} must be between {low} and {high} (got {number})")
-    return number
-
-
-def _text(value, name: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise BadRequest(f"{name} must be a string")
-    if len(value) > MAX_FIELD_CHARS:
-        raise BadRequest(f"{name} is too long (at most {MAX_FIELD_CHARS} characters)")
-    if CONTROL.search(value) or '"' in value:
-        raise BadRequest(f"{name} contains control characters or quotes")
-    value = re.sub(r"\s+", " ", value).strip()
-    return value or None
-
-
-class PaperFiles:
-    """Page spans of passages and stored PDFs of papers, read from the `passages` and `pdf_files` tables for the
-    requested ids only (Parquet predicate pushdown); empty when those tables do not exist (e.g. a BEIR index)."""
-
-    def __init__(self, tables_dir: Path | None = None):
-        from lumina_assets.core import settings
-
-        self.tables_dir = Path(tables_dir) if tables_dir else settings.tables_dir()
-
-    def _scan(self, name: str):
-        import polars as pl
-
-        folder = self.tables_dir / name
-        if not folder.is_dir() or not any(folder.glob("*.parquet")):
-            return None
-        return pl.scan_parquet(str(folder / "*.parquet"), missing_columns="insert", extra_columns="ignore")
-
-    def page_spans(self, passage_ids: list[str]) -> dict[str, tuple[int | None, int | None]]:
-        import polars as pl
-
-        scan = self._scan("passages")
-        if scan is None or not passage_ids:
-            return {}
-        try:
-            frame = (
-                scan.filter(pl.col("passage_id").is_in(passage_ids))
-                .select("passage_id", "page_start", "page_end")
-                .collect()
-            )
-        except Exception as error:  # a table being rewritten: no page numbers this time
-            log.debug("page spans unavailable: %s", error)
-            return {}
-        return {r["passage_id"]: (r["page_start"], r["page_end"]) for r in frame.iter_rows(named=True)}
-
-    def pdf_hashes(self, paper_ids: list[str]) -> dict[str, str]:
-        import polars as pl
-
-        scan = self._scan("pdf_files")
-        if scan is None or not paper_ids:
-            return {}
-        try:
-            frame = (
-                scan.filter(pl.col("paper_id").is_in(paper_ids) & (pl.col("status") == "ok"))
-                .select("paper_id", "sha256")
-                .collect()
-            )
-        except Exception as error:
-            log.debug("pdf hashes unavailable: %s", error)
-            return {}
-        return {r["paper_id"]: r["sha256"] for r in frame.iter_rows(named=True) if r["sha256"]}
-
-    def citations(self, paper_id: str) -> dict[str, list[str]]:
-        """In-corpus links from `citation_edges`: what `paper_id` cites and what cites it."""
-        import polars as pl
-
-        path = self.tables_dir / "citation_edges.parquet"
-        if not path.exists():
-            return {"cites": [], "cited_by": []}
-        frame = (
-            pl.scan_parquet(str(path))
-            .filter((pl.col("citing") == paper_id) | (pl.col("cited") == paper_id))
-            .collect()
-        )
-        return {
-            "cites": sorted(frame.filter(pl.col("citing") == paper_id)["cited"].to_list()),
-            "cited_by": sorted(frame.filter(pl.col("cited") == paper_id)["citing"].to_list()),
-        }
 
 
 class EnginePool:
@@ -240,79 +56,6 @@ class EnginePool:
             yield engine
         finally:
             self._engines.put(engine)
-
-
-def _constraints(parsed, config) -> list[dict]:
-    """What the parser understood, each as filter (strict) or boost (reorders only), with the syntax that turns a
-    boost into a filter and the query without it."""
-    if parsed is None:
-        return []
-    out = []
-    if parsed.has_year:
-        low, high = parsed.year_min, parsed.year_max
-        strict = parsed.year_explicit or config.year_mode == "filter"
-        syntax = (
-            f"year:{low}..{high}"
-            if low is not None and high is not None
-            else f"year>={low}"
-            if low is not None
-            else f"year<={high}"
-        )
-        out.append(
-            {
-                "kind": "year",
-                "value": {"min": low, "max": high},
-                "mode": "filter" if strict else "boost",
-                "as_filter": syntax,
-            }
-        )
-    explicit = {a.lower() for a in parsed.explicit_authors}
-    for author in parsed.authors:
-        out.append(
-            {
-                "kind": "author",
-                "value": author,
-                "mode": "filter" if author.lower() in explicit else "boost",
-                "as_filter": f'author:"{author}"',
-            }
-        )
-    for venue in getattr(parsed, "explicit_venues", []) or []:
-        out.append({"kind": "venue", "value": venue, "mode": "filter", "as_filter": f'venue:"{venue}"'})
-    for item in out:
-        item["query_without"] = parsed.text
-    return out
-
-
-def _boosts(parsed, config, paper: dict) -> list[str]:
-    """The boosts the engine applied to this paper (mirrors SearchEngine._boost's rules)."""
-    from lumina_assets.search.query_parser import last_name
-
-    if parsed is None:
-        return []
-    applied = []
-    boost_authors = [a for a in parsed.authors if a not in parsed.explicit_authors]
-    paper_names = {last_name(a) for a in paper.get("authors") or []}
-    for author in boost_authors:
-        if last_name(author) in paper_names:
-            applied.append(f"author {author} ×{1 + config.author_boost:g}")
-    year = paper.get("year")
-    if parsed.has_year and not parsed.year_explicit and config.year_mode == "boost" and year:
-        low = parsed.year_min if parsed.year_min is not None else -(10**6)
-        high = parsed.year_max if parsed.year_max is not None else 10**6
-        if low <= year <= high:
-            applied.append(f"year {year} in the asked range ×{1 + config.year_boost:g}")
-    if config.recency_weight > 0 and year:
-        applied.append(f"recency (weight {config.recency_weight:g})")
-    return applied
-
-
-RETRIEVER_LABELS = {
-    "passage_vectors": "passage meaning (dense vectors)",
-    "passage_fulltext": "passage words (BM25)",
-    "paper_fulltext": "title/abstract words (BM25)",
-    "paper_title_vectors": "title meaning (dense vectors)",
-    "paper_abstract_vectors": "abstract meaning (dense vectors)",
-}
 
 
 def stored_sentences(engine):
@@ -357,7 +100,8 @@ class SearchService:
             return engine.store()
 
     def _papers(self, store, paper_ids: list[str]) -> dict[str, dict]:
-        from lumina_assets.search.stores import _rows, sql_in
+        from lumina_assets.indexing.table_ops import sql_in
+        from lumina_assets.search.stores import query_rows
 
         if not paper_ids:
             return {}
@@ -367,7 +111,7 @@ class SearchService:
             if c in store.paper_columns
         ]
         query = store.papers_table.search().where(sql_in("paper_id", paper_ids)).select(columns)
-        return {r["paper_id"]: r for r in _rows(query.limit(len(paper_ids)))}
+        return {r["paper_id"]: r for r in query_rows(query.limit(len(paper_ids)))}
 
     def search(self, request: SearchRequest) -> dict:
         started = time.perf_counter()
@@ -467,7 +211,7 @@ class SearchService:
                             for r in trace.found_by.get(context.paper_id, [])
                         ],
                         "fusion": self.config.fusion,
-                        "boosts": _boosts(parsed, self.config, paper),
+                        "boosts": applied_boosts(parsed, self.config, paper),
                         "citation_bonus": round(bonus[context.paper_id], 6)
                         if context.paper_id in bonus
                         else None,
@@ -496,7 +240,7 @@ class SearchService:
             "page": request.page,
             "has_more": has_more,
             "message": trace.message,
-            "constraints": _constraints(parsed, self.config),
+            "constraints": constraints(parsed, self.config),
             "filters": {
                 "year_min": getattr(filters, "year_min", None),
                 "year_max": getattr(filters, "year_max", None),
@@ -536,7 +280,7 @@ class SearchService:
         from dataclasses import replace
 
         top = contexts[:WIDEN_FROM]
-        titles = {c.paper_id: _short(c.title or c.paper_id) for c in top}
+        titles = {c.paper_id: short_title(c.title or c.paper_id) for c in top}
         links = self._links(top)
         returned = {c.paper_id for c in contexts}
         new = sorted((p for p in links if p not in returned), key=lambda p: (-len(links[p]), p))[:WIDEN_MAX]
@@ -625,10 +369,6 @@ class SearchService:
         return path if path.is_file() else None
 
 
-def _short(title: str, limit: int = 60) -> str:
-    return title if len(title) <= limit else title[: limit - 1] + "…"
-
-
 @contextmanager
 def _only_papers(engine, paper_ids: list[str]):
     """While held, `engine` admits only these papers as candidates (intersected with the query's own
@@ -648,13 +388,3 @@ def _only_papers(engine, paper_ids: list[str]):
         yield engine
     finally:
         del engine._filters
-
-
-def highlight_markup(text: str, highlights: list[Highlight]) -> str:
-    """`text` with highlights wrapped in [[...]] (for the terminal)."""
-    out, cursor = [], 0
-    for h in sorted(highlights, key=lambda h: h.start):
-        out += [text[cursor : h.start], "[[", text[h.start : h.end], "]]"]
-        cursor = h.end
-    out.append(text[cursor:])
-    return "".join(out)

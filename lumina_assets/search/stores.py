@@ -5,11 +5,12 @@ for the whole corpus, so a search process holds open indexes and nothing the siz
 the native full-text (BM25) index, and scalar-indexed lookups by id for the metadata of candidates only. Filters
 (years, paper ids) are pushed down into each search as prefilters.
 
-`MemoryStore` is the small-corpus fast path: the same interface with the passage vectors and display columns held
-in memory (exact search by one matrix product instead of LanceDB's flat scan, which reads every vector from disk
-per query) and the full-text searches answered by in-memory mirrors of LanceDB's indexes (`fulltext_mirror`: same
-tokens, same BM25 scores), so both stores feed the same pipeline the same candidates. `open_store` picks it below
-`memory_max_passages` (150k by default); from there on the ANN and full-text indexes answer.
+`memory_store.MemoryStore` is the small-corpus fast path: the same interface with the passage vectors and
+display columns held in memory (exact search by one matrix product instead of LanceDB's flat scan, which reads
+every vector from disk per query) and the full-text searches answered by in-memory mirrors of LanceDB's indexes
+(`fulltext_mirror`: same tokens, same BM25 scores), so both stores feed the same pipeline the same candidates.
+`memory_store.open_store` picks it below `memory_max_passages` (150k by default); from there on the ANN and
+full-text indexes answer.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Protocol
 import numpy as np
 
 from lumina_assets.indexing.lancedb_tables import PASSAGE_DISPLAY_FIELDS as PASSAGE_FIELDS
+from lumina_assets.indexing.table_ops import sql_in
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.fusion import Run
 
@@ -81,11 +83,6 @@ class Filters:
         return self.paper_ids is None or paper_id in self.paper_ids
 
 
-def sql_in(column: str, values: Sequence[str]) -> str:
-    quoted = ",".join("'" + str(v).replace("'", "''") + "'" for v in values)
-    return f"{column} IN ({quoted})"
-
-
 def fts_text(text: str, limit: int = 1000) -> str:
     """Words only: LanceDB's query parser must never see operators or quotes from user input."""
     return " ".join(_FTS_WORD.findall(text))[:limit]
@@ -121,7 +118,7 @@ def arrow_rows(table) -> list[dict]:
     return [dict(zip(names, row, strict=True)) for row in zip(*columns.values(), strict=True)]
 
 
-def _rows(query) -> list[dict]:
+def query_rows(query) -> list[dict]:
     return arrow_rows(query.to_arrow())
 
 
@@ -149,12 +146,8 @@ class LanceStore:
         refine_factor: int = SearchConfig.refine_factor,
     ) -> None:
         from lumina_assets.indexing import model_identity
-        from lumina_assets.indexing.lancedb_tables import (
-            ACRONYMS_TABLE,
-            PAPERS_TABLE,
-            PASSAGES_TABLE,
-            open_table,
-        )
+        from lumina_assets.indexing.lancedb_tables import ACRONYMS_TABLE, PAPERS_TABLE, PASSAGES_TABLE
+        from lumina_assets.indexing.table_ops import open_table
 
         self.passages_table = open_table(db, PASSAGES_TABLE)
         self.papers_table = open_table(db, PAPERS_TABLE)
@@ -226,7 +219,7 @@ class LanceStore:
 
     def _probes(self) -> int:
         """IVF partitions a vector search probes, for the index as trained now (a retrain changes its size)."""
-        from lumina_assets.indexing.lancedb_tables import ann_probes
+        from lumina_assets.indexing.table_ops import ann_probes
 
         return ann_probes(self.passages_table, "vector", self.min_probes, self.probe_share)
 
@@ -318,7 +311,7 @@ class LanceStore:
             .select(PASSAGE_FIELDS)
             .limit(len(ids))
         )
-        return {r["passage_id"]: r for r in _rows(query)}
+        return {r["passage_id"]: r for r in query_rows(query)}
 
     def paper_passage_rows(self, paper_ids) -> dict[str, list[dict]]:
         """Every passage of these papers (`CONTEXT_FIELDS` and vector): the rows contexts are built from."""
@@ -336,7 +329,7 @@ class LanceStore:
         if not ids:
             return {}
         query = self.papers_table.search().where(sql_in("paper_id", ids)).select(PAPER_FIELDS).limit(len(ids))
-        return {r["paper_id"]: r for r in _rows(query)}
+        return {r["paper_id"]: r for r in query_rows(query)}
 
     def paper_vectors(self, paper_ids, column) -> np.ndarray:
         ids = list(paper_ids)
@@ -348,7 +341,7 @@ class LanceStore:
             .select(["paper_id", column])
             .limit(len(ids))
         )
-        by_id = {r["paper_id"]: r[column] for r in _rows(query)}
+        by_id = {r["paper_id"]: r[column] for r in query_rows(query)}
         return np.asarray([by_id[i] for i in ids if i in by_id], dtype=np.float32)
 
     def papers_by_author(self, last_names, limit) -> list[str]:
@@ -360,7 +353,7 @@ class LanceStore:
             .where(f"array_has_any(author_last_names, [{names}])")
             .select(["paper_id"])
         )
-        return [r["paper_id"] for r in _rows(query.limit(limit))]
+        return [r["paper_id"] for r in query_rows(query.limit(limit))]
 
     def papers_by_venue(self, venues, limit) -> list[str]:
         """Papers whose venue contains any of `venues` (case-insensitive substring match)."""
@@ -372,7 +365,7 @@ class LanceStore:
         if not clauses:
             return []
         query = self.papers_table.search().where(f"venue IS NOT NULL AND ({clauses})").select(["paper_id"])
-        return [r["paper_id"] for r in _rows(query.limit(limit))]
+        return [r["paper_id"] for r in query_rows(query.limit(limit))]
 
     def has_author(self, last_name) -> bool:
         return bool(last_name) and bool(self.papers_by_author([last_name], 1))
@@ -386,237 +379,7 @@ class LanceStore:
             .select(["short", "long", "count"])
         )
         best: dict[str, tuple[int, str]] = {}
-        for row in _rows(query.limit(10_000)):
+        for row in query_rows(query.limit(10_000)):
             if row["count"] > best.get(row["short"], (0, ""))[0]:
                 best[row["short"]] = (row["count"], row["long"])
         return {short: long for short, (_, long) in best.items()}
-
-
-class MemoryStore(LanceStore):
-    """Small corpora (below `SearchConfig.memory_max_passages`): passage vectors and display columns in memory
-    (exact search by one matrix product, where LanceDB would scan every vector from disk per query; rows taken by
-    position instead of a round trip per lookup), and both full-text searches answered by in-memory mirrors of
-    LanceDB's full-text indexes (`fulltext_mirror`: same tokens, same BM25 scores), built in a background thread
-    when the store opens; until they are ready LanceDB's own indexes answer, so a first query never waits."""
-
-    def __init__(self, db, **kwargs) -> None:
-        super().__init__(db, **kwargs)
-        from lumina_assets.indexing.lancedb_tables import vectors_from_arrow
-
-        table = self.passages_table.search().select([*PASSAGE_FIELDS, "search_text", "vector"])
-        table = table.limit(max(self.passages_table.count_rows(), 1)).to_arrow().combine_chunks()
-        passage_texts = table["search_text"]
-        # Arrow columns in one chunk: compact, and a row is taken by position without a search across chunks
-        self._rows = table.drop_columns(["vector", "search_text"])
-        self._ids = table["passage_id"].to_pylist()
-        self._paper_of = table["paper_id"].to_pylist()
-        self._years = np.asarray(
-            [y if y is not None else -1 for y in table["year"].to_pylist()], dtype=np.int32
-        )
-        self._vectors = vectors_from_arrow(table["vector"], self.dimension)
-        self._position = {pid: i for i, pid in enumerate(self._ids)}
-        self._by_paper: dict[str, list[int]] = {}
-        for index, paper_id in enumerate(self._paper_of):
-            self._by_paper.setdefault(paper_id, []).append(index)
-        # what a context is built from, by position: a result page reads ~50 rows, and Arrow's take + conversion
-        # of every column made 0.4 ms of a ~10 ms query. Neighbour ids as lists, title / DOI / URL once per paper,
-        # the texts stay in Arrow.
-        self._neighbours = self._rows.select(["prev_id", "next_id"]).to_pydict()
-        firsts = [positions[0] for positions in self._by_paper.values()]
-        paper_columns = self._rows.select(["title", "doi", "url"]).take(firsts).to_pydict()
-        self._paper_display = {
-            paper_id: dict(zip(paper_columns, values, strict=True))
-            for paper_id, values in zip(
-                self._by_paper, zip(*paper_columns.values(), strict=True), strict=True
-            )
-        }
-        texts = self._rows["text"]
-        self._texts = (
-            texts.chunk(0) if texts.num_chunks == 1 else texts.combine_chunks()
-        )  # one chunk: no copy
-        self.loaded_version = self.version()
-        self._text_mirrors: tuple | None = None
-        self.text_mirrors_ready = threading.Event()
-        threading.Thread(
-            target=self._build_text_mirrors,
-            args=(passage_texts,),
-            name="lumina-fulltext-mirror",
-            daemon=True,
-        ).start()
-
-    def _build_text_mirrors(self, passage_texts) -> None:
-        from lumina_assets.search.fulltext_mirror import FullTextMirror
-
-        try:
-            papers = self.papers_table.search().select(["paper_id", "year", "search_text"])
-            papers = papers.limit(max(self.papers_table.count_rows(), 1)).to_arrow().combine_chunks()
-            paper_ids = papers["paper_id"].to_pylist()
-            paper_years = np.asarray(
-                [y if y is not None else -1 for y in papers["year"].to_pylist()], np.int32
-            )
-            self._text_mirrors = (
-                FullTextMirror(passage_texts),
-                FullTextMirror(papers["search_text"]),
-                paper_ids,
-                paper_years,
-            )
-        except Exception as error:  # a hint only: LanceDB's indexes keep answering
-            log.warning("full-text mirror not built, LanceDB's full-text index answers instead: %s", error)
-        finally:
-            self.text_mirrors_ready.set()
-
-    def wait_until_warm(self, timeout: float | None = None) -> bool:
-        return self.text_mirrors_ready.wait(timeout)
-
-    def prewarm_in_background(self) -> list[threading.Thread]:
-        """Nothing to load: vectors are in memory and the full-text mirrors build at open."""
-        return []
-
-    def _admitted(self, filters: Filters, years: np.ndarray, paper_ids: Sequence[str]) -> np.ndarray | None:
-        """Boolean mask of the rows a filter lets through (None: no filter), as `Filters.admits` decides."""
-        if filters.empty:
-            return None
-        mask = np.ones(len(years), dtype=bool)
-        if filters.year_min is not None:
-            mask &= years >= filters.year_min
-        if filters.year_max is not None:
-            mask &= (years >= 0) & (years <= filters.year_max)
-        if filters.paper_ids is not None:
-            wanted = set(filters.paper_ids)
-            mask &= np.fromiter((p in wanted for p in paper_ids), dtype=bool, count=len(paper_ids))
-        return mask
-
-    def start_text_runs(self, text: str, passage_n: int, paper_n: int, filters: Filters) -> dict[str, Future]:
-        """The full-text runs from the in-memory mirrors (~0.3-1 ms each) once built, else from LanceDB."""
-        if self._text_mirrors is None:
-            return super().start_text_runs(text, passage_n, paper_n, filters)
-        passage_index, paper_index, paper_ids, paper_years = self._text_mirrors
-        words = fts_text(text)
-
-        def passage_run() -> Run:
-            admitted = self._admitted(filters, self._years, self._paper_of)
-            hits = passage_index.top(words, passage_n, admitted) if words else []
-            return Run([(self._ids[i], score, self._paper_of[i]) for i, score in hits])
-
-        def paper_run() -> Run:
-            admitted = self._admitted(filters, paper_years, paper_ids)
-            hits = paper_index.top(words, paper_n, admitted) if words else []
-            return Run([(paper_ids[i], score, paper_ids[i]) for i, score in hits])
-
-        futures: dict[str, Future] = {}
-        for name, n, run in (
-            ("passage_fulltext", passage_n, passage_run),
-            ("paper_fulltext", paper_n, paper_run),
-        ):
-            if n > 0:  # computed here: a hand-off to a thread costs as much as the search on 2 cores
-                futures[name] = Future()
-                futures[name].set_result(run())
-        return futures
-
-    def passage_vector_run(self, vector, n, filters) -> Run:
-        scores = self._vectors @ vector
-        admitted = self._admitted(filters, self._years, self._paper_of)
-        if admitted is not None:
-            scores = np.where(admitted, scores, -np.inf)
-            n = min(n, int(admitted.sum()))
-        n = min(n, len(scores))
-        if n <= 0:
-            return Run([])
-        top = np.argpartition(-scores, n - 1)[:n]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        ids, papers = self._ids, self._paper_of
-        return Run(
-            [(ids[i], score, papers[i]) for i, score in zip(top.tolist(), scores[top].tolist(), strict=True)]
-        )
-
-    def passages(self, passage_ids) -> dict[str, dict]:
-        positions = sorted({self._position[p] for p in passage_ids if p in self._position})
-        return {row["passage_id"]: row for row in arrow_rows(self._rows.take(positions))} if positions else {}
-
-    def paper_passage_rows(self, paper_ids) -> dict[str, list[dict]]:
-        positions = [i for paper_id in sorted(set(paper_ids)) for i in self._by_paper.get(paper_id, [])]
-        out: dict[str, list[dict]] = {}
-        texts = self._texts.take(positions).to_pylist() if positions else []
-        previous, following = self._neighbours["prev_id"], self._neighbours["next_id"]
-        for position, text in zip(positions, texts, strict=True):
-            paper_id = self._paper_of[position]
-            row = {
-                "passage_id": self._ids[position],
-                "paper_id": paper_id,
-                "text": text,
-                "prev_id": previous[position],
-                "next_id": following[position],
-                **self._paper_display[paper_id],
-                "vector": self._vectors[position],
-            }
-            out.setdefault(paper_id, []).append(row)
-        return out
-
-
-_STORES: dict[tuple, LanceStore] = {}
-_STORES_LOCK = threading.Lock()
-
-
-_RELOADING: set[tuple] = set()  # keys of memory stores being reloaded in the background
-
-
-def open_store(
-    db_uri: str,
-    db,
-    *,
-    memory_max_passages: int,
-    nprobes: int,
-    refine_factor: int,
-    probe_share: float,
-    reload_in_background: bool = False,
-) -> LanceStore:
-    """The store for the current table versions: in memory up to `memory_max_passages` rows, else index-backed.
-    A memory store is rebuilt when a table version changes (with `reload_in_background`, the loaded one keeps
-    answering meanwhile); an index-backed one only re-checks out the tables."""
-    from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE, open_table
-
-    passages = open_table(db, PASSAGES_TABLE)
-    if passages is None:
-        raise IndexNotBuilt("the passage index has not been built yet")
-    small = passages.count_rows() < memory_max_passages
-    with _STORES_LOCK:
-        key = (db_uri, small, nprobes, probe_share, refine_factor)
-        store = _STORES.get(key)
-        if store is not None:
-            store.checkout_latest()
-        stale_memory = not isinstance(store, MemoryStore) or store.loaded_version != store.version()
-        options = {"nprobes": nprobes, "probe_share": probe_share, "refine_factor": refine_factor}
-        if small and stale_memory and reload_in_background and isinstance(store, MemoryStore):
-            _reload_in_background(key, db, options)
-            return store  # the loaded version answers until the new one is in
-        if small and stale_memory:
-            store = MemoryStore(db, **options)
-        elif store is None:
-            store = LanceStore(db, nprobes=nprobes, probe_share=probe_share, refine_factor=refine_factor)
-        for stale in [k for k in _STORES if k[0] == db_uri and k != key]:
-            del _STORES[stale]
-        _STORES[key] = store
-    return store
-
-
-def _reload_in_background(key: tuple, db, options: dict) -> None:
-    """Load the new table version into a MemoryStore in a daemon thread and swap it in (called under
-    _STORES_LOCK). Why: a server would otherwise stall the query that notices a new ingest batch while it loads
-    (100k passages: 1-1.8 s); this way the new papers appear ~1 s later instead. Until its full-text mirrors are
-    built the new store answers full text from LanceDB, as at start-up."""
-    if key in _RELOADING:
-        return
-    _RELOADING.add(key)
-
-    def load() -> None:
-        try:
-            fresh = MemoryStore(db, **options)
-            with _STORES_LOCK:
-                _STORES[key] = fresh
-        except Exception as error:  # the loaded store keeps answering; the next refresh tries again
-            log.warning("reloading the in-memory store failed: %s", error)
-        finally:
-            with _STORES_LOCK:
-                _RELOADING.discard(key)
-
-    threading.Thread(target=load, name="lumina-store-reload", daemon=True).start()

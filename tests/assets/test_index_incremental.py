@@ -14,6 +14,7 @@ import pytest
 from lumina_assets.core import tables
 from lumina_assets.corpus.collections import Collection, collection_tables
 from lumina_assets.indexing import lancedb_tables as indexing
+from lumina_assets.indexing import table_ops
 from resources.embedder import Embedder, EmbedderResource
 from resources.lancedb import LanceDBResource, connect_lancedb
 
@@ -164,7 +165,7 @@ def test_vectors_are_normalized_and_full_text_index_exists(tmp_path, scifact_doc
     papers, passages = _tables(dict(list(scifact_docs.items())[:3]), embedder)
     indexing.index_corpus(db, passages, papers, embedder)
     table = indexing.open_table(db, indexing.PASSAGES_TABLE)
-    vectors = indexing.vectors_from_arrow(table.to_arrow()["vector"])
+    vectors = table_ops.vectors_from_arrow(table.to_arrow()["vector"])
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
     title_word = scifact_docs[list(scifact_docs)[0]]["title"].split()[0]
     hits = table.search(title_word, query_type="fts").limit(3).to_list()
@@ -291,7 +292,7 @@ def test_ann_index_is_retrained_only_when_the_table_has_grown(tmp_path):
     )
     doubled = indexing.index_corpus(db, *first(1100), embedder, config)  # 2.1x the training rows: retrained
     assert any("retrained" in note for note in doubled.notes)
-    assert indexing._ann_trained_rows(indexing.open_table(db, indexing.PASSAGES_TABLE), "vector") == 1100
+    assert table_ops.ann_trained_rows(indexing.open_table(db, indexing.PASSAGES_TABLE), "vector") == 1100
 
 
 def test_an_ann_index_of_another_kind_is_rebuilt_once(tmp_path):
@@ -307,12 +308,12 @@ def test_an_ann_index_of_another_kind_is_rebuilt_once(tmp_path):
     indexing.index_corpus(db, passages, papers, embedder, config)
     table = indexing.open_table(db, indexing.PASSAGES_TABLE)
     table.create_index("vector", config=HnswSq(distance_type="cosine", num_partitions=2), replace=True)
-    assert indexing._ann_index_type(table, "vector") == "IvfHnswSq"
+    assert table_ops.ann_index_type(table, "vector") == "IvfHnswSq"
 
     rebuilt = indexing.index_corpus(db, passages, papers, embedder, config)
     assert any("rebuilt from IvfHnswSq" in note for note in rebuilt.notes)
     table = indexing.open_table(db, indexing.PASSAGES_TABLE)
-    assert indexing._ann_index_type(table, "vector") == indexing.ANN_INDEX_TYPE == "IvfSq"
+    assert table_ops.ann_index_type(table, "vector") == table_ops.ANN_INDEX_TYPE == "IvfSq"
     kept = indexing.index_corpus(db, passages, papers, embedder, config)
     assert not any("ANN index" in note for note in kept.notes)
 
@@ -326,11 +327,11 @@ def test_probes_follow_the_partitions_the_index_was_trained_with(tmp_path):
     table = db.create_table(
         "t", pa.table({"vector": pa.FixedSizeListArray.from_arrays(pa.array([0.0] * 8), 4)})
     )
-    assert indexing.ann_probes(table, "vector", 60, 0.06) == 60  # nothing recorded
+    assert table_ops.ann_probes(table, "vector", 60, 0.06) == 60  # nothing recorded
     for rows, probes in ((100_000, 60), (1_000_000, 60), (10_000_000, 190), (100_000_000, 600)):
-        table.update_field_metadata({"path": "vector", "metadata": {indexing.ANN_TRAINED_ROWS: str(rows)}})
-        assert indexing.ann_partitions(rows) == round(rows**0.5)
-        assert indexing.ann_probes(table, "vector", 60, 0.06) == probes
+        table.update_field_metadata({"path": "vector", "metadata": {table_ops.ANN_TRAINED_ROWS: str(rows)}})
+        assert table_ops.ann_partitions(rows) == round(rows**0.5)
+        assert table_ops.ann_probes(table, "vector", 60, 0.06) == probes
 
 
 def test_a_selective_filter_finds_every_admitted_passage_past_the_ann_index(tmp_path, monkeypatch):
@@ -369,7 +370,7 @@ def test_a_server_answers_from_the_loaded_corpus_while_a_new_version_loads(tmp_p
     import threading
     import time
 
-    from lumina_assets.search import stores
+    from lumina_assets.search import memory_store as stores
     from lumina_assets.search.engine import SearchEngine
 
     monkeypatch.setattr(stores, "_STORES", {})

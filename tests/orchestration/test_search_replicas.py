@@ -134,7 +134,7 @@ def test_a_search_process_does_not_read_the_table(tmp_path):
     and the process does not grow by anything like the table."""
     import lancedb
 
-    from lumina_assets.indexing import lancedb_tables as tables
+    from lumina_assets.indexing import table_ops
 
     rows, dim = 40_000, 384
     rng = np.random.default_rng(3)
@@ -175,12 +175,11 @@ def test_a_search_process_does_not_read_the_table(tmp_path):
             passages_table.add(passages)
             papers_table.add(papers)
     for table in (passages_table, papers_table):
-        tables._ensure_fts(table, "search_text")
-        tables._ensure_scalar(table, "paper_id", "BTREE")
-    tables._ensure_scalar(passages_table, "passage_id", "BTREE")
-    stats = tables.IndexStats(dimension=dim)
-    tables._ensure_ann(passages_table, "vector", rows, tables.IndexConfig(ann_min_rows=rows), stats)
-    assert stats.ann_index
+        table_ops.ensure_fts(table, "search_text")
+        table_ops.ensure_scalar(table, "paper_id", "BTREE")
+    table_ops.ensure_scalar(passages_table, "passage_id", "BTREE")
+    has_ann, _ = table_ops.ensure_ann(passages_table, "vector", rows, min_rows=rows, retrain_growth=2.0)
+    assert has_ann
     table_mb = (
         sum(f.stat().st_size for f in (tmp_path / "db" / "passages.lance").rglob("*") if f.is_file()) / 2**20
     )

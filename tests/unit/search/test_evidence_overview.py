@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from hashing_embedder import HashingEmbedder
 
 from lumina_assets.core.schemas import Context
-from lumina_assets.search.evidence import EvidenceScorer, first_highlight, sentence_spans
+from lumina_assets.parsing.chunking import sentence_spans
+from lumina_assets.search.evidence import EvidenceScorer, first_highlight
 from lumina_assets.search.overview import (
     Reference,
     build_overview,

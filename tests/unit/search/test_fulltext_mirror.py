@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
-from lumina_assets.indexing import lancedb_tables as tables
+from lumina_assets.indexing import table_ops
 from lumina_assets.search.fulltext_mirror import FullTextMirror, analyze, analyze_word
 from lumina_assets.search.stores import fts_text
 from resources.lancedb import connect_lancedb
@@ -52,7 +52,7 @@ def _fulltext_table(tmp_path, texts: list[str]):
     table = connect_lancedb(str(tmp_path / "db")).create_table(
         "docs", data=[{"row": i, "search_text": text} for i, text in enumerate(texts)]
     )
-    tables._ensure_fts(table, "search_text")  # exactly the indexer's tokenizer settings
+    table_ops.ensure_fts(table, "search_text")  # exactly the indexer's tokenizer settings
     return table
 
 

@@ -15,7 +15,7 @@ from hashing_embedder import HashingEmbedder
 
 from lumina_assets.core.schemas import PASSAGE_SCHEMA, rows_to_table
 from lumina_assets.indexing import lancedb_tables as indexing
-from lumina_assets.indexing import model_identity
+from lumina_assets.indexing import model_identity, table_ops
 from lumina_assets.indexing.embedding import Embedder, default_model_path
 from lumina_assets.parsing.chunking import passages_for_paper
 from lumina_assets.search.engine import SearchEngine
@@ -110,10 +110,10 @@ def test_the_ann_rows_and_the_model_identity_share_the_vector_field(tmp_path):
     uri = str(tmp_path / "db")
     _build(uri, HashingEmbedder())
     table = indexing.open_table(connect_lancedb(uri), indexing.PASSAGES_TABLE)
-    table.update_field_metadata({"path": "vector", "metadata": {indexing.ANN_TRAINED_ROWS: "123"}})
+    table.update_field_metadata({"path": "vector", "metadata": {table_ops.ANN_TRAINED_ROWS: "123"}})
     model_identity.record(table, model_identity.ModelIdentity("m", "f"))
     metadata = table.schema.field("vector").metadata
-    assert metadata[indexing.ANN_TRAINED_ROWS.encode()] == b"123"
+    assert metadata[table_ops.ANN_TRAINED_ROWS.encode()] == b"123"
     assert model_identity.of_schema(table.schema) == model_identity.ModelIdentity("m", "f")
 
 

@@ -17,7 +17,8 @@ from lumina_assets.parsing.chunking import passages_for_paper
 from lumina_assets.search.api import create_app
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.engine import SearchEngine
-from lumina_assets.search.results import SearchRequest, SearchService
+from lumina_assets.search.request import SearchRequest
+from lumina_assets.search.results import SearchService
 from resources.lancedb import connect_lancedb
 
 TOPICS = [

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from lumina_assets.search.acronyms import mine_acronyms
+from lumina_assets.parsing.acronyms import mine_acronyms
 from lumina_assets.search.bm25 import BM25
 from lumina_assets.search.fusion import Run, fuse
 from lumina_assets.search.query_parser import parse_query

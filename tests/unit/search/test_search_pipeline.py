@@ -416,10 +416,12 @@ def test_llm_stages_run_inside_the_pipeline(index_uri, embedder):
 def test_index_store_prewarms_its_search_indexes_after_the_first_query(index_uri, embedder, monkeypatch):
     """An index-backed store loads the full-text (and ANN, where built) indexes of both tables in background
     threads, started once, by the first search and not before it."""
-    from lumina_assets.search import stores
+    from lumina_assets.search import memory_store
     from lumina_assets.search.stores import LanceStore
 
-    monkeypatch.setattr(stores, "_STORES", {})  # a store opened by an earlier test has already prewarmed
+    monkeypatch.setattr(
+        memory_store, "_STORES", {}
+    )  # a store opened by an earlier test has already prewarmed
     started = []
     original = LanceStore.prewarm_in_background
     monkeypatch.setattr(LanceStore, "prewarm_in_background", lambda self: started.append(original(self)))

@@ -13,7 +13,8 @@ from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.parsing.chunking import passages_for_paper
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.engine import SearchEngine
-from lumina_assets.search.results import WIDEN_BONUS, SearchRequest, SearchService
+from lumina_assets.search.request import SearchRequest
+from lumina_assets.search.results import WIDEN_BONUS, SearchService
 from resources.lancedb import connect_lancedb
 
 PAPERS = {

@@ -1,0 +1,147 @@
+"""LanceDB table operations shared by every writer and reader of the index: open and list tables, read columns,
+build `IN` filters, keep full-text, scalar and ANN indexes, upsert rows, and move vectors between NumPy and Arrow.
+Kept apart from `lancedb_tables` (which decides what goes into the tables) so the sentence-vector table and the
+search stores use the same helpers without importing the indexing pipeline."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+ANN_TRAINED_ROWS = "lumina:ann_trained_rows"  # vector field metadata: rows the ANN index was trained on
+
+
+def vector_array(vectors: np.ndarray, dim: int) -> pa.FixedSizeListArray:
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
+    return pa.FixedSizeListArray.from_arrays(flat, dim)
+
+
+def vectors_from_arrow(column: pa.ChunkedArray | pa.Array, dim: int | None = None) -> np.ndarray:
+    """(n, dim) float32 matrix from a fixed-size-list column."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if len(array) == 0:
+        return np.zeros((0, dim or 0), dtype=np.float32)
+    width = array.type.list_size
+    return array.values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, width)
+
+
+# ---------------------------------------------------------------- table helpers
+
+
+def table_names(db) -> set[str]:
+    listing = db.list_tables() if hasattr(db, "list_tables") else db.table_names()
+    names = getattr(listing, "tables", listing)
+    return set(names)
+
+
+def open_table(db, name: str):
+    return db.open_table(name) if name in table_names(db) else None
+
+
+def read_columns(table, columns: list[str], where: str | None = None) -> pa.Table:
+    query = table.search().select(columns)
+    if where:
+        query = query.where(where)
+    return query.limit(max(table.count_rows(), 1)).to_arrow()
+
+
+def sql_in(column: str, values: Sequence[str]) -> str:
+    quoted = ",".join("'" + str(v).replace("'", "''") + "'" for v in values)
+    return f"{column} IN ({quoted})"
+
+
+def has_index(table, column: str) -> bool:
+    try:
+        return any(column in (idx.columns or []) for idx in table.list_indices())
+    except Exception:  # an older table format without index listing
+        return False
+
+
+def ensure_fts(table, column: str) -> None:
+    from lancedb.index import FTS
+
+    if not has_index(table, column):
+        table.create_index(
+            column,
+            config=FTS(
+                with_position=False, stem=True, remove_stop_words=True, ascii_folding=True, lower_case=True
+            ),
+            replace=True,
+        )
+
+
+def ensure_scalar(table, column: str, kind: str) -> None:
+    """BTREE / BITMAP / LABEL_LIST index so that lookups by id and filters read a few pages, not the table."""
+    from lancedb.index import BTree, LabelList
+
+    if not has_index(table, column):
+        table.create_index(column, config={"BTREE": BTree(), "LABEL_LIST": LabelList()}[kind], replace=True)
+
+
+def ann_trained_rows(table, column: str) -> int:
+    metadata = table.schema.field(column).metadata or {}
+    return int(metadata.get(ANN_TRAINED_ROWS.encode(), b"0") or 0)
+
+
+ANN_INDEX_TYPE = "IvfSq"  # what `ensure_ann` builds; a vector index of another kind is retrained to it
+
+
+def ann_partitions(rows: int) -> int:
+    """IVF partitions for `rows` vectors: about sqrt(rows) (1,000 of ~1,000 rows at 1M), the usual IVF rule, so
+    a query's probes scan a few percent of the table."""
+    return max(1, round(math.sqrt(rows)))
+
+
+def ann_probes(table, column: str, minimum: int, share: float) -> int:
+    """IVF partitions a query probes: `share` of the partitions the index was trained with, at least `minimum`.
+    With sqrt(rows) partitions a fixed count probes a shrinking share as the table grows (60 of 1,000 at 1M, 60
+    of 3,162 at 10M) and recall falls with it; a fixed share holds it. `minimum` alone where the index recorded no
+    training size."""
+    trained = ann_trained_rows(table, column)
+    return max(minimum, math.ceil(share * ann_partitions(trained))) if trained else minimum
+
+
+def ann_index_type(table, column: str) -> str | None:
+    for index in table.list_indices():
+        if column in (index.columns or []):
+            return index.index_type
+    return None
+
+
+def ensure_ann(
+    table, column: str, rows: int, *, min_rows: int, retrain_growth: float
+) -> tuple[bool, str | None]:
+    """IVF_SQ once the table passes `min_rows`; returns (an ANN index exists, what was done or None); `optimize()` adds new rows to it incrementally, and it is
+    retrained only when the table has grown `retrain_growth` times past the rows it was trained on (its
+    partitions then no longer describe the data), never per batch; an index of another kind (IVF_HNSW_SQ, built
+    before) is retrained once.
+
+    Why IVF_SQ (measured on 1M passages of real-sentence vectors, 2 cores, top 200 asked): with 1,000 partitions,
+    60 probed and the top 200 re-scored on full vectors (refine 1 or 2), recall@10 0.967-0.982 (two query sets) at
+    14-20 ms, 0.930 without refine; built in 52-54 s; a new process loads only the centroids and the partitions it
+    probes, so its first vector search takes 0.04 s. IVF_HNSW_SQ (5 graphs of 200k, ef 300): recall@10 0.975 at
+    ~12.5 ms, but 11 min to build, +600 MB resident and ~1 s to load its graphs before a process's first query. IVF_PQ stayed at 0.95 recall@10 at 100k
+    even with refine and took >6 min to build at 100k."""
+    kind = ann_index_type(table, column)
+    trained = ann_trained_rows(table, column) if kind else 0
+    current = kind == ANN_INDEX_TYPE and (not trained or rows < retrain_growth * trained)
+    if rows < min_rows or current:
+        return kind is not None, None
+    from lancedb.index import IvfSq
+
+    partitions = ann_partitions(rows)
+    table.create_index(column, config=IvfSq(distance_type="cosine", num_partitions=partitions), replace=True)
+    table.update_field_metadata({"path": column, "metadata": {ANN_TRAINED_ROWS: str(rows)}})
+    done = "trained" if kind is None else "retrained" if kind == ANN_INDEX_TYPE else f"rebuilt from {kind}"
+    return True, f"ANN index (IVF_SQ, {partitions} partitions) {done} on {column}"
+
+
+def upsert(db, name: str, table, data: pa.Table, key: str):
+    if table is None:
+        return db.create_table(name, data=data, schema=data.schema)
+    if data.num_rows:
+        table.merge_insert(key).when_matched_update_all().when_not_matched_insert_all().execute(data)
+    return table

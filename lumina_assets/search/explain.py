@@ -1,0 +1,81 @@
+"""Why a result is where it is, in words a researcher reads: the constraints the parser understood (filter or
+boost, with the syntax that makes a boost a filter), the boosts applied to a paper, and the retrievers' labels."""
+
+from __future__ import annotations
+
+from lumina_assets.core.names import last_name
+
+
+def constraints(parsed, config) -> list[dict]:
+    """What the parser understood, each as filter (strict) or boost (reorders only), with the syntax that turns a
+    boost into a filter and the query without it."""
+    if parsed is None:
+        return []
+    out = []
+    if parsed.has_year:
+        low, high = parsed.year_min, parsed.year_max
+        strict = parsed.year_explicit or config.year_mode == "filter"
+        syntax = (
+            f"year:{low}..{high}"
+            if low is not None and high is not None
+            else f"year>={low}"
+            if low is not None
+            else f"year<={high}"
+        )
+        out.append(
+            {
+                "kind": "year",
+                "value": {"min": low, "max": high},
+                "mode": "filter" if strict else "boost",
+                "as_filter": syntax,
+            }
+        )
+    explicit = {a.lower() for a in parsed.explicit_authors}
+    for author in parsed.authors:
+        out.append(
+            {
+                "kind": "author",
+                "value": author,
+                "mode": "filter" if author.lower() in explicit else "boost",
+                "as_filter": f'author:"{author}"',
+            }
+        )
+    for venue in getattr(parsed, "explicit_venues", []) or []:
+        out.append({"kind": "venue", "value": venue, "mode": "filter", "as_filter": f'venue:"{venue}"'})
+    for item in out:
+        item["query_without"] = parsed.text
+    return out
+
+
+def applied_boosts(parsed, config, paper: dict) -> list[str]:
+    """The boosts the engine applied to this paper (mirrors SearchEngine._boost's rules)."""
+    if parsed is None:
+        return []
+    applied = []
+    boost_authors = [a for a in parsed.authors if a not in parsed.explicit_authors]
+    paper_names = {last_name(a) for a in paper.get("authors") or []}
+    for author in boost_authors:
+        if last_name(author) in paper_names:
+            applied.append(f"author {author} ×{1 + config.author_boost:g}")
+    year = paper.get("year")
+    if parsed.has_year and not parsed.year_explicit and config.year_mode == "boost" and year:
+        low = parsed.year_min if parsed.year_min is not None else -(10**6)
+        high = parsed.year_max if parsed.year_max is not None else 10**6
+        if low <= year <= high:
+            applied.append(f"year {year} in the asked range ×{1 + config.year_boost:g}")
+    if config.recency_weight > 0 and year:
+        applied.append(f"recency (weight {config.recency_weight:g})")
+    return applied
+
+
+RETRIEVER_LABELS = {
+    "passage_vectors": "passage meaning (dense vectors)",
+    "passage_fulltext": "passage words (BM25)",
+    "paper_fulltext": "title/abstract words (BM25)",
+    "paper_title_vectors": "title meaning (dense vectors)",
+    "paper_abstract_vectors": "abstract meaning (dense vectors)",
+}
+
+
+def short_title(title: str, limit: int = 60) -> str:
+    return title if len(title) <= limit else title[: limit - 1] + "…"

@@ -1,0 +1,78 @@
+"""What a result shows beyond the index: passages' page spans, stored PDFs and in-corpus citations, read from the
+pipeline's Parquet tables for the requested ids only."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class PaperFiles:
+    """Page spans of passages and stored PDFs of papers, read from the `passages` and `pdf_files` tables for the
+    requested ids only (Parquet predicate pushdown); empty when those tables do not exist (e.g. a BEIR index)."""
+
+    def __init__(self, tables_dir: Path | None = None):
+        from lumina_assets.core import settings
+
+        self.tables_dir = Path(tables_dir) if tables_dir else settings.tables_dir()
+
+    def _scan(self, name: str):
+        import polars as pl
+
+        folder = self.tables_dir / name
+        if not folder.is_dir() or not any(folder.glob("*.parquet")):
+            return None
+        return pl.scan_parquet(str(folder / "*.parquet"), missing_columns="insert", extra_columns="ignore")
+
+    def page_spans(self, passage_ids: list[str]) -> dict[str, tuple[int | None, int | None]]:
+        import polars as pl
+
+        scan = self._scan("passages")
+        if scan is None or not passage_ids:
+            return {}
+        try:
+            frame = (
+                scan.filter(pl.col("passage_id").is_in(passage_ids))
+                .select("passage_id", "page_start", "page_end")
+                .collect()
+            )
+        except Exception as error:  # a table being rewritten: no page numbers this time
+            log.debug("page spans unavailable: %s", error)
+            return {}
+        return {r["passage_id"]: (r["page_start"], r["page_end"]) for r in frame.iter_rows(named=True)}
+
+    def pdf_hashes(self, paper_ids: list[str]) -> dict[str, str]:
+        import polars as pl
+
+        scan = self._scan("pdf_files")
+        if scan is None or not paper_ids:
+            return {}
+        try:
+            frame = (
+                scan.filter(pl.col("paper_id").is_in(paper_ids) & (pl.col("status") == "ok"))
+                .select("paper_id", "sha256")
+                .collect()
+            )
+        except Exception as error:
+            log.debug("pdf hashes unavailable: %s", error)
+            return {}
+        return {r["paper_id"]: r["sha256"] for r in frame.iter_rows(named=True) if r["sha256"]}
+
+    def citations(self, paper_id: str) -> dict[str, list[str]]:
+        """In-corpus links from `citation_edges`: what `paper_id` cites and what cites it."""
+        import polars as pl
+
+        path = self.tables_dir / "citation_edges.parquet"
+        if not path.exists():
+            return {"cites": [], "cited_by": []}
+        frame = (
+            pl.scan_parquet(str(path))
+            .filter((pl.col("citing") == paper_id) | (pl.col("cited") == paper_id))
+            .collect()
+        )
+        return {
+            "cites": sorted(frame.filter(pl.col("citing") == paper_id)["cited"].to_list()),
+            "cited_by": sorted(frame.filter(pl.col("cited") == paper_id)["citing"].to_list()),
+        }
