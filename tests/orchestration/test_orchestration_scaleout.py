@@ -22,7 +22,7 @@ from sensors.pools import POOL_LIMITS, apply_pool_limits, current_pool_limits
 
 
 def _postgres_instance(home, server) -> dg.DagsterInstance:
-    """An instance built from a dagster.yaml, the way a deployment configures it (README "Running in production")."""
+    """An instance built from a dagster.yaml, the way a deployment configures it (docs/production.md)."""
     home.mkdir(parents=True, exist_ok=True)
     config = {
         "storage": {
