@@ -35,6 +35,9 @@ class Paper:
     source_id: str | None = None  # id in the source (BEIR _id, OpenAlex W id, file name ...)
     local_path: str | None = None  # PDF already on disk (local corpus / inbox)
     crawl_depth: int = 0
+    # where each field came from, as "field:source" (pdf_text, pdf_info, grobid, openalex, arxiv ...): a stronger
+    # source's entry comes first when records of one work are merged
+    metadata_sources: list[str] = field(default_factory=list)
 
     def to_row(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -60,6 +63,7 @@ PAPER_FIELDS = [
     pa.field("source_id", pa.string()),
     pa.field("local_path", pa.string()),
     pa.field("crawl_depth", pa.int32()),
+    pa.field("metadata_sources", pa.list_(pa.string())),
 ]
 # Columns the `papers` table adds to the record: when it was first seen, its ingest batch, a content hash.
 PAPERS_TABLE_SCHEMA = pa.schema(
@@ -100,6 +104,8 @@ class Reference:
     doi: str | None = None
     year: int | None = None
     authors: list[str] = field(default_factory=list)
+    venue: str | None = None
+    arxiv_id: str | None = None
 
 
 @dataclass

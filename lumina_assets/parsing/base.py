@@ -95,8 +95,8 @@ def join_lines(lines: list[str]) -> str:
         if match and line[:1].islower():
             word_start = max(out.rfind(" "), out.rfind("("), out.rfind("/"))
             fragment = out[word_start + 1 : -1]
-            if "-" in fragment or fragment[:1].isupper() and len(fragment) <= 3:
-                out += line  # keep the hyphen: a compound or an acronym ("state-of-the-art")
+            if "-" in fragment or fragment.isupper() and len(fragment) <= 5:
+                out += line  # keep the hyphen: a compound or an acronym ("state-of-the-art", "CNN-based")
             else:
                 out = out[:-1] + line
         elif match and line[:1].isalnum():

@@ -69,6 +69,8 @@ def _reference(bibl) -> Reference:
             venue if venue != title else "",
         ]
         raw = ". ".join(p for p in pieces if p)
+    venue = _text(bibl.find("t:monogr/t:title", NS)) if article_title is not None else ""
+    arxiv = re.search(r"\d{4}\.\d{4,5}", _text(bibl.find(".//t:idno[@type='arXiv']", NS)))
     return Reference(
         ref_id=ref_id,
         text=raw,
@@ -76,6 +78,8 @@ def _reference(bibl) -> Reference:
         doi=doi,
         year=int(year_match.group(1)) if year_match else None,
         authors=authors,
+        venue=venue or None,
+        arxiv_id=arxiv.group(0) if arxiv else None,
     )
 
 
