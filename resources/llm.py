@@ -10,6 +10,7 @@ from pydantic import Field
 
 from lumina_assets.core import settings
 from lumina_assets.core.llm import DEFAULT_JUDGE_MODEL, DEFAULT_QUESTION_MODEL, LLMClient
+from resources.env import env_secret
 
 
 class LLMResource(dg.ConfigurableResource):
@@ -132,11 +133,6 @@ class JudgeLLMResource(LLMResource):
     base_url_env: str = "auto"
 
 
-def _env_key(name: str) -> Any:
-    """`dg.EnvVar(name)` when the variable is set, else "" (an unset EnvVar would fail the whole code location)."""
-    return dg.EnvVar(name) if settings.is_set(name) else ""
-
-
 def build_llm_resources() -> dict[str, LLMResource]:
     """`question_llm` (anthropic / Claude Sonnet) and `judge_llm` (openai / gpt-4o, temperature 0).
 
@@ -149,7 +145,7 @@ def build_llm_resources() -> dict[str, LLMResource]:
     question_backend = settings.question_backend()
 
     def key_for(backend: str) -> Any:
-        return next((_env_key(n) for n in _key_variables(backend) if settings.is_set(n)), "")
+        return next((env_secret(n) for n in _key_variables(backend) if settings.is_set(n)), "")
 
     def base_url_for(backend: str) -> Any:
         return dg.EnvVar(base_url_env) if backend == "openai-compatible" and base_url_env else ""

@@ -77,10 +77,11 @@ def _subcommand_group(commands, name: str, help_text: str):
 
 def _configured(config):
     """`config` plus the LLM / cross-encoder stages the environment switches on (see search_models)."""
-    from lumina_assets.cli.llm import search_llm_client
-    from lumina_assets.search.model_stages import configured_search_config
+    from lumina_assets.cli.llm import env_llm_client
+    from lumina_assets.search.model_stages import configured_search_config, search_llm_client
 
-    return configured_search_config(config, llm_client=search_llm_client())
+    client = search_llm_client(lambda: env_llm_client("question_llm"))
+    return configured_search_config(config, llm_client=client)
 
 
 def _search(args) -> int:

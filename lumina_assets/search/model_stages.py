@@ -19,6 +19,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
+from typing import Any
 
 from lumina_assets.core import settings
 from lumina_assets.core.schemas import Context
@@ -162,13 +163,24 @@ def cross_encoder_reranker(name_or_path: str, max_chars: int = 2000) -> Callable
     return rerank
 
 
+def search_llm_client(question_client: Callable[[], Any]):
+    """The question LLM's client for the `LUMINA_SEARCH_LLM` stages, for `configured_search_config(llm_client=...)`:
+    None when no stage is asked for (then `question_client` is never called, so a plain search builds no LLM and
+    imports no Dagster) or when the LLM is offline. `question_client` builds it: the benchmark passes its
+    `question_llm` resource's `get_client`, the CLI one built from the environment (`lumina_assets.cli.llm`)."""
+    if not settings.search_llm_stages():
+        return None
+    client = question_client()
+    return None if client.is_offline else client
+
+
 def configured_search_config(base: SearchConfig | None = None, *, llm_client=None) -> SearchConfig:
     """`base` (default SearchConfig()) with the stages LUMINA_SEARCH_LLM and LUMINA_RERANK_MODEL switch on.
 
-    `llm_client` is the question LLM's client, None when it is offline; the caller builds it (the benchmark asset
-    from its `question_llm` resource, the CLI with `lumina_assets.cli.llm.search_llm_client()`), so this module
-    never reaches for a Dagster resource. Asking for LLM stages without a usable LLM raises ValueError naming what
-    is missing, rather than silently running the offline pipeline the user did not ask for.
+    `llm_client` is the question LLM's client, None when it is offline (`search_llm_client` above); the caller
+    builds it, so this module never reaches for a Dagster resource. Asking for LLM stages without a usable LLM
+    raises ValueError naming what is missing, rather than silently running the offline pipeline the user did not
+    ask for.
     """
     config = base or SearchConfig()
     stages = settings.search_llm_stages()
