@@ -323,14 +323,11 @@ class BM25Provider:
         return list(contexts.values())
 
 
-def unavailable_reasons(resources: dict[str, Any]) -> dict[str, str]:
-    """Provider name -> why it is skipped, for the external providers whose key is missing."""
-    reasons = {}
-    for name, resource in resources.items():
-        reason = resource.unavailable_reason()
-        if reason:
-            reasons[name] = reason
-    return reasons
+def http_stats(provider) -> dict[str, int]:
+    """The provider's HTTP counters (requests, retries, cache hits) for asset metadata; {} for local providers."""
+    client = getattr(provider, "client", None)
+    http = getattr(client, "http", None)
+    return http.stats.as_metadata() if http is not None else {}
 
 
 def contexts_from_rows(rows: Sequence[dict[str, Any]]) -> list[Context]:

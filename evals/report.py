@@ -17,9 +17,69 @@ from typing import Any
 import polars as pl
 
 from evals.metrics import CP_DEFINITION
+from evals.registry import local_provider_names
 from lumina_assets.core import tables
 
 QRELS_HEADLINE = ("CR@p (qrels)", "nDCG@10", "R@p")
+# The columns benchmark_scores shows in its metadata, per question set.
+SCORES_HEADLINE = (
+    "question_set",
+    "provider",
+    "page_size",
+    "depth",
+    "n",
+    "failed",
+    *QRELS_HEADLINE,
+    "cr",
+    "cp",
+)
+
+OFFLINE_JUDGE_NOT_USED = (
+    "the offline embedding judge shares its model with Lumina (a provider under test), so no context is judged: "
+    "providers are compared on qrels only and CR / CP by judge are not measured"
+)
+
+
+def question_sources(question_frame: pl.DataFrame) -> dict[str, str]:
+    """Where each kind of question in the run comes from and how to read its scores (the BEIR sets named)."""
+    local = " and ".join(local_provider_names())
+    sources = {
+        "synthetic": "generated from passages sampled from Lumina's own index (the paper's method): answerable by "
+        f"construction for {local}, which search that index, not for external providers; read it beside the "
+        "other sets",
+        "beir": "BEIR queries with human qrels",
+        "user": "real user queries (no qrels: judged only)",
+    }
+    kinds = set(question_frame["kind"].to_list())
+    chosen = {kind: text for kind, text in sources.items() if kind in kinds}
+    beir_sets = sorted(set(question_frame.filter(pl.col("kind") == "beir")["generator"].to_list()))
+    if beir_sets:
+        chosen["beir"] += " (" + ", ".join(g.removeprefix("beir:") for g in beir_sets) + ")"
+    return chosen
+
+
+def level_summary(recursive: pl.DataFrame) -> pl.DataFrame:
+    """Per page size and depth: mean contexts and new chunks, refinement and provider failures, mean pool size."""
+    return (
+        recursive.group_by("page_size", "depth")
+        .agg(
+            pl.col("contexts").list.len().mean().alias("mean_contexts"),
+            pl.col("new_chunks").mean().alias("mean_new_chunks"),
+            pl.col("failure").is_not_null().sum().alias("refinement_failures"),
+            pl.col("error").is_not_null().sum().alias("provider_errors"),
+            pl.col("pool_size").mean().alias("mean_pool"),
+        )
+        .sort("page_size", "depth")
+    )
+
+
+def failed_judgments(verdicts: pl.DataFrame | None) -> pl.DataFrame | None:
+    """The verdict rows whose relevance or precision judgment failed (None when nothing was judged)."""
+    if verdicts is None or not verdicts.height:
+        return None
+    return verdicts.filter(
+        pl.col("relevance_failure").is_not_null() | pl.col("precision_failure").is_not_null()
+    )
 
 
 def _fmt(mean: float | None, low: float | None, high: float | None) -> str:

@@ -55,6 +55,36 @@ def read_stamp(stage: str, provider: str) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
+def stamp_recursive(
+    provider: str,
+    *,
+    questions: pl.DataFrame,
+    depths: list[int],
+    page_sizes: list[int],
+    refinement: str,
+    levels: pl.DataFrame,
+    provider_stats: dict[str, int],
+) -> None:
+    """What a provider's recursive levels were computed from, for `stale_reason` and the run manifest."""
+    write_stamp(
+        "recursive_results",
+        provider,
+        {
+            "questions": questions_fingerprint(questions),
+            "depths": sorted(set(depths)),
+            "page_sizes": sorted(set(page_sizes)),
+            "refinement": refinement,
+            "data": frame_fingerprint(levels),
+            "provider_stats": provider_stats,
+        },
+    )
+
+
+def stamp_judgments(provider: str, *, judge: str, recursive: pl.DataFrame) -> None:
+    """Which judge judged which recursive levels (the offline run, which judges nothing, stamps it too)."""
+    write_stamp("judgments", provider, {"judge": judge, "recursive": frame_fingerprint(recursive)})
+
+
 def stale_reason(
     provider: str,
     *,
@@ -106,11 +136,18 @@ def run_dir(run: str) -> Path:
     return settings.benchmark_dir() / "runs" / run
 
 
-def write_run(manifest: dict[str, Any], scores: pl.DataFrame, per_question: pl.DataFrame) -> Path:
+def write_run(
+    manifest: dict[str, Any],
+    scores: pl.DataFrame,
+    per_question: pl.DataFrame,
+    comparisons: pl.DataFrame | None = None,
+) -> Path:
     folder = run_dir(manifest["run_id"])
     folder.mkdir(parents=True, exist_ok=True)
     scores.write_parquet(folder / "scores.parquet")
     per_question.write_parquet(folder / "question_scores.parquet")
+    if comparisons is not None:
+        comparisons.write_parquet(folder / "comparisons.parquet")
     (folder / "run.json").write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
     return folder
 
@@ -125,6 +162,12 @@ def read_run(run: str) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
         pl.read_parquet(folder / "scores.parquet"),
         pl.read_parquet(folder / "question_scores.parquet"),
     )
+
+
+def read_comparisons(run: str) -> pl.DataFrame | None:
+    """The paired tests a stored run wrote, None for a run without them."""
+    path = run_dir(run) / "comparisons.parquet"
+    return pl.read_parquet(path) if path.exists() else None
 
 
 def list_runs() -> list[dict[str, Any]]:

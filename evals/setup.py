@@ -1,10 +1,8 @@
-"""What a benchmark step needs before it can run: the corpus tables, the provider for a partition, the judge (LLM
-or the calibrated offline one) and its measured agreement with human qrels.
+"""What a benchmark step needs before it can run: the corpus tables, the judge (LLM or the calibrated offline one)
+and its measured agreement with human qrels. The providers are built by `evals.registry`.
 
-Resources are duck-typed: an LLM resource is anything with `get_client()`, a provider resource anything with
-`available()`, `unavailable_reason()` and `get_client()`, so this module never imports Dagster. A step that cannot
-run raises `SetupError` (the asset turns it into a Dagster failure) or `ProviderUnavailable` (the partition is
-skipped and says why)."""
+Resources are duck-typed: an LLM resource is anything with `get_client()`, so this module never imports Dagster.
+A step that cannot run raises `SetupError` (the asset turns it into a Dagster failure)."""
 
 from __future__ import annotations
 
@@ -13,16 +11,11 @@ from typing import Any
 
 import polars as pl
 
+from evals import defaults, ledger
 from evals import judge as judge_lib
 from evals import judge_calibration as calibration
-from evals import ledger, providers
-from evals.providers import ProviderUnavailable
 from lumina_assets.core import settings, tables
 from lumina_assets.corpus.collections import is_beir_queries
-
-RECURSIVE_ALIAS = (
-    "lumina_recursive"  # a mode, not a provider: every provider's recursive levels are in recursive_results
-)
 
 
 class SetupError(RuntimeError):
@@ -70,10 +63,13 @@ def build_judge(judge_llm, config):
     client = judge_llm.get_client()
     if client.is_offline:
         return offline_judge(calibration_dir(config.calibration_dir), config.calibration_queries), None
-    return judge_lib.LLMJudge(client, max_attempts=getattr(config, "max_attempts", 3)), client
+    attempts = getattr(config, "max_attempts", defaults.JUDGE_MAX_ATTEMPTS)
+    return judge_lib.LLMJudge(client, max_attempts=attempts), client
 
 
-def judge_agreement(judge_llm, config, *, llm_queries: int = 30) -> dict[str, Any]:
+def judge_agreement(
+    judge_llm, config, *, llm_queries: int = defaults.LLM_VALIDATION_QUERIES
+) -> dict[str, Any]:
     """Agreement of the configured judge with SciFact human qrels on held-out pairs ({} without the qrels). The
     offline judge's was measured when it was calibrated; an LLM judge is validated on `llm_queries` queries (cost).
     `config` as for build_judge (`calibration_queries` must be the judging run's, so the judge measured is the
@@ -119,50 +115,3 @@ def doi_to_paper(papers: pl.DataFrame | None) -> dict[str, str]:
         return {}
     rows = papers.filter(pl.col("doi").is_not_null()).select("doi", "paper_id")
     return {d.lower(): p for d, p in rows.iter_rows()}
-
-
-# ---------------------------------------------------------------- providers
-
-
-def search_llm_client(question_llm):
-    """The question LLM's client for Lumina's LLM search stages (LUMINA_SEARCH_LLM), None when no stage is asked
-    for or the LLM is offline."""
-    if not settings.search_llm_stages():
-        return None
-    client = question_llm.get_client()
-    return None if client.is_offline else client
-
-
-def build_provider(name: str, *, question_llm, semantic_scholar, google_scholar, exa):
-    """The provider for a partition, or ProviderUnavailable with the reason it is skipped."""
-    if name == "lumina":
-        from lumina_assets.search.model_stages import configured_search_config
-
-        if settings.lumina_api_url():  # through `lumina serve`'s API instead of the in-process engine
-            return providers.LuminaProvider(providers.lumina_api_search_fn(settings.lumina_api_url()))
-        config = configured_search_config(llm_client=search_llm_client(question_llm))
-        return providers.LuminaProvider(providers.lumina_search_fn(config=config))
-    if name == "bm25":
-        return providers.BM25Provider(load_passages(), load_papers())
-    external = {
-        "semantic_scholar": (semantic_scholar, providers.SemanticScholarProvider),
-        "google_scholar": (google_scholar, providers.GoogleScholarProvider),
-        "exa": (exa, providers.ExaProvider),
-    }
-    if name in external:
-        resource, provider = external[name]
-        if not resource.available():
-            raise ProviderUnavailable(resource.unavailable_reason())
-        return provider(resource.get_client())
-    if name == RECURSIVE_ALIAS:
-        raise ProviderUnavailable(
-            "lumina_recursive is a mode, not a provider: lumina's recursive levels are in recursive_results[lumina]"
-        )
-    raise ProviderUnavailable(f"unknown provider {name!r}")
-
-
-def http_stats(provider) -> dict[str, int]:
-    """The provider's HTTP counters (requests, retries, cache hits) for asset metadata; {} for local providers."""
-    client = getattr(provider, "client", None)
-    http = getattr(client, "http", None)
-    return http.stats.as_metadata() if http is not None else {}

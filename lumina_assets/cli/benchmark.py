@@ -13,25 +13,42 @@ def _int_list(text: str) -> list[int]:
 
 
 def add_commands(commands, bench_commands) -> None:
-    """Register subcommands on `lumina` and `lumina bench`."""
+    """Register subcommands on `lumina` and `lumina bench`; defaults from `evals.defaults` and `evals.registry`."""
+    from evals import defaults, registry
+
     bench = commands.add_parser(
         "benchmark", help="run the CR/CP benchmark (questions → providers → judge → report)"
     )
     sub = bench.add_subparsers(dest="benchmark_command", required=True)
     run = sub.add_parser("run", help="materialize the benchmark group and print the headline table")
-    run.add_argument("--synthetic", type=int, default=12, help="synthetic questions from sampled passages")
     run.add_argument(
-        "--beir-queries", type=int, default=12, help="BEIR queries (when LUMINA_CORPUS is a BEIR folder)"
+        "--synthetic",
+        type=int,
+        default=defaults.SYNTHETIC_QUESTIONS,
+        help="synthetic questions from sampled passages",
     )
-    run.add_argument("--depths", type=_int_list, default=[0, 1, 2, 3], help="recursion depths, e.g. 0,1,2")
-    run.add_argument("--page-sizes", type=_int_list, default=[5, 10], help="page sizes p, e.g. 5,10")
+    run.add_argument(
+        "--beir-queries",
+        type=int,
+        default=defaults.BEIR_QUERIES,
+        help="BEIR queries (when LUMINA_CORPUS is a BEIR folder)",
+    )
+    run.add_argument(
+        "--depths", type=_int_list, default=list(defaults.DEPTHS), help="recursion depths, e.g. 0,1,2"
+    )
+    run.add_argument(
+        "--page-sizes", type=_int_list, default=list(defaults.PAGE_SIZES), help="page sizes p, e.g. 5,10"
+    )
     run.add_argument(
         "--providers",
-        default="lumina,bm25,semantic_scholar,google_scholar,exa",
+        default=",".join(registry.provider_names()),
         help="comma-separated; providers without a key are skipped with the reason",
     )
     run.add_argument(
-        "--calibration-queries", type=int, default=60, help="SciFact queries per split for the offline judge"
+        "--calibration-queries",
+        type=int,
+        default=defaults.CALIBRATION_QUERIES,
+        help="SciFact queries per split for the offline judge",
     )
     run.set_defaults(handler=run_benchmark)
     listing = sub.add_parser("runs", help="list stored benchmark runs (each has its own report)")
@@ -54,7 +71,10 @@ def add_commands(commands, bench_commands) -> None:
         "--llm", action="store_true", help="also validate the configured LLM judge (needs its key)"
     )
     judge.add_argument(
-        "--llm-queries", type=int, default=30, help="held-out queries the LLM judge validates on"
+        "--llm-queries",
+        type=int,
+        default=defaults.LLM_VALIDATION_QUERIES,
+        help="held-out queries the LLM judge validates on",
     )
     judge.add_argument(
         "--write-packaged",

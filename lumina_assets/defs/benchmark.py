@@ -1,7 +1,8 @@
 """[benchmark] group: questions → provider results (partitioned by provider) → recursive levels → judgments →
-scores → report. Domain logic lives in `evals` (setup: providers and judges; ledger: cost, skips, agreement);
-these assets read and write the benchmark tables (core.tables) and report counts, cost, tables and plots in
-their metadata.
+scores → report. The work is in `evals` (registry: the providers; setup: the judge; runner: query, recurse, judge,
+score; manifest: what a run takes and records; report: its prose and plots; ledger: cost, skips, agreement);
+these assets read the benchmark tables (core.tables), call it, write, and report counts, cost, tables and plots
+in their metadata.
 
 Why one module over 500 lines: it is the whole benchmark stage, eight assets and a check that share their run
 config and partitions; each asset is short (read, call evals, write, metadata), and splitting them would scatter
@@ -9,41 +10,40 @@ one group's lineage over several files.
 """
 
 import contextlib
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import polars as pl
 
-from evals import ledger, runner, runs
+from evals import defaults, ledger, manifest, registry, runner, runs
 from evals import questions as questions_lib
 from evals.comparison import paired_comparisons
-from evals.providers import ProviderUnavailable
+from evals.providers import Provider, ProviderUnavailable, http_stats
 from evals.recursive import LLMRefiner, PseudoRelevanceRefiner
-from evals.report import image_markdown, results_sample, write_report
+from evals.report import (
+    OFFLINE_JUDGE_NOT_USED,
+    SCORES_HEADLINE,
+    failed_judgments,
+    image_markdown,
+    level_summary,
+    results_sample,
+    write_report,
+)
 from evals.setup import (
-    RECURSIVE_ALIAS,
     SetupError,
     build_judge,
-    build_provider,
     calibration_question_ids,
     doi_to_paper,
-    http_stats,
     judge_agreement,
     load_papers,
     load_passages,
 )
 from lumina_assets.core import settings, tables
-from lumina_assets.core.http import DiskCache
+from lumina_assets.core.ids import short_hash
 from lumina_assets.defs.partitions import PROVIDERS
 from resources.llm import LLMResource, build_llm_resources
-from resources.providers import (
-    ExaResource,
-    SemanticScholarResource,
-    SerpApiScholarResource,
-    build_provider_resources,
-)
+from resources.providers import build_provider_resources
 
 GROUP = "benchmark"
 
@@ -52,9 +52,9 @@ GROUP = "benchmark"
 
 
 class SyntheticQuestionsConfig(dg.Config):
-    """Defaults keep a demo run to a few minutes on 2 cores; raise them for a real benchmark."""
+    """Defaults (evals.defaults) keep a demo run to a few minutes on 2 cores; raise them for a real benchmark."""
 
-    count: int = 12
+    count: int = defaults.SYNTHETIC_QUESTIONS
     seed: int = 7
 
 
@@ -65,7 +65,7 @@ class UserQueriesConfig(dg.Config):
 
     paths: str = ""
     beir_dir: str = ""
-    beir_queries: int = 12
+    beir_queries: int = defaults.BEIR_QUERIES
     beir_split: str = ""
     seed: int = 11
 
@@ -73,14 +73,14 @@ class UserQueriesConfig(dg.Config):
 class ProviderResultsConfig(dg.Config):
     """k = the largest page size; smaller page sizes are read as its top-p prefix."""
 
-    k: int = 10
+    k: int = max(defaults.PAGE_SIZES)
 
 
 class RecursionConfig(dg.Config):
     """`llm`: which LLM writes refined queries, judge (the paper's GPT-4o) or question; default LUMINA_RECURSION_LLM."""
 
-    depths: list[int] = [0, 1, 2, 3]
-    page_sizes: list[int] = [5, 10]
+    depths: list[int] = list(defaults.DEPTHS)
+    page_sizes: list[int] = list(defaults.PAGE_SIZES)
     llm: str = ""
 
 
@@ -88,8 +88,8 @@ class JudgeConfig(dg.Config):
     """Offline judge calibration: SciFact train qrels (default ../shared/data/scifact), split by query."""
 
     calibration_dir: str = ""
-    calibration_queries: int = 60
-    max_attempts: int = 3
+    calibration_queries: int = defaults.CALIBRATION_QUERIES
+    max_attempts: int = defaults.JUDGE_MAX_ATTEMPTS
 
 
 class ScoresConfig(dg.Config):
@@ -97,31 +97,22 @@ class ScoresConfig(dg.Config):
     grid, judge and code version), `depths` and `page_sizes` (the grid every provider must have)."""
 
     providers: list[str] = []
-    depths: list[int] = [0, 1, 2, 3]
-    page_sizes: list[int] = [5, 10]
+    depths: list[int] = list(defaults.DEPTHS)
+    page_sizes: list[int] = list(defaults.PAGE_SIZES)
     permutation_resamples: int = 10000
     bootstrap_resamples: int = 2000
     calibration_dir: str = ""
-    calibration_queries: int = 60  # must match JudgeConfig so agreement is measured on the judge that judged
-    validation_queries_llm: int = 30  # an LLM judge validates on this many held-out queries' pairs (cost)
+    calibration_queries: int = defaults.CALIBRATION_QUERIES
+    validation_queries_llm: int = defaults.LLM_VALIDATION_QUERIES
     max_judge_failure_rate: float = 0.05
 
 
 # ---------------------------------------------------------------- helpers
 
 
-def _hash(frame: pl.DataFrame) -> str:
-    """The data version: a content hash of the flat columns, plus the nested ones (contexts, verdicts) when present."""
-    simple = [c for c, t in frame.schema.items() if not isinstance(t, pl.List | pl.Struct)]
-    if frame.height == 0:
-        return "empty"
-    nested = (
-        frame.select([c for c in frame.columns if c not in simple]).to_dicts()
-        if len(simple) < frame.width
-        else []
-    )
-    base = tables.content_hash(frame, simple) if simple else "none"
-    return DiskCache.key_for(base, nested)[:24] if nested else base
+def _version(frame: pl.DataFrame) -> dg.DataVersion:
+    """The data version: a content hash of every column, nested ones (contexts, verdicts) included."""
+    return dg.DataVersion(tables.content_hash(frame))
 
 
 @contextlib.contextmanager
@@ -133,11 +124,12 @@ def _setup_failure():
         raise dg.Failure(str(exc)) from exc
 
 
-def _provider(name: str, *resources) -> tuple[Any, str | None]:
-    """(provider, None), or (None, why it is skipped); `resources` in build_provider's keyword order."""
-    keys = ("question_llm", "semantic_scholar", "google_scholar", "exa")
+def _provider(context: dg.AssetExecutionContext) -> tuple[Provider | None, str | None]:
+    """(the partition's provider, None), or (None, why it is skipped); built from the resources the registry
+    names (the asset requires all of them: `registry.resource_keys()`)."""
+    resources = {key: getattr(context.resources, key) for key in registry.resource_keys()}
     try:
-        return build_provider(name, **dict(zip(keys, resources, strict=True))), None
+        return registry.build_provider(context.partition_key, resources), None
     except ProviderUnavailable as exc:
         return None, str(exc)
 
@@ -175,7 +167,7 @@ def synthetic_questions(
             ),
             "path": str(tables.SYNTHETIC_QUESTIONS.path()),
         },
-        data_version=dg.DataVersion(_hash(frame)),
+        data_version=_version(frame),
     )
 
 
@@ -201,7 +193,7 @@ def user_queries(context: dg.AssetExecutionContext, config: UserQueriesConfig) -
             ),
             "sample": dg.MetadataValue.md(tables.markdown_sample(frame, ["question_id", "text", "set_name"])),
         },
-        data_version=dg.DataVersion(_hash(frame)),
+        data_version=_version(frame),
     )
 
 
@@ -222,7 +214,7 @@ def questions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
                 tables.markdown_sample(frame, ["question_id", "kind", "generator", "text"])
             ),
         },
-        data_version=dg.DataVersion(_hash(frame)),
+        data_version=_version(frame),
     )
 
 
@@ -232,21 +224,17 @@ def questions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     partitions_def=PROVIDERS,
     deps=[questions, dg.AssetKey("passage_index")],
     pool="benchmark_search",
+    required_resource_keys=registry.resource_keys(),
 )
 def provider_results(
-    context: dg.AssetExecutionContext,
-    config: ProviderResultsConfig,
-    question_llm: LLMResource,
-    semantic_scholar: SemanticScholarResource,
-    google_scholar: SerpApiScholarResource,
-    exa: ExaResource,
+    context: dg.AssetExecutionContext, config: ProviderResultsConfig
 ) -> dg.MaterializeResult:
     """Zero-shot (level 0) contexts for every question from one provider; a provider without a key is skipped."""
     name = context.partition_key
     question_frame = tables.read(tables.QUESTIONS)
     if question_frame is None:
         raise dg.Failure("no questions yet: materialize `questions` first")
-    provider, skipped = _provider(name, question_llm, semantic_scholar, google_scholar, exa)
+    provider, skipped = _provider(context)
     if provider is None:
         context.log.warning(f"{name} skipped: {skipped}")
         tables.write(tables.PROVIDER_RESULTS, pl.DataFrame(schema=runner.PROVIDER_RESULT_SCHEMA), name)
@@ -273,7 +261,7 @@ def provider_results(
             **(provider.stats() if hasattr(provider, "stats") else {}),
             "sample": dg.MetadataValue.md(results_sample(frame, question_frame)),
         },
-        data_version=dg.DataVersion(_hash(frame)),
+        data_version=_version(frame),
     )
 
 
@@ -283,23 +271,16 @@ def provider_results(
     partitions_def=PROVIDERS,
     deps=[provider_results],
     pool="benchmark_search",
+    required_resource_keys={"question_llm", "judge_llm", *registry.resource_keys()},
 )
-def recursive_results(
-    context: dg.AssetExecutionContext,
-    config: RecursionConfig,
-    question_llm: LLMResource,
-    judge_llm: LLMResource,
-    semantic_scholar: SemanticScholarResource,
-    google_scholar: SerpApiScholarResource,
-    exa: ExaResource,
-) -> dg.MaterializeResult:
+def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig) -> dg.MaterializeResult:
     """Levels 0..max(depths) for every page size: the Recursion Prompt (the judge's LLM by default, or offline
     pseudo-relevance feedback) refines the query from the previous level's results; each level stores the top p of
     all levels fused by reciprocal rank, and the merged pool's size and papers."""
     name = context.partition_key
     question_frame = tables.read(tables.QUESTIONS)
     level0 = tables.read(tables.PROVIDER_RESULTS, name)
-    provider, skipped = _provider(name, question_llm, semantic_scholar, google_scholar, exa)
+    provider, skipped = _provider(context)
     if provider is None:
         tables.write(tables.RECURSIVE_RESULTS, pl.DataFrame(schema=runner.RECURSIVE_SCHEMA), name)
         runs.write_stamp("recursive_results", name, {"skipped": skipped})
@@ -309,7 +290,9 @@ def recursive_results(
     if question_frame is None:
         raise dg.Failure("no questions yet: materialize `questions` first")
     llm_choice = (config.llm or settings.recursion_llm()).lower()
-    client = (question_llm if llm_choice == "question" else judge_llm).get_client()
+    client = getattr(
+        context.resources, "question_llm" if llm_choice == "question" else "judge_llm"
+    ).get_client()
     refiner = PseudoRelevanceRefiner() if client.is_offline else LLMRefiner(client)
     if client.is_offline:
         context.log.warning(
@@ -325,30 +308,17 @@ def recursive_results(
     )
     frame = frame.filter(pl.col("depth").is_in(sorted(set(config.depths))))
     tables.write(tables.RECURSIVE_RESULTS, frame, name)
-    runs.write_stamp(
-        "recursive_results",
+    runs.stamp_recursive(
         name,
-        {
-            "questions": runs.questions_fingerprint(question_frame),
-            "depths": sorted(set(config.depths)),
-            "page_sizes": sorted(set(config.page_sizes)),
-            "refinement": refiner.method,
-            "data": runs.frame_fingerprint(frame),
-            "provider_stats": provider.stats() if hasattr(provider, "stats") else {},
-        },
+        questions=question_frame,
+        depths=config.depths,
+        page_sizes=config.page_sizes,
+        refinement=refiner.method,
+        levels=frame,
+        provider_stats=provider.stats() if hasattr(provider, "stats") else {},
     )
     ledger.record_cost("recursive_results", name, client)
-    summary = (
-        frame.group_by("page_size", "depth")
-        .agg(
-            pl.col("contexts").list.len().mean().alias("mean_contexts"),
-            pl.col("new_chunks").mean().alias("mean_new_chunks"),
-            pl.col("failure").is_not_null().sum().alias("refinement_failures"),
-            pl.col("error").is_not_null().sum().alias("provider_errors"),
-            pl.col("pool_size").mean().alias("mean_pool"),
-        )
-        .sort("page_size", "depth")
-    )
+    summary = level_summary(frame)
     return dg.MaterializeResult(
         metadata={
             "provider": name,
@@ -361,7 +331,7 @@ def recursive_results(
             **http_stats(provider),
             "levels": dg.MetadataValue.md(tables.markdown_sample(summary, summary.columns, rows=50)),
         },
-        data_version=dg.DataVersion(_hash(frame)),
+        data_version=_version(frame),
     )
 
 
@@ -391,9 +361,7 @@ def judgments(
         # The only offline judge embeds with the model Lumina retrieves with: its verdicts would favour one of the
         # providers under test, so offline runs compare providers on qrels alone and judge nothing.
         tables.write(tables.JUDGMENTS, pl.DataFrame(schema=runner.JUDGMENT_SCHEMA), name)
-        runs.write_stamp(
-            "judgments", name, {"judge": judge.name, "recursive": runs.frame_fingerprint(recursive)}
-        )
+        runs.stamp_judgments(name, judge=judge.name, recursive=recursive)
         reason = f"no LLM judge configured; {OFFLINE_JUDGE_NOT_USED}"
         context.log.info(f"judgments for {name}: {reason}")
         return dg.MaterializeResult(
@@ -404,13 +372,11 @@ def judgments(
     context.log.info(f"judging {len(items)} unique (question, context) pairs with {judge.name}")
     frame = runner.judgments_frame(judge.judge_many(items), name)
     tables.write(tables.JUDGMENTS, frame, name)
-    runs.write_stamp("judgments", name, {"judge": judge.name, "recursive": runs.frame_fingerprint(recursive)})
+    runs.stamp_judgments(name, judge=judge.name, recursive=recursive)
     ledger.record_cost("judgments", name, client)
     rel_fail = int(frame["relevance_failure"].is_not_null().sum())
     cp_fail = int(frame["precision_failure"].is_not_null().sum())
-    failures = frame.filter(
-        pl.col("relevance_failure").is_not_null() | pl.col("precision_failure").is_not_null()
-    )
+    failures = failed_judgments(frame)
     return dg.MaterializeResult(
         metadata={
             "provider": name,
@@ -422,65 +388,12 @@ def judgments(
             "precision_failures": cp_fail,
             "failure_samples": dg.MetadataValue.json(
                 failures.select("relevance_failure", "precision_failure").head(5).to_dicts()
+                if failures is not None
+                else []
             ),
             **(client.usage.as_metadata("judge_llm") if client is not None else {}),
         },
-        data_version=dg.DataVersion(_hash(frame)),
-    )
-
-
-OFFLINE_JUDGE_NOT_USED = (
-    "the offline embedding judge shares its model with Lumina (a provider under test), so no context is judged: "
-    "providers are compared on qrels only and CR / CP by judge are not measured"
-)
-
-QUESTION_SOURCES = {
-    "synthetic": "generated from passages sampled from Lumina's own index (the paper's method): answerable by "
-    "construction for lumina and bm25, which search that index, not for external providers; read it beside the "
-    "other sets",
-    "beir": "BEIR queries with human qrels",
-    "user": "real user queries (no qrels: judged only)",
-}
-
-
-def _run_frames(config: ScoresConfig, judge_name: str, question_frame: pl.DataFrame):
-    """(recursive, judgments, providers in the run, providers left out with the reason): only partitions whose
-    stamps match this run's questions, grid, judge and code version."""
-    folder = tables.RECURSIVE_RESULTS.root() / tables.RECURSIVE_RESULTS.name
-    stored = sorted(p.stem for p in folder.glob("*.parquet")) if folder.exists() else []
-    wanted = list(dict.fromkeys(config.providers)) or stored
-    fingerprint = runs.questions_fingerprint(question_frame)
-    included, excluded, levels, verdicts = [], {}, [], []
-    for name in wanted:
-        recursive = tables.read(tables.RECURSIVE_RESULTS, name)
-        reason = runs.stale_reason(
-            name,
-            questions=fingerprint,
-            depths=config.depths,
-            page_sizes=config.page_sizes,
-            judge=judge_name,
-            recursive=recursive,
-        )
-        if reason is not None:
-            excluded[name] = reason
-            continue
-        included.append(name)
-        levels.append(
-            recursive.filter(
-                pl.col("depth").is_in(config.depths) & pl.col("page_size").is_in(config.page_sizes)
-            )
-        )
-        verdicts.append(tables.read(tables.JUDGMENTS, name))
-    for name in stored:
-        if name not in wanted:
-            excluded[name] = "not among this run's providers"
-    recursive = pl.concat(levels, how="diagonal_relaxed") if levels else None
-    judged = [v for v in verdicts if v is not None and v.height]
-    return (
-        recursive,
-        pl.concat(judged, how="diagonal_relaxed") if judged else None,
-        included,
-        excluded,
+        data_version=_version(frame),
     )
 
 
@@ -501,19 +414,22 @@ def benchmark_scores(
         raise dg.Failure("nothing to score: materialize questions first")
     with _setup_failure():
         judge, _ = build_judge(judge_llm, config)
-    recursive, verdicts, included, excluded = _run_frames(config, judge.name, question_frame)
-    for name, reason in excluded.items():
+    run = manifest.select_run(
+        config.providers,
+        depths=config.depths,
+        page_sizes=config.page_sizes,
+        judge_name=judge.name,
+        question_frame=question_frame,
+    )
+    for name, reason in run.excluded.items():
         context.log.info(f"{name} not in this run: {reason}")
-    skipped = {
-        k: v
-        for k, v in ledger.skipped_providers().items()
-        if k != RECURSIVE_ALIAS and (not config.providers or k in config.providers)
-    }
-    excluded = {k: v for k, v in excluded.items() if k not in skipped}
+    skipped = manifest.skipped_providers(config.providers)
+    run.excluded = {k: v for k, v in run.excluded.items() if k not in skipped}
+    recursive, verdicts = run.recursive, run.verdicts
     if recursive is None or not recursive.height:
         raise dg.Failure(
             "nothing to score in this run: materialize provider_results, recursive_results and judgments for "
-            f"the run's providers with the same questions and grid (left out: {excluded})"
+            f"the run's providers with the same questions and grid (left out: {run.excluded})"
         )
     mapping = doi_to_paper(load_papers())
     per_question = runner.question_scores(recursive, verdicts, question_frame, doi_to_paper=mapping)
@@ -534,47 +450,20 @@ def benchmark_scores(
     with _setup_failure():
         agreement = judge_agreement(judge_llm, config, llm_queries=config.validation_queries_llm)
     ledger.write_agreement(agreement)
-    refinements = sorted({r for r in recursive["refinement"].to_list() if r not in ("none", "error")})
-    counts = dict(question_frame.group_by("kind").len().sort("kind").iter_rows())
-    beir_sets = sorted(set(question_frame.filter(pl.col("kind") == "beir")["generator"].to_list()))
-    sources = {k: v for k, v in QUESTION_SOURCES.items() if k in counts}
-    if beir_sets:
-        sources["beir"] += " (" + ", ".join(g.removeprefix("beir:") for g in beir_sets) + ")"
-    stats = {
-        name: runs.read_stamp("recursive_results", name).get("provider_stats") or {} for name in included
-    }
-    manifest = {
-        "run_id": runs.run_id(
-            questions=runs.questions_fingerprint(question_frame),
-            providers=included,
-            depths=config.depths,
-            page_sizes=config.page_sizes,
-            judge=judge.name,
-        ),
-        "created": datetime.now(UTC).isoformat(),
-        "questions": runs.questions_fingerprint(question_frame),
-        "question_counts": counts,
-        "question_sources": sources,
-        "providers": included,
-        "excluded": excluded,
-        "skipped": skipped,
-        "depths": sorted(set(config.depths)),
-        "page_sizes": sorted(set(config.page_sizes)),
-        "judge": judge.name,
-        "judge_offline": judge.is_offline,
-        "refinement": ", ".join(refinements) or "none",
-        "provider_stats": {k: v for k, v in stats.items() if v},
-        "code_version": runs.CODE_VERSION,
-    }
-    folder = runs.write_run(manifest, scores, per_question)
-    comparisons.write_parquet(folder / "comparisons.parquet")
-    runs.set_latest(manifest["run_id"])
-    total = verdicts.height if verdicts is not None else 0
-    failed = (
-        int((verdicts["relevance_failure"].is_not_null() | verdicts["precision_failure"].is_not_null()).sum())
-        if total
-        else 0
+    record = manifest.build_manifest(
+        run,
+        question_frame,
+        depths=config.depths,
+        page_sizes=config.page_sizes,
+        judge_name=judge.name,
+        judge_offline=judge.is_offline,
+        skipped=skipped,
     )
+    runs.write_run(record, scores, per_question, comparisons)
+    runs.set_latest(record["run_id"])
+    total = verdicts.height if verdicts is not None else 0
+    failures = failed_judgments(verdicts)
+    failed = failures.height if failures is not None else 0
     rate = failed / total if total else 0.0
     check = dg.AssetCheckResult(
         check_name="judge_failure_rate",
@@ -586,24 +475,12 @@ def benchmark_scores(
             "limit": config.max_judge_failure_rate,
         },
     )
-    headline = scores.filter(pl.col("question_set") != "all").select(
-        "question_set",
-        "provider",
-        "page_size",
-        "depth",
-        "n",
-        "failed",
-        "CR@p (qrels)",
-        "nDCG@10",
-        "R@p",
-        "cr",
-        "cp",
-    )
+    headline = scores.filter(pl.col("question_set") != "all").select(SCORES_HEADLINE)
     return dg.MaterializeResult(
         metadata={
-            "run_id": manifest["run_id"],
-            "providers": dg.MetadataValue.json(included),
-            "left_out": dg.MetadataValue.json(excluded),
+            "run_id": record["run_id"],
+            "providers": dg.MetadataValue.json(run.included),
+            "left_out": dg.MetadataValue.json(run.excluded),
             "rows": scores.height,
             "judge": judge.name,
             "judge_kappa": float(agreement["kappa"]) if agreement else float("nan"),
@@ -612,7 +489,7 @@ def benchmark_scores(
                 tables.markdown_sample(headline, headline.columns, rows=100, width=30)
             ),
         },
-        data_version=dg.DataVersion(_hash(scores)),
+        data_version=_version(scores),
         check_results=[check],
     )
 
@@ -624,23 +501,8 @@ def benchmark_report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     latest = runs.latest()
     if latest is None:
         raise dg.Failure("no benchmark run scored yet: materialize benchmark_scores")
-    manifest, scores, _ = runs.read_run(latest)
-    comparisons_path = runs.run_dir(latest) / "comparisons.parquet"
-    comparisons = pl.read_parquet(comparisons_path) if comparisons_path.exists() else None
-    options = {
-        "judge_name": manifest["judge"],
-        "judge_offline": manifest["judge_offline"],
-        "agreement": ledger.read_agreement(),
-        "skipped": manifest.get("skipped", {}),
-        "question_counts": manifest.get("question_counts", {}),
-        "refinement": manifest.get("refinement", "none"),
-        "cost": ledger.total_cost(),
-        "comparisons": comparisons,
-        "run": manifest,
-        "excluded": manifest.get("excluded", {}),
-        "question_sources": manifest.get("question_sources", {}),
-        "provider_stats": manifest.get("provider_stats", {}),
-    }
+    record, scores, _ = runs.read_run(latest)
+    options = manifest.report_options(record, runs.read_comparisons(latest))
     result = write_report(scores, out_dir=settings.reports_dir() / "runs" / latest, **options)
     write_report(scores, out_dir=settings.reports_dir(), **options)  # the latest run, where README points
     plots = {f"plot_{p.stem}": dg.MetadataValue.md(image_markdown(p, p.stem)) for p in result["plots"]}
@@ -648,12 +510,13 @@ def benchmark_report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         metadata={
             "run_id": latest,
             "report": dg.MetadataValue.path(str(result["report"])),
-            "offline_judge": manifest["judge_offline"],
-            "cost": dg.MetadataValue.json(ledger.total_cost()),
+            "offline_judge": record["judge_offline"],
+            "cost": dg.MetadataValue.json(options["cost"]),
             "markdown": dg.MetadataValue.md(result["markdown"]),
             **plots,
         },
-        data_version=dg.DataVersion(DiskCache.key_for(result["markdown"].split("\n", 3)[-1])[:24]),
+        # the report without its first lines (title and generation time): the same run reads the same version
+        data_version=dg.DataVersion(short_hash(result["markdown"].split("\n", 3)[-1], length=24)),
     )
 
 
@@ -682,8 +545,6 @@ ASSETS = [
 ]
 CHECKS = [questions_are_wellformed]
 
-BENCHMARK_PROVIDERS = ("lumina", "bm25", "semantic_scholar", "google_scholar", "exa")
-
 
 def build_resources() -> dict:
     return {**build_llm_resources(), **build_provider_resources()}
@@ -691,28 +552,29 @@ def build_resources() -> dict:
 
 def default_run_config(
     *,
-    synthetic: int = 12,
-    beir_queries: int = 12,
+    synthetic: int = defaults.SYNTHETIC_QUESTIONS,
+    beir_queries: int = defaults.BEIR_QUERIES,
     depths: list[int] | None = None,
     page_sizes: list[int] | None = None,
-    calibration_queries: int = 60,
+    calibration_queries: int = defaults.CALIBRATION_QUERIES,
     providers: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run config for the whole group (the CLI and the demo shrink it); `providers` names the run's providers
     (None: every provider partition whose results match the run)."""
-    page_sizes = page_sizes or [5, 10]
+    depths = depths or list(defaults.DEPTHS)
+    page_sizes = page_sizes or list(defaults.PAGE_SIZES)
     return {
         "ops": {
             "synthetic_questions": {"config": {"count": synthetic}},
             "user_queries": {"config": {"beir_queries": beir_queries}},
             "provider_results": {"config": {"k": max(page_sizes)}},
-            "recursive_results": {"config": {"depths": depths or [0, 1, 2, 3], "page_sizes": page_sizes}},
+            "recursive_results": {"config": {"depths": depths, "page_sizes": page_sizes}},
             "judgments": {"config": {"calibration_queries": calibration_queries}},
             "benchmark_scores": {
                 "config": {
                     "calibration_queries": calibration_queries,
                     "providers": list(providers or []),
-                    "depths": depths or [0, 1, 2, 3],
+                    "depths": depths,
                     "page_sizes": page_sizes,
                 }
             },

@@ -1,0 +1,148 @@
+"""One benchmark run's manifest: which provider partitions the run takes (only those whose stamps match its
+questions, grid and judge, see `evals.runs`), what it records about itself (`run.json`), and the report options
+read back from it. `benchmark_scores` and `benchmark_report` call these; the report never re-derives what the run
+was."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import polars as pl
+
+from evals import ledger, runs
+from evals.registry import RECURSIVE_ALIAS
+from evals.report import question_sources
+from lumina_assets.core import tables
+
+
+@dataclass
+class RunSelection:
+    """The provider partitions of one run: their recursion levels and verdicts on the run's grid, and every stored
+    partition left out with the reason."""
+
+    recursive: pl.DataFrame | None
+    verdicts: pl.DataFrame | None
+    included: list[str]
+    excluded: dict[str, str] = field(default_factory=dict)
+
+
+def select_run(
+    providers: list[str],
+    *,
+    depths: list[int],
+    page_sizes: list[int],
+    judge_name: str,
+    question_frame: pl.DataFrame,
+) -> RunSelection:
+    """`providers` (empty: every stored partition) whose stamps match this run's questions, grid, judge and code
+    version; the rest are excluded with the reason."""
+    folder = tables.RECURSIVE_RESULTS.root() / tables.RECURSIVE_RESULTS.name
+    stored = sorted(p.stem for p in folder.glob("*.parquet")) if folder.exists() else []
+    wanted = list(dict.fromkeys(providers)) or stored
+    fingerprint = runs.questions_fingerprint(question_frame)
+    included, excluded, levels, verdicts = [], {}, [], []
+    for name in wanted:
+        recursive = tables.read(tables.RECURSIVE_RESULTS, name)
+        reason = runs.stale_reason(
+            name,
+            questions=fingerprint,
+            depths=depths,
+            page_sizes=page_sizes,
+            judge=judge_name,
+            recursive=recursive,
+        )
+        if reason is not None:
+            excluded[name] = reason
+            continue
+        included.append(name)
+        levels.append(recursive.filter(pl.col("depth").is_in(depths) & pl.col("page_size").is_in(page_sizes)))
+        verdicts.append(tables.read(tables.JUDGMENTS, name))
+    for name in stored:
+        if name not in wanted:
+            excluded[name] = "not among this run's providers"
+    judged = [v for v in verdicts if v is not None and v.height]
+    return RunSelection(
+        recursive=pl.concat(levels, how="diagonal_relaxed") if levels else None,
+        verdicts=pl.concat(judged, how="diagonal_relaxed") if judged else None,
+        included=included,
+        excluded=excluded,
+    )
+
+
+def skipped_providers(requested: list[str]) -> dict[str, str]:
+    """Provider -> why its partition was skipped (no key, no index), for the run's providers (all when none were
+    named); the recursive mode is not a provider and never listed."""
+    return {
+        name: reason
+        for name, reason in ledger.skipped_providers().items()
+        if name != RECURSIVE_ALIAS and (not requested or name in requested)
+    }
+
+
+def build_manifest(
+    selection: RunSelection,
+    question_frame: pl.DataFrame,
+    *,
+    depths: list[int],
+    page_sizes: list[int],
+    judge_name: str,
+    judge_offline: bool,
+    skipped: dict[str, str],
+) -> dict[str, Any]:
+    """What `run.json` records: the run's id, its questions and where they came from, its providers (and those
+    left out or skipped), grid, judge, refinement, per-provider request counters and code version."""
+    fingerprint = runs.questions_fingerprint(question_frame)
+    recursive = selection.recursive
+    refinements = (
+        sorted({r for r in recursive["refinement"].to_list() if r not in ("none", "error")})
+        if recursive is not None
+        else []
+    )
+    stats = {
+        name: runs.read_stamp("recursive_results", name).get("provider_stats") or {}
+        for name in selection.included
+    }
+    return {
+        "run_id": runs.run_id(
+            questions=fingerprint,
+            providers=selection.included,
+            depths=depths,
+            page_sizes=page_sizes,
+            judge=judge_name,
+        ),
+        "created": datetime.now(UTC).isoformat(),
+        "questions": fingerprint,
+        "question_counts": dict(question_frame.group_by("kind").len().sort("kind").iter_rows()),
+        "question_sources": question_sources(question_frame),
+        "providers": selection.included,
+        "excluded": selection.excluded,
+        "skipped": skipped,
+        "depths": sorted(set(depths)),
+        "page_sizes": sorted(set(page_sizes)),
+        "judge": judge_name,
+        "judge_offline": judge_offline,
+        "refinement": ", ".join(refinements) or "none",
+        "provider_stats": {k: v for k, v in stats.items() if v},
+        "code_version": runs.CODE_VERSION,
+    }
+
+
+def report_options(manifest: dict[str, Any], comparisons: pl.DataFrame | None) -> dict[str, Any]:
+    """`evals.report.write_report`'s keyword arguments for a stored run, with the cost and judge agreement the
+    ledger holds."""
+    return {
+        "judge_name": manifest["judge"],
+        "judge_offline": manifest["judge_offline"],
+        "agreement": ledger.read_agreement(),
+        "skipped": manifest.get("skipped", {}),
+        "question_counts": manifest.get("question_counts", {}),
+        "refinement": manifest.get("refinement", "none"),
+        "cost": ledger.total_cost(),
+        "comparisons": comparisons,
+        "run": manifest,
+        "excluded": manifest.get("excluded", {}),
+        "question_sources": manifest.get("question_sources", {}),
+        "provider_stats": manifest.get("provider_stats", {}),
+    }

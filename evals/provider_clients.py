@@ -1,0 +1,70 @@
+"""Raw clients of the external search APIs the benchmark compares Lumina with.
+
+Each client returns the provider's JSON untouched (mapping it to contexts is `evals.providers`' job) and goes
+through `lumina_assets.core.http.HttpClient` (retry, Retry-After, per-host rate limit, disk cache), which the
+Dagster resources in `resources/providers.py` configure. A key travels only in a header or in a query parameter
+the HTTP layer redacts and keeps out of cache keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lumina_assets.core.http import HttpClient
+
+S2_PAPER_FIELDS = "title,abstract,tldr,externalIds,url,year,authors,openAccessPdf"
+
+
+class SemanticScholarClient:
+    """Graph API: `/snippet/search` for passages, `/paper/search` (title + abstract) as the fallback."""
+
+    def __init__(self, http: HttpClient):
+        self.http = http
+
+    def snippet_search(self, query: str, limit: int) -> dict[str, Any]:
+        return self.http.get_json("/snippet/search", params={"query": query, "limit": limit})
+
+    def paper_search(self, query: str, limit: int, fields: str = S2_PAPER_FIELDS) -> dict[str, Any]:
+        return self.http.get_json("/paper/search", params={"query": query, "limit": limit, "fields": fields})
+
+    def paper_batch(self, ids: list[str], fields: str = "externalIds") -> list[Any]:
+        """`POST /paper/batch`: one record (or null) per id, e.g. `CorpusId:123`; snippet search gives no DOIs."""
+        return self.http.post_json("/paper/batch", {"ids": ids}, params={"fields": fields})
+
+
+class SerpApiScholarClient:
+    """SerpAPI `engine=google_scholar`: organic results whose snippets are the contexts' chunks."""
+
+    def __init__(self, http: HttpClient, api_key: str):
+        self.http = http
+        self._api_key = api_key
+
+    def search(self, query: str, num: int) -> dict[str, Any]:
+        params = {
+            "engine": "google_scholar",
+            "q": query,
+            "num": min(num, 20),
+            "hl": "en",
+            "api_key": self._api_key,
+        }
+        return self.http.get_json("/search.json", params=params)
+
+
+class ExaClient:
+    """Exa `/search` with `contents.highlights`: the highlights are the contexts' chunks."""
+
+    def __init__(self, http: HttpClient, *, category: str = "research paper", highlight_sentences: int = 3):
+        self.http = http
+        self.category = category
+        self.highlight_sentences = highlight_sentences
+
+    def search(self, query: str, num_results: int) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "query": query,
+            "numResults": num_results,
+            "type": "auto",
+            "contents": {"highlights": {"numSentences": self.highlight_sentences, "highlightsPerUrl": 3}},
+        }
+        if self.category:
+            body["category"] = self.category
+        return self.http.post_json("/search", body)

@@ -1,0 +1,134 @@
+"""The benchmark's providers, declared once.
+
+Each entry says which Dagster resource a provider is built from (by key), how it is built, whether it searches
+outside Lumina's own index, and which variable holds its key. The provider partitions, the resources
+(`resources/providers.py`), `lumina benchmark run`'s default providers, the benchmark assets and the report all read
+this list, so adding a provider is one entry here plus, for an external one, its client (`evals.provider_clients`),
+its answer mapping (`evals.providers`) and its resource.
+
+The resources are duck-typed, so this module never imports Dagster: an LLM resource is anything with
+`get_client()`, an external provider's resource anything with `available()`, `unavailable_reason()` and
+`get_client()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from evals import providers
+from evals.providers import Provider, ProviderUnavailable
+from lumina_assets.core import settings, tables
+
+RECURSIVE_ALIAS = "lumina_recursive"
+RECURSIVE_ALIAS_REASON = (
+    "lumina_recursive is a mode, not a provider: lumina's recursive levels are in recursive_results[lumina]"
+)
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """One provider: `build(resource)` makes it from the resource named `resource_key` (None: it needs none) or
+    raises ProviderUnavailable with the reason it is skipped. `build` None marks a partition that is a mode of
+    the benchmark, not a provider. `external`: it searches the web, not Lumina's index; `key_env`: the variable
+    holding its API key."""
+
+    name: str
+    build: Callable[[Any], Provider] | None
+    resource_key: str | None = None
+    external: bool = False
+    key_env: str | None = None
+
+
+def _lumina(question_llm) -> Provider:
+    """The in-process engine (with the LLM stages LUMINA_SEARCH_LLM asks for), or `lumina serve`'s API when
+    LUMINA_API_URL is set."""
+    from lumina_assets.search.model_stages import configured_search_config, search_llm_client
+
+    if settings.lumina_api_url():
+        return providers.LuminaProvider(providers.lumina_api_search_fn(settings.lumina_api_url()))
+    config = configured_search_config(llm_client=search_llm_client(question_llm.get_client))
+    return providers.LuminaProvider(providers.lumina_search_fn(config=config))
+
+
+def _bm25(_resource) -> Provider:
+    return providers.BM25Provider(tables.read_all(tables.PASSAGES), tables.read(tables.PAPERS))
+
+
+def _external(provider_class: Callable[[Any], Provider]) -> Callable[[Any], Provider]:
+    """An external provider over its resource's client; skipped (never faked) when the resource has no key."""
+
+    def build(resource) -> Provider:
+        if not resource.available():
+            raise ProviderUnavailable(resource.unavailable_reason())
+        return provider_class(resource.get_client())
+
+    return build
+
+
+# In partition order: the provider partitions are these names, in this order.
+PROVIDERS: dict[str, ProviderSpec] = {
+    spec.name: spec
+    for spec in (
+        ProviderSpec("lumina", _lumina, resource_key="question_llm"),
+        ProviderSpec(RECURSIVE_ALIAS, None),
+        ProviderSpec("bm25", _bm25),
+        ProviderSpec(
+            "semantic_scholar",
+            _external(providers.SemanticScholarProvider),
+            resource_key="semantic_scholar",
+            external=True,
+            key_env="SEMANTIC_SCHOLAR_API_KEY",
+        ),
+        ProviderSpec(
+            "google_scholar",
+            _external(providers.GoogleScholarProvider),
+            resource_key="google_scholar",
+            external=True,
+            key_env="SERPAPI_API_KEY",
+        ),
+        ProviderSpec(
+            "exa",
+            _external(providers.ExaProvider),
+            resource_key="exa",
+            external=True,
+            key_env="EXA_API_KEY",
+        ),
+    )
+}
+
+
+def partition_keys() -> list[str]:
+    """Every provider partition, modes included."""
+    return list(PROVIDERS)
+
+
+def provider_names() -> list[str]:
+    """The providers a benchmark run queries by default (modes left out)."""
+    return [spec.name for spec in PROVIDERS.values() if spec.build is not None]
+
+
+def local_provider_names() -> list[str]:
+    """Providers that search Lumina's own index."""
+    return [name for name in provider_names() if not PROVIDERS[name].external]
+
+
+def external_specs() -> list[ProviderSpec]:
+    return [spec for spec in PROVIDERS.values() if spec.external]
+
+
+def resource_keys() -> set[str]:
+    """The resources building any provider needs."""
+    return {spec.resource_key for spec in PROVIDERS.values() if spec.resource_key}
+
+
+def build_provider(name: str, resources: Mapping[str, Any]) -> Provider:
+    """The provider for a partition from `resources` (resource key -> resource), or ProviderUnavailable with the
+    reason it is skipped."""
+    spec = PROVIDERS.get(name)
+    if spec is None:
+        raise ProviderUnavailable(f"unknown provider {name!r}")
+    if spec.build is None:
+        raise ProviderUnavailable(RECURSIVE_ALIAS_REASON)
+    return spec.build(resources[spec.resource_key] if spec.resource_key else None)
