@@ -1,4 +1,4 @@
-"""Local corpora: a folder of PDFs (metadata from the PDF, its first page and its file name) or a BEIR
+"""Local corpora: a folder of PDFs (metadata as the PDF prints it: `parsing.pdf_metadata`) or a BEIR
 directory (`corpus.jsonl` with `_id`, `title`, `text`). Bad items are rejected by name with a reason, never
 fatal: every PDF is opened in a child process under PdfLimits (size, decoded streams, memory, wall time)."""
 
@@ -11,16 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lumina_assets.core.hygiene import clean_text, display_name, is_utf8_path
-from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi, paper_id_for
+from lumina_assets.core.ids import paper_id_for
 from lumina_assets.core.sandbox import run_limited
 from lumina_assets.core.schemas import Paper
 from lumina_assets.corpus.collections import is_beir_corpus, iter_corpus_records
 from lumina_assets.corpus.normalize import Rejection
+from lumina_assets.parsing.pdf_metadata import read_header
 from lumina_assets.parsing.preflight import DEFAULT_MAX_BYTES, DEFAULT_MAX_STREAM_BYTES, PdfLimits
 from lumina_assets.parsing.titles import clean_title, usable_title_line
 
-_DOI_IN_TEXT = re.compile(r"(?:doi\s*[:.]?\s*|doi\.org/)(10\.\d{4,9}/[^\s\"<>,;]+)", re.IGNORECASE)
-_ARXIV_IN_TEXT = re.compile(r"arXiv:\s*(\d{4}\.\d{4,5})(v\d+)?", re.IGNORECASE)
 _ABSTRACT = re.compile(r"\babstract\b[\s.:—-]*", re.IGNORECASE)
 _AFTER_ABSTRACT = re.compile(
     r"\n\s*(?:1\.?|I\.)?\s*(?:introduction|keywords|index terms|ccs concepts)\b", re.IGNORECASE
@@ -165,26 +164,30 @@ def pdf_metadata(
         title = (
             title_meta if len(title_meta) > 8 and not title_meta.lower().endswith((".pdf", ".dvi")) else ""
         )
-        title = clean_title(title) or clean_text(_title_from_first_page(document)) or display_name(path.stem)
-        doi_match = _DOI_IN_TEXT.search(first_page)
-        doi = normalize_doi(doi_match.group(1).rstrip(".")) if doi_match else None
-        arxiv_match = _ARXIV_IN_TEXT.search(first_page)
-        arxiv_id = normalize_arxiv_id(display_name(path.stem)) or (
-            arxiv_match.group(1) if arxiv_match else None
-        )
-        authors = [a.strip() for a in re.split(r"[;,]| and ", meta.get("author") or "") if a.strip()]
-        year_match = re.match(r"D:(\d{4})", meta.get("creationDate") or "")
+        sources = {"title": "pdf_info"}
+        if not clean_title(title):
+            title = clean_text(_title_from_first_page(document))
+            sources["title"] = "pdf_text"
+        if not clean_title(title):
+            title, sources["title"] = display_name(path.stem), "file_name"
+        header = read_header(document, file_stem=display_name(path.stem))
+        sources.update(header.sources)
+        abstract = _abstract_from_text(first_page)
+        if abstract:
+            sources["abstract"] = "pdf_text"
         return Paper(
-            paper_id=paper_id_for(doi=doi, arxiv_id=arxiv_id, file_sha256=sha),
-            title=re.sub(r"\s+", " ", title).strip(),
-            doi=doi,
-            arxiv_id=arxiv_id,
-            authors=authors,
-            year=int(year_match.group(1)) if year_match else None,
-            abstract=_abstract_from_text(first_page),
+            paper_id=paper_id_for(doi=header.doi, arxiv_id=header.arxiv_id, file_sha256=sha),
+            title=re.sub(r"\s+", " ", clean_title(title)).strip(),
+            doi=header.doi,
+            arxiv_id=header.arxiv_id,
+            authors=[clean_text(a) for a in header.authors],
+            year=header.year,
+            venue=clean_text(header.venue) if header.venue else None,
+            abstract=abstract,
             source="local_pdf",
             source_id=shown,
             local_path=str(path.resolve()),
+            metadata_sources=[f"{name}:{source}" for name, source in sources.items()],
         )
 
 

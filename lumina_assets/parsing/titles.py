@@ -31,6 +31,24 @@ def collapse_letter_spacing(text: str) -> str:
     return text
 
 
+# Small capitals drawn as a full-size initial plus smaller capitals come out as "L ONG E VAL : Guidelines": an initial
+# capital, a space, then the rest of the word in capitals.
+_SMALL_CAPS_WORD = re.compile(r"\b([A-Z]) ([A-Z]{2,})\b")
+
+
+def repair_small_caps(text: str) -> str:
+    """ "L ONG E VAL : Guidelines for ..." -> "LONGEVAL: Guidelines for ...". Only in a title that also has lower-case
+    words (an all-caps title keeps "A NEW ...") and where the split shows twice or before a detached colon."""
+    if not re.search(r"[a-z]", text):
+        return text
+    found = _SMALL_CAPS_WORD.findall(text)
+    if len(found) >= 2 or re.search(r"\b[A-Z] [A-Z]{2,} :", text):
+        text = _SMALL_CAPS_WORD.sub(r"\1\2", text)
+        text = re.sub(r"\b([A-Z]{2,}) ([A-Z]{2,}) :", r"\1\2:", text)  # "LONG EVAL :" -> "LONGEVAL:"
+        text = re.sub(r"(?<=[A-Z]) :", ":", text)
+    return text
+
+
 def usable_title_line(text: str, spans: list[str] | None = None, direction=(1.0, 0.0)) -> bool:
     """Horizontal, not an arXiv stamp, not letter-spaced."""
     if direction is not None and (abs(direction[0] - 1.0) > 0.01 or abs(direction[1]) > 0.01):
@@ -43,5 +61,5 @@ def usable_title_line(text: str, spans: list[str] | None = None, direction=(1.0,
 def clean_title(text: str) -> str:
     """Without arXiv stamps, with letter spacing collapsed and whitespace normalized."""
     text = ARXIV_STAMP.sub(" ", text or "")
-    text = collapse_letter_spacing(text)
+    text = repair_small_caps(collapse_letter_spacing(text))
     return re.sub(r"\s+", " ", text).strip(" ,;")

@@ -1,0 +1,256 @@
+"""Paper metadata as the PDF itself prints it: authors from the first page's layout, venue and year from the
+"Proceedings of ..." line, a journal's running header or an arXiv stamp, DOI and arXiv id wherever printed, with
+the PDF's Info dictionary as the fallback. Each field records where it came from (`sources`).
+
+Authors are the lines between the title and the abstract, cut at superscript markers (affiliation numbers, †, α),
+commas and "and"; a line naming an institution, an e-mail, a URL, a place or a number is an affiliation, not a name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from lumina_assets.parsing.titles import ARXIV_STAMP, is_letter_spaced
+
+DOI_IN_TEXT = re.compile(r"(?:doi\s*[:.]?\s*|doi\.org/)(10\.\d{4,9}/[^\s\"<>,;]+)", re.IGNORECASE)
+ARXIV_IN_TEXT = re.compile(r"arXiv:\s*(\d{4}\.\d{4,5})(v\d+)?", re.IGNORECASE)
+# the stamp arXiv prints in the margin of its PDFs: "arXiv:2501.10120v1  [cs.IR]  17 Jan 2025"
+ARXIV_STAMP_DATED = re.compile(
+    r"arXiv:\s*(\d{4}\.\d{4,5})(?:v\d+)?\s+\[[^\]]{1,30}\]\s+\d{1,2}\s+[A-Z][a-z]{2}\s+((?:19|20)\d\d)"
+)
+_PROCEEDINGS = re.compile(
+    r"((?:In\s+)?Proceedings of (?:the )?[^\n]{3,200}?)(?:,\s*(?:pages|pp\.|page)\b|,?\s*$|\s*\((?:19|20)\d\d\))",
+    re.IGNORECASE | re.MULTILINE,
+)
+# "De Marchis et al. Journal of NeuroEngineering and Rehabilitation (2016) 13:22" (BMC / Springer running header)
+_JOURNAL_HEADER = re.compile(
+    r"^(?:.{0,60}?et al\.?\s+)?(?P<journal>[A-Z][A-Za-z&:,'’\- ]{5,120}?)\s*\(?(?P<year>(?:19|20)\d\d)\)?"
+    r"\s*(?:,\s*)?\d+(?:\s*\(\d+\))?\s*[:,]\s*\d+"
+)
+_JOURNAL_WORD = re.compile(
+    r"\b(Journal|Transactions|Letters|Review|Proceedings|Annals|Bulletin|Nature|Science)\b"
+)
+_YEAR = re.compile(r"\b((?:19|20)\d\d)\b")
+_AFFILIATION = re.compile(
+    r"\b(universit\w*|institut\w*|department|dept|school|college|laborator\w*|lab|labs|research|centre|center|"
+    r"inc|ltd|corp\w*|company|foundation|hospital|academy|faculty|ai2|google|microsoft|meta|bytedance|"
+    r"allen|street|road|usa|china|germany|italy|india|japan|france|demo|abstract|keywords?|equal|contribution|"
+    r"corresponding|author|open access|research article|preprint|submitted|accepted|published)\b",
+    re.IGNORECASE,
+)
+_MARKERS = "†‡∗*§¶⋄□■◆♣♠♦♥⊥⊤‖#"
+_PARTICLES = {
+    "van",
+    "von",
+    "de",
+    "der",
+    "den",
+    "da",
+    "di",
+    "del",
+    "la",
+    "le",
+    "du",
+    "dos",
+    "bin",
+    "al",
+    "ter",
+}
+_NAME_TOKEN = re.compile(r"^(?:[A-Z][\w'’\-]*\.?|[A-Z]\.(?:-?[A-Z]\.)*)$")
+
+
+@dataclass
+class PdfHeader:
+    title: str = ""
+    authors: list[str] = field(default_factory=list)
+    venue: str | None = None
+    year: int | None = None
+    doi: str | None = None
+    arxiv_id: str | None = None
+    sources: dict[str, str] = field(
+        default_factory=dict
+    )  # field -> pdf_text | pdf_info | arxiv_stamp | file_name
+
+
+def looks_like_name(text: str) -> bool:
+    """Two to five capitalized tokens (particles and initials allowed), no digits, no institution words."""
+    tokens = text.split()
+    if not 2 <= len(tokens) <= 6 or any(ch.isdigit() for ch in text) or _AFFILIATION.search(text):
+        return False
+    if "@" in text or "/" in text or "http" in text.lower() or ":" in text:
+        return False
+    named = [t for t in tokens if t.lower() not in _PARTICLES]
+    return len(named) >= 2 and all(_NAME_TOKEN.match(t) for t in named) and len(named[0]) > 1
+
+
+def _clean_piece(text: str) -> str:
+    text = re.sub(rf"[{re.escape(_MARKERS)}]+", " ", text)
+    text = re.sub(r"(?<=[a-z])[α-ωΑ-Ω]+(?:,[α-ωΑ-Ω]+)*", " ", text)  # "Loα" (a marker set in the body font)
+    text = re.sub(r"(?<=[a-z])\d+(?:\s*,\s*\d+)*\b", " ", text)  # "Marchis1,2,3"
+    return " ".join(text.split()).strip(" ,;")
+
+
+def _line_pieces(spans: list[dict], main_size: float) -> list[str]:
+    """A line's text cut where a superscript (smaller span) or a marker sits: "Russell Authurα Erin Bransomα"."""
+    pieces: list[str] = []
+    current = ""
+    for span in spans:
+        text = span["text"]
+        if span["size"] < main_size * 0.85 or not text.strip(" ,") and "," in text:
+            pieces.append(current)
+            current = ""
+            continue
+        current += text
+    pieces.append(current)
+    names: list[str] = []
+    for piece in pieces:
+        for part in re.split(r",|;|\s+and\s+|\s+&\s+|^and\s+", piece):
+            cleaned = _clean_piece(part)
+            if cleaned:
+                names.append(cleaned)
+    return names
+
+
+def _first_page_lines(page) -> list[tuple[float, float, float, str, list[dict]]]:
+    """(y0, y1, main size, text, spans) of every horizontal line on the page, top to bottom."""
+    out = []
+    for block in page.get_text("dict", flags=0)["blocks"]:
+        for line in block.get("lines", []):
+            if abs(line["dir"][0] - 1.0) > 0.01:
+                continue
+            spans = [s for s in line["spans"] if s["text"]]
+            text = "".join(s["text"] for s in spans).strip()
+            if not text:
+                continue
+            sizes = Counter()
+            for span in spans:
+                sizes[round(span["size"], 1)] += len(span["text"].strip())
+            out.append((line["bbox"][1], line["bbox"][3], sizes.most_common(1)[0][0], text, spans))
+    out.sort(key=lambda item: item[0])
+    rows: list[list] = []  # lines whose tops lie within 3 pt form one row, read left to right
+    for item in out:
+        if rows and item[0] - rows[-1][0][0] < 3:
+            rows[-1].append(item)
+        else:
+            rows.append([item])
+    return [item for row in rows for item in sorted(row, key=lambda it: it[4][0]["bbox"][0])]
+
+
+def authors_from_first_page(page) -> list[str]:
+    """The names printed between the title (the largest text in the top half) and the abstract."""
+    lines = [ln for ln in _first_page_lines(page) if ln[0] < page.rect.height * 0.6]
+    if not lines:
+        return []
+    titled = [
+        ln
+        for ln in lines
+        if len(ln[3]) > 8
+        and not ARXIV_STAMP.search(ln[3])
+        and not is_letter_spaced([s["text"] for s in ln[4]])
+    ]
+    if not titled:
+        return []
+    title_size = max(ln[2] for ln in titled)
+    title_bottom = max(ln[1] for ln in titled if abs(ln[2] - title_size) < 0.3)
+    names: list[str] = []
+    for y0, _, size, text, spans in lines:
+        if y0 < title_bottom - 1 or abs(size - title_size) < 0.3:
+            continue
+        if re.match(r"^\s*(abstract|a b s t r a c t|keywords|introduction|1\s+introduction)\b", text, re.I):
+            break
+        if len(text.split()) > 30 or is_letter_spaced([s["text"] for s in spans]):
+            continue
+        if _AFFILIATION.search(text) or "@" in text:
+            continue
+        names += [p for p in _line_pieces(spans, size) if looks_like_name(p)]
+    return list(dict.fromkeys(names))
+
+
+def authors_from_info(value: str | None) -> list[str]:
+    """The Info dictionary's /Author ("A ; B ; C" or "A, B and C"), names only."""
+    parts = [p.strip() for p in re.split(r"\s*;\s*|\s*,\s*|\s+and\s+", value or "") if p.strip()]
+    return [p for p in parts if 1 < len(p) <= 60 and not p.isdigit()]
+
+
+def venue_from_text(
+    first_page_text: str, pages_margins: list[str], subject: str | None, page_count: int
+) -> tuple[str, int | None, str] | None:
+    """(venue, year, source) from a "Proceedings of ..." line on page one, a journal named in a running header
+    repeated on most pages, or the Info /Subject naming a journal."""
+    for line in first_page_text.splitlines()[:80]:
+        match = _PROCEEDINGS.search(line.strip())
+        if match:
+            venue = re.sub(r"^In\s+", "", match.group(1)).strip(" ,.")
+            year = _YEAR.search(venue) or _YEAR.search(first_page_text[first_page_text.find(line) :][:300])
+            return venue, int(year.group(1)) if year else None, "pdf_text"
+    for line, seen in Counter(pages_margins).most_common():
+        if seen < max(2, int(0.3 * page_count)):
+            break
+        match = _JOURNAL_HEADER.match(line)
+        if match and _JOURNAL_WORD.search(match.group("journal")):
+            return match.group("journal").strip(" ,."), int(match.group("year")), "pdf_text"
+    if subject:
+        head = subject.split(",")[0].strip()
+        if _JOURNAL_WORD.search(head) and len(head) > 8:
+            year = _YEAR.search(subject)
+            return head, int(year.group(1)) if year else None, "pdf_info"
+    return None
+
+
+def margin_lines(document, zone: float = 0.08) -> list[str]:
+    """Text lines in the top and bottom `zone` of every page (running headers and footers)."""
+    out: list[str] = []
+    for page in document:
+        height = page.rect.height
+        for block in page.get_text("blocks"):
+            x0, y0, x1, y1, text, *_ = block
+            if y1 < height * zone or y0 > height * (1 - zone):
+                out += [" ".join(t.split()) for t in text.splitlines() if t.strip()]
+    return out
+
+
+def read_header(document, *, file_stem: str = "") -> PdfHeader:
+    """Everything the PDF prints about itself (title excepted: see corpus.local), each field with its source."""
+    from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi
+
+    header = PdfHeader()
+    meta = {k: v for k, v in (document.metadata or {}).items() if isinstance(v, str)}
+    first = document[0] if document.page_count else None
+    first_text = first.get_text("text") if first is not None else ""
+    if first is not None:
+        header.authors = authors_from_first_page(first)
+        if header.authors:
+            header.sources["authors"] = "pdf_text"
+    if not header.authors:
+        header.authors = authors_from_info(meta.get("author"))
+        if header.authors:
+            header.sources["authors"] = "pdf_info"
+    doi_match = DOI_IN_TEXT.search(first_text) or DOI_IN_TEXT.search(meta.get("subject") or "")
+    if doi_match:
+        header.doi = normalize_doi(doi_match.group(1).rstrip("."))
+        header.sources["doi"] = "pdf_text" if DOI_IN_TEXT.search(first_text) else "pdf_info"
+    stamp = ARXIV_STAMP_DATED.search(first_text)
+    printed = stamp or ARXIV_IN_TEXT.search(first_text[:600])
+    from_name = normalize_arxiv_id(file_stem) if file_stem else None
+    if printed or from_name:
+        header.arxiv_id = printed.group(1) if printed else from_name
+        header.sources["arxiv_id"] = ("arxiv_stamp" if stamp else "pdf_text") if printed else "file_name"
+    found = venue_from_text(first_text, margin_lines(document), meta.get("subject"), document.page_count)
+    if found:
+        header.venue, header.year, source = found
+        header.sources["venue"] = source
+        if header.year:
+            header.sources["year"] = source
+    elif stamp:
+        header.venue = "arXiv"
+        header.sources["venue"] = "arxiv_stamp"
+        header.year = int(stamp.group(2))
+        header.sources["year"] = "arxiv_stamp"
+    if header.year is None:
+        created = re.match(r"D:(\d{4})", meta.get("creationDate") or "")
+        if created:
+            header.year = int(created.group(1))
+            header.sources["year"] = "pdf_info_date"
+    return header

@@ -1,0 +1,216 @@
+"""Metadata of the shared PDFs as their pages print it. Every expected value was read off the PDFs by hand (first
+page, running headers, arXiv stamps), not produced by the code under test."""
+
+from __future__ import annotations
+
+import pymupdf
+import pytest
+
+from lumina_assets.corpus.local import pdf_metadata
+from lumina_assets.parsing.pdf_metadata import looks_like_name
+
+ACL_2020 = "Proceedings of the 58th Annual Meeting of the Association for Computational Linguistics"
+EXPECTED = {
+    "0046d83a-edd6-4631-b57c-755cdcce8b7f": dict(
+        authors=[
+            "Cristiano De Marchis",
+            "Thiago Santos Monteiro",
+            "Cristina Simon-Martinez",
+            "Silvia Conforto",
+            "Alireza Gharabaghi",
+        ],
+        venue="Journal of NeuroEngineering and Rehabilitation",
+        year=2016,
+        doi="10.1186/s12984-016-0129-6",
+        arxiv_id=None,
+    ),
+    "2020.acl-main.207": dict(
+        authors=["Arman Cohan", "Sergey Feldman", "Iz Beltagy", "Doug Downey", "Daniel S. Weld"],
+        venue=ACL_2020,
+        year=2020,
+        doi=None,
+        arxiv_id=None,
+    ),
+    "2020.acl-main.447": dict(
+        authors=["Kyle Lo", "Lucy Lu Wang", "Mark Neumann", "Rodney Kinney", "Daniel S. Weld"],
+        venue=ACL_2020,
+        year=2020,
+        doi=None,
+        arxiv_id=None,
+    ),
+    "2304.02623v1": dict(
+        authors=[
+            "Zejiang Shen",
+            "Tal August",
+            "Pao Siangliulue",
+            "Kyle Lo",
+            "Jonathan Bragg",
+            "Jeff Hammerbacher",
+            "Doug Downey",
+            "Joseph Chee Chang",
+            "David Sontag",
+        ],
+        venue="arXiv",
+        year=2023,
+        doi=None,
+        arxiv_id="2304.02623",
+    ),
+    "N18-3011": dict(
+        authors=[
+            "Waleed Ammar",
+            "Dirk Groeneveld",
+            "Chandra Bhagavatula",
+            "Iz Beltagy",
+            "Miles Crawford",
+            "Doug Downey",
+            "Jason Dunkelberger",
+            "Ahmed Elgohary",
+            "Sergey Feldman",
+            "Vu Ha",
+            "Rodney Kinney",
+            "Sebastian Kohlmeier",
+            "Kyle Lo",
+            "Tyler Murray",
+            "Hsu-Han Ooi",
+            "Matthew Peters",
+            "Joanna Power",
+            "Sam Skjonsberg",
+            "Lucy Lu Wang",
+            "Chris Wilhelm",
+            "Zheng Yuan",
+            "Madeleine van Zuylen",
+            "Oren Etzioni",
+        ],
+        venue="Proceedings of NAACL-HLT 2018",
+        year=2018,
+        doi=None,
+        arxiv_id=None,
+    ),
+    "papermage": dict(
+        authors=[
+            "Kyle Lo",
+            "Zejiang Shen",
+            "Benjamin Newman",
+            "Joseph Chee Chang",
+            "Russell Authur",
+            "Erin Bransom",
+            "Stefan Candra",
+            "Yoganand Chandrasekhar",
+            "Regan Huff",
+            "Bailey Kuehl",
+            "Amanpreet Singh",
+            "Chris Wilhelm",
+            "Angele Zamarron",
+            "Marti A. Hearst",
+            "Daniel S. Weld",
+            "Doug Downey",
+            "Luca Soldaini",
+        ],
+        venue=None,  # a preprint layout: no venue printed anywhere in the PDF
+        doi=None,
+        arxiv_id=None,
+    ),
+    "pasa": dict(
+        authors=[
+            "Yichen He",
+            "Guanhua Huang",
+            "Peiyuan Feng",
+            "Yuan Lin",
+            "Yuchen Zhang",
+            "Hang Li",
+            "Weinan E",
+        ],
+        venue="arXiv",
+        year=2025,
+        doi=None,
+        arxiv_id="2501.10120",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def papers(shared_data):
+    return {name: pdf_metadata(shared_data / "pdfs" / f"{name}.pdf") for name in EXPECTED}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_printed_metadata(papers, name):
+    paper, expected = papers[name], EXPECTED[name]
+    for field, value in expected.items():
+        assert getattr(paper, field) == value, (name, field)
+
+
+def test_each_field_names_its_source(papers):
+    sources = dict(entry.split(":", 1) for entry in papers["2020.acl-main.207"].metadata_sources)
+    assert (
+        sources["authors"] == "pdf_text" and sources["venue"] == "pdf_text" and sources["title"] == "pdf_info"
+    )
+    pasa = dict(entry.split(":", 1) for entry in papers["pasa"].metadata_sources)
+    assert (
+        pasa["venue"] == "arxiv_stamp" and pasa["arxiv_id"] == "arxiv_stamp" and pasa["title"] == "pdf_text"
+    )
+    papermage = dict(entry.split(":", 1) for entry in papers["papermage"].metadata_sources)
+    assert papermage["year"] == "pdf_info_date"  # only the PDF's creation date tells the year
+    assert "venue" not in papermage
+
+
+def test_info_authors_are_the_fallback_when_the_page_prints_none(tmp_path):
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 90), "A Study of Things That Matter", fontsize=18)
+    page.insert_text((72, 140), "Abstract", fontsize=11)
+    page.insert_text(
+        (72, 160), "We study things that matter and report what we found about them.", fontsize=10
+    )
+    doc.set_metadata({"author": "Ada Lovelace ; Charles Babbage"})
+    doc.save(tmp_path / "info.pdf")
+    paper = pdf_metadata(tmp_path / "info.pdf")
+    assert paper.authors == ["Ada Lovelace", "Charles Babbage"]
+    assert "authors:pdf_info" in paper.metadata_sources
+
+
+def test_small_caps_title_is_repaired(tmp_path):
+    """A title set in small capitals (a full-size initial, then smaller capitals) reads "L ONG E VAL : ..." in the
+    PDF's text; the catalogue gets "LONGEVAL: ..."."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    font = pymupdf.Font("tiro")
+    x = 100.0
+    for text, size in [
+        ("L", 17),
+        ("ONG", 13),
+        ("E", 17),
+        ("VAL", 13),
+        (":", 17),
+        (" Guidelines for Human", 17),
+    ]:
+        page.insert_text((x, 100), text, fontsize=size, fontname="tiro")
+        x += font.text_length(text, fontsize=size) + 3
+    page.insert_text(
+        (100, 125), "Evaluation of Faithfulness in Long-form Summarization", fontsize=17, fontname="tiro"
+    )
+    page.insert_text((100, 160), "Kalpesh Krishna, Erin Bransom, Bailey Kuehl", fontsize=11, fontname="tiro")
+    doc.save(tmp_path / "smallcaps.pdf")
+    assert "L ONG E VAL :" in pymupdf.open(tmp_path / "smallcaps.pdf")[0].get_text()  # what the page says
+    paper = pdf_metadata(tmp_path / "smallcaps.pdf")
+    assert (
+        paper.title == "LONGEVAL: Guidelines for Human Evaluation of Faithfulness in Long-form Summarization"
+    )
+    assert paper.authors == ["Kalpesh Krishna", "Erin Bransom", "Bailey Kuehl"]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Daniel S. Weld", True),
+        ("Madeleine van Zuylen", True),
+        ("Weinan E", True),
+        ("Allen Institute for AI", False),
+        ("Seattle WA 98103", False),
+        ("Northwestern University", False),
+        ("Paper Search", True),  # shape alone cannot tell: the letter-spaced logo is refused by its spans
+        ("{kylel, lucas}@allenai.org", False),
+    ],
+)
+def test_looks_like_name(text, expected):
+    assert looks_like_name(text) is expected
