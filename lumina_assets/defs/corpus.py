@@ -21,12 +21,13 @@ from lumina_assets.core.schemas import (
     Paper,
     rows_to_table,
 )
-from lumina_assets.corpus import catalogue
+from lumina_assets.corpus import batches, catalogue
 from lumina_assets.corpus.crawl import ArxivQuery, Seeds, crawl_arxiv, crawl_openalex, load_seeds
 from lumina_assets.corpus.local import LoadReport, load_local_corpus, load_pdf_folder
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from resources.arxiv import ArxivResource
 from resources.corpus import CorpusResource
+from resources.env import env_secret
 from resources.openalex import OpenAlexResource
 from resources.parsing import ParsingConfig
 
@@ -250,16 +251,6 @@ def local_papers(
     )
 
 
-def _row_hash(row: dict) -> str:
-    relevant = {k: row.get(k) for k in RAW_PAPER_SCHEMA.names}
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
-def _new_batch_key(context: dg.AssetExecutionContext) -> str:
-    tagged = context.run.tags.get(INGEST_BATCH_TAG) if context.run else None
-    return tagged or f"batch-{datetime.now(UTC):%Y%m%d-%H%M%S}"
-
-
 class PapersConfig(dg.Config):
     """Explicit removals (the only way a paper leaves the catalogue); `lumina remove` / `lumina prune` set these."""
 
@@ -334,9 +325,7 @@ def papers(context: dg.AssetExecutionContext, config: PapersConfig) -> dg.Materi
     indexing only touch them; known works keep their batch and first_seen."""
     seeds = read_stored_seeds() if os.path.exists(_seeds_path()) else Seeds()
     raw = _raw_records()
-    fingerprints = sorted(r.origin + _row_hash(r.paper.to_row()) for r in raw)
-    fingerprints += sorted(catalogue.removed_ids())  # a restore changes the catalogue too
-    input_hash = hashlib.sha256("|".join(fingerprints).encode()).hexdigest()[:24]
+    input_hash = batches.inputs_fingerprint(raw, catalogue.removed_ids())
     previous = tables.read(tables.PAPERS)
     state_path = settings.tables_dir() / "papers.inputs"
     removing = bool(config.remove_ids or config.prune_origins)
@@ -363,33 +352,18 @@ def papers(context: dg.AssetExecutionContext, config: PapersConfig) -> dg.Materi
     records, changed_records = catalogue.merge_records(stored, raw)
     records, removals = _apply_removals(config, records, seeds, context)
     catalogue.write_records(records)
-    known = {}
-    if previous is not None:
-        for row in previous.select("paper_id", "first_seen", "ingest_batch", "content_hash").iter_rows(
-            named=True
-        ):
-            known[row["paper_id"]] = row
     result = catalogue.build(
         records,
         removed=catalogue.removed_ids(),
         languages=seeds.languages,
         require_abstract=seeds.require_abstract,
     )
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-    batch = _new_batch_key(context)
-    rows, new_ids, changed = [], [], 0
-    for paper in result.papers:
-        row = paper.to_row()
-        digest = _row_hash(row)
-        before = known.get(paper.paper_id)
-        if before is None:
-            new_ids.append(paper.paper_id)
-            row.update(first_seen=now, ingest_batch=batch)
-        else:
-            row.update(first_seen=before["first_seen"], ingest_batch=before["ingest_batch"])
-            changed += before["content_hash"] != digest
-        row["content_hash"] = digest
-        rows.append(row)
+    now = datetime.now(UTC)
+    batch = batches.new_batch_key(context.run.tags.get(INGEST_BATCH_TAG) if context.run else None, now)
+    assigned = batches.assign_batches(
+        result.papers, previous, batch=batch, now=now.isoformat(timespec="seconds")
+    )
+    rows, new_ids = assigned.rows, assigned.new_ids
     if new_ids:
         context.instance.add_dynamic_partitions(INGEST_BATCHES.name, [batch])
     table = rows_to_table(rows, PAPERS_TABLE_SCHEMA)
@@ -401,12 +375,12 @@ def papers(context: dg.AssetExecutionContext, config: PapersConfig) -> dg.Materi
     state_path.write_text(input_hash)
     frame = pl.from_arrow(table)
     by_source = Counter(row["source"] for row in rows)
-    gone = sorted(set(known) - {row["paper_id"] for row in rows} - {e["paper_id"] for e in removals})
+    gone = sorted(set(assigned.left) - {e["paper_id"] for e in removals})
     return dg.MaterializeResult(
         metadata={
             "papers": len(rows),
             "new_papers": len(new_ids),
-            "changed_papers": changed,
+            "changed_papers": assigned.changed,
             "renormalized": len(records),
             "records": len(records),
             "records_new_or_changed": changed_records,
@@ -494,10 +468,9 @@ CHECKS = [papers_unique_and_titled]
 
 
 def build_resources() -> dict:
-    openalex_key = dg.EnvVar("OPENALEX_API_KEY") if settings.is_set("OPENALEX_API_KEY") else None
     return {
         "corpus": CorpusResource(),
-        "openalex": OpenAlexResource(api_key=openalex_key),
+        "openalex": OpenAlexResource(api_key=env_secret("OPENALEX_API_KEY", missing=None)),
         "arxiv": ArxivResource(),
     }
 
