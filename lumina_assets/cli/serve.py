@@ -19,6 +19,15 @@ def add_commands(commands, bench_commands) -> None:
         "--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)"
     )
     serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name requests may carry besides the loopback names and the bound address (repeatable; "
+        "e.g. the machine's name when listening on 0.0.0.0; `*` turns the check off, only behind a proxy that "
+        "checks it)",
+    )
     serve.add_argument("--db", default=None, help="LanceDB URI (default: settings.lancedb_uri())")
     serve.add_argument("--engines", type=int, default=4, help="concurrent searches (engine pool size)")
     serve.add_argument(
@@ -119,7 +128,8 @@ def _serve(args) -> int:
     import uvicorn
 
     from lumina_assets.core import settings
-    from lumina_assets.search.api import create_app
+    from lumina_assets.search.api import LOOPBACK_HOSTS, create_app
+    from lumina_assets.search.memory_store import empty_index_message
     from lumina_assets.search.stores import IndexModelMismatch, IndexNotBuilt
 
     uri = args.db or settings.lancedb_uri()
@@ -135,8 +145,15 @@ def _serve(args) -> int:
     except IndexModelMismatch as error:
         print(f"Cannot serve this index: {error}", file=sys.stderr)
         return 2
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"warning: listening on {args.host}: reachable from other machines", file=sys.stderr)
+    if service.store().empty():
+        print(f"warning: {empty_index_message()}", file=sys.stderr)
+    hosts = allowed_hosts(args.host, args.allow_host)
+    if args.host not in LOOPBACK_HOSTS:
+        print(
+            f"warning: listening on {args.host}: reachable from other machines; requests must name one of "
+            f"{', '.join(hosts)} (--allow-host adds one)",
+            file=sys.stderr,
+        )
     if not args.no_sentence_backfill:
         threading.Thread(
             target=_store_missing_sentence_vectors, args=(uri,), name="lumina-sentence-backfill", daemon=True
@@ -144,7 +161,7 @@ def _serve(args) -> int:
     elif service.scorer.stored is None or service.scorer.stored.lookup_table() is None:
         print("no stored sentence vectors: evidence sentences are encoded per request", file=sys.stderr)
     print(f"Lumina search on http://{args.host}:{args.port}/  (index {uri}; Ctrl-C stops)", flush=True)
-    uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(create_app(service, allowed_hosts=hosts), host=args.host, port=args.port, log_level="warning")
     return 0
 
 
@@ -328,6 +345,17 @@ def _bench_serve(args) -> int:
     if args.json:
         print(json.dumps(figures))
     return 0 if load["errors"] == 0 else 1
+
+
+def allowed_hosts(bound: str, extra: list[str]) -> list[str]:
+    """The names a request's Host header may carry: the loopback names, the bound address unless it is a
+    wildcard (0.0.0.0 and :: are no name a client sends), and every `--allow-host`."""
+    from lumina_assets.search.api import LOOPBACK_HOSTS
+
+    names = [*LOOPBACK_HOSTS]
+    if bound not in ("0.0.0.0", "::", ""):
+        names.append(bound)
+    return list(dict.fromkeys([*names, *extra]))
 
 
 def serve_in_thread(app, port: int = 0):

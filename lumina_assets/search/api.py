@@ -8,36 +8,133 @@
     GET  /pdf/{sha256}              a stored PDF, by content hash only
     GET  /api/health
 
-Bad input is a 4xx with {"error": message}: an empty query, one over 1000 characters, a body over 16 KB, control
-characters, k outside 1..50, page outside 1..20, an unknown field. Handlers are sync functions, so Starlette runs
-them in its thread pool and the engine pool (results.EnginePool) bounds concurrent searches.
+Bad input is a 4xx with {"error": message}: an empty query, one over 1000 characters, a body over 16 KB (counted
+as it streams in, whatever its framing: a chunked body is cut at the cap, never read whole first), a POST that is
+not `application/json` (so a cross-site form or `text/plain` POST cannot skip the browser's CORS preflight),
+a body that is not UTF-8 or not JSON (lone surrogate escapes, nesting too deep, NaN / Infinity included),
+control characters, k outside 1..50, page outside 1..20, an unknown field.
+
+Browsers reach a local server from any page they open, so every request must name an allowed host (the loopback
+names by default, plus `lumina serve --allow-host`: DNS rebinding gets a 400), and one that carries an `Origin`
+must come from this server's own origin (403). A GET never calls an LLM (the overview is then extractive): a
+link or an image tag on any page can send a GET, and an LLM call costs money. Handlers are sync functions where
+they can be, so Starlette runs them in its thread pool and the engine pool (results.EnginePool) bounds concurrent
+searches.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from lumina_assets.search.request import BadRequest, SearchRequest
+from lumina_assets.search.memory_store import empty_index_message
+from lumina_assets.search.request import BadRequest, SearchRequest, decode_json_body
 from lumina_assets.search.results import SearchService
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 16 * 1024
 PAGE = Path(__file__).with_name("web") / "index.html"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class BodyTooLarge(Exception):
+    """The request body passed MAX_BODY_BYTES while streaming in."""
 
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def create_app(service: SearchService) -> Starlette:
+def host_names(hosts: Iterable[str]) -> frozenset[str]:
+    """Host names as compared with a Host header's (lower case, IPv6 without brackets); `*` allows any."""
+    return frozenset(h.strip().lower().strip("[]") for h in hosts if h.strip())
+
+
+def _host_name(host_header: str) -> str | None:
+    """The name in a Host header (`[::1]:8765` -> `::1`), None when it is not a host[:port]."""
+    try:
+        parts = urlsplit(f"//{host_header.strip()}")
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError:
+        return None
+    if parts.username is not None or parts.path or parts.query or parts.fragment:
+        return None
+    return (parts.hostname or "").lower() or None
+
+
+class LocalRequestsOnly:
+    """Every request must name an allowed host (400 otherwise: a page whose DNS name was rebound to this machine
+    sends its own name), and one carrying an `Origin` header must come from this server's own origin, scheme://Host
+    as the request names it (403 otherwise; `Origin: null`, sent by sandboxed frames and file:// pages, included).
+    A request without `Origin` (curl, the CLI, a same-origin GET) passes the second check."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: frozenset[str]) -> None:
+        self.app = app
+        self.allowed_hosts = allowed_hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            host = headers.get("host", "")
+            refusal = None
+            if "*" not in self.allowed_hosts and _host_name(host) not in self.allowed_hosts:
+                refusal = _error(
+                    400,
+                    f"host {host[:100]!r} is not served here (allowed: {', '.join(sorted(self.allowed_hosts))}; "
+                    "`lumina serve --allow-host NAME` adds one)",
+                )
+            elif (origin := headers.get("origin")) is not None and not _same_origin(origin, host):
+                refusal = _error(403, "cross-origin request refused: this API answers its own page only")
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _same_origin(origin: str, host: str) -> bool:
+    try:
+        parts = urlsplit(origin.strip())
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(host) and parts.netloc.lower() == host.strip().lower()
+
+
+async def read_capped_body(request: Request, cap: int = MAX_BODY_BYTES) -> bytes:
+    """The body, refused (BodyTooLarge) as soon as more than `cap` bytes have arrived: a declared Content-Length
+    over the cap is refused before reading, and a chunked (or lying) body is counted as it streams, so the server
+    never holds more than the cap plus one chunk. What is left unread is the server's to drop (uvicorn closes
+    the connection)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > cap:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _is_json(content_type: str | None) -> bool:
+    return (content_type or "").split(";", 1)[0].strip().lower() == "application/json"
+
+
+def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBACK_HOSTS) -> Starlette:
+    """The app; `allowed_hosts` are the names a request's Host header may carry (port aside): the loopback
+    names by default, `*` for any (only behind a proxy that checks the Host itself)."""
     page_html = PAGE.read_text(encoding="utf-8")
 
     def index(request: Request) -> Response:
@@ -46,20 +143,27 @@ def create_app(service: SearchService) -> Starlette:
         )
 
     def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        try:
+            empty = service.store().empty()
+        except Exception as error:  # the server is up even when the index cannot be opened
+            log.warning("health: cannot open the index: %s", error)
+            return JSONResponse({"status": "ok", "index": "unavailable"})
+        if empty:
+            return JSONResponse({"status": "ok", "index": "empty", "message": empty_index_message()})
+        return JSONResponse({"status": "ok", "index": "ready"})
 
     async def search(request: Request) -> Response:
         if request.method == "POST":
-            declared = request.headers.get("content-length")
-            if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-                return _error(413, f"request body too large (at most {MAX_BODY_BYTES} bytes)")
-            body = await request.body()
-            if len(body) > MAX_BODY_BYTES:
+            if not _is_json(request.headers.get("content-type")):
+                return _error(415, "a POST body must be application/json")
+            try:
+                body = await read_capped_body(request)
+            except BodyTooLarge:
                 return _error(413, f"request body too large (at most {MAX_BODY_BYTES} bytes)")
             try:
-                data = json.loads(body or b"null")
-            except (ValueError, UnicodeDecodeError):
-                return _error(400, "the body is not valid JSON")
+                data = decode_json_body(body)
+            except BadRequest as error:
+                return _error(400, str(error))
         else:
             if len(str(request.url)) > MAX_BODY_BYTES:
                 return _error(414, "URL too long")
@@ -71,10 +175,11 @@ def create_app(service: SearchService) -> Starlette:
         from starlette.concurrency import run_in_threadpool
 
         try:
-            answer = await run_in_threadpool(service.search, parsed)
-        except Exception as error:  # an index problem is the server's, reported without a traceback
+            # a GET never calls the LLM: any page can send one (a link, an <img>), and each call costs money
+            answer = await run_in_threadpool(service.search, parsed, use_llm=request.method == "POST")
+        except Exception as error:  # an index problem is the server's: logged, the client sees its kind only
             log.exception("search failed")
-            return _error(503, f"search unavailable: {type(error).__name__}: {error}")
+            return _error(503, f"search unavailable ({type(error).__name__}; see the server log)")
         return JSONResponse(answer)
 
     def passage(request: Request) -> Response:
@@ -104,5 +209,6 @@ def create_app(service: SearchService) -> Starlette:
             Route("/api/passages/{passage_id:path}", passage),
             Route("/api/papers/{paper_id:path}/citations", citations),
             Route("/pdf/{sha256}", pdf),
-        ]
+        ],
+        middleware=[Middleware(LocalRequestsOnly, allowed_hosts=host_names(allowed_hosts))],
     )

@@ -26,7 +26,7 @@ from lumina_assets.core.names import last_name
 from lumina_assets.core.schemas import Context
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.fusion import Run, fuse, ranked
-from lumina_assets.search.memory_store import open_store
+from lumina_assets.search.memory_store import empty_index_message, open_store
 from lumina_assets.search.query_parser import ParsedQuery, parse_query
 from lumina_assets.search.stores import Filters, IndexModelMismatch, IndexNotBuilt, LanceStore
 from lumina_assets.search.text import WORD, tokenize
@@ -343,7 +343,7 @@ class SearchEngine:
         query = re.sub(r"\s+", " ", query).strip()[: cfg.max_query_chars]
         store = self.store()
         if store.empty():
-            trace.message = "the index is empty"
+            trace.message = empty_index_message()
             return None
         self._check_model(store)
 

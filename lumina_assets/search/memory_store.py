@@ -14,12 +14,24 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 
 import numpy as np
+import pyarrow as pa
 
 from lumina_assets.indexing.lancedb_tables import PASSAGE_DISPLAY_FIELDS as PASSAGE_FIELDS
 from lumina_assets.search.fusion import Run
 from lumina_assets.search.stores import Filters, IndexNotBuilt, LanceStore, arrow_rows, fts_text
 
 log = logging.getLogger(__name__)
+
+
+def empty_index_message() -> str:
+    """What `lumina serve` and a search on an index without passages say: it is empty, and how to fill it."""
+    from lumina_assets.core import settings
+
+    return (
+        "the index is empty: fill it with `make demo` (LUMINA_CORPUS=<a folder of PDFs> indexes your own), or "
+        f"drop PDFs into {settings.inbox_dir()} and run `lumina demo` (or let the inbox sensor of `make ui` "
+        "pick them up)"
+    )
 
 
 class MemoryStore(LanceStore):
@@ -52,7 +64,9 @@ class MemoryStore(LanceStore):
         # of every column made 0.4 ms of a ~10 ms query. Neighbour ids as lists, title / DOI / URL once per paper,
         # the texts stay in Arrow.
         self._neighbours = self._rows.select(["prev_id", "next_id"]).to_pydict()
-        firsts = [positions[0] for positions in self._by_paper.values()]
+        # typed indices: an empty index (a corpus run that indexed nothing) has no first rows, and an untyped
+        # empty list is a null array Arrow cannot take with
+        firsts = pa.array([positions[0] for positions in self._by_paper.values()], type=pa.int64())
         paper_columns = self._rows.select(["title", "doi", "url"]).take(firsts).to_pydict()
         self._paper_display = {
             paper_id: dict(zip(paper_columns, values, strict=True))

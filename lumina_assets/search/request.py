@@ -4,8 +4,10 @@ message (`BadRequest`)."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 MAX_QUERY_CHARS = 1000
 MAX_K = 50
@@ -13,10 +15,54 @@ MAX_PAGE = 20
 MAX_FIELD_CHARS = 200
 MAX_DEPTH = 200  # k × page: how deep one request may page into the ranking
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class BadRequest(ValueError):
     """A request the API refuses, with the message the client sees."""
+
+
+def decode_json_body(body: bytes) -> Any:
+    """The JSON value of a request body, or BadRequest saying what is wrong with it: bytes that are not UTF-8,
+    malformed JSON, nesting too deep for the parser, the non-standard constants NaN / Infinity, and escaped lone
+    surrogates (`"\\ud800"`, valid JSON but not Unicode text). Every decoding problem is the client's, never the
+    engine's: none of these may reach the search and come back as a 5xx."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest("the body is not UTF-8") from None
+    try:
+        value = json.loads(text or "null", parse_constant=_refuse_constant)
+    except BadRequest:
+        raise
+    except RecursionError:
+        raise BadRequest("the body is not valid JSON (nested too deeply)") from None
+    except ValueError:
+        raise BadRequest("the body is not valid JSON") from None
+    if _holds_lone_surrogate(value):
+        raise BadRequest("the body holds a lone surrogate escape (\\ud800-\\udfff): not valid Unicode text")
+    return value
+
+
+def _refuse_constant(name: str):
+    raise BadRequest(f"the body is not valid JSON ({name} is not a JSON number)")
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    """Whether any string (key or value) in a decoded JSON value holds a lone surrogate; iterative, so a deep
+    value cannot exhaust the stack here either."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if LONE_SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
 
 
 @dataclass
@@ -104,7 +150,7 @@ def _int(value, name: str, low: int, high: int, *, optional: bool = False) -> in
         raise BadRequest(f"{name} must be an integer")
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # 1e400 is valid JSON and reads as infinity
         raise BadRequest(f"{name} must be an integer") from None
     if isinstance(value, float) and value != number:
         raise BadRequest(f"{name} must be an integer")

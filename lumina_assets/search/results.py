@@ -113,7 +113,8 @@ class SearchService:
         query = store.papers_table.search().where(sql_in("paper_id", paper_ids)).select(columns)
         return {r["paper_id"]: r for r in query_rows(query.limit(len(paper_ids)))}
 
-    def search(self, request: SearchRequest) -> dict:
+    def search(self, request: SearchRequest, *, use_llm: bool = True) -> dict:
+        """The answer to one request; `use_llm=False` keeps the overview extractive (the API's GETs)."""
         started = time.perf_counter()
         depth = request.k * request.page
         via: dict[str, list[str]] = {}
@@ -228,7 +229,9 @@ class SearchService:
         if request.overview and references:
             top_papers = {r["paper_id"] for r in results[:5]}
             overview = build_overview(
-                highlight_query, [r for r in references if r.paper_id in top_papers], self.llm_client
+                highlight_query,
+                [r for r in references if r.paper_id in top_papers],
+                self.llm_client if use_llm else None,
             ).to_dict()
         related = self._related(store, via, {c.paper_id for c in contexts_all}) if via else []
         filters = trace.filters

@@ -86,7 +86,7 @@ def client(index_dir, data_dir):
     )
     embedder = HashingEmbedder()
     service = SearchService(lambda: SearchEngine(uri, embedder, SearchConfig()), pool_size=2)
-    return TestClient(create_app(service)), service
+    return TestClient(create_app(service), base_url="http://127.0.0.1:8765"), service
 
 
 def _search(http, **body):
@@ -247,7 +247,7 @@ def test_benchmark_provider_through_the_api(client):
     from evals.providers import LuminaProvider, lumina_api_search_fn
 
     http, service = client
-    provider = LuminaProvider(lumina_api_search_fn("http://testserver", http_client=http))
+    provider = LuminaProvider(lumina_api_search_fn("http://127.0.0.1:8765", http_client=http))
     contexts = provider.search("citation graph training signal", 4)
     with service.pool.engine() as engine:
         direct = engine.search("citation graph training signal", 4)
