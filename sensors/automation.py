@@ -11,8 +11,8 @@ from sensors.polling import polling_sensor
 from sensors.schedules import JOBS as SCHEDULED_JOBS
 from sensors.schedules import SCHEDULES
 
-# Evaluates the assets' automation conditions (AutomationCondition.eager() on the partitioned parse / index
-# assets), so a new ingest batch flows from `papers` to the index with no manual step. Shipped RUNNING: in OSS
+# Evaluates the assets' automation conditions (AutomationCondition.eager(), and for the partitioned parse assets
+# those in sensors/conditions.py), so a new ingest batch flows from `papers` to the index with no manual step. Shipped RUNNING: in OSS
 # the built-in default automation sensor starts stopped.
 automation_condition_sensor = dg.AutomationConditionSensorDefinition(
     "lumina_automation",

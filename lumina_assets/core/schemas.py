@@ -201,6 +201,40 @@ PASSAGE_SCHEMA = pa.schema(
     ]
 )
 
+# One row per paper of an ingest batch: its PDF in the content-addressed store (the pdf_files table).
+PDF_FILES_SCHEMA = pa.schema(
+    [
+        pa.field("paper_id", pa.string(), nullable=False),
+        pa.field("sha256", pa.string()),
+        pa.field("path", pa.string()),
+        pa.field("bytes", pa.int64()),
+        pa.field("status", pa.string()),  # ok | no_pdf | failed
+        pa.field("reason", pa.string()),
+        pa.field("source_url", pa.string()),
+        pa.field("detail", pa.string()),
+    ]
+)
+
+# One row per paper of an ingest batch: the parse's outcome and the parsed document as JSON (parsed_papers).
+PARSED_PAPERS_SCHEMA = pa.schema(
+    [
+        pa.field("paper_id", pa.string(), nullable=False),
+        pa.field("sha256", pa.string()),
+        pa.field("parser", pa.string()),  # name@version of the parser that produced (or failed) this row
+        pa.field("parser_config", pa.string()),  # the configured parser (what a re-run compares against)
+        pa.field("status", pa.string()),  # ok | failed | no_pdf
+        pa.field("reason", pa.string()),
+        pa.field("detail", pa.string()),
+        pa.field("page_count", pa.int32()),
+        pa.field("sections", pa.int32()),
+        pa.field("references", pa.int32()),
+        pa.field("citations", pa.int32()),
+        pa.field("elements", pa.int32()),
+        pa.field("parse_seconds", pa.float64()),
+        pa.field("parsed_json", pa.string()),
+    ]
+)
+
 
 def rows_to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     """Arrow table with exactly `schema`'s columns (missing keys become nulls)."""

@@ -10,10 +10,15 @@ from typing import Any
 
 import dagster as dg
 import polars as pl
-import pyarrow as pa
 
 from lumina_assets.core import settings, tables
-from lumina_assets.core.schemas import PASSAGE_SCHEMA, ParsedPaper, rows_to_table
+from lumina_assets.core.schemas import (
+    PARSED_PAPERS_SCHEMA,
+    PASSAGE_SCHEMA,
+    PDF_FILES_SCHEMA,
+    ParsedPaper,
+    rows_to_table,
+)
 from lumina_assets.defs.partitions import INGEST_BATCHES
 from lumina_assets.parsing.batch import (
     parse_batch,
@@ -24,50 +29,9 @@ from lumina_assets.parsing.batch import (
 from lumina_assets.parsing.pdf_store import PdfStore, fetch_paper_pdf, remove_stale_temp_files
 from resources.grobid import GrobidResource
 from resources.parsing import ParsingConfig
+from sensors.conditions import ON_BATCH_WRITTEN, ON_NEW_BATCH
 
 GROUP = "parsing"
-# `papers` is one unpartitioned table: every new batch rewrites it. Plain eager() would then re-run every
-# batch's partition; ignoring it, a batch is fetched when its partition is added (newly missing) and later
-# steps follow their own partition's upstream.
-ON_NEW_BATCH = dg.AutomationCondition.eager().ignore(dg.AssetSelection.assets("papers"))
-# pdf_files waits for `papers` to have written the batch: a new partition alone is not enough, since the
-# inbox sensor adds the partition before the ingest run assigns papers to it.
-ON_BATCH_WRITTEN = (
-    dg.AutomationCondition.missing()
-    & dg.AutomationCondition.any_deps_updated().since_last_handled()
-    & ~dg.AutomationCondition.any_deps_in_progress()
-    & ~dg.AutomationCondition.in_progress()
-)
-PDF_FILES_SCHEMA = pa.schema(
-    [
-        pa.field("paper_id", pa.string(), nullable=False),
-        pa.field("sha256", pa.string()),
-        pa.field("path", pa.string()),
-        pa.field("bytes", pa.int64()),
-        pa.field("status", pa.string()),  # ok | no_pdf | failed
-        pa.field("reason", pa.string()),
-        pa.field("source_url", pa.string()),
-        pa.field("detail", pa.string()),
-    ]
-)
-PARSED_PAPERS_SCHEMA = pa.schema(
-    [
-        pa.field("paper_id", pa.string(), nullable=False),
-        pa.field("sha256", pa.string()),
-        pa.field("parser", pa.string()),  # name@version of the parser that produced (or failed) this row
-        pa.field("parser_config", pa.string()),  # the configured parser (what a re-run compares against)
-        pa.field("status", pa.string()),  # ok | failed | no_pdf
-        pa.field("reason", pa.string()),
-        pa.field("detail", pa.string()),
-        pa.field("page_count", pa.int32()),
-        pa.field("sections", pa.int32()),
-        pa.field("references", pa.int32()),
-        pa.field("citations", pa.int32()),
-        pa.field("elements", pa.int32()),
-        pa.field("parse_seconds", pa.float64()),
-        pa.field("parsed_json", pa.string()),
-    ]
-)
 
 
 def _batch_papers(batch: str) -> pl.DataFrame:
