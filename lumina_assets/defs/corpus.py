@@ -22,6 +22,12 @@ from lumina_assets.core.schemas import (
     rows_to_table,
 )
 from lumina_assets.corpus import batches, catalogue
+from lumina_assets.corpus.citations import (
+    CitationMatch,
+    catalogue_papers,
+    references_from_json,
+    update_reference_edges,
+)
 from lumina_assets.corpus.crawl import ArxivQuery, Seeds, crawl_arxiv, crawl_openalex, load_seeds
 from lumina_assets.corpus.local import LoadReport, load_local_corpus, load_pdf_folder
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
@@ -405,11 +411,47 @@ def papers(context: dg.AssetExecutionContext, config: PapersConfig) -> dg.Materi
     )
 
 
+def _reference_edges(frame: pl.DataFrame) -> tuple[list[dict], dict]:
+    """Edges from the parsed bibliographies (corpus.citations), updated incrementally from the last run's edges."""
+    parsed = tables.read_all(tables.PARSED_PAPERS)
+    bibliographies = {}
+    if parsed is not None and parsed.height:
+        for row in (
+            parsed.filter(pl.col("status") == "ok").select("paper_id", "parsed_json").iter_rows(named=True)
+        ):
+            bibliographies[row["paper_id"]] = references_from_json(row["parsed_json"])
+    state_path = settings.tables_dir() / "citation_edges.state.json"
+    state = json.loads(state_path.read_text()) if state_path.exists() else {}
+    previous_frame = tables.read(tables.CITATION_EDGES)
+    previous = []
+    if previous_frame is not None and "ref_id" in previous_frame.columns and state:
+        previous = [
+            CitationMatch(r["citing"], r["cited"], r["ref_id"], r["how"], r["score"] or 0.0)
+            for r in previous_frame.filter(pl.col("how") != "openalex").iter_rows(named=True)
+        ]
+    update = update_reference_edges(
+        catalogue_papers(frame.iter_rows(named=True)), bibliographies, previous, state
+    )
+    state_path.parent.mkdir(parents=True, exist_ok=True)
+    state_path.write_text(json.dumps(update.state))
+    counts = {
+        "bibliographies": len(bibliographies),
+        "rematched": update.rematched,
+        "extended": update.extended,
+    }
+    return [dataclasses.asdict(edge) for edge in update.edges], counts
+
+
 @dg.asset(
-    group_name=GROUP, code_version="1", deps=[papers], automation_condition=dg.AutomationCondition.eager()
+    group_name="citations",
+    code_version="2",
+    deps=[papers, dg.AssetDep("parsed_papers")],
+    automation_condition=dg.AutomationCondition.eager(),
 )
 def citation_graph(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-    """Citation edges among corpus papers (references resolved through OpenAlex ids) with in/out degree."""
+    """Citation edges among corpus papers with in/out degree: references resolved through OpenAlex ids, and the
+    parsed bibliographies of the PDFs matched to catalogue papers by DOI, arXiv id or title (corpus.citations).
+    Its own group: it follows both the catalogue and the parsed papers."""
     frame = tables.read(tables.PAPERS)
     if frame is None:
         raise dg.Failure("papers has not been materialized yet")
@@ -424,8 +466,17 @@ def citation_graph(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         for ref in row["references"] or []:
             target = by_openalex.get(ref, ref if ref in ids else None)
             if target and target != row["paper_id"]:
-                edges.append({"citing": row["paper_id"], "cited": target})
-    edge_frame = pl.DataFrame(edges, schema={"citing": pl.String, "cited": pl.String}).unique()
+                edges.append({"citing": row["paper_id"], "cited": target, "how": "openalex", "score": 100.0})
+    parsed_edges, counts = _reference_edges(frame)
+    edges += parsed_edges
+    schema = {
+        "citing": pl.String,
+        "cited": pl.String,
+        "ref_id": pl.String,
+        "how": pl.String,
+        "score": pl.Float64,
+    }
+    edge_frame = pl.DataFrame(edges, schema=schema).unique(subset=["citing", "cited"], keep="first")
     tables.write(tables.CITATION_EDGES, edge_frame)
     degrees = (
         frame.select("paper_id", "title")
@@ -441,12 +492,16 @@ def citation_graph(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         metadata={
             "papers": degrees.height,
             "edges": edge_frame.height,
+            "edges_by_match": dg.MetadataValue.json(dict(Counter(edge_frame["how"].to_list()))),
+            "bibliographies": counts["bibliographies"],
+            "bibliographies_rematched": counts["rematched"],
+            "bibliographies_matched_to_new_papers_only": counts["extended"],
             "papers_with_citations": int((degrees["in_degree"] > 0).sum()),
             "most_cited": dg.MetadataValue.md(
                 tables.markdown_sample(degrees, ["paper_id", "title", "in_degree", "out_degree"])
             ),
         },
-        data_version=dg.DataVersion(tables.content_hash(edge_frame)),
+        data_version=dg.DataVersion(tables.content_hash(edge_frame, ["citing", "cited"])),
     )
 
 
