@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,8 +36,20 @@ PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
 }
 
 
+# How long a client that could not connect to its endpoint answers LLMUnavailable at once instead of asking again:
+# a search's overview would otherwise wait out the SDK's connection retries (~3 s) on every query.
+UNREACHABLE_RETRY_SECONDS = 60.0
+
+
 class LLMUnavailable(RuntimeError):
-    """Raised when a caller asks an offline client for a completion: callers must use their offline path."""
+    """Raised when a caller asks an offline client for a completion, or one whose endpoint could not be reached
+    a moment ago: callers must use their offline path."""
+
+
+def is_connection_error(error: BaseException) -> bool:
+    """The SDKs' "could not reach the endpoint" (anthropic / openai `APIConnectionError`, timeouts included),
+    told by class name so neither SDK is imported here."""
+    return any(cls.__name__ == "APIConnectionError" for cls in type(error).__mro__)
 
 
 def estimate_cost(model: str, input_tokens: int, output_tokens: int) -> float | None:
@@ -109,6 +123,8 @@ class LLMClient:
         max_retries: int = 3,
         http_client: Any = None,
         label: str | None = None,
+        unreachable_retry_s: float = UNREACHABLE_RETRY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ):
         if backend not in BACKENDS:
             raise ValueError(f"unknown LLM backend {backend!r}; expected one of {BACKENDS}")
@@ -124,6 +140,11 @@ class LLMClient:
         self._api_key = api_key
         self._http_client = http_client
         self._sdk: Any = None
+        self.unreachable_retry_s = unreachable_retry_s
+        self._clock = clock
+        self._unreachable: tuple[float, str] | None = (
+            None  # (when, error class) of the last failed connection
+        )
 
     @property
     def is_offline(self) -> bool:
@@ -182,10 +203,17 @@ class LLMClient:
                 )
                 self.usage.add(reply)
                 return reply
-        if self.backend == "anthropic":
-            text, tokens_in, tokens_out = self._anthropic(prompt, params)
-        else:
-            text, tokens_in, tokens_out = self._openai(prompt, params)
+        self._refuse_while_unreachable()
+        try:
+            if self.backend == "anthropic":
+                text, tokens_in, tokens_out = self._anthropic(prompt, params)
+            else:
+                text, tokens_in, tokens_out = self._openai(prompt, params)
+        except Exception as error:
+            if is_connection_error(error):
+                self._unreachable = (self._clock(), type(error).__name__)
+            raise
+        self._unreachable = None
         reply = LLMReply(
             text=text,
             input_tokens=tokens_in,
@@ -209,6 +237,18 @@ class LLMClient:
             )
         self.usage.add(reply)
         return reply
+
+    def _refuse_while_unreachable(self) -> None:
+        """LLMUnavailable at once while the endpoint failed to connect less than `unreachable_retry_s` ago."""
+        if self._unreachable is None:
+            return
+        when, why = self._unreachable
+        waited = self._clock() - when
+        if waited < self.unreachable_retry_s:
+            raise LLMUnavailable(
+                f"{self.label} could not be reached {waited:.0f} s ago ({why}); asked again after "
+                f"{self.unreachable_retry_s:g} s"
+            )
 
     def _anthropic(self, prompt: str, params: dict[str, Any]) -> tuple[str, int, int]:
         kwargs: dict[str, Any] = {
