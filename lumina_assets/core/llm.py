@@ -209,9 +209,8 @@ class LLMClient:
                 text, tokens_in, tokens_out = self._anthropic(prompt, params)
             else:
                 text, tokens_in, tokens_out = self._openai(prompt, params)
-        except Exception as error:
-            if is_connection_error(error):
-                self._unreachable = (self._clock(), type(error).__name__)
+        except Exception as error:  # an answer, even an error status, means the endpoint is there
+            self._unreachable = (self._clock(), type(error).__name__) if is_connection_error(error) else None
             raise
         self._unreachable = None
         reply = LLMReply(
