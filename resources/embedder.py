@@ -1,17 +1,11 @@
-"""The Dagster resource around `lumina_assets.indexing.embedding.Embedder` (re-exported here for existing imports)."""
+"""The Dagster resource around `lumina_assets.indexing.embedding.Embedder`."""
 
 from __future__ import annotations
 
 import dagster as dg
 from pydantic import PrivateAttr
 
-from lumina_assets.indexing.embedding import (  # noqa: F401 - re-exported
-    QUERY_BACKENDS,
-    SMALL_INPUT,
-    Embedder,
-    default_model_path,
-    load_sentence_transformer,
-)
+from lumina_assets.indexing.embedding import Embedder
 
 
 class EmbedderResource(dg.ConfigurableResource):

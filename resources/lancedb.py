@@ -1,5 +1,5 @@
-"""The LanceDB resource: where the indexes live (a local folder by default, or object storage). The connection
-itself is `lumina_assets.indexing.connection.connect_lancedb`, re-exported here for existing imports."""
+"""The LanceDB resource: where the indexes live (a local folder by default, or object storage); it connects through
+`lumina_assets.indexing.connection.connect_lancedb`."""
 
 from __future__ import annotations
 
@@ -46,6 +46,3 @@ class LanceDBResource(dg.ConfigurableResource):
 
     def connect(self):
         return connect_lancedb(self.resolved_uri(), self.resolved_storage_options())
-
-
-__all__ = ["LanceDBResource", "connect_lancedb"]

@@ -48,7 +48,7 @@ def run_bench_incremental(args) -> int:
     from lumina_assets.corpus.collections import collection_tables
     from lumina_assets.indexing import lancedb_tables as indexing
     from lumina_assets.indexing.connection import connect_lancedb
-    from resources.embedder import Embedder
+    from lumina_assets.indexing.embedding import Embedder
 
     corpus_dir = Path(args.corpus) if args.corpus else settings.shared_data_dir() / "scifact"
     collection = _collection_slice(corpus_dir, args.n)

@@ -341,10 +341,10 @@ def _bench_search(args) -> int:
 
     from lumina_assets.core import settings
     from lumina_assets.corpus.collections import collection_tables, ensure_eval_index, load_collection
+    from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.embedding import Embedder
     from lumina_assets.indexing.lancedb_tables import IndexConfig, index_corpus, passage_rows
     from lumina_assets.search.engine import SearchEngine
-    from resources.lancedb import connect_lancedb
 
     directory = Path(args.dir) if args.dir else settings.shared_data_dir() / "scifact"
     collection = load_collection(directory, split=args.split)

@@ -13,9 +13,10 @@ from hashing_embedder import HashingEmbedder
 from lumina_assets.core import tables
 from lumina_assets.core.schemas import PAPERS_TABLE_SCHEMA, rows_to_table
 from lumina_assets.indexing import lancedb_tables as indexing
+from lumina_assets.indexing.connection import connect_lancedb
 from lumina_assets.parsing.chunking import passages_for_paper
 from resources.embedder import EmbedderResource
-from resources.lancedb import LanceDBResource, connect_lancedb
+from resources.lancedb import LanceDBResource
 
 BATCH = "batch-guards"
 

@@ -15,8 +15,10 @@ from lumina_assets.core import tables
 from lumina_assets.corpus.collections import Collection, collection_tables
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing import table_ops
-from resources.embedder import Embedder, EmbedderResource
-from resources.lancedb import LanceDBResource, connect_lancedb
+from lumina_assets.indexing.connection import connect_lancedb
+from lumina_assets.indexing.embedding import Embedder
+from resources.embedder import EmbedderResource
+from resources.lancedb import LanceDBResource
 
 
 class CountingEmbedder:

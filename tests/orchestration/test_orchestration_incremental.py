@@ -15,7 +15,8 @@ import pytest
 from lumina_assets.core import settings, tables
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from lumina_assets.indexing import lancedb_tables as indexing
-from resources.embedder import Embedder, EmbedderResource
+from lumina_assets.indexing.embedding import Embedder
+from resources.embedder import EmbedderResource
 from sensors.inbox import build_inbox_sensor
 
 FIRST_PDF = "2304.02623v1.pdf"  # 4 pages
@@ -203,7 +204,8 @@ import os, sys, time
 sys.path.insert(0, {tests_dir!r})
 import dagster as dg
 import test_orchestration_incremental as t
-from resources.embedder import Embedder, EmbedderResource
+from lumina_assets.indexing.embedding import Embedder
+from resources.embedder import EmbedderResource
 
 class KillSwitchEmbedder(t.CountingEmbedder):
     def encode(self, texts, **kwargs):

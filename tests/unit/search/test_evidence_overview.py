@@ -146,8 +146,8 @@ def _index(tmp_path, texts: dict[str, str], embedder, **config):
 
     from lumina_assets.core.schemas import PASSAGE_SCHEMA, rows_to_table
     from lumina_assets.indexing import lancedb_tables as indexing
+    from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.parsing.chunking import passages_for_paper
-    from resources.lancedb import connect_lancedb
 
     papers = [
         {"paper_id": p, "title": f"Paper {p}", "abstract": t, "source": "test"} for p, t in texts.items()

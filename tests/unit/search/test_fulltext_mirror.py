@@ -12,9 +12,9 @@ import pytest
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 from lumina_assets.indexing import table_ops
+from lumina_assets.indexing.connection import connect_lancedb
 from lumina_assets.search.fulltext_mirror import FullTextMirror, analyze, analyze_word
 from lumina_assets.search.stores import fts_text
-from resources.lancedb import connect_lancedb
 
 EDGE_WORDS = [
     "hers",  # stems to a stop word: dropped

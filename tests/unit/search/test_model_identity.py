@@ -16,11 +16,11 @@ from hashing_embedder import HashingEmbedder
 from lumina_assets.core.schemas import PASSAGE_SCHEMA, rows_to_table
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing import model_identity, table_ops
+from lumina_assets.indexing.connection import connect_lancedb
 from lumina_assets.indexing.embedding import Embedder, default_model_path
 from lumina_assets.parsing.chunking import passages_for_paper
 from lumina_assets.search.engine import SearchEngine
 from lumina_assets.search.stores import IndexModelMismatch
-from resources.lancedb import connect_lancedb
 
 TOPICS = [
     ("Vitamin D and bone density", "Vitamin D supplements raise bone density in older adults."),

@@ -75,8 +75,8 @@ def test_search_cli_on_a_tiny_index(tiny_beir, data_dir, capsys, monkeypatch):
     from lumina_assets.core import settings
     from lumina_assets.corpus.collections import collection_tables
     from lumina_assets.indexing import lancedb_tables as indexing
-    from resources.embedder import Embedder
-    from resources.lancedb import connect_lancedb
+    from lumina_assets.indexing.connection import connect_lancedb
+    from lumina_assets.indexing.embedding import Embedder
 
     # before any index exists: a message, not a traceback
     assert main(["search", "aspirin and stroke"]) == 2

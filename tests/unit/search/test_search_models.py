@@ -106,7 +106,7 @@ def tiny_cross_encoder(tmp_path_factory) -> str:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from resources.embedder import default_model_path
+    from lumina_assets.indexing.embedding import default_model_path
 
     folder = tmp_path_factory.mktemp("cross-encoder")
     tokenizer = AutoTokenizer.from_pretrained(default_model_path())

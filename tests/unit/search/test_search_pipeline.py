@@ -11,11 +11,11 @@ import pytest
 
 from lumina_assets.corpus.collections import Collection, collection_tables, evaluate_run, run_queries
 from lumina_assets.indexing import lancedb_tables as indexing
+from lumina_assets.indexing.connection import connect_lancedb
+from lumina_assets.indexing.embedding import Embedder
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.engine import SearchEngine
 from lumina_assets.search.stores import IndexNotBuilt
-from resources.embedder import Embedder
-from resources.lancedb import connect_lancedb
 
 N_DOCS = 200
 
