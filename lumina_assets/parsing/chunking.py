@@ -9,6 +9,12 @@ from pathlib import Path
 
 from lumina_assets.core.ids import passage_id_for
 from lumina_assets.core.schemas import Element, ParsedPaper, Passage, Section
+from lumina_assets.parsing.passage_hygiene import (
+    is_back_matter,
+    is_bare_pointer,
+    is_stub,
+    printed_number,
+)
 
 TokenCounter = Callable[[str], int]
 DEFAULT_MAX_TOKENS = 254  # all-MiniLM-L6-v2 reads 256 word pieces, two of them [CLS] and [SEP]
@@ -130,7 +136,7 @@ def _section_passages(
                 passage_id=passage_id_for(paper_id, section.number, index),
                 paper_id=paper_id,
                 kind=kind,
-                section_number=section.number,
+                section_number=printed_number(section.number),  # the id keeps the internal one
                 section_title=section.title,
                 text=piece,
                 page_start=section.page_start,
@@ -143,7 +149,11 @@ def _section_passages(
 
 
 def _element_section(element: Element, index: int) -> Section:
-    text = " ".join(part for part in (element.label or "", element.caption, element.content) if part).strip()
+    if element.kind == "formula":  # the sentence that introduces it, the formula, its number
+        parts = (element.caption, element.content, element.label or "")
+    else:
+        parts = (element.label or "", element.caption, element.content)
+    text = " ".join(part for part in parts if part).strip()
     return Section(
         number=f"{element.kind}-{index}",
         title=element.label or element.kind.capitalize(),
@@ -184,13 +194,69 @@ def passages_for_paper(
         section = Section(number="title", title="Title", text=title)
         passages += _section_passages(paper_id, section, "abstract", count, max_tokens)
     if parsed:
+        back_matter = {s.number for s in parsed.sections if is_back_matter(s.title)}
+        body: list[Passage] = []
         for section in parsed.sections:
-            passages += _section_passages(paper_id, section, "text", count, max_tokens)
+            if section.number not in back_matter:
+                body += _section_passages(paper_id, section, "text", count, max_tokens)
+        passages += merge_stubs(body, count, max_tokens)
         for index, element in enumerate(parsed.elements):
-            passages += _section_passages(
-                paper_id, _element_section(element, index), element.kind, count, max_tokens
-            )
+            section = _element_section(element, index)
+            if element.section_number in back_matter or is_stub(section.text):
+                continue  # a bare caption or formula says too little to be returned on its own
+            passages += _section_passages(paper_id, section, element.kind, count, max_tokens)
     return link_neighbours(passages)
+
+
+def merge_stubs(passages: list[Passage], count: TokenCounter, max_tokens: int) -> list[Passage]:
+    """Body passages with a stub (fewer than MIN_WORDS real words) joined to a neighbour: the passage before it in
+    its section, else the one after it in its section, else the passage before it; a bare pointer ("See Figure 6.")
+    is dropped. A stub that fits nowhere stays (better short than lost)."""
+    out: list[Passage] = []
+    pending: Passage | None = None  # a stub to put in front of the next passage of its section
+    for passage in passages:
+        if pending is not None:
+            joined = f"{pending.text} {passage.text}"
+            if _section_key(pending) == _section_key(passage) and count(joined) <= max_tokens:
+                passage.text, passage.token_count = joined, count(joined)
+                passage.page_start = (
+                    pending.page_start if pending.page_start is not None else passage.page_start
+                )
+            else:
+                out.append(pending)
+            pending = None
+        if not is_stub(passage.text):
+            out.append(passage)
+            continue
+        if is_bare_pointer(passage.text):
+            continue
+        previous = out[-1] if out else None
+        if previous is not None and _section_key(previous) == _section_key(passage):
+            if _append(previous, passage, count, max_tokens):
+                continue
+        if passage.stop_reason == "token_limit":  # more of its section follows
+            pending = passage
+        elif previous is None or not _append(previous, passage, count, max_tokens):
+            out.append(passage)
+    if pending is not None:
+        out.append(pending)
+    return out
+
+
+def _section_key(passage: Passage) -> str:
+    """The internal section number a passage id carries (`<paper>#<number>:<index>`)."""
+    return passage.passage_id.rsplit("#", 1)[-1].rsplit(":", 1)[0]
+
+
+def _append(previous: Passage, stub: Passage, count: TokenCounter, max_tokens: int) -> bool:
+    joined = f"{previous.text} {stub.text}"
+    tokens = count(joined)
+    if tokens > max_tokens:
+        return False
+    previous.text, previous.token_count = joined, tokens
+    if stub.page_end is not None and (previous.page_end is None or stub.page_end > previous.page_end):
+        previous.page_end = stub.page_end
+    return True
 
 
 def iter_texts(passages: Iterable[Passage]) -> list[str]:

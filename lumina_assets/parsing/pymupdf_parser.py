@@ -15,6 +15,7 @@ from pathlib import Path
 
 from lumina_assets.core.schemas import Element, ParsedPaper, Section
 from lumina_assets.parsing.base import ParseFailure, ensure_unique_numbers, join_lines, register
+from lumina_assets.parsing.passage_hygiene import last_sentence
 from lumina_assets.parsing.pdf_elements import (
     EQ_NUMBER,
     caption_match,
@@ -227,7 +228,6 @@ class PyMuPdfParser:
         paragraphs: list[list[str]] = []
         placed: list[tuple[Element, Section | None]] = []
         after_refs = False
-        last_text = ""
 
         footnotes: list[str] = []
 
@@ -246,8 +246,9 @@ class PyMuPdfParser:
             for position, block in enumerate(ordered):
                 element = elements.get(id(block))
                 if element is not None:
-                    if element.kind == "formula" and last_text:
-                        element.caption = last_text[-200:]
+                    if element.kind == "formula" and paragraphs and paragraphs[-1]:
+                        # the complete sentence that introduces it, not a cut-off fragment of the line above
+                        element.caption = last_sentence(join_lines(paragraphs[-1]))
                     placed.append((element, current))
                     continue
                 if block.consumed:
@@ -335,7 +336,6 @@ class PyMuPdfParser:
                         paragraphs[-1].extend(texts)
                     else:
                         paragraphs.append(texts)
-                    last_text = texts[-1]
         close_section()
 
         abstract_text = "\n\n".join(join_lines(p) for p in abstract).strip()

@@ -1,0 +1,78 @@
+"""What a paper's body contributes to retrieval: back matter (acknowledgments, funding, author contributions,
+competing interests, references) stays out, a bare pointer ("See Figure 6.") stays out, and a passage with fewer
+than `MIN_WORDS` real words joins the passage before it when it fits, so no stub is returned on its own.
+
+Abstracts and titles are never touched: a BEIR document is its abstract, and retrieval on such collections must not
+change. Section labels are shown as the paper prints them: `printed_number` hides the internal numbers that only
+keep passage ids unique (`s6`, `3-2`, `figure-5`, `abstract`).
+"""
+
+from __future__ import annotations
+
+import re
+
+MIN_WORDS = 10
+_WORD = re.compile(r"[^\W\d_]{2,}")
+_BACK_MATTER = re.compile(
+    r"^(?:\d+(?:\.\d+)*\.?\s+)?(?:"
+    r"acknowledge?ments?|acknowledge?ment of funding|funding(?: information| sources?| statement)?|"
+    r"financial (?:support|disclosure)|author(?:s['’]?)? contributions?|contributions|competing interests?|"
+    r"conflicts? of interests?|declaration of (?:competing|conflicting) interests?|declarations?|"
+    r"ethics approval(?: and consent to participate)?|consent for publication|"
+    r"availability of (?:data|supporting data)(?: and materials?)?|data availability(?: statement)?|"
+    r"references|bibliography|literature cited|works cited|publisher['’]s note|author details|abbreviations"
+    r")\s*[.:]?$",
+    re.IGNORECASE,
+)
+_POINTER = re.compile(
+    r"^(?:see|cf\.?|as shown in|shown in|refer to)?\s*(?:the\s+)?"
+    r"(?:fig(?:ure)?s?\.?|tab(?:le)?s?\.?|appendix|section|sec\.|eq(?:uation)?s?\.?|algorithm|listing)\s*"
+    r"[\dA-Z][\w.\-–]*",
+    re.IGNORECASE,
+)
+_INTERNAL_NUMBER = re.compile(r"^(?:s\d+|abstract|title|(?:figure|table|formula)-\d+)$")
+_DUPLICATE_SUFFIX = re.compile(r"^(.+)-\d+$")
+
+
+def real_words(text: str) -> int:
+    """Words of two or more letters: what a reader reads (formula symbols, numbers and table cells do not count)."""
+    return len(_WORD.findall(text or ""))
+
+
+def is_back_matter(title: str | None) -> bool:
+    """Acknowledgments, funding, contributions, competing interests, declarations, references: not findings."""
+    return bool(title) and bool(_BACK_MATTER.match(" ".join(title.split())))
+
+
+def is_bare_pointer(text: str) -> bool:
+    """A short passage that only points elsewhere: "See Figure 6.", "Table 3 shows the results."."""
+    stripped = " ".join((text or "").split())
+    return real_words(stripped) < MIN_WORDS and bool(_POINTER.match(stripped))
+
+
+def is_stub(text: str) -> bool:
+    return real_words(text) < MIN_WORDS
+
+
+def printed_number(section_number: str | None) -> str:
+    """The section number as the paper prints it ("2.1", "A"), or "" for an unnumbered section, an element or the
+    abstract; repeated numbers lose the `-2` suffix that kept their ids apart."""
+    number = (section_number or "").strip()
+    if _INTERNAL_NUMBER.match(number):
+        return ""
+    duplicate = _DUPLICATE_SUFFIX.match(number)
+    if duplicate and re.match(r"^(?:\d+(?:\.\d+)*|[A-Z](?:\.\d+)*|0)$", duplicate.group(1)):
+        number = duplicate.group(1)
+    return "" if number == "0" else number
+
+
+def last_sentence(text: str, limit: int = 400) -> str:
+    """The last complete sentence of `text` (what introduces a display formula), at most `limit` characters."""
+    from lumina_assets.parsing.chunking import split_sentences
+
+    tail = " ".join((text or "").split())[-2000:]
+    sentences = split_sentences(tail)
+    if not sentences:
+        return ""
+    sentence = sentences[-1]
+    return sentence[-limit:] if len(sentence) > limit else sentence
