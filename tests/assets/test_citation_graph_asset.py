@@ -7,9 +7,14 @@ import dagster as dg
 import polars as pl
 
 from lumina_assets.core import tables
-from lumina_assets.core.schemas import PAPERS_TABLE_SCHEMA, ParsedPaper, Reference, rows_to_table
+from lumina_assets.core.schemas import (
+    PAPERS_TABLE_SCHEMA,
+    PARSED_PAPERS_SCHEMA,
+    ParsedPaper,
+    Reference,
+    rows_to_table,
+)
 from lumina_assets.defs.corpus import citation_graph
-from lumina_assets.defs.parsing import PARSED_PAPERS_SCHEMA
 
 LITGRAPH = "Construction of the Literature Graph in Semantic Scholar"
 SPECTER = "SPECTER: Document-level Representation Learning using Citation-informed Transformers"
