@@ -16,6 +16,53 @@ from dataclasses import asdict, dataclass, field
 log = logging.getLogger(__name__)
 
 CITATION = re.compile(r"\[(\d+(?:\s*[,;–-]\s*\d+)*)\]")
+# A paper's own numeric citations ("[8][9][14]", "[3]-[5]", "[2, 7]"): kept out of a quote so that only Lumina's
+# [n] markers (the returned passages) remain as links.
+PAPER_CITATION = re.compile(
+    r"\s*\[\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\](?:\s*[–-]?\s*\[\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\])*"
+)
+_CAPTION = re.compile(r"^\s*(?:figure|fig\.|table|tab\.|algorithm|listing)\s*[\dIVX]+[a-z]?\s*[:.|—–-]", re.I)
+_TRANSITION = re.compile(
+    r"^\s*(?:(?:in|as (?:described|discussed|shown|mentioned) in) (?:the|this) (?:previous|next|following|present|"
+    r"current|last|preceding)?\s*(?:section|chapter|subsection|part|paper)s?\b(?!\s+\d)|the (?:rest|remainder) of "
+    r"(?:this|the) (?:paper|article|section)|this (?:section|chapter) (?:describes|presents|introduces|discusses)|"
+    r"(?:next|below|above|now|here|then|finally),? we (?:describe|present|discuss|introduce|turn|detail|outline|"
+    r"explain|show how)|we (?:now|next) (?:turn|describe|present|discuss|introduce)|(?:see|cf\.?) (?:section|"
+    r"appendix|figure|table)\b)",
+    re.I,
+)
+_REFERENCE_ENTRY = re.compile(
+    r"(?:\bet al\.|\bIn Proceedings\b|\bProc\.|\barXiv preprint\b|\bpp\. \d|\bvol\. \d|\bdoi:)", re.I
+)
+MIN_QUOTE_WORDS = 3  # "Results." or "Conclusion" is a heading, not a finding
+MAX_QUOTE_WORDS = 70
+
+
+def strip_paper_citations(text: str) -> str:
+    """The text without the paper's own bracketed citation numbers (author-year citations stay: they read as text)."""
+    text = PAPER_CITATION.sub("", text or "")
+    return re.sub(r"\s+([.,;:!?)])", r"\1", text).strip()
+
+
+def refusal_reason(sentence: str) -> str | None:
+    """Why a sentence may not be quoted in an overview, or None: a caption, a heading, a transition, a reference list
+    entry, or more than one sentence's worth of text."""
+    text = CITATION.sub("", sentence or "").strip()
+    words = text.split()
+    if _CAPTION.match(text):
+        return "a figure or table caption"
+    if _TRANSITION.match(text):
+        return "a transition sentence, not a finding"
+    if re.search(r"\b(?:19|20)\d\d[a-z]?\b", text) and (
+        len(_REFERENCE_ENTRY.findall(text)) >= 2 or text.count(",") >= 6 and _REFERENCE_ENTRY.search(text)
+    ):
+        return "a reference list entry"
+    if len(words) < MIN_QUOTE_WORDS or not re.search(r"[.!?][\"'”’)\]]?$", text):
+        return "a heading or fragment, not a sentence"
+    if len(words) > MAX_QUOTE_WORDS:
+        return f"longer than one sentence ({len(words)} words)"
+    return None
+
 
 OVERVIEW_PROMPT = """You write a short overview (2 to 4 sentences) answering a researcher's search using only the
 numbered passages below. Every sentence must end with the number(s) of the passage(s) it rests on, in square
@@ -109,27 +156,40 @@ def check_citations(text: str, references: list[Reference]) -> tuple[list[Overvi
     return kept, refused
 
 
+def quotable_sentence(evidence: str) -> tuple[str | None, str | None]:
+    """(sentence, None) for the first quotable sentence of an evidence span (the paper's own citation numbers removed),
+    or (None, reason) when none is."""
+    from lumina_assets.parsing.chunking import split_sentences
+
+    reason = "no sentence"
+    for sentence in split_sentences(strip_paper_citations(evidence)) or []:
+        reason = refusal_reason(sentence)
+        if reason is None:
+            return sentence, None
+    return None, reason
+
+
 def extractive_overview(references: list[Reference], max_sentences: int = 3) -> Overview:
-    """The best highlighted sentence of the first `max_sentences` results (one per paper), each citing its passage."""
-    # per paper (in result order), its passage with the best evidence sentence
-    best: dict[str, Reference] = {}
+    """The best quotable highlighted sentence of the first `max_sentences` results (one per paper), each citing its
+    passage. A caption, heading, transition or reference entry is refused and the paper's next best passage tried."""
+    candidates: dict[
+        str, list[Reference]
+    ] = {}  # per paper, in result order: its passages, best evidence first
     for reference in references:
-        if reference.evidence and (
-            reference.paper_id not in best
-            or reference.evidence_score > best[reference.paper_id].evidence_score
-        ):
-            best[reference.paper_id] = reference
-    parts = []
-    for reference in best.values():
-        sentence = reference.evidence.strip()
-        parts.append(f"{sentence.rstrip()} [{reference.number}]")
-        if len(parts) >= max_sentences:
+        if reference.evidence:
+            candidates.setdefault(reference.paper_id, []).append(reference)
+    kept: list[OverviewSentence] = []
+    refused: list[dict] = []
+    for options in candidates.values():
+        for reference in sorted(options, key=lambda r: -r.evidence_score):
+            sentence, reason = quotable_sentence(reference.evidence)
+            if sentence is None:
+                refused.append({"text": reference.evidence.strip(), "reason": reason})
+                continue
+            kept.append(OverviewSentence(f"{sentence} [{reference.number}]", [reference.number]))
             break
-    kept, refused = check_citations(" ".join(parts), references) if parts else ([], [])
-    # an extractive sentence is one quoted sentence plus its citation: if the splitter cut a quote, keep it whole
-    if parts and len(kept) != len(parts):
-        kept = [OverviewSentence(p, [int(CITATION.findall(p)[-1])]) for p in parts]
-        refused = []
+        if len(kept) >= max_sentences:
+            break
     return Overview(
         method="extractive",
         label="Extractive overview: the best highlighted sentence of each top result, quoted (no LLM configured)",
@@ -140,7 +200,9 @@ def extractive_overview(references: list[Reference], max_sentences: int = 3) -> 
 
 def llm_overview(client, query: str, references: list[Reference], max_chars: int = 700) -> Overview:
     """The LLM's overview, checked; falls back to the extractive one when the call fails or nothing survives."""
-    listing = "\n".join(f"[{r.number}] ({r.title}) {r.text[:max_chars]}" for r in references)
+    listing = "\n".join(
+        f"[{r.number}] ({r.title}) {strip_paper_citations(r.text)[:max_chars]}" for r in references
+    )
     try:
         reply = client.complete(
             OVERVIEW_PROMPT.format(query=query, passages=listing), temperature=0.0, max_tokens=400
@@ -151,6 +213,16 @@ def llm_overview(client, query: str, references: list[Reference], max_chars: int
         fallback.refused.append({"text": "", "reason": f"LLM call failed: {type(error).__name__}"})
         return fallback
     kept, refused = check_citations(reply.text.strip(), references)
+    screened = []
+    for (
+        sentence
+    ) in kept:  # the same rules as for a quote: no captions, headings, transitions, reference entries
+        reason = refusal_reason(sentence.text)
+        if reason is None:
+            screened.append(sentence)
+        else:
+            refused.append({"text": sentence.text, "reason": reason})
+    kept = screened
     if not kept:
         fallback = extractive_overview(references)
         fallback.refused = refused + fallback.refused
