@@ -27,6 +27,9 @@ def session_data_dir(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LUMINA_DATA_DIR", str(tmp_path_factory.mktemp("session-data")))
         patch.setenv("DAGSTER_HOME", str(tmp_path_factory.mktemp("session-dagster-home")))
+        # the local fakes every HTTP test talks to live on 127.0.0.1: the one opt-in to private addresses
+        # (tests of the refusal build a UrlPolicy(allow_private=False) or unset it)
+        patch.setenv("LUMINA_ALLOW_PRIVATE_URLS", "1")
         yield
 
 
@@ -60,6 +63,7 @@ def isolated_test(tmp_path, monkeypatch) -> Path:
     home.mkdir()
     monkeypatch.setenv("LUMINA_DATA_DIR", str(root))
     monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("LUMINA_ALLOW_PRIVATE_URLS", "1")  # local fakes on 127.0.0.1 (see session_data_dir)
     monkeypatch.delenv("LUMINA_CORPUS", raising=False)
     monkeypatch.delenv("LUMINA_LANCEDB_URI", raising=False)
     reset_process_state()

@@ -3,33 +3,43 @@ rate limit, and an on-disk response cache keyed by request, so a rematerializati
 
 Hostile servers are expected: bodies are streamed under a byte cap, every request has a total deadline (a
 server trickling a byte a second cannot hold a run), redirects are followed by hand so each hop is checked
-(http/https only, and, for clients with a `UrlPolicy`, no loopback / private / link-local / metadata address),
-credentials never follow a redirect to another origin, and every httpx failure becomes an `HttpError`
-naming the redacted URL.
-
-Why one module over 500 lines: retries, the cache, the byte cap, the deadline and the per-hop redirect checks are
-one request loop; split apart, each piece would need the others' state to decide what to do next."""
+(http/https only, and no loopback / private / link-local / metadata address, IPv4-embedded IPv6 forms included,
+unless `LUMINA_ALLOW_PRIVATE_URLS` opts in), the connection goes to the address that was checked (no second DNS
+answer in between), credentials never follow a redirect to another origin (headers, and secret query
+parameters a Location repeats), and every httpx failure becomes an `HttpError` naming the redacted URL. The
+address policy, the pinning transport and the credential rules live in `url_safety`; the request loop that
+applies them at every hop is here."""
 
 from __future__ import annotations
 
 import email.utils
 import hashlib
-import ipaddress
 import json
 import logging
 import random
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 
 from lumina_assets.core.hygiene import clean_strings
+from lumina_assets.core.url_safety import (
+    CROSS_ORIGIN_HEADERS,
+    PIN_EXTENSION,
+    SECRET_NAMES,
+    HttpError,
+    PinnedTransport,
+    UrlPolicy,
+    origin,
+    redact_url,
+    secret_values,
+    without_secrets,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,121 +47,15 @@ DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # an API answer; PDFs set their o
 DEFAULT_DEADLINE_SECONDS = 120.0
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-# The only headers that follow a redirect to another origin: nothing that could carry a credential.
-CROSS_ORIGIN_HEADERS = frozenset({"user-agent", "accept", "accept-language", "accept-encoding"})
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 # Failures that mean the host (or the proxy to it) is not there at all: after a request ends on one of them, the
 # client asks that host nothing more, so a crawl without network fails in seconds instead of retrying every seed.
 UNREACHABLE_ERRORS = frozenset({"ConnectError", "ConnectTimeout", "ProxyError"})
-# Query parameters and headers that carry credentials: never in cache keys, logs or error messages.
-SECRET_NAMES = frozenset(
-    {"api_key", "apikey", "key", "x-api-key", "authorization", "token", "access_token", "mailto", "email"}
-)
-
-
-class HttpError(RuntimeError):
-    """A request that failed for good; the message names the (redacted) URL and the reason. `reason` is a
-    short code: http_status, transport, too_large, deadline, blocked_url, redirects, bad_body, unreachable (not
-    sent: the host refused a connection earlier in this client's life)."""
-
-    def __init__(self, message: str, *, url: str, status: int | None = None, reason: str = "http_status"):
-        super().__init__(message)
-        self.url = url
-        self.status = status
-        self.reason = reason
 
 
 class _Retryable(Exception):
     """A failure worth another attempt (connection refused, reset, timeout)."""
-
-
-def origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme.lower(), (parts.hostname or "").lower(), port
-
-
-class UrlPolicy:
-    """Where a client may go. Every client: http and https only. A client for URLs from untrusted data (PDF
-    links in API answers): no host that resolves to a loopback, private, link-local (cloud metadata),
-    shared, multicast or reserved address, unless `allow_private` (a local mirror, tests on 127.0.0.1).
-    Checked at every redirect hop; the address is resolved here, so a DNS answer that changes between this
-    check and the connection (rebinding) is not covered."""
-
-    def __init__(self, *, allow_private: bool = True, resolver: Callable[..., list] = socket.getaddrinfo):
-        self.allow_private = allow_private
-        self.resolver = resolver
-
-    def check(self, url: str) -> None:
-        shown = redact_url(url)
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("http", "https"):
-            raise HttpError(
-                f"refused {shown}: only http and https URLs are fetched", url=shown, reason="blocked_url"
-            )
-        host = parts.hostname
-        if not host:
-            raise HttpError(f"refused {shown}: no host", url=shown, reason="blocked_url")
-        if self.allow_private:
-            return
-        for address in self._addresses(host, parts.port, shown):
-            if address.version == 6 and address.ipv4_mapped is not None:
-                address = address.ipv4_mapped
-            if not address.is_global or address.is_multicast:
-                raise HttpError(
-                    f"refused {shown}: {host} is a non-public address ({address})",
-                    url=shown,
-                    reason="blocked_url",
-                )
-
-    def _addresses(self, host: str, port: int | None, shown: str) -> list:
-        try:
-            return [ipaddress.ip_address(host)]
-        except ValueError:
-            pass
-        try:
-            answers = self.resolver(host, port or 443, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError) as exc:
-            raise HttpError(
-                f"cannot resolve the host of {shown} ({exc})", url=shown, reason="transport"
-            ) from None
-        return [ipaddress.ip_address(answer[4][0].split("%")[0]) for answer in answers]
-
-
-def redact_url(url: str, params: Mapping[str, Any] | None = None) -> str:
-    """URL with every secret query value replaced, safe for logs and exceptions."""
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in httpx.QueryParams(parts.query).multi_items()]
-    query += [(k, str(v)) for k, v in (params or {}).items() if v is not None]
-    shown = [(k, "***" if k.lower() in SECRET_NAMES else v) for k, v in query]
-    base = f"{parts.scheme}://{parts.netloc}{parts.path}"
-    return f"{base}?{urlencode(shown)}" if shown else base
-
-
-class _RedactLoggedUrls(logging.Filter):
-    """httpx logs every request's full URL at INFO ("HTTP Request: GET https://...?api_key=..."): OpenAlex and
-    SerpAPI take their key as a query parameter, so any process logging at INFO would print it. This filter on
-    the `httpx` loggers redacts secret query values in those records, leaving the rest of the line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple) and record.args:
-            record.args = tuple(redact_url(str(arg)) if _is_query_url(arg) else arg for arg in record.args)
-        return True
-
-
-def _is_query_url(value: Any) -> bool:
-    """An httpx / httpx2 URL or a URL string with a query (whatever its class, so both packages are covered)."""
-    if not (isinstance(value, str) or type(value).__name__ == "URL"):
-        return False
-    text = str(value)
-    return text.startswith(("http://", "https://")) and "?" in text
-
-
-_LOGGED_URL_FILTER = _RedactLoggedUrls()
-for _name in ("httpx", "httpx2"):
-    if _LOGGED_URL_FILTER not in logging.getLogger(_name).filters:
-        logging.getLogger(_name).addFilter(_LOGGED_URL_FILTER)
 
 
 @dataclass
@@ -313,7 +217,10 @@ class HttpClient:
         # Default headers (API keys among them) are sent per request, so a cross-origin hop can drop them.
         self._headers = {"User-Agent": user_agent, **(headers or {})}
         self._client = httpx.Client(
-            timeout=timeout, headers={"User-Agent": user_agent}, transport=transport, follow_redirects=False
+            timeout=timeout,
+            headers={"User-Agent": user_agent},
+            transport=transport or PinnedTransport(),
+            follow_redirects=False,
         )
 
     def close(self) -> None:
@@ -456,22 +363,30 @@ class HttpClient:
         as HttpError, or _Retryable for those worth another attempt."""
         send_headers = {**self._headers, **(headers or {})}
         first_origin = origin(url)
+        secrets = secret_values(url, params, send_headers)
         query: Mapping[str, Any] | None = params
         for _hop in range(self.max_redirects + 1):
             shown = redact_url(url, query)
-            self.url_policy.check(url)
+            pinned = self.url_policy.check(url)
             timeout = self._time_left(deadline_at, shown)
             try:
                 with self._client.stream(
-                    method, url, params=query or None, json=json_body, headers=send_headers, timeout=timeout
+                    method,
+                    url,
+                    params=query or None,
+                    json=json_body,
+                    headers=send_headers,
+                    timeout=timeout,
+                    extensions={PIN_EXTENSION: pinned} if pinned else None,
                 ) as response:
                     location = response.headers.get("location")
                     if response.status_code in REDIRECT_STATUSES and location:
-                        next_url = str(response.url.join(location))
+                        next_url = str(httpx.URL(url).join(location))
                         if origin(next_url) != first_origin:
                             send_headers = {
                                 k: v for k, v in send_headers.items() if k.lower() in CROSS_ORIGIN_HEADERS
                             }
+                            next_url = without_secrets(next_url, secrets)
                         if response.status_code == 303 or (
                             response.status_code in (301, 302) and method.upper() == "POST"
                         ):

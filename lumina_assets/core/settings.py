@@ -168,8 +168,9 @@ def compatible_base_url_var() -> str | None:
 
 
 def allow_private_urls() -> bool:
-    """`LUMINA_ALLOW_PRIVATE_URLS`: fetch PDF URLs that resolve to loopback / private / link-local hosts
-    (a local mirror, tests); off by default so a URL from an API response cannot reach inside."""
+    """`LUMINA_ALLOW_PRIVATE_URLS`: let every HTTP client (APIs, PDF downloads, collection downloads) reach
+    hosts that resolve to loopback / private / link-local addresses (a local mirror or replay server, tests); off
+    by default so neither a URL from an API response nor a redirect can reach inside."""
     return env("LUMINA_ALLOW_PRIVATE_URLS").lower() in {"1", "true", "yes"}
 
 
