@@ -12,7 +12,8 @@ A sentence-level scorer, general rather than tuned to one collection: every sent
   abstracts (findings and conclusions come last).
 The relevance scores are min-max normalized over the sentences of one result and averaged with `ScorerWeights`;
 the prior is added. The best sentences of each result (at most `max_highlights`, and only those within
-`relative_floor` of its best) are highlighted; the first highlight of a result is its single best sentence.
+`relative_floor` of its best) are highlighted; the first highlight of a result is its single best sentence. A passage
+left without a highlight gets its own best sentence when that scores within `passage_floor` of the result's best.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ class EvidenceScorer:
         max_highlights: int = 2,
         weights: ScorerWeights | None = None,
         relative_floor: float = 0.75,
+        passage_floor: float = 0.6,
         k1: float = 1.2,
         b: float = 0.75,
         cache_size: int = 50_000,
@@ -125,6 +127,7 @@ class EvidenceScorer:
         self.dense_weight = self.weights.dense
         self.max_highlights = max_highlights
         self.relative_floor = relative_floor
+        self.passage_floor = passage_floor
         self.k1, self.b = k1, b
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size
@@ -316,6 +319,15 @@ class EvidenceScorer:
                     per_passage[sentence.passage].append(
                         Highlight(sentence.start, sentence.end, combined, dense, lexical, prior)
                     )
+                # a passage shown without any highlight gets its own best sentence when it is close enough to the
+                # result's best: the reader sees why each passage is there (the result's first highlight is unchanged)
+                for sentence, combined, dense, lexical, prior in ranked:
+                    if combined < self.passage_floor * best:
+                        break
+                    if not per_passage[sentence.passage]:
+                        per_passage[sentence.passage].append(
+                            Highlight(sentence.start, sentence.end, combined, dense, lexical, prior)
+                        )
             out.append(per_passage)
         return out
 
