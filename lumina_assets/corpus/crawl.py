@@ -1,113 +1,25 @@
-"""Seeds and the breadth-first reference crawl. Plain Python: the corpus assets call it, tests call it directly."""
+"""The breadth-first reference crawl from the seeds (read by `corpus.seeds`). Plain Python: the corpus assets call
+it, tests call it directly."""
 
 from __future__ import annotations
 
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lumina_assets.core.http import HttpError
-from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi, normalize_openalex_id
 from lumina_assets.core.schemas import Paper
 from lumina_assets.corpus.arxiv import ArxivClient, ArxivError
 from lumina_assets.corpus.openalex import OpenAlexClient, OpenAlexError, work_to_paper
+from lumina_assets.corpus.seeds import ArxivQuery, Seeds, load_seeds
+
+__all__ = ["ArxivQuery", "CrawlResult", "Seeds", "crawl_arxiv", "crawl_openalex", "load_seeds"]
 
 log = logging.getLogger(__name__)
 # What a well-formed JSON answer of the wrong shape raises in the record mappers (a list where a dict was due):
 # that record's failure, never the crawl's.
 MALFORMED_RECORD = (OpenAlexError, ArxivError, TypeError, ValueError, AttributeError, KeyError)
-
-
-@dataclass
-class ArxivQuery:
-    query: str
-    max_results: int = 25
-
-
-@dataclass
-class Seeds:
-    dois: list[str] = field(default_factory=list)
-    arxiv_ids: list[str] = field(default_factory=list)
-    openalex_ids: list[str] = field(default_factory=list)
-    arxiv_queries: list[ArxivQuery] = field(default_factory=list)
-    depth: int = 1
-    max_papers: int = 150
-    references_per_paper: int = 25
-    languages: list[str] = field(default_factory=lambda: ["en"])
-    require_abstract: bool = True
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def identifiers(self) -> list[str]:
-        return [*self.dois, *self.arxiv_ids, *self.openalex_ids]
-
-    def is_empty(self) -> bool:
-        return not self.identifiers and not self.arxiv_queries
-
-
-def load_seeds(path: Path) -> Seeds:
-    """Read seeds.yaml; malformed entries are reported in `problems` and skipped, never fatal. Identifier lists
-    are read as the strings written (YAML's BaseLoader), so no id turns into a number on the way."""
-    seeds = Seeds()
-    if not path.exists():
-        seeds.problems.append(f"seed file {path} does not exist")
-        return seeds
-    text = path.read_text(encoding="utf-8", errors="replace")
-    try:
-        raw = yaml.safe_load(text)
-        # Ids as written, whatever YAML would make of them: `2501.10120` unquoted is the float 2501.1012.
-        verbatim = yaml.load(text, Loader=yaml.BaseLoader)
-    except yaml.YAMLError as exc:
-        seeds.problems.append(f"seed file {path} is not valid YAML: {exc}")
-        return seeds
-    if not raw:
-        seeds.problems.append(f"seed file {path} is empty")
-        return seeds
-    if not isinstance(raw, dict):
-        seeds.problems.append(f"seed file {path} must be a mapping, got {type(raw).__name__}")
-        return seeds
-    for name in ("dois", "arxiv_ids", "openalex_ids"):
-        listed = verbatim.get(name) if isinstance(verbatim, dict) else None
-        raw[name] = [v if isinstance(v, str) else str(v) for v in listed] if isinstance(listed, list) else []
-    for value in raw.get("dois") or []:
-        (
-            seeds.dois.append(d)
-            if (d := normalize_doi(str(value)))
-            else seeds.problems.append(f"not a DOI: {value!r}")
-        )
-    for value in raw.get("arxiv_ids") or []:
-        (
-            seeds.arxiv_ids.append(a)
-            if (a := normalize_arxiv_id(str(value)))
-            else seeds.problems.append(f"not an arXiv id: {value!r}")
-        )
-    for value in raw.get("openalex_ids") or []:
-        (
-            seeds.openalex_ids.append(w)
-            if (w := normalize_openalex_id(str(value)))
-            else seeds.problems.append(f"not an OpenAlex id: {value!r}")
-        )
-    for entry in raw.get("arxiv_queries") or []:
-        if isinstance(entry, str):
-            seeds.arxiv_queries.append(ArxivQuery(entry))
-        elif isinstance(entry, dict) and entry.get("query"):
-            seeds.arxiv_queries.append(ArxivQuery(str(entry["query"]), int(entry.get("max_results", 25))))
-        else:
-            seeds.problems.append(f"arXiv query entry without a query: {entry!r}")
-    crawl = raw.get("crawl") or {}
-    seeds.depth = int(crawl.get("depth", seeds.depth))
-    seeds.max_papers = int(crawl.get("max_papers", seeds.max_papers))
-    seeds.references_per_paper = int(crawl.get("references_per_paper", seeds.references_per_paper))
-    filters = raw.get("filters") or {}
-    seeds.languages = list(filters.get("languages", seeds.languages) or [])
-    seeds.require_abstract = bool(filters.get("require_abstract", seeds.require_abstract))
-    if seeds.is_empty():
-        seeds.problems.append(f"seed file {path} lists no DOIs, arXiv ids, OpenAlex ids or arXiv queries")
-    return seeds
 
 
 @dataclass
@@ -139,7 +51,14 @@ def crawl_openalex(client: OpenAlexClient, seeds: Seeds) -> CrawlResult:
         frontier.append((paper, depth))
         return True
 
-    for identifier in seeds.identifiers:
+    identifiers = seeds.identifiers
+    for asked, identifier in enumerate(identifiers):
+        if len(result.papers) >= seeds.max_papers:  # the cap holds for the seeds too: no request past it
+            result.requests_skipped += len(identifiers) - asked
+            log.info(
+                "max_papers (%d) reached: %d seeds not asked", seeds.max_papers, len(identifiers) - asked
+            )
+            break
         try:
             work = client.work(identifier)
         except (HttpError, *MALFORMED_RECORD) as exc:
@@ -180,18 +99,22 @@ def crawl_arxiv(client: ArxivClient, seeds: Seeds) -> CrawlResult:
     """The arXiv ids in the seeds plus every seeded arXiv query."""
     result = CrawlResult()
     by_id: dict[str, Paper] = {}
-    if seeds.arxiv_ids:
+    wanted = seeds.arxiv_ids[: seeds.max_papers]  # one paper per id at most: more could never be kept
+    result.requests_skipped += len(seeds.arxiv_ids) - len(wanted)
+    if wanted:
         try:
-            page = client.by_ids(seeds.arxiv_ids)
+            page = client.by_ids(wanted)
             for problem in page.errors:
                 result.add_failure(problem)
             for paper in page.papers:
                 by_id[paper.arxiv_id] = paper
-            for missing in set(seeds.arxiv_ids) - set(by_id):
+            for missing in set(wanted) - set(by_id):
                 result.add_failure(f"seed arXiv:{missing}: resolves to nothing in arXiv")
         except (HttpError, *MALFORMED_RECORD) as exc:
-            result.add_failure(f"arXiv ids {seeds.arxiv_ids}: {exc}")
+            result.add_failure(f"arXiv ids {wanted[:5]}{'...' if len(wanted) > 5 else ''}: {exc}")
     for query in seeds.arxiv_queries:
+        if len(by_id) >= seeds.max_papers:
+            break
         try:
             for paper in client.iter_search(query.query, max_results=query.max_results):
                 by_id.setdefault(paper.arxiv_id, paper)
