@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -239,11 +240,19 @@ def _take_utf8_path(paper: Paper, path: Path, store_root: Path | None) -> Paper:
     return paper
 
 
+Enricher = Callable[[Paper], Paper]
+
+
 def load_pdf_folder(
-    folder: Path, *, limits: PdfLimits | None = None, store_root: Path | None = None
+    folder: Path,
+    *,
+    limits: PdfLimits | None = None,
+    store_root: Path | None = None,
+    enricher: Enricher | None = None,
 ) -> LoadReport:
     """Metadata of every PDF under `folder`, each opened in a limited child process (a bomb costs its own
-    file only); refused files and links out of the folder are rejected with their reason."""
+    file only); refused files and links out of the folder are rejected with their reason. `enricher` (e.g.
+    `functools.partial(corpus.enrich.enrich_paper, openalex=..., arxiv=...)`) completes each record from an API."""
     limits = limits or PdfLimits()
     report = LoadReport(kind="pdf_folder")
     files, skipped = iter_pdf_files(folder)
@@ -252,11 +261,17 @@ def load_pdf_folder(
             f"file:{display_name(path.name)}", display_name(path.name), "local_pdf", reason, message
         )
     for path in files:
-        _load_one(path, limits, report, store_root)
+        _load_one(path, limits, report, store_root, enricher)
     return report
 
 
-def _load_one(path: Path, limits: PdfLimits, report: LoadReport, store_root: Path | None) -> None:
+def _load_one(
+    path: Path,
+    limits: PdfLimits,
+    report: LoadReport,
+    store_root: Path | None,
+    enricher: Enricher | None = None,
+) -> None:
     shown = display_name(path.name)
     if not is_utf8_path(path):
         report.repairs.append(f"{shown}: file name is not UTF-8 (shown with U+FFFD)")
@@ -268,7 +283,8 @@ def _load_one(path: Path, limits: PdfLimits, report: LoadReport, store_root: Pat
         max_stream_bytes=limits.max_stream_bytes,
     )
     if outcome.ok:
-        report.papers.append(_take_utf8_path(outcome.value, path, store_root))
+        paper = _take_utf8_path(outcome.value, path, store_root)
+        report.papers.append(enricher(paper) if enricher is not None else paper)
         return
     reason = outcome.reason or "cannot_open"
     message = (
@@ -278,7 +294,11 @@ def _load_one(path: Path, limits: PdfLimits, report: LoadReport, store_root: Pat
 
 
 def load_local_corpus(
-    path: Path, *, limits: PdfLimits | None = None, store_root: Path | None = None
+    path: Path,
+    *,
+    limits: PdfLimits | None = None,
+    store_root: Path | None = None,
+    enricher: Enricher | None = None,
 ) -> LoadReport:
     """A BEIR directory or a folder of PDFs; a clear error for anything else."""
     if not path.exists():
@@ -286,10 +306,10 @@ def load_local_corpus(
     if is_beir_corpus(path):
         return load_beir_papers(path)
     if path.is_dir():
-        return load_pdf_folder(path, limits=limits, store_root=store_root)
+        return load_pdf_folder(path, limits=limits, store_root=store_root, enricher=enricher)
     if path.suffix.lower() == ".pdf":
         report = LoadReport(kind="pdf_folder")
-        _load_one(path, limits or PdfLimits(), report, store_root)
+        _load_one(path, limits or PdfLimits(), report, store_root, enricher)
         return report
     raise ValueError(
         f"LUMINA_CORPUS={path} is neither a folder of PDFs nor a BEIR directory with corpus.jsonl"
