@@ -3,6 +3,7 @@
 import time
 
 from lumina_assets.core import settings, tables
+from lumina_assets.core.hygiene import display_name
 
 SUMMARY_KEYS = (
     "papers", "new_papers", "rejected", "failures", "pdfs", "parsed", "passages", "rows", "questions",
@@ -53,7 +54,9 @@ def run_demo(args) -> int:
 
     corpus = settings.corpus_path()
     if corpus is not None and not corpus.exists():
-        print(f"LUMINA_CORPUS={corpus} does not exist: point it at a folder of PDFs or a BEIR directory.")
+        print(
+            f"LUMINA_CORPUS={display_name(corpus)} does not exist: point it at a folder of PDFs or a BEIR directory."
+        )
         return 2
     if corpus is None:
         if not network_available():
@@ -66,7 +69,7 @@ def run_demo(args) -> int:
             return 2
         print(f"Crawling the seeds in {settings.seeds_file()} (OpenAlex needs OPENALEX_API_KEY).")
     else:
-        print(f"Offline corpus: {corpus}")
+        print(f"Offline corpus: {display_name(corpus)}")  # a path that is not UTF-8 cannot be printed as is
 
     from lumina_assets.definitions import defs
 

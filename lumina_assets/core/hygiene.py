@@ -49,6 +49,51 @@ def display_name(path: Path | str | bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
+def path_text(path: Path | str | bytes) -> str:
+    """A path as valid UTF-8 that still tells paths apart, for ids, origins and table cells: bytes that are not
+    UTF-8 are written as `\\xNN` escapes (display_name's U+FFFD would make two such folders one)."""
+    raw = path if isinstance(path, bytes) else os.fsencode(str(path))
+    return raw.decode("utf-8", errors="backslashreplace")
+
+
+# Caps on free-text metadata (a PDF's /Title, an API's venue, an author list): real values are far shorter, and
+# each lands in every passage row of its paper. A capped field is recorded in the paper's metadata_sources as
+# "<field>:truncated".
+MAX_TITLE_CHARS = 512
+MAX_VENUE_CHARS = 512
+MAX_NAME_CHARS = 256  # one author, one keyword
+MAX_LIST_ITEMS = 500  # authors, keywords
+ELLIPSIS = "\u2026"
+
+
+def cap_text(value: str | None, limit: int) -> tuple[str | None, bool]:
+    """(value cut to `limit` characters with an ellipsis, whether it was cut)."""
+    if value is None or len(value) <= limit:
+        return value, False
+    return value[: limit - 1].rstrip() + ELLIPSIS, True
+
+
+def cap_metadata(paper: Any) -> list[str]:
+    """Cap a Paper's free-text metadata in place (title, venue, each author and keyword, and how many of them);
+    returns the fields cut, each also recorded in `paper.metadata_sources` as "<field>:truncated"."""
+    cut: list[str] = []
+    for name, limit in (("title", MAX_TITLE_CHARS), ("venue", MAX_VENUE_CHARS)):
+        value, was_cut = cap_text(getattr(paper, name), limit)
+        if was_cut:
+            setattr(paper, name, value)
+            cut.append(name)
+    for name in ("authors", "keywords"):
+        items = list(getattr(paper, name) or [])
+        capped = [cap_text(item, MAX_NAME_CHARS) for item in items[:MAX_LIST_ITEMS]]
+        if len(items) > MAX_LIST_ITEMS or any(was_cut for _, was_cut in capped):
+            setattr(paper, name, [item for item, _ in capped])
+            cut.append(name)
+    for name in cut:
+        if f"{name}:truncated" not in paper.metadata_sources:
+            paper.metadata_sources.append(f"{name}:truncated")
+    return cut
+
+
 def is_utf8_path(path: Path | str) -> bool:
     """Whether the path's bytes are UTF-8 (a name decoded with surrogateescape is not)."""
     try:
@@ -84,11 +129,14 @@ def usable_text(value: Any) -> tuple[str | None, bool]:
 
 
 __all__ = [
+    "cap_metadata",
+    "cap_text",
     "clean_strings",
     "clean_text",
     "display_name",
     "is_utf8_path",
     "needs_cleaning",
+    "path_text",
     "usable_identifier",
     "usable_text",
 ]

@@ -20,6 +20,7 @@ import polars as pl
 import pyarrow as pa
 
 from lumina_assets.core import tables
+from lumina_assets.core.hygiene import path_text
 from lumina_assets.core.schemas import PAPER_FIELDS, Paper, rows_to_table
 from lumina_assets.corpus.normalize import NormalizeResult, Rejection, normalize
 
@@ -44,7 +45,7 @@ _PAPER_NAMES = {f.name for f in dataclasses.fields(Paper)}
 
 def corpus_origin(path: Path | str) -> str:
     """The origin of a `LUMINA_CORPUS` folder: its resolved path, so the same folder is one origin however named."""
-    return CORPUS_ORIGIN_PREFIX + str(Path(path).expanduser().resolve())
+    return CORPUS_ORIGIN_PREFIX + path_text(Path(path).expanduser().resolve())  # valid UTF-8, still unique
 
 
 def resolve_origin(name: str, known: list[str]) -> str:

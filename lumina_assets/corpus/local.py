@@ -7,18 +7,24 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lumina_assets.core.hygiene import clean_text, display_name, is_utf8_path
-from lumina_assets.core.ids import paper_id_for
+from lumina_assets.core.hygiene import cap_metadata, clean_text, display_name, is_utf8_path, path_text
+from lumina_assets.core.ids import normalize_arxiv_id, paper_id_for
 from lumina_assets.core.sandbox import run_limited
 from lumina_assets.core.schemas import Paper
 from lumina_assets.corpus.collections import is_beir_corpus, iter_corpus_records
 from lumina_assets.corpus.normalize import Rejection
-from lumina_assets.parsing.pdf_metadata import read_header
-from lumina_assets.parsing.preflight import DEFAULT_MAX_BYTES, DEFAULT_MAX_STREAM_BYTES, PdfLimits
+from lumina_assets.parsing.pdf_metadata import PdfHeader, authors_from_info, read_header
+from lumina_assets.parsing.preflight import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_PAGES,
+    DEFAULT_MAX_STREAM_BYTES,
+    PdfLimits,
+)
 from lumina_assets.parsing.titles import clean_title, usable_title_line
 
 _ABSTRACT = re.compile(r"\babstract\b[\s.:—-]*", re.IGNORECASE)
@@ -66,23 +72,67 @@ def file_sha256(path: Path) -> str:
 def load_beir_papers(path: Path, *, corpus_name: str | None = None) -> LoadReport:
     """One Paper per corpus.jsonl record (read by `collections.iter_corpus_records`); a bad line is rejected
     with its reason, never kept with a made-up id or title."""
-    name = corpus_name or path.name
+    name = corpus_name or path_text(path.name)  # a folder name that is not UTF-8 still makes valid ids
     report = LoadReport(kind="beir")
     for number, record, problem in iter_corpus_records(path, report.repairs):
         if problem:
             report.reject(f"beir-{name}:line-{number}", "", "beir", problem.reason, str(problem))
             continue
         doc_id = record["_id"]
-        report.papers.append(
-            Paper(
-                paper_id=paper_id_for(corpus=f"beir-{name}", corpus_doc_id=doc_id),
-                title=record["title"].strip(),
-                abstract=record["text"].strip() or None,
-                source="beir",
-                source_id=doc_id,
-            )
+        paper = Paper(
+            paper_id=paper_id_for(corpus=f"beir-{name}", corpus_doc_id=doc_id),
+            title=record["title"].strip(),
+            abstract=record["text"].strip() or None,
+            source="beir",
+            source_id=doc_id,
         )
+        for cut in cap_metadata(paper):
+            report.repairs.append(f"corpus.jsonl line {number} (_id {doc_id[:40]}): {cut} truncated")
+        report.papers.append(paper)
     return report
+
+
+# What one page may hold for a metadata read (its content streams and the forms it draws, decoded): real papers'
+# pages hold 10-500 KB. Reading metadata interprets page one several times (text, title layout, author lines),
+# which on a page of 31 MB of text operators took the whole 120 s limit where parsing took 11 s; a first page past
+# this is not read (title and authors from the Info dictionary and the file name, recorded as
+# "page_text:skipped"), and other pages past it are left out of the running-header scan.
+PAGE_CONTENT_BUDGET = 1024 * 1024
+
+
+def page_content_bytes(document, page, budget: int = PAGE_CONTENT_BUDGET) -> int:
+    """Decoded bytes of a page's content streams and the form XObjects it draws, counted up to just past
+    `budget`: a Flate stream is inflated a megabyte at a time and never held whole."""
+    total = 0
+    for xref in [*page.get_contents(), *(xobject[0] for xobject in page.get_xobjects())]:
+        if document.xref_get_key(xref, "Filter")[1] == "/FlateDecode":
+            inflater, data = zlib.decompressobj(), document.xref_stream_raw(xref)
+            try:
+                while data and total <= budget:
+                    total += len(inflater.decompress(data, 1 << 20))
+                    data = inflater.unconsumed_tail
+            except zlib.error:
+                pass  # a broken stream: MuPDF repairs or rejects it; what inflated so far counts
+        else:
+            total += len(document.xref_stream(xref) or b"")
+        if total > budget:
+            break
+    return total
+
+
+def _header_from_info(meta: dict[str, str], file_stem: str) -> PdfHeader:
+    """What a PDF says of itself without reading a page: the Info dictionary, the file name."""
+    header = PdfHeader()
+    header.authors = authors_from_info(meta.get("author"))
+    if header.authors:
+        header.sources["authors"] = "pdf_info"
+    header.arxiv_id = normalize_arxiv_id(file_stem) if file_stem else None
+    if header.arxiv_id:
+        header.sources["arxiv_id"] = "file_name"
+    created = re.match(r"D:(\d{4})", meta.get("creationDate") or "")
+    if created:
+        header.year, header.sources["year"] = int(created.group(1)), "pdf_info_date"
+    return header
 
 
 def _first_page_text(document) -> str:
@@ -127,9 +177,12 @@ def pdf_metadata(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES,
+    max_pages: int = DEFAULT_MAX_PAGES,
 ) -> Paper:
     """A Paper for one local PDF; raises PdfRejected (a ValueError naming the file) when it is too large,
-    not a PDF, encrypted, a decompression bomb or cannot be opened. Every string is valid UTF-8."""
+    not a PDF, encrypted, a decompression bomb, over the page cap or cannot be opened (the limits parsing
+    applies). Pages over PAGE_CONTENT_BUDGET are not read; free-text fields are capped (core.hygiene). Every
+    string is valid UTF-8."""
     import pymupdf
 
     from lumina_assets.parsing.base import ParseFailure
@@ -159,24 +212,36 @@ def pdf_metadata(
             check_streams(document, max_stream_bytes=max_stream_bytes)
         except ParseFailure as failure:
             raise PdfRejected(failure.reason, f"{shown}: {failure.detail}") from None
+        if max_pages and document.page_count > max_pages:
+            raise PdfRejected(
+                "too_many_pages", f"{shown}: {document.page_count} pages exceeds the {max_pages} page cap"
+            )
         meta = {k: clean_text(v) for k, v in (document.metadata or {}).items() if isinstance(v, str)}
-        first_page = clean_text(_first_page_text(document))
+        sizes = [page_content_bytes(document, page) for page in document]
+        read_pages = bool(sizes) and sizes[0] <= PAGE_CONTENT_BUDGET
+        if read_pages and max(sizes) > PAGE_CONTENT_BUDGET:
+            document.select([n for n, size in enumerate(sizes) if size <= PAGE_CONTENT_BUDGET])
+        first_page = clean_text(_first_page_text(document)) if read_pages else ""
         title_meta = (meta.get("title") or "").strip()
         title = (
             title_meta if len(title_meta) > 8 and not title_meta.lower().endswith((".pdf", ".dvi")) else ""
         )
         sources = {"title": "pdf_info"}
-        if not clean_title(title):
+        if not clean_title(title) and read_pages:
             title = clean_text(_title_from_first_page(document))
             sources["title"] = "pdf_text"
         if not clean_title(title):
             title, sources["title"] = display_name(path.stem), "file_name"
-        header = read_header(document, file_stem=display_name(path.stem))
+        if read_pages:
+            header = read_header(document, file_stem=display_name(path.stem))
+        else:
+            header = _header_from_info(meta, display_name(path.stem))
+            sources["page_text"] = "skipped"
         sources.update(header.sources)
         abstract = _abstract_from_text(first_page)
         if abstract:
             sources["abstract"] = "pdf_text"
-        return Paper(
+        paper = Paper(
             paper_id=paper_id_for(doi=header.doi, arxiv_id=header.arxiv_id, file_sha256=sha),
             title=re.sub(r"\s+", " ", clean_title(title)).strip(),
             doi=header.doi,
@@ -190,6 +255,8 @@ def pdf_metadata(
             local_path=str(path.resolve()),
             metadata_sources=[f"{name}:{source}" for name, source in sources.items()],
         )
+        cap_metadata(paper)  # a 1 MB /Title would otherwise sit in every passage row of the paper
+        return paper
 
 
 def iter_pdf_files(root: Path) -> tuple[list[Path], list[tuple[Path, str, str]]]:
@@ -281,9 +348,18 @@ def _load_one(
         limits=limits.process(),
         max_bytes=limits.max_bytes,
         max_stream_bytes=limits.max_stream_bytes,
+        max_pages=limits.max_pages,
     )
     if outcome.ok:
         paper = _take_utf8_path(outcome.value, path, store_root)
+        for entry in paper.metadata_sources:
+            if entry.endswith(":truncated"):
+                report.repairs.append(f"{shown}: {entry.split(':')[0]} truncated (core.hygiene caps)")
+            elif entry == "page_text:skipped":
+                report.repairs.append(
+                    f"{shown}: page one holds over {PAGE_CONTENT_BUDGET // 1024} KB of content: not read for "
+                    "metadata (title and authors from the Info dictionary / file name)"
+                )
         report.papers.append(enricher(paper) if enricher is not None else paper)
         return
     reason = outcome.reason or "cannot_open"
@@ -302,7 +378,7 @@ def load_local_corpus(
 ) -> LoadReport:
     """A BEIR directory or a folder of PDFs; a clear error for anything else."""
     if not path.exists():
-        raise FileNotFoundError(f"LUMINA_CORPUS points to {path}, which does not exist")
+        raise FileNotFoundError(f"LUMINA_CORPUS points to {display_name(path)}, which does not exist")
     if is_beir_corpus(path):
         return load_beir_papers(path)
     if path.is_dir():
@@ -312,5 +388,5 @@ def load_local_corpus(
         _load_one(path, limits or PdfLimits(), report, store_root, enricher)
         return report
     raise ValueError(
-        f"LUMINA_CORPUS={path} is neither a folder of PDFs nor a BEIR directory with corpus.jsonl"
+        f"LUMINA_CORPUS={display_name(path)} is neither a folder of PDFs nor a BEIR directory with corpus.jsonl"
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz
 
+from lumina_assets.core.hygiene import cap_metadata
 from lumina_assets.core.ids import paper_id_for
 from lumina_assets.core.schemas import Paper
 
@@ -57,6 +58,7 @@ def _clean(paper: Paper) -> Paper:
     if paper.abstract is not None:
         paper.abstract = re.sub(r"\s+", " ", paper.abstract).strip() or None
     paper.authors = [re.sub(r"\s+", " ", a).strip() for a in paper.authors if a and a.strip()]
+    cap_metadata(paper)  # whatever the source: a title lands in every passage row of its paper
     return paper
 
 

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from lumina_assets.core import settings, tables
 from lumina_assets.core.http import redact_url
+from lumina_assets.core.hygiene import clean_text, display_name, path_text
 from lumina_assets.core.schemas import (
     PAPER_FIELDS,
     PAPERS_TABLE_SCHEMA,
@@ -219,9 +220,15 @@ def local_papers(
     limits = parsing.pdf_limits()
     path = corpus.local_corpus()
     if path is not None:
-        loaded = load_local_corpus(path, limits=limits)
+        try:
+            loaded = load_local_corpus(path, limits=limits)
+        except (OSError, ValueError) as error:  # the corpus is refused, the inbox below still comes in
+            shown = display_name(path)
+            message = clean_text(str(error))  # an OSError names the path as given: maybe not UTF-8
+            report.reject(f"corpus:{path_text(path)}", shown, "local_corpus", "unreadable_corpus", message)
+            loaded = LoadReport()
         report.extend(loaded)
-        kinds[loaded.kind] += len(loaded.papers)
+        kinds[loaded.kind or "corpus"] += len(loaded.papers)
         origins += [catalogue.corpus_origin(path)] * len(loaded.papers)
     inbox = settings.inbox_dir()
     if inbox.is_dir():
@@ -242,7 +249,7 @@ def local_papers(
     return dg.MaterializeResult(
         metadata={
             "papers": len(report.papers),
-            "corpus_path": str(path) if path else "none",
+            "corpus_path": display_name(path) if path else "none",
             "by_kind": dg.MetadataValue.json(dict(kinds)),
             **_failure_metadata(
                 [f"{r.reason}: {m}" for r, m in zip(report.rejected, report.errors, strict=True)]
