@@ -97,30 +97,53 @@ def aggregate(per_question: Sequence[float | None], **kwargs) -> Estimate:
 
 RANKING_MEASURES = ("nDCG@10", "AP@10", "R@10", "R@1000", "RR")  # R@1000: recall of every merged context
 
+# a run: question id -> ranked document ids (best first), or -> {document id: score} as a retriever scored them
+Ranking = Sequence[str] | Mapping[str, float]
 
-def ranking_metrics(
+
+def per_query_ranking(
     qrels: Mapping[str, Mapping[str, int]],
-    run: Mapping[str, Sequence[str]],
+    run: Mapping[str, Ranking],
     measures: Iterable[str] = RANKING_MEASURES,
-) -> dict[str, float]:
-    """Mean ranking metrics over the questions that have qrels, via ir_measures.
-
-    `run` maps question id -> ranked document ids (best first); a question with qrels but no results scores 0.
-    """
+) -> dict[str, dict[str, float]]:
+    """question id -> {measure: value} via ir_measures, for every question with at least one relevant document
+    (0 where the run has nothing for it); the one place ranking metrics are computed. The per-question values are
+    what paired tests need; `ranking_metrics` averages them."""
     import ir_measures
 
     parsed = [ir_measures.parse_measure(m) for m in measures]
-    judged = {q: {d: int(r) for d, r in docs.items()} for q, docs in qrels.items() if docs}
-    if not judged:
-        return {}
-    run_dict: dict[str, dict[str, float]] = {}
+    judged = {
+        q: {d: int(r) for d, r in docs.items()}
+        for q, docs in qrels.items()
+        if any(r > 0 for r in docs.values())
+    }
+    out = {q: {str(m): 0.0 for m in parsed} for q in judged}
+    scored: dict[str, dict[str, float]] = {}
     for qid in judged:
-        ranked = list(dict.fromkeys(run.get(qid, [])))  # first occurrence keeps its rank
-        run_dict[qid] = {doc: float(len(ranked) - rank) for rank, doc in enumerate(ranked)}
-    per_query: dict[str, dict[str, float]] = {str(m): {} for m in parsed}
-    for metric in ir_measures.iter_calc(parsed, judged, {q: d for q, d in run_dict.items() if d}):
-        per_query[str(metric.measure)][metric.query_id] = float(metric.value)
-    return {name: sum(values.get(q, 0.0) for q in judged) / len(judged) for name, values in per_query.items()}
+        ranking = run.get(qid) or {}
+        if not isinstance(ranking, Mapping):  # ranked ids: the first occurrence keeps its rank
+            ranked = list(dict.fromkeys(ranking))
+            ranking = {doc: float(len(ranked) - rank) for rank, doc in enumerate(ranked)}
+        if ranking:
+            scored[qid] = dict(ranking)
+    for metric in ir_measures.iter_calc(parsed, judged, scored):
+        out[metric.query_id][str(metric.measure)] = float(metric.value)
+    return out
+
+
+def ranking_metrics(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Ranking],
+    measures: Iterable[str] = RANKING_MEASURES,
+) -> dict[str, float]:
+    """Each measure's mean over the questions with a relevant document (a question the run has nothing for counts
+    as 0); {} when no question has one."""
+    measures = list(measures)
+    per_query = per_query_ranking(qrels, run, measures)
+    if not per_query:
+        return {}
+    names = next(iter(per_query.values()))
+    return {name: sum(values[name] for values in per_query.values()) / len(per_query) for name in names}
 
 
 # ---------------------------------------------------------------- judge agreement
@@ -161,28 +184,6 @@ def agreement(judge: Sequence[int], human: Sequence[int]) -> Agreement:
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / (tp + fn) if tp + fn else 0.0
     return Agreement(kappa, precision, recall, observed, n, tp + fn)
-
-
-def per_query_ranking(
-    qrels: Mapping[str, Mapping[str, int]],
-    run: Mapping[str, Sequence[str]],
-    measures: Iterable[str] = ("nDCG@10", "R@1000", "RR"),
-) -> dict[str, dict[str, float]]:
-    """question id -> {measure: value} for every question with qrels (0 where the run has nothing), via
-    ir_measures; the per-question values the paired tests need."""
-    import ir_measures
-
-    parsed = [ir_measures.parse_measure(m) for m in measures]
-    judged = {q: {d: int(r) for d, r in docs.items()} for q, docs in qrels.items() if docs}
-    out = {q: {str(m): 0.0 for m in parsed} for q in judged}
-    run_dict = {}
-    for qid in judged:
-        ranked = list(dict.fromkeys(run.get(qid, [])))
-        if ranked:
-            run_dict[qid] = {doc: float(len(ranked) - rank) for rank, doc in enumerate(ranked)}
-    for metric in ir_measures.iter_calc(parsed, judged, run_dict):
-        out[metric.query_id][str(metric.measure)] = float(metric.value)
-    return out
 
 
 # ---------------------------------------------------------------- paired comparison
