@@ -9,6 +9,7 @@ import sys
 COMMAND_MODULES = (
     "lumina_assets.cli.parsing",
     "lumina_assets.cli.search",
+    "lumina_assets.cli.evaluation",
     "lumina_assets.cli.benchmark",
     "lumina_assets.cli.ops",
     "lumina_assets.cli.catalogue",

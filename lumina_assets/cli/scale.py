@@ -1,11 +1,16 @@
 """`lumina bench scale --passages 10000,100000,1000000 [--json]`: build synthetic indexes of each size and print
-build time, ANN build time, first query in a new process, resident memory, p50 / p95 and ANN recall@10."""
+build time, ANN build time, first query in a new process, resident memory, p50 / p95 and ANN recall@10.
+`lumina bench serve`: API latency under concurrent clients against in-process search on a collection's index.
+The harnesses are `evals.scale_bench` and `evals.serve_load`; this module reads arguments and prints."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
 import time
+from pathlib import Path
 
 
 def add_commands(commands, bench_commands) -> None:
@@ -46,11 +51,22 @@ def add_commands(commands, bench_commands) -> None:
     bench.add_argument("--json", action="store_true", help="one JSON object per size on its own line")
     bench.set_defaults(handler=run_bench_scale)
 
+    serve = bench_commands.add_parser(
+        "serve", help="API latency under concurrent clients vs in-process search"
+    )
+    serve.add_argument("--dir", default=None, help="BEIR dir (default ../shared/data/scifact)")
+    serve.add_argument("--index", default=None, help="LanceDB URI (default: the collection's eval index)")
+    serve.add_argument("--clients", type=int, default=20)
+    serve.add_argument("--seconds", type=float, default=60.0)
+    serve.add_argument("--k", type=int, default=10)
+    serve.add_argument("--in-process-queries", type=int, default=50)
+    serve.add_argument("--port", type=int, default=0, help="0: a free port")
+    serve.add_argument("--json", action="store_true")
+    serve.set_defaults(handler=_bench_serve)
+
 
 def run_bench_scale(args) -> int:
-    import sys
-
-    from lumina_assets.search.scale_bench import BenchError
+    from evals.scale_bench import BenchError
 
     try:
         return _bench_scale(args)
@@ -60,9 +76,9 @@ def run_bench_scale(args) -> int:
 
 
 def _bench_scale(args) -> int:
+    from evals import scale_bench
     from lumina_assets.core import settings
     from lumina_assets.indexing.embedding import Embedder
-    from lumina_assets.search import scale_bench
     from lumina_assets.search.config import SearchConfig
 
     scifact = settings.shared_data_dir() / "scifact"
@@ -169,3 +185,89 @@ def _bench_scale(args) -> int:
                 f"{paired['median_difference_ms']:+.2f} ms, faster on {paired['faster_share']:.0%} of queries"
             )
     return 0
+
+
+# ---------------------------------------------------------------- lumina bench serve
+
+
+def _bench_serve(args) -> int:
+    from evals.collection_eval import collection_index
+    from evals.latency import percentile_ms
+    from evals.serve_load import run_load
+    from lumina_assets.cli.serve import build_service, serve_in_thread
+    from lumina_assets.core import settings
+    from lumina_assets.corpus.collections import CollectionError
+    from lumina_assets.search.api import create_app
+    from lumina_assets.search.request import SearchRequest
+
+    directory = Path(args.dir) if args.dir else settings.shared_data_dir() / "scifact"
+    try:
+        collection, _, uri, _ = collection_index(
+            directory, log=lambda m: print(m, file=sys.stderr, flush=True), index=args.index
+        )
+    except CollectionError as error:
+        raise SystemExit(str(error)) from error
+    queries = list(collection.queries.values())
+    service = build_service(uri, engines=4, use_llm=False)
+    service.warm_up()
+
+    in_process = []
+    for query in queries[: args.in_process_queries]:
+        started = time.perf_counter()
+        service.search(SearchRequest(query, k=args.k))
+        in_process.append(time.perf_counter() - started)
+    bare = []
+    with service.pool.engine() as engine:
+        for query in queries[: args.in_process_queries]:
+            started = time.perf_counter()
+            engine.search(query, args.k)
+            bare.append(time.perf_counter() - started)
+
+    server, thread, port = serve_in_thread(create_app(service), args.port)
+    try:
+        # other queries than the in-process ones, so the API gets no sentence-vector cache hits from them
+        unseen = queries[args.in_process_queries :] or queries
+        load = run_load(
+            f"http://127.0.0.1:{port}", unseen, clients=args.clients, seconds=args.seconds, k=args.k
+        ).summary()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+    def pct(samples, q):
+        return round(percentile_ms(samples, q), 1)
+
+    figures = {
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "k": args.k,
+        "api_requests": load["requests"],
+        "api_errors": load["errors"],
+        "api_throughput_rps": load["throughput_rps"],
+        "api_p50_ms": load["p50_ms"],
+        "api_p95_ms": load["p95_ms"],
+        "in_process_service_p50_ms": pct(in_process, 50),
+        "in_process_service_p95_ms": pct(in_process, 95),
+        "in_process_engine_p50_ms": pct(bare, 50),
+        "in_process_engine_p95_ms": pct(bare, 95),
+        "cpus": os.cpu_count(),
+    }
+    print("| measure | p50 ms | p95 ms |")
+    print("|---|---|---|")
+    print(
+        f"| API, {args.clients} concurrent clients for {args.seconds:g} s | {load['p50_ms']} | {load['p95_ms']} |"
+    )
+    print(
+        f"| in process, one at a time: search + evidence + overview | {figures['in_process_service_p50_ms']} | "
+        f"{figures['in_process_service_p95_ms']} |"
+    )
+    print(
+        f"| in process, one at a time: engine.search only | {figures['in_process_engine_p50_ms']} | "
+        f"{figures['in_process_engine_p95_ms']} |"
+    )
+    print(f"API: {load['requests']} requests, {load['errors']} errors, {load['throughput_rps']} req/s")
+    for sample in load["error_samples"]:
+        print(f"  error: {sample}")
+    if args.json:
+        print(json.dumps(figures))
+    return 0 if load["errors"] == 0 else 1

@@ -1,8 +1,7 @@
-"""`lumina search`, `lumina eval beir` and `lumina bench search`."""
+"""`lumina search` and `lumina bench search`."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -27,28 +26,6 @@ def add_commands(commands, bench_commands) -> None:
     )
     search.set_defaults(handler=_search)
 
-    eval_parser = _subcommand_group(
-        commands, "eval", "retrieval evaluation on collections with relevance judgments"
-    )
-    beir = eval_parser.add_parser(
-        "beir", help="index a BEIR (or SMART, e.g. CISI) directory and score every query"
-    )
-    beir.add_argument(
-        "directory", help="BEIR dir (corpus.jsonl, queries.jsonl, qrels/) or SMART dir (*.ALL/.QRY/.REL)"
-    )
-    beir.add_argument("--split", default="test", help="qrels split for BEIR dirs (default test)")
-    beir.add_argument(
-        "--k", type=int, default=10, help="cut-off shown in the per-query table (metrics are fixed)"
-    )
-    beir.add_argument("--json", action="store_true", help="last line: one JSON object with the metrics")
-    beir.add_argument(
-        "--set", action="append", default=[], metavar="FIELD=VALUE", help="override a SearchConfig field"
-    )
-    beir.add_argument(
-        "--ablation", action="store_true", help="also score the pipeline with each stage switched off"
-    )
-    beir.set_defaults(handler=_eval_beir)
-
     bench = bench_commands.add_parser(
         "search", help="query latency vs a bare LanceDB query; indexing throughput"
     )
@@ -61,21 +38,10 @@ def add_commands(commands, bench_commands) -> None:
     bench.set_defaults(handler=_bench_search)
 
 
-def _subcommand_group(commands, name: str, help_text: str):
-    """`lumina <name> ...` sub-subcommands; reuses the group when another module registered it first."""
-    existing = commands.choices.get(name)
-    if existing is not None:
-        for action in existing._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                return action
-    parser = commands.add_parser(name, help=help_text)
-    return parser.add_subparsers(dest=f"{name}_command", required=True)
-
-
 # ---------------------------------------------------------------- lumina search
 
 
-def _configured(config):
+def configured(config):
     """`config` plus the LLM / cross-encoder stages the environment switches on (see search_models)."""
     from lumina_assets.cli.llm import env_llm_client
     from lumina_assets.search.model_stages import configured_search_config, search_llm_client
@@ -92,11 +58,12 @@ def _search(args) -> int:
 
     uri = args.db or settings.lancedb_uri()
     try:
-        config = _configured(SearchConfig())
+        config = configured(SearchConfig())
     except ValueError as error:
         print(f"Search stages misconfigured: {error}", file=sys.stderr)
         return 2
-    from lumina_assets.search.results import BadRequest, SearchRequest, SearchService
+    from lumina_assets.search.request import BadRequest, SearchRequest
+    from lumina_assets.search.results import SearchService
 
     answer = None
     try:
@@ -199,148 +166,16 @@ def _marked(text: str, highlights: list[dict], bold: str, off: str, color: bool)
     return "".join(out)
 
 
-# ---------------------------------------------------------------- lumina eval beir
-
-
-def _parse_overrides(pairs: list[str]) -> dict:
-    from lumina_assets.search.config import SearchConfig
-
-    defaults = SearchConfig()
-    changes = {}
-    for pair in pairs:
-        name, _, raw = pair.partition("=")
-        if not hasattr(defaults, name):
-            raise SystemExit(f"unknown SearchConfig field {name!r}")
-        current = getattr(defaults, name)
-        if current is None:  # the model-backed stages take code, not a string
-            raise SystemExit(
-                f"{name} cannot be set with --set: use LUMINA_SEARCH_LLM=parse,expand,rerank or LUMINA_RERANK_MODEL"
-            )
-        if isinstance(current, bool):
-            value = raw.lower() in ("1", "true", "yes", "on")
-        elif isinstance(current, int):
-            value = int(raw)
-        elif isinstance(current, float):
-            value = float(raw)
-        elif isinstance(current, dict):
-            value = {**current, **json.loads(raw)}
-        else:
-            value = raw
-        changes[name] = value
-    return changes
-
-
-ABLATIONS: dict[str, dict] = {
-    "full pipeline (default)": {},
-    "- query parsing": {"parse_query": False},
-    "+ acronym expansion": {"expand_acronyms": True},
-    "- passage vectors": {"passage_vectors": False},
-    "- passage full text": {"passage_fulltext": False},
-    "+ paper title vectors": {"paper_title_vectors": True},
-    "+ paper abstract vectors": {"paper_abstract_vectors": True},
-    "- paper full text": {"paper_fulltext": False},
-    "+ dense PRF (Rocchio)": {"dense_prf": True},
-    "normalization = zscore": {"normalization": "zscore"},
-    "fusion = RRF": {"fusion": "rrf"},
-    "aggregation = sum2": {"passage_aggregation": "sum2"},
-    "BM25 only (passages+papers)": {"passage_vectors": False},
-    "dense only (passage vectors)": {"passage_fulltext": False, "paper_fulltext": False},
-    "plain RRF (passage BM25 + dense)": {"fusion": "rrf", "paper_fulltext": False},
-    "index store (no in-memory fast path)": {"store": "index"},
-}
-
-
-def _eval_beir(args) -> int:
-    import numpy as np
-
-    from lumina_assets.corpus.collections import (
-        CollectionError,
-        ensure_eval_index,
-        evaluate_run,
-        load_collection,
-        precompute_query_vectors,
-        run_queries,
-    )
-    from lumina_assets.indexing.embedding import Embedder
-    from lumina_assets.search.config import SearchConfig
-    from lumina_assets.search.engine import SearchEngine
-
-    try:
-        collection = load_collection(args.directory, split=args.split)
-    except (CollectionError, OSError) as error:
-        print(f"cannot load collection: {error}", file=sys.stderr)
-        return 2
-    embedder = Embedder()
-    log = (
-        (lambda message: print(message, file=sys.stderr, flush=True))
-        if not args.json
-        else (lambda message: None)
-    )
-    uri, index_seconds, reused = ensure_eval_index(collection, embedder, log_fn=log)
-    overrides = _parse_overrides(args.set)
-    try:
-        config = _configured(SearchConfig(**overrides))
-    except ValueError as error:
-        print(f"Search stages misconfigured: {error}", file=sys.stderr)
-        return 2
-    print(
-        f"{collection.name}: {len(collection.corpus)} documents, {len(collection.queries)} judged queries; "
-        f"index {'reused' if reused else 'built'} at {uri} ({index_seconds:.1f} s to build)"
-    )
-    variants = ABLATIONS if args.ablation else {"full pipeline (default)": {}}
-    result = None
-    cache = None
-    rows = []
-    for name, changes in variants.items():
-        engine = SearchEngine(uri, embedder, config.replace(**changes))
-        engine.warm_up()
-        if result is not None:  # ablation rows reuse batch-embedded queries: their latency excludes embedding
-            if cache is None:
-                precompute_query_vectors(engine, collection)
-                cache = engine.embedding_cache
-            engine.embedding_cache = cache
-        run, latencies = run_queries(engine, collection, k=max(100, args.k))
-        metrics = evaluate_run(run, collection.qrels)
-        p50 = float(np.percentile(np.asarray(latencies) * 1000, 50)) if latencies else 0.0
-        p95 = float(np.percentile(np.asarray(latencies) * 1000, 95)) if latencies else 0.0
-        rows.append((name, metrics, p50, p95))
-        if result is None:
-            result = {
-                **{key: round(value, 4) for key, value in metrics.items()},
-                "index_seconds": round(index_seconds, 2),
-                "query_p50_ms": round(p50, 2),
-                "query_p95_ms": round(p95, 2),
-                "queries": len(collection.queries),
-                "documents": len(collection.corpus),
-                "collection": collection.name,
-                "split": args.split,
-                "index_reused": reused,
-            }
-    print("| configuration | nDCG@10 | MAP@10 | Recall@100 | MRR@10 | p50 ms | p95 ms |")
-    print("|---|---|---|---|---|---|---|")
-    for name, metrics, p50, p95 in rows:
-        print(
-            f"| {name} | {metrics['ndcg@10']:.4f} | {metrics['map@10']:.4f} | {metrics['recall@100']:.4f} | "
-            f"{metrics['mrr@10']:.4f} | {p50:.1f} | {p95:.1f} |"
-        )
-    print(
-        f"index time {index_seconds:.1f} s; query latency p50 {result['query_p50_ms']} ms, p95 {result['query_p95_ms']} ms"
-    )
-    if args.json:
-        print(json.dumps(result))
-    return 0
-
-
 # ---------------------------------------------------------------- lumina bench search
 
 
 def _bench_search(args) -> int:
     import tempfile
 
-    import numpy as np
-
+    from evals.collection_eval import ensure_eval_index
+    from evals.latency import percentile_ms
     from lumina_assets.core import settings
-    from lumina_assets.corpus.collections import collection_tables, ensure_eval_index, load_collection
+    from lumina_assets.corpus.collections import collection_tables, load_collection
     from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.embedding import Embedder
     from lumina_assets.indexing.lancedb_tables import IndexConfig, index_corpus, passage_rows
@@ -379,9 +214,6 @@ def _bench_search(args) -> int:
         embedder.encode_query(query)
         embed_only.append(time.perf_counter() - started)
 
-    def pct(samples, q):
-        return float(np.percentile(np.asarray(samples) * 1000, q))
-
     print(
         f"Search latency on {collection.name} ({table.count_rows()} passages), {len(queries)} queries, k=10:"
     )
@@ -393,10 +225,10 @@ def _bench_search(args) -> int:
         ("bare LanceDB vector query, vector given", bare_no_embed),
         ("query embedding alone", embed_only),
     ):
-        print(f"| {name} | {pct(samples, 50):.1f} | {pct(samples, 95):.1f} |")
+        print(f"| {name} | {percentile_ms(samples, 50):.1f} | {percentile_ms(samples, 95):.1f} |")
     print(
-        f"ratio full / bare (incl. embedding): p50 {pct(full, 50) / pct(bare, 50):.2f}x, "
-        f"p95 {pct(full, 95) / pct(bare, 95):.2f}x"
+        f"ratio full / bare (incl. embedding): p50 {percentile_ms(full, 50) / percentile_ms(bare, 50):.2f}x, "
+        f"p95 {percentile_ms(full, 95) / percentile_ms(bare, 95):.2f}x"
     )
 
     # indexing throughput: the full incremental indexing path vs raw SentenceTransformer.encode, same texts

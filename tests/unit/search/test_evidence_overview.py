@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from hashing_embedder import HashingEmbedder
 
+from evals.pinpoint import RationalePair, evaluate_pinpoint, is_rationale, rationale_spans
 from lumina_assets.core.schemas import Context
 from lumina_assets.parsing.chunking import sentence_spans
 from lumina_assets.search.evidence import EvidenceScorer, first_highlight
@@ -16,7 +17,6 @@ from lumina_assets.search.overview import (
     check_citations,
     extractive_overview,
 )
-from lumina_assets.search.pinpoint import RationalePair, evaluate_pinpoint, is_rationale, rationale_spans
 
 TEXT = (
     "Transformers dominate NLP.  We train SPECTER with a triplet loss where citations give positives. "

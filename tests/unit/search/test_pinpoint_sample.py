@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 
+from evals.pinpoint import evaluate_pinpoint, load_rationales
 from lumina_assets.corpus.collections import Collection, collection_tables, paper_id_for_doc
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing.connection import connect_lancedb
 from lumina_assets.indexing.embedding import Embedder
 from lumina_assets.search.engine import SearchEngine
 from lumina_assets.search.evidence import EvidenceScorer
-from lumina_assets.search.pinpoint import evaluate_pinpoint, load_rationales
 from lumina_assets.search.results import stored_sentences
 
 

@@ -130,7 +130,7 @@ def test_parse_smart_keeps_multiline_fields():
 
 
 def test_eval_overrides_are_typed_and_refuse_what_cannot_be_set():
-    from lumina_assets.cli.search import _parse_overrides
+    from lumina_assets.cli.evaluation import _parse_overrides
 
     changes = _parse_overrides(
         ['weights={"passage_vectors": 2}', "candidates=50", "dense_prf=yes", "rrf_k=10"]

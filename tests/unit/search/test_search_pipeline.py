@@ -9,7 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from lumina_assets.corpus.collections import Collection, collection_tables, evaluate_run, run_queries
+from evals.collection_eval import evaluate_run, run_queries
+from lumina_assets.corpus.collections import Collection, collection_tables
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing.connection import connect_lancedb
 from lumina_assets.indexing.embedding import Embedder

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
+from evals.latency import percentile_ms
 
 NOISE = 0.01
 WRITE_BATCH = 50_000
@@ -81,7 +82,8 @@ def synthetic_batch(
     start: int, count: int, pool, rng: np.random.Generator, dim: int
 ) -> tuple[pa.Table, np.ndarray]:
     """`count` passages (5 per paper) with the index's passage columns, and their vectors."""
-    from lumina_assets.indexing.lancedb_tables import _passage_schema, _vector_array
+    from lumina_assets.indexing.lancedb_tables import passage_schema
+    from lumina_assets.indexing.table_ops import vector_array
 
     sentences, vectors, starts = pool
     texts, matrix = [], np.empty((count, dim), dtype=np.float32)
@@ -97,7 +99,7 @@ def synthetic_batch(
     ids = [f"syn:{(start + i) // 5}#{(start + i) % 5 + 1}:0" for i in range(count)]
     papers = [f"syn:{(start + i) // 5}" for i in range(count)]
     years = pa.array([1990 + (start + i) // 5 % 35 for i in range(count)], pa.int32())
-    schema = _passage_schema(dim)
+    schema = passage_schema(dim)
     columns = {
         "passage_id": ids,
         "paper_id": papers,
@@ -118,7 +120,7 @@ def synthetic_batch(
         "authors": [[f"Author {(start + i) // 5 % 997}"] for i in range(count)],
         "text_hash": [""] * count,
         "row_hash": [""] * count,
-        "vector": _vector_array(matrix, dim),
+        "vector": vector_array(matrix, dim),
     }
     return pa.table(columns, schema=schema), matrix
 
@@ -128,6 +130,7 @@ def build_index(folder: Path, size: int, pool, dim: int, *, ann_min_rows: int, s
     import lancedb
 
     from lumina_assets.indexing import lancedb_tables as tables
+    from lumina_assets.indexing import table_ops
 
     rng = np.random.default_rng(seed)
     db = lancedb.connect(str(folder / "lancedb"))
@@ -142,7 +145,7 @@ def build_index(folder: Path, size: int, pool, dim: int, *, ann_min_rows: int, s
             row.update(doi=None, url=None, venue=None)
             row["author_last_names"] = [a.split()[-1].lower() for a in row["authors"]]
         paper_table = pa.Table.from_pylist(paper_rows)
-        first_passages = tables._vector_array(matrix[::5], dim)  # paper vectors: its first passage's
+        first_passages = table_ops.vector_array(matrix[::5], dim)  # paper vectors: its first passage's
         paper_table = paper_table.append_column("title_vector", first_passages)
         paper_table = paper_table.append_column("abstract_vector", first_passages)
         if passages is None:
@@ -152,17 +155,16 @@ def build_index(folder: Path, size: int, pool, dim: int, *, ann_min_rows: int, s
             passages.add(batch)
             papers.add(paper_table)
     exact.flush()
-    tables._ensure_fts(passages, "search_text")
-    tables._ensure_fts(papers, "search_text")
+    table_ops.ensure_fts(passages, "search_text")
+    table_ops.ensure_fts(papers, "search_text")
     for column in ("passage_id", "paper_id", "year"):
-        tables._ensure_scalar(passages, column, "BTREE")
-    tables._ensure_scalar(papers, "paper_id", "BTREE")
-    tables._ensure_scalar(papers, "author_last_names", "LABEL_LIST")
+        table_ops.ensure_scalar(passages, column, "BTREE")
+    table_ops.ensure_scalar(papers, "paper_id", "BTREE")
+    table_ops.ensure_scalar(papers, "author_last_names", "LABEL_LIST")
     build_s = time.perf_counter() - started
     started = time.perf_counter()
-    stats = tables.IndexStats(dimension=dim)
-    tables._ensure_ann(passages, "vector", size, tables.IndexConfig(ann_min_rows=ann_min_rows), stats)
-    return {"build_s": build_s, "ann_build_s": time.perf_counter() - started if stats.ann_index else 0.0}
+    has_ann, _ = table_ops.ensure_ann(passages, "vector", size, min_rows=ann_min_rows, retrain_growth=2.0)
+    return {"build_s": build_s, "ann_build_s": time.perf_counter() - started if has_ann else 0.0}
 
 
 def recall_at_10(
@@ -238,7 +240,8 @@ print(json.dumps({"first_query_s": first, "rss_mb": rss, "times": times, "store"
 """
 
 
-# One engine in a long-lived process for `paired_latency`: answers one JSON query per input line with its latency.
+# One engine in a long-lived process for `paired_latency`: answers one JSON query per input line with its latency
+# in seconds.
 PAIRED_WORKER = r"""
 import json, sys, time
 tree, uri, store = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -257,7 +260,7 @@ for line in sys.stdin:
     query = json.loads(line)
     t0 = time.perf_counter()
     engine.search(query, k=10)
-    print((time.perf_counter() - t0) * 1000, flush=True)
+    print(time.perf_counter() - t0, flush=True)
 """
 
 
@@ -307,15 +310,15 @@ def paired_latency(
             worker.wait(timeout=60)
         for error in errors:
             error.close()
-    ours, theirs = np.asarray(times[current.pid]), np.asarray(times[old.pid])
+    ours, theirs = times[current.pid], times[old.pid]
     return {
         "queries": len(ours),
-        "p50_ms": float(np.percentile(ours, 50)),
-        "p95_ms": float(np.percentile(ours, 95)),
-        "baseline_p50_ms": float(np.percentile(theirs, 50)),
-        "baseline_p95_ms": float(np.percentile(theirs, 95)),
-        "median_difference_ms": float(np.median(ours - theirs)),
-        "faster_share": float(np.mean(ours < theirs)),
+        "p50_ms": percentile_ms(ours, 50),
+        "p95_ms": percentile_ms(ours, 95),
+        "baseline_p50_ms": percentile_ms(theirs, 50),
+        "baseline_p95_ms": percentile_ms(theirs, 95),
+        "median_difference_ms": percentile_ms(np.subtract(ours, theirs), 50),
+        "faster_share": float(np.mean(np.less(ours, theirs))),
     }
 
 
@@ -323,7 +326,8 @@ def export_baseline(ref: str, destination: Path) -> Path:
     """The tree of git revision `ref` of this checkout, exported once into `destination`."""
     import tarfile
 
-    repository = Path(__file__).resolve().parents[2]
+    from lumina_assets.core.settings import PROJECT_ROOT as repository
+
     tree = destination / "tree"
     if not (tree / "lumina_assets").is_dir():
         destination.mkdir(parents=True, exist_ok=True)
@@ -367,15 +371,9 @@ def _timed(command: list[str], what: str, **kwargs) -> dict:
     result = _run(command, what, **kwargs)
     wall = time.perf_counter() - started
     figures = json.loads(result.stdout.strip().splitlines()[-1])
-    times = np.asarray(figures.pop("times")) * 1000
-    figures.update(
-        p50_ms=float(np.percentile(times, 50)), p95_ms=float(np.percentile(times, 95)), wall_s=wall
-    )
+    times = figures.pop("times")
+    figures.update(p50_ms=percentile_ms(times, 50), p95_ms=percentile_ms(times, 95), wall_s=wall)
     return figures
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def as_json(figures: ScaleFigures) -> str:

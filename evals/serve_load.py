@@ -8,7 +8,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
+from evals.latency import percentile_ms
 
 
 @dataclass
@@ -20,14 +20,13 @@ class LoadResult:
     seconds: float = 0.0
 
     def summary(self) -> dict:
-        lat = np.asarray(self.latencies) * 1000 if self.latencies else np.zeros(1)
         return {
             "requests": self.requests,
             "errors": self.errors,
             "throughput_rps": round(self.requests / max(self.seconds, 1e-9), 2),
-            "p50_ms": round(float(np.percentile(lat, 50)), 1),
-            "p95_ms": round(float(np.percentile(lat, 95)), 1),
-            "max_ms": round(float(lat.max()), 1),
+            "p50_ms": round(percentile_ms(self.latencies, 50), 1),
+            "p95_ms": round(percentile_ms(self.latencies, 95), 1),
+            "max_ms": round(max(self.latencies, default=0.0) * 1000, 1),
             "error_samples": self.error_samples[:5],
         }
 
