@@ -500,7 +500,3 @@ def reading_key(passage_id: str) -> tuple:
         for x in re.split(r"[.\-]", section)
     ]
     return (parts, int(index) if index.isdigit() else 0)
-
-
-def percentile_ms(samples: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(samples) * 1000.0, q)) if samples else math.nan
