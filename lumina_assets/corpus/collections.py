@@ -100,14 +100,65 @@ def check_corpus_record(record: object, number: int) -> tuple[dict | None, Recor
     return cleaned, None
 
 
+# A corpus.jsonl record is one line: real BEIR records are a few KB (SciFact's longest: 10 KB). A line past the
+# cap is rejected while it is read (never held whole: one 500 MB line took the reader to 5.1 GB), and so is a
+# record nested deeper than a flat record needs (json.loads would raise RecursionError on ~1,000 levels).
+MAX_RECORD_BYTES = 4 * 1024 * 1024
+MAX_RECORD_DEPTH = 32
+
+
+def _capped_lines(handle, cap: int) -> Iterator[tuple[int, bytes | None, int]]:
+    """(line number, line, size) for every line of a binary file; a line longer than `cap` bytes comes back as
+    None with the size it had, read past in 1 MB steps."""
+    number = 0
+    while True:
+        line = handle.readline(cap + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) <= cap or line.endswith(b"\n"):
+            yield number, line, len(line)
+            continue
+        size = len(line)
+        while line and not line.endswith(b"\n"):
+            line = handle.readline(1 << 20)
+            size += len(line)
+        yield number, None, size
+
+
+def _nesting_depth(value: object) -> int:
+    """How deeply lists and objects nest in a decoded JSON value (iterative: no recursion to exhaust)."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            pending.extend(
+                (child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)
+            )
+    return deepest
+
+
 def iter_corpus_records(
-    root: Path, repairs: list[str] | None = None
+    root: Path, repairs: list[str] | None = None, *, max_record_bytes: int = MAX_RECORD_BYTES
 ) -> Iterator[tuple[int, dict | None, RecordProblem | None]]:
     """(line number, record, problem) for every non-empty line of corpus.jsonl; a record's `_id` is a stripped
-    string. A line that is not JSON, or has no usable `_id`, title or text, comes back as a problem naming the
-    line. Bytes that are not UTF-8 and lone surrogates are replaced (U+FFFD), noted in `repairs`."""
+    string. A line that is not JSON, is longer than `max_record_bytes`, nests deeper than MAX_RECORD_DEPTH, has no
+    usable `_id`, title or text, or repeats an earlier `_id` (the first record is kept) comes back as a problem
+    naming the line. Bytes that are not UTF-8 and lone surrogates are replaced (U+FFFD), noted in `repairs`."""
+    first_line_of: dict[str, int] = {}
     with (Path(root) / "corpus.jsonl").open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+        for number, raw, size in _capped_lines(handle, max_record_bytes):
+            if raw is None:
+                yield (
+                    number,
+                    None,
+                    RecordProblem(
+                        f"corpus.jsonl line {number}: {size:,} bytes, over the {max_record_bytes:,} byte record cap",
+                        "record_too_large",
+                    ),
+                )
+                continue
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
@@ -118,6 +169,9 @@ def iter_corpus_records(
                 continue
             try:
                 record = json.loads(line)
+            except RecursionError:
+                record = None  # deeper than the parser goes: refused below like any record too deep
+                depth = MAX_RECORD_DEPTH + 1
             except json.JSONDecodeError as exc:
                 yield (
                     number,
@@ -125,10 +179,33 @@ def iter_corpus_records(
                     RecordProblem(f"corpus.jsonl line {number}: not JSON ({exc.msg})", "invalid_json"),
                 )
                 continue
+            else:
+                depth = _nesting_depth(record)
+            if depth > MAX_RECORD_DEPTH:
+                yield (
+                    number,
+                    None,
+                    RecordProblem(
+                        f"corpus.jsonl line {number}: nested deeper than {MAX_RECORD_DEPTH} levels",
+                        "too_deep",
+                    ),
+                )
+                continue
             record, fixed = clean_strings(record)
             if fixed and repairs is not None:
                 repairs.append(f"corpus.jsonl line {number}: {fixed} string(s) with lone surrogates repaired")
             record, problem = check_corpus_record(record, number)
+            if record is not None:
+                first = first_line_of.setdefault(record["_id"], number)
+                if first != number:
+                    record, problem = (
+                        None,
+                        RecordProblem(
+                            f"corpus.jsonl line {number}: duplicate _id {record['_id'][:60]!r} (first on line {first}, "
+                            "which is kept)",
+                            "duplicate_id",
+                        ),
+                    )
             yield number, record, problem
 
 
@@ -136,6 +213,8 @@ def read_corpus(root: Path) -> dict[str, dict[str, str]]:
     """doc id -> {"title", "text"}; a malformed line raises CollectionError naming it."""
     corpus: dict[str, dict[str, str]] = {}
     for _, record, error in iter_corpus_records(root):
+        if error and error.reason == "duplicate_id":
+            continue  # the first record of an id is the one kept, as everywhere
         if error:
             raise CollectionError(f"{root}: {error}")
         corpus[record["_id"]] = {"title": record.get("title") or "", "text": record.get("text") or ""}
