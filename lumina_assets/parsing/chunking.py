@@ -225,10 +225,10 @@ def merge_stubs(passages: list[Passage], count: TokenCounter, max_tokens: int) -
             else:
                 out.append(pending)
             pending = None
+        if is_bare_pointer(passage.text):
+            continue
         if not is_stub(passage.text):
             out.append(passage)
-            continue
-        if is_bare_pointer(passage.text):
             continue
         previous = out[-1] if out else None
         if previous is not None and _section_key(previous) == _section_key(passage):

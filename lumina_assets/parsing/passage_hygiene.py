@@ -44,10 +44,15 @@ def is_back_matter(title: str | None) -> bool:
     return bool(title) and bool(_BACK_MATTER.match(" ".join(title.split())))
 
 
+POINTER_MAX_WORDS = 15
+
+
 def is_bare_pointer(text: str) -> bool:
-    """A short passage that only points elsewhere: "See Figure 6.", "Table 3 shows the results."."""
+    """One short sentence that only points elsewhere: "See Figure 6.", "Table 12 shows the examples of queries and
+    corresponding papers in RealScholarQuery."."""
     stripped = " ".join((text or "").split())
-    return real_words(stripped) < MIN_WORDS and bool(_POINTER.match(stripped))
+    one_sentence = len(re.findall(r"[.!?](?:\s|$)", stripped)) <= 1
+    return real_words(stripped) < POINTER_MAX_WORDS and one_sentence and bool(_POINTER.match(stripped))
 
 
 def is_stub(text: str) -> bool:

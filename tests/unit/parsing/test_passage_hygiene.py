@@ -105,6 +105,9 @@ def test_is_back_matter(title, expected):
 
 def test_pointers_and_printed_numbers():
     assert is_bare_pointer("See Figure 6.") and is_bare_pointer("Table 3 shows the results.")
+    assert is_bare_pointer(
+        "Table 12 shows the examples of queries and corresponding papers in RealScholarQuery."
+    )
     assert not is_bare_pointer(
         "Table 3 shows that recall improves on all seven of the collections we tried here."
     )
