@@ -52,7 +52,11 @@ def is_bare_pointer(text: str) -> bool:
     corresponding papers in RealScholarQuery."."""
     stripped = " ".join((text or "").split())
     one_sentence = len(re.findall(r"[.!?](?:\s|$)", stripped)) <= 1
-    return real_words(stripped) < POINTER_MAX_WORDS and one_sentence and bool(_POINTER.match(stripped))
+    states_a_finding = re.search(
+        r"\b(?:that|whether|because|than)\b", stripped, re.I
+    )  # "shows that X improves"
+    short = real_words(stripped) < (MIN_WORDS if states_a_finding else POINTER_MAX_WORDS)
+    return short and one_sentence and bool(_POINTER.match(stripped))
 
 
 def is_stub(text: str) -> bool:
