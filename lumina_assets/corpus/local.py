@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lumina_assets.core import settings
 from lumina_assets.core.hygiene import cap_metadata, clean_text, display_name, is_utf8_path, path_text
 from lumina_assets.core.ids import normalize_arxiv_id, paper_id_for
 from lumina_assets.core.sandbox import run_limited
@@ -172,12 +173,35 @@ def _abstract_from_text(text: str) -> str | None:
     return abstract if len(abstract) > 80 else None
 
 
+def _apply_grobid_header(path: Path, grobid_url: str, header, sources: dict[str, str]) -> str | None:
+    """GROBID's reading of the header replaces the PDF's own fields (a stronger source); returns its title. A GROBID
+    that cannot be reached or fails leaves the PDF's fields as they are."""
+    import logging
+
+    from lumina_assets.parsing.base import ParseFailure
+    from lumina_assets.parsing.grobid_parser import GrobidParser
+
+    try:
+        found = GrobidParser(grobid_url=grobid_url, timeout=60).header(path)
+    except (ParseFailure, OSError) as error:
+        logging.getLogger(__name__).warning("GROBID header of %s unavailable: %s", path.name, error)
+        return None
+    for name in ("authors", "venue", "year", "doi"):
+        if found.get(name):
+            setattr(header, name, found[name])
+            sources[name] = "grobid"
+    if found.get("title"):
+        sources["title"] = "grobid"
+    return found.get("title")
+
+
 def pdf_metadata(
     path: Path,
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES,
     max_pages: int = DEFAULT_MAX_PAGES,
+    grobid_url: str | None = None,
 ) -> Paper:
     """A Paper for one local PDF; raises PdfRejected (a ValueError naming the file) when it is too large,
     not a PDF, encrypted, a decompression bomb, over the page cap or cannot be opened (the limits parsing
@@ -238,6 +262,8 @@ def pdf_metadata(
             header = _header_from_info(meta, display_name(path.stem))
             sources["page_text"] = "skipped"
         sources.update(header.sources)
+        if grobid_url:
+            title = _apply_grobid_header(path, grobid_url, header, sources) or title
         abstract = _abstract_from_text(first_page)
         if abstract:
             sources["abstract"] = "pdf_text"
@@ -349,6 +375,7 @@ def _load_one(
         max_bytes=limits.max_bytes,
         max_stream_bytes=limits.max_stream_bytes,
         max_pages=limits.max_pages,
+        grobid_url=settings.grobid_url() or None,  # where GROBID_URL is set, its header wins
     )
     if outcome.ok:
         paper = _take_utf8_path(outcome.value, path, store_root)

@@ -102,6 +102,27 @@ class GrobidParser:
             raise ParseFailure("empty_result", "GROBID TEI has neither body sections nor an abstract")
         return paper
 
+    def header(self, path: Path | str) -> dict:
+        """The PDF's header as GROBID reads it (`processHeaderDocument`): title, authors, venue, year, DOI.
+        ParserUnavailable without a server, ParseFailure on a GROBID error."""
+        from lumina_assets.parsing.tei import parse_tei_header
+
+        check_file(path, max_bytes=self.max_bytes)
+        _, status, text = self.client().process_pdf(
+            "processHeaderDocument",
+            str(path),
+            generate_ids=False,
+            consolidate_header=self.consolidate_header,
+            consolidate_citations=False,
+            include_raw_citations=False,
+            include_raw_affiliations=False,
+            tei_coordinates=False,
+            segment_sentences=False,
+        )
+        if status != 200 or not text:
+            raise ParseFailure("grobid_error", f"HTTP {status} from {self.grobid_url} for the header")
+        return parse_tei_header(text.encode("utf-8"))
+
 
 @register("grobid")
 def _factory(**options) -> GrobidParser:

@@ -204,3 +204,30 @@ def _formula(node) -> Element:
         content=" ".join("".join(parts).split()),
         page=pages[0] if pages else None,
     )
+
+
+def parse_tei_header(xml: bytes | str) -> dict:
+    """Title, authors, venue, year and DOI from a GROBID TEI header (`processHeaderDocument` or the full text's
+    header); empty fields left out. Raises ParseFailure("bad_tei") like `parse_tei`."""
+    from lumina_assets.parsing.base import ParseFailure as _Failure
+
+    data = xml.encode("utf-8", errors="replace") if isinstance(xml, str) else xml
+    from lxml import etree
+
+    try:
+        root = etree.fromstring(
+            data, parser=etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+        )
+    except etree.XMLSyntaxError as exc:
+        raise _Failure("bad_tei", f"malformed TEI XML: {exc}") from None
+    source = root.find("t:teiHeader/t:fileDesc/t:sourceDesc/t:biblStruct", NS)
+    header: dict = {"title": _text(root.find("t:teiHeader//t:titleStmt/t:title", NS))}
+    if source is not None:
+        analytic = source.find("t:analytic", NS)
+        header["authors"] = _authors(analytic) if analytic is not None else []
+        header["venue"] = _text(source.find("t:monogr/t:title", NS))
+        date = source.find("t:monogr/t:imprint/t:date[@type='published']", NS)
+        year = re.match(r"(\d{4})", (date.get("when") or "") if date is not None else "")
+        header["year"] = int(year.group(1)) if year else None
+        header["doi"] = _text(source.find(".//t:idno[@type='DOI']", NS)).lower() or None
+    return {k: v for k, v in header.items() if v not in (None, "", [])}
