@@ -1,7 +1,7 @@
 """Enrichment of a local PDF's record by the identifier it prints: OpenAlex by DOI, else arXiv by arXiv id, through
 the project's clients (cached, rate-limited HTTP layer). A field an API returns replaces what the PDF's own text or
-Info dictionary said (an API looked up by DOI is the stronger source) and is labelled `<api>_enriched` in
-`metadata_sources`; a field from GROBID or a library export is never overwritten. Offline, or when the API does not
+Info dictionary or GROBID said (the order of strength: a library export > an API looked up by DOI > GROBID > the PDF's
+own text) and is labelled `<api>_enriched` in `metadata_sources`; a field from a library export is never overwritten. Offline, or when the API does not
 know the work, the record stays as the PDF gave it."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from lumina_assets.core.schemas import Paper
 
 log = logging.getLogger(__name__)
 
-# sources an API answer may overwrite (what the PDF itself said, or nothing)
-WEAKER_SOURCES = {"pdf_text", "pdf_info", "pdf_info_date", "arxiv_stamp", "file_name", None}
+# sources an API answer may overwrite (GROBID, what the PDF itself said, or nothing)
+WEAKER_SOURCES = {"grobid", "pdf_text", "pdf_info", "pdf_info_date", "arxiv_stamp", "file_name", None}
 ENRICHED_FIELDS = ("title", "authors", "year", "publication_date", "venue", "abstract", "doi", "arxiv_id")
 FILLED_FIELDS = ("openalex_id", "keywords", "citation_count", "pdf_urls", "references", "language")
 

@@ -73,14 +73,17 @@ def test_enrichment_by_doi_from_recorded_openalex_body(shared_data, tmp_path):
     assert enrich_paper(_local_record(), openalex=again) == enriched and not second_transport.calls
 
 
-def test_grobid_fields_are_not_overwritten(shared_data, tmp_path):
+def test_library_fields_are_kept_and_grobid_fields_give_way(shared_data, tmp_path):
     client, _ = _openalex(shared_data, tmp_path)
     record = _local_record(
-        authors=["M. Herger", "C. Kajba"], metadata_sources=["authors:grobid", "doi:pdf_text"]
+        authors=["M. Herger", "C. Kajba"], metadata_sources=["authors:library", "year:grobid", "doi:pdf_text"]
     )
     enriched = enrich_paper(record, openalex=client)
-    assert enriched.authors == ["M. Herger", "C. Kajba"] and sources_of(enriched)["authors"] == "grobid"
-    assert enriched.venue == "Cell Genomics"  # a field GROBID did not give is still filled
+    assert enriched.authors == ["M. Herger", "C. Kajba"] and sources_of(enriched)["authors"] == "library"
+    assert (
+        enriched.year == 2025 and sources_of(enriched)["year"] == "openalex_enriched"
+    )  # API by DOI > GROBID
+    assert enriched.venue == "Cell Genomics"
 
 
 def test_offline_the_pdf_fields_stand(tmp_path):
