@@ -29,6 +29,16 @@ _JOURNAL_HEADER = re.compile(
     r"^(?:.{0,60}?et al\.?\s+)?(?P<journal>[A-Z][A-Za-z&:,'’\- ]{5,120}?)\s*\(?(?P<year>(?:19|20)\d\d)\)?"
     r"\s*(?:,\s*)?\d+(?:\s*\(\d+\))?\s*[:,]\s*\d+"
 )
+# "IEEE TRANSACTIONS ON PATTERN ANALYSIS AND MACHINE INTELLIGENCE, VOL. 40, NO. 5, MAY 2018" (IEEE running header)
+_VOLUME_HEADER = re.compile(
+    r"^(?P<journal>[A-Z][A-Za-z ,&:\-]{5,150}?),?\s+VOL\.?\s*\d+,\s*NO\.?\s*\d+,\s*(?:[A-Z][A-Za-z]*\.?\s+)?"
+    r"(?P<year>(?:19|20)\d\d)",
+    re.IGNORECASE,
+)
+# "CHI '23, April 23–28, 2023, Hamburg, Germany" (ACM conference line on page one)
+_ACM_CONFERENCE = re.compile(
+    r"^(?P<venue>[A-Z][A-Za-z]{1,15} ?['’]\d{2}),\s+[A-Z][a-z]+\.? \d{1,2}[^,]{0,20},\s+(?P<year>(?:19|20)\d\d)\b"
+)
 _JOURNAL_WORD = re.compile(
     r"\b(Journal|Transactions|Letters|Review|Proceedings|Annals|Bulletin|Nature|Science)\b"
 )
@@ -177,19 +187,27 @@ def authors_from_info(value: str | None) -> list[str]:
 def venue_from_text(
     first_page_text: str, pages_margins: list[str], subject: str | None, page_count: int
 ) -> tuple[str, int | None, str] | None:
-    """(venue, year, source) from a "Proceedings of ..." line on page one, a journal named in a running header
-    repeated on most pages, or the Info /Subject naming a journal."""
+    """(venue, year, source) from a "Proceedings of ..." line or an ACM conference line ("CHI '23, April 23–28,
+    2023, ...") on page one, a journal named in a running header repeated on most pages (BMC / Springer "(2016)
+    13:22", IEEE "VOL. 40, NO. 5, MAY 2018"), or the Info /Subject naming a journal."""
     for line in first_page_text.splitlines()[:80]:
         match = _PROCEEDINGS.search(line.strip())
         if match:
             venue = re.sub(r"^In\s+", "", match.group(1)).strip(" ,.")
             year = _YEAR.search(venue) or _YEAR.search(first_page_text[first_page_text.find(line) :][:300])
             return venue, int(year.group(1)) if year else None, "pdf_text"
+    for line in first_page_text.splitlines():
+        match = _ACM_CONFERENCE.match(line.strip())
+        if match:
+            return match.group("venue"), int(match.group("year")), "pdf_text"
     for line, seen in Counter(pages_margins).most_common():
         if seen < max(2, int(0.3 * page_count)):
             break
+        match = _VOLUME_HEADER.match(line)
+        if match:
+            return match.group("journal").strip(" ,."), int(match.group("year")), "pdf_text"
         match = _JOURNAL_HEADER.match(line)
-        if match and _JOURNAL_WORD.search(match.group("journal")):
+        if match and (_JOURNAL_WORD.search(match.group("journal")) or re.search(r"\bet al\b", line)):
             return match.group("journal").strip(" ,."), int(match.group("year")), "pdf_text"
     if subject:
         head = subject.split(",")[0].strip()

@@ -214,3 +214,32 @@ def test_small_caps_title_is_repaired(tmp_path):
 )
 def test_looks_like_name(text, expected):
     assert looks_like_name(text) is expected
+
+
+@pytest.mark.parametrize(
+    "first_page, margins, expected",
+    [
+        (
+            "Title\nCHI '23, April 23–28, 2023, Hamburg, Germany\n© 2023 Copyright held by the owner/author(s).",
+            [],
+            ("CHI '23", 2023),
+        ),
+        (
+            "Title",
+            ["IEEE TRANSACTIONS ON PATTERN ANALYSIS AND MACHINE INTELLIGENCE, VOL. 40, NO. 5, MAY 2018"] * 6,
+            ("IEEE TRANSACTIONS ON PATTERN ANALYSIS AND MACHINE INTELLIGENCE", 2018),
+        ),
+        (
+            "Title",
+            ["Smith et al. BMC Bioinformatics (2019) 20:118"] * 5 + ["Page 2 of 12"],
+            ("BMC Bioinformatics", 2019),
+        ),
+        ("In this paper we study things.\nWe build on prior work in the area.", ["7", "8"], None),
+    ],
+)
+def test_venue_layouts_beyond_the_shared_pdfs(first_page, margins, expected):
+    """Layouts the shared PDFs do not have, written as such papers print them (ACM, IEEE, BMC)."""
+    from lumina_assets.parsing.pdf_metadata import venue_from_text
+
+    found = venue_from_text(first_page, margins, None, page_count=6)
+    assert (found[:2] if found else None) == expected
