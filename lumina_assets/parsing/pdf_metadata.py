@@ -68,7 +68,7 @@ _PARTICLES = {
     "al",
     "ter",
 }
-_NAME_TOKEN = re.compile(r"^(?:[A-Z][\w'’\-]*\.?|[A-Z]\.(?:-?[A-Z]\.)*)$")
+_NAME_TOKEN = re.compile(r"^(?:[^\W\d_][\w'’\-]*\.?|[^\W\d_]\.(?:-?[^\W\d_]\.)*)$")
 
 
 @dataclass
@@ -92,7 +92,8 @@ def looks_like_name(text: str) -> bool:
     if "@" in text or "/" in text or "http" in text.lower() or ":" in text:
         return False
     named = [t for t in tokens if t.lower() not in _PARTICLES]
-    return len(named) >= 2 and all(_NAME_TOKEN.match(t) for t in named) and len(named[0]) > 1
+    capitalized = all(t[:1].isupper() and _NAME_TOKEN.match(t) for t in named)  # "Émile", "Łukasz" too
+    return len(named) >= 2 and capitalized and len(named[0]) > 1
 
 
 def _clean_piece(text: str) -> str:

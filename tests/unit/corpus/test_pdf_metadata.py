@@ -205,6 +205,8 @@ def test_small_caps_title_is_repaired(tmp_path):
         ("Daniel S. Weld", True),
         ("Madeleine van Zuylen", True),
         ("Weinan E", True),
+        ("Émile Durkheim", True),
+        ("Łukasz Kaiser", True),
         ("Allen Institute for AI", False),
         ("Seattle WA 98103", False),
         ("Northwestern University", False),
