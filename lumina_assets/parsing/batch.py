@@ -214,7 +214,10 @@ def parse_batch(
 
 def passage_inputs_digest(paper: dict[str, Any], parsed_row: dict[str, Any] | None, settings_key: str) -> str:
     """What a paper's passages depend on: chunker settings, title, abstract, and the parse that produced them."""
+    from lumina_assets.parsing.chunking import CHUNKER_VERSION
+
     parts = [
+        f"chunker-{CHUNKER_VERSION}",
         settings_key,
         paper.get("title") or "",
         paper.get("abstract") or "",

@@ -17,6 +17,8 @@ from lumina_assets.parsing.passage_hygiene import (
 )
 
 TokenCounter = Callable[[str], int]
+# Part of every paper's passage digest (parsing.batch): a new chunker rebuilds the passages it would change.
+CHUNKER_VERSION = "2"  # 2: back matter out, stubs merged, pointers dropped, printed section numbers
 DEFAULT_MAX_TOKENS = 254  # all-MiniLM-L6-v2 reads 256 word pieces, two of them [CLS] and [SEP]
 
 

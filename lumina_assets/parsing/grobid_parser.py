@@ -31,7 +31,7 @@ def grobid_url_from_env(url: str | None = None) -> str:
 
 class GrobidParser:
     name = "grobid"
-    version = "1.0"
+    version = "1.1"  # 1.1: bibliography venue and arXiv id
 
     def __init__(
         self,

@@ -56,7 +56,7 @@ class PyMuPdfParser:
     finder on caption pages) or "off"."""
 
     name = "pymupdf"
-    version = "1.0"
+    version = "1.1"  # 1.1: references parsed into fields, footnotes out of the list, whole formula sentences
 
     def __init__(
         self,

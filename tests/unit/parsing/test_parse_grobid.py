@@ -235,6 +235,6 @@ def test_parsed_papers_asset_with_grobid_config(grobid_server, shared_data, data
     resources = {"parsing": ParsingConfig(parser="grobid"), "grobid": GrobidResource(url=url)}
     assert dg.materialize(ASSETS[:2], instance=instance, partition_key="b1", resources=resources).success
     parsed = tables.read(tables.PARSED_PAPERS, "b1").row(0, named=True)
-    assert (parsed["status"], parsed["parser"], parsed["references"]) == ("ok", "grobid@1.0", 27)
+    assert (parsed["status"], parsed["parser"], parsed["references"]) == ("ok", "grobid@1.1", 27)
     paper = ParsedPaper.from_json(parsed["parsed_json"])
     assert paper.sections[0].title == "Introduction" and paper.page_count == 8
