@@ -450,7 +450,7 @@ def _reference_edges(frame: pl.DataFrame) -> tuple[list[dict], dict]:
 
 
 @dg.asset(
-    group_name="citations",
+    group_name="index",  # with passage_index: what search reads, after parsing (the index_passages job)
     code_version="2",
     deps=[papers, dg.AssetDep("parsed_papers")],
     automation_condition=dg.AutomationCondition.eager(),
@@ -458,7 +458,7 @@ def _reference_edges(frame: pl.DataFrame) -> tuple[list[dict], dict]:
 def citation_graph(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     """Citation edges among corpus papers with in/out degree: references resolved through OpenAlex ids, and the
     parsed bibliographies of the PDFs matched to catalogue papers by DOI, arXiv id or title (corpus.citations).
-    Its own group: it follows both the catalogue and the parsed papers."""
+    In the index group: it follows both the catalogue and the parsed papers, like the passage index."""
     frame = tables.read(tables.PAPERS)
     if frame is None:
         raise dg.Failure("papers has not been materialized yet")
