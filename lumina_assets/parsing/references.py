@@ -39,7 +39,7 @@ _VANCOUVER_YEAR = re.compile(r"\b((?:19|20)\d\d)[a-z]?\s*(?:[A-Z][a-z]{2}(?:\s\d
 # A sentence end inside a reference: ". " not after an initial ("S. Weld"), "et al", "vs", "Proc", "Vol" ...
 _SENTENCE_END = re.compile(
     r"(?<!\b[A-Z])(?<!\bet al)(?<!\bvs)(?<!\bVol)(?<!\bvol)(?<!\bProc)(?<!\bno)(?<!\bNo)(?<!\bpp)(?<!\bEd)(?<!\beds)"
-    r"(?<!\bInt)(?<!\bJ)[.?!]\s+(?=\S)"
+    r"(?<!\bInt)(?<!\bJ)(?:\.\s+(?=\S)|[?!]\s+(?=[^a-z\s]))"  # "Title? a subtitle" stays one title
 )
 _VENUE_CUT = re.compile(
     r",\s*(?:pages?|pp\.|vol\.|volume|abs/|page)\b|,\s*\d+[(:]|\s\d+\s*\(\d+\)|;\s*\d|,\s*(?:19|20)\d\d\b"

@@ -99,3 +99,16 @@ def test_footnote_inside_reference_list_is_not_an_entry(shared_data):
     assert ammar[0].title == "Construction of the literature graph in semantic scholar"
     assert ammar[0].year == 2018
     assert not any("Kaggle CORD-19" in r.text for r in paper.references)
+
+
+def test_question_mark_inside_a_title_does_not_end_it():
+    """PaSa's reference list prints 'Can generative llms create query variants for test collections? an exploratory
+    study.' as one title."""
+    ref = parse_reference(
+        "b1",
+        "Marwah Alaofi, Luke Gallagher, Mark Sanderson, Falk Scholer, and Paul Thomas. 2023. Can generative llms "
+        "create query variants for test collections? an exploratory study. In Proceedings of the 46th "
+        "international ACM SIGIR conference, pages 1869–1873.",
+    )
+    assert ref.title == "Can generative llms create query variants for test collections? an exploratory study"
+    assert ref.venue == "Proceedings of the 46th international ACM SIGIR conference"
