@@ -16,6 +16,7 @@ import polars as pl
 
 from evals.judge import JudgeParseError
 from lumina_assets.core.ids import paper_id_for, short_hash
+from lumina_assets.corpus import splits
 from lumina_assets.corpus.collections import (
     DEFAULT_SPLIT_ORDER,
     is_beir_queries,
@@ -36,6 +37,11 @@ QUESTION_SCHEMA = {
     "source_paper_id": pl.String,
     "source_text": pl.String,
     "relevant_paper_ids": pl.List(pl.String),
+    # BEIR questions: where they come from and whether Lumina may have been tuned on them (lumina_assets.corpus.splits)
+    "held_out": pl.Boolean,
+    "beir_folder": pl.String,
+    "beir_split": pl.String,
+    "beir_query_id": pl.String,
 }
 
 QUESTION_PROMPT = """You are helping build a benchmark for an academic search engine.
@@ -240,12 +246,21 @@ def load_user_queries(path: Path) -> pl.DataFrame:
 
 
 def load_beir_queries(
-    folder: Path, *, n: int, seed: int = 11, split: str = "", paper_ids: dict[str, str] | None = None
+    folder: Path,
+    *,
+    n: int,
+    seed: int = 11,
+    split: str = "",
+    paper_ids: dict[str, str] | None = None,
+    subset: str = splits.HELD_OUT,
 ) -> pl.DataFrame:
-    """A deterministic sample of n BEIR queries that have qrels, each with its relevant paper ids.
+    """The BEIR queries that have qrels, each with its relevant paper ids: all of them (n <= 0) or a deterministic
+    sample of n.
 
-    `split`: a split name or a comma-separated order tried in turn (default test, dev, train: the first present);
-    the split used is in each row's generator and set name (`scifact-train`).
+    `split`: a split name or a comma-separated order tried in turn (default test, dev, train: the first present).
+    A test or dev split is held out whole; a train split is cut by `subset` (`lumina_assets.corpus.splits`: the
+    held-out half by default, so the benchmark never asks what Lumina was tuned on). The split and subset are in
+    each row's generator and set name (`scifact-train-heldout`) and its `held_out` flag.
 
     `paper_ids` maps BEIR doc id -> our paper id (from the papers table); default `beir-<set>:<doc id>`.
     """
@@ -253,7 +268,12 @@ def load_beir_queries(
     split = pick_split(folder, split or DEFAULT_SPLIT_ORDER)
     queries, qrels = read_queries(folder), read_qrels(qrels_path(folder, split))
     corpus = f"beir-{folder.name}"
-    ids = sorted((q for q in qrels if q in queries), key=lambda q: short_hash(str(seed), q))[:n]
+    judged = [q for q in qrels if q in queries and any(r > 0 for r in qrels[q].values())]
+    chosen, held_out = splits.select(judged, split, subset)
+    ids = sorted(chosen, key=lambda q: short_hash(str(seed), q))
+    if n > 0:
+        ids = ids[:n]
+    label = splits.describe(split, subset)
     rows = []
     for qid in ids:
         relevant = [d for d, r in sorted(qrels[qid].items()) if r > 0]
@@ -263,9 +283,13 @@ def load_beir_queries(
                 "question_id": f"{corpus}-q:{qid}",
                 "text": queries[qid],
                 "kind": "beir",
-                "generator": f"beir:{folder.name}/{split}",
-                "set_name": f"{folder.name}-{split}",
+                "generator": f"beir:{folder.name}/{label}",
+                "set_name": f"{folder.name}-{label}",
                 "relevant_paper_ids": mapped,
+                "held_out": held_out,
+                "beir_folder": str(folder),
+                "beir_split": split,
+                "beir_query_id": qid,
             }
         )
     return questions_frame(rows)
@@ -286,6 +310,30 @@ def merge_questions(frames: list[pl.DataFrame | None]) -> pl.DataFrame:
     return frame.unique("question_id", keep="first", maintain_order=True)
 
 
+def catalogue_collections(papers: pl.DataFrame | None) -> list[str]:
+    """The BEIR collections the papers table was loaded from (`scifact` for `beir-scifact:<doc id>` rows)."""
+    if papers is None or not {"source", "paper_id"} <= set(papers.columns):
+        return []
+    ids = papers.filter(pl.col("source") == "beir")["paper_id"]
+    names = ids.str.extract(r"^beir-([^:]+):", 1).drop_nulls().unique().sort().to_list()
+    return list(names)
+
+
+def find_beir_folder(
+    configured: Path | None, papers: pl.DataFrame | None, candidates: list[Path]
+) -> Path | None:
+    """The BEIR folder the benchmark's BEIR questions come from: the configured one (the asset's `beir_dir` or
+    LUMINA_CORPUS) when it is one, else a folder among `candidates` holding a collection the catalogue was loaded
+    from (a rerun without LUMINA_CORPUS keeps its BEIR questions while the corpus is in the catalogue)."""
+    if configured is not None:
+        return configured if is_beir_queries(configured) else None
+    names = set(catalogue_collections(papers))
+    for folder in candidates:
+        if folder.name in names and is_beir_queries(folder):
+            return folder
+    return None
+
+
 def gather_user_queries(
     paths: list[Path],
     beir: Path | None,
@@ -294,12 +342,21 @@ def gather_user_queries(
     seed: int,
     split: str,
     papers: pl.DataFrame | None,
+    subset: str = splits.HELD_OUT,
 ) -> pl.DataFrame:
-    """Every user query file, plus `beir_queries` sampled queries of a BEIR folder (mapped onto the papers table's
-    ids when the corpus came from the same folder)."""
+    """Every user query file, plus the queries of a BEIR folder (all of the held-out ones for `beir_queries` 0,
+    a seeded sample of that many when positive, none when negative), mapped onto the papers table's ids when the
+    corpus came from the same folder."""
     frames = [load_user_queries(path) for path in paths]
-    if beir is not None and is_beir_queries(beir) and beir_queries > 0:
+    if beir is not None and is_beir_queries(beir) and beir_queries >= 0:
         frames.append(
-            load_beir_queries(beir, n=beir_queries, seed=seed, split=split, paper_ids=beir_paper_ids(papers))
+            load_beir_queries(
+                beir,
+                n=beir_queries,
+                seed=seed,
+                split=split,
+                paper_ids=beir_paper_ids(papers),
+                subset=subset,
+            )
         )
     return merge_questions(frames)

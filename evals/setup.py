@@ -109,9 +109,25 @@ def calibration_question_ids(config) -> set[str]:
     return {f"beir-{folder.name}-q:{qid}" for qid in ids}
 
 
-def doi_to_paper(papers: pl.DataFrame | None) -> dict[str, str]:
-    """DOI -> our paper id, so an external provider's context is matched to qrels by its DOI."""
-    if papers is None or not {"doi", "paper_id"} <= set(papers.columns):
-        return {}
-    rows = papers.filter(pl.col("doi").is_not_null()).select("doi", "paper_id")
-    return {d.lower(): p for d, p in rows.iter_rows()}
+def _remembered_path() -> Path:
+    return settings.benchmark_dir() / "beir_folder.txt"
+
+
+def remember_beir_folder(folder: Path) -> None:
+    """The BEIR folder the last questions came from, so a rerun without LUMINA_CORPUS finds it again."""
+    path = _remembered_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(str(Path(folder).resolve()), encoding="utf-8")
+
+
+def beir_folder_candidates() -> list[Path]:
+    """Where the folder of a BEIR collection in the catalogue may be: the last one the benchmark read, then the
+    folders `lumina fetch-collection` fills."""
+    candidates = []
+    remembered = _remembered_path()
+    if remembered.exists():
+        candidates.append(Path(remembered.read_text(encoding="utf-8").strip()))
+    root = settings.data_dir() / "collections"
+    if root.is_dir():
+        candidates += sorted(p for p in root.iterdir() if p.is_dir())
+    return candidates

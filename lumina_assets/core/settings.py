@@ -110,6 +110,16 @@ def beir_splits() -> str:
     return env("LUMINA_BEIR_SPLITS", "test,dev,train")
 
 
+def beir_queries() -> int:
+    """`LUMINA_BEIR_QUERIES`: at most this many of a BEIR folder's (held-out) queries in a benchmark run, a seeded
+    sample; unset or 0 = all of them."""
+    value = env("LUMINA_BEIR_QUERIES", "0")
+    try:
+        return max(0, int(value))
+    except ValueError as exc:
+        raise ValueError(f"LUMINA_BEIR_QUERIES={value!r} is not a number of queries") from exc
+
+
 def recursion_llm() -> str:
     """`LUMINA_RECURSION_LLM`: which LLM writes the recursive queries, `judge` (default, the paper's GPT-4o) or
     `question`."""

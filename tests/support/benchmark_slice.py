@@ -15,14 +15,16 @@ from lumina_assets.parsing.chunking import passages_for_paper
 
 
 def write_scifact_slice(shared_data: Path, *, claims: int, distractors: int) -> Path:
-    """papers + passages tables of the relevant abstracts of the first `claims` SciFact train claims and the first
-    `distractors` abstracts of the corpus; returns the SciFact folder."""
+    """papers + passages tables of the relevant abstracts of `claims` held-out SciFact train claims (the ones the
+    benchmark's `user_queries` samples first with its default seed) and the first `distractors` abstracts of the
+    corpus; returns the SciFact folder."""
+    from evals.questions import load_beir_queries
+
     folder = shared_data / "scifact"
     collection = load_beir(folder, "train")
     corpus, qrels = collection.corpus, collection.qrels
-    keep = {d for q in sorted(qrels)[:claims] for d in qrels[q] if d in corpus} | set(
-        list(corpus)[:distractors]
-    )
+    asked = load_beir_queries(folder, n=claims, seed=11)["beir_query_id"].to_list()
+    keep = {d for q in asked for d in qrels[q] if d in corpus} | set(list(corpus)[:distractors])
     papers, passages = [], []
     for doc_id in sorted(keep):
         paper_id = f"beir-scifact:{doc_id}"
