@@ -69,7 +69,8 @@ def map_s2_snippets(payload: dict[str, Any], k: int) -> list[Context]:
 
 
 def map_s2_papers(payload: dict[str, Any], k: int) -> list[Context]:
-    """S2 `/paper/search`: one context per paper with its abstract (or TLDR) as the only chunk."""
+    """S2 `/paper/search`: one context per paper with its abstract (or TLDR) as the only chunk; the paper id is its
+    corpus id when `externalIds` has one (what qrels matching reads), else its S2 paper id."""
     contexts = []
     for rank, paper in enumerate((payload.get("data") or [])[:k]):
         text = paper.get("abstract") or ((paper.get("tldr") or {}).get("text")) or ""
@@ -85,7 +86,11 @@ def map_s2_papers(payload: dict[str, Any], k: int) -> list[Context]:
                     if paper.get("paperId")
                     else None
                 ),
-                paper_id=f"s2:{paper['paperId']}" if paper.get("paperId") else None,
+                paper_id=(
+                    f"s2-corpus:{corpus_id}"
+                    if (corpus_id := (paper.get("externalIds") or {}).get("CorpusId"))
+                    else (f"s2:{paper['paperId']}" if paper.get("paperId") else None)
+                ),
                 score=float(k - rank),
             )
         )
@@ -197,22 +202,56 @@ class GoogleScholarProvider:
 
 
 class ExaProvider:
+    """Exa search; each response states its price (`costDollars.total`), summed over the responses this run
+    fetched (a cached response cost nothing now); `unpriced_requests` counts fetched ones without it."""
+
     name = "exa"
 
     def __init__(self, client):
         self.client = client
+        self.cost_usd = 0.0
+        self.unpriced_requests = 0
 
     def search(self, query: str, k: int) -> list[Context]:
-        return map_exa(self.client.search(query, num_results=k), k)
+        http = getattr(self.client, "http", None)
+        sent = http.stats.requests if http is not None else None
+        payload = self.client.search(query, num_results=k)
+        if http is not None and http.stats.requests != sent:
+            total = (payload.get("costDollars") or {}).get("total")
+            if isinstance(total, int | float):
+                self.cost_usd += float(total)
+            else:
+                self.unpriced_requests += 1
+        return map_exa(payload, k)
+
+    def stats(self) -> dict[str, float | int]:
+        return {"reported_cost_usd": round(self.cost_usd, 6), "unpriced_requests": self.unpriced_requests}
 
 
 class LuminaProvider:
-    """This project's search engine; `search_fn(query, k) -> list[Context]` is `SearchEngine(...).search`."""
+    """This project's search engine; `search_fn(query, k) -> list[Context]` is `SearchEngine(...).search`.
+    `name` differs for a baseline run on the same engine with another configuration (the dense-only one)."""
 
     name = "lumina"
 
-    def __init__(self, search_fn: Callable[[str, int], list[Context]]):
+    def __init__(
+        self,
+        search_fn: Callable[[str, int], list[Context]],
+        *,
+        name: str = "lumina",
+        llm: str = "",
+        llm_client=None,
+    ):
         self.search_fn = search_fn
+        self.name = name
+        self.llm = llm  # the LLM its search stages use (LUMINA_SEARCH_LLM), "" for none
+        self.llm_client = llm_client  # its client, whose usage is this provider's LLM cost
+
+    def describe(self) -> dict[str, Any]:
+        """What this provider searched with, for the run manifest (evals.disclosure)."""
+        from evals.disclosure import engine_setup
+
+        return {**engine_setup(self.search_fn), "llm": self.llm or "none"}
 
     def search(self, query: str, k: int) -> list[Context]:
         contexts = list(self.search_fn(query, k))[:k]
@@ -274,8 +313,9 @@ def lumina_api_search_fn(
 
 
 class BM25Provider:
-    """Baseline: the project's BM25 (`evals.lexical`) over the passages table; passages grouped into per-paper
-    contexts in rank order."""
+    """Baseline: the project's BM25 (`evals.lexical`) over the passages table, each passage indexed with its
+    paper's title in front (BEIR's BM25 baseline indexes title + text); passages grouped into per-paper contexts
+    in rank order, their chunks the passage text."""
 
     name = "bm25"
 
@@ -293,7 +333,9 @@ class BM25Provider:
             meta = {row["paper_id"]: row for row in papers.select(cols).to_dicts()}
         self.meta = meta
         self.max_chunks = max_chunks_per_context
-        self.index = LexicalIndex([p["text"] for p in self.passages])
+        self.index = LexicalIndex(
+            [f"{meta.get(p['paper_id'], {}).get('title') or ''} {p['text']}" for p in self.passages]
+        )
 
     def search(self, query: str, k: int) -> list[Context]:
         depth = min(len(self.passages), k * (self.max_chunks + 2))
@@ -321,6 +363,11 @@ class BM25Provider:
                 context.chunks.append(passage["text"])
                 context.passage_ids.append(passage["passage_id"])
         return list(contexts.values())
+
+
+def describe(provider) -> dict[str, Any]:
+    """What the provider searched with (lumina: configuration, index, models); {} when it does not say."""
+    return provider.describe() if hasattr(provider, "describe") else {}
 
 
 def http_stats(provider) -> dict[str, int]:
