@@ -1,7 +1,8 @@
 """Recursive query refinement (the paper's "lumina-recursive" mode, run for every provider).
 
 Level 0 asks the question. Level d asks a refined query made from level d-1's results and merges the new contexts
-into the pool of every level so far (dropping any chunk whose text was already there). Like-for-like: the result of
+into the pool of every level so far (dropping any chunk whose text was already there). The ranked list of every
+depth holds one context per paper (`paper_key`), within a level and across levels. Like-for-like: the result of
 depth d is a ranked list of exactly p contexts (fewer only when the pool holds fewer), the pool re-ranked by
 reciprocal rank fusion across levels (RRF_K = 60; a tie goes to the earlier level), so depth d and depth 0 are
 compared at the same page size. The merged pool is kept beside it (its recall is a separate column).
@@ -9,8 +10,10 @@ compared at the same page size. The merged pool is kept beside it (its recall is
 A provider error at depth d is a failure of that level, not an empty result: depths before it stay scored, it and
 the later levels (whose queries would be refined from its results) carry the error and are left out of the scores.
 
-Refiners: the Recursion Prompt through an LLM (strict `<query>` parsing, retries, then a recorded failure), or,
-offline, pseudo-relevance feedback (key terms of the top results appended to the question), labelled so.
+Refiners: the Recursion Prompt through an LLM (strict `<query>` parsing, retries, then a recorded failure): the
+paper's recursive refinement. Offline there is no LLM to rewrite the query, and `PseudoRelevanceRefiner` (key terms
+of the top results appended to the question) is a different method, pseudo-relevance feedback; it is labelled so
+everywhere and never reported as the paper's recursion.
 """
 
 from __future__ import annotations
@@ -166,23 +169,36 @@ def _unseen_part(context: Context, seen: set[str], score: float | None) -> Conte
 RRF_K = 60
 
 
-def _context_key(context: Context) -> str:
-    """A context's identity across levels: its passage ids, else its normalized chunk text."""
-    if context.passage_ids:
-        return "p:" + "|".join(context.passage_ids)
-    return "t:" + _norm(" ".join(context.chunks))
+def paper_key(context: Context) -> str:
+    """A context's paper, within a level and across levels: its paper id, else DOI, URL, title, and only for a
+    context with none of them its normalized text."""
+    for prefix, value in (
+        ("id:", context.paper_id),
+        ("doi:", (context.doi or "").lower()),
+        ("url:", context.url),
+        ("title:", _norm(context.title or "")),
+    ):
+        if value:
+            return prefix + value
+    return "text:" + _norm(" ".join(context.chunks))
 
 
 def fuse_levels(level_results: Sequence[Sequence[Context]], page_size: int) -> list[Context]:
     """The top `page_size` of every level's results fused by reciprocal rank (sum over levels of
-    1 / (RRF_K + rank)); chunks already taken by a better-ranked context are dropped, a context left empty is
-    skipped. One level keeps its own order, so depth 0 is the provider's own top p."""
+    1 / (RRF_K + rank)), one context per paper: a paper found again (in the same level or another) adds to its
+    score and keeps the context it was first seen with, so one paper never fills two of the p slots. Chunks
+    already taken by a better-ranked context are dropped, a context left empty is skipped. One level keeps its
+    own order (its repeats of a paper dropped), so depth 0 is the provider's own top p."""
     scores: dict[str, float] = {}
     first_seen: dict[str, tuple[int, int]] = {}
     contexts: dict[str, Context] = {}
+    counted: set[tuple[int, str]] = set()
     for level, results in enumerate(level_results):
         for rank, context in enumerate(results, start=1):
-            key = _context_key(context)
+            key = paper_key(context)
+            if (level, key) in counted:
+                continue  # a paper repeated within one level counts once, at its best rank
+            counted.add((level, key))
             scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_K + rank)
             if key not in contexts:
                 contexts[key] = context
@@ -244,7 +260,7 @@ def recursive_search(
             Level(d, question if d == 0 else None, "none" if d == 0 else method, [], 0, error=error)
             for d in range(max_depth + 1)
         ]
-    first = first[:page_size]
+    first = fuse_levels([first[:page_size]], page_size)
     levels = [
         Level(0, question, "none", first, sum(len(c.chunks) for c in first), fresh=first, pool=list(first))
     ]
