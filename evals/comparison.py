@@ -1,16 +1,48 @@
-"""Headline comparisons with a paired test over questions: each provider against the baseline at the same page size
-and depth, and each provider's deepest recursion level against its own zero-shot, per question set. Only questions
-scored on both sides are paired; a difference whose p-value is not below alpha is printed as not significant."""
+"""Paired comparisons over questions, with one declared primary comparison and a multiplicity correction.
+
+Declared before any run (`evals.defaults`): the primary comparison is lumina against the best baseline on the
+held-out BEIR questions, by nDCG@10 at p = 10 and depth 0. Its family is lumina against every baseline at that
+measure, page size and depth, and those p-values are Holm-corrected (Holm 1979: step-down Bonferroni, which holds
+the family-wise error rate at alpha under any dependence); picking the best baseline after the run cannot inflate
+the error because every baseline is in the family. Every other comparison (other measures, p = 5, which is a
+prefix of p = 10, recursion depths, synthetic and user questions) is labelled exploratory and keeps its uncorrected
+p-value. A question set that is not held out of Lumina's tuning has no family: all of it is exploratory.
+Only questions scored on both sides are paired.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
+from evals import defaults
 from evals.metrics import paired_test
 
-ALPHA = 0.05
+ALPHA = defaults.ALPHA
+
+
+@dataclass(frozen=True)
+class Primary:
+    """The declared primary comparison: `provider` against the best other provider by `measure` (a per-question
+    column, shown as `label`) at `page_size` and `depth` on the `question_set` questions (a kind)."""
+
+    measure: str = defaults.PRIMARY_MEASURE
+    label: str = defaults.PRIMARY_LABEL
+    page_size: int = defaults.PRIMARY_PAGE_SIZE
+    depth: int = defaults.PRIMARY_DEPTH
+    provider: str = defaults.PRIMARY_PROVIDER
+    question_set: str = defaults.PRIMARY_QUESTION_SET
+    alpha: float = ALPHA
+
+    def describe(self) -> str:
+        return (
+            f"{self.provider} vs the best baseline, {self.label} at p = {self.page_size}, depth {self.depth}, "
+            f"held-out {self.question_set} questions"
+        )
+
 
 COMPARISON_SCHEMA = {
     "question_set": pl.String,
@@ -27,8 +59,23 @@ COMPARISON_SCHEMA = {
     "p_value": pl.Float64,
     "effect_size": pl.Float64,
     "test": pl.String,
+    "role": pl.String,  # primary | family | exploratory
+    "p_holm": pl.Float64,
+    "family_size": pl.Int32,
     "verdict": pl.String,
 }
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-adjusted p-values in the input order: the i-th smallest times (m - i), made monotone, capped at 1."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
 
 
 def _values(frame: pl.DataFrame, provider: str, page_size: int, depth: int, column: str) -> dict[str, float]:
@@ -42,24 +89,38 @@ def _values(frame: pl.DataFrame, provider: str, page_size: int, depth: int, colu
     return dict(zip(rows["question_id"].to_list(), rows[column].to_list(), strict=True))
 
 
-def verdict(test, a: str, b: str, alpha: float = ALPHA) -> str:
+def verdict(
+    test, a: str, b: str, alpha: float = ALPHA, *, p_value: float | None = None, label: str = "p"
+) -> str:
+    p = test.p_value if p_value is None else p_value
     if test.n < 2:
         return "too few paired questions"
-    if not test.significant(alpha):
-        return f"not significant (p = {test.p_value:.3f})"
+    if not (test.n > 0 and p < alpha):
+        return f"not significant ({label} = {p:.3f})"
     better = a if test.diff > 0 else b
-    return f"{better} higher (p = {test.p_value:.3f})"
+    return f"{better} higher ({label} = {p:.3f})"
+
+
+def _held_out(frame: pl.DataFrame) -> bool:
+    """Every question of the set is held out of Lumina's tuning (a frame without the flag is not)."""
+    if "held_out" not in frame.columns or frame.height == 0:
+        return False
+    return bool(frame["held_out"].fill_null(False).all())
 
 
 def paired_comparisons(
     per_question: pl.DataFrame,
     measures: dict[str, str],
     *,
-    baseline: str = "lumina",
+    baseline: str = defaults.PRIMARY_PROVIDER,
     alpha: float = ALPHA,
     resamples: int = 10000,
+    primary: Primary | None = None,
 ) -> pl.DataFrame:
-    """One row per (question set, page size, measure, pair). `measures` maps a per-question column to its label."""
+    """One row per (question set, page size, measure, pair): `baseline` (lumina) against every other provider at
+    depth 0, and every provider's deepest level against its own depth 0. `measures` maps a per-question column to
+    its label. The primary comparison's family is Holm-corrected (see the module docstring)."""
+    primary = primary or Primary(alpha=alpha)
     rows: list[dict[str, Any]] = []
     if per_question.height == 0:
         return pl.DataFrame(schema=COMPARISON_SCHEMA)
@@ -67,6 +128,7 @@ def paired_comparisons(
     first = baseline if baseline in providers else providers[0]
     for question_set in sorted(set(per_question["kind"].to_list())):
         frame = per_question.filter(pl.col("kind") == question_set)
+        confirmatory = question_set == primary.question_set and _held_out(frame) and first == primary.provider
         for page_size in sorted(set(frame["page_size"].to_list())):
             depths = sorted(set(frame.filter(pl.col("page_size") == page_size)["depth"].to_list()))
             deepest = depths[-1] if depths else 0
@@ -80,14 +142,21 @@ def paired_comparisons(
                     if not shared:
                         continue
                     test = paired_test([a[q] for q in shared], [b[q] for q in shared], resamples=resamples)
-                    name_a, name_b = f"{pa} d={da}", f"{pb} d={db}"
+                    in_family = (
+                        confirmatory
+                        and column == primary.measure
+                        and page_size == primary.page_size
+                        and da == db == primary.depth
+                        and pa == first
+                        and pb != first
+                    )
                     rows.append(
                         {
                             "question_set": question_set,
                             "page_size": page_size,
                             "measure": label,
-                            "a": name_a,
-                            "b": name_b,
+                            "a": f"{pa} d={da}",
+                            "b": f"{pb} d={db}",
                             "n": test.n,
                             "mean_a": test.mean_a,
                             "mean_b": test.mean_b,
@@ -97,7 +166,35 @@ def paired_comparisons(
                             "p_value": test.p_value,
                             "effect_size": test.effect_size,
                             "test": "paired sign-flip permutation" + (" (exact)" if test.exact else ""),
-                            "verdict": verdict(test, name_a, name_b, alpha),
+                            "role": "family" if in_family else "exploratory",
+                            "_test": test,
                         }
                     )
+    _correct(rows, alpha)
+    for row in rows:
+        row.pop("_test")
     return pl.DataFrame(rows, schema=COMPARISON_SCHEMA) if rows else pl.DataFrame(schema=COMPARISON_SCHEMA)
+
+
+def _correct(rows: list[dict[str, Any]], alpha: float) -> None:
+    """Holm over the family, the best baseline's row marked primary, verdicts for every row."""
+    family = [r for r in rows if r["role"] == "family"]
+    for row, adjusted in zip(family, holm([r["p_value"] for r in family]), strict=True):
+        row["p_holm"] = adjusted
+        row["family_size"] = len(family)
+    if family:
+        max(family, key=lambda r: (r["mean_b"], r["b"]))["role"] = "primary"
+    for row in rows:
+        test = row["_test"]
+        if row["role"] == "exploratory":
+            row["verdict"] = "exploratory: " + verdict(test, row["a"], row["b"], alpha, label="uncorrected p")
+        else:
+            row["verdict"] = verdict(test, row["a"], row["b"], alpha, p_value=row["p_holm"], label="Holm p")
+
+
+def primary_row(comparisons: pl.DataFrame | None) -> dict[str, Any] | None:
+    """The primary comparison of a run, None when the run has none (no held-out set, no baseline)."""
+    if comparisons is None or "role" not in comparisons.columns:
+        return None
+    rows = comparisons.filter(pl.col("role") == "primary")
+    return rows.row(0, named=True) if rows.height else None

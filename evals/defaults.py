@@ -1,16 +1,28 @@
 """The benchmark's default grid and sizes, in one place: the assets' run config classes, `default_run_config`, the
 `lumina benchmark run` options and the judge setup all read them.
 
-The defaults keep a demo run to a few minutes on 2 cores; raise them for a real benchmark."""
+The grid and the synthetic set keep a demo run to minutes on 2 cores; the BEIR questions are all of the held-out
+ones (a comparison of a dozen questions can show only huge differences)."""
 
 from __future__ import annotations
 
 DEPTHS = (0, 1, 2, 3)  # recursion depths scored
 PAGE_SIZES = (5, 10)  # page sizes p; provider_results asks each provider for the largest
 SYNTHETIC_QUESTIONS = 12  # questions generated from sampled passages
-BEIR_QUERIES = 12  # queries sampled from a BEIR folder (with their qrels)
+BEIR_QUERIES = 0  # BEIR queries with qrels: 0 = every held-out one, N > 0 = a seeded sample of N, < 0 = none
 # SciFact train queries per split the offline judge is calibrated on; the judging and the scoring steps must use
 # the same value, so the agreement is measured on the judge that judged.
 CALIBRATION_QUERIES = 60
 LLM_VALIDATION_QUERIES = 30  # held-out queries an LLM judge is validated on (each costs calls)
 JUDGE_MAX_ATTEMPTS = 3  # an LLM judge's tries per verdict before it is recorded as failed
+BEIR_SUBSET = "heldout"  # of a train-only BEIR split: heldout | tuning | all (lumina_assets.corpus.splits)
+# The primary comparison, declared before any run: lumina against the best baseline on the held-out BEIR questions,
+# by nDCG@10 at page size 10 and depth 0 (zero-shot). Its family (lumina against every baseline at that measure,
+# page size and depth) is Holm-corrected; every other comparison in a report is exploratory.
+PRIMARY_MEASURE = "ndcg10"
+PRIMARY_LABEL = "nDCG@10"
+PRIMARY_PAGE_SIZE = 10
+PRIMARY_DEPTH = 0
+PRIMARY_PROVIDER = "lumina"
+PRIMARY_QUESTION_SET = "beir"
+ALPHA = 0.05

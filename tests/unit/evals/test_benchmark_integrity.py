@@ -9,8 +9,9 @@ import math
 import polars as pl
 import pytest
 
-from evals import runner
+from evals import runner, scoring
 from evals.comparison import paired_comparisons
+from evals.matching import PaperMatcher
 from evals.metrics import paired_test
 from evals.questions import gather_user_queries, load_beir_queries, questions_frame
 from evals.recursive import Refinement
@@ -59,16 +60,17 @@ def test_provider_error_at_depth_two_is_counted_and_leaves_other_depths_scored()
         refiner=Refiner(),
     )
     assert frame.filter(pl.col("error").is_null())["contexts"].list.len().to_list() == [3] * 6
-    per_question = runner.question_scores(frame, None, questions())
-    scores = runner.score(frame, None, questions(), resamples=50, per_question=per_question)
+    per_question = scoring.question_scores(frame, None, questions())
+    scores = scoring.score(per_question, resamples=50)
     table = scores.filter(pl.col("question_set") == "all").sort("depth")
     assert table["n"].to_list() == [2, 2, 1, 1]  # n = scored questions
     assert table["failed"].to_list() == [0, 0, 1, 1]
     assert table["failure_rate"].to_list() == [0.0, 0.0, 0.5, 0.5]
     # the failure is left out, not scored 0: the scored question still finds its paper at depths 2 and 3
     assert table["R@p"].to_list() == [1.0, 1.0, 1.0, 1.0]
-    # each level's first context is a passage of P1: fused by reciprocal rank they fill the top p as depth grows
-    assert table["CR@p (qrels)"].to_list() == pytest.approx([1 / 3, 2 / 3, 1.0, 1.0])
+    # each level's first context is a passage of P1: one paper, so it fills one of the p slots at every depth
+    # (fused by paper, never two slots), and CR@p stays 1/p
+    assert table["CR@p (qrels)"].to_list() == pytest.approx([1 / 3] * 4)
 
 
 def test_qrels_match_external_contexts_by_doi():
@@ -80,7 +82,8 @@ def test_qrels_match_external_contexts_by_doi():
         max_depth=0,
         refiner=Refiner(),
     )
-    scored = runner.question_scores(frame, None, questions(), doi_to_paper={"10.1/abc": "P1"})
+    matcher = PaperMatcher.from_papers(pl.DataFrame([{"paper_id": "P1", "title": "t", "doi": "10.1/abc"}]))
+    scored = scoring.question_scores(frame, None, questions(), matcher=matcher)
     assert scored["recall_p"].to_list() == [1.0] and scored["cr_qrels"].to_list() == [1.0]
 
 
@@ -117,9 +120,11 @@ def test_comparisons_say_not_significant():
     frame = pl.DataFrame(rows)
     table = paired_comparisons(frame, {"ndcg10": "nDCG@10", "recall_p": "R@p"})
     ndcg = table.filter(pl.col("measure") == "nDCG@10").row(0, named=True)
-    assert ndcg["a"] == "lumina d=0" and ndcg["n"] == 12 and ndcg["verdict"].startswith("lumina d=0 higher")
+    assert ndcg["a"] == "lumina d=0" and ndcg["n"] == 12
+    # no held-out flag on these questions: nothing is confirmatory, every comparison is labelled exploratory
+    assert ndcg["role"] == "exploratory" and ndcg["verdict"].startswith("exploratory: lumina d=0 higher")
     recall = table.filter(pl.col("measure") == "R@p").row(0, named=True)
-    assert recall["p_value"] == 1.0 and recall["verdict"].startswith("not significant")
+    assert recall["p_value"] == 1.0 and recall["verdict"].startswith("exploratory: not significant")
 
 
 @pytest.fixture
@@ -139,9 +144,11 @@ def test_only_beir(tmp_path):
 def test_beir_folder_with_only_test_qrels(test_only_beir):
     assert pick_split(test_only_beir) == "test"
     frame = gather_user_queries([], test_only_beir, beir_queries=5, seed=1, split="", papers=None)
-    assert frame.height == 3 and set(frame["set_name"]) == {"trec-covid-mini-test"}
+    # q2's only judgment is 0 (not relevant): a query without a relevant document is no BEIR question
+    assert frame.height == 2 and set(frame["set_name"]) == {"trec-covid-mini-test"}
+    assert frame["held_out"].to_list() == [True, True]  # a test split is held out whole
     assert set(frame["generator"]) == {"beir:trec-covid-mini/test"}
-    assert load_beir_queries(test_only_beir, n=5, split="train,test").height == 3
+    assert load_beir_queries(test_only_beir, n=5, split="train,test").height == 2
     with pytest.raises(CollectionError, match="available: test"):
         load_beir_queries(test_only_beir, n=5, split="train")
 

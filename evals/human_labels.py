@@ -1,0 +1,184 @@
+"""Context Precision on human labels, and context length, with no LLM.
+
+SciFact's annotators marked, for each claim and each abstract that supports or contradicts it, the rationale
+sentences (`rationales_<split>.jsonl` beside a BEIR folder). A sentence of a context is critical when it is one of
+the claim's rationale sentences, so CP_j = mean over contexts of (critical / sentences), exactly the paper's CP
+with human verdicts in place of the judge's, for any provider whose contexts carry the text (matching is on text,
+not ids). Sentences are the judge's units (`evals.judge.context_sentences`), so an LLM judge's sentence verdicts
+line up one to one with the human labels (`sentence_agreement`).
+
+Length: contexts differ in how much text they carry (two passages and their neighbours, one snippet, three
+highlights), and CP rewards short contexts while CR rewards long ones. Every context is described by its sentences
+and word tokens (`\\w+` runs), and `truncate` cuts a context to a token budget at sentence boundaries so every
+provider can be scored again at the same length (the length-matched sensitivity row).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from rapidfuzz import fuzz
+
+from evals.judge import context_sentences
+from lumina_assets.core.schemas import Context
+
+SENTENCE_THRESHOLD = (
+    90.0  # rapidfuzz ratio of two normalized sentences that are the same sentence re-segmented
+)
+MIN_CONTAINED_CHARS = 30  # a piece of a rationale sentence this long counts (a snippet cut mid-sentence)
+_TOKEN = re.compile(r"\w+")
+
+
+# A run scores the same contexts at every page size and depth: sentences, normal forms and verdicts are cached.
+@functools.lru_cache(maxsize=500_000)
+def _norm(text: str) -> str:
+    return " ".join(_TOKEN.findall(text.lower()))
+
+
+@functools.lru_cache(maxsize=500_000)
+def tokens(text: str) -> int:
+    return len(_TOKEN.findall(text))
+
+
+@functools.lru_cache(maxsize=200_000)
+def _sentences(chunks: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(context_sentences(Context(title="", chunks=list(chunks))))
+
+
+def sentences_of(context: Context) -> tuple[str, ...]:
+    """The judge's sentences of a context (`evals.judge.context_sentences`), cached by its chunks."""
+    return _sentences(tuple(context.chunks))
+
+
+def rationales_path(folder: Path, split: str) -> Path:
+    return Path(folder) / f"rationales_{split}.jsonl"
+
+
+def load_rationales(folder: Path, split: str) -> dict[str, list[str]]:
+    """query id -> the claim's rationale sentences over all its evidence abstracts ({} when the file is absent)."""
+    path = rationales_path(folder, split)
+    if not path.exists():
+        return {}
+    out: dict[str, list[str]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out.setdefault(str(row["query_id"]), []).extend(s for s in row.get("sentences") or [] if s)
+    return out
+
+
+def is_rationale(sentence: str, rationales: Sequence[str]) -> bool:
+    """The same sentence (re-segmented or re-spaced), or a long enough piece of one, or one containing one."""
+    return _is_rationale(sentence, tuple(rationales))
+
+
+@functools.lru_cache(maxsize=500_000)
+def _is_rationale(sentence: str, rationales: tuple[str, ...]) -> bool:
+    text = _norm(sentence)
+    if not text:
+        return False
+    for rationale in rationales:
+        other = _norm(rationale)
+        if not other:
+            continue
+        if other in text or (len(text) >= MIN_CONTAINED_CHARS and text in other):
+            return True
+        if fuzz.ratio(text, other) >= SENTENCE_THRESHOLD:
+            return True
+    return False
+
+
+def sentence_labels(context: Context, rationales: Sequence[str]) -> list[int]:
+    """1 for each critical (rationale) sentence of the context, 0 otherwise, in the judge's sentence order."""
+    frozen = tuple(rationales)
+    return [int(_is_rationale(s, frozen)) for s in sentences_of(context)]
+
+
+def human_cp(contexts: Sequence[Context], rationales: Sequence[str]) -> float:
+    """CP_j with human labels: mean over contexts of critical / sentences; 0.0 for no contexts (counted)."""
+    if not contexts:
+        return 0.0
+    ratios = []
+    for context in contexts:
+        labels = sentence_labels(context, rationales)
+        ratios.append(sum(labels) / len(labels) if labels else 0.0)
+    return sum(ratios) / len(ratios)
+
+
+def truncate(context: Context, budget: int) -> Context:
+    """The context cut to `budget` word tokens: whole sentences while they fit, and the first sentence cut to the
+    budget when even it does not; one chunk of the kept text."""
+    kept: list[str] = []
+    used = 0
+    for sentence in sentences_of(context):
+        count = tokens(sentence)
+        if used + count <= budget:
+            kept.append(sentence)
+            used += count
+            continue
+        if not kept and budget > 0:
+            kept.append(" ".join(sentence.split()[:budget]))
+        break
+    return Context(
+        title=context.title,
+        chunks=[" ".join(kept)] if kept else [],
+        doi=context.doi,
+        url=context.url,
+        paper_id=context.paper_id,
+        score=context.score,
+        passage_ids=list(context.passage_ids),
+    )
+
+
+def length(contexts: Sequence[Context]) -> tuple[float | None, float | None]:
+    """(mean sentences per context, mean word tokens per context); None for no contexts."""
+    if not contexts:
+        return None, None
+    sentences = [len(sentences_of(c)) for c in contexts]
+    words = [sum(tokens(chunk) for chunk in c.chunks) for c in contexts]
+    return sum(sentences) / len(sentences), sum(words) / len(words)
+
+
+def sentence_agreement(
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+) -> dict[str, float | int] | None:
+    """Cohen's kappa of the judge's sentence verdicts against the human labels over every sentence of the given
+    (judge verdicts, human labels) context pairs; pairs of different lengths (the judge saw another split) are
+    skipped and counted."""
+    from evals.metrics import agreement
+
+    judge: list[int] = []
+    human: list[int] = []
+    skipped = 0
+    for verdicts, labels in pairs:
+        if len(verdicts) != len(labels):
+            skipped += 1
+            continue
+        judge += [int(v) for v in verdicts]
+        human += [int(h) for h in labels]
+    if not judge:
+        return None
+    result = agreement(judge, human)
+    return {
+        "kappa": result.kappa,
+        "sentences": result.n,
+        "critical_by_humans": result.positives,
+        "precision": result.precision,
+        "recall": result.recall,
+        "contexts_skipped": skipped,
+    }
+
+
+def rationales_for_questions(
+    folder: Path | None, split: str | None, question_ids: Mapping[str, str]
+) -> dict[str, list[str]]:
+    """Benchmark question id -> its claim's rationale sentences, for BEIR questions (`question_ids` maps question
+    id -> the BEIR query id) of a folder that ships rationales for `split`."""
+    if folder is None or not split:
+        return {}
+    by_query = load_rationales(folder, split)
+    return {qid: by_query[query] for qid, query in question_ids.items() if query in by_query}

@@ -1,0 +1,423 @@
+"""Scores of one benchmark run: per question, then per provider × page size × depth × question set with CIs.
+
+Measures, per question j at page size p (a failed provider call keeps only its `error` and is never scored):
+- judged: CR and CP from the judge's verdicts (`evals.metrics`);
+- qrels (the collection's relevance judgments, or a synthetic question's source paper), each context matched to
+  a paper of the collection by `evals.matching`: CR@p (qrels) = distinct relevant papers among the contexts / p
+  (p, not the contexts returned: a provider that returns fewer scores less), nDCG@10, nDCG@p and AP@p over the
+  contexts' ranked papers (graded by rank, so one relevant paper can score 1.0 where CR@p cannot pass 1/p), R@p,
+  RR, R@pool (every recursion level's merged contexts), and passage@p for a synthetic question's source passage.
+  A provider none of whose results matched a paper of the collection is left out of these with the reason;
+- human CP, from the collection's rationale sentences (`evals.human_labels`), on the contexts as returned and cut
+  to one token budget for every provider (length-matched);
+- length: contexts per question, sentences and word tokens per context.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+
+from evals import human_labels
+from evals.judge import JudgeInput
+from evals.matching import PaperMatcher, context_key
+from evals.metrics import ContextVerdict, agreement, bootstrap_ci, per_query_ranking, question_cp, question_cr
+from evals.providers import contexts_from_rows
+from lumina_assets.core.schemas import Context
+
+QUESTION_SCORE_SCHEMA = {
+    "provider": pl.String,
+    "page_size": pl.Int32,
+    "depth": pl.Int32,
+    "question_id": pl.String,
+    "kind": pl.String,
+    "set_name": pl.String,
+    "held_out": pl.Boolean,
+    "error": pl.String,
+    "cr": pl.Float64,
+    "cp": pl.Float64,
+    "cr_failures": pl.Int32,
+    "cp_failures": pl.Int32,
+    "unjudged": pl.Int32,
+    "contexts": pl.Int32,
+    "sentences_per_context": pl.Float64,
+    "tokens_per_context": pl.Float64,
+    "has_qrels": pl.Boolean,
+    "qrels_excluded": pl.String,
+    "cr_qrels": pl.Float64,
+    "ndcg10": pl.Float64,
+    "ndcg_p": pl.Float64,
+    "ap_p": pl.Float64,
+    "recall_p": pl.Float64,
+    "recall_pool": pl.Float64,
+    "rr": pl.Float64,
+    "passage_hit": pl.Float64,
+    "cp_human": pl.Float64,
+    "cp_human_lm": pl.Float64,
+}
+
+# per-question column -> the name it has in the scores table and the report
+QRELS_MEASURES = {
+    "cr_qrels": "CR@p (qrels)",
+    "ndcg10": "nDCG@10",
+    "ndcg_p": "nDCG@p",
+    "ap_p": "AP@p",
+    "recall_p": "R@p",
+    "passage_hit": "passage@p",
+}
+HUMAN_MEASURES = {"cp_human": "CP (human)", "cp_human_lm": "CP (human, length-matched)"}
+LENGTH_COLUMNS = {
+    "contexts": "contexts/question",
+    "sentences_per_context": "sentences/context",
+    "tokens_per_context": "tokens/context",
+}
+
+
+def token_budget(recursive: pl.DataFrame) -> int | None:
+    """The length-matched budget: the smallest, over providers, of the median word tokens per context at depth 0
+    (every provider is cut to the shortest provider's typical context); None without contexts."""
+    medians = []
+    for provider in sorted(set(recursive["provider"].to_list())) if recursive.height else []:
+        rows = recursive.filter(
+            (pl.col("provider") == provider) & (pl.col("depth") == 0) & pl.col("error").is_null()
+        )
+        counts = [
+            sum(human_labels.tokens(chunk) for chunk in c.chunks)
+            for contexts in rows["contexts"].to_list()
+            for c in contexts_from_rows(contexts or [])
+        ]
+        if counts:
+            medians.append(statistics.median(counts))
+    return max(1, int(min(medians))) if medians else None
+
+
+def _paper(context: Context, matcher: PaperMatcher) -> str:
+    """The collection paper a context is; its own id (or an `unmatched:` key) when it is none of them."""
+    found = matcher.match(context).paper_id
+    return found or context.paper_id or f"unmatched:{context_key(context)}"
+
+
+def _pool_papers(row: dict[str, Any], matcher: PaperMatcher) -> list[str]:
+    """The collection papers in a level's merged pool (every level so far), matched like its contexts."""
+    refs = row.get("pool_refs")
+    if refs is None:  # stored before pools kept their titles and DOIs
+        refs = [{"paper_id": pid} for pid in row.get("pool_paper_ids") or []]
+    return [
+        _paper(
+            Context(
+                title=r.get("title") or "",
+                chunks=[],
+                doi=r.get("doi"),
+                url=r.get("url"),
+                paper_id=r.get("paper_id"),
+            ),
+            matcher,
+        )
+        for r in refs
+    ]
+
+
+def question_scores(
+    recursive: pl.DataFrame,
+    judgments: pl.DataFrame | None,
+    questions: pl.DataFrame,
+    *,
+    matcher: PaperMatcher | None = None,
+    rationales: Mapping[str, list[str]] | None = None,
+    qrels_excluded: Mapping[str, str] | None = None,
+    budget: int | None = None,
+) -> pl.DataFrame:
+    """One row per (provider, page size, depth, question) with every measure above."""
+    matcher = matcher or PaperMatcher()
+    rationales = rationales or {}
+    excluded = qrels_excluded or {}
+    verdicts = {
+        row["key"]: ContextVerdict(
+            row["relevant"],
+            row["critical"] if row["precision_failure"] is None else None,
+            row["sentences"] if row["precision_failure"] is None else None,
+        )
+        for row in (judgments.iter_rows(named=True) if judgments is not None else [])
+    }
+    meta = {row["question_id"]: row for row in questions.iter_rows(named=True)}
+    rows: list[dict[str, Any]] = []
+    runs: dict[tuple, dict[str, list[str]]] = {}
+    pools: dict[tuple, dict[str, list[str]]] = {}
+    qrels: dict[str, dict[str, int]] = {}
+    for row in recursive.iter_rows(named=True):
+        question = meta.get(row["question_id"])
+        if question is None:
+            continue
+        relevant = set(question.get("relevant_paper_ids") or [])
+        base = {
+            "provider": row["provider"],
+            "page_size": row["page_size"],
+            "depth": row["depth"],
+            "question_id": row["question_id"],
+            "kind": question["kind"],
+            "set_name": question.get("set_name") or question["kind"],
+            "held_out": question.get("held_out"),
+            "has_qrels": bool(relevant),
+        }
+        if row.get("error"):
+            rows.append({**base, "error": row["error"]})
+            continue
+        contexts = contexts_from_rows(row["contexts"])
+        judged = [
+            verdicts.get(JudgeInput(row["question_id"], question["text"], c).key) if verdicts else None
+            for c in contexts
+        ]
+        missing = sum(1 for v in judged if v is None)
+        judged = [v if v is not None else ContextVerdict(None, None, None) for v in judged]
+        sentences, words = human_labels.length(contexts)
+        record = {
+            **base,
+            "cr": question_cr(judged),
+            "cp": question_cp(judged),
+            "cr_failures": sum(1 for v in judged if v.relevant is None),
+            "cp_failures": sum(1 for v in judged if v.critical is None),
+            "unjudged": missing,
+            "contexts": len(contexts),
+            "sentences_per_context": sentences,
+            "tokens_per_context": words,
+        }
+        labels = rationales.get(row["question_id"])
+        if labels:
+            record["cp_human"] = human_labels.human_cp(contexts, labels)
+            if budget:
+                cut = [human_labels.truncate(c, budget) for c in contexts]
+                record["cp_human_lm"] = human_labels.human_cp(cut, labels)
+        if relevant and row["provider"] in excluded:
+            record["qrels_excluded"] = excluded[row["provider"]]
+        elif relevant:
+            docs = [_paper(c, matcher) for c in contexts]
+            record["cr_qrels"] = len(set(docs) & relevant) / row["page_size"]
+            key = (row["provider"], row["page_size"], row["depth"])
+            runs.setdefault(key, {})[row["question_id"]] = docs
+            pools.setdefault(key, {})[row["question_id"]] = _pool_papers(row, matcher)
+            qrels[row["question_id"]] = {pid: 1 for pid in relevant}
+            if question.get("source_passage_id"):
+                ids = {pid for c in contexts for pid in c.passage_ids}
+                record["passage_hit"] = float(question["source_passage_id"] in ids)
+        rows.append(record)
+    ranked = _rankings(runs, pools, qrels)
+    for record in rows:
+        key = (record["provider"], record["page_size"], record["depth"], record["question_id"])
+        record.update(ranked.get(key, {}))
+    if not rows:
+        return pl.DataFrame(schema=QUESTION_SCORE_SCHEMA)
+    return pl.DataFrame(
+        [{k: r.get(k) for k in QUESTION_SCORE_SCHEMA} for r in rows], schema=QUESTION_SCORE_SCHEMA
+    )
+
+
+def _rankings(runs, pools, qrels) -> dict[tuple, dict[str, float]]:
+    """(provider, p, depth, question) -> the ranking measures, one ir_measures pass per (provider, p, depth)."""
+    out: dict[tuple, dict[str, float]] = {}
+    for key, run in runs.items():
+        page = key[1]
+        subset = {q: qrels[q] for q in run}
+        measures = list(dict.fromkeys(("nDCG@10", f"nDCG@{page}", f"AP@{page}", "R@1000", "RR")))
+        ranked = per_query_ranking(subset, run, measures=measures)
+        pooled = per_query_ranking(subset, pools.get(key, {}), measures=("R@1000",))
+        for qid, values in ranked.items():
+            out[(*key, qid)] = {
+                "ndcg10": values["nDCG@10"],
+                "ndcg_p": values[f"nDCG@{page}"],
+                "ap_p": values[f"AP@{page}"],
+                "recall_p": values["R@1000"],
+                "rr": values["RR"],
+                "recall_pool": pooled[qid]["R@1000"],
+            }
+    return out
+
+
+def proxy_agreement(
+    recursive: pl.DataFrame,
+    judgments: pl.DataFrame | None,
+    questions: pl.DataFrame,
+    *,
+    exclude: set[str] | frozenset[str] = frozenset(),
+    matcher: PaperMatcher | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Per provider: the judge's CR verdicts against qrels on this run's own contexts (questions with qrels, the
+    judge's calibration questions in `exclude` left out), each unique (question, context) pair once."""
+    matcher = matcher or PaperMatcher()
+    verdicts = {
+        row["key"]: row["relevant"]
+        for row in (judgments.iter_rows(named=True) if judgments is not None else [])
+    }
+    if not verdicts:
+        return {}
+    meta = {row["question_id"]: row for row in questions.iter_rows(named=True)}
+    pairs: dict[str, dict[str, tuple[int, int]]] = {}
+    for row in recursive.iter_rows(named=True):
+        question = meta.get(row["question_id"])
+        if question is None or row.get("error") or row["question_id"] in exclude:
+            continue
+        relevant = set(question.get("relevant_paper_ids") or [])
+        if not relevant:
+            continue
+        for context in contexts_from_rows(row["contexts"]):
+            key = JudgeInput(row["question_id"], question["text"], context).key
+            verdict = verdicts.get(key)
+            if verdict is not None:
+                pairs.setdefault(row["provider"], {})[key] = (
+                    int(verdict),
+                    int(_paper(context, matcher) in relevant),
+                )
+    out = {}
+    for provider, found in pairs.items():
+        judge, human = zip(*found.values(), strict=True)
+        result = agreement(list(judge), list(human))
+        out[provider] = {"kappa": result.kappa, "pairs": result.n, "positives": result.positives}
+    return out
+
+
+def judge_vs_human(
+    recursive: pl.DataFrame,
+    judgments: pl.DataFrame | None,
+    questions: pl.DataFrame,
+    rationales: Mapping[str, list[str]],
+) -> dict[str, dict[str, Any]]:
+    """Per provider: the judge's CP sentence verdicts against the human rationale labels, over every unique
+    judged context of a question with rationales."""
+    if judgments is None or not judgments.height or not rationales:
+        return {}
+    sentence_verdicts = {
+        row["key"]: row["sentence_verdicts"]
+        for row in judgments.iter_rows(named=True)
+        if row["sentence_verdicts"] is not None and row["precision_failure"] is None
+    }
+    texts = dict(zip(questions["question_id"].to_list(), questions["text"].to_list(), strict=True))
+    pairs: dict[str, dict[str, tuple[list[int], list[int]]]] = {}
+    for row in recursive.iter_rows(named=True):
+        labels = rationales.get(row["question_id"])
+        if not labels or row.get("error") or row["question_id"] not in texts:
+            continue
+        for context in contexts_from_rows(row["contexts"]):
+            key = JudgeInput(row["question_id"], texts[row["question_id"]], context).key
+            if key in sentence_verdicts:
+                pairs.setdefault(row["provider"], {})[key] = (
+                    list(sentence_verdicts[key]),
+                    human_labels.sentence_labels(context, labels),
+                )
+    out = {}
+    for provider, found in pairs.items():
+        result = human_labels.sentence_agreement(list(found.values()))
+        if result is not None:
+            out[provider] = result
+    return out
+
+
+def _interval(row: dict[str, Any], name: str, values: list[float], resamples: int) -> None:
+    estimate = bootstrap_ci(values, resamples=resamples)
+    row[name] = estimate.mean if values else None
+    row[f"{name} low"] = estimate.low if values else None
+    row[f"{name} high"] = estimate.high if values else None
+
+
+SCORE_SCHEMA = {
+    "provider": pl.String,
+    "page_size": pl.Int32,
+    "depth": pl.Int32,
+    "question_set": pl.String,
+    **{c: pl.Float64 for c in ("cr", "cr_low", "cr_high", "cp", "cp_low", "cp_high")},
+    "n": pl.Int32,
+    "failed": pl.Int32,
+    "failure_rate": pl.Float64,
+    "n_scored_cr": pl.Int32,
+    "n_scored_cp": pl.Int32,
+    "cr_failures": pl.Int32,
+    "cp_failures": pl.Int32,
+    "unjudged_contexts": pl.Int32,
+    "questions_without_contexts": pl.Int32,
+    "mean_contexts": pl.Float64,
+    "sentences/context": pl.Float64,
+    "tokens/context": pl.Float64,
+    "n_qrels": pl.Int32,
+    "qrels_excluded": pl.String,
+    **{f"{name}{suffix}": pl.Float64 for name in QRELS_MEASURES.values() for suffix in ("", " low", " high")},
+    "R@pool": pl.Float64,
+    "RR": pl.Float64,
+    "n_human_cp": pl.Int32,
+    **{f"{name}{suffix}": pl.Float64 for name in HUMAN_MEASURES.values() for suffix in ("", " low", " high")},
+    "proxy_kappa": pl.Float64,
+    "proxy_pairs": pl.Int32,
+    "judge_vs_human_kappa": pl.Float64,
+    "judge_vs_human_sentences": pl.Int32,
+}
+
+
+def score(
+    per_question: pl.DataFrame,
+    *,
+    resamples: int = 2000,
+    proxy: Mapping[str, dict[str, Any]] | None = None,
+    sentence_agreement: Mapping[str, dict[str, Any]] | None = None,
+) -> pl.DataFrame:
+    """Per provider × page size × depth × question set ("all", pooled, and each kind): the measures above with
+    bootstrap CIs over the scored questions, `n` = scored questions, `failed` / `failure_rate` = provider calls
+    that failed, the judge's agreement with qrels (proxy_kappa) and with the human sentence labels."""
+    proxy = proxy or {}
+    sentence_agreement = sentence_agreement or {}
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for record in per_question.to_dicts():
+        for question_set in ("all", record["kind"]):
+            key = (record["provider"], record["page_size"], record["depth"], question_set)
+            groups.setdefault(key, []).append(record)
+    out = []
+    for (provider, page_size, depth, question_set), group in sorted(groups.items()):
+        scored = [r for r in group if not r["error"]]
+        failed = len(group) - len(scored)
+        cr = bootstrap_ci([r["cr"] for r in scored if r["cr"] is not None], resamples=resamples)
+        cp = bootstrap_ci([r["cp"] for r in scored if r["cp"] is not None], resamples=resamples)
+        with_qrels = [r for r in scored if r["has_qrels"] and not r["qrels_excluded"]]
+        reasons = sorted({r["qrels_excluded"] for r in scored if r["qrels_excluded"]})
+        row: dict[str, Any] = {
+            "provider": provider,
+            "page_size": page_size,
+            "depth": depth,
+            "question_set": question_set,
+            "cr": cr.mean,
+            "cr_low": cr.low,
+            "cr_high": cr.high,
+            "cp": cp.mean,
+            "cp_low": cp.low,
+            "cp_high": cp.high,
+            "n": len(scored),
+            "failed": failed,
+            "failure_rate": failed / len(group) if group else 0.0,
+            "n_scored_cr": cr.n,
+            "n_scored_cp": cp.n,
+            "cr_failures": sum(r["cr_failures"] or 0 for r in scored),
+            "cp_failures": sum(r["cp_failures"] or 0 for r in scored),
+            "unjudged_contexts": sum(r["unjudged"] or 0 for r in scored),
+            "questions_without_contexts": sum(1 for r in scored if r["contexts"] == 0),
+            "mean_contexts": _mean([r["contexts"] for r in scored]),
+            "sentences/context": _mean([r["sentences_per_context"] for r in scored]),
+            "tokens/context": _mean([r["tokens_per_context"] for r in scored]),
+            "n_qrels": len(with_qrels),
+            "qrels_excluded": "; ".join(reasons) or None,
+            "R@pool": _mean([r["recall_pool"] for r in with_qrels]),
+            "RR": _mean([r["rr"] for r in with_qrels]),
+            "n_human_cp": sum(1 for r in scored if r["cp_human"] is not None),
+            "proxy_kappa": proxy.get(provider, {}).get("kappa"),
+            "proxy_pairs": proxy.get(provider, {}).get("pairs", 0),
+            "judge_vs_human_kappa": sentence_agreement.get(provider, {}).get("kappa"),
+            "judge_vs_human_sentences": sentence_agreement.get(provider, {}).get("sentences", 0),
+        }
+        for column, name in QRELS_MEASURES.items():
+            _interval(row, name, [r[column] for r in with_qrels if r[column] is not None], resamples)
+        for column, name in HUMAN_MEASURES.items():
+            _interval(row, name, [r[column] for r in scored if r[column] is not None], resamples)
+        out.append(row)
+    return pl.DataFrame(out, schema=SCORE_SCHEMA) if out else pl.DataFrame(schema=SCORE_SCHEMA)
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
