@@ -1,6 +1,7 @@
-"""What a benchmark run records beside its tables, under data/benchmark/: LLM cost per asset (costs/), why a
-provider was skipped (skipped/), and the judge's agreement with human qrels (judge_agreement.json). The report
-reads all three, so it can say what the whole benchmark cost, what was left out and how far the judge is trusted."""
+"""What a benchmark run records beside its tables, under data/benchmark/: LLM cost per asset (costs/), each
+provider's requests (requests/), why a provider was skipped (skipped/), and the judge's agreement with human qrels
+(judge_agreement.json). The report reads them, so it can say what this run cost (its own providers' partitions, not
+every partition ever run), what was left out and how far the judge is trusted."""
 
 from __future__ import annotations
 
@@ -23,32 +24,91 @@ def agreement_path() -> Path:
     return settings.benchmark_dir() / "judge_agreement.json"
 
 
-def record_cost(asset: str, partition: str | None, client) -> None:
-    """Per-asset LLM usage as JSON (nothing for no client or an offline one)."""
+ROLES = {  # which LLM role an asset's calls are, for the cost line
+    "synthetic_questions": "question generator",
+    "provider_results": "search LLM",
+    "recursive_results": "refiner",
+    "judgments": "judge",
+    "judge_validation": "judge",
+}
+
+
+def record_cost(asset: str, partition: str | None, client, *, role: str = "") -> None:
+    """Per-asset LLM usage as JSON (nothing for no client or an offline one). `role` tells two clients of one
+    asset apart (the refiner and the provider's own search LLM in `recursive_results`)."""
     if client is None or client.is_offline:
         return
-    path = _costs_dir() / f"{asset}.{partition or 'all'}.json"
+    suffix = f".{role}" if role else ""
+    path = _costs_dir() / f"{asset}.{partition or 'all'}{suffix}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"model": client.label, **client.usage.as_metadata("llm")}), encoding="utf-8")
+    entry = {
+        "asset": asset,
+        "partition": partition,
+        "role": role or ROLES.get(asset, asset),
+        "model": client.label,
+        **client.usage.as_metadata("llm"),
+    }
+    path.write_text(json.dumps(entry), encoding="utf-8")
 
 
-def total_cost() -> dict[str, Any]:
-    """Calls, cache hits, tokens and estimated USD summed over the last materialization of each asset."""
-    folder = _costs_dir()
-    entries = (
-        [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
-        if folder.exists()
-        else []
-    )
-    if not entries:
-        return {}
+def record_requests(asset: str, partition: str, counters: dict[str, Any]) -> None:
+    """A provider's HTTP counters for one asset (requests sent, cache hits, a price its responses stated)."""
+    path = settings.benchmark_dir() / "requests" / f"{asset}.{partition}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"asset": asset, "partition": partition, **counters}), encoding="utf-8")
+
+
+def _entries(folder: Path, partitions: set[str]) -> list[dict[str, Any]]:
+    """The entries of this run: its providers' partitions and the unpartitioned steps."""
+    entries = []
+    for path in sorted(folder.glob("*.json")) if folder.exists() else []:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        partition = entry.get("partition", path.name.split(".")[1])
+        if partition in (None, "all") or partition in partitions:
+            entries.append(entry)
+    return entries
+
+
+def run_cost(providers: list[str], request_prices: dict[str, tuple[float | None, str]]) -> dict[str, Any]:
+    """This run's cost: LLM calls per role (USD, or unknown where a model has no list price) and requests per API
+    (USD from the price per request, from prices the responses stated, or unknown), for the run's providers and
+    its unpartitioned steps (questions, judge validation). A cached answer costs nothing now and is counted apart.
+    `request_prices`: provider -> (USD per request or None, where that figure comes from)."""
+    wanted = set(providers)
+    llm: dict[str, dict[str, Any]] = {}
+    for entry in _entries(_costs_dir(), wanted):
+        key = f"{entry.get('role', '?')} ({entry['model']})"
+        row = llm.setdefault(key, {"calls": 0, "cache_hits": 0, "tokens_in": 0, "tokens_out": 0, "usd": 0.0})
+        row["calls"] += entry["llm_calls"]
+        row["cache_hits"] += entry["llm_cache_hits"]
+        row["tokens_in"] += entry["llm_input_tokens"]
+        row["tokens_out"] += entry["llm_output_tokens"]
+        if entry.get("llm_calls_with_unknown_price"):
+            row["usd"] = None
+        elif row["usd"] is not None:
+            row["usd"] += entry["llm_estimated_cost_usd"]
+    requests: dict[str, dict[str, Any]] = {}
+    for entry in _entries(settings.benchmark_dir() / "requests", wanted):
+        provider = entry["partition"]
+        price, note = request_prices.get(provider, (None, "no price known"))
+        row = requests.setdefault(provider, {"requests": 0, "cache_hits": 0, "usd": 0.0, "price": note})
+        sent = entry.get("http_requests", 0)
+        row["requests"] += sent
+        row["cache_hits"] += entry.get("http_cache_hits", 0)
+        if "reported_cost_usd" in entry and not entry.get("unpriced_requests"):
+            stated = entry["reported_cost_usd"]
+        elif price is not None:
+            stated = sent * price
+        else:
+            stated = None if sent else 0.0
+        row["usd"] = None if row["usd"] is None or stated is None else row["usd"] + stated
+    known = [r["usd"] for r in (*llm.values(), *requests.values())]
+    total = sum(u for u in known if u is not None)
     return {
-        "LLM calls sent": sum(e["llm_calls"] for e in entries),
-        "LLM cache hits": sum(e["llm_cache_hits"] for e in entries),
-        "tokens in/out": f"{sum(e['llm_input_tokens'] for e in entries)}/{sum(e['llm_output_tokens'] for e in entries)}",
-        "estimated USD (last materialization of each asset)": round(
-            sum(e["llm_estimated_cost_usd"] for e in entries), 4
-        ),
+        "llm": llm,
+        "requests": requests,
+        "total_usd": round(total, 4),
+        "total_complete": all(u is not None for u in known),
     }
 
 

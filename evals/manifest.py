@@ -11,8 +11,8 @@ from typing import Any
 
 import polars as pl
 
-from evals import ledger, runs
-from evals.registry import RECURSIVE_ALIAS
+from evals import disclosure, ledger, runs
+from evals.registry import PROVIDERS, RECURSIVE_ALIAS, request_prices
 from evals.report import question_sources
 from lumina_assets.core import tables
 
@@ -90,9 +90,15 @@ def build_manifest(
     judge_name: str,
     judge_offline: bool,
     skipped: dict[str, str],
+    matching: list[dict[str, Any]] | None = None,
+    qrels_excluded: dict[str, str] | None = None,
+    token_budget: int | None = None,
+    primary: str = "",
 ) -> dict[str, Any]:
     """What `run.json` records: the run's id, its questions and where they came from, its providers (and those
-    left out or skipped), grid, judge, refinement, per-provider request counters and code version."""
+    left out or skipped), grid, judge, refinement, per-provider request counters and code version; what every
+    provider searched with (lumina's SearchConfig, index version and models), which LLM each role used and a
+    warning for every model two roles share; how the providers' results matched the collection's papers."""
     fingerprint = runs.questions_fingerprint(question_frame)
     recursive = selection.recursive
     refinements = (
@@ -100,10 +106,27 @@ def build_manifest(
         if recursive is not None
         else []
     )
-    stats = {
-        name: runs.read_stamp("recursive_results", name).get("provider_stats") or {}
+    stamps = {name: runs.read_stamp("recursive_results", name) for name in selection.included}
+    stats = {name: stamp.get("provider_stats") or {} for name, stamp in stamps.items()}
+    setup = {name: stamp.get("provider_info") or {} for name, stamp in stamps.items()}
+    provider_llms = {
+        name: (
+            setup[name].get("llm")
+            if setup[name].get("llm")
+            else PROVIDERS[name].llm
+            if name in PROVIDERS
+            else "?"
+        )
         for name in selection.included
     }
+    synthetic = question_frame.filter(pl.col("kind") == "synthetic")
+    roles = disclosure.llm_roles(
+        question_generators=sorted(set(synthetic["generator"].to_list())),
+        provider_llms=provider_llms,
+        refiners=refinements,
+        judge=judge_name,
+        judge_offline=judge_offline,
+    )
     return {
         "run_id": runs.run_id(
             questions=fingerprint,
@@ -125,13 +148,20 @@ def build_manifest(
         "judge_offline": judge_offline,
         "refinement": ", ".join(refinements) or "none",
         "provider_stats": {k: v for k, v in stats.items() if v},
+        "provider_setup": {k: v for k, v in setup.items() if v},
+        "llm_roles": roles,
+        "warnings": disclosure.shared_model_warnings(roles),
+        "primary": primary,
+        "matching": matching or [],
+        "qrels_excluded": qrels_excluded or {},
+        "token_budget": token_budget,
         "code_version": runs.CODE_VERSION,
     }
 
 
 def report_options(manifest: dict[str, Any], comparisons: pl.DataFrame | None) -> dict[str, Any]:
-    """`evals.report.write_report`'s keyword arguments for a stored run, with the cost and judge agreement the
-    ledger holds."""
+    """`evals.report.write_report`'s keyword arguments for a stored run, with this run's cost and the judge
+    agreement the ledger holds."""
     return {
         "judge_name": manifest["judge"],
         "judge_offline": manifest["judge_offline"],
@@ -139,7 +169,7 @@ def report_options(manifest: dict[str, Any], comparisons: pl.DataFrame | None) -
         "skipped": manifest.get("skipped", {}),
         "question_counts": manifest.get("question_counts", {}),
         "refinement": manifest.get("refinement", "none"),
-        "cost": ledger.total_cost(),
+        "cost": ledger.run_cost(manifest.get("providers", []), request_prices()),
         "comparisons": comparisons,
         "run": manifest,
         "excluded": manifest.get("excluded", {}),

@@ -22,6 +22,7 @@ from evals.providers import Provider, ProviderUnavailable
 from lumina_assets.core import settings, tables
 
 RECURSIVE_ALIAS = "lumina_recursive"
+EXTERNAL_LLM = "not disclosed by the service"
 RECURSIVE_ALIAS_REASON = (
     "lumina_recursive is a mode, not a provider: lumina's recursive levels are in recursive_results[lumina]"
 )
@@ -39,6 +40,10 @@ class ProviderSpec:
     resource_key: str | None = None
     external: bool = False
     key_env: str | None = None
+    # USD per request sent (None: unknown, shown as unknown) and where the figure comes from
+    request_price_usd: float | None = 0.0
+    price_note: str = "local, no request cost"
+    llm: str = "none"  # the LLM the provider's answers depend on, as far as it is known
 
 
 def _lumina(question_llm) -> Provider:
@@ -47,9 +52,42 @@ def _lumina(question_llm) -> Provider:
     from lumina_assets.search.model_stages import configured_search_config, search_llm_client
 
     if settings.lumina_api_url():
-        return providers.LuminaProvider(providers.lumina_api_search_fn(settings.lumina_api_url()))
-    config = configured_search_config(llm_client=search_llm_client(question_llm.get_client))
-    return providers.LuminaProvider(providers.lumina_search_fn(config=config))
+        return providers.LuminaProvider(
+            providers.lumina_api_search_fn(settings.lumina_api_url()),
+            llm="unknown (lumina serve decides its own LLM stages)",
+        )
+    client = search_llm_client(question_llm.get_client)
+    config = configured_search_config(llm_client=client)
+    return providers.LuminaProvider(
+        providers.lumina_search_fn(config=config),
+        llm=f"llm:{client.label}" if client is not None else "",
+        llm_client=client,
+    )
+
+
+def dense_config():
+    """Lumina's engine with its passage vectors as the only retriever: no full text, no paper-level retrievers,
+    no expansion, no feedback, no reranker or LLM stage. Contexts are built exactly as lumina builds them, so
+    lumina vs dense isolates what the rest of the pipeline adds to dense retrieval."""
+    from lumina_assets.search.config import SearchConfig
+
+    return SearchConfig().replace(
+        passage_fulltext=False,
+        paper_fulltext=False,
+        paper_title_vectors=False,
+        paper_abstract_vectors=False,
+        expand_acronyms=False,
+        dense_prf=False,
+        llm_parser=None,
+        llm_multi_query=None,
+        rerank=None,
+    )
+
+
+def _dense(_resource) -> Provider:
+    if settings.lumina_api_url():
+        raise ProviderUnavailable("dense runs the engine in process; LUMINA_API_URL is set: dense skipped")
+    return providers.LuminaProvider(providers.lumina_search_fn(config=dense_config()), name="dense")
 
 
 def _bm25(_resource) -> Provider:
@@ -74,12 +112,16 @@ PROVIDERS: dict[str, ProviderSpec] = {
         ProviderSpec("lumina", _lumina, resource_key="question_llm"),
         ProviderSpec(RECURSIVE_ALIAS, None),
         ProviderSpec("bm25", _bm25),
+        ProviderSpec("dense", _dense),
         ProviderSpec(
             "semantic_scholar",
             _external(providers.SemanticScholarProvider),
             resource_key="semantic_scholar",
             external=True,
             key_env="SEMANTIC_SCHOLAR_API_KEY",
+            request_price_usd=0.0,
+            price_note="the Graph API is free (rate-limited)",
+            llm=EXTERNAL_LLM,
         ),
         ProviderSpec(
             "google_scholar",
@@ -87,6 +129,9 @@ PROVIDERS: dict[str, ProviderSpec] = {
             resource_key="google_scholar",
             external=True,
             key_env="SERPAPI_API_KEY",
+            request_price_usd=None,
+            price_note="SerpAPI bills a monthly plan; the price of one search depends on the plan",
+            llm=EXTERNAL_LLM,
         ),
         ProviderSpec(
             "exa",
@@ -94,6 +139,9 @@ PROVIDERS: dict[str, ProviderSpec] = {
             resource_key="exa",
             external=True,
             key_env="EXA_API_KEY",
+            request_price_usd=None,
+            price_note="each Exa response states its price (costDollars), summed when present",
+            llm=EXTERNAL_LLM,
         ),
     )
 }
@@ -102,6 +150,11 @@ PROVIDERS: dict[str, ProviderSpec] = {
 def partition_keys() -> list[str]:
     """Every provider partition, modes included."""
     return list(PROVIDERS)
+
+
+def request_prices() -> dict[str, tuple[float | None, str]]:
+    """Provider -> (USD per request or None when unknown, where that figure comes from)."""
+    return {spec.name: (spec.request_price_usd, spec.price_note) for spec in PROVIDERS.values()}
 
 
 def provider_names() -> list[str]:

@@ -16,11 +16,13 @@ from typing import Any
 
 import polars as pl
 
+from evals import report_sections as sections
 from evals.metrics import CP_DEFINITION
 from evals.registry import local_provider_names
 from lumina_assets.core import tables
 
-QRELS_HEADLINE = ("CR@p (qrels)", "nDCG@10", "R@p")
+QRELS_HEADLINE = ("CR@p (qrels)", "nDCG@10", "nDCG@p", "AP@p", "R@p")
+LENGTH_HEADLINE = ("mean_contexts", "sentences/context", "tokens/context")
 # The columns benchmark_scores shows in its metadata, per question set.
 SCORES_HEADLINE = (
     "question_set",
@@ -29,7 +31,9 @@ SCORES_HEADLINE = (
     "depth",
     "n",
     "failed",
+    *LENGTH_HEADLINE,
     *QRELS_HEADLINE,
+    "CP (human)",
     "cr",
     "cp",
 )
@@ -41,20 +45,36 @@ OFFLINE_JUDGE_NOT_USED = (
 
 
 def question_sources(question_frame: pl.DataFrame) -> dict[str, str]:
-    """Where each kind of question in the run comes from and how to read its scores (the BEIR sets named)."""
+    """Where each kind of question in the run comes from and how to read its scores: the synthetic generator
+    named, the BEIR split named and whether it is held out of Lumina's tuning."""
     local = " and ".join(local_provider_names())
     sources = {
         "synthetic": "generated from passages sampled from Lumina's own index (the paper's method): answerable by "
-        f"construction for {local}, which search that index, not for external providers; read it beside the "
-        "other sets",
+        f"construction for {local}, which search that index, not for external providers; exploratory only",
         "beir": "BEIR queries with human qrels",
         "user": "real user queries (no qrels: judged only)",
     }
     kinds = set(question_frame["kind"].to_list())
     chosen = {kind: text for kind, text in sources.items() if kind in kinds}
-    beir_sets = sorted(set(question_frame.filter(pl.col("kind") == "beir")["generator"].to_list()))
-    if beir_sets:
-        chosen["beir"] += " (" + ", ".join(g.removeprefix("beir:") for g in beir_sets) + ")"
+    generators = sorted(set(question_frame.filter(pl.col("kind") == "synthetic")["generator"].to_list()))
+    if generators:
+        chosen["synthetic"] += "; generator " + ", ".join(f"`{g}`" for g in generators)
+        if "offline:template" in generators:
+            chosen["synthetic"] += (
+                " (offline:template turns one sentence of the passage into 'What evidence is there that "
+                "<sentence>?': a sentence-copy test, at ceiling by construction)"
+            )
+    beir = question_frame.filter(pl.col("kind") == "beir")
+    if beir.height:
+        held = "held_out" in beir.columns and bool(beir["held_out"].fill_null(False).all())
+        chosen["beir"] += (
+            ", held out of Lumina's tuning"
+            if held
+            else ", INCLUDING queries Lumina's settings were tuned on: not headlined, exploratory only"
+        )
+        chosen["beir"] += (
+            " (" + ", ".join(g.removeprefix("beir:") for g in sorted(set(beir["generator"].to_list()))) + ")"
+        )
     return chosen
 
 
@@ -129,6 +149,8 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
         return "_no scores_"
     has_qrels = bool(frame["n_qrels"].max())
     measures = list(QRELS_HEADLINE) if has_qrels else []
+    if frame["n_human_cp"].max():
+        measures.append("CP (human)")
     judged = [] if offline else ["CR", "CP"]
     extra = ["R@pool"] if has_qrels else []
     if question_set == "synthetic" and has_qrels:
@@ -139,6 +161,9 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
         "depth",
         "n",
         "failed (rate)",
+        "contexts/question",
+        "sentences/context",
+        "tokens/context",
         *judged,
         *(f"{m} [95% CI]" for m in measures),
         *extra,
@@ -151,13 +176,22 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
             str(row["depth"]),
             str(row["n"]),
             f"{row['failed']} ({row['failure_rate']:.0%})",
+            _num(row["mean_contexts"]),
+            _num(row["sentences/context"]),
+            _num(row["tokens/context"]),
         ]
         if not offline:
             cells += [
                 _fmt(row["cr"], row["cr_low"], row["cr_high"]),
                 _fmt(row["cp"], row["cp_low"], row["cp_high"]),
             ]
-        cells += [_fmt(row[m], row[f"{m} low"], row[f"{m} high"]) for m in measures]
+        if row["qrels_excluded"]:
+            cells += [
+                "excluded" if m in QRELS_HEADLINE else _fmt(row[m], row[f"{m} low"], row[f"{m} high"])
+                for m in measures
+            ]
+        else:
+            cells += [_fmt(row[m], row[f"{m} low"], row[f"{m} high"]) for m in measures]
         cells += [_num(row[m]) for m in extra]
         lines.append("| " + " | ".join(cells) + " |")
     if not has_qrels and offline:
@@ -166,38 +200,26 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
     return "\n".join(lines)
 
 
-def comparison_table(comparisons: pl.DataFrame, question_set: str) -> str:
-    frame = comparisons.filter(pl.col("question_set") == question_set)
-    if frame.height == 0:
-        return "_no paired comparison (fewer than two providers or depths scored on the same questions)_"
-    lines = [
-        "| p | measure | A | B | n pairs | A | B | A − B [95% CI] | effect d_z | p-value | result |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in frame.iter_rows(named=True):
-        lines.append(
-            f"| {r['page_size']} | {r['measure']} | {r['a']} | {r['b']} | {r['n']} | {r['mean_a']:.3f} | "
-            f"{r['mean_b']:.3f} | {r['diff']:+.3f} [{r['diff_low']:+.3f}, {r['diff_high']:+.3f}] | "
-            f"{_num(r['effect_size'])} | {r['p_value']:.4f} | {r['verdict']} |"
-        )
-    return "\n".join(lines)
-
-
 def judge_agreement_table(scores: pl.DataFrame) -> str:
     """The judge's agreement with qrels on each provider's own contexts in this run (questions with qrels,
     calibration questions excluded): a judge that agrees less on one provider's contexts favours or hurts it."""
     frame = _set_frame(scores, "all").filter(pl.col("depth") == 0)
-    lines = ["| provider | p | judge-vs-qrels κ on this provider's contexts | pairs |", "|---|---|---|---|"]
+    lines = [
+        "| provider | p | judge-vs-qrels κ on this provider's contexts | pairs | judge-vs-human CP sentence κ | "
+        "sentences |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in frame.iter_rows(named=True):
         lines.append(
-            f"| {row['provider']} | {row['page_size']} | {_num(row['proxy_kappa'])} | {row['proxy_pairs']} |"
+            f"| {row['provider']} | {row['page_size']} | {_num(row['proxy_kappa'])} | {row['proxy_pairs']} | "
+            f"{_num(row['judge_vs_human_kappa'])} | {row['judge_vs_human_sentences']} |"
         )
     return "\n".join(lines)
 
 
 def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: bool = False) -> str:
     frame = _set_frame(scores, question_set)
-    cols = ["nDCG@10", "R@p", "R@pool", "RR", "CR@p (qrels)"]
+    cols = ["nDCG@10", "nDCG@p", "AP@p", "R@p", "R@pool", "RR", "CR@p (qrels)", "CP (human)"]
     judged = [] if offline else ["CR", "CP"]
     header = ["provider", "p", "depth", "n", "failed", *judged, "contexts/question", *cols, "n (qrels)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -216,11 +238,13 @@ def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: boo
 def _plot_measures(scores: pl.DataFrame, *, offline: bool) -> list[str]:
     measures = [] if offline else ["cr", "cp"]
     if scores.height and scores["n_qrels"].max():
-        measures += ["CR@p (qrels)", "nDCG@10", "R@p"]
+        measures += ["CR@p (qrels)", "nDCG@10", "AP@p", "R@p"]
     return measures
 
 
-def plot_scores(scores: pl.DataFrame, path: Path, *, offline: bool, title_suffix: str = "") -> Path | None:
+def plot_scores(
+    scores: pl.DataFrame, path: Path, *, offline: bool, title_suffix: str = "", question_set: str = "all"
+) -> Path | None:
     """Bars for every provider at every page size and depth, one panel per measure, each on its own y-axis so a
     small CP stays readable; error bars are the bootstrap CIs."""
     import matplotlib
@@ -228,7 +252,7 @@ def plot_scores(scores: pl.DataFrame, path: Path, *, offline: bool, title_suffix
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    frame = _set_frame(scores, "all")
+    frame = _set_frame(scores, question_set)
     measures = _plot_measures(frame, offline=offline)
     if frame.height == 0 or not measures:
         return None
@@ -268,7 +292,7 @@ def plot_scores(scores: pl.DataFrame, path: Path, *, offline: bool, title_suffix
         ax.set_ylabel(measure.upper() if measure in ("cr", "cp") else measure)
         ax.grid(axis="y", alpha=0.3)
     axes[0].legend(fontsize=8, ncol=len(providers))
-    axes[0].set_title(f"Every page size p and depth d (all questions){title_suffix}", fontsize=10)
+    axes[0].set_title(f"Every page size p and depth d ({question_set} questions){title_suffix}", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -277,7 +301,7 @@ def plot_scores(scores: pl.DataFrame, path: Path, *, offline: bool, title_suffix
 
 
 def plot_convergence(
-    scores: pl.DataFrame, path: Path, *, offline: bool, title_suffix: str = ""
+    scores: pl.DataFrame, path: Path, *, offline: bool, title_suffix: str = "", question_set: str = "all"
 ) -> Path | None:
     """Measure vs recursion depth, one line per provider and page size, one panel per measure (own y-axis)."""
     import matplotlib
@@ -285,7 +309,7 @@ def plot_convergence(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    frame = _set_frame(scores, "all")
+    frame = _set_frame(scores, question_set)
     measures = _plot_measures(frame, offline=offline)
     if frame.height == 0 or not measures:
         return None
@@ -303,7 +327,9 @@ def plot_convergence(
         ax.set_xticks(sorted(set(frame["depth"].to_list())))
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"Convergence: top-p ranked list (RRF across levels) vs depth{title_suffix}", fontsize=10)
+    fig.suptitle(
+        f"Top-p list (RRF across levels) vs depth, {question_set} questions{title_suffix}", fontsize=10
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -315,6 +341,13 @@ def image_markdown(path: Path, alt: str) -> str:
     """An inline base64 PNG, so the Dagster UI shows the plot in the asset's metadata."""
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     return f"![{alt}](data:image/png;base64,{data})"
+
+
+def primary_set(scores: pl.DataFrame) -> str:
+    """The question set the plots and the level table show: the BEIR set when the run has one (the headline's),
+    else the first set there is; never the pool of every set."""
+    present = [s for s in ("beir", "user", "synthetic") if s in set(scores["question_set"].to_list())]
+    return present[0] if present else "all"
 
 
 def write_report(
@@ -334,17 +367,34 @@ def write_report(
     question_sources: dict[str, str] | None = None,
     provider_stats: dict[str, dict[str, int]] | None = None,
 ) -> dict[str, Any]:
-    """Writes benchmark.md and the PNGs into out_dir; returns paths and the markdown."""
+    """Writes benchmark.md and the PNGs into out_dir; returns paths and the markdown. The report opens with the
+    paragraph a reader can quote (`report_sections.headline_paragraph`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    suffix = " — OFFLINE, qrels only" if judge_offline else ""
-    bars = plot_scores(scores, out_dir / "benchmark_scores.png", offline=judge_offline, title_suffix=suffix)
+    focus = primary_set(scores)
+    prf = sections.PRF in refinement
+    suffix = (" — OFFLINE, qrels only" if judge_offline else "") + (
+        "; depth > 0 = pseudo-relevance feedback" if prf else ""
+    )
+    bars = plot_scores(
+        scores,
+        out_dir / "benchmark_scores.png",
+        offline=judge_offline,
+        title_suffix=suffix,
+        question_set=focus,
+    )
     convergence = plot_convergence(
-        scores, out_dir / "benchmark_convergence.png", offline=judge_offline, title_suffix=suffix
+        scores,
+        out_dir / "benchmark_convergence.png",
+        offline=judge_offline,
+        title_suffix=suffix,
+        question_set=focus,
     )
     run = run or {}
-    sets = [s for s in ("synthetic", "beir", "user") if s in set(scores["question_set"].to_list())]
+    sets = [s for s in ("beir", "user", "synthetic") if s in set(scores["question_set"].to_list())]
     parts = [
         f"# Lumina benchmark — run `{run.get('run_id', '?')}`",
+        "",
+        sections.headline_paragraph(comparisons, run, offline=judge_offline),
         "",
         f"Generated {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}.",
         "",
@@ -352,9 +402,9 @@ def write_report(
         "",
         "**This run** (every row below comes from it): "
         f"providers {', '.join(run.get('providers', [])) or 'none'}; depths {run.get('depths', '?')}; "
-        f"page sizes {run.get('page_sizes', '?')}; judge {'none (offline)' if judge_offline else f'`{judge_name}`'}; questions `{run.get('questions', '?')}`; "
-        f"benchmark code version {run.get('code_version', '?')}. Earlier runs keep their own reports under "
-        "`reports/runs/<run id>/`.",
+        f"page sizes {run.get('page_sizes', '?')}; judge {'none (offline)' if judge_offline else f'`{judge_name}`'}; "
+        f"questions `{run.get('questions', '?')}`; benchmark code version {run.get('code_version', '?')}. "
+        "Earlier runs keep their own reports under `reports/runs/<run id>/`.",
         "",
     ]
     if excluded:
@@ -367,40 +417,58 @@ def write_report(
             f"- `{name}`: {reason}" for name, reason in sorted(skipped.items())
         ]
         parts.append("")
+    parts += sections.cost_line(cost)
     parts += [
         f"**Questions:** {', '.join(f'{k}: {v}' for k, v in question_counts.items()) or 'none'}.",
         "",
     ]
     for name, source in (question_sources or {}).items():
         parts += [f"- **{name}**: {source}"]
+    recursion = (
+        "**Recursion offline is pseudo-relevance feedback** (`offline:pseudo-relevance-feedback`: key terms of the "
+        "top results appended to the question), not the paper's recursive refinement, which needs an LLM to "
+        "rewrite the query; depths above 0 below measure that stand-in."
+        if prf
+        else f"**Recursion** (`{refinement}`): the Recursion Prompt asks the LLM for a refined query."
+    )
     parts += [
         "",
-        "**Recursion** (`"
-        + refinement
-        + "`): depth d's result is the top p of every level's results fused by "
-        "reciprocal rank (k = 60, duplicates by passage text dropped), so every depth is a list of p contexts "
-        "compared at the same page size; `R@pool` is the recall of all levels' merged contexts.",
+        recursion
+        + " Depth d's result is the top p of every level's results fused by reciprocal rank (k = 60), "
+        "one context per paper within and across levels, so every depth is a list of at most p papers; "
+        "`R@pool` is the recall of all levels' merged contexts.",
         "",
         "**n** = questions scored; a provider call that failed is a failure (`failed`, rate per provider and depth), "
         "left out of the scores, never scored as an empty result. Intervals are 95% percentile bootstrap CIs over "
-        "questions. **CR@p (qrels)** = fraction of the p contexts from a relevant paper; **R@p** = recall of the "
-        "relevant papers in the p contexts; **passage@p** = the synthetic question's source passage is among them.",
+        "questions. **CR@p (qrels)** = relevant papers among the contexts / p (p, not the contexts returned); "
+        "**nDCG@p**, **AP@p** = rank-graded over the p contexts (one relevant paper at rank 1 scores 1.0); "
+        "**R@p** = recall of the relevant papers in the p contexts; **passage@p** = the synthetic question's "
+        "source passage is among them; **CP (human)** = mean over contexts of (rationale sentences / sentences), "
+        "the paper's CP with the collection's human rationale labels as the verdicts (critical = a sentence a "
+        "SciFact annotator marked as evidence for the claim); **tokens** = word tokens (`\\w+` runs).",
         "",
     ]
     if not judge_offline:
         parts += [f"**CP definition.** {CP_DEFINITION}", "", agreement_line(agreement), ""]
-    if cost:
-        parts += ["**Cost:** " + ", ".join(f"{k} = {v}" for k, v in cost.items()), ""]
-    parts += ["## Headline, per question set", ""]
+    parts += sections.disclosure_section(run)
+    parts += sections.matching_table(run)
+    parts += ["## Scores per question set", ""]
     for name in sets:
         parts += [f"### {name}", "", headline_table(scores, name, offline=judge_offline), ""]
+        parts += sections.length_table(scores, name, run.get("token_budget"))
         if comparisons is not None:
-            parts += ["Paired tests over questions:", "", comparison_table(comparisons, name), ""]
+            parts += ["Paired tests over questions:", "", *sections.comparison_tables(comparisons, name)]
     if bars:
-        parts += [f"![every page size and depth]({bars.name})", ""]
+        parts += [f"![every page size and depth, {focus} questions]({bars.name})", ""]
     if not judge_offline:
         parts += ["## Judge agreement on this run's contexts", "", judge_agreement_table(scores), ""]
-    parts += ["## Every recursion level (all questions)", "", depth_table(scores, offline=judge_offline), ""]
+    level_title = "pseudo-relevance feedback level" if prf else "recursion level"
+    parts += [
+        f"## Every {level_title} ({focus} questions)",
+        "",
+        depth_table(scores, focus, offline=judge_offline),
+        "",
+    ]
     if convergence:
         parts += [f"![Convergence graph]({convergence.name})", ""]
     markdown = "\n".join(parts)

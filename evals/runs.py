@@ -17,7 +17,8 @@ import polars as pl
 from lumina_assets.core import settings
 from lumina_assets.core.ids import short_hash
 
-CODE_VERSION = "2"  # of the benchmark's scoring and recursion: a stamp from another version is stale
+CODE_VERSION = "3"  # of the benchmark's scoring and recursion: a stamp from another version is stale
+# 3: recursive levels hold one context per paper; pools keep titles and DOIs for qrels matching
 
 
 def questions_fingerprint(questions: pl.DataFrame | None) -> str:
@@ -47,7 +48,9 @@ def _stamp_path(stage: str, provider: str) -> Path:
 def write_stamp(stage: str, provider: str, stamp: dict[str, Any]) -> None:
     path = _stamp_path(stage, provider)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**stamp, "code_version": CODE_VERSION}, sort_keys=True), encoding="utf-8")
+    path.write_text(
+        json.dumps({**stamp, "code_version": CODE_VERSION}, sort_keys=True, default=str), encoding="utf-8"
+    )
 
 
 def read_stamp(stage: str, provider: str) -> dict[str, Any]:
@@ -64,6 +67,7 @@ def stamp_recursive(
     refinement: str,
     levels: pl.DataFrame,
     provider_stats: dict[str, int],
+    provider_info: dict[str, Any] | None = None,
 ) -> None:
     """What a provider's recursive levels were computed from, for `stale_reason` and the run manifest."""
     write_stamp(
@@ -76,6 +80,7 @@ def stamp_recursive(
             "refinement": refinement,
             "data": frame_fingerprint(levels),
             "provider_stats": provider_stats,
+            "provider_info": provider_info or {},
         },
     )
 
@@ -148,7 +153,9 @@ def write_run(
     per_question.write_parquet(folder / "question_scores.parquet")
     if comparisons is not None:
         comparisons.write_parquet(folder / "comparisons.parquet")
-    (folder / "run.json").write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
+    (folder / "run.json").write_text(
+        json.dumps(manifest, indent=2, sort_keys=True, default=str), encoding="utf-8"
+    )
     return folder
 
 

@@ -31,7 +31,14 @@ def add_commands(commands, bench_commands) -> None:
         "--beir-queries",
         type=int,
         default=defaults.BEIR_QUERIES,
-        help="BEIR queries (when LUMINA_CORPUS is a BEIR folder)",
+        help="BEIR queries with qrels (LUMINA_CORPUS or the catalogue's BEIR folder): 0 = all held-out ones, "
+        "N = a seeded sample of N, -1 = none",
+    )
+    run.add_argument(
+        "--beir-subset",
+        default=defaults.BEIR_SUBSET,
+        choices=["heldout", "tuning", "all"],
+        help="of a train-only split: the held-out half (default), the tuning half, or all (not headlined)",
     )
     run.add_argument(
         "--depths", type=_int_list, default=list(defaults.DEPTHS), help="recursion depths, e.g. 0,1,2"
@@ -118,6 +125,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
         page_sizes=args.page_sizes,
         calibration_queries=args.calibration_queries,
         providers=providers,
+        beir_subset=args.beir_subset,
     )
     assets = benchmark.ASSETS + benchmark.CHECKS
     started = time.monotonic()
@@ -145,6 +153,13 @@ def run_benchmark(args: argparse.Namespace) -> int:
     agreement = ledger.read_agreement()
     if agreement:
         print(f"judge: {agreement.get('judge')}\njudge agreement: {agreement.get('summary')}")
+    if report.exists():
+        headline = [
+            line
+            for line in report.read_text(encoding="utf-8").splitlines()
+            if line.startswith("**Headline.**")
+        ]
+        print("\n" + "\n".join(headline))
     if run is not None:
         manifest, scores, _ = runs.read_run(run)
         for name in ("synthetic", "beir", "user"):

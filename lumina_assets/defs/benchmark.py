@@ -16,10 +16,10 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from evals import defaults, ledger, manifest, registry, runner, runs
+from evals import defaults, ledger, manifest, registry, runner, runs, scored_run
 from evals import questions as questions_lib
-from evals.comparison import paired_comparisons
-from evals.providers import Provider, ProviderUnavailable, http_stats
+from evals.comparison import Primary
+from evals.providers import Provider, ProviderUnavailable, describe, http_stats
 from evals.recursive import LLMRefiner, PseudoRelevanceRefiner
 from evals.report import (
     OFFLINE_JUDGE_NOT_USED,
@@ -32,12 +32,13 @@ from evals.report import (
 )
 from evals.setup import (
     SetupError,
+    beir_folder_candidates,
     build_judge,
     calibration_question_ids,
-    doi_to_paper,
     judge_agreement,
     load_papers,
     load_passages,
+    remember_beir_folder,
 )
 from lumina_assets.core import settings, tables
 from lumina_assets.core.ids import short_hash
@@ -60,13 +61,17 @@ class SyntheticQuestionsConfig(dg.Config):
 
 class UserQueriesConfig(dg.Config):
     """User query files (JSONL / CSV / one per line), comma-separated (default: LUMINA_USER_QUERIES); a BEIR folder
-    (default: LUMINA_CORPUS when it is one) contributes `beir_queries` sampled queries with their qrels, from the
-    first split of `beir_split` that has qrels (default: LUMINA_BEIR_SPLITS, test,dev,train)."""
+    (default: LUMINA_CORPUS when it is one, else the folder of a BEIR collection in the catalogue) contributes its
+    queries with their qrels from the first split of `beir_split` that has qrels (default: LUMINA_BEIR_SPLITS,
+    test,dev,train): `beir_queries` 0 = all of them (or LUMINA_BEIR_QUERIES, a cap), N > 0 = a seeded sample of
+    N, < 0 = none. A train-only split
+    is cut by `beir_subset` (heldout, the default: never the queries Lumina may be tuned on; tuning; all)."""
 
     paths: str = ""
     beir_dir: str = ""
     beir_queries: int = defaults.BEIR_QUERIES
     beir_split: str = ""
+    beir_subset: str = defaults.BEIR_SUBSET
     seed: int = 11
 
 
@@ -101,6 +106,7 @@ class ScoresConfig(dg.Config):
     page_sizes: list[int] = list(defaults.PAGE_SIZES)
     permutation_resamples: int = 10000
     bootstrap_resamples: int = 2000
+    alpha: float = defaults.ALPHA  # family-wise, for the Holm-corrected primary family
     calibration_dir: str = ""
     calibration_queries: int = defaults.CALIBRATION_QUERIES
     validation_queries_llm: int = defaults.LLM_VALIDATION_QUERIES
@@ -122,6 +128,15 @@ def _setup_failure():
         yield
     except SetupError as exc:
         raise dg.Failure(str(exc)) from exc
+
+
+def _request_counters(provider) -> dict[str, Any]:
+    """A provider's HTTP counters and any price its responses stated, for this run's cost line."""
+    stats = provider.stats() if hasattr(provider, "stats") else {}
+    return {
+        **http_stats(provider),
+        **{k: v for k, v in stats.items() if k in ("reported_cost_usd", "unpriced_requests")},
+    }
 
 
 def _provider(context: dg.AssetExecutionContext) -> tuple[Provider | None, str | None]:
@@ -174,16 +189,21 @@ def synthetic_questions(
 @dg.asset(group_name=GROUP, code_version="1")
 def user_queries(context: dg.AssetExecutionContext, config: UserQueriesConfig) -> dg.MaterializeResult:
     """User query sets (JSONL / CSV / text) and BEIR query sets with their qrels."""
-    beir = Path(config.beir_dir) if config.beir_dir else settings.corpus_path()
+    papers = load_papers()
+    configured = Path(config.beir_dir) if config.beir_dir else settings.corpus_path()
+    beir = questions_lib.find_beir_folder(configured, papers, beir_folder_candidates())
     paths = config.paths or settings.user_queries()
     frame = questions_lib.gather_user_queries(
         [Path(p.strip()) for p in paths.split(",") if p.strip()],
         beir,
-        beir_queries=config.beir_queries,
+        beir_queries=config.beir_queries or settings.beir_queries(),
         seed=config.seed,
         split=config.beir_split or settings.beir_splits(),
-        papers=load_papers(),
+        papers=papers,
+        subset=config.beir_subset,
     )
+    if beir is not None:
+        remember_beir_folder(beir)
     tables.write(tables.USER_QUERIES, frame)
     return dg.MaterializeResult(
         metadata={
@@ -246,6 +266,8 @@ def provider_results(
     ledger.clear_skipped("provider_results", name)
     frame = runner.query_provider(provider, question_frame, config.k)
     tables.write(tables.PROVIDER_RESULTS, frame, name)
+    ledger.record_requests("provider_results", name, _request_counters(provider))
+    ledger.record_cost("provider_results", name, getattr(provider, "llm_client", None))
     errors = frame.filter(pl.col("error").is_not_null())
     lengths = frame["contexts"].list.len()
     return dg.MaterializeResult(
@@ -316,8 +338,11 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
         refinement=refiner.method,
         levels=frame,
         provider_stats=provider.stats() if hasattr(provider, "stats") else {},
+        provider_info=describe(provider),
     )
     ledger.record_cost("recursive_results", name, client)
+    ledger.record_cost("recursive_results", name, getattr(provider, "llm_client", None), role="search LLM")
+    ledger.record_requests("recursive_results", name, _request_counters(provider))
     summary = level_summary(frame)
     return dg.MaterializeResult(
         metadata={
@@ -431,21 +456,21 @@ def benchmark_scores(
             "nothing to score in this run: materialize provider_results, recursive_results and judgments for "
             f"the run's providers with the same questions and grid (left out: {run.excluded})"
         )
-    mapping = doi_to_paper(load_papers())
-    per_question = runner.question_scores(recursive, verdicts, question_frame, doi_to_paper=mapping)
-    scores = runner.score(
+    primary = Primary(alpha=config.alpha)
+    scored = scored_run.score_run(
         recursive,
         verdicts,
         question_frame,
-        resamples=config.bootstrap_resamples,
-        doi_to_paper=mapping,
+        load_papers(),
+        judged=not judge.is_offline,
+        bootstrap_resamples=config.bootstrap_resamples,
+        permutation_resamples=config.permutation_resamples,
         proxy_exclude=calibration_question_ids(config),
-        per_question=per_question,
+        primary=primary,
     )
-    measures = {"cr_qrels": "CR@p (qrels)", "ndcg10": "nDCG@10", "recall_p": "R@p"}
-    if not judge.is_offline:
-        measures = {"cr": "CR", "cp": "CP", **measures}
-    comparisons = paired_comparisons(per_question, measures, resamples=config.permutation_resamples)
+    for name, reason in scored.qrels_excluded.items():
+        context.log.warning(f"{name} left out of the qrels measures: {reason}")
+    scores, comparisons = scored.scores, scored.comparisons
     tables.write(tables.BENCHMARK_SCORES, scores)
     with _setup_failure():
         agreement = judge_agreement(judge_llm, config, llm_queries=config.validation_queries_llm)
@@ -458,8 +483,12 @@ def benchmark_scores(
         judge_name=judge.name,
         judge_offline=judge.is_offline,
         skipped=skipped,
+        matching=scored.matching,
+        qrels_excluded=scored.qrels_excluded,
+        token_budget=scored.token_budget,
+        primary=primary.describe(),
     )
-    runs.write_run(record, scores, per_question, comparisons)
+    runs.write_run(record, scores, scored.per_question, comparisons)
     runs.set_latest(record["run_id"])
     total = verdicts.height if verdicts is not None else 0
     failures = failed_judgments(verdicts)
@@ -485,6 +514,9 @@ def benchmark_scores(
             "judge": judge.name,
             "judge_kappa": float(agreement["kappa"]) if agreement else float("nan"),
             "judge_agreement": agreement.get("summary", "") if agreement else "not measured",
+            "primary": primary.describe(),
+            "warnings": dg.MetadataValue.json(record["warnings"]),
+            "matching": dg.MetadataValue.json(scored.matching),
             "scores": dg.MetadataValue.md(
                 tables.markdown_sample(headline, headline.columns, rows=100, width=30)
             ),
@@ -558,6 +590,7 @@ def default_run_config(
     page_sizes: list[int] | None = None,
     calibration_queries: int = defaults.CALIBRATION_QUERIES,
     providers: list[str] | None = None,
+    beir_subset: str = defaults.BEIR_SUBSET,
 ) -> dict[str, Any]:
     """Run config for the whole group (the CLI and the demo shrink it); `providers` names the run's providers
     (None: every provider partition whose results match the run)."""
@@ -566,7 +599,7 @@ def default_run_config(
     return {
         "ops": {
             "synthetic_questions": {"config": {"count": synthetic}},
-            "user_queries": {"config": {"beir_queries": beir_queries}},
+            "user_queries": {"config": {"beir_queries": beir_queries, "beir_subset": beir_subset}},
             "provider_results": {"config": {"k": max(page_sizes)}},
             "recursive_results": {"config": {"depths": depths, "page_sizes": page_sizes}},
             "judgments": {"config": {"calibration_queries": calibration_queries}},
