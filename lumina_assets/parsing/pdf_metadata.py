@@ -46,7 +46,7 @@ _YEAR = re.compile(r"\b((?:19|20)\d\d)\b")
 _AFFILIATION = re.compile(
     r"\b(universit\w*|institut\w*|department|dept|school|college|laborator\w*|lab|labs|research|centre|center|"
     r"inc|ltd|corp\w*|company|foundation|hospital|academy|faculty|ai2|google|microsoft|meta|bytedance|"
-    r"allen|street|road|usa|china|germany|italy|india|japan|france|demo|abstract|keywords?|equal|contribution|"
+    r"street|road|usa|china|germany|italy|india|japan|france|demo|abstract|keywords?|equal|contribution|"
     r"corresponding|author|open access|research article|preprint|submitted|accepted|published)\b",
     re.IGNORECASE,
 )

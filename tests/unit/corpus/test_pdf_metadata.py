@@ -207,6 +207,7 @@ def test_small_caps_title_is_repaired(tmp_path):
         ("Weinan E", True),
         ("Émile Durkheim", True),
         ("Łukasz Kaiser", True),
+        ("Allen Smith", True),
         ("Allen Institute for AI", False),
         ("Seattle WA 98103", False),
         ("Northwestern University", False),
