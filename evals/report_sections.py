@@ -100,7 +100,7 @@ def disclosure_section(run: dict[str, Any]) -> list[str]:
         config = setup.get("search_config")
         facts = [
             f"{k} `{setup[k]}`"
-            for k in ("index_version", "index_model", "query_model", "engine")
+            for k in ("index_version", "index_model", "query_model", "index_tuning", "engine", "index_error")
             if k in setup
         ]
         parts += [f"**{name}** searched with " + (", ".join(facts) or "no recorded setup") + "."]

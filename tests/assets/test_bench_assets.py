@@ -123,6 +123,11 @@ def test_offline_benchmark_report(scifact_slice, injected_lumina, data_dir):
     first_run = (data_dir / "benchmark" / "runs" / "LATEST").read_text()
     report = (data_dir / "reports" / "benchmark.md").read_text(encoding="utf-8")
     assert f"run `{first_run}`" in report and "OFFLINE RUN" in report
+    # it opens with the paragraph to quote; this grid (p = 3) has no p = 10, so no primary comparison, and says so
+    assert report.split("\n")[2].startswith("**Headline.** This run has no primary comparison")
+    assert "This run cannot claim:" in report.split("\n")[2]
+    assert "## Every pseudo-relevance feedback level (beir questions)" in report
+    assert "| lumina | 3 | 0 | 3 |" in report  # contexts per question and length columns follow n and failed
     assert "CR and CP by judge: **not measured** offline" in report
     assert "`exa`: EXA_API_KEY is not set" in report
     assert "Lumina's own index" in report and "scifact/train" in report
@@ -231,6 +236,8 @@ def test_second_run_makes_zero_llm_and_http_calls(scifact_slice, data_dir):
     report = (data_dir / "reports" / "benchmark.md").read_text(encoding="utf-8")
     assert "OFFLINE" not in report and "llm:openai:gpt-4o" in report
     assert "## Judge agreement on this run's contexts" in report  # an LLM judge is validated per provider
+    assert "judge-vs-human CP sentence κ" in report  # and its sentence verdicts against the rationale labels
+    assert "judge (openai:gpt-4o)" in report and "refiner, judge share the model `gpt-4o`" in report
 
     materialize_all(resources, config, ["exa"], dg.DagsterInstance.ephemeral())
     assert (llm.calls, len(exa_calls)) == (first_llm, first_http)
