@@ -210,7 +210,8 @@ def length_table(scores: pl.DataFrame, question_set: str, budget: int | None) ->
         return []
     parts = [
         f"**Length-matched sensitivity** (depth 0): every provider's contexts cut to {budget} word tokens (the "
-        "smallest provider's median context length), whole sentences first; CP (human) measured again.",
+        "smallest provider's median context length), whole sentences first; CP (human) measured again (a judge's "
+        "CR / CP are not re-judged on the cut contexts; qrels measures do not depend on length).",
         "",
         "| provider | p | tokens/context | CP (human) | CP (human, length-matched) | n |",
         "|---|---|---|---|---|---|",
