@@ -5,7 +5,8 @@ import polars as pl
 
 from lumina_assets.core import settings, tables
 from lumina_assets.indexing import lancedb_tables as indexing
-from lumina_assets.indexing import model_identity
+from lumina_assets.indexing import model_identity, pseudo_queries
+from lumina_assets.search import tuning
 from resources.embedder import EmbedderResource
 from resources.lancedb import LanceDBResource
 
@@ -31,6 +32,40 @@ def _upstream() -> tuple[pl.DataFrame, pl.DataFrame]:
     return passages, papers
 
 
+def _citing_sentences(papers: pl.DataFrame) -> list:
+    """Citation pseudo-queries from the parsed papers (read only when the index is tuned)."""
+    parsed = tables.read_all(tables.PARSED_PAPERS)
+    if parsed is None or "parsed_json" not in parsed.columns:
+        return []
+    doi = pl.col("doi") if "doi" in papers.columns else pl.lit(None, dtype=pl.String).alias("doi")
+    rows = papers.select("paper_id", doi, "title").iter_rows()
+    return pseudo_queries.citation_queries_from_parsed(
+        parsed["parsed_json"].to_list(), rows, tuning.MAX_QUERIES // 2
+    )
+
+
+def _tune_search(db, papers: pl.DataFrame, embedder, stats, log) -> dict:
+    """Choose the index's search setting from its pseudo-queries (search/tuning.py) when the index is new or has
+    grown enough; the metadata says what is in force, its pseudo-query score and what tuning cost."""
+    budget = tuning.query_budget(stats.embed_seconds, stats.passages_embedded)
+    record, tuned_now = tuning.tune_index(
+        db, embedder, limit=budget, citations=lambda: _citing_sentences(papers), log_fn=log
+    )
+    if record is None:
+        return {"search_setting": "defaults (empty index)"}
+    metadata = {
+        "search_setting": record.describe(),
+        "search_setting_pseudo_query_ndcg10": round(record.score, 4),
+        "search_defaults_pseudo_query_ndcg10": round(record.default_score, 4),
+        "search_tuning_queries": dg.MetadataValue.json({"total": record.queries, **record.kinds}),
+        "search_tuned_now": tuned_now,
+        "search_tuning_seconds": round(record.seconds, 2) if tuned_now else 0.0,
+    }
+    if tuned_now and stats.embed_seconds:
+        metadata["search_tuning_share_of_embedding"] = round(record.seconds / stats.embed_seconds, 3)
+    return metadata
+
+
 @dg.asset(
     group_name="index",
     deps=[dg.AssetDep("passages"), dg.AssetDep("papers")],
@@ -51,6 +86,7 @@ def passage_index(
         indexing.IndexConfig(sentence_vectors=settings.store_sentence_vectors()),
         log_fn=context.log.info,
     )
+    search_tuning = _tune_search(db, papers, embedder.get_embedder(), stats, context.log.info)
     passages_table = indexing.open_table(db, indexing.PASSAGES_TABLE)
     sample = passages_table.search().select(["passage_id", "title", "text"]).limit(5).to_polars()
     if isinstance(sample, pl.LazyFrame):
@@ -80,6 +116,7 @@ def passage_index(
             if "://" not in lancedb.resolved_uri()
             else "object storage",
             "table_versions": indexing.index_version(db),
+            **search_tuning,
             "sample": dg.MetadataValue.md(tables.markdown_sample(sample, ["passage_id", "title", "text"])),
         },
         data_version=dg.DataVersion(indexing.index_version(db)),

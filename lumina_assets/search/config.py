@@ -49,6 +49,9 @@ class SearchConfig:
     passage_aggregation: str = (
         "max"  # max | sum2 (best passage + half of the second): a paper's score from passages
     )
+    # the setting the index records (`search.tuned_settings`, chosen from the corpus at index time) replaces the
+    # defaults of weights / candidates / fusion fields left unset here; False: the global defaults alone
+    index_tuning: bool = True
     # fusion
     fusion: str = "weighted"  # rrf | weighted (min-max normalized scores over each retriever's candidates)
     rrf_k: int = 60

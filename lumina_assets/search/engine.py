@@ -30,6 +30,7 @@ from lumina_assets.search.memory_store import empty_index_message, open_store
 from lumina_assets.search.query_parser import ParsedQuery, parse_query
 from lumina_assets.search.stores import Filters, IndexModelMismatch, IndexNotBuilt, LanceStore
 from lumina_assets.search.text import WORD, tokenize
+from lumina_assets.search.tuned_settings import TunedConfig
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ class SearchEngine:
         self._query_model = None  # model_identity.ModelIdentity of the embedder, computed on the first query
         self._unchecked_warned = False
         self.last_trace = SearchTrace()
+        self.tuning = TunedConfig()  # the setting the index records, applied on each re-check
 
     # -- plumbing
 
@@ -145,6 +147,7 @@ class SearchEngine:
                 reload_in_background=self.reload_in_background,
                 refine_factor=cfg.refine_factor,
             )
+            self.config = self.tuning.config_for(self.config, self.db)
             self._store_checked_at = now
         return self._store
 

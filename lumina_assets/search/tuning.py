@@ -1,0 +1,317 @@
+"""Search tuned to a corpus by the corpus itself: at index time, pseudo-queries (`indexing.pseudo_queries`) are
+searched with every candidate setting, and a setting replaces the global defaults only when it beats them on
+pseudo-queries it was not chosen on, by more than sampling noise.
+
+How a setting is scored: the corpus (or a sample of at most `MAX_TUNING_PASSAGES` of it) is held in memory with
+each pseudo-query's source text left out of its passage (re-embedded without it) and out of its paper's full text;
+each pseudo-query is run once through the same retrievers search uses (passage vectors, passage and paper BM25 with
+LanceDB's tokenizer and scoring, `fulltext_mirror`), and each candidate setting fuses those runs with
+`fusion.fuse`, exactly as the engine does. The score is nDCG@10 of the pseudo-query's paper.
+
+Noise control: the setting is chosen on one half of the pseudo-queries and checked on the other: it is adopted
+only if its margin over the defaults there has a 95 % paired-bootstrap interval above zero. A corpus too small to
+give `MIN_QUERIES` pseudo-queries keeps the defaults and says so.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lumina_assets.indexing import pseudo_queries
+from lumina_assets.indexing.lancedb_tables import PAPERS_TABLE, PASSAGES_TABLE, passage_embed_text
+from lumina_assets.search.config import SearchConfig
+from lumina_assets.search.fulltext_mirror import FullTextMirror
+from lumina_assets.search.fusion import Run, fuse, ranked
+from lumina_assets.search.stores import fts_text
+from lumina_assets.search.tuned_settings import TUNER_VERSION, TuningRecord
+
+MIN_QUERIES = 100  # fewer pseudo-queries cannot tell settings apart (nDCG@10 per query is 0 or 1/log2(r+1))
+MAX_QUERIES = 400
+MAX_TUNING_PASSAGES = 50_000  # larger indexes are tuned on a random sample of whole papers
+RETUNE_GROWTH = 1.25  # an index tuned at N passages is tuned again once it holds this many times N
+BOOTSTRAP_SAMPLES = 2000
+
+
+def default_grid() -> list[dict[str, Any]]:
+    """Candidate settings: the dense / lexical balance and the weight of the paper-level full text."""
+    grid = []
+    for dense in (0.5, 0.7, 1.0, 1.4, 2.0):
+        for paper_text in (0.0, 0.25, 0.5, 1.0):
+            grid.append(
+                {"weights": {"passage_vectors": dense, "passage_fulltext": 1.0, "paper_fulltext": paper_text}}
+            )
+    return grid
+
+
+@dataclass
+class TuningCorpus:
+    """What the tuning searches: passages (id, paper, title, text, vector) and papers (id, title, abstract)."""
+
+    passage_ids: list[str]
+    passage_papers: list[str]
+    passage_titles: list[str]
+    passage_texts: list[str]
+    vectors: np.ndarray
+    paper_ids: list[str]
+    paper_titles: list[str]
+    paper_abstracts: list[str]
+    total_passages: int = 0  # in the whole index (more than len(passage_ids) when sampled)
+
+    def __len__(self) -> int:
+        return len(self.passage_ids)
+
+
+def corpus_from_index(db, max_passages: int = MAX_TUNING_PASSAGES, seed: int = 0) -> TuningCorpus | None:
+    """The index's passages and papers, or a random sample of whole papers holding at most `max_passages`."""
+    from lumina_assets.indexing.table_ops import open_table, read_columns, vectors_from_arrow
+
+    passages, papers = open_table(db, PASSAGES_TABLE), open_table(db, PAPERS_TABLE)
+    if passages is None or papers is None or not passages.count_rows():
+        return None
+    total = passages.count_rows()
+    where = None
+    if total > max_passages:
+        ids = read_columns(papers, ["paper_id"])["paper_id"].to_pylist()
+        random.Random(seed).shuffle(ids)
+        keep = ids[: max(1, len(ids) * max_passages // total)]
+        where = "paper_id IN (" + ", ".join("'" + p.replace("'", "''") + "'" for p in keep) + ")"
+    rows = read_columns(passages, ["passage_id", "paper_id", "title", "text", "vector"], where)
+    paper_rows = read_columns(papers, ["paper_id", "title", "abstract"], where)
+    return TuningCorpus(
+        passage_ids=rows["passage_id"].to_pylist(),
+        passage_papers=rows["paper_id"].to_pylist(),
+        passage_titles=[t or "" for t in rows["title"].to_pylist()],
+        passage_texts=[t or "" for t in rows["text"].to_pylist()],
+        vectors=vectors_from_arrow(rows["vector"]),
+        paper_ids=paper_rows["paper_id"].to_pylist(),
+        paper_titles=[t or "" for t in paper_rows["title"].to_pylist()],
+        paper_abstracts=[t or "" for t in paper_rows["abstract"].to_pylist()],
+        total_passages=total,
+    )
+
+
+def make_queries(
+    corpus: TuningCorpus, limit: int = MAX_QUERIES, seed: int = 0, citations=()
+) -> list[pseudo_queries.PseudoQuery]:
+    passages = [
+        pseudo_queries.PassageText(pid, paper, text)
+        for pid, paper, text in zip(
+            corpus.passage_ids, corpus.passage_papers, corpus.passage_texts, strict=True
+        )
+    ]
+    known = set(corpus.paper_ids)
+    cited = [q for q in citations if q.paper_id in known]
+    return pseudo_queries.generate(passages, (), cited, limit=limit, seed=seed)
+
+
+class TuningRuns:
+    """Each pseudo-query's retriever runs over the corpus with the query's source text left out."""
+
+    def __init__(
+        self, corpus: TuningCorpus, queries: Sequence[pseudo_queries.PseudoQuery], embedder, depth: int
+    ):
+        position = {pid: i for i, pid in enumerate(corpus.passage_ids)}
+        paper_position = {pid: i for i, pid in enumerate(corpus.paper_ids)}
+        texts = list(corpus.passage_texts)
+        abstracts = list(corpus.paper_abstracts)
+        changed: dict[int, str] = {}
+        for query in queries:
+            i = position.get(query.passage_id or "")
+            if i is None or not query.withheld:
+                continue
+            texts[i] = texts[i].replace(query.withheld, " ")
+            changed[i] = passage_embed_text(corpus.passage_titles[i], texts[i], embed_title=True)
+            j = paper_position.get(query.paper_id)
+            if j is not None:
+                abstracts[j] = abstracts[j].replace(query.withheld, " ")
+        vectors = corpus.vectors
+        if changed:
+            vectors = vectors.copy()
+            keys = sorted(changed)
+            vectors[keys] = np.asarray(embedder.encode([changed[i] for i in keys]), dtype=np.float32)
+        query_vectors = np.asarray(embedder.encode([q.text for q in queries]), dtype=np.float32)
+        passage_text = FullTextMirror(
+            [f"{t}\n{x}" for t, x in zip(corpus.passage_titles, texts, strict=True)]
+        )
+        paper_text = FullTextMirror(
+            [f"{t}\n{a}" for t, a in zip(corpus.paper_titles, abstracts, strict=True)]
+        )
+        self.runs: list[dict[str, Run]] = []
+        ids, papers = corpus.passage_ids, corpus.passage_papers
+        for query, vector in zip(queries, query_vectors, strict=True):
+            words = fts_text(query.text)
+            scores = vectors @ vector
+            top = np.argpartition(-scores, min(depth, len(scores)) - 1)[:depth]
+            top = top[np.argsort(-scores[top], kind="stable")]
+            dense = Run([(ids[i], float(scores[i]), papers[i]) for i in top.tolist()])
+            passage_hits = passage_text.top(words, depth) if words else []
+            paper_hits = paper_text.top(words, depth) if words else []
+            self.runs.append(
+                {
+                    "passage_vectors": dense.by_paper(),
+                    "passage_fulltext": Run([(ids[i], s, papers[i]) for i, s in passage_hits]).by_paper(),
+                    "paper_fulltext": Run(
+                        [(corpus.paper_ids[i], s, corpus.paper_ids[i]) for i, s in paper_hits]
+                    ),
+                }
+            )
+        self.targets = [q.paper_id for q in queries]
+
+    def scores(self, config: SearchConfig) -> np.ndarray:
+        """nDCG@10 of each pseudo-query's paper under `config`'s fusion."""
+        out = np.zeros(len(self.runs))
+        for n, (runs, target) in enumerate(zip(self.runs, self.targets, strict=True)):
+            fused = fuse(
+                runs,
+                config.weights,
+                method=config.fusion,
+                candidates=config.candidates,
+                rrf_k=config.rrf_k,
+                normalization=config.normalization,
+            )
+            for rank, (paper_id, _) in enumerate(ranked(fused, 10)):
+                if paper_id == target:
+                    out[n] = 1.0 / np.log2(rank + 2)
+                    break
+        return out
+
+
+def bootstrap_interval(
+    differences: np.ndarray, seed: int = 0, samples: int = BOOTSTRAP_SAMPLES
+) -> tuple[float, float]:
+    """95 % paired-bootstrap interval of the mean of per-query differences."""
+    if not len(differences):
+        return 0.0, 0.0
+    rng = np.random.default_rng(seed)
+    means = differences[rng.integers(0, len(differences), (samples, len(differences)))].mean(axis=1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
+def choose(per_setting: np.ndarray, default_index: int, seed: int = 0) -> tuple[int, float, float, float]:
+    """(best setting, its margin over the default on the held-out half, that margin's 95 % interval) with the best
+    picked on the other half; per_setting is (settings x queries)."""
+    order = np.random.default_rng(seed).permutation(per_setting.shape[1])
+    pick, check = order[: len(order) // 2], order[len(order) // 2 :]
+    best = int(np.argmax(per_setting[:, pick].mean(axis=1)))
+    differences = per_setting[best, check] - per_setting[default_index, check]
+    low, high = bootstrap_interval(differences, seed)
+    return best, float(differences.mean()), low, high
+
+
+def tune(
+    corpus: TuningCorpus | None,
+    embedder,
+    *,
+    defaults: SearchConfig | None = None,
+    grid: Sequence[dict[str, Any]] | None = None,
+    limit: int = MAX_QUERIES,
+    seed: int = 0,
+    citations=(),
+    log_fn: Callable[[str], None] | None = None,
+) -> TuningRecord:
+    """Choose a setting for this corpus (see the module docstring); the defaults when it cannot tell."""
+    started = time.perf_counter()
+    say = log_fn or (lambda message: None)
+    defaults = defaults or SearchConfig()
+    grid = list(grid) if grid is not None else default_grid()
+    stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    record = TuningRecord(tuned_at=stamp)
+    if corpus is None or not len(corpus):
+        record.reason = "empty index: global defaults"
+        return record
+    record.passages, record.sampled_passages = corpus.total_passages or len(corpus), len(corpus)
+    queries = make_queries(corpus, limit, seed, citations)
+    record.queries = len(queries)
+    record.kinds = {kind: sum(q.kind == kind for q in queries) for kind in sorted({q.kind for q in queries})}
+    if limit < MIN_QUERIES:
+        record.reason = (
+            f"tuning budget too small: {limit} pseudo-queries fit in a fifth of the embedding time "
+            f"(at least {MIN_QUERIES} needed); global defaults"
+        )
+        record.seconds = time.perf_counter() - started
+        return record
+    if len(queries) < MIN_QUERIES:
+        record.reason = (
+            f"corpus too small to tune: {len(queries)} pseudo-queries (at least {MIN_QUERIES} needed); "
+            "global defaults"
+        )
+        record.seconds = time.perf_counter() - started
+        return record
+    say(f"search tuning: {len(queries)} pseudo-queries over {len(corpus)} passages, {len(grid)} settings")
+    runs = TuningRuns(corpus, queries, embedder, depth=defaults.candidates * defaults.passage_depth)
+    configs = [defaults.replace(**_merged(defaults, setting)) for setting in grid]
+    per_setting = np.stack([runs.scores(config) for config in configs])
+    default_scores = runs.scores(defaults)
+    per_setting = np.vstack([default_scores, per_setting])
+    best, margin, low, _ = choose(per_setting, 0, seed)
+    record.default_score = float(default_scores.mean())
+    record.best = grid[best - 1] if best else {}
+    record.best_score = float(per_setting[best].mean())
+    record.margin, record.margin_low = margin, low
+    record.adopted = best != 0 and low > 0
+    record.setting = record.best if record.adopted else {}
+    record.score = record.best_score if record.adopted else record.default_score
+    if best == 0:
+        record.reason = "the defaults scored best on pseudo-queries"
+    elif record.adopted:
+        record.reason = (
+            f"beats the defaults on held-out pseudo-queries by {margin:+.3f} (95 % interval from {low:+.3f})"
+        )
+    else:
+        record.reason = f"best setting's margin {margin:+.3f} is within noise (95 % interval from {low:+.3f}): defaults kept"
+    record.seconds = time.perf_counter() - started
+    return record
+
+
+def _merged(defaults: SearchConfig, setting: dict[str, Any]) -> dict[str, Any]:
+    """A grid setting as SearchConfig changes (weights merged over the defaults' weights)."""
+    changes = dict(setting)
+    if isinstance(changes.get("weights"), dict):
+        changes["weights"] = {**defaults.weights, **changes["weights"]}
+    return changes
+
+
+def needs_tuning(record: TuningRecord | None, passages: int) -> bool:
+    """Tune a new index, one that grew (or shrank) by `RETUNE_GROWTH` since it was tuned, or one tuned by another
+    version of the tuner (an incremental run adding a few papers keeps its setting: tuning would cost more than
+    the embedding it follows)."""
+    if record is None or record.passages <= 0 or record.version != TUNER_VERSION:
+        return passages > 0
+    return passages >= RETUNE_GROWTH * record.passages or passages < record.passages / RETUNE_GROWTH
+
+
+def query_budget(embed_seconds: float, passages_embedded: int, share: float = 0.2) -> int:
+    """How many pseudo-queries keep tuning within `share` of the embedding time it follows: each costs about one
+    passage re-embedded (its source passage without the query) plus a short query encoded, and a few ms of fusion
+    over the grid. An index run that embedded nothing (an index tuned for the first time) gets the full set."""
+    if passages_embedded <= 0 or embed_seconds <= 0:
+        return MAX_QUERIES
+    per_passage = embed_seconds / passages_embedded
+    return int(min(MAX_QUERIES, share * embed_seconds / (1.25 * per_passage + 0.015)))
+
+
+def tune_index(
+    db, embedder, *, limit: int = MAX_QUERIES, citations=(), force: bool = False, log_fn=None
+) -> tuple[TuningRecord, bool]:
+    """(the index's record, whether it was tuned now): tuned when new or grown by `RETUNE_GROWTH`, and recorded
+    with the index (`tuned_settings`). `citations`: citation pseudo-queries, or a callable giving them (read only
+    when tuning runs)."""
+    from lumina_assets.indexing.table_ops import open_table
+    from lumina_assets.search import tuned_settings
+
+    recorded = tuned_settings.read_record(db)
+    table = open_table(db, PASSAGES_TABLE)
+    passages = table.count_rows() if table is not None else 0
+    if not force and not needs_tuning(recorded, passages):
+        return recorded, False
+    citing = citations() if callable(citations) else citations
+    record = tune(corpus_from_index(db), embedder, limit=limit, citations=citing, log_fn=log_fn)
+    tuned_settings.write_record(db, record)
+    return record, True

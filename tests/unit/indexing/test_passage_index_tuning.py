@@ -1,0 +1,158 @@
+"""`passage_index` tunes search to its corpus and records the choice with the index: the metadata shows the setting
+and its pseudo-query score, a small corpus keeps the defaults and says so, and a fresh search process applies the
+recorded setting (while an explicit setting still wins)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+from hashing_embedder import HashingEmbedder
+
+from lumina_assets.core import tables
+from lumina_assets.corpus.collections import load_beir
+from lumina_assets.indexing.connection import connect_lancedb
+from lumina_assets.parsing.chunking import passages_for_paper
+from lumina_assets.search import tuned_settings, tuning
+from lumina_assets.search.config import SearchConfig
+from resources.embedder import EmbedderResource
+from resources.lancedb import LanceDBResource
+
+SUPPORT = Path(__file__).resolve().parents[2] / "support"
+
+
+class HashingEmbedderResource(EmbedderResource):
+    """The pipeline's embedder resource with the fast hashing embedder inside (index mechanics, not quality)."""
+
+    def get_embedder(self):
+        return HashingEmbedder()
+
+    def setup_for_execution(self, context) -> None:
+        return None
+
+
+def write_corpus(shared_data: Path, documents: int) -> None:
+    corpus = load_beir(shared_data / "scifact", "train").corpus
+    papers, passages = [], []
+    for doc_id, doc in list(corpus.items())[:documents]:
+        paper_id = f"beir-scifact:{doc_id}"
+        papers.append({"paper_id": paper_id, "title": doc["title"], "doi": None, "abstract": doc["text"]})
+        passages += [
+            p.to_row() for p in passages_for_paper(paper_id, title=doc["title"], abstract=doc["text"])
+        ]
+    tables.write(tables.PAPERS, pl.DataFrame(papers))
+    tables.write(tables.PASSAGES, pl.DataFrame(passages), "batch-1")
+
+
+def materialize_index():
+    from lumina_assets.defs.indexing import passage_index
+
+    result = dg.materialize(
+        [passage_index],
+        resources={"lancedb": LanceDBResource(), "embedder": HashingEmbedderResource()},
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+    assert result.success
+    return result.asset_materializations_for_node("passage_index")[0].metadata
+
+
+def test_a_small_corpus_keeps_the_defaults_and_the_metadata_says_so(data_dir, shared_data):
+    write_corpus(shared_data, 30)
+    metadata = materialize_index()
+    assert "too small" in metadata["search_setting"].value
+    assert metadata["search_setting"].value.startswith("defaults")
+    record = tuned_settings.read_record(connect_lancedb(str(data_dir / "lancedb")))
+    assert record is not None and not record.adopted and record.queries < 100
+
+
+FRESH_PROCESS = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from hashing_embedder import HashingEmbedder
+from lumina_assets.search.config import SearchConfig
+from lumina_assets.search.engine import SearchEngine
+explicit = SearchConfig(weights={**SearchConfig().weights, "passage_vectors": 0.9})
+out = {}
+for name, config in (("default", None), ("explicit", explicit), ("untuned", SearchConfig(index_tuning=False))):
+    engine = SearchEngine(sys.argv[1], HashingEmbedder(), config)
+    found = engine.search("tumour growth in mice", k=3)
+    out[name] = {"weights": engine.config.weights, "found": len(found)}
+print(json.dumps(out))
+"""
+
+
+def test_the_recorded_setting_is_used_by_a_fresh_search_process(data_dir, shared_data, monkeypatch):
+    write_corpus(shared_data, 260)
+    # the hashing embedder embeds in no time, so the fifth-of-embedding budget would allow too few pseudo-queries
+    monkeypatch.setattr(tuning, "query_budget", lambda *args, **kwargs: 200)
+    metadata = materialize_index()
+    assert metadata["search_tuned_now"].value is True
+    queries = metadata["search_tuning_queries"].value
+    assert queries["total"] >= 100 and queries["inverse_cloze"] == queries["total"]
+    assert 0 < metadata["search_setting_pseudo_query_ndcg10"].value <= 1
+    assert 0 < metadata["search_defaults_pseudo_query_ndcg10"].value <= 1
+    assert metadata["search_tuning_seconds"].value > 0
+    uri = str(data_dir / "lancedb")
+    db = connect_lancedb(uri)
+    record = tuned_settings.read_record(db)
+    assert record is not None and record.queries == queries["total"]
+    assert metadata["search_setting"].value == record.describe()
+
+    # whatever tuning chose, a recorded adopted setting is what a new process searches with
+    chosen = {"weights": {"passage_vectors": 0.5, "passage_fulltext": 1.0, "paper_fulltext": 1.0}}
+    record.setting, record.adopted = chosen, True
+    tuned_settings.write_record(db, record)
+    env = {**os.environ, "LUMINA_DATA_DIR": str(data_dir)}
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS, uri, str(SUPPORT)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        start_new_session=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    defaults = SearchConfig().weights
+    assert seen["default"]["weights"] == {**defaults, **chosen["weights"]}
+    assert seen["default"]["found"] == 3
+    # an explicit setting wins field by field; index_tuning=False searches with the global defaults
+    assert seen["explicit"]["weights"]["passage_vectors"] == 0.9
+    assert seen["explicit"]["weights"]["paper_fulltext"] == 1.0
+    assert seen["untuned"]["weights"] == defaults
+
+
+def test_the_tuning_budget_is_a_fifth_of_the_embedding_time():
+    # 300 s to embed 10k passages: 30 ms a passage, so a pseudo-query costs ~52 ms and 60 s buys the maximum
+    assert tuning.query_budget(300.0, 10_000) == tuning.MAX_QUERIES
+    # 40 s for 1,500 passages: 8 s buys ~170 pseudo-queries
+    assert 150 <= tuning.query_budget(40.0, 1_500) <= 200
+    # nothing embedded (an existing index tuned for the first time): the full set
+    assert tuning.query_budget(0.0, 0) == tuning.MAX_QUERIES
+    assert tuning.query_budget(0.5, 400) < tuning.MIN_QUERIES
+
+
+def test_apply_leaves_a_record_not_adopted_alone():
+    config = SearchConfig()
+    record = tuned_settings.TuningRecord(setting={"weights": {"passage_vectors": 2.0}}, adopted=False)
+    assert tuned_settings.apply(config, record) is config
+    record.adopted = True
+    assert tuned_settings.apply(config, record).weights["passage_vectors"] == 2.0
+    # a field a record must not touch is ignored
+    record.setting = {"store": "index"}
+    assert tuned_settings.apply(config, record).store == config.store
+
+
+@pytest.mark.parametrize("text", ["not json", json.dumps({"setting": {}, "adopted": True, "unknown": 1})])
+def test_records_round_trip_and_tolerate_extra_fields(text):
+    if text == "not json":
+        with pytest.raises(ValueError):
+            tuned_settings.TuningRecord.from_json(text)
+    else:
+        assert tuned_settings.TuningRecord.from_json(text).adopted is True
