@@ -29,7 +29,10 @@ def add_commands(commands, bench_commands) -> None:
         "--set", action="append", default=[], metavar="FIELD=VALUE", help="override a SearchConfig field"
     )
     beir.add_argument(
-        "--ablation", action="store_true", help="also score the pipeline with each stage switched off"
+        "--ablation",
+        action="store_true",
+        help="also score plain RRF, BM25 and MiniLM alone, the global defaults and each stage switch, "
+        "with a paired test of each against plain RRF",
     )
     beir.set_defaults(handler=_eval_beir)
 
@@ -89,27 +92,8 @@ def _parse_overrides(pairs: list[str]) -> dict:
     return changes
 
 
-ABLATIONS: dict[str, dict] = {
-    "full pipeline (default)": {},
-    "- query parsing": {"parse_query": False},
-    "+ acronym expansion": {"expand_acronyms": True},
-    "- passage vectors": {"passage_vectors": False},
-    "- passage full text": {"passage_fulltext": False},
-    "+ paper title vectors": {"paper_title_vectors": True},
-    "+ paper abstract vectors": {"paper_abstract_vectors": True},
-    "- paper full text": {"paper_fulltext": False},
-    "+ dense PRF (Rocchio)": {"dense_prf": True},
-    "normalization = zscore": {"normalization": "zscore"},
-    "fusion = RRF": {"fusion": "rrf"},
-    "aggregation = sum2": {"passage_aggregation": "sum2"},
-    "BM25 only (passages+papers)": {"passage_vectors": False},
-    "dense only (passage vectors)": {"passage_fulltext": False, "paper_fulltext": False},
-    "plain RRF (passage BM25 + dense)": {"fusion": "rrf", "paper_fulltext": False},
-    "index store (no in-memory fast path)": {"store": "index"},
-}
-
-
 def _eval_beir(args) -> int:
+    from evals import ablation
     from evals.collection_eval import ensure_eval_index, evaluate_run, query_vector_cache, run_queries
     from evals.latency import percentile_ms
     from lumina_assets.cli.search import configured
@@ -130,6 +114,7 @@ def _eval_beir(args) -> int:
         else (lambda message: None)
     )
     uri, index_seconds, reused = ensure_eval_index(collection, embedder, log_fn=log)
+    tuned, tuned_now, embed_seconds = ablation.tune_eval_index(uri, embedder, log)
     overrides = _parse_overrides(args.set)
     try:
         config = configured(SearchConfig(**overrides))
@@ -140,10 +125,20 @@ def _eval_beir(args) -> int:
         f"{collection.name}: {len(collection.corpus)} documents, {len(collection.queries)} judged queries; "
         f"index {'reused' if reused else 'built'} at {uri} ({index_seconds:.1f} s to build)"
     )
-    variants = ABLATIONS if args.ablation else {"full pipeline (default)": {}}
+    if tuned is not None:
+        spent = (
+            f"tuned now in {tuned.seconds:.1f} s" if tuned_now else f"tuned earlier in {tuned.seconds:.1f} s"
+        )
+        print(
+            f"search setting: {tuned.describe()}; pseudo-query nDCG@10 {tuned.score:.4f} "
+            f"(defaults {tuned.default_score:.4f}, {tuned.queries} pseudo-queries); {spent}, "
+            f"index embedding {embed_seconds:.1f} s"
+        )
+    variants = ablation.ablation_rows() if args.ablation else {ablation.SELF_TUNED: {}}
     result = None
     cache = None
     rows = []
+    per_query = {}
     for name, changes in variants.items():
         engine = SearchEngine(uri, embedder, config.replace(**changes))
         engine.warm_up()
@@ -153,6 +148,7 @@ def _eval_beir(args) -> int:
             engine.embedding_cache = cache
         run, latencies = run_queries(engine, collection, k=max(100, args.k))
         metrics = evaluate_run(run, collection.qrels)
+        per_query[name] = ablation.per_query_ndcg(run, collection.qrels)
         p50, p95 = percentile_ms(latencies, 50), percentile_ms(latencies, 95)
         rows.append((name, metrics, p50, p95))
         if result is None:
@@ -166,14 +162,10 @@ def _eval_beir(args) -> int:
                 "collection": collection.name,
                 "split": args.split,
                 "index_reused": reused,
+                "search_setting": tuned.describe() if tuned is not None else "defaults",
             }
-    print("| configuration | nDCG@10 | MAP@10 | Recall@100 | MRR@10 | p50 ms | p95 ms |")
-    print("|---|---|---|---|---|---|---|")
-    for name, metrics, p50, p95 in rows:
-        print(
-            f"| {name} | {metrics['ndcg@10']:.4f} | {metrics['map@10']:.4f} | {metrics['recall@100']:.4f} | "
-            f"{metrics['mrr@10']:.4f} | {p50:.1f} | {p95:.1f} |"
-        )
+    comparisons = ablation.compare_to_baseline(per_query) if ablation.BASELINE in per_query else []
+    print("\n".join(ablation.table_lines(rows, comparisons)))
     print(
         f"index time {index_seconds:.1f} s; query latency p50 {result['query_p50_ms']} ms, p95 {result['query_p95_ms']} ms"
     )

@@ -1,0 +1,115 @@
+"""`lumina eval beir --ablation`: the pipeline beside its own parts and the simplest thing a search engineer would
+try first, on one collection, each row with a paired test against plain reciprocal rank fusion.
+
+Rows: plain RRF (k = 60) of the same two retrievers (passage BM25 + passage vectors), each retriever alone, the
+global defaults, the setting the index tuned for itself (what search uses), then each stage switched on or off.
+Every row but the self-tuned one ignores the index's tuned setting, so it measures what its name says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from evals.metrics import PairedTest, paired_test, per_query_ranking
+
+BASELINE = "plain RRF (BM25 + MiniLM, k=60)"
+SELF_TUNED = "self-tuned (default)"
+_GLOBAL = {"index_tuning": False}
+_RRF_WEIGHTS = {"passage_vectors": 1.0, "passage_fulltext": 1.0}
+
+COMPARISONS: dict[str, dict] = {
+    SELF_TUNED: {},
+    BASELINE: {**_GLOBAL, "fusion": "rrf", "rrf_k": 60, "paper_fulltext": False, "weights": _RRF_WEIGHTS},
+    "BM25 alone (passages)": {**_GLOBAL, "passage_vectors": False, "paper_fulltext": False},
+    "MiniLM alone (passage vectors)": {**_GLOBAL, "passage_fulltext": False, "paper_fulltext": False},
+    "global defaults (no tuning)": dict(_GLOBAL),
+}
+
+STAGES: dict[str, dict] = {
+    "- query parsing": {"parse_query": False},
+    "+ acronym expansion": {"expand_acronyms": True},
+    "- paper full text": {"paper_fulltext": False},
+    "+ paper title vectors": {"paper_title_vectors": True},
+    "+ paper abstract vectors": {"paper_abstract_vectors": True},
+    "+ dense PRF (Rocchio)": {"dense_prf": True},
+    "normalization = zscore": {"normalization": "zscore"},
+    "aggregation = sum2": {"passage_aggregation": "sum2"},
+    "index store (no in-memory fast path)": {"store": "index"},
+}
+
+
+def ablation_rows() -> dict[str, dict]:
+    """Configuration changes per row, in print order (the self-tuned pipeline first: it is what search runs)."""
+    return {**COMPARISONS, **{name: {**_GLOBAL, **changes} for name, changes in STAGES.items()}}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    name: str
+    ndcg: float
+    versus_baseline: PairedTest | None  # None for the baseline itself
+
+
+def per_query_ndcg(
+    run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]]
+) -> dict[str, float]:
+    return {q: values["nDCG@10"] for q, values in per_query_ranking(qrels, run, ["nDCG@10"]).items()}
+
+
+def compare_to_baseline(
+    per_query: Mapping[str, Mapping[str, float]], baseline: str = BASELINE
+) -> list[Comparison]:
+    """Each row's mean nDCG@10 and its paired test against the baseline row over the same queries."""
+    base = per_query[baseline]
+    queries = sorted(base)
+    out = []
+    for name, values in per_query.items():
+        mean = sum(values.values()) / len(values) if values else 0.0
+        test = None
+        if name != baseline:
+            test = paired_test([values.get(q, 0.0) for q in queries], [base[q] for q in queries])
+        out.append(Comparison(name, mean, test))
+    return out
+
+
+def paired_column(comparison: Comparison) -> str:
+    """'+0.021 [+0.010, +0.032] p=0.001' (difference from the baseline, its 95 % CI, permutation p)."""
+    test = comparison.versus_baseline
+    if test is None:
+        return "(baseline)"
+    return f"{test.diff:+.4f} [{test.low:+.4f}, {test.high:+.4f}] p={test.p_value:.3f}"
+
+
+def table_lines(
+    rows: Sequence[tuple[str, dict, float, float]], comparisons: Sequence[Comparison]
+) -> list[str]:
+    """Markdown rows: configuration, nDCG@10, MAP@10, Recall@100, MRR@10, vs plain RRF, p50 / p95 ms."""
+    paired = {c.name: paired_column(c) for c in comparisons}
+    lines = [
+        "| configuration | nDCG@10 | MAP@10 | Recall@100 | MRR@10 | nDCG@10 vs plain RRF [95% CI] | p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, metrics, p50, p95 in rows:
+        lines.append(
+            f"| {name} | {metrics['ndcg@10']:.4f} | {metrics['map@10']:.4f} | {metrics['recall@100']:.4f} | "
+            f"{metrics['mrr@10']:.4f} | {paired.get(name, '')} | {p50:.1f} | {p95:.1f} |"
+        )
+    return lines
+
+
+def tune_eval_index(uri: str, embedder, log=None):
+    """The eval index's search setting, tuned once the way `passage_index` tunes (pseudo-queries within a fifth
+    of the index's embedding time): (record, tuned now, the index's embedding seconds)."""
+    import json
+    from pathlib import Path
+
+    from lumina_assets.indexing.connection import connect_lancedb
+    from lumina_assets.search import tuning
+
+    marker = Path(uri).parent / "complete.json"
+    info = json.loads(marker.read_text()) if marker.exists() else {}
+    embed_seconds = float(info.get("embed_seconds", 0.0))
+    budget = tuning.query_budget(embed_seconds, int(info.get("passages", 0)))
+    record, tuned_now = tuning.tune_index(connect_lancedb(uri), embedder, limit=budget, log_fn=log)
+    return record, tuned_now, embed_seconds
