@@ -30,6 +30,13 @@ def test_a_first_page_over_the_content_budget_is_not_read_for_metadata(tmp_path)
     assert any("not read for metadata" in r for r in report.repairs)
 
 
+def test_a_document_without_pages_is_not_said_to_be_skipped(tmp_path, shared_data):
+    cut = tmp_path / "cut-short.pdf"  # MuPDF repairs it into a document with no page
+    cut.write_bytes((shared_data / "pdfs" / "papermage.pdf").read_bytes()[:40_000])
+    paper = pdf_metadata(cut)
+    assert paper.title == "cut-short" and "page_text:skipped" not in paper.metadata_sources
+
+
 def test_real_papers_are_read_as_before(shared_data):
     for path in sorted((shared_data / "pdfs").glob("*.pdf")):
         paper = pdf_metadata(path)
