@@ -243,7 +243,7 @@ def pdf_metadata(
         meta = {k: clean_text(v) for k, v in (document.metadata or {}).items() if isinstance(v, str)}
         sizes = [page_content_bytes(document, page) for page in document]
         read_pages = not sizes or sizes[0] <= PAGE_CONTENT_BUDGET  # no page: nothing to skip
-        if read_pages and max(sizes) > PAGE_CONTENT_BUDGET:
+        if read_pages and max(sizes, default=0) > PAGE_CONTENT_BUDGET:
             document.select([n for n, size in enumerate(sizes) if size <= PAGE_CONTENT_BUDGET])
         first_page = clean_text(_first_page_text(document)) if read_pages else ""
         title_meta = (meta.get("title") or "").strip()
