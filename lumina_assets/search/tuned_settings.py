@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 TUNING_TABLE = "search_tuning"
 # the SearchConfig fields a recorded setting may change (anything else in a record is ignored)
 TUNABLE_FIELDS = ("weights", "candidates", "fusion", "normalization", "rrf_k")
-TUNER_VERSION = "1"  # how pseudo-queries are made and settings chosen: a record of another version is redone
+TUNER_VERSION = "2"  # how pseudo-queries are made and settings chosen: a record of another version is redone
 
 
 @dataclass

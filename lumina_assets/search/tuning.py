@@ -8,8 +8,9 @@ each pseudo-query is run once through the same retrievers search uses (passage v
 LanceDB's tokenizer and scoring, `fulltext_mirror`), and each candidate setting fuses those runs with
 `fusion.fuse`, exactly as the engine does. The score is nDCG@10 of the pseudo-query's paper.
 
-Noise control: the setting is chosen on one half of the pseudo-queries and checked on the other: it is adopted
-only if its margin over the defaults there has a 95 % paired-bootstrap interval above zero. A corpus too small to
+Noise control (cross-fitting): each half of the pseudo-queries picks its best setting and the other half checks it
+against the defaults; the setting best over all pseudo-queries is adopted only if both checks give a margin whose
+95 % paired-bootstrap interval lies above zero. A corpus too small to
 give `MIN_QUERIES` pseudo-queries keeps the defaults and says so.
 """
 
@@ -194,15 +195,31 @@ def bootstrap_interval(
     return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
 
 
-def choose(per_setting: np.ndarray, default_index: int, seed: int = 0) -> tuple[int, float, float, float]:
-    """(best setting, its margin over the default on the held-out half, that margin's 95 % interval) with the best
-    picked on the other half; per_setting is (settings x queries)."""
+@dataclass
+class Choice:
+    """The best setting on pseudo-queries and whether it is adopted over the default (see `choose`)."""
+
+    best: int  # index of the best setting over all pseudo-queries
+    adopted: bool
+    margin: float  # out-of-sample margin over the default (mean of the two checks)
+    margin_low: float  # the lower of the two checks' 95 % paired-bootstrap lower ends
+
+
+def choose(per_setting: np.ndarray, default_index: int, seed: int = 0) -> Choice:
+    """Cross-fitted choice: the pseudo-queries are split in two halves, each half picks its best setting and the
+    other half checks it against the default (paired bootstrap over queries). Only when both checks put the
+    margin above zero is the setting best over all pseudo-queries adopted. per_setting is (settings x queries)."""
     order = np.random.default_rng(seed).permutation(per_setting.shape[1])
-    pick, check = order[: len(order) // 2], order[len(order) // 2 :]
-    best = int(np.argmax(per_setting[:, pick].mean(axis=1)))
-    differences = per_setting[best, check] - per_setting[default_index, check]
-    low, high = bootstrap_interval(differences, seed)
-    return best, float(differences.mean()), low, high
+    halves = (order[: len(order) // 2], order[len(order) // 2 :])
+    checks = []
+    for pick, check in (halves, halves[::-1]):
+        picked = int(np.argmax(per_setting[:, pick].mean(axis=1)))
+        differences = per_setting[picked, check] - per_setting[default_index, check]
+        checks.append((float(differences.mean()), bootstrap_interval(differences, seed)[0]))
+    best = int(np.argmax(per_setting.mean(axis=1)))
+    margin = (checks[0][0] + checks[1][0]) / 2
+    low = min(check_low for _, check_low in checks)
+    return Choice(best, best != default_index and low > 0, margin, low)
 
 
 def tune(
@@ -250,19 +267,21 @@ def tune(
     per_setting = np.stack([runs.scores(config) for config in configs])
     default_scores = runs.scores(defaults)
     per_setting = np.vstack([default_scores, per_setting])
-    best, margin, low, _ = choose(per_setting, 0, seed)
+    choice = choose(per_setting, 0, seed)
+    best, margin, low = choice.best, choice.margin, choice.margin_low
     record.default_score = float(default_scores.mean())
     record.best = grid[best - 1] if best else {}
     record.best_score = float(per_setting[best].mean())
     record.margin, record.margin_low = margin, low
-    record.adopted = best != 0 and low > 0
+    record.adopted = choice.adopted
     record.setting = record.best if record.adopted else {}
     record.score = record.best_score if record.adopted else record.default_score
     if best == 0:
         record.reason = "the defaults scored best on pseudo-queries"
     elif record.adopted:
         record.reason = (
-            f"beats the defaults on held-out pseudo-queries by {margin:+.3f} (95 % interval from {low:+.3f})"
+            f"beats the defaults on held-out pseudo-queries by {margin:+.3f} "
+            f"(95 % interval from {low:+.3f}, both halves)"
         )
     else:
         record.reason = f"best setting's margin {margin:+.3f} is within noise (95 % interval from {low:+.3f}): defaults kept"
