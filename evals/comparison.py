@@ -95,10 +95,11 @@ def verdict(
     p = test.p_value if p_value is None else p_value
     if test.n < 2:
         return "too few paired questions"
+    shown = f"{label} = {p:.4f}" if p >= 0.0001 else f"{label} < 0.0001"
     if not (test.n > 0 and p < alpha):
-        return f"not significant ({label} = {p:.3f})"
+        return f"not significant ({shown})"
     better = a if test.diff > 0 else b
-    return f"{better} higher ({label} = {p:.3f})"
+    return f"{better} higher ({shown})"
 
 
 def _held_out(frame: pl.DataFrame) -> bool:
@@ -135,6 +136,8 @@ def paired_comparisons(
             pairs = [((first, 0), (other, 0)) for other in providers if other != first]
             pairs += [((p, deepest), (p, 0)) for p in providers] if deepest > 0 else []
             for column, label in measures.items():
+                if label == "nDCG@p" and page_size == 10 and "ndcg10" in measures:
+                    continue  # nDCG@p at p = 10 is nDCG@10, already compared
                 for (pa, da), (pb, db) in pairs:
                     a = _values(frame, pa, page_size, da, column)
                     b = _values(frame, pb, page_size, db, column)

@@ -83,7 +83,9 @@ def headline_paragraph(
         f"{row['a'].split(' d=')[0]} {primary.label} = {row['mean_a']:.3f} vs {row['b'].split(' d=')[0]} "
         f"{row['mean_b']:.3f} (the best of the baselines), difference {row['diff']:+.3f} "
         f"[95% CI {row['diff_low']:+.3f}, {row['diff_high']:+.3f}], effect d_z = {_num(row['effect_size'], 2)}; "
-        f"paired sign-flip permutation p = {row['p_value']:.4f}, Holm-corrected over the {row['family_size']} "
+        f"paired sign-flip permutation p = {row['p_value']:.4f}"
+        f"{'' if 'exact' in row['test'] else ' (Monte Carlo sign flips, so a value at their resolution)'}, "
+        f"Holm-corrected over the {row['family_size']} "
         f"comparisons of {row['a'].split(' d=')[0]} with each baseline: p = {row['p_holm']:.4f}, so {outcome}. "
         f"This run cannot claim: {limits}."
     )
