@@ -20,12 +20,22 @@ class CorpusResource(dg.ConfigurableResource):
     crawl_with_local_corpus: bool = Field(
         default=False, description="also crawl OpenAlex/arXiv when a local corpus is configured"
     )
+    enrich_local_papers: bool | None = Field(
+        default=None,
+        description="complete local PDFs' records from OpenAlex (printed DOI) / arXiv (printed arXiv id); "
+        "empty means the LUMINA_ENRICH_PDFS variable (off by default)",
+    )
 
     def local_corpus(self) -> Path | None:
         return Path(self.corpus_path).expanduser().resolve() if self.corpus_path else settings.corpus_path()
 
     def seeds_file(self) -> Path:
         return Path(self.seeds_path) if self.seeds_path else settings.seeds_file()
+
+    def enrichment_enabled(self) -> bool:
+        return (
+            settings.enrich_local_papers() if self.enrich_local_papers is None else self.enrich_local_papers
+        )
 
     def live_crawl_enabled(self) -> bool:
         return self.local_corpus() is None or self.crawl_with_local_corpus

@@ -177,6 +177,13 @@ def compatible_base_url_var() -> str | None:
     return None
 
 
+def enrich_local_papers() -> bool:
+    """`LUMINA_ENRICH_PDFS`: complete local PDFs' records from OpenAlex (by a printed DOI) and arXiv (by a printed
+    arXiv id). Off by default: it sends the identifiers of a user's own library to those APIs, and a local corpus
+    is meant to run offline."""
+    return env("LUMINA_ENRICH_PDFS").lower() in {"1", "true", "yes"}
+
+
 def allow_private_urls() -> bool:
     """`LUMINA_ALLOW_PRIVATE_URLS`: let every HTTP client (APIs, PDF downloads, collection downloads) reach
     hosts that resolve to loopback / private / link-local addresses (a local mirror or replay server, tests); off

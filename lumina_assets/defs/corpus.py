@@ -1,7 +1,9 @@
 """Corpus stage: seeds → OpenAlex / arXiv crawl and local papers → normalized, deduplicated `papers`
-(plus `rejected_papers`) → `citation_graph`. Each asset writes its own table and reports what it did."""
+(plus `rejected_papers`); the citation edges among them are the citation stage's (`defs/citations.py`). Each asset
+writes its own table and reports what it did."""
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -23,13 +25,8 @@ from lumina_assets.core.schemas import (
     rows_to_table,
 )
 from lumina_assets.corpus import batches, catalogue
-from lumina_assets.corpus.citations import (
-    CitationMatch,
-    catalogue_papers,
-    references_from_json,
-    update_reference_edges,
-)
 from lumina_assets.corpus.crawl import ArxivQuery, Seeds, crawl_arxiv, crawl_openalex, load_seeds
+from lumina_assets.corpus.enrich import enrich_paper
 from lumina_assets.corpus.local import LoadReport, load_local_corpus, load_pdf_folder
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from resources.arxiv import ArxivResource
@@ -210,10 +207,21 @@ def arxiv_works(
 
 @dg.asset(group_name=GROUP, code_version="2")
 def local_papers(
-    context: dg.AssetExecutionContext, corpus: CorpusResource, parsing: ParsingConfig
+    context: dg.AssetExecutionContext,
+    corpus: CorpusResource,
+    parsing: ParsingConfig,
+    openalex: OpenAlexResource,
+    arxiv: ArxivResource,
 ) -> dg.MaterializeResult:
     """Papers from LUMINA_CORPUS (folder of PDFs or BEIR directory) and the data/inbox folder of new PDFs.
-    Each PDF is opened under the parsing limits; a refused file or record is rejected with its reason."""
+    Each PDF is opened under the parsing limits; a refused file or record is rejected with its reason. With
+    enrichment switched on, a PDF's printed DOI / arXiv id completes its record from OpenAlex / arXiv."""
+    enricher, enrich_clients = None, []
+    if corpus.enrichment_enabled():
+        openalex_client = openalex.client() if openalex.resolved_api_key() else None
+        arxiv_client = arxiv.client()
+        enrich_clients = [c for c in (openalex_client, arxiv_client) if c is not None]
+        enricher = functools.partial(enrich_paper, openalex=openalex_client, arxiv=arxiv_client)
     report = LoadReport()
     kinds: Counter = Counter()
     origins: list[str] = []  # per paper: the corpus folder or the inbox it came from (see corpus.catalogue)
@@ -221,7 +229,7 @@ def local_papers(
     path = corpus.local_corpus()
     if path is not None:
         try:
-            loaded = load_local_corpus(path, limits=limits)
+            loaded = load_local_corpus(path, limits=limits, enricher=enricher)
         except (OSError, ValueError) as error:  # the corpus is refused, the inbox below still comes in
             shown = display_name(path)
             message = clean_text(str(error))  # an OSError names the path as given: maybe not UTF-8
@@ -232,7 +240,7 @@ def local_papers(
         origins += [catalogue.corpus_origin(path)] * len(loaded.papers)
     inbox = settings.inbox_dir()
     if inbox.is_dir():
-        loaded = load_pdf_folder(inbox, limits=limits)
+        loaded = load_pdf_folder(inbox, limits=limits, enricher=enricher)
         report.extend(loaded)
         kinds["inbox"] += len(loaded.papers)
         origins += [catalogue.INBOX_ORIGIN] * len(loaded.papers)
@@ -250,6 +258,10 @@ def local_papers(
         metadata={
             "papers": len(report.papers),
             "corpus_path": display_name(path) if path else "none",
+            "enriched": sum(
+                any(s.endswith("_enriched") for s in p.metadata_sources or []) for p in report.papers
+            ),
+            **{k: v for c in enrich_clients for k, v in c.http.stats.as_metadata().items()},
             "by_kind": dg.MetadataValue.json(dict(kinds)),
             **_failure_metadata(
                 [f"{r.reason}: {m}" for r, m in zip(report.rejected, report.errors, strict=True)]
@@ -418,100 +430,6 @@ def papers(context: dg.AssetExecutionContext, config: PapersConfig) -> dg.Materi
     )
 
 
-def _reference_edges(frame: pl.DataFrame) -> tuple[list[dict], dict]:
-    """Edges from the parsed bibliographies (corpus.citations), updated incrementally from the last run's edges."""
-    parsed = tables.read_all(tables.PARSED_PAPERS)
-    bibliographies = {}
-    if parsed is not None and parsed.height:
-        for row in (
-            parsed.filter(pl.col("status") == "ok").select("paper_id", "parsed_json").iter_rows(named=True)
-        ):
-            bibliographies[row["paper_id"]] = references_from_json(row["parsed_json"])
-    state_path = settings.tables_dir() / "citation_edges.state.json"
-    state = json.loads(state_path.read_text()) if state_path.exists() else {}
-    previous_frame = tables.read(tables.CITATION_EDGES)
-    previous = []
-    if previous_frame is not None and "ref_id" in previous_frame.columns and state:
-        previous = [
-            CitationMatch(r["citing"], r["cited"], r["ref_id"], r["how"], r["score"] or 0.0)
-            for r in previous_frame.filter(pl.col("how") != "openalex").iter_rows(named=True)
-        ]
-    update = update_reference_edges(
-        catalogue_papers(frame.iter_rows(named=True)), bibliographies, previous, state
-    )
-    state_path.parent.mkdir(parents=True, exist_ok=True)
-    state_path.write_text(json.dumps(update.state))
-    counts = {
-        "bibliographies": len(bibliographies),
-        "rematched": update.rematched,
-        "extended": update.extended,
-    }
-    return [dataclasses.asdict(edge) for edge in update.edges], counts
-
-
-@dg.asset(
-    group_name="index",  # with passage_index: what search reads, after parsing (the index_passages job)
-    code_version="2",
-    deps=[papers, dg.AssetDep("parsed_papers")],
-    automation_condition=dg.AutomationCondition.eager(),
-)
-def citation_graph(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-    """Citation edges among corpus papers with in/out degree: references resolved through OpenAlex ids, and the
-    parsed bibliographies of the PDFs matched to catalogue papers by DOI, arXiv id or title (corpus.citations).
-    In the index group: it follows both the catalogue and the parsed papers, like the passage index."""
-    frame = tables.read(tables.PAPERS)
-    if frame is None:
-        raise dg.Failure("papers has not been materialized yet")
-    by_openalex = {
-        f"openalex:{row['openalex_id']}": row["paper_id"]
-        for row in frame.select("paper_id", "openalex_id").iter_rows(named=True)
-        if row["openalex_id"]
-    }
-    ids = set(frame["paper_id"].to_list())
-    edges = []
-    for row in frame.select("paper_id", "references").iter_rows(named=True):
-        for ref in row["references"] or []:
-            target = by_openalex.get(ref, ref if ref in ids else None)
-            if target and target != row["paper_id"]:
-                edges.append({"citing": row["paper_id"], "cited": target, "how": "openalex", "score": 100.0})
-    parsed_edges, counts = _reference_edges(frame)
-    edges += parsed_edges
-    schema = {
-        "citing": pl.String,
-        "cited": pl.String,
-        "ref_id": pl.String,
-        "how": pl.String,
-        "score": pl.Float64,
-    }
-    edge_frame = pl.DataFrame(edges, schema=schema).unique(subset=["citing", "cited"], keep="first")
-    tables.write(tables.CITATION_EDGES, edge_frame)
-    degrees = (
-        frame.select("paper_id", "title")
-        .join(
-            edge_frame.group_by("citing").len("out_degree"), left_on="paper_id", right_on="citing", how="left"
-        )
-        .join(edge_frame.group_by("cited").len("in_degree"), left_on="paper_id", right_on="cited", how="left")
-        .with_columns(pl.col("out_degree").fill_null(0), pl.col("in_degree").fill_null(0))
-        .sort("in_degree", descending=True)
-    )
-    tables.write(tables.CITATION_GRAPH, degrees)
-    return dg.MaterializeResult(
-        metadata={
-            "papers": degrees.height,
-            "edges": edge_frame.height,
-            "edges_by_match": dg.MetadataValue.json(dict(Counter(edge_frame["how"].to_list()))),
-            "bibliographies": counts["bibliographies"],
-            "bibliographies_rematched": counts["rematched"],
-            "bibliographies_matched_to_new_papers_only": counts["extended"],
-            "papers_with_citations": int((degrees["in_degree"] > 0).sum()),
-            "most_cited": dg.MetadataValue.md(
-                tables.markdown_sample(degrees, ["paper_id", "title", "in_degree", "out_degree"])
-            ),
-        },
-        data_version=dg.DataVersion(tables.content_hash(edge_frame, ["citing", "cited"])),
-    )
-
-
 @dg.asset_check(asset=papers, description="paper ids are unique and every paper has a title")
 def papers_unique_and_titled() -> dg.AssetCheckResult:
     frame = tables.read(tables.PAPERS)
@@ -525,7 +443,7 @@ def papers_unique_and_titled() -> dg.AssetCheckResult:
     )
 
 
-ASSETS = [seed_papers, openalex_works, arxiv_works, local_papers, papers, citation_graph]
+ASSETS = [seed_papers, openalex_works, arxiv_works, local_papers, papers]
 CHECKS = [papers_unique_and_titled]
 
 

@@ -14,7 +14,7 @@ from lumina_assets.core.schemas import (
     Reference,
     rows_to_table,
 )
-from lumina_assets.defs.corpus import citation_graph
+from lumina_assets.defs.citations import citation_graph
 
 LITGRAPH = "Construction of the Literature Graph in Semantic Scholar"
 SPECTER = "SPECTER: Document-level Representation Learning using Citation-informed Transformers"

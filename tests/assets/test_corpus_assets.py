@@ -172,3 +172,58 @@ def test_atomic_replace_keeps_the_old_file_when_a_write_fails(tmp_path):
         atomic_replace(target, broken)
     assert target.read_bytes() == b"first"
     assert [p.name for p in target.parent.iterdir()] == ["table.bin"]  # no partial file left behind
+
+
+def _pdf_printing_a_doi(folder, doi: str) -> None:
+    import pymupdf
+
+    folder.mkdir()
+    document = pymupdf.open()
+    page = document.new_page()
+    page.insert_text((72, 90), "Pooled prime editing screens of variants", fontsize=18)
+    page.insert_text((72, 130), "Michael Herger", fontsize=11)
+    page.insert_text((72, 160), f"https://doi.org/{doi}", fontsize=9)
+    body = "Prime editing installs every variant of a gene in a pooled screen and reads out function. " * 12
+    page.insert_textbox(pymupdf.Rect(72, 190, 540, 760), body, fontsize=10)
+    document.save(folder / "screen.pdf")
+
+
+def test_local_pdfs_are_enriched_by_their_printed_doi_only_when_switched_on(data_dir, tmp_path, shared_data):
+    """With enrichment on, a PDF's printed DOI completes its record from OpenAlex (a local server answering the
+    recorded OpenAlex body for that DOI) and the source is labelled; off (the default) nothing is asked."""
+    from orchestration_servers import static_http_server
+
+    doi = "10.1016/j.xgen.2025.100814"
+    corpus_dir = tmp_path / "pdfs"
+    _pdf_printing_a_doi(corpus_dir, doi)
+    api = tmp_path / "api"
+    (api / "works").mkdir(parents=True)
+    recorded = shared_data / "api_fixtures" / "openalex_extracted"
+    (api / "works" / "doi:10.1016").mkdir()  # the DOI's slash is a path separator on the server
+    shutil.copy(
+        recorded / "test_doi_search_paper_attributes0__interaction2.json", api / "works" / f"doi:{doi}"
+    )
+
+    def run(enrich: bool, base_url: str):
+        return dg.materialize(
+            [corpus.local_papers],
+            resources={
+                "corpus": CorpusResource(corpus_path=str(corpus_dir), enrich_local_papers=enrich),
+                "parsing": ParsingConfig(),
+                "openalex": OpenAlexResource(base_url=base_url, api_key="test-key"),
+                "arxiv": ArxivResource(base_url=base_url),
+            },
+            instance=DagsterInstance.ephemeral(),
+        )
+
+    with static_http_server(api) as base_url:
+        off = run(False, base_url)
+        plain = tables.read(tables.LOCAL_PAPERS).row(0, named=True)
+        on = run(True, base_url)
+        enriched = tables.read(tables.LOCAL_PAPERS).row(0, named=True)
+    assert off.success and on.success
+    assert plain["doi"] == doi and not any(s.endswith("_enriched") for s in plain["metadata_sources"])
+    assert off.asset_materializations_for_node("local_papers")[0].metadata["enriched"].value == 0
+    assert on.asset_materializations_for_node("local_papers")[0].metadata["enriched"].value == 1
+    assert any(s.endswith(":openalex_enriched") for s in enriched["metadata_sources"])
+    assert len(enriched["authors"]) > len(plain["authors"])  # the recorded work lists every author
