@@ -206,6 +206,17 @@ def calibration_fingerprint(
     return digest.hexdigest()[:24]
 
 
+def packaged_thresholds(queries_per_split: int, model: str = "all-MiniLM-L6-v2") -> OfflineThresholds | None:
+    """The calibration shipped in evals/calibration/ for this split size and model, whatever files it was made
+    on (SciFact train): what a machine without the SciFact files judges with, so a benchmark run there still
+    works and its manifest says what the thresholds were fitted on. None when no shipped one fits."""
+    for path in sorted(PACKAGED_CALIBRATIONS.glob("offline_judge_*.json")):
+        thresholds = OfflineThresholds.from_json(path.read_text(encoding="utf-8"))
+        if thresholds.model == model and thresholds.validation.get("queries") == queries_per_split:
+            return thresholds
+    return None
+
+
 def load_or_calibrate(embedder, folder: Path, queries_per_split: int, cache_dir: Path) -> OfflineThresholds:
     """Thresholds for this exact calibration set: from the run cache, else from a calibration shipped in
     evals/calibration/ (made by `lumina bench judge --write-packaged` on the same files), else fitted now.

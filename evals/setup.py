@@ -48,9 +48,14 @@ def calibration_dir(config_value: str) -> Path:
 def offline_judge(folder: Path, queries_per_split: int) -> judge_lib.OfflineJudge:
     """The calibrated offline judge; thresholds and their held-out agreement are cached as JSON."""
     if not (folder / "qrels").is_dir():
-        raise SetupError(
-            f"offline judge needs SciFact train qrels for calibration at {folder}; set JudgeConfig.calibration_dir"
-        )
+        shipped = calibration.packaged_thresholds(queries_per_split)
+        if shipped is None:
+            raise SetupError(
+                f"offline judge needs SciFact train qrels for calibration at {folder} (no shipped calibration for "
+                f"{queries_per_split} queries per split); set JudgeConfig.calibration_dir or "
+                "run `lumina fetch-collection scifact`"
+            )
+        return judge_lib.OfflineJudge(calibration.default_embedder(), shipped)
     embedder = calibration.default_embedder()
     cache = settings.benchmark_dir() / "judge_calibration"
     thresholds = calibration.load_or_calibrate(embedder, folder, queries_per_split, cache)

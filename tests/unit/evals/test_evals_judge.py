@@ -179,3 +179,19 @@ def test_packaged_calibration_is_reused_for_the_same_files(shared_data, tmp_path
     assert thresholds.validation["fingerprint"] == fingerprint
     assert 0 < thresholds.relevance < 1 and 0 < thresholds.precision < 1
     assert thresholds.validation["n"] > 100 and -1 <= thresholds.validation["kappa"] <= 1
+
+
+def test_without_the_scifact_files_the_offline_judge_uses_the_shipped_calibration(tmp_path, monkeypatch):
+    """A clone without SciFact beside it (no qrels folder to calibrate on) judges with the calibration shipped
+    in evals/calibration/; a split size no shipped calibration was made for is refused with what to do."""
+    from evals import judge_calibration, setup
+    from evals.judge import OfflineJudge
+
+    monkeypatch.setattr(judge_calibration, "default_embedder", lambda: KeywordEmbedder())
+    empty = tmp_path / "no-scifact"
+    empty.mkdir()
+    judge = setup.offline_judge(empty, 60)
+    assert isinstance(judge, OfflineJudge)
+    assert judge.thresholds.validation["queries"] == 60 and "scifact" in judge.thresholds.calibrated_on
+    with pytest.raises(setup.SetupError, match="fetch-collection scifact"):
+        setup.offline_judge(empty, 61)
