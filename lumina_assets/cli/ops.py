@@ -63,8 +63,8 @@ def run_demo(args) -> int:
             print(
                 "Offline and LUMINA_CORPUS is not set: the demo crawls OpenAlex and arXiv by default.\n"
                 "Run it offline on a local corpus instead, e.g.\n"
-                "  LUMINA_CORPUS=../shared/data/scifact make demo   (a BEIR directory)\n"
-                "  LUMINA_CORPUS=../shared/data/pdfs make demo      (a folder of PDFs)"
+                "  LUMINA_CORPUS=/path/to/your/pdfs make demo       (a folder of PDFs)\n"
+                "  .venv/bin/lumina fetch-collection scifact        (then the LUMINA_CORPUS line it prints)"
             )
             return 2
         print(f"Crawling the seeds in {settings.seeds_file()} (OpenAlex needs OPENALEX_API_KEY).")
