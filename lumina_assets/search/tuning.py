@@ -240,6 +240,12 @@ def tune(
     grid = list(grid) if grid is not None else default_grid()
     stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     record = TuningRecord(tuned_at=stamp)
+    if limit < MIN_QUERIES:
+        record.reason = (
+            f"tuning budget too small: {limit} pseudo-queries fit in a fifth of the embedding time "
+            f"(at least {MIN_QUERIES} needed); global defaults"
+        )
+        return record
     if corpus is None or not len(corpus):
         record.reason = "empty index: global defaults"
         return record
@@ -247,13 +253,6 @@ def tune(
     queries = make_queries(corpus, limit, seed, citations)
     record.queries = len(queries)
     record.kinds = {kind: sum(q.kind == kind for q in queries) for kind in sorted({q.kind for q in queries})}
-    if limit < MIN_QUERIES:
-        record.reason = (
-            f"tuning budget too small: {limit} pseudo-queries fit in a fifth of the embedding time "
-            f"(at least {MIN_QUERIES} needed); global defaults"
-        )
-        record.seconds = time.perf_counter() - started
-        return record
     if len(queries) < MIN_QUERIES:
         record.reason = (
             f"corpus too small to tune: {len(queries)} pseudo-queries (at least {MIN_QUERIES} needed); "
@@ -333,7 +332,11 @@ def tune_index(
         return recorded, False
     if not force and recorded is not None and limit < MIN_QUERIES:
         return recorded, False  # this run cannot afford a tuning set: the recorded setting stays
-    citing = citations() if callable(citations) else citations
-    record = tune(corpus_from_index(db), embedder, limit=limit, citations=citing, log_fn=log_fn)
+    if limit < MIN_QUERIES:  # no tuning set fits: the defaults, without reading the corpus
+        record = tune(None, embedder, limit=limit)
+        record.passages = passages
+    else:
+        citing = citations() if callable(citations) else citations
+        record = tune(corpus_from_index(db), embedder, limit=limit, citations=citing, log_fn=log_fn)
     tuned_settings.write_record(db, record)
     return record, True
