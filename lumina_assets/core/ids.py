@@ -81,3 +81,14 @@ def paper_id_for(
 def passage_id_for(paper_id: str, section_number: str, index: int) -> str:
     """Passage id from its paper, section number and position within the section."""
     return f"{paper_id}#{section_number or '0'}:{index}"
+
+
+def reading_key(passage_id: str) -> tuple:
+    """Sort key from `<paper>#<section>:<index>`: abstract first, then section numbers naturally, then index."""
+    _, _, tail = passage_id.rpartition("#")
+    section, _, index = tail.rpartition(":")
+    parts = [
+        (0, int(x)) if x.isdigit() else (1 if section != "abstract" else -1, x)
+        for x in re.split(r"[.\-]", section)
+    ]
+    return (parts, int(index) if index.isdigit() else 0)

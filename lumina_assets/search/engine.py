@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lumina_assets.core.ids import reading_key
 from lumina_assets.core.names import last_name
 from lumina_assets.core.schemas import Context
 from lumina_assets.search.config import SearchConfig
@@ -492,14 +493,3 @@ def _closest(rows: list[dict], vector: np.ndarray) -> str:
     scores = matrix @ vector
     best = min(range(len(rows)), key=lambda i: (-scores[i], rows[i]["passage_id"]))
     return rows[best]["passage_id"]
-
-
-def reading_key(passage_id: str) -> tuple:
-    """Sort key from `<paper>#<section>:<index>`: abstract first, then section numbers naturally, then index."""
-    _, _, tail = passage_id.rpartition("#")
-    section, _, index = tail.rpartition(":")
-    parts = [
-        (0, int(x)) if x.isdigit() else (1 if section != "abstract" else -1, x)
-        for x in re.split(r"[.\-]", section)
-    ]
-    return (parts, int(index) if index.isdigit() else 0)
