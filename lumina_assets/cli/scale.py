@@ -31,7 +31,7 @@ def add_commands(commands, bench_commands) -> None:
     bench.add_argument(
         "--baseline",
         metavar="REF",
-        help="also measure the engine of this git revision (e.g. ccc71f4, the in-memory engine before #11) "
+        help="also measure the engine of this git revision (e.g. ccc71f4, the in-memory engine before the index-backed stores) "
         "on the same indexes, up to --memory-up-to passages",
     )
     bench.add_argument(
