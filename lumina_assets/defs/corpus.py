@@ -205,7 +205,8 @@ def arxiv_works(
     )
 
 
-@dg.asset(group_name=GROUP, code_version="2")
+# pool: with enrichment on it asks arXiv (one client at a time for everyone); offline arxiv_works skips at once
+@dg.asset(group_name=GROUP, code_version="2", pool="arxiv")
 def local_papers(
     context: dg.AssetExecutionContext,
     corpus: CorpusResource,

@@ -121,7 +121,9 @@ def test_first_tick_on_a_backlog_launches_one_batch(shared_data, data_dir):
 def test_sensor_run_assigns_the_new_papers_to_the_batch(shared_data, data_dir):
     """The run the sensor asks for, executed: `papers` files the inbox papers under the sensor's batch key."""
     from lumina_assets.defs import corpus
+    from resources.arxiv import ArxivResource
     from resources.corpus import CorpusResource
+    from resources.openalex import OpenAlexResource
     from resources.parsing import ParsingConfig
 
     inbox = settings.inbox_dir()
@@ -136,7 +138,12 @@ def test_sensor_run_assigns_the_new_papers_to_the_batch(shared_data, data_dir):
         assets,
         instance=instance,
         tags=request.tags,
-        resources={"corpus": CorpusResource(), "parsing": ParsingConfig()},
+        resources={
+            "corpus": CorpusResource(),
+            "parsing": ParsingConfig(),
+            "openalex": OpenAlexResource(),
+            "arxiv": ArxivResource(),
+        },
     )
     assert outcome.success
     table = pl.read_parquet(settings.tables_dir() / "papers.parquet")

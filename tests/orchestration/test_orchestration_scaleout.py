@@ -46,7 +46,9 @@ def _postgres_instance(home, server) -> dg.DagsterInstance:
 
 def test_ingest_run_on_a_postgres_instance(shared_data, data_dir, tmp_path):
     from lumina_assets.defs import corpus
+    from resources.arxiv import ArxivResource
     from resources.corpus import CorpusResource
+    from resources.openalex import OpenAlexResource
     from resources.parsing import ParsingConfig
 
     assets = [a for a in corpus.ASSETS if set(a.keys) & set(INBOX_ASSETS)]
@@ -69,7 +71,12 @@ def test_ingest_run_on_a_postgres_instance(shared_data, data_dir, tmp_path):
             assets,
             instance=instance,
             tags=request.tags,
-            resources={"corpus": CorpusResource(), "parsing": ParsingConfig()},
+            resources={
+                "corpus": CorpusResource(),
+                "parsing": ParsingConfig(),
+                "openalex": OpenAlexResource(),
+                "arxiv": ArxivResource(),
+            },
         )
         assert outcome.success
         assert apply_pool_limits(instance) == POOL_LIMITS
