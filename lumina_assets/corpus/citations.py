@@ -77,6 +77,11 @@ class CatalogueIndex:
             normalize_arxiv_id(p.arxiv_id): p for p in self.papers if normalize_arxiv_id(p.arxiv_id)
         }
         self.titles = [normalize_title(p.title) for p in self.papers]
+        # raw-entry matching needs the first author's surname to agree, so it only looks at those papers
+        self.by_first_author: dict[str, list[int]] = {}
+        for position, paper in enumerate(self.papers):
+            if paper.authors:
+                self.by_first_author.setdefault(surname(paper.authors[0]), []).append(position)
 
     def _year_fits(self, paper: CataloguePaper, year: int | None) -> bool:
         return year is None or paper.year is None or abs(paper.year - year) <= MAX_YEAR_GAP
@@ -106,13 +111,14 @@ class CatalogueIndex:
         if not text:
             return None
         first = surname(reference.authors[0]) if reference.authors else ""
-        for paper, title in zip(self.papers, self.titles, strict=True):
-            if len(title.split()) < MIN_RAW_TITLE_WORDS or not paper.authors:
+        if not first:
+            return None
+        for position in self.by_first_author.get(first, []):  # catalogue order, as before
+            paper, title = self.papers[position], self.titles[position]
+            if len(title.split()) < MIN_RAW_TITLE_WORDS:
                 continue
             score = fuzz.partial_ratio(title, text)
-            if score < RAW_TEXT_THRESHOLD or not self._year_fits(paper, reference.year):
-                continue
-            if first and first == surname(paper.authors[0]):
+            if score >= RAW_TEXT_THRESHOLD and self._year_fits(paper, reference.year):
                 return paper, "title_in_text", float(score)
         return None
 

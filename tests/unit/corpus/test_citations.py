@@ -108,3 +108,30 @@ def test_a_near_title_with_a_distant_year_is_not_a_citation():
     assert index.match(dataclasses.replace(ref, year=2011)) is None
     other = dataclasses.replace(ref, title="The Semantic Scholar Open Data Platform", year=2018)
     assert index.match(other) is None
+
+
+def test_a_title_printed_inside_a_raw_entry_matches_only_with_the_same_first_author():
+    """A reference whose title field came out wrong still matches a catalogue paper whose title its raw text
+    prints, when the first authors' surnames agree; with another first author, or none, it does not."""
+    specter = CataloguePaper(
+        paper_id="specter",
+        title="SPECTER: Document-level Representation Learning using Citation-informed Transformers",
+        year=2020,
+        authors=("Arman Cohan", "Sergey Feldman"),
+    )
+    others = [
+        CataloguePaper(
+            paper_id=f"other{i}", title=f"An unrelated study of topic {i} in detail", authors=("A. Cohan",)
+        )
+        for i in range(50)
+    ]
+    index = CatalogueIndex([*others, specter])
+    text = (
+        "Arman Cohan, Sergey Feldman, Iz Beltagy, Doug Downey, and Daniel Weld. 2020. SPECTER: Document-level "
+        "Representation Learning using Citation-informed Transformers. In ACL."
+    )
+    garbled = Reference(ref_id="b1", text=text, title="In ACL", authors=["Arman Cohan"], year=2020)
+    found = index.match(garbled)
+    assert found is not None and found[0].paper_id == "specter" and found[1] == "title_in_text"
+    assert index.match(dataclasses.replace(garbled, authors=["Kyle Lo"])) is None
+    assert index.match(dataclasses.replace(garbled, authors=[])) is None
