@@ -2,17 +2,20 @@
 
     GET  /                          the search page
     GET  /api/search?q=...&k=10     search (also POST /api/search with a JSON body: query, k, page, year_min,
-                                    year_max, author, venue, overview)
+                                    year_max, author, venue, overview, widen, sort = relevance | date)
+    GET  /api/export?q=...&format=bibtex|ris|csv  the same search's results as a citation file (attachment)
     GET  /api/passages/{id}         one passage with its previous and next passage
-    GET  /api/papers/{id}/citations what a paper cites / what cites it within the corpus
-    GET  /pdf/{sha256}              a stored PDF, by content hash only
+    GET  /api/papers/{id}/citations what a paper cites / what cites it within the corpus (404: no such paper)
+    GET  /pdf/{sha256}[/{name}.pdf] a stored PDF, by content hash only (the name is what a browser saves it as)
     GET  /api/health
 
 Bad input is a 4xx with {"error": message}: an empty query, one over 1000 characters, a body over 16 KB (counted
 as it streams in, whatever its framing: a chunked body is cut at the cap, never read whole first), a POST that is
 not `application/json` (so a cross-site form or `text/plain` POST cannot skip the browser's CORS preflight),
 a body that is not UTF-8 or not JSON (lone surrogate escapes, nesting too deep, NaN / Infinity included),
-control characters, k outside 1..50, page outside 1..20, an unknown field.
+control characters, k outside 1..50, page outside 1..20, an unknown field, a value of the wrong type (JSON `k` must
+be an integer, flags booleans; a query string's are read strictly from their text), a query string whose
+percent-escapes are not UTF-8 (a lone surrogate among them), an unknown export format. An unknown paper is a 404.
 
 Browsers reach a local server from any page they open, so every request must name an allowed host (the loopback
 names by default, plus `lumina serve --allow-host`: DNS rebinding gets a 400), and one that carries an `Origin`
@@ -25,9 +28,11 @@ searches.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -37,6 +42,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from lumina_assets.search.citation_export import FORMATS, export, export_filename
 from lumina_assets.search.memory_store import empty_index_message
 from lumina_assets.search.request import BadRequest, SearchRequest, decode_json_body
 from lumina_assets.search.results import SearchService
@@ -46,6 +52,7 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 16 * 1024
 PAGE = Path(__file__).with_name("web") / "index.html"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+PDF_NAME = re.compile(r"[A-Za-z0-9-]{1,100}\.pdf")
 
 
 class BodyTooLarge(Exception):
@@ -132,6 +139,19 @@ def _is_json(content_type: str | None) -> bool:
     return (content_type or "").split(";", 1)[0].strip().lower() == "application/json"
 
 
+def query_string_fields(request: Request) -> dict[str, str]:
+    """A GET's query string as {name: value} (the last of a repeated name), decoded strictly: BadRequest when
+    a percent-escape is not UTF-8 (`%ED%A0%80`, a lone surrogate, included), where Starlette would silently
+    substitute U+FFFD and search for the replacement characters."""
+    raw = request.scope.get("query_string", b"").decode("latin-1")
+    try:
+        return dict(parse_qsl(raw, keep_blank_values=True, encoding="utf-8", errors="strict"))
+    except UnicodeDecodeError:
+        raise BadRequest(
+            "the query string is not UTF-8 (percent-escapes of invalid or surrogate bytes)"
+        ) from None
+
+
 def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBACK_HOSTS) -> Starlette:
     """The app; `allowed_hosts` are the names a request's Host header may carry (port aside): the loopback
     names by default, `*` for any (only behind a proxy that checks the Host itself)."""
@@ -152,7 +172,9 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
             return JSONResponse({"status": "ok", "index": "empty", "message": empty_index_message()})
         return JSONResponse({"status": "ok", "index": "ready"})
 
-    async def search(request: Request) -> Response:
+    async def read_request(request: Request, extra: frozenset[str] = frozenset()):
+        """(SearchRequest, the `extra` fields' values) from a JSON POST or a GET's query string; an error
+        Response instead when the input is bad."""
         if request.method == "POST":
             if not _is_json(request.headers.get("content-type")):
                 return _error(415, "a POST body must be application/json")
@@ -167,20 +189,58 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
         else:
             if len(str(request.url)) > MAX_BODY_BYTES:
                 return _error(414, "URL too long")
-            data = dict(request.query_params)
+            try:
+                data = query_string_fields(request)
+            except BadRequest as error:
+                return _error(400, str(error))
+        if not isinstance(data, dict):
+            return _error(422, "the request must be a JSON object")
+        data = dict(data)
+        extras = {name: data.pop(name, None) for name in extra}
         try:
-            parsed = SearchRequest.from_mapping(data)
+            parsed = SearchRequest.from_mapping(data, from_query=request.method != "POST")
         except BadRequest as error:
             return _error(422 if "too long" not in str(error) else 413, str(error))
+        return parsed, extras
+
+    async def run_search(parsed: SearchRequest, *, use_llm: bool):
+        """The service's answer, or a 503 Response: an index problem is the server's (logged), the client sees
+        its kind only."""
         from starlette.concurrency import run_in_threadpool
 
         try:
-            # a GET never calls the LLM: any page can send one (a link, an <img>), and each call costs money
-            answer = await run_in_threadpool(service.search, parsed, use_llm=request.method == "POST")
-        except Exception as error:  # an index problem is the server's: logged, the client sees its kind only
+            return await run_in_threadpool(service.search, parsed, use_llm=use_llm)
+        except Exception as error:
             log.exception("search failed")
             return _error(503, f"search unavailable ({type(error).__name__}; see the server log)")
-        return JSONResponse(answer)
+
+    async def search(request: Request) -> Response:
+        read = await read_request(request)
+        if isinstance(read, Response):
+            return read
+        # a GET never calls the LLM: any page can send one (a link, an <img>), and each call costs money
+        answer = await run_search(read[0], use_llm=request.method == "POST")
+        return answer if isinstance(answer, Response) else JSONResponse(answer)
+
+    async def export_results(request: Request) -> Response:
+        read = await read_request(request, frozenset({"format"}))
+        if isinstance(read, Response):
+            return read
+        parsed, extras = read
+        fmt = extras["format"] or "bibtex"
+        if fmt not in FORMATS:
+            return _error(422, f"format must be one of {', '.join(FORMATS)}")
+        answer = await run_search(replace(parsed, overview=False), use_llm=False)
+        if isinstance(answer, Response):
+            return answer
+        return Response(
+            export(answer["results"], fmt),
+            media_type=FORMATS[fmt].media_type,
+            headers={
+                "Content-Disposition": f'attachment; filename="{export_filename(parsed.query, fmt)}"',
+                "X-Result-Count": str(len(answer["results"])),
+            },
+        )
 
     def passage(request: Request) -> Response:
         passage_id = request.path_params["passage_id"]
@@ -193,22 +253,33 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
         paper_id = request.path_params["paper_id"]
         if len(paper_id) > 500:
             return _error(422, "paper id too long")
-        return JSONResponse(service.citations(paper_id))
+        found = service.citations(paper_id)
+        return (
+            JSONResponse(found) if found is not None else _error(404, f"no paper {paper_id!r} in the index")
+        )
 
     def pdf(request: Request) -> Response:
         path = service.pdf_path(request.path_params["sha256"])
         if path is None:
             return _error(404, "no stored PDF with that hash")
-        return FileResponse(path, media_type="application/pdf")
+        name = request.path_params.get("name")
+        if name is not None and not PDF_NAME.fullmatch(name):
+            return _error(404, "a PDF name is letters, digits and hyphens, ending in .pdf")
+        return FileResponse(
+            path, media_type="application/pdf", filename=name, content_disposition_type="inline"
+        )
+
 
     return Starlette(
         routes=[
             Route("/", index),
             Route("/api/health", health),
             Route("/api/search", search, methods=["GET", "POST"]),
+            Route("/api/export", export_results, methods=["GET"]),
             Route("/api/passages/{passage_id:path}", passage),
             Route("/api/papers/{paper_id:path}/citations", citations),
             Route("/pdf/{sha256}", pdf),
+            Route("/pdf/{sha256}/{name}", pdf),
         ],
         middleware=[Middleware(LocalRequestsOnly, allowed_hosts=host_names(allowed_hosts))],
     )

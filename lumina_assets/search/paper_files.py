@@ -60,6 +60,27 @@ class PaperFiles:
             return {}
         return {r["paper_id"]: r["sha256"] for r in frame.iter_rows(named=True) if r["sha256"]}
 
+    def cited_by_counts(self, paper_ids: list[str]) -> dict[str, int]:
+        """How many corpus papers cite each of `paper_ids` (in-corpus "cited by", from `citation_edges`); papers
+        no corpus paper cites are left out."""
+        import polars as pl
+
+        path = self.tables_dir / "citation_edges.parquet"
+        if not path.exists() or not paper_ids:
+            return {}
+        try:
+            frame = (
+                pl.scan_parquet(str(path))
+                .filter(pl.col("cited").is_in(paper_ids) & (pl.col("citing") != pl.col("cited")))
+                .group_by("cited")
+                .agg(pl.col("citing").n_unique().alias("count"))
+                .collect()
+            )
+        except Exception as error:  # a table being rewritten: no counts this time
+            log.debug("cited-by counts unavailable: %s", error)
+            return {}
+        return dict(zip(frame["cited"].to_list(), frame["count"].to_list(), strict=True))
+
     def citations(self, paper_id: str) -> dict[str, list[str]]:
         """In-corpus links from `citation_edges`: what `paper_id` cites and what cites it."""
         import polars as pl

@@ -1,6 +1,10 @@
 """What a search request may ask, validated and bounded before it reaches the engine: the API, the CLI and the
 web page build a `SearchRequest` through `from_mapping`, so every entry point refuses the same inputs with the same
-message (`BadRequest`)."""
+message (`BadRequest`).
+
+Types are strict: from a JSON body `k` and `page` must be JSON integers (not `"5"`, not `5.0`) and the flags JSON
+booleans (not `"yes"`); from a query string (`from_query=True`, every value a string) an integer is written in
+digits and a flag is `true` / `false` / `1` / `0`."""
 
 from __future__ import annotations
 
@@ -14,6 +18,12 @@ MAX_K = 50
 MAX_PAGE = 20
 MAX_FIELD_CHARS = 200
 MAX_DEPTH = 200  # k × page: how deep one request may page into the ranking
+SORTS = ("relevance", "date")
+FIELDS = frozenset(
+    {"query", "q", "k", "page", "year_min", "year_max", "author", "venue", "overview", "widen", "sort"}
+)
+DIGITS = re.compile(r"-?[0-9]{1,12}")
+FLAG_WORDS = {"true": True, "1": True, "false": False, "0": False}
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -76,24 +86,17 @@ class SearchRequest:
     venue: str | None = None
     overview: bool = True
     widen: bool = False  # also list in-corpus papers the top results cite or are cited by
+    sort: str = (
+        "relevance"  # or "date": the most relevant papers (search.results.DATE_SORT_POOL), newest first
+    )
 
     @classmethod
-    def from_mapping(cls, data: dict) -> SearchRequest:
-        """Validated and bounded; BadRequest with a message otherwise."""
+    def from_mapping(cls, data: dict, *, from_query: bool = False) -> SearchRequest:
+        """Validated and bounded; BadRequest with a message otherwise. `from_query`: the values come from a URL's
+        query string (all strings), so integers and flags are read from their text, strictly."""
         if not isinstance(data, dict):
             raise BadRequest("the request must be a JSON object")
-        unknown = set(data) - {
-            "query",
-            "q",
-            "k",
-            "page",
-            "year_min",
-            "year_max",
-            "author",
-            "venue",
-            "overview",
-            "widen",
-        }
+        unknown = set(data) - FIELDS
         if unknown:
             raise BadRequest(f"unknown field(s): {', '.join(sorted(unknown))}")
         query = data.get("query", data.get("q"))
@@ -106,18 +109,32 @@ class SearchRequest:
         query = re.sub(r"\s+", " ", query).strip()
         if not query:
             raise BadRequest("query is empty")
-        k = _int(data.get("k", 10), "k", 1, MAX_K)
-        page = _int(data.get("page", 1), "page", 1, MAX_PAGE)
+        k = _int(data.get("k", 10), "k", 1, MAX_K, from_query=from_query)
+        page = _int(data.get("page", 1), "page", 1, MAX_PAGE, from_query=from_query)
         if k * page > MAX_DEPTH:
             raise BadRequest(f"k × page must be at most {MAX_DEPTH} (got {k} × {page})")
-        year_min = _int(data.get("year_min"), "year_min", 1000, 2999, optional=True)
-        year_max = _int(data.get("year_max"), "year_max", 1000, 2999, optional=True)
+        year_min = _int(data.get("year_min"), "year_min", 1000, 2999, optional=True, from_query=from_query)
+        year_max = _int(data.get("year_max"), "year_max", 1000, 2999, optional=True, from_query=from_query)
         if year_min is not None and year_max is not None and year_min > year_max:
             raise BadRequest("year_min is after year_max")
         author = _text(data.get("author"), "author")
         venue = _text(data.get("venue"), "venue")
-        overview, widen = _flag(data.get("overview", True)), _flag(data.get("widen", False))
-        return cls(query, k, page, year_min, year_max, author, venue, overview, widen)
+        overview = _flag(data.get("overview", True), "overview", from_query=from_query)
+        widen = _flag(data.get("widen", False), "widen", from_query=from_query)
+        sort = data.get("sort") or "relevance"
+        if sort not in SORTS:
+            raise BadRequest(f"sort must be one of {', '.join(SORTS)}")
+        return cls(query, k, page, year_min, year_max, author, venue, overview, widen, sort)
+
+    def filters(self) -> dict:
+        """The UI filters that are set, by field name (what a saved search or an export link carries)."""
+        named = {
+            "year_min": self.year_min,
+            "year_max": self.year_max,
+            "author": self.author,
+            "venue": self.venue,
+        }
+        return {name: value for name, value in named.items() if value is not None}
 
     def engine_query(self) -> str:
         """The query with UI filters written as explicit (strict) syntax."""
@@ -135,28 +152,28 @@ class SearchRequest:
         return " ".join(parts)
 
 
-def _flag(value) -> bool:
-    if isinstance(value, str):
-        return value.lower() not in ("0", "false", "no", "off", "")
-    return bool(value)
+def _flag(value, name: str, *, from_query: bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    if from_query and isinstance(value, str) and value.lower() in FLAG_WORDS:
+        return FLAG_WORDS[value.lower()]
+    raise BadRequest(f"{name} must be a boolean (true or false)")
 
 
-def _int(value, name: str, low: int, high: int, *, optional: bool = False) -> int | None:
-    if value is None or value == "":
+def _int(
+    value, name: str, low: int, high: int, *, optional: bool = False, from_query: bool = False
+) -> int | None:
+    if value is None or (from_query and value == ""):
         if optional:
             return None
         raise BadRequest(f"{name} is required")
-    if isinstance(value, bool):
+    if from_query and isinstance(value, str) and DIGITS.fullmatch(value.strip()):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):  # "5", 5.0, 2.5, 1e400 (inf) are not integers
         raise BadRequest(f"{name} must be an integer")
-    try:
-        number = int(value)
-    except (TypeError, ValueError, OverflowError):  # 1e400 is valid JSON and reads as infinity
-        raise BadRequest(f"{name} must be an integer") from None
-    if isinstance(value, float) and value != number:
-        raise BadRequest(f"{name} must be an integer")
-    if not low <= number <= high:
-        raise BadRequest(f"{name} must be between {low} and {high} (got {number})")
-    return number
+    if not low <= value <= high:
+        raise BadRequest(f"{name} must be between {low} and {high} (got {value})")
+    return value
 
 
 def _text(value, name: str) -> str | None:

@@ -36,6 +36,9 @@ WIDEN_BONUS = (
     0.25  # a widened paper gains this share of the score of each top result it is linked to (set a priori)
 )
 DENSE_RESULTS = 10  # results whose sentences get dense (model) scores; further ones are scored lexically
+DATE_SORT_POOL = (
+    200  # sort=date orders this many most relevant papers by year (the deepest a request may page)
+)
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -119,12 +122,15 @@ class SearchService:
         depth = request.k * request.page
         via: dict[str, list[str]] = {}
         bonus: dict[str, float] = {}
+        pool = max(DATE_SORT_POOL, depth + 1) if request.sort == "date" else depth + 1
         with self.pool.engine() as engine:
-            contexts = engine.search(request.engine_query(), k=depth + 1)
+            contexts = engine.search(request.engine_query(), k=pool)
             if request.widen and contexts:
-                contexts, via, bonus = self._widen(engine, request.engine_query(), contexts, depth + 1)
+                contexts, via, bonus = self._widen(engine, request.engine_query(), contexts, pool)
             trace = engine.last_trace
             store = engine.store()
+            if request.sort == "date":
+                contexts = self._newest_first(store, contexts)
         has_more = len(contexts) > depth
         contexts_all = contexts
         contexts = contexts[(request.page - 1) * request.k : depth]
@@ -135,6 +141,7 @@ class SearchService:
         pages = self.files.page_spans(passage_ids) if passage_ids else {}
         papers = self._papers(store, [c.paper_id for c in contexts])
         pdfs = self.files.pdf_hashes([c.paper_id for c in contexts])
+        cited_by = self.files.cited_by_counts([c.paper_id for c in contexts])
         t0 = time.perf_counter()
         highlight_query = parsed.text if parsed and parsed.text else request.query
         # the engine already encoded this text with the same model: the scorer reuses its vector
@@ -202,8 +209,9 @@ class SearchService:
                     "venue": paper.get("venue"),
                     "doi": paper.get("doi") or context.doi,
                     "url": paper.get("url") or context.url,
-                    "pdf": f"/pdf/{sha}" if sha else None,
+                    "pdf": f"/pdf/{sha}/{pdf_name(paper.get('title') or context.title)}" if sha else None,
                     "pdf_sha256": sha,
+                    "cited_by_count": cited_by.get(context.paper_id, 0),
                     "score": round(float(context.score), 6),
                     "via": via.get(context.paper_id, []),
                     "explanation": {
@@ -241,6 +249,7 @@ class SearchService:
             "engine_query": request.engine_query(),
             "k": request.k,
             "page": request.page,
+            "sort": request.sort,
             "has_more": has_more,
             "message": trace.message,
             "constraints": constraints(parsed, self.config),
@@ -262,6 +271,11 @@ class SearchService:
                 "total": round((time.perf_counter() - started) * 1000, 1),
             },
         }
+
+    def _newest_first(self, store, contexts: list) -> list:
+        """`contexts` by year, newest first (papers without a year last), relevance order within a year."""
+        years = {p: r.get("year") for p, r in self._papers(store, [c.paper_id for c in contexts]).items()}
+        return sorted(contexts, key=lambda c: -(years.get(c.paper_id) or 0))
 
     def _links(self, top) -> dict[str, list[tuple[str, str]]]:
         """{paper_id: [(top paper_id, "cited by" | "cites")]}: the in-corpus citation links (`citation_edges`) of
@@ -348,9 +362,12 @@ class SearchService:
             "next": view(around.get(row.get("next_id"))),
         }
 
-    def citations(self, paper_id: str) -> dict:
-        links = self.files.citations(paper_id)
+    def citations(self, paper_id: str) -> dict | None:
+        """What `paper_id` cites and what cites it within the corpus; None when no indexed paper has that id."""
         store = self.store()
+        if not self._papers(store, [paper_id]):
+            return None
+        links = self.files.citations(paper_id)
         titles = self._papers(store, sorted(set(links["cites"] + links["cited_by"])))
         return {
             "paper_id": paper_id,
@@ -370,6 +387,16 @@ class SearchService:
             return None
         path = PdfStore().path_for(sha256)
         return path if path.is_file() else None
+
+
+def pdf_name(title: str | None) -> str:
+    """A file name for a stored PDF's link (`/pdf/<sha256>/<name>.pdf`): the title's words in ASCII, so a saved
+    or opened PDF is named after the paper, not its hash."""
+    import unicodedata
+
+    ascii_title = unicodedata.normalize("NFKD", title or "").encode("ascii", "ignore").decode()
+    words = re.findall(r"[A-Za-z0-9]+", ascii_title)
+    return "-".join(words)[:80].strip("-") + ".pdf" if words else "paper.pdf"
 
 
 @contextmanager
