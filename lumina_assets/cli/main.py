@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "lumina_assets.cli.serve",
     "lumina_assets.cli.collections",
     "lumina_assets.cli.export",
+    "lumina_assets.cli.alerts",
 )
 
 

@@ -6,6 +6,7 @@
     GET  /api/export?q=...&format=bibtex|ris|csv  the same search's results as a citation file (attachment)
     GET  /api/passages/{id}         one passage with its previous and next passage
     GET  /api/papers/{id}/citations what a paper cites / what cites it within the corpus (404: no such paper)
+    GET  /api/papers/{id}/export?format=bibtex  one paper's citation (the page's "copy BibTeX")
     GET  /pdf/{sha256}[/{name}.pdf] a stored PDF, by content hash only (the name is what a browser saves it as)
     GET  /api/health
 
@@ -258,6 +259,19 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
             JSONResponse(found) if found is not None else _error(404, f"no paper {paper_id!r} in the index")
         )
 
+    def paper_export(request: Request) -> Response:
+        """One paper's citation (the page's "copy BibTeX"): `?format=bibtex|ris|csv`, shown inline."""
+        paper_id = request.path_params["paper_id"]
+        if len(paper_id) > 500:
+            return _error(422, "paper id too long")
+        fmt = request.query_params.get("format", "bibtex")
+        if fmt not in FORMATS:
+            return _error(422, f"format must be one of {', '.join(FORMATS)}")
+        found = service.paper(paper_id)
+        if found is None:
+            return _error(404, f"no paper {paper_id!r} in the index")
+        return Response(export([found], fmt), media_type=FORMATS[fmt].media_type)
+
     def pdf(request: Request) -> Response:
         path = service.pdf_path(request.path_params["sha256"])
         if path is None:
@@ -269,15 +283,18 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
             path, media_type="application/pdf", filename=name, content_disposition_type="inline"
         )
 
+    from lumina_assets.search.alerts_api import alert_routes  # saved searches and their feeds
 
     return Starlette(
         routes=[
+            *alert_routes(),
             Route("/", index),
             Route("/api/health", health),
             Route("/api/search", search, methods=["GET", "POST"]),
             Route("/api/export", export_results, methods=["GET"]),
             Route("/api/passages/{passage_id:path}", passage),
             Route("/api/papers/{paper_id:path}/citations", citations),
+            Route("/api/papers/{paper_id:path}/export", paper_export),
             Route("/pdf/{sha256}", pdf),
             Route("/pdf/{sha256}/{name}", pdf),
         ],

@@ -1,0 +1,137 @@
+"""Alerts: which papers newly entered a saved search's top k after the index changed, and the Atom feed of them.
+
+`evaluate` compares a search's top k now with every paper it has shown before. The first time a search is
+evaluated, the papers that were in the catalogue before it was saved are what it already showed (no alert for
+what the user saw when saving); a paper that joined the catalogue later is a hit. Each hit carries the ingest batch
+that brought its paper in and the index run that made it visible, so the Dagster UI and the feed both say which
+batch triggered which hits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from urllib.parse import quote, urlencode
+from xml.etree import ElementTree as ET
+
+from lumina_assets.core.schemas import Context
+from lumina_assets.search.saved_searches import SavedSearch
+
+ATOM = "http://www.w3.org/2005/Atom"
+SNIPPET_CHARS = 400
+
+
+def _instant(stamp: str | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(stamp) if stamp else None
+    except ValueError:
+        return None
+
+
+def evaluate(
+    search: SavedSearch,
+    contexts: Sequence[Context],
+    state: dict,
+    catalogue: dict[str, dict],
+    *,
+    found_at: str,
+    index_run: str,
+) -> list[dict]:
+    """The hits of one search for this index version (also appended to `state["hits"]`, and the search's known
+    papers updated in `state["searches"]`). `catalogue` maps paper id -> {"first_seen", "ingest_batch"} (the
+    `papers` table)."""
+    entry = state["searches"].get(search.id)
+    top = [c for c in contexts if c.paper_id]
+    if entry is None:
+        saved = _instant(search.created_at)
+        known = set()
+        for context in top:
+            joined = _instant((catalogue.get(context.paper_id) or {}).get("first_seen"))
+            if joined is None or saved is None or joined <= saved:
+                known.add(context.paper_id)
+        entry = {"known": [], "name": search.name}
+    else:
+        known = set(entry["known"])
+    hits = []
+    for rank, context in enumerate(top, start=1):
+        if context.paper_id in known:
+            continue
+        paper = catalogue.get(context.paper_id) or {}
+        hits.append(
+            {
+                "search_id": search.id,
+                "search": search.name,
+                "paper_id": context.paper_id,
+                "title": context.title,
+                "doi": context.doi,
+                "url": context.url,
+                "snippet": (context.chunks[0] if context.chunks else "")[:SNIPPET_CHARS],
+                "score": round(float(context.score), 6),
+                "rank": rank,
+                "ingest_batch": paper.get("ingest_batch"),
+                "index_run": index_run,
+                "found_at": found_at,
+            }
+        )
+    entry["known"] = sorted(known | {c.paper_id for c in top})
+    entry["name"] = search.name
+    entry["evaluated_at"] = found_at
+    state["searches"][search.id] = entry
+    state["hits"].extend(hits)
+    return hits
+
+
+def forget_removed(state: dict, searches: Sequence[SavedSearch]) -> int:
+    """Drop the state and hits of searches no longer saved; returns how many hits left."""
+    live = {s.id for s in searches}
+    before = len(state["hits"])
+    state["searches"] = {sid: entry for sid, entry in state["searches"].items() if sid in live}
+    state["hits"] = [h for h in state["hits"] if h["search_id"] in live]
+    return before - len(state["hits"])
+
+
+# ---------------------------------------------------------------- Atom
+
+
+def _text(parent: ET.Element, tag: str, text: str, **attributes: str) -> ET.Element:
+    element = ET.SubElement(parent, f"{{{ATOM}}}{tag}", attributes)
+    element.text = text
+    return element
+
+
+def _atom_time(stamp: str | None) -> str:
+    instant = _instant(stamp)
+    return instant.isoformat(timespec="seconds") if instant else "1970-01-01T00:00:00+00:00"
+
+
+def atom_feed(search: SavedSearch, hits: Sequence[dict], base_url: str) -> bytes:
+    """An Atom 1.0 feed (RFC 4287) of a search's hits, newest first: feed id / title / updated / author / links,
+    one entry per hit with id, title, updated, link, summary (batch and passage) and the batch as a category.
+    `base_url` is the server's own (`http://127.0.0.1:8765/`): it makes the feed's links absolute."""
+    base = base_url.rstrip("/")
+    ET.register_namespace("", ATOM)
+    feed = ET.Element(f"{{{ATOM}}}feed")
+    _text(feed, "id", f"urn:lumina:alert:{search.id}")
+    _text(feed, "title", f"Lumina alert: {search.name}")
+    _text(feed, "subtitle", f"New papers in the top {search.k} for: {search.query}")
+    newest = max((h["found_at"] for h in hits), default=search.created_at)
+    _text(feed, "updated", _atom_time(newest))
+    author = ET.SubElement(feed, f"{{{ATOM}}}author")
+    _text(author, "name", "Lumina")
+    search_link = f"{base}/?{urlencode({'q': search.query, **search.filters})}"
+    ET.SubElement(feed, f"{{{ATOM}}}link", {"rel": "self", "href": f"{base}{search.feed_path()}"})
+    ET.SubElement(feed, f"{{{ATOM}}}link", {"rel": "alternate", "href": search_link})
+    _text(feed, "generator", "Lumina")
+    for hit in hits:
+        entry = ET.SubElement(feed, f"{{{ATOM}}}entry")
+        _text(entry, "id", f"urn:lumina:alert:{search.id}:{quote(hit['paper_id'], safe='')}")
+        _text(entry, "title", hit.get("title") or hit["paper_id"])
+        _text(entry, "updated", _atom_time(hit["found_at"]))
+        href = hit.get("url") or f"{base}/?{urlencode({'q': search.query})}"
+        ET.SubElement(entry, f"{{{ATOM}}}link", {"rel": "alternate", "href": href})
+        batch = hit.get("ingest_batch") or "unknown batch"
+        summary = f"New in the top {search.k} (rank {hit.get('rank')}), from ingest batch {batch}."
+        if hit.get("snippet"):
+            summary += f" {hit['snippet']}"
+        _text(entry, "summary", summary)
+        ET.SubElement(entry, f"{{{ATOM}}}category", {"term": batch, "label": "ingest batch"})
+    return ET.tostring(feed, encoding="utf-8", xml_declaration=True)

@@ -1,0 +1,122 @@
+"""The alerts part of `lumina serve`: saved searches and their Atom feeds, mounted by `api.create_app` behind the
+same host check and same-origin rule as every other route (`api.LocalRequestsOnly`).
+
+    POST   /api/alerts              save a search: JSON {"name", "query", "filters", "k"} -> 201 {"name": ...}
+                                    (400 bad input, 409 the name is taken, 413 body over the cap, 415 not JSON)
+    GET    /api/alerts              [{"name", "query", "filters", "k", "new_count", "feed_url"}]
+    POST   /api/alerts/{name}/seen  the user has looked: new_count back to 0 -> 204 (404 unknown)
+    DELETE /api/alerts/{name}       -> 204 (404 unknown)
+    GET    /feeds/{name}.xml        the search's hits as an Atom feed (404 unknown)
+
+Hits come from the `alert_hits` asset (run after each index update); nothing here searches or sends anything
+anywhere: a feed reader polls the feed."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from lumina_assets.search import saved_searches
+from lumina_assets.search.alerts import atom_feed
+from lumina_assets.search.api import MAX_BODY_BYTES, BodyTooLarge, read_capped_body
+from lumina_assets.search.request import BadRequest, decode_json_body
+
+log = logging.getLogger(__name__)
+
+ALERT_FIELDS = {"name", "query", "filters", "k"}
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _known(name: str):
+    """The saved search of that name, or None (names that could never be saved are simply unknown)."""
+    if not saved_searches.NAME.match(name):
+        return None
+    try:
+        return saved_searches.get(name)
+    except saved_searches.UnknownSearch:
+        return None
+
+
+def _is_json(content_type: str | None) -> bool:
+    return (content_type or "").split(";", 1)[0].strip().lower() == "application/json"
+
+
+def alert_routes() -> list[Route]:
+    """The routes. A body is read as the search API reads one (capped as it streams in, JSON only, the same
+    decoding rules), so a cross-site form cannot save a search and a huge body is refused early."""
+
+    async def create(request: Request) -> Response:
+        if not _is_json(request.headers.get("content-type")):
+            return _error(415, "a POST body must be application/json")
+        try:
+            body = await read_capped_body(request)
+        except BodyTooLarge:
+            return _error(413, f"request body too large (at most {MAX_BODY_BYTES} bytes)")
+        try:
+            data = decode_json_body(body)
+            if not isinstance(data, dict):
+                raise BadRequest("the body must be a JSON object")
+            unknown = set(data) - ALERT_FIELDS
+            if unknown:
+                raise BadRequest(f"unknown field(s): {', '.join(sorted(unknown))}")
+            query = data.get("query")
+            name = data.get("name") or (
+                saved_searches.name_from_query(query) if isinstance(query, str) else None
+            )
+            search = saved_searches.validate(name, query, data.get("filters"), data.get("k", 10))
+            await run_in_threadpool(saved_searches.add, search)  # a file lock: off the event loop
+        except BadRequest as error:
+            return _error(400, str(error))
+        except saved_searches.DuplicateName:
+            return _error(409, f"a saved search named {search.name!r} exists already")
+        return JSONResponse({"name": search.name, "feed_url": search.feed_path()}, status_code=201)
+
+    def listing(request: Request) -> Response:
+        state = saved_searches.read_hits_state()
+        return JSONResponse([saved_searches.summary(s, state) for s in saved_searches.load()])
+
+    def seen(request: Request) -> Response:
+        search = _known(request.path_params["name"])
+        if search is None:
+            return _error(404, "no saved search of that name")
+        try:
+            saved_searches.mark_seen(search.name)
+        except saved_searches.UnknownSearch:  # removed in between
+            return _error(404, "no saved search of that name")
+        return Response(status_code=204)
+
+    def delete(request: Request) -> Response:
+        search = _known(request.path_params["name"])
+        if search is None:
+            return _error(404, "no saved search of that name")
+        try:
+            saved_searches.remove(search.name)
+        except saved_searches.UnknownSearch:
+            return _error(404, "no saved search of that name")
+        return Response(status_code=204)
+
+    def feed(request: Request) -> Response:
+        search = _known(request.path_params["name"])
+        if search is None:
+            return _error(404, "no saved search of that name")
+        body = atom_feed(search, saved_searches.hits_for(search), str(request.base_url))
+        return Response(body, media_type="application/atom+xml; charset=utf-8")
+
+    async def alerts_endpoint(request: Request) -> Response:
+        if request.method == "POST":
+            return await create(request)
+        return await run_in_threadpool(listing, request)
+
+    return [
+        Route("/api/alerts", alerts_endpoint, methods=["GET", "POST"]),
+        Route("/api/alerts/{name}/seen", seen, methods=["POST"]),
+        Route("/api/alerts/{name}", delete, methods=["DELETE"]),
+        Route("/feeds/{name}.xml", feed),
+    ]
