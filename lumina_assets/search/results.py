@@ -362,6 +362,21 @@ class SearchService:
             "next": view(around.get(row.get("next_id"))),
         }
 
+    def paper(self, paper_id: str) -> dict | None:
+        """One indexed paper's metadata, shaped as a search result without passages (what a single citation is
+        written from); None when no indexed paper has that id."""
+        found = self._papers(self.store(), [paper_id]).get(paper_id)
+        if found is None:
+            return None
+        return {
+            "paper_id": paper_id,
+            "title": found.get("title"),
+            "authors": list(found.get("authors") or []),
+            **{key: found.get(key) for key in ("year", "venue", "doi", "url")},
+            "cited_by_count": self.files.cited_by_counts([paper_id]).get(paper_id, 0),
+            "passages": [],
+        }
+
     def citations(self, paper_id: str) -> dict | None:
         """What `paper_id` cites and what cites it within the corpus; None when no indexed paper has that id."""
         store = self.store()

@@ -390,3 +390,14 @@ def test_lumina_export_command(index_uri, service, tmp_path, capsys, monkeypatch
     assert "k must be between" in capsys.readouterr().err
     assert main(["export", "citation", "--db", str(tmp_path / "no-index")]) == 2
     assert "make demo" in capsys.readouterr().err
+
+
+def test_one_paper_citation_for_copy_bibtex(http):
+    import bibtexparser
+
+    response = http.get("/api/papers/doi:10.5/s1/export", params={"format": "bibtex"})
+    assert response.status_code == 200 and response.headers["content-type"].startswith("application/x-bibtex")
+    entries = bibtexparser.parse_string(response.text).entries
+    assert len(entries) == 1 and entries[0].key == "sstrae2021citation" and entries[0]["year"] == "2021"
+    assert http.get("/api/papers/doi:10.5/nope/export").status_code == 404
+    assert http.get("/api/papers/doi:10.5/s1/export", params={"format": "pdf"}).status_code == 422
