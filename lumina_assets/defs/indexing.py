@@ -1,9 +1,12 @@
-"""Index stage: `passage_index` keeps the LanceDB `passages` and `papers` tables in step with the upstream tables."""
+"""Index stage: `passage_index` keeps the LanceDB `passages` and `papers` tables in step with the upstream tables,
+leaving out the batches held by a failed blocking check (`defs/batch_holds.py`)."""
 
 import dagster as dg
 import polars as pl
 
 from lumina_assets.core import settings, tables
+from lumina_assets.defs import batch_holds
+from lumina_assets.defs import parsing as parse_stage
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing import model_identity, pseudo_queries
 from lumina_assets.search import tuning
@@ -13,8 +16,13 @@ from resources.lancedb import LanceDBResource
 INDEX_CODE_VERSION = f"index-v{indexing.INDEX_FORMAT_VERSION}"
 
 
-def _upstream() -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Every batch's passages of the papers in the catalogue, and the catalogue."""
+def _holds(instance: dg.DagsterInstance) -> dict[str, list[batch_holds.Hold]]:
+    """The batches whose per-batch blocking checks (parsed_papers, passages) failed at their latest evaluation."""
+    return batch_holds.held_batches(instance, batch_holds.blocking_check_keys(parse_stage.ASSETS))
+
+
+def _upstream(held: frozenset[str] = frozenset()) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Every batch's passages of the papers in the catalogue, and the catalogue, less the papers of held batches."""
     passages = tables.read_all(tables.PASSAGES)
     papers = tables.read(tables.PAPERS)
     if passages is None:
@@ -28,8 +36,20 @@ def _upstream() -> tuple[pl.DataFrame, pl.DataFrame]:
             passages = passages.with_columns(pl.lit(None, dtype=pl.String).alias(column))
     # Passages of papers no longer in the catalogue (removed by hand, or merged into another id) leave the index;
     # the catalogue never loses a paper otherwise, so nothing else is ever pruned or re-embedded without a title.
+    if held and "ingest_batch" in papers.columns:
+        # a held batch's papers leave the index with their passages (an earlier indexed version included: its
+        # passages file is the one the check failed on) until the batch passes its checks or leaves the catalogue
+        papers = papers.filter(~(pl.col("ingest_batch").is_in(sorted(held)).fill_null(False)))
     passages = passages.filter(pl.col("paper_id").is_in(papers["paper_id"].implode()))
     return passages, papers
+
+
+def _papers_per_batch(batches) -> dict[str, int]:
+    papers = tables.read(tables.PAPERS)
+    if papers is None or "ingest_batch" not in papers.columns:
+        return {}
+    counts = papers.filter(pl.col("ingest_batch").is_in(sorted(batches)))["ingest_batch"].value_counts()
+    return dict(zip(counts["ingest_batch"].to_list(), counts["count"].to_list(), strict=True))
 
 
 def _citing_sentences(papers: pl.DataFrame) -> list:
@@ -76,7 +96,16 @@ def _tune_search(db, papers: pl.DataFrame, embedder, stats, log) -> dict:
 def passage_index(
     context: dg.AssetExecutionContext, lancedb: LanceDBResource, embedder: EmbedderResource
 ) -> dg.MaterializeResult:
-    passages, papers = _upstream()
+    holds = _holds(context.instance)
+    held_papers = _papers_per_batch(holds)
+    # a batch whose papers left the catalogue has nothing to hold
+    holds = {batch: found for batch, found in holds.items() if held_papers.get(batch)}
+    for batch, found in holds.items():
+        context.log.warning(
+            f"batch {batch} held out of the index ({held_papers[batch]} papers): "
+            + "; ".join(f"{hold.check}: {hold.reason}" for hold in found)
+        )
+    passages, papers = _upstream(frozenset(holds))
     db = lancedb.connect()
     stats = indexing.index_corpus(
         db,
@@ -116,6 +145,8 @@ def passage_index(
             if "://" not in lancedb.resolved_uri()
             else "object storage",
             "table_versions": indexing.index_version(db),
+            "held_batches": dg.MetadataValue.md(batch_holds.holds_markdown(holds, held_papers)),
+            "held_papers": sum(held_papers[batch] for batch in holds),
             **search_tuning,
             "sample": dg.MetadataValue.md(tables.markdown_sample(sample, ["passage_id", "title", "text"])),
         },
@@ -126,8 +157,12 @@ def passage_index(
 @dg.asset_check(
     asset=passage_index, description="The LanceDB passages table holds exactly the upstream passages."
 )
-def passage_index_row_count(lancedb: LanceDBResource) -> dg.AssetCheckResult:
-    passages, _ = _upstream()
+def passage_index_row_count(
+    context: dg.AssetCheckExecutionContext, lancedb: LanceDBResource
+) -> dg.AssetCheckResult:
+    holds = _holds(context.instance)
+    held_papers = _papers_per_batch(holds)
+    passages, _ = _upstream(frozenset(batch for batch in holds if held_papers.get(batch)))
     expected = passages["passage_id"].n_unique() if passages.height else 0
     table = indexing.open_table(lancedb.connect(), indexing.PASSAGES_TABLE)
     actual = table.count_rows() if table is not None else 0

@@ -155,10 +155,15 @@ def test_row_count_check_fails_when_the_index_misses_upstream_passages(data_dir)
     tables.write(tables.PAPERS, papers)
     tables.write(tables.PASSAGES, passages, "batch-1")
     lancedb = LanceDBResource()
-    assert not passage_index_row_count(lancedb=lancedb).passed  # nothing indexed yet
+    context = dg.build_asset_check_context(instance=dg.DagsterInstance.ephemeral())  # no batch held
+
+    def row_count() -> dg.AssetCheckResult:
+        return passage_index_row_count(context, lancedb=lancedb)
+
+    assert not row_count().passed  # nothing indexed yet
 
     indexing.index_corpus(lancedb.connect(), passages, papers, HashingEmbedder())
-    assert passage_index_row_count(lancedb=lancedb).passed
+    assert row_count().passed
 
     # a new batch lands upstream and the index is not rebuilt: the check sees the gap
     more_papers, more_passages = _index_tables(9)
@@ -168,7 +173,7 @@ def test_row_count_check_fails_when_the_index_misses_upstream_passages(data_dir)
         more_passages.filter(~pl.col("passage_id").is_in(passages["passage_id"].implode())),
         "b2",
     )
-    stale = passage_index_row_count(lancedb=lancedb)
+    stale = row_count()
     assert not stale.passed
     assert (stale.metadata["expected"].value, stale.metadata["indexed"].value) == (
         more_passages.height,

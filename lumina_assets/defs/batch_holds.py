@@ -1,0 +1,91 @@
+"""Which ingest batches the index holds back: those whose latest evaluation of a blocking check failed.
+
+A blocking check stops the steps after it inside one run only. `passage_index` is one unpartitioned asset that reads
+every batch, and the automation sensor requests it in a later run (eager: `passages` updated), so the hold has to be
+read where the index reads its input: here, from the instance's latest evaluation of each blocking check per batch
+partition (the same records the UI shows on the batch). An automation condition could only decide whether the whole
+index runs (holding every good batch behind one bad one), and a run started by hand would still read the bad batch.
+
+A batch is held until each of its blocking checks' latest evaluation passes (the batch re-run after a fix) or its
+papers leave the catalogue. A check planned by a run but not evaluated (its step failed or was skipped) holds the
+batch too: the file on disk may be the one it never checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import dagster as dg
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One failed (or never finished) blocking check of one batch, with the reason the check gave."""
+
+    batch: str
+    check: str  # "<asset>.<check>"
+    reason: str
+    run_id: str
+
+
+def blocking_check_keys(assets: Iterable) -> list[dg.AssetCheckKey]:
+    """The blocking checks declared on the given (per-batch) assets."""
+    keys = []
+    for asset in assets:
+        for spec in asset.check_specs:
+            if spec.blocking:
+                keys.append(spec.key)
+    return sorted(keys, key=lambda key: key.to_user_string())
+
+
+def _reason(instance: dg.DagsterInstance, run_id: str, check_key: dg.AssetCheckKey, batch: str) -> str:
+    """The failed evaluation's description (or its metadata), read from the run that evaluated it."""
+    evaluation = None
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+        data = entry.dagster_event.event_specific_data
+        if data.asset_check_key == check_key and getattr(data, "partition", batch) == batch:
+            evaluation = data
+    if evaluation is None:
+        return "check failed"
+    if evaluation.description:
+        return evaluation.description
+    shown = ", ".join(
+        f"{name}={getattr(value, 'value', value)}" for name, value in evaluation.metadata.items()
+    )
+    return f"check failed ({shown})" if shown else "check failed"
+
+
+def held_batches(instance: dg.DagsterInstance, check_keys: list[dg.AssetCheckKey]) -> dict[str, list[Hold]]:
+    """{batch: its holds} for every batch partition whose latest evaluation of a blocking check did not pass."""
+    holds: dict[str, list[Hold]] = {}
+    # latest execution per (check, partition): the storage call behind the UI's per-partition check status
+    for info in instance.event_log_storage.get_asset_check_partition_info(check_keys):
+        status = info.latest_execution_status.value  # PLANNED, SUCCEEDED or FAILED
+        if info.partition_key is None or status == "SUCCEEDED":
+            continue
+        run_id = info.latest_planned_run_id  # the run that planned, then evaluated, the latest execution
+        if status == "FAILED":
+            reason = _reason(instance, run_id, info.check_key, info.partition_key)
+        else:
+            reason = "planned by a run that never evaluated it (its step failed, was skipped or is running)"
+        holds.setdefault(info.partition_key, []).append(
+            Hold(
+                batch=info.partition_key, check=info.check_key.to_user_string(), reason=reason, run_id=run_id
+            )
+        )
+    return holds
+
+
+def holds_markdown(holds: dict[str, list[Hold]], papers_held: dict[str, int]) -> str:
+    """What the index left out, for its materialization metadata (one line per failed check)."""
+    if not holds:
+        return "_none_"
+    lines = []
+    for batch in sorted(holds):
+        for hold in holds[batch]:
+            lines.append(
+                f"- `{batch}` ({papers_held.get(batch, 0)} papers): `{hold.check}` failed in run "
+                f"`{hold.run_id[:8]}`: {hold.reason}"
+            )
+    return "\n".join(lines)
