@@ -83,8 +83,9 @@ class PostgresServer:
 
 
 @contextmanager
-def local_postgres(db_name: str = "dagster") -> Iterator[PostgresServer]:
-    """A throwaway PostgreSQL cluster in a temp dir on a free port, trust auth on 127.0.0.1 only.
+def local_postgres(db_name: str = "dagster", password: str | None = None) -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL cluster in a temp dir on a free port, on 127.0.0.1 only: trust auth, or with
+    `password` the `dagster` user's password is required (scram-sha-256), so a client that does not send it fails.
 
     PostgreSQL refuses to run as root; under root the cluster runs as the `postgres` system user."""
     bin_dir = postgres_bin_dir()
@@ -105,6 +106,13 @@ def local_postgres(db_name: str = "dagster") -> Iterator[PostgresServer]:
     env = {**os.environ, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
     process = None
     try:
+        auth = ["--auth=trust"]
+        if password is not None:
+            password_file = root / "password"
+            password_file.write_text(password + "\n", encoding="utf-8")
+            if run_as is not None:
+                os.chown(password_file, run_as.pw_uid, run_as.pw_gid)
+            auth = ["--auth=scram-sha-256", f"--pwfile={password_file}"]
         subprocess.run(
             [
                 str(bin_dir / "initdb"),
@@ -112,7 +120,7 @@ def local_postgres(db_name: str = "dagster") -> Iterator[PostgresServer]:
                 str(data),
                 "-U",
                 "dagster",
-                "--auth=trust",
+                *auth,
                 "-E",
                 "UTF8",
                 "--no-sync",
@@ -141,7 +149,9 @@ def local_postgres(db_name: str = "dagster") -> Iterator[PostgresServer]:
         deadline = time.monotonic() + 30
         while True:  # the port opens a moment before the server accepts logins
             try:
-                connection = psycopg2.connect(host="127.0.0.1", port=port, user="dagster", dbname="postgres")
+                connection = psycopg2.connect(
+                    host="127.0.0.1", port=port, user="dagster", dbname="postgres", password=password or None
+                )
                 break
             except psycopg2.OperationalError:
                 if time.monotonic() > deadline:
