@@ -1,12 +1,14 @@
 """A screenshot of `lumina serve`'s results page: serve an index on 127.0.0.1 in this process, search in headless
-Chromium (Debian `chromium` driven by npm `playwright-core`, found as scripts/ui_check.py finds them), expand the
-first result's surrounding passages and save a PNG of the page.
+Chromium (Debian `chromium` driven by npm `playwright-core`, found as scripts/ui_check.py finds them), open the
+first result's other passages and save a PNG of the page.
 
-    .venv/bin/python scripts/search_screenshot.py --db /tmp/data/eval/scifact-…/lancedb \
-        --query "vitamin D supplementation and fracture risk" [--out docs/search-page.png]
+    LUMINA_DATA_DIR=/tmp/demo LUMINA_CORPUS=../shared/data/pdfs .venv/bin/lumina demo --groups corpus,parsing,index
+    LUMINA_DATA_DIR=/tmp/demo .venv/bin/python scripts/search_screenshot.py --db /tmp/demo/lancedb \
+        --query "how does SPECTER use citations for training" [--out docs/img/results-page.png]
 
-The repository ships no third-party papers: build the index from ../shared/data (e.g. `lumina eval beir
-../shared/data/scifact --split train`) and point --db at it. Exit status 2 when the browser tools are missing.
+The repository ships no third-party papers: build the index from ../shared/data (the PDFs as above, or
+`lumina eval beir ../shared/data/scifact --split train`) and point --db at it. Exit status 2 when the browser
+tools are missing.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ const job = JSON.parse(process.argv[2]);
     await page.fill("#q", job.query);
     await page.click("#go");
     await page.waitForSelector(".result mark", { timeout: 120000 });
-    await page.locator(".expand").first().click();
-    await page.waitForSelector(".passage.context", { timeout: 30000 }).catch(() => null);
+    await page.click("#go");  // again, warm: the time shown is a search's, not the first one's model loading
+    await page.waitForFunction(() => document.body.dataset.state === "done", null, { timeout: 120000 });
+    const more = page.locator("button.toggle-passages").first();
+    if (await more.count()) await more.click();
     out.results = await page.locator(".result").count();
     out.marks = await page.locator(".result mark").count();
     await page.screenshot({ path: job.out, fullPage: false });
@@ -50,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", required=True, help="LanceDB URI of the index to serve")
-    parser.add_argument("--query", default="vitamin D supplementation and fracture risk")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "search-page.png"))
+    parser.add_argument("--query", default="how does SPECTER use citations for training")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "img" / "results-page.png"))
     parser.add_argument("--width", type=int, default=1200)
     parser.add_argument("--height", type=int, default=1300)
     args = parser.parse_args(argv)
