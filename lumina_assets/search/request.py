@@ -106,6 +106,8 @@ class SearchRequest:
             raise BadRequest(f"query is too long ({len(query)} characters; at most {MAX_QUERY_CHARS})")
         if CONTROL.search(query):
             raise BadRequest("query contains control characters")
+        if LONE_SURROGATE.search(query):  # e.g. a command-line argument that was not UTF-8 (surrogate-escaped)
+            raise BadRequest("query holds a lone surrogate (\\ud800-\\udfff): not valid Unicode text")
         query = re.sub(r"\s+", " ", query).strip()
         if not query:
             raise BadRequest("query is empty")
@@ -183,6 +185,8 @@ def _text(value, name: str) -> str | None:
         raise BadRequest(f"{name} must be a string")
     if len(value) > MAX_FIELD_CHARS:
         raise BadRequest(f"{name} is too long (at most {MAX_FIELD_CHARS} characters)")
+    if LONE_SURROGATE.search(value):
+        raise BadRequest(f"{name} holds a lone surrogate (\\ud800-\\udfff): not valid Unicode text")
     if CONTROL.search(value) or '"' in value:
         raise BadRequest(f"{name} contains control characters or quotes")
     value = re.sub(r"\s+", " ", value).strip()

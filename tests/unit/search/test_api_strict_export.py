@@ -401,3 +401,14 @@ def test_one_paper_citation_for_copy_bibtex(http):
     assert len(entries) == 1 and entries[0].key == "sstrae2021citation" and entries[0]["year"] == "2021"
     assert http.get("/api/papers/doi:10.5/nope/export").status_code == 404
     assert http.get("/api/papers/doi:10.5/s1/export", params={"format": "pdf"}).status_code == 422
+
+
+def test_a_lone_surrogate_from_the_command_line_is_refused(index_uri, capsys):
+    """A command-line argument that is not UTF-8 reaches Python surrogate-escaped (`\\udcff`): refused with a
+    message before the engine sees it."""
+    from lumina_assets.cli.main import main
+
+    assert main(["export", "cells \udcff here", "--db", index_uri]) == 2
+    assert "lone surrogate" in capsys.readouterr().err
+    with pytest.raises(BadRequest, match="author holds a lone surrogate"):
+        SearchRequest.from_mapping({"query": "x", "author": "\ud800"})
