@@ -27,6 +27,8 @@ def add_commands(commands, bench_commands) -> None:
     export.add_argument("--year-max", type=int, default=None, help="only papers up to this year")
     export.add_argument("--author", default=None, help="only papers with an author of this name")
     export.add_argument("--venue", default=None, help="only papers from a venue containing this")
+    export.add_argument("--tag", default=None, help="only papers with this tag in your imported library")
+    export.add_argument("--collection", default=None, help="only papers in this collection of your library")
     export.add_argument("--db", default=None, help="LanceDB URI (default: settings.lancedb_uri())")
     export.set_defaults(handler=_export)
 
@@ -44,6 +46,7 @@ def _export(args) -> int:
     fields = {"query": args.query, "k": args.k, "page": args.page, "sort": args.sort, "overview": False}
     fields.update({"year_min": args.year_min, "year_max": args.year_max, "author": args.author})
     fields["venue"] = args.venue
+    fields.update({name: getattr(args, name) for name in ("tag", "collection") if getattr(args, name)})
     try:
         request = SearchRequest.from_mapping(fields)
     except BadRequest as error:
