@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from lumina_assets.core.names import last_name
 
 CONFERENCE = re.compile(r"proceedings|conference|workshop|symposium|\bconf\b|meeting", re.I)
+PREPRINT = re.compile(r"arxiv|biorxiv|medrxiv|chemrxiv|ssrn|preprint", re.I)
 KEY_STOPWORDS = frozenset(
     "a an the of on in for and to with from by at as is are via towards toward using what how why when".split()
 )
@@ -139,6 +140,14 @@ def _is_conference(venue: str) -> bool:
     return bool(CONFERENCE.search(venue))
 
 
+def venue_kind(venue: str) -> str:
+    """ "conference", "preprint" (arXiv and the like: BibTeX @misc, as reference managers export a preprint),
+    "journal", or "" without a venue."""
+    if not venue:
+        return ""
+    return "conference" if _is_conference(venue) else "preprint" if PREPRINT.search(venue) else "journal"
+
+
 # ---------------------------------------------------------------- BibTeX
 
 
@@ -161,12 +170,13 @@ def bibtex_entry_parts(result: dict, key: str):
     from bibtexparser.model import Entry, Field
 
     venue = _clean(result.get("venue"))
-    kind = ("inproceedings" if _is_conference(venue) else "article") if venue else "misc"
+    kind = {"conference": "inproceedings", "journal": "article"}.get(venue_kind(venue), "misc")
+    venue_field = {"inproceedings": "booktitle", "article": "journal", "misc": "howpublished"}[kind]
     text = [Field("title", _clean(result.get("title")) or str(result.get("paper_id")))]
     names = [_clean(a) for a in result.get("authors") or [] if _clean(a)]
     text += [Field(f"author{i}", name) for i, name in enumerate(names)]
     if venue:
-        text.append(Field("booktitle" if kind == "inproceedings" else "journal", venue))
+        text.append(Field(venue_field, venue))
     if result.get("year"):
         text.append(Field("year", str(result["year"])))
     # verbatim for BibTeX styles (\url), but `%` escaped: parsers read it as the start of a comment
@@ -224,13 +234,15 @@ def to_ris(results: list[dict]) -> str:
     for result, key in zip(results, citation_keys(results), strict=True):
         venue = _clean(result.get("venue"))
         record = {
-            "type_of_reference": ("CPAPER" if _is_conference(venue) else "JOUR") if venue else "GEN",
+            "type_of_reference": {"conference": "CPAPER", "journal": "JOUR", "preprint": "UNPB"}.get(
+                venue_kind(venue), "GEN"
+            ),
             "id": key,
             "title": _clean(result.get("title")) or str(result.get("paper_id")),
             "authors": [_clean(a) for a in result.get("authors") or [] if _clean(a)],
         }
         if venue:
-            record["secondary_title" if _is_conference(venue) else "journal_name"] = venue
+            record["journal_name" if venue_kind(venue) == "journal" else "secondary_title"] = venue
         if result.get("year"):
             record["year"] = str(result["year"])
         if _doi(result):

@@ -412,3 +412,22 @@ def test_a_lone_surrogate_from_the_command_line_is_refused(index_uri, capsys):
     assert "lone surrogate" in capsys.readouterr().err
     with pytest.raises(BadRequest, match="author holds a lone surrogate"):
         SearchRequest.from_mapping({"query": "x", "author": "\ud800"})
+
+
+def test_entry_types_follow_the_venue():
+    import bibtexparser
+    import rispy
+
+    papers = [
+        {"paper_id": "a", "title": "One", "year": 2020, "venue": "Proceedings of EMNLP", "authors": ["A B"]},
+        {"paper_id": "b", "title": "Two", "year": 2021, "venue": "Nature Medicine", "authors": ["C D"]},
+        {"paper_id": "c", "title": "Three", "year": 2025, "venue": "arXiv", "authors": ["E F"]},
+        {"paper_id": "d", "title": "Four", "year": None, "venue": None, "authors": []},
+    ]
+    entries = bibtexparser.parse_string(to_bibtex(papers)).entries
+    assert [e.entry_type for e in entries] == ["inproceedings", "article", "misc", "misc"]
+    assert entries[0]["booktitle"] == "Proceedings of EMNLP" and entries[1]["journal"] == "Nature Medicine"
+    assert entries[2]["howpublished"] == "arXiv"
+    records = rispy.loads(to_ris(papers))
+    assert [r["type_of_reference"] for r in records] == ["CPAPER", "JOUR", "UNPB", "GEN"]
+    assert records[1]["journal_name"] == "Nature Medicine" and records[2]["secondary_title"] == "arXiv"
