@@ -25,17 +25,17 @@ automation_condition_sensor = dg.AutomationConditionSensorDefinition(
 
 
 def executor_from_env() -> dg.ExecutorDefinition | None:
-    """`LUMINA_EXECUTOR=k8s`: every step in its own Kubernetes pod (dagster-k8s, installed in the image);
-    `in_process` for debugging; unset: Dagster's default multiprocess executor."""
+    """`LUMINA_EXECUTOR=k8s`: every step in its own Kubernetes pod (sensors/k8s.py; `LUMINA_K8S_GPU` puts the
+    embedding step on GPU nodes); `in_process` for debugging; unset: Dagster's default multiprocess executor."""
     choice = settings.executor()
     if choice in ("", "multiprocess", "default"):
         return None
     if choice == "in_process":
         return dg.in_process_executor
     if choice == "k8s":
-        from dagster_k8s import k8s_job_executor  # only in a Kubernetes image
+        from sensors.k8s import k8s_executor  # dagster-k8s: the `k8s` extra, installed in the image
 
-        return k8s_job_executor
+        return k8s_executor()
     raise ValueError(f"LUMINA_EXECUTOR={choice!r}: use k8s, in_process or leave it unset")
 
 

@@ -152,6 +152,15 @@ def executor() -> str:
     return env("LUMINA_EXECUTOR").lower()
 
 
+def k8s_gpus() -> int:
+    """`LUMINA_K8S_GPU`: GPUs (`nvidia.com/gpu`) requested by the embedding step's pod under LUMINA_EXECUTOR=k8s;
+    unset or 0: none, the step runs on a CPU node like the others."""
+    value = env("LUMINA_K8S_GPU") or "0"
+    if not value.isdigit():
+        raise ValueError(f"LUMINA_K8S_GPU={value!r}: a whole number of GPUs (0 or unset: none)")
+    return int(value)
+
+
 def judge_backend() -> str:
     """`LUMINA_JUDGE_BACKEND`; an OpenAI-compatible base URL switches the default to `openai-compatible`."""
     return env("LUMINA_JUDGE_BACKEND") or ("openai-compatible" if compatible_base_url_var() else "openai")
