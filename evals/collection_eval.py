@@ -22,7 +22,9 @@ METRIC_KEYS = {"ndcg@10": "nDCG@10", "map@10": "AP@10", "recall@100": "R@100", "
 def _model_key(embedder) -> str:
     from lumina_assets.indexing.lancedb_tables import embedder_identity
 
-    return embedder_identity(embedder) or embedder.model_name
+    key = embedder_identity(embedder) or embedder.model_name
+    form = getattr(embedder, "form", "")  # an index per numeric form (fp32 and int8 vectors are not mixed)
+    return f"{key}|{form}" if isinstance(form, str) and form not in ("", "fp32") else key
 
 
 def eval_index_dir(collection: Collection, embedder, index_config) -> Path:

@@ -9,22 +9,22 @@ from lumina_assets.indexing.embedding import Embedder
 
 
 class EmbedderResource(dg.ConfigurableResource):
-    """Sentence-transformers embedder. `model_name_or_path` empty means LUMINA_EMBEDDING_MODEL, else the bundled
-    all-MiniLM-L6-v2 weights (the same default `lumina search` uses, so queries and index agree)."""
+    """The passage / sentence / query encoder. `model_name_or_path` empty means LUMINA_EMBEDDING_MODEL, else the
+    bundled all-MiniLM-L6-v2 weights (the same default `lumina search` uses, so queries and index agree). `form`
+    empty means LUMINA_EMBEDDING_FORM (auto: int8 on CPUs with VNNI, fp32 on others, fp16 on a CUDA device)."""
 
     model_name_or_path: str = ""
     batch_size: int = 64
-    device: str = "cpu"
+    device: str = "auto"  # auto | cpu | cuda
     normalize: bool = True
-    query_backend: str = (
-        "auto"  # auto | onnx | torch: how single queries are encoded (documents: always torch)
-    )
+    query_backend: str = "auto"  # auto | onnx | torch (torch: sentence-transformers for everything, fp32)
+    form: str = ""
 
     _embedder: Embedder | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self._embedder = self._build()
-        self._embedder.model  # noqa: B018 - load the weights once, when the run starts
+        self._embedder.prepare()  # load (or export, once per machine) the encoder when the run starts
 
     def _build(self) -> Embedder:
         return Embedder(
@@ -33,6 +33,7 @@ class EmbedderResource(dg.ConfigurableResource):
             device=self.device,
             normalize=self.normalize,
             query_backend=self.query_backend or None,
+            form=self.form or None,
         )
 
     def get_embedder(self) -> Embedder:

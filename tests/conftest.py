@@ -30,6 +30,9 @@ def session_data_dir(tmp_path_factory):
         # the local fakes every HTTP test talks to live on 127.0.0.1: the one opt-in to private addresses
         # (tests of the refusal build a UrlPolicy(allow_private=False) or unset it)
         patch.setenv("LUMINA_ALLOW_PRIVATE_URLS", "1")
+        # vectors in fp32 on every machine (the default form is chosen per CPU: int8 where it has VNNI), so
+        # figures pinned by tests do not depend on the machine; tests of the forms name theirs
+        patch.setenv("LUMINA_EMBEDDING_FORM", "fp32")
         yield
 
 

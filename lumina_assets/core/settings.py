@@ -38,9 +38,31 @@ def query_encoder() -> str:
     return os.environ.get("LUMINA_QUERY_ENCODER", "auto").strip() or "auto"
 
 
+def embedding_form() -> str:
+    """`LUMINA_EMBEDDING_FORM`: auto (chosen per machine: int8 on CPUs with VNNI, fp32 on others, fp16 on a CUDA
+    device) | fp32 | int8 | fp16. An existing index keeps the form it was built in."""
+    return os.environ.get("LUMINA_EMBEDDING_FORM", "auto").strip().lower() or "auto"
+
+
+def cuda_visible_devices() -> str:
+    """`CUDA_VISIBLE_DEVICES` as set (a GPU may be there even where /dev/nvidiactl is not visible)."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+
+
 def models_dir() -> Path:
-    """Derived model files (the ONNX export of the query encoder)."""
+    """Derived model files of this data dir (the ONNX export of the encoder, model fingerprints)."""
     return data_dir() / "models"
+
+
+def model_cache_dir() -> Path:
+    """`LUMINA_MODEL_CACHE`, else $XDG_CACHE_HOME/lumina/models (~/.cache/lumina/models): where the encoder's ONNX
+    export and its int8 quantization are written, keyed by the weights and library versions, so a new data dir
+    (an eval index, a test) does not load torch and export the model again."""
+    configured = os.environ.get("LUMINA_MODEL_CACHE", "").strip()
+    if configured:
+        return Path(configured).expanduser().resolve()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+    return Path(base).expanduser().resolve() / "lumina" / "models"
 
 
 def pdf_dir() -> Path:

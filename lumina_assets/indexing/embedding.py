@@ -1,8 +1,15 @@
 """Sentence embeddings: the plain-Python `Embedder` used by indexing, search, eval and the benchmark.
 
-The model is loaded at most once per process and per (model, device): loading MiniLM costs seconds, encoding a
-query costs milliseconds, so every caller shares the same instance. This module imports no Dagster (the resource
-lives in resources/embedder.py), so a process that only searches starts faster.
+One encoder path for passages, sentences and queries, in the numeric form chosen for this machine
+(indexing/encoder_forms.py): the model's ONNX export in fp32 or int8 on CPU (indexing/onnx_encoder.py), or
+sentence-transformers in fp16 on a CUDA device; sentence-transformers on CPU only where the model cannot be exported
+(or `query_backend="torch"`). The form is what an index records beside the model (indexing/model_identity.py), and
+an embedder that searches or extends an index adopts the index's form (`adopt_index_form`), so vectors of two
+forms are never compared.
+
+Models and encoders are loaded at most once per process: loading costs seconds, encoding a query milliseconds, so
+every caller shares the same instance. This module imports no Dagster (the resource lives in
+resources/embedder.py), so a process that only searches starts faster.
 """
 
 from __future__ import annotations
@@ -46,25 +53,40 @@ def load_sentence_transformer(model_name_or_path: str, device: str = "cpu"):
     return model
 
 
-def _onnx_encoder(embedder: Embedder):
-    """The process-wide OnnxQueryEncoder for this model: the cached export if there is one (no torch needed),
-    else exported now from the loaded model into data/models."""
+def _onnx_encoder(embedder: Embedder, form: str):
+    """The process-wide OnnxQueryEncoder for this model and form: a cached export if there is one (the data dir's,
+    then the machine's model cache; no torch needed), else exported now from the loaded model into the cache."""
     from lumina_assets.core import settings
     from lumina_assets.indexing import onnx_encoder as onnx_query
 
-    key = (embedder.model_name_or_path, embedder.normalize)
+    key = (embedder.model_name_or_path, embedder.normalize, form)
     encoder = _ONNX_ENCODERS.get(key)
-    if encoder is None:
-        cache = settings.models_dir()
+    if encoder is not None:
+        return encoder
+    caches = (settings.models_dir(), settings.model_cache_dir())
+    for cache in caches:
         try:
             encoder = onnx_query.OnnxQueryEncoder.load(
-                embedder.model_name_or_path, cache, normalize=embedder.normalize
+                embedder.model_name_or_path, cache, normalize=embedder.normalize, form=form
             )
+            break
         except FileNotFoundError:
-            encoder = onnx_query.export(
-                embedder.model, embedder.model_name_or_path, cache, normalize=embedder.normalize
-            )
-        _ONNX_ENCODERS[key] = encoder
+            continue
+    else:
+        for cache in reversed(caches):  # the machine-wide cache first; the data dir where it is not writable
+            try:
+                onnx_query.export(
+                    embedder.model, embedder.model_name_or_path, cache, normalize=embedder.normalize
+                )
+                break
+            except OSError as error:
+                log.debug("cannot write the ONNX export to %s: %s", cache, error)
+        else:
+            raise onnx_query.OnnxUnavailable("no writable folder for the ONNX export")
+        encoder = onnx_query.OnnxQueryEncoder.load(
+            embedder.model_name_or_path, cache, normalize=embedder.normalize, form=form
+        )
+    _ONNX_ENCODERS[key] = encoder
     return encoder
 
 
@@ -93,41 +115,112 @@ def _threads_for(count: int, device: str):
 
 
 class Embedder:
-    """Encodes texts to float32 vectors (L2-normalized by default, so dot product = cosine)."""
+    """Encodes texts to float32 vectors (L2-normalized by default, so dot product = cosine).
+
+    `device`: auto (a CUDA device when there is one) | cpu | cuda. `form`: auto (per machine) or a form of
+    encoder_forms.FORMS, default LUMINA_EMBEDDING_FORM. `query_backend="torch"` encodes everything with
+    sentence-transformers in fp32 (the reference the ONNX path is checked against)."""
 
     def __init__(
         self,
         model_name_or_path: str | None = None,
         *,
         batch_size: int = 64,
-        device: str = "cpu",
+        device: str = "auto",
         normalize: bool = True,
         query_backend: str | None = None,
+        form: str | None = None,
     ) -> None:
         from lumina_assets.core import settings
+        from lumina_assets.indexing.encoder_forms import FORMS
 
         query_backend = query_backend or settings.query_encoder()
         if query_backend not in QUERY_BACKENDS:
             raise ValueError(f"query_backend must be one of {QUERY_BACKENDS}, not {query_backend!r}")
+        form = form or settings.embedding_form()
+        if form not in ("auto", *FORMS):
+            raise ValueError(f"embedding form must be auto or one of {FORMS}, not {form!r}")
         self.model_name_or_path = model_name_or_path or settings.embedding_model() or default_model_path()
         self.batch_size = batch_size
         self.device = device
         self.normalize = normalize
         self.query_backend = query_backend
+        self.requested_form = form
         self._model = None
+        self._plan = None
         self._query_encoder = None
         self._query_encoder_checked = False
         self.query_backend_used = "sentence-transformers"
 
     @property
     def model(self):
+        """The sentence-transformers model on CPU (the export's source and the fallback encoder)."""
         if self._model is None:
-            self._model = load_sentence_transformer(self.model_name_or_path, self.device)
+            self._model = load_sentence_transformer(self.model_name_or_path, "cpu")
         return self._model
 
     @property
+    def plan(self):
+        """How this embedder encodes (encoder_forms.EncoderPlan), chosen on first use."""
+        if self._plan is None:
+            from lumina_assets.indexing import encoder_forms
+
+            if self.query_backend == "torch":
+                self._plan = encoder_forms.EncoderPlan(
+                    "fp32", "cuda" if self.device == "cuda" else "cpu", self.batch_size, 1, "torch requested"
+                )
+            else:
+                plan = encoder_forms.plan_for_this_machine(
+                    self.requested_form, use_gpu=self.device in ("auto", "cuda")
+                )
+                if self.device == "cuda" and plan.device != "cuda":
+                    raise RuntimeError("device='cuda' but no CUDA device is available")
+                self._plan = plan
+        return self._plan
+
+    @property
+    def form(self) -> str:
+        """The numeric form of the vectors this embedder produces (what an index records)."""
+        if self.plan.device == "cpu" and self.query_backend != "torch":
+            self._fast_query_encoder()  # a form that cannot be made here falls back to fp32 before any vector
+        return self.plan.form
+
+    def adopt_index_form(self, index_form: str) -> str:
+        """Encode in a form whose vectors compare with an index built in `index_form` ("" = before forms were
+        recorded: fp32): kept where compatible, else switched to the index's CPU form. Returns the form now used."""
+        from lumina_assets.indexing.encoder_forms import compatible, query_form
+
+        if compatible(index_form, self.plan.form):  # the plan first: nothing is loaded for a form not kept
+            return self.form
+        with _MODELS_LOCK:
+            log.info("encoding in %s to match the index (this machine's choice: %s)", index_form, self.form)
+            self.requested_form = query_form(index_form)
+            self._plan = None
+            self._query_encoder, self._query_encoder_checked = None, False
+        return self.form
+
+    def prepare(self) -> None:
+        """Load the encoder now (at the start of an indexing run, so the first batch does not wait for it)."""
+        self.form  # noqa: B018 - resolves the plan and loads the ONNX encoder (exported if needed)
+        if self.plan.device == "cuda" or self._fast_query_encoder() is None:
+            self._torch_model()
+
+    def _torch_model(self):
+        """sentence-transformers on the plan's device (fp16 on a GPU)."""
+        if self.plan.device != "cuda":
+            return self.model
+        model = load_sentence_transformer(self.model_name_or_path, "cuda")
+        if self.plan.form == "fp16" and getattr(model, "_lumina_half", False) is False:
+            model.half()
+            model._lumina_half = True
+        return model
+
+    @property
     def dimension(self) -> int:
-        model = self.model
+        encoder = self._fast_query_encoder() if self.plan.device == "cpu" else None
+        if encoder is not None:
+            return encoder.dimension
+        model = self._torch_model()
         getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(getter())
 
@@ -153,13 +246,19 @@ class Embedder:
         return self.model_name_or_path.rstrip("/").split("/")[-1]
 
     def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
-        """Vectors for `texts` as an (n, dim) float32 array; an empty input gives a (0, dim) array."""
+        """Vectors for `texts` as an (n, dim) float32 array, in this embedder's form; an empty input gives a (0, dim)
+        array."""
         if len(texts) == 0:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        with _threads_for(len(texts), self.device):
-            vectors = self.model.encode(
+        encoder = self._fast_query_encoder() if self.plan.device == "cpu" else None
+        if encoder is not None:
+            return encoder.encode(list(texts))
+        device = self.plan.device
+        batch_size = self.plan.batch_size if device == "cuda" else self.batch_size
+        with _threads_for(len(texts), device):
+            vectors = self._torch_model().encode(
                 list(texts),
-                batch_size=self.batch_size,
+                batch_size=batch_size,
                 normalize_embeddings=self.normalize,
                 convert_to_numpy=True,
                 show_progress_bar=show_progress,
@@ -171,26 +270,19 @@ class Embedder:
         return self.encode_queries([text])[0]
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors for a few query texts: the ONNX fast path when available (same numbers, ~3x faster)."""
-        encoder = self._fast_query_encoder() if 0 < len(texts) <= SMALL_INPUT else None
+        """Vectors for a few query texts: the ONNX encoder in this embedder's CPU form (a GPU embedder's fp16 index
+        is queried with fp32 on CPU: compatible, and a query is too small for a GPU to pay)."""
+        encoder = self._fast_query_encoder() if len(texts) else None
         if encoder is None:
             return self.encode(texts)
         return encoder.encode(list(texts))
 
     def encode_sentences(self, texts: Sequence[str], *, chunk: int = 32) -> np.ndarray:
-        """Vectors for request-time evidence sentences (tens of short texts): the ONNX encoder in length-sorted
-        chunks when available, so a search process never loads torch for highlighting; else `encode`. Same
-        numbers as `encode` within float error (tested)."""
-        encoder = self._fast_query_encoder() if len(texts) else None
-        if encoder is None:
-            return self.encode(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
-        parts = [
-            encoder.encode([texts[i] for i in order[s : s + chunk]]) for s in range(0, len(order), chunk)
-        ]
-        vectors = np.empty_like(np.concatenate(parts))  # (dimension from the encoder: never loads torch)
-        vectors[order] = np.concatenate(parts)
-        return vectors
+        """Vectors for request-time evidence sentences (tens of short texts): the same encoder as queries, so a
+        search process never loads torch for highlighting (`chunk`: kept for callers; batches are sized by
+        length in the encoder)."""
+        del chunk
+        return self.encode_queries(texts)
 
     def prepare_query_encoder(self) -> None:
         """Load the query encoder now (a search process calls it in a background thread at start-up, so the first
@@ -201,22 +293,36 @@ class Embedder:
             log.debug("query encoder not prepared in advance", exc_info=True)
 
     def _fast_query_encoder(self):
-        """The OnnxQueryEncoder, built once; None (with one logged reason) where it cannot be used."""
+        """The OnnxQueryEncoder in this embedder's CPU form, built once; None (with one logged reason) where it
+        cannot be used. An int8 form that cannot be made here falls back to fp32 (the plan says so)."""
         if self._query_encoder_checked:
             return self._query_encoder
         with _MODELS_LOCK:
             if self._query_encoder_checked:
                 return self._query_encoder
-            if self.query_backend != "torch" and self.device == "cpu":
+            if self.query_backend != "torch":
+                from lumina_assets.indexing.encoder_forms import EncoderPlan, query_form
                 from lumina_assets.indexing.onnx_encoder import OnnxUnavailable
 
+                plan = self.plan
+                form = query_form(plan.form)
                 try:
-                    self._query_encoder = _onnx_encoder(self)
+                    try:
+                        self._query_encoder = _onnx_encoder(self, form)
+                    except OnnxUnavailable as error:
+                        if form == "fp32":
+                            raise
+                        log.warning("%s encoder unavailable (%s); encoding in fp32", form, error)
+                        self._query_encoder = _onnx_encoder(self, "fp32")
+                        if plan.device == "cpu":
+                            self._plan = EncoderPlan("fp32", "cpu", plan.batch_size, plan.threads, str(error))
                     self.query_backend_used = "onnxruntime"
                 except OnnxUnavailable as error:
                     if self.query_backend == "onnx":
                         raise
-                    log.warning("query encoding stays on sentence-transformers: %s", error)
+                    log.warning("encoding stays on sentence-transformers: %s", error)
+                    if plan.device == "cpu" and plan.form != "fp32":
+                        self._plan = EncoderPlan("fp32", "cpu", plan.batch_size, plan.threads, str(error))
             self._query_encoder_checked = True
         return self._query_encoder
 

@@ -103,6 +103,7 @@ class IndexStats:
     total_seconds: float = 0.0
     ann_index: bool = False
     dimension: int = 0
+    form: str = ""  # the numeric form the vectors were encoded in (indexing/encoder_forms.py)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -290,15 +291,19 @@ def index_corpus(
     say = log_fn or log.info
     stats = IndexStats()
     started = time.perf_counter()
+    from lumina_assets.indexing import model_identity  # which model built the vectors: search refuses another
+
+    built = open_table(db, PASSAGES_TABLE)
+    if built is not None and built.count_rows():  # new vectors in the form of those already stored
+        model_identity.adopt_form(embedder, model_identity.of_schema(built.schema).form)
     dim = int(embedder.dimension)
     stats.dimension = dim
+    stats.form = model_identity.of_embedder(embedder).form
 
     model = embedder_identity(embedder)
     rows = passage_rows(passages, papers, config, model)
     stats.passages_total = rows.height
     passage_vectors = _index_passages(db, rows, embedder, config, stats, dim, say)
-    from lumina_assets.indexing import model_identity  # which model built the vectors: search refuses another
-
     model_identity.record(open_table(db, PASSAGES_TABLE), model_identity.of_embedder(embedder))
     _index_papers(db, papers, rows, passage_vectors, embedder, config, stats, dim, say, model)
     if config.sentence_vectors:

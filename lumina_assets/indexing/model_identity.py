@@ -11,6 +11,10 @@ name do not. It is remembered in data/models/fingerprints.json by file size and 
 the ~90 MB of MiniLM once per model change, not per start. A model given by hub name (no local folder) has no
 fingerprint and is compared by name only; an index written before identities were recorded is searched with a
 warning that it cannot be checked (rebuilding `passage_index` records it).
+
+The numeric form that built the vectors (fp32, int8, fp16: indexing/encoder_forms.py) is recorded beside them too.
+A query embedder adopts the index's form before it encodes (`query_identity`), and `mismatch` refuses forms whose
+vectors do not compare (int8 against a float form); an index recorded without a form was built in fp32.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ log = logging.getLogger(__name__)
 
 MODEL_KEY = "lumina:embedding_model"
 FINGERPRINT_KEY = "lumina:embedding_fingerprint"
+FORM_KEY = "lumina:embedding_form"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".json", ".txt", ".model")
 _LOCK = threading.Lock()
 
@@ -35,13 +40,15 @@ _LOCK = threading.Lock()
 class ModelIdentity:
     name: str = ""
     fingerprint: str = ""
+    form: str = ""  # "" = not recorded (an index built before forms were: fp32)
 
     @property
     def known(self) -> bool:
         return bool(self.name or self.fingerprint)
 
     def describe(self) -> str:
-        return f"{self.name or 'an unnamed model'} (weights {self.fingerprint or 'not fingerprinted'})"
+        form = f", {self.form}" if self.form else ""
+        return f"{self.name or 'an unnamed model'} (weights {self.fingerprint or 'not fingerprinted'}{form})"
 
 
 def _signature(folder: Path) -> list[tuple[str, int, int]]:
@@ -99,13 +106,35 @@ def of_embedder(embedder) -> ModelIdentity:
     `model_name_or_path`, fingerprint from its `fingerprint` attribute."""
     from lumina_assets.indexing.lancedb_tables import embedder_identity
 
-    fingerprint = ""
+    return ModelIdentity(
+        embedder_identity(embedder), _attribute(embedder, "fingerprint"), _attribute(embedder, "form")
+    )
+
+
+def _attribute(embedder, name: str) -> str:
+    """A string attribute of `embedder` or of the embedder it wraps (`inner`), "" where neither has one."""
     for candidate in (embedder, getattr(embedder, "inner", None)):
-        value = getattr(candidate, "fingerprint", None) if candidate is not None else None
+        value = getattr(candidate, name, None) if candidate is not None else None
         if isinstance(value, str) and value:
-            fingerprint = value
-            break
-    return ModelIdentity(embedder_identity(embedder), fingerprint)
+            return value
+    return ""
+
+
+def adopt_form(embedder, index_form: str) -> None:
+    """Make `embedder` (or the embedder it wraps) encode in a form compatible with an index built in `index_form`;
+    an embedder without forms (a test double) is left as it is."""
+    for candidate in (embedder, getattr(embedder, "inner", None)):
+        adopt = getattr(candidate, "adopt_index_form", None) if candidate is not None else None
+        if callable(adopt):
+            adopt(index_form)
+            return
+
+
+def query_identity(embedder, index: ModelIdentity) -> ModelIdentity:
+    """The identity of `embedder` once it encodes in the form of the index it is about to search."""
+    if index.known:
+        adopt_form(embedder, index.form)
+    return of_embedder(embedder)
 
 
 def of_schema(schema) -> ModelIdentity:
@@ -115,7 +144,9 @@ def of_schema(schema) -> ModelIdentity:
     except KeyError:
         return ModelIdentity()
     return ModelIdentity(
-        metadata.get(MODEL_KEY.encode(), b"").decode(), metadata.get(FINGERPRINT_KEY.encode(), b"").decode()
+        metadata.get(MODEL_KEY.encode(), b"").decode(),
+        metadata.get(FINGERPRINT_KEY.encode(), b"").decode(),
+        metadata.get(FORM_KEY.encode(), b"").decode(),
     )
 
 
@@ -125,9 +156,10 @@ def record(table, identity: ModelIdentity) -> None:
         return
     if of_schema(table.schema) == identity:
         return
-    table.update_field_metadata(
-        {"path": "vector", "metadata": {MODEL_KEY: identity.name, FINGERPRINT_KEY: identity.fingerprint}}
-    )
+    metadata = {MODEL_KEY: identity.name, FINGERPRINT_KEY: identity.fingerprint}
+    if identity.form:
+        metadata[FORM_KEY] = identity.form
+    table.update_field_metadata({"path": "vector", "metadata": metadata})
 
 
 def mismatch(index: ModelIdentity, query: ModelIdentity) -> str | None:
@@ -140,7 +172,14 @@ def mismatch(index: ModelIdentity, query: ModelIdentity) -> str | None:
     else:
         same = index.name == query.name
     if same:
-        return None
+        from lumina_assets.indexing.encoder_forms import compatible
+
+        if not query.form or compatible(index.form, query.form):
+            return None
+        return (
+            f"the index holds {index.form or 'fp32'} vectors but the query encoder makes {query.form} ones, which "
+            "do not compare: encode queries in the index's form (LUMINA_EMBEDDING_FORM) or rebuild the index"
+        )
     return (
         f"the index was built with {index.describe()} but the query model is {query.describe()}: search with "
         "the model that built the index (LUMINA_EMBEDDING_MODEL) or rebuild the index with this one"

@@ -247,7 +247,7 @@ class SearchEngine:
 
         index = getattr(store, "model_identity", None) or model_identity.ModelIdentity()
         if self._query_model is None:
-            self._query_model = model_identity.of_embedder(self.embedder)
+            self._query_model = model_identity.query_identity(self.embedder, index)  # in the index's form
         problem = model_identity.mismatch(index, self._query_model)
         if problem:
             raise IndexModelMismatch(problem)
