@@ -28,6 +28,7 @@ from lumina_assets.core.schemas import Context
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.fusion import Run, fuse, ranked
 from lumina_assets.search.memory_store import empty_index_message, open_store
+from lumina_assets.search.neighbour_graph import GraphCache
 from lumina_assets.search.query_parser import ParsedQuery, parse_query
 from lumina_assets.search.stores import Filters, IndexModelMismatch, IndexNotBuilt, LanceStore
 from lumina_assets.search.text import WORD, tokenize
@@ -118,6 +119,7 @@ class SearchEngine:
         self._unchecked_warned = False
         self.last_trace = SearchTrace()
         self.tuning = TunedConfig()  # the setting the index records, applied on each re-check
+        self.graphs, self.graph = GraphCache(), None  # the index's paper neighbours, when smoothing is on
 
     # -- plumbing
 
@@ -149,6 +151,7 @@ class SearchEngine:
                 refine_factor=cfg.refine_factor,
             )
             self.config = self.tuning.config_for(self.config, self.db)
+            self.graph = self.graphs.get(self.db) if self.config.neighbour_smoothing > 0 else None
             self._store_checked_at = now
         return self._store
 
@@ -394,6 +397,10 @@ class SearchEngine:
             refined = refined / max(float(np.linalg.norm(refined)), 1e-12)
             runs, passage_runs, vector = self._retrieve(store, fulltext, lambda: refined, filters)
             doc_scores = self._fuse(runs, cfg.candidates)
+        if self.graph is not None and self.config.neighbour_smoothing > 0:
+            doc_scores = self.graph.smooth(
+                doc_scores, self.config.neighbour_smoothing, self.config.smoothing_neighbours
+            )
         trace.timings_ms["retrieve"] = (time.perf_counter() - t0) * 1000
         trace.runs, trace.candidates = runs, cfg.candidates
 

@@ -1,0 +1,115 @@
+"""Corpus-graph smoothing: exact nearest papers from the index's own vectors, kept with the index at tuning time
+(also for papers added later), and used by search only when `neighbour_smoothing` is on."""
+
+from __future__ import annotations
+
+import numpy as np
+from hashing_embedder import HashingEmbedder
+
+from lumina_assets.corpus.collections import Collection, collection_tables, load_beir
+from lumina_assets.indexing.connection import connect_lancedb
+from lumina_assets.search import neighbour_graph, tuning
+from lumina_assets.search.config import SearchConfig
+from lumina_assets.search.fusion import fuse, ranked
+from lumina_assets.search.neighbour_graph import GraphCache, NeighbourGraph, nearest, paper_matrix
+
+
+def test_nearest_is_the_exact_neighbour_list_without_the_paper_itself():
+    rng = np.random.default_rng(3)
+    matrix = rng.normal(size=(37, 8)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    ids, sims = nearest(matrix, k=4, block=5)  # blocks smaller than the matrix: the block edges are crossed
+    full = matrix @ matrix.T
+    np.fill_diagonal(full, -np.inf)
+    for row in range(len(matrix)):
+        expected = np.argsort(-full[row], kind="stable")[:4]
+        assert set(ids[row]) == set(expected) and row not in ids[row]
+        assert np.allclose(sims[row], full[row, ids[row]]) and list(sims[row]) == sorted(
+            sims[row], reverse=True
+        )
+
+
+def test_a_paper_vector_is_the_mean_of_its_passages():
+    vectors = np.array([[1, 0], [0, 1], [1, 0]], dtype=np.float32)
+    papers, matrix = paper_matrix(vectors, ["a", "a", "b"])
+    assert papers == ["a", "b"]
+    assert np.allclose(matrix, [[2**-0.5, 2**-0.5], [1, 0]])
+
+
+def test_smoothing_lifts_a_paper_whose_neighbours_scored_over_an_equal_one_whose_did_not():
+    graph = NeighbourGraph(
+        {
+            "lonely": (["x", "y"], [0.9, 0.8]),
+            "clustered": (["friend", "y"], [0.9, 0.8]),
+            "friend": (["clustered", "x"], [0.9, 0.1]),
+        }
+    )
+    scores = {"lonely": 1.0, "clustered": 1.0, "friend": 0.5}
+    smoothed = graph.smooth(scores, alpha=0.5, k=2)
+    assert smoothed["clustered"] > smoothed["lonely"] == 1.0  # unseen neighbours count 0
+    assert smoothed["friend"] > 0.5
+    assert graph.smooth(scores, alpha=0.5, k=1)["clustered"] == 1.0 + 0.5 * 0.5
+    assert graph.smooth(scores, alpha=0.0, k=2) is scores
+
+
+def _index(tmp_path, shared_data, documents: int):
+    from lumina_assets.indexing import lancedb_tables as indexing
+
+    corpus = dict(list(load_beir(shared_data / "scifact", "train").corpus.items())[:documents])
+    papers, passages = collection_tables(Collection("scifact", corpus, {}, {}))
+    db = connect_lancedb(str(tmp_path / "db"))
+    indexing.index_corpus(db, passages, papers, HashingEmbedder())
+    return db, papers, passages
+
+
+def test_tuning_keeps_the_graph_with_the_index_and_search_smooths_with_it(tmp_path, shared_data):
+    from lumina_assets.search.engine import SearchEngine
+
+    db, papers, _ = _index(tmp_path, shared_data, 60)
+    assert neighbour_graph.read_graph(db) is None
+    tuning.tune_index(db, HashingEmbedder(), limit=tuning.MIN_QUERIES - 1)
+    graph = neighbour_graph.read_graph(db)
+    assert graph is not None and len(graph) == papers.height
+    some_paper = next(iter(graph.neighbours))
+    neighbours, sims = graph.neighbours[some_paper]
+    assert len(neighbours) == neighbour_graph.STORED_NEIGHBOURS and some_paper not in neighbours
+    assert sims == sorted(sims, reverse=True)
+    assert not tuning.keep_graph(db)  # every paper covered: not rewritten
+
+    uri = str(tmp_path / "db")
+    query = "cells in the immune system"
+    plain = SearchEngine(uri, HashingEmbedder(), SearchConfig(index_tuning=False)).rank_documents(query, 10)
+    engine = SearchEngine(uri, HashingEmbedder(), SearchConfig(index_tuning=False, neighbour_smoothing=0.5))
+    smoothed = engine.rank_documents(query, 10)
+    assert engine.graph is not None and smoothed != plain
+    cfg = engine.config
+    fused = fuse(
+        engine.last_trace.runs,
+        cfg.weights,
+        method=cfg.fusion,
+        candidates=cfg.candidates,
+        rrf_k=cfg.rrf_k,
+        normalization=cfg.normalization,
+    )
+    expected = ranked(engine.graph.smooth(fused, 0.5, cfg.smoothing_neighbours), 10)
+    assert [p for p, _ in smoothed] == [p for p, _ in expected]
+
+
+def test_papers_added_after_tuning_get_neighbours_and_the_cache_sees_the_new_graph(tmp_path, shared_data):
+    from lumina_assets.indexing import lancedb_tables as indexing
+
+    db, _, _ = _index(tmp_path, shared_data, 40)
+    tuning.tune_index(db, HashingEmbedder(), limit=tuning.MIN_QUERIES - 1)
+    cache = GraphCache()
+    assert len(cache.get(db)) == 40
+    corpus = dict(list(load_beir(shared_data / "scifact", "train").corpus.items())[:45])  # the 40 and 5 more
+    papers, passages = collection_tables(Collection("scifact", corpus, {}, {}))
+    indexing.index_corpus(db, passages, papers, HashingEmbedder())
+    tuning.tune_index(db, HashingEmbedder(), limit=tuning.MIN_QUERIES - 1)  # recorded setting kept
+    assert len(cache.get(db)) == 45
+
+
+def test_a_corpus_too_large_for_an_exact_graph_gets_none(tmp_path, shared_data, monkeypatch):
+    db, _, _ = _index(tmp_path, shared_data, 20)
+    monkeypatch.setattr(tuning, "MAX_GRAPH_PAPERS", 19)
+    assert not tuning.keep_graph(db) and neighbour_graph.read_graph(db) is None
