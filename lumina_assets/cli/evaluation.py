@@ -22,6 +22,13 @@ def add_commands(commands, bench_commands) -> None:
     )
     beir.add_argument("--split", default="test", help="qrels split for BEIR dirs (default test)")
     beir.add_argument(
+        "--subset",
+        choices=("all", "tuning", "heldout"),
+        default="all",
+        help="of a train split: every query (default), the tuning half (what an ablation that chooses a setting "
+        "should read) or the held-out half (lumina_assets/corpus/splits.py); a test split is held out whole",
+    )
+    beir.add_argument(
         "--k", type=int, default=10, help="cut-off shown in the per-query table (metrics are fixed)"
     )
     beir.add_argument("--json", action="store_true", help="last line: one JSON object with the metrics")
@@ -92,11 +99,29 @@ def _parse_overrides(pairs: list[str]) -> dict:
     return changes
 
 
+def _query_subset(collection, split: str, subset: str):
+    """The collection with only the queries (and qrels) of `subset` (`corpus.splits`); the corpus, and so the eval
+    index, stay whole."""
+    import dataclasses
+
+    from lumina_assets.corpus import splits
+
+    ids, _ = splits.select(collection.queries, split, subset)
+    if len(ids) == len(collection.queries):
+        return collection
+    return dataclasses.replace(
+        collection,
+        queries={q: collection.queries[q] for q in ids},
+        qrels={q: collection.qrels[q] for q in ids if q in collection.qrels},
+    )
+
+
 def _eval_beir(args) -> int:
     from evals import ablation
     from evals.collection_eval import ensure_eval_index, evaluate_run, query_vector_cache, run_queries
     from evals.latency import percentile_ms
     from lumina_assets.cli.search import configured
+    from lumina_assets.corpus import splits
     from lumina_assets.corpus.collections import CollectionError, load_collection
     from lumina_assets.indexing.embedding import Embedder
     from lumina_assets.search.config import SearchConfig
@@ -107,6 +132,7 @@ def _eval_beir(args) -> int:
     except (CollectionError, OSError) as error:
         print(f"cannot load collection: {error}", file=sys.stderr)
         return 2
+    collection = _query_subset(collection, args.split, args.subset)
     embedder = Embedder()
     log = (
         (lambda message: print(message, file=sys.stderr, flush=True))
@@ -122,7 +148,8 @@ def _eval_beir(args) -> int:
         print(f"Search stages misconfigured: {error}", file=sys.stderr)
         return 2
     print(
-        f"{collection.name}: {len(collection.corpus)} documents, {len(collection.queries)} judged queries; "
+        f"{collection.name}: {len(collection.corpus)} documents, {len(collection.queries)} judged queries "
+        f"({splits.describe(args.split, args.subset)}); "
         f"index {'reused' if reused else 'built'} at {uri} ({index_seconds:.1f} s to build)"
     )
     if tuned is not None:
@@ -161,6 +188,7 @@ def _eval_beir(args) -> int:
                 "documents": len(collection.corpus),
                 "collection": collection.name,
                 "split": args.split,
+                "subset": splits.describe(args.split, args.subset),
                 "index_reused": reused,
                 "search_setting": tuned.describe() if tuned is not None else "defaults",
             }

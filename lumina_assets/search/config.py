@@ -71,8 +71,8 @@ class SearchConfig:
     dense_prf_docs: int = 3
     dense_prf_beta: float = 0.5
     # corpus-graph smoothing (`search.neighbour_graph`): a paper's fused score plus this share of its nearest
-    # papers' fused scores (neighbours from the index's own vectors). Off by default: nDCG@10 +0.014 on CISI but
-    # -0.002..+0.002 on SciFact train at k = 3; the index-time tuner turns it on where pseudo-queries gain clearly
+    # papers' fused scores (neighbours from the index's own vectors). Off by default: nDCG@10 +0.009 on CISI but
+    # +0.001 on SciFact train at k = 3, 0.2, and pseudo-queries (one relevant paper each) cannot tell the tuner
     neighbour_smoothing: float = 0.0
     smoothing_neighbours: int = 3  # k: how many nearest papers (of the 10 stored) are averaged
     # boosts and filters

@@ -9,7 +9,9 @@ paper's vector: the mean of its passage vectors), computed once at index time an
 Whether it helps depends on the corpus: where a question has many relevant papers that resemble each other it
 lifts them together (CISI, 1,460 abstracts, ~41 relevant per question: nDCG@10 +0.014 at k = 3, alpha = 0.3);
 where a question has one relevant paper it changes little (SciFact train: -0.002 to +0.002). So it is off by
-default and the index-time tuner (`search.tuning`) turns it on for a corpus whose pseudo-queries show a clear gain.
+default (`SearchConfig.neighbour_smoothing`). The index-time tuner cannot choose it: its pseudo-queries have one
+relevant paper each, and with the graph built from their own withheld-sentence vectors the gain they show is noise
+(-0.004 to +0.008 between samples on both collections). The graph is kept for corpora up to `MAX_GRAPH_PAPERS`.
 """
 
 from __future__ import annotations

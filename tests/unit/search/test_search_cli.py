@@ -191,3 +191,20 @@ def test_render_results_shows_where_each_passage_is_and_why_it_scored():
     assert "score 0.812 (weighted fusion) · found by passage words (BM25) · boosts: year 2020" in plain
     colored = render_results(answer, color=True)
     assert "\x1b[1mCitations train the model.\x1b[0m Venues" in colored and "[[" not in colored
+
+
+def test_eval_beir_subset_scores_only_the_tuning_or_the_held_out_half(tiny_beir, data_dir, capsys):
+    """`--subset tuning` reads only the queries tuning may use (corpus.splits), `heldout` the others; one index."""
+    from lumina_assets.corpus import splits
+
+    qids = [json.loads(line)["_id"] for line in (tiny_beir / "queries.jsonl").read_text().splitlines()]
+    counts = {}
+    for subset in ("tuning", "heldout"):
+        assert main(["eval", "beir", str(tiny_beir), "--split", "train", "--subset", subset, "--json"]) == 0
+        out = capsys.readouterr().out.strip().splitlines()
+        result = json.loads(out[-1])
+        counts[subset] = result["queries"]
+        assert result["subset"] == f"train-{subset}" and f"(train-{subset})" in out[0]
+    assert counts == {"tuning": len(splits.tuning_ids(qids)), "heldout": len(splits.held_out_ids(qids))}
+    assert 0 < counts["tuning"] < len(qids)
+    assert len(list((data_dir / "eval").iterdir())) == 1
