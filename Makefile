@@ -30,9 +30,9 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q
 
+# `lumina ui` applies the pool limits, runs `dagster dev`, and on Ctrl-C / SIGTERM stops every process it started
 ui: install
-	@$(BIN)/lumina pools apply
-	$(BIN)/dagster dev -h 127.0.0.1 -p $${LUMINA_UI_PORT:-3000} -w workspace.yaml
+	$(BIN)/lumina ui --port $${LUMINA_UI_PORT:-3000}
 
 ui-check: install
 	$(BIN)/python scripts/ui_check.py

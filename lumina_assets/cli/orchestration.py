@@ -1,9 +1,12 @@
-"""`lumina pools apply|show` (per-pool concurrency limits on the Dagster instance) and `lumina bench incremental`
-(the cost of adding one paper to an index of N against indexing N from scratch)."""
+"""`lumina ui` (the Dagster UI, stopped whole by Ctrl-C / SIGTERM), `lumina pools apply|show` (per-pool concurrency
+limits on the Dagster instance) and `lumina bench incremental` (the cost of adding one paper to an index of N against
+indexing N from scratch)."""
 
 from __future__ import annotations
 
+import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +32,36 @@ def run_pools(args) -> int:
         configured = current.get(pool, "unset (default applies)")
         print(f"  {pool:18} {configured}   (sensors/pools.py: {POOL_LIMITS.get(pool, '-')})")
     return 0
+
+
+def run_ui(args) -> int:
+    """`dagster dev` on this project's workspace with the pool limits applied; every process it starts (webserver,
+    daemon, code servers) ends within seconds of Ctrl-C / SIGTERM / SIGHUP (see cli/process_tree.py)."""
+    from lumina_assets.cli.process_tree import run_until_stopped
+
+    if not Path(args.workspace).is_file():
+        print(f"No {args.workspace} here: run `make ui` from the project folder.", file=sys.stderr)
+        return 2
+    run_pools(argparse.Namespace(action="apply"))
+    dagster = Path(sys.executable).with_name("dagster")
+    command = [str(dagster), "dev", "-h", args.host, "-p", str(args.port), "-w", args.workspace]
+    print(
+        f"Dagster UI on http://{args.host}:{args.port}/  (Ctrl-C stops it and every process it started)",
+        flush=True,
+    )
+    # SIGINT sent to `dagster dev` itself closes the web port first: the rest is then stopped within the grace
+    local = "127.0.0.1" if args.host in ("0.0.0.0", "", "::") else args.host
+    return run_until_stopped(command, grace_seconds=args.grace, serving=lambda: _accepts(local, args.port))
+
+
+def _accepts(host: str, port: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 
 def _collection_slice(corpus_dir: Path, n: int):
@@ -97,6 +130,20 @@ def run_bench_incremental(args) -> int:
 
 
 def add_commands(commands, bench_commands) -> None:
+    ui = commands.add_parser(
+        "ui", help="the Dagster UI (`dagster dev`) on this project; Ctrl-C stops all of it"
+    )
+    ui.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
+    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--workspace", default="workspace.yaml")
+    ui.add_argument(
+        "--grace",
+        type=float,
+        default=6.0,
+        help="seconds dagster's processes get to shut down cleanly before they are killed (default 6)",
+    )
+    ui.set_defaults(handler=run_ui)
+
     pools = commands.add_parser("pools", help="per-pool concurrency limits for the external APIs")
     pools.add_argument(
         "action", choices=["apply", "show"], help="apply sensors/pools.py limits, or show them"
