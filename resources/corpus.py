@@ -12,7 +12,9 @@ from lumina_assets.core import settings
 
 class CorpusResource(dg.ConfigurableResource):
     corpus_path: str = Field(
-        default="", description="folder of PDFs or BEIR directory; empty means the LUMINA_CORPUS variable"
+        default="",
+        description="folder of PDFs, BEIR directory or Zotero library (data folder or .bib / .ris / CSL .json "
+        "export, optionally `zotero:<path>`); empty means the LUMINA_CORPUS variable",
     )
     seeds_path: str = Field(
         default="", description="seeds YAML; empty means data/seeds.yaml (or LUMINA_SEEDS)"
@@ -27,7 +29,9 @@ class CorpusResource(dg.ConfigurableResource):
     )
 
     def local_corpus(self) -> Path | None:
-        return Path(self.corpus_path).expanduser().resolve() if self.corpus_path else settings.corpus_path()
+        if not self.corpus_path:
+            return settings.corpus_path()
+        return Path(self.corpus_path.removeprefix("zotero:")).expanduser().resolve()
 
     def seeds_file(self) -> Path:
         return Path(self.seeds_path) if self.seeds_path else settings.seeds_file()

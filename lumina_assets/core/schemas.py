@@ -38,6 +38,8 @@ class Paper:
     # where each field came from, as "field:source" (pdf_text, pdf_info, grobid, openalex, arxiv ...): a stronger
     # source's entry comes first when records of one work are merged
     metadata_sources: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)  # the user's own labels, from their reference library
+    collections: list[str] = field(default_factory=list)  # library collections ("Thesis/Chapter 2")
 
     def to_row(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -64,6 +66,8 @@ PAPER_FIELDS = [
     pa.field("local_path", pa.string()),
     pa.field("crawl_depth", pa.int32()),
     pa.field("metadata_sources", pa.list_(pa.string())),
+    pa.field("tags", pa.list_(pa.string())),
+    pa.field("collections", pa.list_(pa.string())),
 ]
 # Columns the `papers` table adds to the record: when it was first seen, its ingest batch, a content hash.
 PAPERS_TABLE_SCHEMA = pa.schema(

@@ -90,8 +90,9 @@ def seeds_file() -> Path:
 
 
 def corpus_path() -> Path | None:
-    """The offline corpus (`LUMINA_CORPUS`): a folder of PDFs or a BEIR directory; None when unset."""
-    value = os.environ.get("LUMINA_CORPUS", "").strip()
+    """The offline corpus (`LUMINA_CORPUS`): a folder of PDFs, a BEIR directory or a reference library (a Zotero
+    data folder or export, optionally written `zotero:<path>`); None when unset."""
+    value = os.environ.get("LUMINA_CORPUS", "").strip().removeprefix("zotero:")
     return Path(value).expanduser().resolve() if value else None
 
 

@@ -17,11 +17,13 @@ from lumina_assets.core.schemas import PAPER_FIELDS, Paper
 from lumina_assets.corpus.catalogue import Record
 
 PAPER_COLUMNS = [f.name for f in PAPER_FIELDS]
+LABEL_COLUMNS = ("tags", "collections")
 
 
 def row_hash(row: dict) -> str:
-    """A paper row's content hash over the paper columns (not the batch bookkeeping added to it)."""
-    relevant = {k: row.get(k) for k in PAPER_COLUMNS}
+    """A paper row's content hash over the paper columns (not the batch bookkeeping added to it). Library labels
+    count only where a paper has some, so rows written before they existed keep their hash."""
+    relevant = {k: row.get(k) for k in PAPER_COLUMNS if k not in LABEL_COLUMNS or row.get(k)}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 

@@ -6,8 +6,9 @@ leave only by an explicit removal (`remove`: by paper id; `prune`: every record 
 `removed_papers` with what, why and when, and stays in force (a source that offers the paper again is refused with
 reason `removed`) until `restore`.
 
-Origins: `openalex`, `arxiv`, `inbox`, and `corpus:<absolute path>` for a `LUMINA_CORPUS` folder, recorded the first
-time that folder is ingested (`earlier_runs` for papers a pre-catalogue `papers` table held)."""
+Origins: `openalex`, `arxiv`, `inbox`, and `corpus:<absolute path>` for a `LUMINA_CORPUS` folder (`zotero:<absolute
+path>` for a reference library), recorded the first time it is ingested (`earlier_runs` for papers a pre-catalogue
+`papers` table held)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from lumina_assets.corpus.normalize import NormalizeResult, Rejection, normalize
 INBOX_ORIGIN = "inbox"
 EARLIER_RUNS_ORIGIN = "earlier_runs"  # rows of a papers table written before the catalogue kept records
 CORPUS_ORIGIN_PREFIX = "corpus:"
+ZOTERO_ORIGIN_PREFIX = "zotero:"
 RECORD_SCHEMA = pa.schema(
     [*PAPER_FIELDS, pa.field("origin", pa.string(), nullable=False), pa.field("recorded_at", pa.string())]
 )
@@ -44,16 +46,26 @@ _PAPER_NAMES = {f.name for f in dataclasses.fields(Paper)}
 
 
 def corpus_origin(path: Path | str) -> str:
-    """The origin of a `LUMINA_CORPUS` folder: its resolved path, so the same folder is one origin however named."""
-    return CORPUS_ORIGIN_PREFIX + path_text(Path(path).expanduser().resolve())  # valid UTF-8, still unique
+    """The origin of a `LUMINA_CORPUS` folder: its resolved path, so the same folder is one origin however named;
+    a reference library (a Zotero data folder or export, corpus.library) is `zotero:<path>`."""
+    from lumina_assets.corpus.library import is_library
+
+    resolved = Path(path).expanduser().resolve()
+    prefix = ZOTERO_ORIGIN_PREFIX if is_library(resolved) else CORPUS_ORIGIN_PREFIX
+    return prefix + path_text(resolved)  # valid UTF-8, still unique
 
 
 def resolve_origin(name: str, known: list[str]) -> str:
-    """`openalex`, `inbox`, `corpus:/abs/path` or a bare folder path (as given to LUMINA_CORPUS) → the origin."""
+    """`openalex`, `inbox`, `corpus:/abs/path`, `zotero:/abs/path` or a bare path (as given to LUMINA_CORPUS) →
+    the origin."""
     if name in known:
         return name
-    as_corpus = corpus_origin(name.removeprefix(CORPUS_ORIGIN_PREFIX))
-    return as_corpus if as_corpus in known else name
+    bare = name.removeprefix(CORPUS_ORIGIN_PREFIX).removeprefix(ZOTERO_ORIGIN_PREFIX)
+    resolved = path_text(Path(bare).expanduser().resolve())
+    for candidate in (CORPUS_ORIGIN_PREFIX + resolved, ZOTERO_ORIGIN_PREFIX + resolved):
+        if candidate in known:
+            return candidate
+    return name
 
 
 def _now() -> str:

@@ -403,9 +403,14 @@ def load_local_corpus(
     store_root: Path | None = None,
     enricher: Enricher | None = None,
 ) -> LoadReport:
-    """A BEIR directory or a folder of PDFs; a clear error for anything else."""
+    """A BEIR directory, a reference library (Zotero data folder or BibTeX / RIS / CSL-JSON export:
+    corpus.library) or a folder of PDFs; a clear error for anything else."""
     if not path.exists():
         raise FileNotFoundError(f"LUMINA_CORPUS points to {display_name(path)}, which does not exist")
+    from lumina_assets.corpus import library  # it reads its PDFs through this module
+
+    if library.is_library(path):
+        return library.load_library(path, limits=limits, store_root=store_root, enricher=enricher)
     if is_beir_corpus(path):
         return load_beir_papers(path)
     if path.is_dir():

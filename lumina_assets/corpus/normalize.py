@@ -16,7 +16,8 @@ from lumina_assets.core.hygiene import cap_metadata
 from lumina_assets.core.ids import paper_id_for
 from lumina_assets.core.schemas import Paper
 
-SOURCE_PRIORITY = {"local_pdf": 0, "openalex": 1, "arxiv": 2, "beir": 3}  # whose metadata wins a merge
+# whose metadata wins a merge: the user's own library first (corpus.library), then the PDF's record
+SOURCE_PRIORITY = {"zotero": -1, "local_pdf": 0, "openalex": 1, "arxiv": 2, "beir": 3}
 FUZZY_TITLE_THRESHOLD = 93.0
 
 

@@ -155,6 +155,9 @@ def paper_rows(papers: pl.DataFrame) -> pl.DataFrame:
                 "authors": list(row.get("authors") or []),
                 "author_last_names": sorted({n for n in map(last_name, row.get("authors") or []) if n}),
                 "venue": row.get("venue"),
+                "tags": list(row.get("tags") or []),
+                "collections": list(row.get("collections") or []),
+                "library_labels": library_labels(row.get("tags"), row.get("collections")),
             }
         )
     schema = {
@@ -167,8 +170,28 @@ def paper_rows(papers: pl.DataFrame) -> pl.DataFrame:
         "authors": pl.List(pl.String),
         "author_last_names": pl.List(pl.String),
         "venue": pl.String,
+        "tags": pl.List(pl.String),
+        "collections": pl.List(pl.String),
+        "library_labels": pl.List(pl.String),
     }
     return pl.DataFrame(rows, schema=schema).unique("paper_id", keep="last", maintain_order=True)
+
+
+def library_labels(tags, collections) -> list[str]:
+    """What `tag:` / `collection:` filters match (lower case): `tag:<tag>`, and for a collection `A/B` the path,
+    each enclosing path and the collection's own name (`collection:a/b`, `collection:a`, `collection:b`), so
+    a filter on a collection takes in its sub-collections, as Zotero can show them."""
+    labels = [f"tag:{t.strip().lower()}" for t in tags or [] if t and t.strip()]
+    for path in collections or []:
+        parts = [p.strip().lower() for p in (path or "").split("/") if p.strip()]
+        labels += [f"collection:{'/'.join(parts[:n])}" for n in range(1, len(parts) + 1)]
+        labels += [f"collection:{parts[-1]}"] if parts else []
+    return sorted(set(labels))
+
+
+def _labels_key(labels) -> str:
+    """Library labels in a row hash, only where a paper has some (hashes of unlabelled papers stay as they were)."""
+    return "|labels:" + ";".join(labels) if labels else ""
 
 
 def embedder_identity(embedder) -> str:
@@ -250,6 +273,14 @@ def passage_schema(dim: int) -> pa.Schema:
     )
 
 
+# a reference library's labels (corpus.library): shown with a paper, and what tag / collection filters match
+LIBRARY_FIELDS = [
+    pa.field("tags", pa.list_(pa.string())),
+    pa.field("collections", pa.list_(pa.string())),
+    pa.field("library_labels", pa.list_(pa.string())),
+]
+
+
 def paper_schema(dim: int) -> pa.Schema:
     return pa.schema(
         [
@@ -263,6 +294,7 @@ def paper_schema(dim: int) -> pa.Schema:
             pa.field("authors", pa.list_(pa.string())),
             pa.field("author_last_names", pa.list_(pa.string())),
             pa.field("venue", pa.string()),
+            *LIBRARY_FIELDS,
             pa.field("text_hash", pa.string()),
             pa.field("row_hash", pa.string()),
             pa.field("title_vector", pa.list_(pa.float32(), dim)),
@@ -454,6 +486,9 @@ def _index_papers(
         db.drop_table(PAPERS_TABLE)  # built before author filters existed: rebuilt once (titles re-embedded)
         stats.notes.append("papers table rebuilt for the author_last_names column")
         table = None
+    if table is not None and "library_labels" not in table.schema.names:
+        table.add_columns(pa.schema(LIBRARY_FIELDS))  # null until a paper has labels: nothing re-embedded
+        stats.notes.append("papers table gained the tags / collections columns")
     existing: dict[str, tuple[str, str]] = {}
     if table is not None:
         stored = read_columns(table, ["paper_id", "text_hash", "row_hash"])
@@ -479,9 +514,9 @@ def _index_papers(
         pl.Series(
             "row_hash",
             [
-                _sha("|".join(str(v) for v in row) + abstract_hash.get(row[0], ""))
+                _sha("|".join(str(v) for v in row[:7]) + abstract_hash.get(row[0], "") + _labels_key(row[7]))
                 for row in meta.select(
-                    "paper_id", "abstract", "doi", "url", "year", "authors", "venue"
+                    "paper_id", "abstract", "doi", "url", "year", "authors", "venue", "library_labels"
                 ).iter_rows()
             ],
             dtype=pl.String,

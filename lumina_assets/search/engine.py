@@ -29,7 +29,7 @@ from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.fusion import Run, fuse, ranked
 from lumina_assets.search.memory_store import empty_index_message, open_store
 from lumina_assets.search.neighbour_graph import GraphCache
-from lumina_assets.search.query_parser import ParsedQuery, parse_query
+from lumina_assets.search.query_parser import ParsedQuery, library_labels, parse_query
 from lumina_assets.search.stores import Filters, IndexModelMismatch, IndexNotBuilt, LanceStore
 from lumina_assets.search.text import WORD, tokenize
 from lumina_assets.search.tuned_settings import TunedConfig
@@ -222,6 +222,11 @@ class SearchEngine:
             venue_ids = store.papers_by_venue(parsed.explicit_venues, cfg.author_filter_max_papers)
             admitted = set(venue_ids)
             paper_ids = tuple(p for p in (venue_ids if paper_ids is None else paper_ids) if p in admitted)
+        if labels := library_labels(parsed):  # `tag:to-read`, `collection:Thesis`: the library's papers
+            admitted = set(store.papers_with_labels(labels, cfg.author_filter_max_papers))
+            paper_ids = tuple(
+                p for p in (sorted(admitted) if paper_ids is None else paper_ids) if p in admitted
+            )
         return Filters(
             year_min=parsed.year_min if year_filter else None,
             year_max=parsed.year_max if year_filter else None,
@@ -363,10 +368,7 @@ class SearchEngine:
         filters = self._filters(parsed, store)
         trace.filters = filters
         if filters.paper_ids == ():
-            wanted = [f"by {', '.join(parsed.explicit_authors)}"] if parsed.explicit_authors else []
-            venues = getattr(parsed, "explicit_venues", None)
-            wanted += [f"in venue {', '.join(venues)}"] if venues else []
-            trace.message = f"no paper {' and '.join(wanted)} in the index"
+            trace.message = f"no paper {parsed.filters_in_words()} in the index"
             return None
         fulltext, trace.expansions = self._expand(text, store)
 

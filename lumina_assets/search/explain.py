@@ -42,6 +42,9 @@ def constraints(parsed, config) -> list[dict]:
         )
     for venue in getattr(parsed, "explicit_venues", []) or []:
         out.append({"kind": "venue", "value": venue, "mode": "filter", "as_filter": f'venue:"{venue}"'})
+    for kind in ("tag", "collection"):  # a reference library's labels (corpus.library)
+        for label in getattr(parsed, f"explicit_{kind}s", []) or []:
+            out.append({"kind": kind, "value": label, "mode": "filter", "as_filter": f'{kind}:"{label}"'})
     for item in out:
         item["query_without"] = parsed.text
     return out

@@ -30,6 +30,7 @@ _YEAR_PATTERNS: list[tuple[re.Pattern, str]] = [
 _NAME = r"[A-Z][a-zA-Z'\u00C0-\u024F\-]+"
 _AUTHOR_EXPLICIT = re.compile(r"\bauthor\s*:\s*(\"[^\"]+\"|'[^']+'|\S+)", re.I)
 _VENUE_EXPLICIT = re.compile(r"\bvenue\s*:\s*(\"[^\"]+\"|'[^']+'|\S+)", re.I)
+_LABEL_EXPLICIT = re.compile(r"\b(tag|collection)\s*:\s*(\"[^\"]+\"|'[^']+'|\S+)", re.I)  # a library's labels
 _AUTHOR_ET_AL = re.compile(rf"\b((?:{_NAME}\s+)?{_NAME})\s+et\s+al\.?", re.U)
 _AUTHOR_BY = re.compile(
     rf"\b(?:papers?\s+|work\s+|articles?\s+|studies\s+)?by\s+((?:[A-Z]\.\s*)*{_NAME}(?:\s+{_NAME})?)", re.U
@@ -65,10 +66,30 @@ class ParsedQuery:
     year_explicit: bool = False  # `year:2020..2023`, `year>=2016`: a filter, not a cue to boost
     explicit_authors: list[str] = field(default_factory=list)  # `author:Cohan`: a filter
     explicit_venues: list[str] = field(default_factory=list)  # `venue:"Nature Medicine"`: a filter
+    explicit_tags: list[str] = field(default_factory=list)  # `tag:to-read`: a filter (reference library)
+    explicit_collections: list[str] = field(default_factory=list)  # `collection:"Thesis/Ch 2"`: a filter
 
     @property
     def has_year(self) -> bool:
         return self.year_min is not None or self.year_max is not None
+
+    def filters_in_words(self) -> str:
+        """The explicit author / venue / tag / collection filters, as "no paper <this> in the index" reads."""
+        wanted = [f"by {', '.join(self.explicit_authors)}"] if self.explicit_authors else []
+        wanted += [f"in venue {', '.join(self.explicit_venues)}"] if self.explicit_venues else []
+        wanted += [f"tagged {', '.join(self.explicit_tags)}"] if self.explicit_tags else []
+        wanted += (
+            [f"in collection {', '.join(self.explicit_collections)}"] if self.explicit_collections else []
+        )
+        return " and ".join(wanted)
+
+
+def library_labels(parsed: ParsedQuery) -> list[str]:
+    """The `tag:` / `collection:` filters as the index's library labels (indexing.lancedb_tables.library_labels)."""
+    tags = [f"tag:{t.strip().lower()}" for t in getattr(parsed, "explicit_tags", None) or []]
+    collections = getattr(parsed, "explicit_collections", None) or []
+    paths = ["/".join(p.strip() for p in c.lower().split("/") if p.strip()) for c in collections]
+    return tags + [f"collection:{path}" for path in paths if path]
 
 
 def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) -> ParsedQuery:
@@ -92,6 +113,10 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
     explicit_venues: list[str] = []
     for match in list(_VENUE_EXPLICIT.finditer(text)):
         explicit_venues.append(match.group(1).strip().strip("\"'"))
+        text = text.replace(match.group(0), " ", 1)
+    labels: dict[str, list[str]] = {"tag": [], "collection": []}
+    for match in list(_LABEL_EXPLICIT.finditer(text)):
+        labels[match.group(1).lower()].append(match.group(2).strip().strip("\"'").strip())
         text = text.replace(match.group(0), " ", 1)
     year_min = year_max = None
     year_explicit = False
@@ -143,4 +168,6 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
         year_explicit=year_explicit,
         explicit_authors=explicit_authors,
         explicit_venues=[v for v in explicit_venues if v],
+        explicit_tags=[t for t in labels["tag"] if t],
+        explicit_collections=[c for c in labels["collection"] if c],
     )

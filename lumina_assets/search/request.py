@@ -21,6 +21,7 @@ MAX_DEPTH = 200  # k × page: how deep one request may page into the ranking
 SORTS = ("relevance", "date")
 FIELDS = frozenset(
     {"query", "q", "k", "page", "year_min", "year_max", "author", "venue", "overview", "widen", "sort"}
+    | {"tag", "collection"}  # a reference library's labels (corpus.library)
 )
 DIGITS = re.compile(r"-?[0-9]{1,12}")
 FLAG_WORDS = {"true": True, "1": True, "false": False, "0": False}
@@ -89,6 +90,8 @@ class SearchRequest:
     sort: str = (
         "relevance"  # or "date": the most relevant papers (search.results.DATE_SORT_POOL), newest first
     )
+    tag: str | None = None  # only papers with this tag in the user's reference library
+    collection: str | None = None  # only papers in this library collection (or its sub-collections)
 
     @classmethod
     def from_mapping(cls, data: dict, *, from_query: bool = False) -> SearchRequest:
@@ -126,7 +129,8 @@ class SearchRequest:
         sort = data.get("sort") or "relevance"
         if sort not in SORTS:
             raise BadRequest(f"sort must be one of {', '.join(SORTS)}")
-        return cls(query, k, page, year_min, year_max, author, venue, overview, widen, sort)
+        tag, collection = _text(data.get("tag"), "tag"), _text(data.get("collection"), "collection")
+        return cls(query, k, page, year_min, year_max, author, venue, overview, widen, sort, tag, collection)
 
     def filters(self) -> dict:
         """The UI filters that are set, by field name (what a saved search or an export link carries)."""
@@ -135,6 +139,8 @@ class SearchRequest:
             "year_max": self.year_max,
             "author": self.author,
             "venue": self.venue,
+            "tag": self.tag,
+            "collection": self.collection,
         }
         return {name: value for name, value in named.items() if value is not None}
 
@@ -151,6 +157,10 @@ class SearchRequest:
             parts.append(f'author:"{self.author}"')
         if self.venue:
             parts.append(f'venue:"{self.venue}"')
+        if self.tag:
+            parts.append(f'tag:"{self.tag}"')
+        if self.collection:
+            parts.append(f'collection:"{self.collection}"')
         return " ".join(parts)
 
 

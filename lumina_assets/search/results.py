@@ -110,7 +110,7 @@ class SearchService:
             return {}
         columns = [
             c
-            for c in ("paper_id", "title", "doi", "url", "year", "authors", "venue")
+            for c in ("paper_id", "title", "doi", "url", "year", "authors", "venue", "tags", "collections")
             if c in store.paper_columns
         ]
         query = store.papers_table.search().where(sql_in("paper_id", paper_ids)).select(columns)
@@ -207,6 +207,8 @@ class SearchService:
                     "authors": list(paper.get("authors") or []),
                     "year": paper.get("year"),
                     "venue": paper.get("venue"),
+                    "tags": list(paper.get("tags") or []),  # from the user's reference library
+                    "collections": list(paper.get("collections") or []),
                     "doi": paper.get("doi") or context.doi,
                     "url": paper.get("url") or context.url,
                     "pdf": f"/pdf/{sha}/{pdf_name(paper.get('title') or context.title)}" if sha else None,
@@ -261,6 +263,8 @@ class SearchService:
                 else None,
                 "authors": list(parsed.explicit_authors) if parsed else [],
                 "venues": list(getattr(parsed, "explicit_venues", []) or []) if parsed else [],
+                "tags": list(getattr(parsed, "explicit_tags", []) or []) if parsed else [],
+                "collections": list(getattr(parsed, "explicit_collections", []) or []) if parsed else [],
             },
             "results": results,
             "overview": overview,

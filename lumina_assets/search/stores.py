@@ -367,6 +367,15 @@ class LanceStore:
         query = self.papers_table.search().where(f"venue IS NOT NULL AND ({clauses})").select(["paper_id"])
         return [r["paper_id"] for r in query_rows(query.limit(limit))]
 
+    def papers_with_labels(self, labels, limit) -> list[str]:
+        """Papers carrying every one of `labels` (`tag:x`, `collection:a/b`, lower case: indexing's
+        library_labels), i.e. the papers of a reference library's tag or collection."""
+        if not labels or "library_labels" not in self.paper_columns:
+            return []
+        wanted = ",".join("'" + label.replace("'", "''") + "'" for label in labels)
+        query = self.papers_table.search().where(f"array_has_all(library_labels, [{wanted}])")
+        return [r["paper_id"] for r in query_rows(query.select(["paper_id"]).limit(limit))]
+
     def has_author(self, last_name) -> bool:
         return bool(last_name) and bool(self.papers_by_author([last_name], 1))
 

@@ -160,3 +160,12 @@ def test_cli_add_list_remove(capsys):
     assert main(["alerts", "remove", "graph-neural-networks"]) == 0
     assert main(["alerts", "remove", "graph-neural-networks"]) == 1
     assert saved_searches.load() == []
+
+
+def test_library_tag_and_collection_are_saved_filters(client):
+    body = {"name": "reading", "query": "graphs", "filters": {"tag": "to-read", "collection": "Thesis/Ch 2"}}
+    assert post(client, "/api/alerts", body).status_code == 201
+    [search] = saved_searches.load()
+    assert search.request().engine_query() == 'graphs tag:"to-read" collection:"Thesis/Ch 2"'
+    response = post(client, "/api/alerts", {"name": "bad", "query": "q", "filters": {"tag": 'a"b'}})
+    assert response.status_code == 400 and "tag" in response.json()["error"]

@@ -1,0 +1,270 @@
+"""A reference manager's export read into `LibraryItem`s: BibTeX (Zotero's own export and Better BibTeX, parsed by
+bibtexparser v2), RIS (rispy) or CSL-JSON, with attached files resolved relative to the export's folder.
+
+Zotero writes attachments as `file = {Full Text PDF:files/12/name.pdf:application/pdf;Snapshot:...}` in BibTeX
+(`description:path:mime type`, `;` between files, `\\:` / `\\;` / `\\\\` escaped) and as `L1  - files/12/name.pdf`
+lines in RIS; an absolute path (an export without "Export Files") is taken as it is. Tags come from BibTeX
+`keywords`, RIS `KW`, CSL `keyword`; collections from a BibTeX `groups` field (JabRef / Better BibTeX), when
+present. A record the parser cannot read is reported with its reason, never fatal."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lumina_assets.core.hygiene import clean_text
+from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi
+
+YEAR = re.compile(r"\b(1[5-9]\d\d|20\d\d)\b")
+ARXIV_IN_TEXT = re.compile(r"arxiv\s*[:/]\s*([a-z\-]+/\d{7}|\d{4}\.\d{4,5})(v\d+)?", re.IGNORECASE)
+EXPORT_SUFFIXES = {".bib": "bibtex", ".bibtex": "bibtex", ".ris": "ris", ".json": "csl_json"}
+
+
+@dataclass
+class LibraryItem:
+    """One entry of a user's library, as the library states it (the strongest metadata source there is)."""
+
+    key: str  # citation key (BibTeX), item key (Zotero database), or position (RIS / CSL-JSON)
+    title: str = ""
+    authors: list[str] = field(default_factory=list)
+    year: int | None = None
+    venue: str | None = None
+    doi: str | None = None
+    arxiv_id: str | None = None
+    abstract: str | None = None
+    url: str | None = None
+    tags: list[str] = field(default_factory=list)
+    collections: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)  # attachments, PDFs first
+
+
+@dataclass
+class ExportRead:
+    items: list[LibraryItem] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (item key or line, message)
+
+
+def year_in(text) -> int | None:
+    match = YEAR.search(str(text or ""))
+    return int(match.group(1)) if match else None
+
+
+def arxiv_in(*texts) -> str | None:
+    for text in texts:
+        match = ARXIV_IN_TEXT.search(str(text or ""))
+        if match:
+            return normalize_arxiv_id(match.group(1))
+    return None
+
+
+def unique(values) -> list[str]:
+    return list(dict.fromkeys(v for v in (clean_text(str(x)).strip() for x in values) if v))
+
+
+def pdfs_first(paths: list[Path]) -> list[Path]:
+    return sorted(dict.fromkeys(paths), key=lambda p: p.suffix.lower() != ".pdf")
+
+
+def resolve_file(raw: str, base: Path) -> Path:
+    """An attachment path as the export wrote it: relative to the export's folder, or absolute."""
+    path = Path(raw.strip()).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+# ---------------------------------------------------------------- BibTeX
+
+
+def split_unescaped(text: str, separator: str) -> list[str]:
+    """Split on `separator` where no backslash escapes it; the parts keep their escapes."""
+    return re.split(rf"(?<!\\){re.escape(separator)}", text)
+
+
+def unescape(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def bibtex_files(value: str, base: Path) -> list[Path]:
+    """The paths in a Zotero / JabRef `file` field (`description:path:mime type;...`) or Better BibTeX's bare
+    `path;path`."""
+    found = []
+    for entry in split_unescaped(value, ";"):
+        if not entry.strip():
+            continue
+        parts = split_unescaped(entry.strip(), ":")
+        if len(parts) >= 3:
+            raw = ":".join(parts[1:-1])  # an unescaped drive letter ("C:\\x.pdf") stays in the path
+        else:
+            raw = entry.strip()
+        found.append(resolve_file(unescape(raw), base))
+    return found
+
+
+def _latex(text: str | None) -> str:
+    if not text:
+        return ""
+    from pylatexenc.latex2text import LatexNodes2Text  # bibtexparser's own LaTeX decoder
+
+    try:
+        decoded = LatexNodes2Text(math_mode="verbatim").latex_to_text(text)
+    except Exception:  # pylatexenc raises its own parse errors on malformed LaTeX: keep the raw text
+        decoded = text.replace("{", "").replace("}", "")
+    return re.sub(r"\s+", " ", clean_text(decoded)).strip()
+
+
+def read_bibtex(path: Path) -> ExportRead:
+    import bibtexparser
+    from bibtexparser import middlewares
+
+    read = ExportRead()
+    text = path.read_text(encoding="utf-8", errors="replace")
+    library = bibtexparser.parse_string(
+        text, append_middleware=[middlewares.SeparateCoAuthors(), middlewares.SplitNameParts()]
+    )
+    for block in library.failed_blocks:
+        line = getattr(block, "start_line", "?")
+        read.problems.append((f"line {line}", f"{path.name} line {line}: not a readable BibTeX entry"))
+    base = path.parent
+    for entry in library.entries:
+        fields = {name.lower(): f.value for name, f in entry.fields_dict.items()}
+        authors = []
+        for name in fields.get("author") or []:
+            parts = getattr(name, "first", []) + getattr(name, "von", []) + getattr(name, "last", [])
+            authors.append(_latex(" ".join(parts) if parts else str(name)))
+        venue = next(
+            (
+                fields[k]
+                for k in ("journal", "journaltitle", "booktitle", "publisher", "school")
+                if k in fields
+            ),
+            None,
+        )
+        keywords = re.split(r"[;,]", fields.get("keywords") or "")
+        groups = re.split(r"[;,]", fields.get("groups") or "")
+        read.items.append(
+            LibraryItem(
+                key=entry.key,
+                title=_latex(fields.get("title")),
+                authors=unique(authors),
+                year=year_in(fields.get("year") or fields.get("date")),
+                venue=_latex(venue) or None,
+                doi=normalize_doi(fields.get("doi")),
+                arxiv_id=normalize_arxiv_id(fields.get("eprint"))
+                if (fields.get("archiveprefix") or fields.get("eprinttype") or "").lower() == "arxiv"
+                else arxiv_in(fields.get("note"), fields.get("url"), fields.get("journal")),
+                abstract=_latex(fields.get("abstract")) or None,
+                url=(fields.get("url") or "").strip() or None,
+                tags=unique(_latex(k) for k in keywords),
+                collections=unique(_latex(g) for g in groups),
+                files=pdfs_first(bibtex_files(fields.get("file") or "", base)),
+            )
+        )
+    return read
+
+
+# ---------------------------------------------------------------- RIS
+
+
+def read_ris(path: Path) -> ExportRead:
+    import rispy
+
+    read = ExportRead()
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    try:
+        records = rispy.loads(
+            text, list_tags=[*rispy.LIST_TYPE_TAGS, "L1", "L2", "L4"], skip_unknown_tags=True
+        )
+    except Exception as error:  # rispy raises IOError / IndexError on a malformed file
+        read.problems.append((path.name, f"{path.name}: not a readable RIS file ({error})"))
+        return read
+    base = path.parent
+    for number, record in enumerate(records, start=1):
+        files = [
+            resolve_file(raw, base)
+            for tag in ("file_attachments1", "file_attachments2", "figure")
+            for raw in record.get(tag) or []
+            if raw and not raw.startswith(("http://", "https://"))
+        ]
+        venue = next(
+            (record[k] for k in ("secondary_title", "journal_name", "alternate_title3") if record.get(k)),
+            None,
+        )
+        read.items.append(
+            LibraryItem(
+                key=record.get("id") or f"ris-{number}",
+                title=clean_text(record.get("title") or record.get("primary_title") or "").strip(),
+                authors=unique([*(record.get("authors") or []), *(record.get("first_authors") or [])]),
+                year=year_in(record.get("year") or record.get("date") or record.get("publication_year")),
+                venue=clean_text(venue).strip() if venue else None,
+                doi=normalize_doi(record.get("doi")),
+                arxiv_id=arxiv_in(*(record.get("urls") or []), record.get("notes")),
+                abstract=clean_text(record.get("abstract") or record.get("notes_abstract") or "").strip()
+                or None,
+                url=(record.get("urls") or [None])[0],
+                tags=unique(record.get("keywords") or []),
+                files=pdfs_first(files),
+            )
+        )
+    return read
+
+
+# ---------------------------------------------------------------- CSL-JSON
+
+
+def _csl_name(name: dict) -> str:
+    if name.get("literal"):
+        return name["literal"]
+    return " ".join(
+        p for p in (name.get("given"), name.get("non-dropping-particle"), name.get("family")) if p
+    )
+
+
+def read_csl_json(path: Path) -> ExportRead:
+    read = ExportRead()
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        read.problems.append((path.name, f"{path.name}: not readable CSL-JSON ({error})"))
+        return read
+    if not isinstance(records, list):
+        read.problems.append((path.name, f"{path.name}: CSL-JSON must be a list of items"))
+        return read
+    base = path.parent
+    for number, record in enumerate(records, start=1):
+        if not isinstance(record, dict):
+            read.problems.append((f"item {number}", f"{path.name} item {number}: not an object"))
+            continue
+        issued = (record.get("issued") or {}).get("date-parts") or [[None]]
+        year = issued[0][0] if issued and issued[0] else None
+        keywords = record.get("keyword") or ""
+        files = [resolve_file(str(f), base) for f in record.get("file") or [] if isinstance(f, str)]
+        read.items.append(
+            LibraryItem(
+                key=str(record.get("id") or f"csl-{number}"),
+                title=clean_text(str(record.get("title") or "")).strip(),
+                authors=unique(_csl_name(a) for a in record.get("author") or [] if isinstance(a, dict)),
+                year=year
+                if isinstance(year, int)
+                else year_in(year or (record.get("issued") or {}).get("raw")),
+                venue=clean_text(str(record.get("container-title") or "")).strip() or None,
+                doi=normalize_doi(record.get("DOI")),
+                arxiv_id=arxiv_in(record.get("URL"), record.get("number"), record.get("note")),
+                abstract=clean_text(str(record.get("abstract") or "")).strip() or None,
+                url=record.get("URL"),
+                tags=unique(re.split(r"[;,]", keywords) if isinstance(keywords, str) else keywords),
+                files=pdfs_first(files),
+            )
+        )
+    return read
+
+
+def read_export(path: Path) -> ExportRead:
+    kind = EXPORT_SUFFIXES.get(path.suffix.lower())
+    if kind == "bibtex":
+        return read_bibtex(path)
+    if kind == "ris":
+        return read_ris(path)
+    if kind == "csl_json":
+        return read_csl_json(path)
+    raise ValueError(f"{path.name}: not a library export (.bib, .ris or CSL .json)")
