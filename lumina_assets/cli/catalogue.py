@@ -7,6 +7,7 @@ index drops the papers' passages in the same run. `--dry-run` prints what would 
 from __future__ import annotations
 
 import json
+import sys
 
 from lumina_assets.core import tables
 from lumina_assets.corpus import catalogue
@@ -69,8 +70,14 @@ def run_remove(args) -> int:
     )
     plan = catalogue.plan_remove(args.paper_ids, current, built.origins)
     _print_plan("remove" if not args.dry_run else "would remove", plan)
-    if args.dry_run or not plan.papers:
-        return 0 if plan.papers or args.dry_run else 1
+    if not plan.papers:
+        print(
+            "Nothing to remove: none of these ids is in the catalogue (`lumina sources` lists what it holds).",
+            file=sys.stderr,
+        )
+        return 1
+    if args.dry_run:
+        return 0
     return _curate({"remove_ids": [p["paper_id"] for p in plan.papers], "reason": args.reason}, "remove")
 
 
@@ -79,9 +86,8 @@ def run_prune(args) -> int:
     counts = catalogue.origin_counts(records)
     origin = catalogue.resolve_origin(args.source, list(counts))
     if origin not in counts:
-        print(f"no records from {args.source!r}; sources in the catalogue:")
-        for name, n in counts.items():
-            print(f"  {name}: {n} records")
+        known = ", ".join(counts) or "none yet (`make demo` builds the catalogue)"
+        print(f"No records from {args.source!r}: the catalogue's sources are {known}.", file=sys.stderr)
         return 1
     languages, require_abstract = _seeds_filters()
     plan, _ = catalogue.plan_prune(
@@ -100,7 +106,19 @@ def run_prune(args) -> int:
 
 
 def run_restore(args) -> int:
+    if not args.paper_ids and not args.source:
+        print(
+            "Name the papers to restore, or --source SOURCE (`lumina sources` counts removed papers).",
+            file=sys.stderr,
+        )
+        return 2
     lifted = catalogue.restore(args.paper_ids, origin=args.source or None)
+    if not lifted:
+        print(
+            "Nothing to restore: none of these was removed (`lumina sources` counts removed papers).",
+            file=sys.stderr,
+        )
+        return 1
     print(f"restored {len(lifted)}: {json.dumps(lifted[:20])}")
     return _curate({}, "restore") if lifted else 0
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 
 COMMAND_MODULES = (
@@ -35,13 +37,53 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Every error ends in one line on stderr and a non-zero status (LUMINA_DEBUG=1 keeps the traceback); a reader
+    that closes the pipe early (`lumina status | head -1`) ends the command quietly."""
+    command = "lumina"
     try:
-        return int(args.handler(args) or 0)
+        args = build_parser().parse_args(argv)
+        command = f"lumina {args.command}"
+        status = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows up here, not in the interpreter's own flush at exit
+        return status
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        _discard_stdout()
+        return 128 + signal.SIGPIPE  # what a command killed by SIGPIPE returns
+    except Exception as error:
+        if os.environ.get("LUMINA_DEBUG", "").strip() not in ("", "0"):
+            raise
+        status, line = error_line(command, error)
+        print(line, file=sys.stderr)
+        return status
+
+
+def error_line(command: str, error: Exception) -> tuple[int, str]:
+    """(exit status, one line) for an error no command handled itself."""
+    from lumina_assets.cli.messages import BUILD_INDEX
+
+    text = " ".join(str(error).split()) or type(error).__name__
+    stores = sys.modules.get("lumina_assets.search.stores")
+    if stores is not None and isinstance(error, stores.IndexNotBuilt):
+        return 2, f"No search index yet ({text}): {BUILD_INDEX}."
+    if stores is not None and isinstance(error, stores.IndexModelMismatch):
+        return 2, f"{command}: cannot use this index: {text}"
+    if isinstance(error, OSError):
+        return 1, f"{command}: {text}"
+    return 1, f"{command} failed: {type(error).__name__}: {text} (LUMINA_DEBUG=1 shows where)"
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null so the flush at exit cannot raise again (Python's documented recipe)."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
 
 
 if __name__ == "__main__":

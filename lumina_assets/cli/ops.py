@@ -1,5 +1,8 @@
 """`lumina demo`: the main job end to end, and `lumina status`: what the tables hold."""
 
+import os
+import re
+import sys
 import time
 
 from lumina_assets.core import settings, tables
@@ -55,7 +58,8 @@ def run_demo(args) -> int:
     corpus = settings.corpus_path()
     if corpus is not None and not corpus.exists():
         print(
-            f"LUMINA_CORPUS={display_name(corpus)} does not exist: point it at a folder of PDFs or a BEIR directory."
+            f"LUMINA_CORPUS={display_name(corpus)} does not exist: point it at a folder of PDFs or a BEIR directory.",
+            file=sys.stderr,
         )
         return 2
     if corpus is None:
@@ -64,7 +68,8 @@ def run_demo(args) -> int:
                 "Offline and LUMINA_CORPUS is not set: the demo crawls OpenAlex and arXiv by default.\n"
                 "Run it offline on a local corpus instead, e.g.\n"
                 "  LUMINA_CORPUS=/path/to/your/pdfs make demo       (a folder of PDFs)\n"
-                "  .venv/bin/lumina fetch-collection scifact        (then the LUMINA_CORPUS line it prints)"
+                "  .venv/bin/lumina fetch-collection scifact        (then the LUMINA_CORPUS line it prints)",
+                file=sys.stderr,
             )
             return 2
         print(f"Crawling the seeds in {settings.seeds_file()} (OpenAlex needs OPENALEX_API_KEY).")
@@ -85,13 +90,56 @@ def run_demo(args) -> int:
     print(f"Done in {elapsed:.0f}s: {len(reports) - len(failed)} of {len(reports)} runs succeeded.")
     _print_status()
     print(f"Data: {settings.data_dir()}   Dagster home: {instance.root_directory}")
-    print("See lineage, metadata and reports in the UI: make ui  (http://127.0.0.1:3000)")
     inbox = settings.inbox_dir()
     inbox.mkdir(parents=True, exist_ok=True)
     print(
         f"New papers: drop PDFs into {inbox} while `make ui` runs; the inbox sensor and the automation index them."
     )
+    print()
+    print(next_steps())
     return 1 if failed else 0
+
+
+def next_steps() -> str:
+    """The commands to use the demo's result: search in the terminal, the web page, the Dagster UI (`lumina` is
+    not on PATH after `make demo`, so they name `.venv/bin/lumina`)."""
+    from lumina_assets.cli.messages import lumina_command
+
+    lumina = lumina_command()
+    ui = (
+        "make ui",
+        f"the Dagster UI: runs, lineage, checks on http://127.0.0.1:{os.environ.get('LUMINA_UI_PORT', '3000')}/",
+    )
+    query = example_query()
+    if query is None:
+        return (
+            "No search index was built (see the failed steps above). The runs are in the Dagster UI:\n  "
+            + ui[0]
+        )
+    lines = [
+        (f'{lumina} search "{query}"', "search from the terminal"),
+        (f"{lumina} serve", "the search page on http://127.0.0.1:8765/"),
+        ui,
+    ]
+    width = max(len(command) for command, _ in lines)
+    return "\n".join(["Next:", *(f"  {command:{width}}   # {what}" for command, what in lines)])
+
+
+def example_query(words: int = 6) -> str | None:
+    """A query the index answers: the first words of the title of the first indexed paper, letters and digits only
+    (safe inside double quotes in any shell); None without an index."""
+    from lumina_assets.indexing.connection import connect_lancedb
+    from lumina_assets.indexing.lancedb_tables import PAPERS_TABLE
+    from lumina_assets.indexing.table_ops import open_table
+
+    try:
+        table = open_table(connect_lancedb(settings.lancedb_uri()), PAPERS_TABLE)
+        rows = [] if table is None else table.search().select(["title"]).limit(20).to_list()
+    except Exception:  # an index that cannot be read: no example to give
+        return None
+    titles = sorted(" ".join(re.findall(r"[^\W_][\w-]*", str(row.get("title") or ""))) for row in rows)
+    titles = [t for t in titles if t]
+    return " ".join(titles[0].split()[:words]) if titles else None
 
 
 def _print_status() -> None:
@@ -112,6 +160,13 @@ def _print_status() -> None:
 
 
 def run_status(args) -> int:
+    if tables.read_all(tables.PAPERS) is None:
+        print(
+            f"No corpus tables yet in {settings.data_dir()}: `make demo` builds them "
+            "(offline, on your papers: `LUMINA_CORPUS=/path/to/pdfs make demo`).",
+            file=sys.stderr,
+        )
+        return 1
     _print_status()
     return 0
 

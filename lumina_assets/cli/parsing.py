@@ -4,6 +4,7 @@ pages/s against raw PyMuPDF text extraction, and structure quality against the G
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def parse_command(args) -> int:
         paper, reason, detail, elapsed = limited_parse(parser, str(path), paper_id, limits, peaks)
     worker = f", worker peak {peaks[0]:.0f} MB" if peaks else ""
     if paper is None:
-        print(f"{path.name}: not parsed ({reason}) {detail or ''} [{elapsed:.2f}s{worker}]")
+        print(f"{path.name}: not parsed ({reason}) {detail or ''} [{elapsed:.2f}s{worker}]", file=sys.stderr)
         return 1
     if args.json:
         print(paper.to_json())
@@ -117,7 +118,7 @@ def bench_parse_command(args) -> int:
     folder = Path(args.dir) if args.dir else settings.shared_data_dir() / "pdfs"
     files = sorted(folder.glob("*.pdf"))
     if not files:
-        print(f"no PDFs in {folder}")
+        print(f"No PDFs in {folder}: give a folder of PDFs with --dir.", file=sys.stderr)
         return 2
     repeat = max(1, args.repeat)
     variants = [

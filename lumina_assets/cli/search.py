@@ -15,8 +15,15 @@ def add_commands(commands, bench_commands) -> None:
     search.add_argument(
         "query", help="the question or keywords (authors / years understood: 'by Smith after 2019')"
     )
-    search.add_argument("-k", type=int, default=10, help="number of contexts (default 10)")
-    search.add_argument("--json", action="store_true", help="print the contexts as one JSON array")
+    search.add_argument(
+        "-k",
+        type=int,
+        default=10,
+        help="how many papers to show, each with its best passages (default 10, at most 50)",
+    )
+    search.add_argument(
+        "--json", action="store_true", help="print the papers (passages, scores) as one JSON array"
+    )
     search.add_argument("--db", default=None, help="LanceDB URI (default: settings.lancedb_uri())")
     search.add_argument(
         "--color",
@@ -51,11 +58,22 @@ def configured(config):
 
 
 def _search(args) -> int:
+    from lumina_assets.cli.messages import BUILD_INDEX, lumina_command
     from lumina_assets.core import settings
     from lumina_assets.search.config import SearchConfig
     from lumina_assets.search.engine import SearchEngine
+    from lumina_assets.search.request import MAX_K
     from lumina_assets.search.stores import IndexModelMismatch, IndexNotBuilt
 
+    if not args.query.strip():
+        print(
+            f'Nothing to search for: give a query, e.g. {lumina_command()} search "your question"',
+            file=sys.stderr,
+        )
+        return 2
+    if not 1 <= args.k <= MAX_K:
+        print(f"-k counts papers: give 1 to {MAX_K} (got {args.k})", file=sys.stderr)
+        return 2
     uri = args.db or settings.lancedb_uri()
     try:
         config = configured(SearchConfig())
@@ -68,8 +86,8 @@ def _search(args) -> int:
     answer = None
     try:
         engine = SearchEngine(uri, config=config)
-        if args.json or not args.query.strip():
-            contexts = engine.search(args.query, k=max(1, args.k))
+        if args.json:
+            contexts = engine.search(args.query, k=args.k)
         else:  # the API's view of the search: metadata, sections, pages, highlighted evidence, explained scores
             service = SearchService(lambda: engine, pool_size=1)
             answer = service.search(
@@ -83,11 +101,7 @@ def _search(args) -> int:
         print(f"Cannot search this index: {error}.", file=sys.stderr)
         return 2
     except IndexNotBuilt as error:
-        print(
-            f"No search index yet ({error}). Build it with `dagster asset materialize -m lumina_assets.definitions "
-            "--select passage_index` (after papers and passages), or run the main job.",
-            file=sys.stderr,
-        )
+        print(f"No search index yet ({error}): {BUILD_INDEX}.", file=sys.stderr)
         return 2
     message = engine.last_trace.message
     if args.json:

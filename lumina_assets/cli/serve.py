@@ -92,10 +92,9 @@ def _serve(args) -> int:
     try:
         service.warm_up()
     except IndexNotBuilt as error:
-        print(
-            f"No search index yet ({error}): build it (main job or `--select passage_index`).",
-            file=sys.stderr,
-        )
+        from lumina_assets.cli.messages import BUILD_INDEX
+
+        print(f"No search index yet ({error}): {BUILD_INDEX}.", file=sys.stderr)
         return 2
     except IndexModelMismatch as error:
         print(f"Cannot serve this index: {error}", file=sys.stderr)

@@ -83,7 +83,7 @@ def test_the_demo_names_a_corpus_path_that_is_not_utf8(data_dir, tmp_path, monke
 
     def run_demo() -> tuple[int, str]:
         terminal = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")  # strict, as a UTF-8 terminal is
-        with contextlib.redirect_stdout(terminal):
+        with contextlib.redirect_stdout(terminal), contextlib.redirect_stderr(terminal):
             code = ops.run_demo(Args())
         terminal.flush()
         return code, terminal.buffer.getvalue().decode("utf-8")

@@ -25,7 +25,7 @@ def test_parse_command_reports_bad_input(tmp_path, capsys):
     bad = tmp_path / "x.pdf"
     bad.write_text("hello")
     assert main(["parse", str(bad)]) == 1
-    assert "not parsed (not_pdf)" in capsys.readouterr().out
+    assert "not parsed (not_pdf)" in capsys.readouterr().err
 
 
 def test_bench_parse_prints_throughput_and_structure(shared_data, tmp_path, capsys):

@@ -1,0 +1,21 @@
+"""What the CLI tells a user to do next, kept in one place so every command names the same step."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+BUILD_INDEX = "build it with `make demo` (offline, on your papers: `LUMINA_CORPUS=/path/to/pdfs make demo`)"
+
+
+def lumina_command() -> str:
+    """How to call `lumina` from the current folder: `make demo` does not put it on PATH, so `.venv/bin/lumina`
+    unless this very script is what PATH finds."""
+    script = Path(sys.executable).with_name("lumina")
+    if shutil.which("lumina") == str(script):
+        return "lumina"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
