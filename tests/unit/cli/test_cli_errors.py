@@ -159,3 +159,20 @@ def test_make_demo_ends_with_the_commands_to_search_and_open_the_ui(data_dir, ca
     assert main(["search", query, "-k", "1", "--json"]) == 0
     top = json.loads(capsys.readouterr().out)[0]["title"]
     assert top.startswith(query) and top in [title for title, _ in TOPICS]
+
+
+def test_readme_quickstart_stays_two_commands_and_shows_the_demo_ending():
+    from lumina_assets.core import settings
+
+    readme = (settings.PROJECT_ROOT / "README.md").read_text()
+    quickstart = readme.split("## Quickstart", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    assert [line.split("#")[0].strip() for line in quickstart.strip().splitlines()] == [
+        "make demo",
+        "make test",
+    ]
+    ending = readme.split("Next:\n", 1)[1].split("```", 1)[0].splitlines()
+    assert [line.split('"')[0].split("  #")[0].strip() for line in ending] == [
+        ".venv/bin/lumina search",
+        ".venv/bin/lumina serve",
+        "make ui",
+    ]
