@@ -142,7 +142,9 @@ def add_commands(commands, bench_commands) -> None:
         "prune", help="drop every record of one source; papers no other source knows leave"
     )
     prune.add_argument(
-        "--source", required=True, help="openalex | arxiv | inbox | corpus:<path> | a corpus folder"
+        "--source",
+        required=True,
+        help="openalex | arxiv | inbox | corpus:<path> | zotero:<path> | a corpus folder or library export",
     )
     prune.add_argument("--dry-run", action="store_true", help="print what would be removed")
     prune.add_argument("--reason", default="", help="recorded in removed_papers")

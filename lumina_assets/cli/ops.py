@@ -10,7 +10,7 @@ from lumina_assets.core.hygiene import display_name
 
 SUMMARY_KEYS = (
     "papers", "new_papers", "rejected", "failures", "pdfs", "parsed", "passages", "rows", "questions",
-    "skipped", "http_cache_hits", "http_requests",
+    "skipped", "http_cache_hits", "http_requests", "new_hits",
 )  # fmt: skip
 
 

@@ -95,7 +95,7 @@ def alert_hits(
             "hits_by_batch": dg.MetadataValue.json(dict(by_batch)),
             "hits_by_search": dg.MetadataValue.json(dict(by_search)),
             "hits": dg.MetadataValue.md(_hits_markdown(new_hits)),
-            "skipped": dg.MetadataValue.md("\n".join(f"- {s}" for s in skipped) or "none"),
+            "searches_skipped": dg.MetadataValue.md("\n".join(f"- {s}" for s in skipped) or "none"),
             "hits_of_removed_searches_dropped": dropped,
         },
         data_version=dg.DataVersion(digest),
