@@ -54,38 +54,35 @@ def alert_hits(
     from lumina_assets.search.stores import IndexNotBuilt
 
     searches = saved_searches.load()
-    state = saved_searches.read_hits_state()
-    dropped = forget_removed(state, searches)
     index_run = (context.run.tags.get(INDEX_RUN_TAG) if context.run else None) or context.run_id
     catalogue = _catalogue()
     found_at = saved_searches.now()
     new_hits: list[dict] = []
     skipped: list[str] = []
-    if searches:
-        engine = SearchEngine(
-            lancedb.resolved_uri(),
-            embedder.get_embedder(),
-            SearchConfig(),
-            storage_options=lancedb.resolved_storage_options() or None,
-            refresh_seconds=0,
-        )
+    with saved_searches.updating_hits() as state:
+        dropped = forget_removed(state, searches)
+        engine = None
         for search in searches:
+            if engine is None:
+                engine = SearchEngine(
+                    lancedb.resolved_uri(),
+                    embedder.get_embedder(),
+                    SearchConfig(),
+                    storage_options=lancedb.resolved_storage_options() or None,
+                    refresh_seconds=0,
+                )
             try:
                 request = search.request()
                 contexts = engine.search(request.engine_query(), k=search.k)
-            except BadRequest as error:  # saved by an older version with rules since tightened
-                skipped.append(f"{search.name}: {error}")
-                continue
-            except IndexNotBuilt as error:
+            except (BadRequest, IndexNotBuilt) as error:  # rules tightened since it was saved; no index yet
                 skipped.append(f"{search.name}: {error}")
                 continue
             new_hits += evaluate(search, contexts, state, catalogue, found_at=found_at, index_run=index_run)
+        digest = hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:24]
     for line in skipped:
         context.log.warning(f"saved search skipped: {line}")
-    saved_searches.write_hits_state(state)
     by_batch = Counter(h.get("ingest_batch") or "unknown" for h in new_hits)
     by_search = Counter(h["search"] for h in new_hits)
-    digest = hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:24]
     return dg.MaterializeResult(
         metadata={
             "saved_searches": len(searches),

@@ -201,7 +201,22 @@ def read_hits_state() -> dict:
     return state
 
 
+@contextlib.contextmanager
+def updating_hits() -> Iterator[dict]:
+    """The hits state to change in place, written back when the block ends, all under the hits lock: two alert runs
+    that overlap (two index runs in quick succession) evaluate one after the other, never from the same state."""
+    with _locked("hits"):
+        state = read_hits_state()
+        yield state
+        _write_hits(state)
+
+
 def write_hits_state(state: dict) -> None:
+    with _locked("hits"):
+        _write_hits(state)
+
+
+def _write_hits(state: dict) -> None:
     by_search: dict[str, list[dict]] = {}
     for hit in state["hits"]:
         by_search.setdefault(hit["search_id"], []).append(hit)
@@ -210,8 +225,7 @@ def write_hits_state(state: dict) -> None:
         for hits in by_search.values()
         for hit in sorted(hits, key=lambda h: h["found_at"])[-MAX_HITS_PER_SEARCH:]
     ]
-    with _locked("hits"):
-        _write_json(_hits_path(), state)
+    _write_json(_hits_path(), state)
 
 
 def hits_for(search: SavedSearch, state: dict | None = None) -> list[dict]:
