@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import time
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ from dagster._core.test_utils import create_test_daemon_workspace_context, freez
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
 from dagster._daemon.sensor import execute_sensor_iteration
+from docs_blocks import documented_postgres_dagster_yaml
 from orchestration_servers import local_postgres
 
 from lumina_assets.core import settings
@@ -33,13 +33,6 @@ from sensors.inbox import load_cursor
 
 PROJECT = settings.PROJECT_ROOT
 PASSWORD = "pg-secret-for-the-docs-test"
-
-
-def documented_dagster_yaml() -> str:
-    """The first yaml block after the docs' PostgreSQL heading, exactly as a user would copy it."""
-    text = (PROJECT / "docs" / "production.md").read_text(encoding="utf-8")
-    section = text.split("## Dagster instance on PostgreSQL", 1)[1]
-    return re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
 
 
 @pytest.fixture
@@ -55,7 +48,7 @@ def postgres_env(monkeypatch):
 def _home(tmp_path, name: str = "dagster_home") -> str:
     home = tmp_path / name
     home.mkdir(exist_ok=True)
-    (home / "dagster.yaml").write_text(documented_dagster_yaml(), encoding="utf-8")
+    (home / "dagster.yaml").write_text(documented_postgres_dagster_yaml(), encoding="utf-8")
     return str(home)
 
 

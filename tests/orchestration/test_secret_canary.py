@@ -1,4 +1,5 @@
-"""Canary secrets: every secret variable the project reads holds a unique canary while real materializations run
+"""Canary secrets: every secret variable the code or the docs name (tests/support/secret_names.py reads them; a new
+one fails the first test below until a scan exercises it) holds a unique canary while real materializations run
 offline (the crawl: seed_papers, openalex_works, arxiv_works; a benchmark slice: questions with a question LLM,
 Semantic Scholar / SerpAPI / Exa provider results and recursive levels, LLM judgments, scores and report). The
 shipped resources are built from the environment as the code location builds them (dg.EnvVar keys, base URLs from
@@ -16,21 +17,26 @@ search, Exa and the two LLM APIs have no recording and follow their documented r
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
-import re
 import uuid
 from pathlib import Path
 
 import dagster as dg
 import httpx
 import httpx2
-import polars as pl
 import pytest
 from benchmark_slice import write_scifact_slice
-from fake_llm import anthropic_message_response, openai_chat_response
+from canary_scan import (
+    LLMApi,
+    canaries_for_every_secret,
+    file_texts,
+    leaks,
+    request_text,
+    run_texts,
+)
 from recorded import RecordingTransport
+from secret_names import secret_variables, where_named
 
 import resources.http
 import resources.llm
@@ -39,7 +45,6 @@ from lumina_assets.core.http import RateLimiter
 from lumina_assets.defs import benchmark, corpus
 
 PROJECT = settings.PROJECT_ROOT
-SECRET_NAME = re.compile(r"\b[A-Z][A-Z0-9_]*_(?:API_KEY|SECRET_ACCESS_KEY|TOKEN|PASSWORD)\b")
 SEED_DOI = "10.1016/j.xgen.2025.100814"  # the recorded OpenAlex work in api_fixtures/openalex_extracted
 
 # the HTTP APIs on distinct local origins (nothing listens: the transport answers), by the variable naming them
@@ -62,13 +67,26 @@ OWN_ORIGIN = {
 }
 
 
-def secret_variables() -> set[str]:
-    """Every secret-looking variable name the project's code mentions (settings, resources, EnvVar uses)."""
-    names: set[str] = set()
-    for folder in ("lumina_assets", "resources", "sensors", "evals"):
-        for path in (PROJECT / folder).rglob("*.py"):
-            names |= set(SECRET_NAME.findall(path.read_text(encoding="utf-8")))
-    return names
+# secrets that are not an HTTP API's key, and the test that exercises each (uses it for real while scanning)
+INFRASTRUCTURE_SECRETS = {
+    "AWS_ACCESS_KEY_ID": "test_secret_canary_serve.py (LanceDB on S3)",
+    "AWS_SECRET_ACCESS_KEY": "test_secret_canary_serve.py (LanceDB on S3)",
+    "DAGSTER_PG_PASSWORD": "test_secret_canary_serve.py (the Dagster instance on PostgreSQL)",
+}
+
+
+def test_every_secret_the_code_or_docs_name_is_canaried_where_it_is_used():
+    """The secret variables are read from the code and the docs (tests/support/secret_names.py), and every one
+    gets a canary in the scans. A new one fails here until a scan uses it for real: an API key by its origin
+    (OWN_ORIGIN), anything else in INFRASTRUCTURE_SECRETS, with the test that exercises it."""
+    found = secret_variables()
+    assert {"OPENALEX_API_KEY", "AWS_SECRET_ACCESS_KEY", "DAGSTER_PG_PASSWORD"} <= found  # the reading works
+    unscanned = {
+        name: where_named(name) for name in sorted(found - set(OWN_ORIGIN) - set(INFRASTRUCTURE_SECRETS))
+    }
+    assert not unscanned, f"secret variables no canary scan exercises: {unscanned}"
+    stale = sorted((set(OWN_ORIGIN) | set(INFRASTRUCTURE_SECRETS)) - found)
+    assert not stale, f"scanned names neither the code nor the docs mention any more: {stale}"
 
 
 # ---------------------------------------------------------------- fake APIs (recorded or documented bodies)
@@ -148,82 +166,6 @@ def _exa() -> RecordingTransport:
     return RecordingTransport().add(lambda r: r.url.path == "/search", search)
 
 
-def _answer(prompt: str) -> str:
-    """What the benchmark's prompts expect back (question, refined query, relevance, critical sentences)."""
-    if "Sentences: " in prompt:
-        count = len(re.findall(r"(?:^|\s)(\d+)\. ", prompt.split("Sentences: ", 1)[1]))
-        return " ".join(f"{i}. <{'critical' if i == 1 else 'not_critical'}>" for i in range(1, count + 1))
-    if "absolutely essential and irreplaceable" in prompt:
-        return "<highly_relevant>" if "vitamin" in prompt.lower() else "<not_relevant>"
-    if "suggest a refined search query" in prompt:
-        return "<query>refined mechanism evidence</query>"
-    return "<question>Which biomarkers predict the outcome?</question>"
-
-
-class LLMApi:
-    """One LLM origin: answers Anthropic Messages or OpenAI chat completions and keeps every request."""
-
-    def __init__(self):
-        self.requests: list[httpx2.Request] = []
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
-        body = json.loads(request.content)
-        prompt = body["messages"][-1]["content"]
-        prompt = prompt if isinstance(prompt, str) else " ".join(part.get("text", "") for part in prompt)
-        if request.url.path.endswith("/messages"):
-            return anthropic_message_response(_answer(prompt), model=body["model"])
-        return openai_chat_response(_answer(prompt), model=body["model"])
-
-
-def _request_text(request) -> str:
-    headers = "\n".join(f"{k}: {v}" for k, v in request.headers.items())
-    return f"{request.method} {request.url}\n{headers}\n{request.content.decode('utf-8', 'replace')}"
-
-
-# ---------------------------------------------------------------- what gets scanned
-
-
-def _file_texts(root: Path) -> dict[str, str]:
-    """Every file under `root` as text: parquet by its values, gzip decompressed, anything else as bytes."""
-    found = {}
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        raw = path.read_bytes()
-        if path.suffix == ".parquet":
-            text = json.dumps(pl.read_parquet(path).to_dicts(), default=str)
-        elif raw[:2] == b"\x1f\x8b":
-            text = gzip.decompress(raw).decode("utf-8", "replace")
-        else:
-            text = raw.decode("utf-8", "replace")
-        found[str(path)] = text
-    return found
-
-
-def _run_texts(instance: dg.DagsterInstance, results) -> dict[str, str]:
-    """The event log of every run (serialized as stored) and every materialization's and check's metadata."""
-    found = {}
-    for result in results:
-        events = instance.all_logs(result.run_id)
-        found[f"event log {result.run_id}"] = "\n".join(dg.serialize_value(event) for event in events)
-        for event in result.get_asset_materialization_events():
-            materialization = event.step_materialization_data.materialization
-            found[f"metadata {materialization.asset_key.to_user_string()}"] = repr(
-                {k: v.value for k, v in materialization.metadata.items()}
-            )
-        for event in result.get_asset_check_evaluations():
-            found[f"check {event.check_name}"] = repr({k: v.value for k, v in event.metadata.items()})
-    return found
-
-
-def _leaks(canaries: dict[str, str], places: dict[str, str]) -> list[str]:
-    return [
-        f"{name} in {where}"
-        for name, canary in canaries.items()
-        for where, text in places.items()
-        if canary in text
-    ]
-
-
 # ---------------------------------------------------------------- the run
 
 
@@ -234,8 +176,7 @@ def benchmark_slice(shared_data, data_dir):
 
 
 def _environment(monkeypatch, tmp_path) -> dict[str, str]:
-    names = secret_variables()
-    canaries = {name: f"canary-{name.lower().replace('_', '-')}-{uuid.uuid4().hex}" for name in names}
+    canaries = canaries_for_every_secret()
     for name, canary in canaries.items():
         monkeypatch.setenv(name, canary)
     for name in (
@@ -367,8 +308,8 @@ def test_no_secret_leaves_through_logs_events_metadata_files_or_other_origins(
     results.append(_materialize(instance, everything, selection, benchmark.build_resources(), compatible))
 
     # every API and LLM was really called, so each key had its chance to leak
-    requests = {name: [_request_text(r) for r in transport.calls] for name, transport in http.items()}
-    requests |= {name: [_request_text(r) for r in api.requests] for name, api in llms.items()}
+    requests = {name: [request_text(r) for r in transport.calls] for name, transport in http.items()}
+    requests |= {name: [request_text(r) for r in api.requests] for name, api in llms.items()}
     assert all(requests.values()), {name: len(sent) for name, sent in requests.items()}
 
     # 1. each key reaches its own API (the scan can see it) and no other origin
@@ -384,14 +325,14 @@ def test_no_secret_leaves_through_logs_events_metadata_files_or_other_origins(
     # 2. logs, 3. Dagster's event log and metadata, 4. files under the data dir and the Dagster home
     captured = capfd.readouterr()
     places = {"python logs": caplog.text, "stdout": captured.out, "stderr": captured.err}
-    places |= _run_texts(instance, results)
-    files = _file_texts(data_dir) | _file_texts(home)
+    places |= run_texts(instance, results)
+    files = file_texts(data_dir) | file_texts(home)
     places |= files
     # the scan covers what a key could leak into: logs that name the APIs, cached API answers, the run storage
     assert "openalex_works" in places["python logs"] + captured.err
     assert any("/cache/" in path for path in files) and any(path.endswith(".db") for path in files)
     assert sum(len(text) for text in places.values()) > 100_000
-    assert _leaks(canaries, places) == []
+    assert leaks(canaries, places) == []
     instance.dispose()
 
 
@@ -413,8 +354,8 @@ def test_the_scan_finds_a_planted_canary(data_dir, tmp_path, caplog, capfd):
     result = _materialize(instance, [leaky], [leaky], {})
     captured = capfd.readouterr()
     places = {"python logs": caplog.text, "stderr": captured.err}
-    places |= _run_texts(instance, [result]) | _file_texts(data_dir) | _file_texts(home)
-    found = _leaks({"PLANTED": canary}, places)
+    places |= run_texts(instance, [result]) | file_texts(data_dir) | file_texts(home)
+    found = leaks({"PLANTED": canary}, places)
     assert "PLANTED in python logs" in found and "PLANTED in stderr" in found
     assert f"PLANTED in event log {result.run_id}" in found
     assert "PLANTED in metadata leaky" in found
