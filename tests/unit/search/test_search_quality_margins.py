@@ -1,0 +1,147 @@
+"""The default pipeline against its own parts, on a fixed SciFact subset: it must beat every single retriever and
+plain reciprocal rank fusion by a stated margin, so a pipeline collapsed to one retriever, or with its weighted
+fusion replaced by RRF, fails here. Nothing is pinned to a number the code produced: each assertion compares two
+rankings of the same queries by SciFact's own relevance judgments.
+
+The subset (fixed): the relevant abstracts of the first SciFact train claims, taken in qrels order while they add up
+to at most 300 abstracts (415 claims), plus other abstracts drawn with a seeded shuffle of the rest of the corpus up
+to 600: random distractors, so neither retriever's own false positives are favoured. Indexed once (no sentence
+vectors: retrieval reads none), queries embedded once in a batch.
+
+Measured on this subset (bundled MiniLM, CPU, 2026-11-23, load average 8.9), nDCG@10: default 0.8663; plain RRF
+0.8491; the default's retrievers fused by RRF 0.8507; passage BM25 alone 0.8246; paper BM25 alone 0.8294; passage,
+title and abstract vectors 0.8297; passage vectors alone 0.8319; paper abstract vectors alone 0.8212; the default
+without passage vectors 0.8308. Not caught here: dropping one of the two BM25 retrievers (passage, paper full
+text). On abstracts a paper is one or two passages, so the two carry the same evidence, and without either one the
+default scores 0.8733 / 0.8734 on this subset (on all 809 claims dropping paper full text costs 0.005:
+docs/search-quality.md). Nor the author / year boosts: SciFact claims name no author or year, so they never act
+on these queries (their own tests are in test_search_pipeline.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from evals.ablation import BASELINE, COMPARISONS
+from evals.collection_eval import evaluate_run, query_vector_cache, run_queries
+from lumina_assets.corpus.collections import Collection, collection_tables, read_qrels, read_queries
+from lumina_assets.indexing import lancedb_tables as indexing
+from lumina_assets.indexing.connection import connect_lancedb
+from lumina_assets.indexing.embedding import Embedder
+from lumina_assets.search.config import SearchConfig
+from lumina_assets.search.engine import SearchEngine
+
+pytestmark = pytest.mark.slow
+
+RELEVANT_DOCS = 300
+N_DOCS = 600
+SEED = 7
+
+# Each margin is about half the smallest gap measured above, so run-to-run or machine-to-machine float noise (a few
+# ten-thousandths of nDCG) never fails a sound pipeline, and a collapse (gap ~0) always does.
+SINGLE_RETRIEVER_MARGIN = 0.02  # smallest measured gap 0.0344 (vs passage vectors alone)
+PLAIN_RRF_MARGIN = 0.0075  # measured gaps 0.0172 (vs plain RRF) and 0.0156 (the same retrievers under RRF)
+
+RETRIEVERS = [
+    "passage_vectors",
+    "passage_fulltext",
+    "paper_title_vectors",
+    "paper_abstract_vectors",
+    "paper_fulltext",
+]
+
+
+def _only(*kept: str) -> dict:
+    """These retrievers and no other, with the global defaults (no PRF, whatever the index tuned)."""
+    return {"index_tuning": False, "dense_prf": False, **{name: name in kept for name in RETRIEVERS}}
+
+
+SINGLE_RETRIEVERS = {
+    "BM25 alone (passage full text)": _only("passage_fulltext"),
+    "BM25 alone (paper full text)": _only("paper_fulltext"),
+    "dense alone (passage, title and abstract vectors)": _only(
+        "passage_vectors", "paper_title_vectors", "paper_abstract_vectors"
+    ),
+    "passage vectors alone": _only("passage_vectors"),
+    "paper abstract vectors alone": _only("paper_abstract_vectors"),
+}
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(batch_size=32)
+
+
+@pytest.fixture(scope="module")
+def scifact_subset(shared_data) -> Collection:
+    from lumina_assets.corpus.collections import iter_corpus_records
+
+    root = shared_data / "scifact"
+    corpus = {
+        record["_id"]: {"title": record["title"], "text": record["text"]}
+        for _, record, _ in iter_corpus_records(root)
+        if record is not None
+    }
+    queries = read_queries(root)
+    qrels = read_qrels(root / "qrels" / "train.tsv")
+    chosen: list[str] = []
+    kept: dict[str, str] = {}
+    for qid, docs in qrels.items():
+        new = [doc for doc in docs if doc not in chosen]
+        if len(chosen) + len(new) > RELEVANT_DOCS:
+            break
+        chosen += new
+        kept[qid] = queries[qid]
+    others = sorted(set(corpus) - set(chosen))
+    random.Random(SEED).shuffle(others)
+    chosen += others[: N_DOCS - len(chosen)]
+    return Collection("scifact", {d: corpus[d] for d in chosen}, kept, {q: qrels[q] for q in kept})
+
+
+@pytest.fixture(scope="module")
+def index_uri(tmp_path_factory, scifact_subset, embedder) -> str:
+    uri = str(tmp_path_factory.mktemp("quality-lancedb") / "db")
+    papers, passages = collection_tables(scifact_subset, embedder.token_counter())
+    config = indexing.IndexConfig(sentence_vectors=False)
+    indexing.index_corpus(connect_lancedb(uri), passages, papers, embedder, config)
+    return uri
+
+
+@pytest.fixture(scope="module")
+def ndcg(index_uri, embedder, scifact_subset):
+    """nDCG@10 of a configuration (changes to SearchConfig) over the subset's claims, query vectors shared."""
+    vectors = query_vector_cache(SearchEngine(index_uri, embedder), scifact_subset)
+
+    def measure(**changes) -> float:
+        engine = SearchEngine(index_uri, embedder, SearchConfig(**changes))
+        engine.embedding_cache = vectors
+        run, _ = run_queries(engine, scifact_subset, k=100)
+        return evaluate_run(run, scifact_subset.qrels)["ndcg@10"]
+
+    return measure
+
+
+def test_the_subset_is_the_fixed_one(scifact_subset):
+    """The figures above belong to this subset: a change in how it is drawn must be seen, not silently re-measured."""
+    assert len(scifact_subset.corpus) == N_DOCS
+    assert len(scifact_subset.queries) == 415
+    relevant = {doc for docs in scifact_subset.qrels.values() for doc in docs}
+    assert len(relevant) <= RELEVANT_DOCS and relevant <= set(scifact_subset.corpus)
+
+
+def test_default_beats_every_single_retriever_by_a_margin(ndcg):
+    default = ndcg()
+    gaps = {name: default - ndcg(**changes) for name, changes in SINGLE_RETRIEVERS.items()}
+    short = {name: round(gap, 4) for name, gap in gaps.items() if gap < SINGLE_RETRIEVER_MARGIN}
+    assert not short, f"default nDCG@10 {default:.4f}; gaps under {SINGLE_RETRIEVER_MARGIN}: {short}"
+
+
+def test_default_beats_plain_rrf_by_a_margin(ndcg):
+    """Plain RRF as `lumina eval beir --ablation` defines it (passage BM25 + passage vectors, k = 60), and the
+    default's own retrievers fused by RRF: the weighted fusion must be worth the margin over both."""
+    default = ndcg()
+    plain = ndcg(**COMPARISONS[BASELINE])
+    same_retrievers = ndcg(fusion="rrf", rrf_k=60)
+    assert default - plain >= PLAIN_RRF_MARGIN, (default, plain)
+    assert default - same_retrievers >= PLAIN_RRF_MARGIN, (default, same_retrievers)
