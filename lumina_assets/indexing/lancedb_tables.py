@@ -78,6 +78,7 @@ class IndexConfig:
         2.0  # retrain the ANN index once the table holds this many times its training rows
     )
     write_batch_rows: int = 4096  # rows embedded and written per merge_insert
+    overlap_writes: bool = True  # write a batch in a background thread while the next one is embedded
     embed_chunk_rows: int = 1024  # most texts per encode call (calls are sized so progress comes on time)
     progress_every_s: float = 10.0  # seconds between progress lines while embedding
     prune: bool = True  # delete rows whose passage / paper no longer exists upstream
@@ -306,6 +307,52 @@ def paper_schema(dim: int) -> pa.Schema:
 # ---------------------------------------------------------------- indexing
 
 
+class BatchWriter:
+    """Upserts batches in order, in one background thread when `background`: batch N is written while batch N+1
+    is embedded (onnxruntime and LanceDB both release the GIL), with at most one write in flight, so memory holds
+    two batches at most. The rows written are the same either way (tested); an error in a write is raised by the
+    next `write` or by `close`. `append_only`: the table holds none of these keys yet (a new index), so rows are
+    appended instead of merged by key (no join against the table per batch)."""
+
+    def __init__(self, db, name: str, table, key: str, *, background: bool = True, append_only: bool = False):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.db, self.name, self.table, self.key = db, name, table, key
+        self.append_only = append_only
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="lumina-index-writer") if background else None
+        self._pending = None
+
+    def _upsert(self, data: pa.Table) -> None:
+        if self.append_only and self.table is not None:
+            self.table.add(data)
+        else:
+            self.table = upsert(self.db, self.name, self.table, data, self.key)
+
+    def _wait(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
+
+    def write(self, data: pa.Table) -> None:
+        self._wait()
+        if self._pool is None:
+            self._upsert(data)
+        else:
+            self._pending = self._pool.submit(self._upsert, data)
+
+    def close(self, *, raise_errors: bool = True):
+        """Wait for the last write; the table (None if nothing was ever written to a missing table)."""
+        try:
+            self._wait()
+        except Exception:
+            if raise_errors:
+                raise
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+        return self.table
+
+
 EmbedFn = Callable[[list[str]], np.ndarray]
 
 
@@ -358,6 +405,35 @@ def index_corpus(
     return stats
 
 
+def _embed_and_write(rows, to_embed, embedder, config, stats, dim, writer, progress, layout) -> None:
+    """Embed the `to_embed` rows batch by batch and hand each batch to `writer` (which writes it in the background
+    while the next batch is embedded, when overlapping)."""
+    base_columns, schema = layout
+    chunk_rows = min(64, config.embed_chunk_rows)  # grows to what the machine embeds in a few seconds
+    for start in range(0, len(to_embed), config.write_batch_rows):
+        batch = rows[to_embed[start : start + config.write_batch_rows]]
+        t0 = time.perf_counter()
+        texts = batch["embed_text"].to_list()
+        parts = []  # encoded in calls sized to take ~a third of the progress interval, so lines come on time
+        offset = 0
+        while offset < len(texts):
+            chunk = texts[offset : offset + chunk_rows]
+            t1 = time.perf_counter()
+            parts.append(np.asarray(embedder.encode(chunk), dtype=np.float32).reshape(len(chunk), dim))
+            rate = len(chunk) / max(time.perf_counter() - t1, 1e-6)
+            chunk_rows = int(min(max(rate * config.progress_every_s / 3, 32), config.embed_chunk_rows))
+            offset += len(chunk)
+            progress.advance(len(chunk))
+        vectors = np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
+        stats.embed_seconds += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        data = batch.select(base_columns).to_arrow()
+        data = data.append_column("vector", vector_array(vectors, dim)).cast(schema)
+        writer.write(data)  # waits for the previous batch's write, then starts this one
+        stats.write_seconds += time.perf_counter() - t0
+        stats.passages_embedded += batch.height
+
+
 def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats, dim: int, say) -> dict:
     """Upsert passages; returns {passage_id: vector} for abstract passages (paper-level abstract vectors)."""
     table = open_table(db, PASSAGES_TABLE)
@@ -392,29 +468,24 @@ def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats,
     progress = Progress(
         "embedding passages", len(to_embed), say, unit="passages", every_s=config.progress_every_s
     )
-    chunk_rows = min(64, config.embed_chunk_rows)  # grows to what the machine embeds in a few seconds
-    for start in range(0, len(to_embed), config.write_batch_rows):
-        batch = rows[to_embed[start : start + config.write_batch_rows]]
-        t0 = time.perf_counter()
-        texts = batch["embed_text"].to_list()
-        parts = []  # encoded in calls sized to take ~a third of the progress interval, so lines come on time
-        offset = 0
-        while offset < len(texts):
-            chunk = texts[offset : offset + chunk_rows]
-            t1 = time.perf_counter()
-            parts.append(np.asarray(embedder.encode(chunk), dtype=np.float32).reshape(len(chunk), dim))
-            rate = len(chunk) / max(time.perf_counter() - t1, 1e-6)
-            chunk_rows = int(min(max(rate * config.progress_every_s / 3, 32), config.embed_chunk_rows))
-            offset += len(chunk)
-            progress.advance(len(chunk))
-        vectors = np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
-        stats.embed_seconds += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        data = batch.select(base_columns).to_arrow()
-        data = data.append_column("vector", vector_array(vectors, dim)).cast(schema)
-        table = upsert(db, PASSAGES_TABLE, table, data, "passage_id")
-        stats.write_seconds += time.perf_counter() - t0
-        stats.passages_embedded += batch.height
+    writer = BatchWriter(
+        db,
+        PASSAGES_TABLE,
+        table,
+        "passage_id",
+        background=config.overlap_writes,
+        append_only=not existing_hash and (table is None or not table.count_rows()),
+    )
+    try:
+        _embed_and_write(
+            rows, to_embed, embedder, config, stats, dim, writer, progress, (base_columns, schema)
+        )
+    except BaseException:
+        writer.close(raise_errors=False)  # the error that stopped embedding is the one to report
+        raise
+    t0 = time.perf_counter()
+    table = writer.close()
+    stats.write_seconds += time.perf_counter() - t0
     progress.finish()
 
     if to_refresh and table is not None:
