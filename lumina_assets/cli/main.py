@@ -17,7 +17,6 @@ COMMAND_MODULES = (
     "lumina_assets.cli.catalogue",
     "lumina_assets.cli.orchestration",
     "lumina_assets.cli.scale",
-    "lumina_assets.cli.embedding",
     "lumina_assets.cli.serve",
     "lumina_assets.cli.collections",
     "lumina_assets.cli.export",
@@ -54,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         _discard_stdout()
         return 128 + signal.SIGPIPE  # what a command killed by SIGPIPE returns
     except Exception as error:
-        if os.environ.get("LUMINA_DEBUG", "").strip() not in ("", "0"):
+        from lumina_assets.core import settings
+
+        if settings.env("LUMINA_DEBUG") not in ("", "0"):
             raise
         status, line = error_line(command, error)
         print(line, file=sys.stderr)

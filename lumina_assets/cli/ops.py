@@ -1,6 +1,5 @@
 """`lumina demo`: the main job end to end, and `lumina status`: what the tables hold."""
 
-import os
 import re
 import sys
 import time
@@ -108,7 +107,7 @@ def next_steps() -> str:
     lumina = lumina_command()
     ui = (
         "make ui",
-        f"the Dagster UI: runs, lineage, checks on http://127.0.0.1:{os.environ.get('LUMINA_UI_PORT', '3000')}/",
+        f"the Dagster UI: runs, lineage, checks on http://127.0.0.1:{settings.env('LUMINA_UI_PORT', '3000')}/",
     )
     query = example_query()
     if query is None:
