@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "lumina_assets.cli.catalogue",
     "lumina_assets.cli.orchestration",
     "lumina_assets.cli.scale",
+    "lumina_assets.cli.embedding",
     "lumina_assets.cli.serve",
     "lumina_assets.cli.collections",
     "lumina_assets.cli.export",
