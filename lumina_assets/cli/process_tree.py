@@ -27,7 +27,7 @@ PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 def run_until_stopped(
     command: Sequence[str],
     *,
-    grace_seconds: float = 6.0,
+    grace_seconds: float = 5.0,
     serving: Callable[[], bool] | None = None,
     **popen_kwargs,
 ) -> int:
@@ -36,9 +36,11 @@ def run_until_stopped(
     every process it started, the rest killed `grace_seconds` later. Returns the command's exit status, or 128 + the
     signal number when a signal stopped it (the shell's rule)."""
     received: list[int] = []
+    times: list[float] = []
 
     def on_stop(signum, _frame) -> None:
         received.append(signum)
+        times.append(time.monotonic())
 
     become_subreaper()
     # a Python handler (unlike an inherited SIG_IGN) resets to the default in the child at exec
@@ -52,7 +54,13 @@ def run_until_stopped(
             if received:
                 name = signal.Signals(received[0]).name
                 print(f"{name}: stopping {what} and every process it started", file=sys.stderr, flush=True)
-            stop_descendants(child, grace_seconds=grace_seconds, interrupt=bool(received))
+            # Ctrl-C again while they shut down kills them now (not the copy `make` forwards at once)
+            stop_descendants(
+                child,
+                grace_seconds=grace_seconds,
+                interrupt=bool(received),
+                hurry=lambda: len(times) > 1 and times[-1] - times[0] > 1.0,
+            )
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
@@ -83,7 +91,9 @@ def become_subreaper() -> bool:
         return False
 
 
-def stop_descendants(child: subprocess.Popen, *, grace_seconds: float, interrupt: bool = True) -> None:
+def stop_descendants(
+    child: subprocess.Popen, *, grace_seconds: float, interrupt: bool = True, hurry=lambda: False
+) -> None:
     """With `interrupt`, SIGINT to `child`'s process group and to each other descendant of this process (one each:
     a second SIGINT would cut dagster's own shutdown short); SIGKILL to all still alive after `grace_seconds`."""
     group = child.pid
@@ -92,12 +102,10 @@ def stop_descendants(child: subprocess.Popen, *, grace_seconds: float, interrupt
         for process in _descendants():
             if _group(process) not in (group, None):
                 _send(process, signal.SIGINT)
-    if not _outlived(child, grace_seconds):
+    if not _outlived(child, grace_seconds, hurry):
         return
     left = [p for p in _descendants() if _alive(p)]
-    print(
-        f"killing {len(left)} processes still running after {grace_seconds:g} s", file=sys.stderr, flush=True
-    )
+    print(f"killing the {len(left)} processes still running", file=sys.stderr, flush=True)
     _signal_group(group, signal.SIGKILL)
     for process in left:
         _send(process, signal.SIGKILL)
@@ -108,8 +116,9 @@ def stop_descendants(child: subprocess.Popen, *, grace_seconds: float, interrupt
         print(f"{child.args[0]} (pid {child.pid}) survived SIGKILL", file=sys.stderr)
 
 
-def _outlived(child: subprocess.Popen, seconds: float) -> bool:
-    """Whether a descendant is still alive after up to `seconds` (collecting those that ended on the way)."""
+def _outlived(child: subprocess.Popen, seconds: float, hurry=lambda: False) -> bool:
+    """Whether a descendant is still alive after up to `seconds`, or when `hurry()` (collecting those that ended
+    on the way)."""
     deadline = time.monotonic() + seconds
     while True:
         child.poll()
@@ -117,7 +126,7 @@ def _outlived(child: subprocess.Popen, seconds: float) -> bool:
         if not any(_alive(p) for p in _descendants()):
             child.wait()
             return False
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline or hurry():
             return True
         time.sleep(0.1)
 

@@ -97,7 +97,7 @@ def _stop_and_check(
         assert not left, (
             f"{len(left)} of {len(tree)} processes still running {took:.1f} s after {signal.Signals(number).name}:\n"
             + "\n".join(left)
-            + f"\n--- log ---\n{log.read_text()[-2000:]}"
+            + f"\n--- log (without the daemon's ticks) ---\n{_log_tail(log)}"
         )
         assert not _listening(port)
     finally:
@@ -107,6 +107,11 @@ def _stop_and_check(
             except psutil.Error:
                 pass
         root.wait(timeout=10)
+
+
+def _log_tail(log: Path, lines: int = 25) -> str:
+    kept = [line for line in log.read_text().splitlines() if "dagster.daemon." not in line]
+    return "\n".join(kept[-lines:])
 
 
 def _dagster_ready(lines: list[str]) -> bool:
