@@ -1,15 +1,30 @@
 # The two commands: `make demo` and `make test`. Both create .venv and install what is missing.
 SHELL := /bin/bash
 VENV ?= .venv
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# The Pythons pyproject's requires-python accepts, in the order tried: 3.11 (Debian 12's, the one checked most), 3.12,
+# 3.13 (Debian 13's); then a plain python3 if it is one of them. `make python` prints the choice (.ci/run asks it).
+SUPPORTED_PYTHONS := 3.11 3.12 3.13
+PYTHON ?= $(shell for v in $(SUPPORTED_PYTHONS); do command -v python$$v && exit; done; \
+  v=$$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \
+  [[ " $(SUPPORTED_PYTHONS) " == *" $$v "* ]] && command -v python3)
+NO_PYTHON := No supported Python: Lumina needs one of Python $(SUPPORTED_PYTHONS) (tried \
+  $(addprefix python,$(SUPPORTED_PYTHONS)) and python3). On Debian: apt-get install python3 python3-venv; \
+  elsewhere install one, or name it: make PYTHON=/path/to/python3.X
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: install demo test ui ui-check lint format clean-data
+.PHONY: install demo test ui ui-check lint format clean-data python
+
+python:
+	@test -n "$(PYTHON)" || { echo "$(NO_PYTHON)" >&2; exit 1; }
+	@echo "$(PYTHON)"
 
 $(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/python || test -n "$(PYTHON)" || { echo "$(NO_PYTHON)" >&2; exit 1; }
+	@# Debian ships venv's ensurepip apart: without python3-venv (python3.X-venv) `-m venv` fails, so say so
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); echo "$(PYTHON) could not create" \
+	  "$(VENV); on Debian: apt-get install python3-venv (python3.X-venv for another python3.X)" >&2; exit 1; }
 	@# torch first and pinned: an unpinned resolve pulls a multi-GB CUDA build
 	$(BIN)/python -m pip install --quiet "torch==2.13.0"
 	$(BIN)/python -m pip install --quiet -e ".[dev,tables]"
