@@ -118,16 +118,9 @@ def test_full_pipeline_returns_pinpointed_passages(index_uri, embedder, small_sc
 # nDCG@10 of this fixed subset (the first 40 SciFact train claims, their 100 relevant abstracts + 100 others), measured
 # with the bundled MiniLM on CPU; the full 809-claim figure (README: 0.737 default, 0.714 plain RRF) is
 # `lumina eval beir ../shared/data/scifact --split train`. A pin moves with a deliberate change, and README with it.
-SUBSET_NDCG = {
-    "default": 0.880,
-    "rrf": 0.856,
-    "dense_prf": 0.874,
-    "passage_vectors": 0.893,
-    "passage_fulltext": 0.813,
-    "paper_title_vectors": 0.821,
-    "paper_abstract_vectors": 0.899,
-    "paper_fulltext": 0.825,
-}
+# The default against each retriever alone and against plain RRF, by margins that a collapse fails, is
+# test_search_quality_margins.py (a larger subset: on these 40 claims single dense retrievers score above the default).
+SUBSET_NDCG = {"default": 0.880, "dense_prf": 0.874}
 TOLERANCE = 0.02  # ~1 claim's worth on 40; run-to-run on one machine the figures are identical
 
 
@@ -137,37 +130,6 @@ def test_headline_ndcg_on_the_fixed_scifact_subset(index_uri, embedder, small_sc
     metrics = _metrics(index_uri, embedder, small_scifact)
     assert metrics["ndcg@10"] == pytest.approx(SUBSET_NDCG["default"], abs=TOLERANCE), metrics
     assert metrics["recall@100"] == 1.0  # 200 documents: every relevant one is within the first 100
-
-
-def test_every_retriever_alone_finds_relevant_documents_and_fusion_beats_them(
-    index_uri, embedder, small_scifact
-):
-    alone = {}
-    retrievers = [
-        "passage_vectors",
-        "passage_fulltext",
-        "paper_title_vectors",
-        "paper_abstract_vectors",
-        "paper_fulltext",
-    ]
-    for keep in retrievers:
-        switches = {name: name == keep for name in retrievers}
-        alone[keep] = _metrics(index_uri, embedder, small_scifact, dense_prf=False, **switches)["ndcg@10"]
-        assert alone[keep] == pytest.approx(SUBSET_NDCG[keep], abs=TOLERANCE), (keep, alone[keep])
-    fused = _metrics(index_uri, embedder, small_scifact)["ndcg@10"]
-    # 40 claims are too few to rank single retrievers reliably; fusion must still beat full text alone and the
-    # average single retriever (on all 809 SciFact train claims it beats every one: see `eval beir --ablation`)
-    assert fused > alone["passage_fulltext"], (fused, alone)
-    assert fused >= float(np.mean(list(alone.values()))), (fused, alone)
-
-
-def test_rrf_and_weighted_fusion_both_work(index_uri, embedder, small_scifact):
-    """Weighted min-max fusion (the default) beats plain RRF of the same runs, as on all of SciFact train."""
-    rrf = _metrics(index_uri, embedder, small_scifact, fusion="rrf")
-    weighted = _metrics(index_uri, embedder, small_scifact, fusion="weighted")
-    assert rrf["ndcg@10"] == pytest.approx(SUBSET_NDCG["rrf"], abs=TOLERANCE)
-    assert weighted["ndcg@10"] == pytest.approx(SUBSET_NDCG["default"], abs=TOLERANCE)
-    assert weighted["ndcg@10"] > rrf["ndcg@10"]
 
 
 def test_pseudo_relevance_feedback_pulls_the_second_round_towards_the_feedback_papers(
