@@ -16,6 +16,7 @@ relevant paper each, and with the graph built from their own withheld-sentence v
 
 from __future__ import annotations
 
+import heapq
 import logging
 from collections.abc import Sequence
 
@@ -27,6 +28,9 @@ log = logging.getLogger(__name__)
 GRAPH_TABLE = "paper_neighbours"
 STORED_NEIGHBOURS = 10  # neighbours kept per paper; smoothing reads the first `smoothing_neighbours` of them
 MAX_GRAPH_PAPERS = 50_000  # above this the exact graph costs too much at index time; smoothing is not offered
+# only the best-fused papers are smoothed (the top 50 or all ~300 candidates gave the same nDCG@10 on SciFact and
+# CISI): 0.4 instead of 1.2 ms a query
+SMOOTHED_DEPTH = 100
 
 
 def paper_matrix(vectors: np.ndarray, passage_papers: Sequence[str]) -> tuple[list[str], np.ndarray]:
@@ -82,12 +86,20 @@ class NeighbourGraph:
     def __len__(self) -> int:
         return len(self.neighbours)
 
-    def smooth(self, scores: dict[str, float], alpha: float, k: int) -> dict[str, float]:
-        """Each scored paper plus alpha x the similarity-weighted mean of its k neighbours' scores."""
+    def smooth(
+        self, scores: dict[str, float], alpha: float, k: int, depth: int = SMOOTHED_DEPTH
+    ) -> dict[str, float]:
+        """Each of the `depth` best-scored papers plus alpha x the similarity-weighted mean of its k neighbours'
+        scores; the others keep theirs (smoothing only adds, so they stay below)."""
         if alpha <= 0 or not scores:
             return scores
-        out = {}
-        for paper_id, score in scores.items():
+        out = dict(scores)
+        head = (
+            heapq.nlargest(depth, scores.items(), key=lambda item: item[1])
+            if depth < len(scores)
+            else scores.items()
+        )
+        for paper_id, score in head:
             ids, sims = self.neighbours.get(paper_id, ((), ()))
             total = weight = 0.0
             for neighbour, similarity in zip(ids[:k], sims[:k], strict=False):

@@ -50,6 +50,7 @@ def test_smoothing_lifts_a_paper_whose_neighbours_scored_over_an_equal_one_whose
     assert smoothed["friend"] > 0.5
     assert graph.smooth(scores, alpha=0.5, k=1)["clustered"] == 1.0 + 0.5 * 0.5
     assert graph.smooth(scores, alpha=0.0, k=2) is scores
+    assert graph.smooth(scores, alpha=0.5, k=2, depth=2)["friend"] == 0.5  # below the smoothed head: kept
 
 
 def _index(tmp_path, shared_data, documents: int):
