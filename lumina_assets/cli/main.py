@@ -25,10 +25,15 @@ COMMAND_MODULES = (
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """A usage error is one line that names the command's --help, not the usage block (subcommands inherit this)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (`{self.prog} --help` lists what it takes)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="lumina", description="Lumina: passage-level academic search and its benchmark"
-    )
+    parser = Parser(prog="lumina", description="Lumina: passage-level academic search and its benchmark")
     commands = parser.add_subparsers(dest="command", required=True)
     bench = commands.add_parser("bench", help="speed and quality benchmarks that print figures")
     bench_commands = bench.add_subparsers(dest="bench_command", required=True)
@@ -43,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     command = "lumina"
     try:
         args = build_parser().parse_args(argv)
-        command = f"lumina {args.command}"
+        # e.g. "lumina bench search": the command and its subcommand (bench_command, eval_command, ...)
+        command = " ".join(
+            ["lumina", args.command]
+            + [v for k, v in vars(args).items() if k.endswith("_command") and isinstance(v, str)]
+        )
         status = int(args.handler(args) or 0)
         sys.stdout.flush()  # a closed pipe shows up here, not in the interpreter's own flush at exit
         return status
@@ -73,6 +82,9 @@ def error_line(command: str, error: Exception) -> tuple[int, str]:
         return 2, f"No search index yet ({text}): {BUILD_INDEX}."
     if stores is not None and isinstance(error, stores.IndexModelMismatch):
         return 2, f"{command}: cannot use this index: {text}"
+    collections = sys.modules.get("lumina_assets.corpus.collections")
+    if collections is not None and isinstance(error, collections.CollectionError):
+        return 2, f"{command}: {text}"
     if isinstance(error, OSError):
         return 1, f"{command}: {text}"
     return 1, f"{command} failed: {type(error).__name__}: {text} (LUMINA_DEBUG=1 shows where)"

@@ -71,14 +71,28 @@ EMPTY_DATA_ERRORS = [
     (["restore"], "--source"),
     (["restore", "doi:10.1/none"], "lumina sources"),
     (["ui", "--workspace", "no-such-workspace.yaml"], "make ui"),
+    # usage errors: the one line names the command's --help instead of printing the usage block
+    (["no-such-command"], "`lumina --help`"),
+    (["search"], "`lumina search --help`"),
+    (["search", "vitamin d", "-k", "ten"], "`lumina search --help`"),
+    (["bench", "no-such-bench"], "`lumina bench --help`"),
+    # an error no command catches: named with its subcommand, as a user typed it
+    (["bench", "search", "--dir", "/no/such/collection"], "lumina bench search: /no/such/collection"),
 ]
+
+
+def _run(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as stopped:  # argparse ends a usage error this way
+        return stopped.code
 
 
 @pytest.mark.parametrize(
     ("argv", "next_step"), EMPTY_DATA_ERRORS, ids=lambda v: " ".join(v) if isinstance(v, list) else ""
 )
 def test_every_error_is_one_line_with_the_next_step(argv, next_step, capsys):
-    line = _one_line_error(capsys, main(argv))
+    line = _one_line_error(capsys, _run(argv))
     assert next_step in line
     assert "dagster asset" not in line  # the next step is `make demo`, not a Dagster command line
 
