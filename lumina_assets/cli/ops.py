@@ -112,7 +112,7 @@ def next_steps() -> str:
     query = example_query()
     if query is None:
         return (
-            "No search index was built (see the failed steps above). The runs are in the Dagster UI:\n  "
+            "No search index yet (see the steps above): nothing to search. The runs are in the Dagster UI:\n  "
             + ui[0]
         )
     lines = [
