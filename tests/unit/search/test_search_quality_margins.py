@@ -8,10 +8,13 @@ to at most 300 abstracts (415 claims), plus other abstracts drawn with a seeded 
 to 600: random distractors, so neither retriever's own false positives are favoured. Indexed once (no sentence
 vectors: retrieval reads none), queries embedded once in a batch.
 
-Measured on this subset (bundled MiniLM, CPU, 2026-11-23, load average 8.9), nDCG@10: default 0.8663; plain RRF
-0.8491; the default's retrievers fused by RRF 0.8507; passage BM25 alone 0.8246; paper BM25 alone 0.8294; passage,
-title and abstract vectors 0.8297; passage vectors alone 0.8319; paper abstract vectors alone 0.8212; the default
-without passage vectors 0.8308.
+Measured on this subset (bundled MiniLM in its int8 ONNX form, the one chosen on a CPU with VNNI; 2026-11-23, load
+average 8.9), nDCG@10: default 0.8663; plain RRF 0.8491; the default's retrievers fused by RRF 0.8507; passage BM25
+alone 0.8246; paper BM25 alone 0.8294; passage, title and abstract vectors 0.8297; passage vectors alone 0.8319;
+paper abstract vectors alone 0.8212; the default without passage vectors 0.8308. In the fp32 form
+(`LUMINA_EMBEDDING_FORM=fp32`, CPUs without VNNI): default 0.8668, smallest gap to a single retriever 0.0356
+(passage vectors), to plain RRF 0.0162, to its own retrievers under RRF 0.0167; the boost figures below are the
+same in both forms.
 
 The author and year boosts are measured on the same claims with a cue naming their first relevant paper's author or
 years ("... by Grace Hopper", "... published between 2003 and 2005"), over synthetic authors and years given to the
