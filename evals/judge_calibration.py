@@ -186,10 +186,12 @@ def validate_judge(judge, pairs: Sequence[LabelledPair]) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def default_embedder():
-    """The project's shared all-MiniLM-L6-v2 embedder (one instance and one model load per process)."""
+    """The project's shared all-MiniLM-L6-v2 embedder (one instance and one model load per process), in fp32 on
+    every machine: the shipped thresholds were calibrated on fp32 vectors, and a judge must not change with the
+    CPU it runs on (int8 vectors differ by cosine ~0.005)."""
     from lumina_assets.indexing.embedding import Embedder
 
-    return Embedder()
+    return Embedder(form="fp32")
 
 
 CALIBRATION_VERSION = "offline-judge-v2"  # v2: hard negatives from the project's BM25 (evals.lexical)
