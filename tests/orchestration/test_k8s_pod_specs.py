@@ -13,7 +13,7 @@ decoded too)."""
 from __future__ import annotations
 
 import base64
-import importlib
+import importlib.util
 import json
 import re
 import uuid
@@ -90,17 +90,21 @@ def k8s(tmp_path, monkeypatch):
 
 
 def _shipped_definitions(monkeypatch, **env) -> dg.Definitions:
-    """lumina_assets.definitions imported afresh under `env` (it reads LUMINA_EXECUTOR when it is built)."""
-    import lumina_assets.definitions as definitions
-
+    """lumina_assets/definitions.py executed afresh under `env` (it reads LUMINA_EXECUTOR when it is built), as a
+    separate module: the process's own `lumina_assets.definitions` is neither imported nor changed here (built
+    while the canaries are set, its resources would expect those keys in the tests after this one)."""
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     try:
-        return importlib.reload(definitions).defs
+        spec = importlib.util.spec_from_file_location(
+            "lumina_definitions_under_k8s", PROJECT / "lumina_assets" / "definitions.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.defs
     finally:
         for name in env:
             monkeypatch.delenv(name)
-        importlib.reload(definitions)
 
 
 def _step_pods(
