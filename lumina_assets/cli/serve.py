@@ -87,6 +87,10 @@ def _serve(args) -> int:
     from lumina_assets.search.memory_store import empty_index_message
     from lumina_assets.search.stores import IndexModelMismatch, IndexNotBuilt
 
+    unavailable = unavailable_address(args.host, args.port)
+    if unavailable:
+        print(f"Cannot listen on {args.host}:{args.port}: {unavailable}.", file=sys.stderr)
+        return 2
     uri = args.db or settings.lancedb_uri()
     service = build_service(uri, engines=args.engines, use_llm=not args.no_llm)
     try:
@@ -117,6 +121,27 @@ def _serve(args) -> int:
     print(f"Lumina search on http://{args.host}:{args.port}/  (index {uri}; Ctrl-C stops)", flush=True)
     uvicorn.run(create_app(service, allowed_hosts=hosts), host=args.host, port=args.port, log_level="warning")
     return 0
+
+
+def unavailable_address(host: str, port: int) -> str | None:
+    """Why the server could not listen on host:port and what to change, or None: checked before the model and the
+    index load, so the error comes at once and not after a "listening on" line."""
+    import errno
+    import socket
+
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind((host, port))
+    except OverflowError:
+        return "no such port; `--port` takes 1-65535"
+    except OSError as error:
+        reason = error.strerror or str(error)
+        if error.errno == errno.EADDRINUSE:
+            return f"{reason}; `--port` picks another"
+        return f"{reason}; `--host` takes an address of this machine"
+    return None
 
 
 def allowed_hosts(bound: str, extra: list[str]) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -101,6 +102,18 @@ def test_every_error_is_one_line_with_the_next_step(argv, next_step, capsys):
 def test_serve_without_an_index_says_make_demo(capsys):
     line = _one_line_error(capsys, main(["serve", "--port", "0"]))
     assert line.startswith("No search index yet") and "make demo" in line
+
+
+def test_serve_on_an_address_it_cannot_have_says_so_before_loading_anything(capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = _one_line_error(capsys, main(["serve", "--port", str(port)]))
+    assert line.startswith(f"Cannot listen on 127.0.0.1:{port}") and "`--port` picks another" in line
+    assert "`--port` takes 1-65535" in _one_line_error(capsys, main(["serve", "--port", "70000"]))
+    line = _one_line_error(capsys, main(["serve", "--host", "192.0.2.1"]))  # TEST-NET-1: no machine has it
+    assert "`--host` takes an address of this machine" in line
 
 
 def test_an_unexpected_error_is_one_line_unless_debugging(monkeypatch, capsys):
