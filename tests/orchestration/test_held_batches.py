@@ -10,8 +10,17 @@ embedder the hashing one (the test is about the flow, not the model)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import dagster as dg
+import httpx
+import pytest
 from hashing_embedder import HashingEmbedder
+from orchestration_servers import free_port, stop_process_group
 
 from lumina_assets.core import tables
 from lumina_assets.core.schemas import PAPERS_TABLE_SCHEMA, rows_to_table
@@ -215,3 +224,83 @@ def test_every_blocking_check_of_the_batch_assets_is_read():
     ]
     specs = [spec for asset in parsing.ASSETS for spec in asset.check_specs if spec.key in keys]
     assert all(spec.partitions_def == INGEST_BATCHES for spec in specs)
+
+
+UI_QUERY = """
+query {
+  held: assetNodes(assetKeys: [{path: ["passages"]}]) {
+    assetChecksOrError { ... on AssetChecks { checks {
+      name
+      executionForLatestMaterialization { status evaluation { description partition } }
+      partitionStatuses { ... on AssetCheckDefaultPartitionStatuses { failedPartitions succeededPartitions } }
+    } } }
+  }
+  index: assetNodes(assetKeys: [{path: ["passage_index"]}]) {
+    assetMaterializations(limit: 1) { metadataEntries { label ... on MarkdownMetadataEntry { mdStr } } }
+  }
+}
+"""
+
+
+def _ask_the_ui(port: int, server: subprocess.Popen, log: Path) -> dict:
+    """The webserver's own GraphQL (what the UI's asset and check pages render), once it answers."""
+    deadline = time.monotonic() + 120
+    while True:
+        assert server.poll() is None, log.read_text(errors="replace")[-2000:]
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=2).raise_for_status()
+            break
+        except httpx.HTTPError:
+            assert time.monotonic() < deadline, "the webserver never answered"
+            time.sleep(0.5)
+    response = httpx.post(f"http://127.0.0.1:{port}/graphql", json={"query": UI_QUERY}, timeout=60)
+    response.raise_for_status()
+    body = response.json()
+    assert not body.get("errors"), body["errors"]
+    return body["data"]
+
+
+@pytest.mark.slow
+def test_the_ui_shows_the_held_batch_and_why(data_dir, tmp_path, monkeypatch):
+    """`dagster-webserver` on the shipped code location, over the instance the ticks wrote: the batch's check is
+    failed for that partition (passed for the good one) with its reason, and the index's metadata names it."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    instance = dg.DagsterInstance.get()  # on disk: the webserver reads it
+    defs = _definitions()
+    _, cursor = _automate(defs, instance)
+    _ingest(instance, GOOD, GOOD_PAPERS)
+    _, cursor = _automate(defs, instance, cursor)
+    _ingest(instance, BAD, GOOD_PAPERS + BAD_PAPERS)
+    _automate(defs, instance, cursor)
+
+    port, log = free_port(), tmp_path / "webserver.log"
+    webserver = Path(sys.executable).parent / "dagster-webserver"
+    with log.open("w") as output:
+        server = subprocess.Popen(
+            [str(webserver), "-m", "lumina_assets.definitions", "-h", "127.0.0.1", "-p", str(port)],
+            env=dict(os.environ),
+            start_new_session=True,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        data = _ask_the_ui(port, server, log)
+    finally:
+        stop_process_group(server)
+
+    [check] = data["held"][0]["assetChecksOrError"]["checks"]
+    assert check["name"] == "no_empty_passages"
+    assert check["partitionStatuses"] == {"failedPartitions": [BAD], "succeededPartitions": [GOOD]}
+    evaluation = check["executionForLatestMaterialization"]["evaluation"]
+    assert evaluation["partition"] == BAD
+    assert (
+        "beir-t:hollow" in evaluation["description"]
+        and "the index leaves this batch out" in evaluation["description"]
+    )
+    [materialization] = data["index"][0]["assetMaterializations"]
+    held = {entry["label"]: entry.get("mdStr") for entry in materialization["metadataEntries"]}[
+        "held_batches"
+    ]
+    assert f"`{BAD}` (2 papers): `passages:no_empty_passages` failed" in held
