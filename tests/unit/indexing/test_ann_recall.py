@@ -9,7 +9,7 @@ table passes `IndexConfig.ann_min_rows` (IVF_SQ, sqrt(rows) = 141 partitions), b
 with the probes and refine factor `SearchConfig` gives it, asking for `SearchConfig.candidates` rows as search does.
 
 Measured (2026-11-23, 2 cores, load average 9-13), recall@10 over the 100 queries: 0.968-0.983 with the defaults
-(60 probes of 141, refine 1) in five builds (LanceDB's IVF training is not seeded; the table is); 0.929-0.933 with 20
+(60 probes of 141, refine 1) in eleven builds (LanceDB's IVF training is not seeded; the table is); 0.929-0.933 with 20
 probes, 0.895-0.901 with 9 (the share floor alone), 0.964-0.977 without refine (so the refine factor is held by the
 pin below, not by this recall floor). The test takes ~5 s of CPU."""
 
