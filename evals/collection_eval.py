@@ -24,6 +24,10 @@ def _model_key(embedder) -> str:
 
     key = embedder_identity(embedder) or embedder.model_name
     form = getattr(embedder, "form", "")  # an index per numeric form (fp32 and int8 vectors are not mixed)
+    if form == "int8":
+        from lumina_assets.indexing.onnx_encoder import INT8_RECIPE
+
+        form = f"int8-{INT8_RECIPE}"
     return f"{key}|{form}" if isinstance(form, str) and form not in ("", "fp32") else key
 
 
