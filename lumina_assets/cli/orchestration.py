@@ -42,6 +42,15 @@ def run_ui(args) -> int:
     if not Path(args.workspace).is_file():
         print(f"No {args.workspace} here: run `make ui` from the project folder.", file=sys.stderr)
         return 2
+    from lumina_assets.cli.serve import unavailable_address
+
+    unavailable = unavailable_address(args.host, args.port)
+    if unavailable:
+        print(
+            f"Cannot open the UI on {args.host}:{args.port}: {unavailable} (make ui: LUMINA_UI_PORT).",
+            file=sys.stderr,
+        )
+        return 2
     # in a child process, so that this supervisor never loads Dagster: its own exit then takes a moment, not seconds
     applied = subprocess.run([sys.executable, "-m", "lumina_assets.cli.main", "pools", "apply"], check=False)
     if applied.returncode:

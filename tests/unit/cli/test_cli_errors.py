@@ -104,13 +104,15 @@ def test_serve_without_an_index_says_make_demo(capsys):
     assert line.startswith("No search index yet") and "make demo" in line
 
 
-def test_serve_on_an_address_it_cannot_have_says_so_before_loading_anything(capsys):
+def test_serve_and_ui_on_an_address_they_cannot_have_say_so_at_once(capsys):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         line = _one_line_error(capsys, main(["serve", "--port", str(port)]))
-    assert line.startswith(f"Cannot listen on 127.0.0.1:{port}") and "`--port` picks another" in line
+        assert line.startswith(f"Cannot listen on 127.0.0.1:{port}") and "`--port` picks another" in line
+        line = _one_line_error(capsys, main(["ui", "--port", str(port)]))
+    assert line.startswith(f"Cannot open the UI on 127.0.0.1:{port}") and "LUMINA_UI_PORT" in line
     assert "`--port` takes 1-65535" in _one_line_error(capsys, main(["serve", "--port", "70000"]))
     line = _one_line_error(capsys, main(["serve", "--host", "192.0.2.1"]))  # TEST-NET-1: no machine has it
     assert "`--host` takes an address of this machine" in line
