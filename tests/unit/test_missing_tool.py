@@ -24,12 +24,15 @@ def test_in_ci_a_missing_tool_fails(monkeypatch, value):
 
 
 def test_ci_script_installs_the_tools_before_make_test():
-    """.ci/run sets CI=true, installs chromium, PostgreSQL, node and npm from Debian, then runs `make test`."""
+    """.ci/run sets CI=true, installs what .ci/debian-packages finds missing (chromium, PostgreSQL, node, npm among
+    them) from Debian, then runs `make test`."""
     from lumina_assets.core import settings
 
-    script = (settings.PROJECT_ROOT / ".ci" / "run").read_text()
+    ci = settings.PROJECT_ROOT / ".ci"
+    script = (ci / "run").read_text()
     assert "export CI=true" in script
-    install = script.index("apt-get install")
-    assert install < script.rindex("make test")  # the last line runs the suite
-    for package in ("chromium", "postgresql", "nodejs", "npm"):
-        assert f"missing+=({package})" in script
+    assert script.index(".ci/debian-packages") < script.index("apt-get install")
+    assert script.index("apt-get install") < script.rindex("make test")  # the last line runs the suite
+    packages = (ci / "debian-packages").read_text()
+    for package in ("chromium", "postgresql", "nodejs", "npm", "python3-venv"):
+        assert f"missing+=({package}" in packages
