@@ -109,7 +109,9 @@ class SearchRequest:
             raise BadRequest(f"query is too long ({len(query)} characters; at most {MAX_QUERY_CHARS})")
         if CONTROL.search(query):
             raise BadRequest("query contains control characters")
-        if LONE_SURROGATE.search(query):  # e.g. a command-line argument that was not UTF-8 (surrogate-escaped)
+        if LONE_SURROGATE.search(
+            query
+        ):  # e.g. a command-line argument that was not UTF-8 (surrogate-escaped)
             raise BadRequest("query holds a lone surrogate (\\ud800-\\udfff): not valid Unicode text")
         query = re.sub(r"\s+", " ", query).strip()
         if not query:
