@@ -22,8 +22,8 @@ from starlette.routing import Route
 
 from lumina_assets.search import saved_searches
 from lumina_assets.search.alerts import atom_feed
-from lumina_assets.search.api import MAX_BODY_BYTES, BodyTooLarge, read_capped_body
-from lumina_assets.search.request import BadRequest, decode_json_body
+from lumina_assets.search.api import read_json_post
+from lumina_assets.search.request import BadRequest
 
 log = logging.getLogger(__name__)
 
@@ -44,23 +44,15 @@ def _known(name: str):
         return None
 
 
-def _is_json(content_type: str | None) -> bool:
-    return (content_type or "").split(";", 1)[0].strip().lower() == "application/json"
-
-
 def alert_routes() -> list[Route]:
     """The routes. A body is read as the search API reads one (capped as it streams in, JSON only, the same
     decoding rules), so a cross-site form cannot save a search and a huge body is refused early."""
 
     async def create(request: Request) -> Response:
-        if not _is_json(request.headers.get("content-type")):
-            return _error(415, "a POST body must be application/json")
+        data = await read_json_post(request)
+        if isinstance(data, Response):
+            return data
         try:
-            body = await read_capped_body(request)
-        except BodyTooLarge:
-            return _error(413, f"request body too large (at most {MAX_BODY_BYTES} bytes)")
-        try:
-            data = decode_json_body(body)
             if not isinstance(data, dict):
                 raise BadRequest("the body must be a JSON object")
             unknown = set(data) - ALERT_FIELDS

@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from starlette.applications import Starlette
@@ -118,6 +119,22 @@ def _same_origin(origin: str, host: str) -> bool:
     return parts.scheme in ("http", "https") and bool(host) and parts.netloc.lower() == host.strip().lower()
 
 
+async def read_json_post(request: Request) -> Any:
+    """A POST's JSON body, read the one way every route reads it: 415 unless it is JSON (so a cross-site form
+    cannot post), 413 past the cap (counted as it streams), 400 when it does not decode. The error Response is
+    returned in place of the data."""
+    if not _is_json(request.headers.get("content-type")):
+        return _error(415, "a POST body must be application/json")
+    try:
+        body = await read_capped_body(request)
+    except BodyTooLarge:
+        return _error(413, f"request body too large (at most {MAX_BODY_BYTES} bytes)")
+    try:
+        return decode_json_body(body)
+    except BadRequest as error:
+        return _error(400, str(error))
+
+
 async def read_capped_body(request: Request, cap: int = MAX_BODY_BYTES) -> bytes:
     """The body, refused (BodyTooLarge) as soon as more than `cap` bytes have arrived: a declared Content-Length
     over the cap is refused before reading, and a chunked (or lying) body is counted as it streams, so the server
@@ -177,16 +194,9 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
         """(SearchRequest, the `extra` fields' values) from a JSON POST or a GET's query string; an error
         Response instead when the input is bad."""
         if request.method == "POST":
-            if not _is_json(request.headers.get("content-type")):
-                return _error(415, "a POST body must be application/json")
-            try:
-                body = await read_capped_body(request)
-            except BodyTooLarge:
-                return _error(413, f"request body too large (at most {MAX_BODY_BYTES} bytes)")
-            try:
-                data = decode_json_body(body)
-            except BadRequest as error:
-                return _error(400, str(error))
+            data = await read_json_post(request)
+            if isinstance(data, Response):
+                return data
         else:
             if len(str(request.url)) > MAX_BODY_BYTES:
                 return _error(414, "URL too long")
