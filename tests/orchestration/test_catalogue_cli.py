@@ -24,11 +24,10 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 import pytest
-from hashing_embedder import HashingEmbedder
+from hashing_embedder import embedder_resource
 
 from lumina_assets.core import tables
 from lumina_assets.indexing import lancedb_tables as indexing
-from resources.embedder import EmbedderResource
 
 pytestmark = pytest.mark.slow
 
@@ -37,21 +36,13 @@ ONLY_A = "2304.02623v1.pdf"
 ONLY_B = "pasa.pdf"
 
 
-class _Embedder(EmbedderResource):
-    def setup_for_execution(self, context) -> None:  # no model to load
-        pass
-
-    def get_embedder(self):
-        return HashingEmbedder(dimension=64)
-
-
 def _definitions() -> dg.Definitions:
     from lumina_assets.definitions import defs
 
     return dg.Definitions(
         assets=list(defs.assets),
         asset_checks=list(defs.asset_checks),
-        resources={**defs.resources, "embedder": _Embedder()},
+        resources={**defs.resources, "embedder": embedder_resource()},
         jobs=list(defs.jobs),
         loggers=dict(defs.loggers),
     )

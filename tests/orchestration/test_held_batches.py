@@ -19,24 +19,15 @@ from pathlib import Path
 import dagster as dg
 import httpx
 import pytest
-from hashing_embedder import HashingEmbedder
+from hashing_embedder import embedder_resource
 from orchestration_servers import free_port, stop_process_group
 
 from lumina_assets.core import tables
 from lumina_assets.core.schemas import PAPERS_TABLE_SCHEMA, rows_to_table
 from lumina_assets.defs.partitions import INGEST_BATCHES
 from lumina_assets.indexing import lancedb_tables as indexing
-from resources.embedder import EmbedderResource
 
 GOOD, BAD = "batch-good", "batch-bad"
-
-
-class HashingEmbedderResource(EmbedderResource):
-    def setup_for_execution(self, context) -> None:  # no model to load
-        pass
-
-    def get_embedder(self):
-        return HashingEmbedder(dimension=64)
 
 
 def _definitions() -> dg.Definitions:
@@ -46,7 +37,7 @@ def _definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=list(defs.assets),
         asset_checks=list(defs.asset_checks),
-        resources={**defs.resources, "embedder": HashingEmbedderResource()},
+        resources={**defs.resources, "embedder": embedder_resource()},
     )
 
 

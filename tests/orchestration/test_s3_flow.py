@@ -15,12 +15,11 @@ import shutil
 import dagster as dg
 import polars as pl
 import pytest
-from hashing_embedder import HashingEmbedder
+from hashing_embedder import CountingEmbedder, embedder_resource
 from orchestration_servers import local_moto_s3
 
 from lumina_assets.core import settings, tables
 from lumina_assets.indexing import lancedb_tables as indexing
-from resources.embedder import EmbedderResource
 
 pytestmark = pytest.mark.slow
 
@@ -28,27 +27,7 @@ PDFS = ("N18-3011.pdf", "2304.02623v1.pdf")
 BUCKET, PREFIX = "lumina-index", "prod/lancedb"
 
 
-class CountingEmbedder(HashingEmbedder):
-    model_name = HashingEmbedder.model_id
-
-    def __init__(self):
-        super().__init__(dimension=64)
-        self.texts: list[str] = []
-
-    def encode(self, texts, **kwargs):
-        self.texts += list(texts)
-        return super().encode(texts, **kwargs)
-
-
 COUNTER = CountingEmbedder()
-
-
-class CountingEmbedderResource(EmbedderResource):
-    def setup_for_execution(self, context) -> None:  # no model to load
-        pass
-
-    def get_embedder(self):
-        return COUNTER
 
 
 def _definitions() -> dg.Definitions:
@@ -57,7 +36,7 @@ def _definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=list(defs.assets),
         asset_checks=list(defs.asset_checks),
-        resources={**defs.resources, "embedder": CountingEmbedderResource()},
+        resources={**defs.resources, "embedder": embedder_resource(COUNTER)},
         jobs=list(defs.jobs),
         loggers=dict(defs.loggers),
     )

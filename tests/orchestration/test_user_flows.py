@@ -21,12 +21,11 @@ from collections import Counter
 import dagster as dg
 import polars as pl
 import pytest
-from hashing_embedder import HashingEmbedder
+from hashing_embedder import CountingEmbedder, embedder_resource
 
 from lumina_assets.core import settings, tables
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from lumina_assets.indexing import lancedb_tables as indexing
-from resources.embedder import EmbedderResource
 from sensors.inbox import build_inbox_sensor
 
 pytestmark = pytest.mark.slow
@@ -37,36 +36,14 @@ FOLDER_B = ("pasa.pdf",)
 GROUPS = ["corpus", "parsing", "index"]
 
 
-class CountingEmbedder(HashingEmbedder):
-    """The hashing embedder, recording every text it is asked to embed."""
-
-    model_name = HashingEmbedder.model_id
-
-    def __init__(self):
-        super().__init__(dimension=64)
-        self.texts: list[str] = []
-
-    def encode(self, texts, **kwargs):
-        self.texts += list(texts)
-        return super().encode(texts, **kwargs)
-
-
 COUNTER = CountingEmbedder()
-
-
-class CountingEmbedderResource(EmbedderResource):
-    def setup_for_execution(self, context) -> None:  # no model to load
-        pass
-
-    def get_embedder(self):
-        return COUNTER
 
 
 def _definitions() -> dg.Definitions:
     """The shipped Definitions (assets, checks, named jobs, loggers), with the counting embedder."""
     from lumina_assets.definitions import defs
 
-    resources = {**defs.resources, "embedder": CountingEmbedderResource()}
+    resources = {**defs.resources, "embedder": embedder_resource(COUNTER)}
     return dg.Definitions(
         assets=list(defs.assets),
         asset_checks=list(defs.asset_checks),

@@ -43,3 +43,30 @@ class HashingEmbedder:
 
     def encode_query(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing embedder, recording every text it is asked to embed (what a run embedded again, or did not)."""
+
+    def __init__(self, dimension: int = 64):
+        super().__init__(dimension=dimension)
+        self.texts: list[str] = []
+
+    def encode(self, texts, **kwargs):
+        self.texts += list(texts)
+        return super().encode(texts, **kwargs)
+
+
+def embedder_resource(embedder: HashingEmbedder | None = None):
+    """The project's EmbedderResource handing out `embedder` (a new 64-d hashing one per call by default) instead of
+    loading a model."""
+    from resources.embedder import EmbedderResource
+
+    class TestEmbedderResource(EmbedderResource):
+        def setup_for_execution(self, context) -> None:  # no model to load
+            pass
+
+        def get_embedder(self):
+            return embedder if embedder is not None else HashingEmbedder(dimension=64)
+
+    return TestEmbedderResource()
