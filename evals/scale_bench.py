@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -52,6 +53,50 @@ class ScaleFigures:
     p50_ms: float
     p95_ms: float
     recall_at_10: float
+    build_peak_rss_mb: float = 0.0
+    fts_peak_rss_mb: float = 0.0
+    fts_build_s: float = 0.0
+
+
+class PeakMemory:
+    """Peak resident memory of this process per build phase, sampled by a thread: `ru_maxrss` only knows the peak of
+    the whole life of a process, and the phases (writing rows, the full-text index, the ANN index) differ by
+    gigabytes at 10M passages."""
+
+    def __init__(self, interval_s: float = 0.1):
+        import psutil
+
+        self._process = psutil.Process()
+        self._interval = interval_s
+        self._phase = "start"
+        self.peaks_mb: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="peak-memory", daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._record()
+
+    def phase(self, name: str) -> None:
+        self._record()
+        self._phase = name
+
+    def _record(self) -> None:
+        rss = self._process.memory_info().rss / 2**20
+        self.peaks_mb[self._phase] = max(self.peaks_mb.get(self._phase, 0.0), rss)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._record()
+
+    @property
+    def overall_mb(self) -> float:
+        return max(self.peaks_mb.values(), default=0.0)
 
 
 def sentence_pool(corpus_file: Path, cache: Path, embedder, limit: int = 20_000):
@@ -125,8 +170,26 @@ def synthetic_batch(
     return pa.table(columns, schema=schema), matrix
 
 
+def _open_vector_file(path: Path, rows: int, dim: int):
+    """An .npy file of `rows` x `dim` float32 written batch by batch through an ordinary file handle: a memory map
+    would keep every written page resident in this process and count the benchmark's own copy of the vectors (15 GB
+    at 10M passages) as index-build memory."""
+    handle = path.open("wb")
+    np.lib.format.write_array_header_2_0(
+        handle,
+        {
+            "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+            "fortran_order": False,
+            "shape": (rows, dim),
+        },
+    )
+    return handle
+
+
 def build_index(folder: Path, size: int, pool, dim: int, *, ann_min_rows: int, seed: int = 7) -> dict:
-    """Passages + papers tables with every index the indexer creates; exact vectors kept in vectors.npy."""
+    """Passages + papers tables with every index the indexer creates; exact vectors kept in vectors.npy. Returns
+    the build and ANN seconds, the full-text index's seconds, and the peak resident memory of the whole build and
+    of its full-text phase."""
     import lancedb
 
     from lumina_assets.indexing import lancedb_tables as tables
@@ -134,37 +197,54 @@ def build_index(folder: Path, size: int, pool, dim: int, *, ann_min_rows: int, s
 
     rng = np.random.default_rng(seed)
     db = lancedb.connect(str(folder / "lancedb"))
-    exact = np.lib.format.open_memmap(folder / "vectors.npy", mode="w+", dtype=np.float32, shape=(size, dim))
     started = time.perf_counter()
     passages = papers = None
-    for start in range(0, size, WRITE_BATCH):
-        batch, matrix = synthetic_batch(start, min(WRITE_BATCH, size - start), pool, rng, dim)
-        exact[start : start + len(matrix)] = matrix
-        paper_rows = batch.select(["paper_id", "title", "search_text", "year", "authors"]).to_pylist()[::5]
-        for row in paper_rows:
-            row.update(doi=None, url=None, venue=None)
-            row["author_last_names"] = [a.split()[-1].lower() for a in row["authors"]]
-        paper_table = pa.Table.from_pylist(paper_rows)
-        first_passages = table_ops.vector_array(matrix[::5], dim)  # paper vectors: its first passage's
-        paper_table = paper_table.append_column("title_vector", first_passages)
-        paper_table = paper_table.append_column("abstract_vector", first_passages)
-        if passages is None:
-            passages = db.create_table(tables.PASSAGES_TABLE, data=batch)
-            papers = db.create_table(tables.PAPERS_TABLE, data=paper_table)
-        else:
-            passages.add(batch)
-            papers.add(paper_table)
-    exact.flush()
-    table_ops.ensure_fts(passages, "search_text")
-    table_ops.ensure_fts(papers, "search_text")
-    for column in ("passage_id", "paper_id", "year"):
-        table_ops.ensure_scalar(passages, column, "BTREE")
-    table_ops.ensure_scalar(papers, "paper_id", "BTREE")
-    table_ops.ensure_scalar(papers, "author_last_names", "LABEL_LIST")
-    build_s = time.perf_counter() - started
-    started = time.perf_counter()
-    has_ann, _ = table_ops.ensure_ann(passages, "vector", size, min_rows=ann_min_rows, retrain_growth=2.0)
-    return {"build_s": build_s, "ann_build_s": time.perf_counter() - started if has_ann else 0.0}
+    with PeakMemory() as memory, _open_vector_file(folder / "vectors.npy", size, dim) as exact:
+        memory.phase("rows")
+        for start in range(0, size, WRITE_BATCH):
+            batch, matrix = synthetic_batch(start, min(WRITE_BATCH, size - start), pool, rng, dim)
+            exact.write(np.ascontiguousarray(matrix, dtype=np.float32).tobytes())
+            paper_rows = batch.select(["paper_id", "title", "search_text", "year", "authors"]).to_pylist()[
+                ::5
+            ]
+            for row in paper_rows:
+                row.update(doi=None, url=None, venue=None)
+                row["author_last_names"] = [a.split()[-1].lower() for a in row["authors"]]
+            paper_table = pa.Table.from_pylist(paper_rows)
+            first_passages = table_ops.vector_array(matrix[::5], dim)  # paper vectors: its first passage's
+            paper_table = paper_table.append_column("title_vector", first_passages)
+            paper_table = paper_table.append_column("abstract_vector", first_passages)
+            if passages is None:
+                passages = db.create_table(tables.PASSAGES_TABLE, data=batch)
+                papers = db.create_table(tables.PAPERS_TABLE, data=paper_table)
+            else:
+                passages.add(batch)
+                papers.add(paper_table)
+        exact.close()
+        memory.phase("full_text")
+        fts_started = time.perf_counter()
+        table_ops.ensure_fts(passages, "search_text")
+        table_ops.ensure_fts(papers, "search_text")
+        fts_build_s = time.perf_counter() - fts_started
+        memory.phase("scalar")
+        for column in ("passage_id", "paper_id", "year"):
+            table_ops.ensure_scalar(passages, column, "BTREE")
+        table_ops.ensure_scalar(papers, "paper_id", "BTREE")
+        table_ops.ensure_scalar(papers, "author_last_names", "LABEL_LIST")
+        build_s = time.perf_counter() - started
+        memory.phase("ann")
+        started = time.perf_counter()
+        has_ann, _ = table_ops.ensure_ann(passages, "vector", size, min_rows=ann_min_rows, retrain_growth=2.0)
+        ann_build_s = time.perf_counter() - started if has_ann else 0.0
+    return {
+        "build_s": build_s,
+        "ann_build_s": ann_build_s,
+        "fts_build_s": fts_build_s,
+        "build_peak_rss_mb": memory.overall_mb,
+        "fts_peak_rss_mb": memory.peaks_mb.get("full_text", 0.0),
+        "rss_before_fts_mb": memory.peaks_mb.get("rows", 0.0),
+        "peak_rss_by_phase_mb": {name: round(mb, 1) for name, mb in memory.peaks_mb.items()},
+    }
 
 
 def recall_at_10(
@@ -189,10 +269,19 @@ def recall_at_10(
         refine_factor=refine_factor,
     )
     exact = np.load(folder / "vectors.npy", mmap_mode="r")
-    scores = np.full((len(query_vectors), len(exact)), -np.inf, dtype=np.float32)
+    # exact top 10 chunk by chunk: a full score matrix would be queries x passages floats (2.4 GB at 10M)
+    best_scores = np.full((len(query_vectors), 10), -np.inf, dtype=np.float32)
+    best_rows = np.zeros((len(query_vectors), 10), dtype=np.int64)
     for start in range(0, len(exact), 200_000):
-        scores[:, start : start + 200_000] = query_vectors @ np.asarray(exact[start : start + 200_000]).T
-    truth = np.argsort(-scores, axis=1)[:, :10]
+        scores = query_vectors @ np.asarray(exact[start : start + 200_000]).T
+        merged_scores = np.concatenate([best_scores, scores], axis=1)
+        merged_rows = np.concatenate(
+            [best_rows, np.broadcast_to(np.arange(start, start + scores.shape[1]), scores.shape)], axis=1
+        )
+        top = np.argpartition(-merged_scores, 9, axis=1)[:, :10]
+        best_scores = np.take_along_axis(merged_scores, top, axis=1)
+        best_rows = np.take_along_axis(merged_rows, top, axis=1)
+    truth = best_rows
     found = 0
     for vector, expected in zip(query_vectors, truth, strict=True):
         hits = store.passage_vector_run(vector, depth, Filters()).hits[:10]

@@ -110,7 +110,9 @@ def _bench_scale(args) -> int:
             built = scale_bench.build_index(folder, size, pool, embedder.dimension, ann_min_rows=100_000)
             marker.write_text(json.dumps(built))
         say(
-            f"[{size:,} passages] built in {built['build_s']:.0f}s, ANN {built['ann_build_s']:.0f}s; measuring ..."
+            f"[{size:,} passages] built in {built['build_s']:.0f}s (full-text index {built.get('fts_build_s', 0):.0f}s, "
+            f"peak {built.get('fts_peak_rss_mb', 0):,.0f} MB), ANN {built['ann_build_s']:.0f}s; whole build peak "
+            f"{built.get('build_peak_rss_mb', 0):,.0f} MB resident; measuring ..."
         )
         # latency first: the exact-search recall check reads every vector, which pushes the index out of the page
         # cache and would turn the next first query into a cold-disk one
@@ -146,6 +148,9 @@ def _bench_scale(args) -> int:
                 p50_ms=measured["p50_ms"],
                 p95_ms=measured["p95_ms"],
                 recall_at_10=recall if store == "index" else 1.0,  # the other stores search exactly
+                build_peak_rss_mb=built.get("build_peak_rss_mb", 0.0),  # absent from an older --keep marker
+                fts_peak_rss_mb=built.get("fts_peak_rss_mb", 0.0),
+                fts_build_s=built.get("fts_build_s", 0.0),
             )
             rows.append(figures)
             if args.json:
@@ -169,12 +174,14 @@ def _bench_scale(args) -> int:
             f"included; first query in a new process {cache_state}"
         )
         print(
-            "| passages | store | build s | ANN build s | first query s | RSS MB | p50 ms | p95 ms | recall@10 |"
+            "| passages | store | build s | ANN build s | build peak MB (full-text phase) | first query s | RSS MB | "
+            "p50 ms | p95 ms | recall@10 |"
         )
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for f in rows:
             print(
-                f"| {f.size:,} | {f.store} | {f.build_s:.1f} | {f.ann_build_s:.1f} | {f.first_query_s:.2f} | "
+                f"| {f.size:,} | {f.store} | {f.build_s:.1f} | {f.ann_build_s:.1f} | "
+                f"{f.build_peak_rss_mb:,.0f} ({f.fts_peak_rss_mb:,.0f}) | {f.first_query_s:.2f} | "
                 f"{f.rss_mb:.0f} | {f.p50_ms:.1f} | {f.p95_ms:.1f} | {f.recall_at_10:.3f} |"
             )
         for size, paired in paired_rows:

@@ -14,7 +14,10 @@ from tools import missing_tool
 
 from lumina_assets.cli.main import main
 
-KEYS = {"size", "build_s", "ann_build_s", "first_query_s", "rss_mb", "p50_ms", "p95_ms", "recall_at_10"}
+KEYS = {
+    "size", "build_s", "ann_build_s", "first_query_s", "rss_mb", "p50_ms", "p95_ms", "recall_at_10",
+    "build_peak_rss_mb", "fts_peak_rss_mb", "fts_build_s",
+}  # fmt: skip
 
 
 def test_bench_scale_json_lines(capsys, shared_data):
@@ -46,6 +49,8 @@ def test_bench_scale_json_lines(capsys, shared_data):
         assert 0 < row["p50_ms"] <= row["p95_ms"]
         assert row["ann_build_s"] == 0  # below the ANN threshold nothing is trained
         assert row["recall_at_10"] == pytest.approx(1.0)  # exact search at this size
+        # the build's peak is this process's, so at least what the full-text phase held
+        assert row["build_peak_rss_mb"] >= row["fts_peak_rss_mb"] > 50 and row["fts_build_s"] > 0
 
 
 def test_bench_scale_names_a_baseline_git_cannot_export(capsys, shared_data):
