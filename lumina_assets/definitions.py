@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dagster as dg
 
-from lumina_assets.defs import alerts, benchmark, citations, corpus
+from lumina_assets.defs import alerts, benchmark, citations, corpus, embedding_fanout
 from lumina_assets.defs import indexing as index
 from lumina_assets.defs import parsing as parse
 from lumina_assets.defs.loggers import LOGGERS
 from sensors import automation
 
-_STAGES = (corpus, parse, citations, index, alerts, benchmark)
+_STAGES = (corpus, parse, citations, embedding_fanout, index, alerts, benchmark)
 
 
 def build_definitions() -> dg.Definitions:

@@ -45,7 +45,8 @@ benchmark_scoring_job = dg.define_asset_job(
 
 curate_catalogue_job = dg.define_asset_job(
     name="curate_catalogue",
-    selection=dg.AssetSelection.assets("papers", "citation_graph", "passage_index"),
+    # staged_passage_vectors with passage_index: left out, its eager condition would index a second time
+    selection=dg.AssetSelection.assets("papers", "citation_graph", "staged_passage_vectors", "passage_index"),
     description="Explicit removals (`lumina remove` / `lumina prune` / `lumina restore`): papers with its run "
     "config, then the citation graph and the index follow the catalogue.",
     tags={"lumina/job": "curate"},

@@ -12,9 +12,11 @@ import dagster as dg
 
 from lumina_assets.core import settings
 
-# The op that embeds passages (the passage_index asset); the test renders every pod of the index job and checks
-# that this one, and only this one, carries the GPU request.
-EMBEDDING_STEPS = ("passage_index",)
+# The ops that embed passages: the passage_index asset, and each part of the embedding fan-out (the mapped
+# `embed_passage_part` steps of staged_passage_vectors, one pod per part). dagster-k8s matches
+# per_step_k8s_config by op name, so every part's pod gets the same request. The tests render every pod of the
+# index job and check that these, and only these, carry the GPU request.
+EMBEDDING_STEPS = ("passage_index", "embed_passage_part")
 GPU_RESOURCE = "nvidia.com/gpu"
 
 

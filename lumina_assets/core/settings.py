@@ -184,6 +184,17 @@ def k8s_gpus() -> int:
     return int(value)
 
 
+def embed_parts() -> int | None:
+    """`LUMINA_EMBED_PARTS`: how many parallel steps embed the new passages of an index run (1: the index step
+    embeds them itself); unset or `auto`: by passage count and cores (defs/embedding_fanout.py)."""
+    value = env("LUMINA_EMBED_PARTS").lower()
+    if value in ("", "auto"):
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"LUMINA_EMBED_PARTS={value!r}: a whole number of parts (1 or more), or auto")
+    return int(value)
+
+
 def judge_backend() -> str:
     """`LUMINA_JUDGE_BACKEND`; an OpenAI-compatible base URL switches the default to `openai-compatible`."""
     return env("LUMINA_JUDGE_BACKEND") or ("openai-compatible" if compatible_base_url_var() else "openai")

@@ -8,7 +8,7 @@ from lumina_assets.core import settings, tables
 from lumina_assets.defs import batch_holds
 from lumina_assets.defs import parsing as parse_stage
 from lumina_assets.indexing import lancedb_tables as indexing
-from lumina_assets.indexing import model_identity, pseudo_queries
+from lumina_assets.indexing import model_identity, pseudo_queries, staged_vectors
 from lumina_assets.search import tuning
 from resources.embedder import EmbedderResource
 from resources.lancedb import LanceDBResource
@@ -42,6 +42,14 @@ def _upstream(held: frozenset[str] = frozenset()) -> tuple[pl.DataFrame, pl.Data
         papers = papers.filter(~(pl.col("ingest_batch").is_in(sorted(held)).fill_null(False)))
     passages = passages.filter(pl.col("paper_id").is_in(papers["paper_id"].implode()))
     return passages, papers
+
+
+def indexable_upstream(instance: dg.DagsterInstance) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The passages and papers passage_index indexes now: every batch's, less those of held batches (what the
+    embedding fan-out plans from, defs/embedding_fanout.py)."""
+    holds = _holds(instance)
+    held_papers = _papers_per_batch(holds)
+    return _upstream(frozenset(batch for batch in holds if held_papers.get(batch)))
 
 
 def _papers_per_batch(batches) -> dict[str, int]:
@@ -88,9 +96,13 @@ def _tune_search(db, papers: pl.DataFrame, embedder, stats, log) -> dict:
 
 @dg.asset(
     group_name="index",
-    deps=[dg.AssetDep("passages"), dg.AssetDep("papers")],
+    # staged_passage_vectors: the fan-out's vectors of new passages, reused here (defs/embedding_fanout.py); it runs
+    # first in the same run, and neither its materialization nor its absence decides when the index runs
+    deps=[dg.AssetDep("passages"), dg.AssetDep("papers"), dg.AssetDep("staged_passage_vectors")],
     code_version=INDEX_CODE_VERSION,
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=dg.AutomationCondition.eager().ignore(
+        dg.AssetSelection.assets("staged_passage_vectors")
+    ),
     description="LanceDB passages (text vectors + full text) and papers (title / abstract vectors + full text).",
 )
 def passage_index(
@@ -107,14 +119,16 @@ def passage_index(
         )
     passages, papers = _upstream(frozenset(holds))
     db = lancedb.connect()
+    staged = staged_vectors.StagedVectorEmbedder(db, embedder.get_embedder())
     stats = indexing.index_corpus(
         db,
         passages,
         papers,
-        embedder.get_embedder(),
+        staged,
         indexing.IndexConfig(sentence_vectors=settings.store_sentence_vectors()),
         log_fn=context.log.info,
     )
+    staged_vectors.discard_staged(db)  # the index holds them now
     search_tuning = _tune_search(db, papers, embedder.get_embedder(), stats, context.log.info)
     passages_table = indexing.open_table(db, indexing.PASSAGES_TABLE)
     sample = passages_table.search().select(["passage_id", "title", "text"]).limit(5).to_polars()
@@ -125,6 +139,7 @@ def passage_index(
         metadata={
             "passages": stats.passages_total,
             "passages_embedded": stats.passages_embedded,
+            "passages_from_fanout": staged.reused,  # vectors the fan-out's parts had embedded
             "passages_metadata_updated": stats.passages_metadata_updated,
             "passages_deleted": stats.passages_deleted,
             "papers": stats.papers_total,

@@ -89,7 +89,7 @@ def k8s(tmp_path, monkeypatch):
         yield instance, canaries, created, str(kubeconfig)
 
 
-def _shipped_definitions(monkeypatch, **env) -> dg.Definitions:
+def shipped_definitions(monkeypatch, **env) -> dg.Definitions:
     """lumina_assets/definitions.py executed afresh under `env` (it reads LUMINA_EXECUTOR when it is built), as a
     separate module: the process's own `lumina_assets.definitions` is neither imported nor changed here (built
     while the canaries are set, its resources would expect those keys in the tests after this one)."""
@@ -107,15 +107,18 @@ def _shipped_definitions(monkeypatch, **env) -> dg.Definitions:
             monkeypatch.delenv(name)
 
 
-def _step_pods(
-    instance, defs, job_name: str, kubeconfig: str, created: list, run_config=None
+def step_pods(
+    instance, defs, job_name: str, kubeconfig: str, created: list, run_config=None, parts: int = 2
 ) -> dict[str, dict]:
-    """{step key: rendered Kubernetes Job} for every step of the job, through dagster-k8s's step handler."""
+    """{step key: rendered Kubernetes Job} for every step of the job, through dagster-k8s's step handler; a
+    dynamic output (the embedding fan-out's plan) is taken to have yielded `parts` parts, each a step."""
     from dagster._core.definitions.job_base import InMemoryJob
     from dagster._core.definitions.reconstruct import ReconstructableRepository
     from dagster._core.execution.api import create_execution_plan
     from dagster._core.execution.context.system import PlanData, PlanOrchestrationContext
     from dagster._core.execution.context_creation_job import create_context_free_log_manager
+    from dagster._core.execution.plan.state import KnownExecutionState
+    from dagster._core.execution.plan.step import ExecutionStep
     from dagster._core.execution.retries import RetryMode
     from dagster._core.executor.init import InitExecutorContext
     from dagster._core.executor.step_delegating.step_handler.base import StepHandlerContext
@@ -148,6 +151,15 @@ def _step_pods(
     )
     run = create_run_for_test(instance, job_name=job_name, job_code_origin=origin)
     plan = create_execution_plan(job, run_config=run_config)
+    mapping_keys = [f"part_{part}" for part in range(parts)]
+    dynamic = {
+        step.key: {output.name: mapping_keys for output in step.step_outputs if output.is_dynamic}
+        for step in plan.steps
+        if isinstance(step, ExecutionStep) and any(output.is_dynamic for output in step.step_outputs)
+    }
+    plan = create_execution_plan(
+        job, run_config=run_config, known_state=KnownExecutionState(dynamic_mappings=dynamic)
+    )
     plan_context = PlanOrchestrationContext(
         plan_data=PlanData(
             job=job,
@@ -163,6 +175,8 @@ def _step_pods(
     )
     pods = {}
     for step in plan.steps:
+        if not isinstance(step, ExecutionStep):
+            continue  # the mapped step before its mapping keys are known: resolved above, one step per part
         created.clear()
         context = StepHandlerContext(
             instance=instance,
@@ -176,7 +190,7 @@ def _step_pods(
     return pods
 
 
-def _container(job_body: dict) -> dict:
+def step_container(job_body: dict) -> dict:
     [container] = job_body["body"]["spec"]["template"]["spec"]["containers"]
     return container
 
@@ -184,14 +198,14 @@ def _container(job_body: dict) -> dict:
 def _decoded(job_body: dict) -> str:
     """The rendered Job as text, with Dagster's compressed step arguments decoded."""
     text = json.dumps(job_body)
-    for env in _container(job_body).get("env", []):
+    for env in step_container(job_body).get("env", []):
         if env["name"] == "DAGSTER_COMPRESSED_EXECUTE_STEP_ARGS":
             text += zlib.decompress(base64.b64decode(env["value"])).decode("utf-8", "replace")
     return text
 
 
-def _assert_secrets_by_reference(job_body: dict, canaries: dict[str, str]) -> None:
-    container = _container(job_body)
+def assert_secrets_by_reference(job_body: dict, canaries: dict[str, str]) -> None:
+    container = step_container(job_body)
     assert {"secretRef": {"name": "lumina-api-keys"}} in container.get("envFrom", [])
     env = {e["name"]: e for e in container.get("env", [])}
     password = env["DAGSTER_PG_PASSWORD"]
@@ -213,13 +227,17 @@ def _embedding_steps(defs, job_name: str) -> set[str]:
 
 def test_gpu_on_the_embedding_step_only(k8s, monkeypatch):
     instance, canaries, created, kubeconfig = k8s
-    defs = _shipped_definitions(monkeypatch, LUMINA_EXECUTOR="k8s", LUMINA_K8S_GPU="1")
+    defs = shipped_definitions(monkeypatch, LUMINA_EXECUTOR="k8s", LUMINA_K8S_GPU="1")
     assert defs.resolve_job_def("index_passages").executor_def.name == "k8s"
-    pods = _step_pods(instance, defs, "index_passages", kubeconfig, created)
+    pods = step_pods(instance, defs, "index_passages", kubeconfig, created)
     embedding = _embedding_steps(defs, "index_passages")
     assert embedding and embedding <= set(pods)
+    # and each part of the embedding fan-out (tests/orchestration/test_embedding_fanout.py)
+    parts = {step for step in pods if ".embed_passage_part[" in step}
+    assert len(parts) == 2
+    embedding |= parts
     for step, job_body in pods.items():
-        container = _container(job_body)
+        container = step_container(job_body)
         limits = (container.get("resources") or {}).get("limits") or {}
         pod_spec = job_body["body"]["spec"]["template"]["spec"]
         if step in embedding:
@@ -238,14 +256,14 @@ def test_gpu_on_the_embedding_step_only(k8s, monkeypatch):
             env["LUMINA_LANCEDB_URI"] == "s3://my-bucket/lumina/lancedb" and env["LUMINA_DATA_DIR"] == "/data"
         )
         assert {"name": "lumina-data", "mountPath": "/data"} in container["volumeMounts"]
-        _assert_secrets_by_reference(job_body, canaries)
+        assert_secrets_by_reference(job_body, canaries)
 
 
 def test_run_config_merges_over_the_gpu_default_and_the_docs_run_config_works_alone(k8s, monkeypatch):
     instance, canaries, created, kubeconfig = k8s
     documented = documented_run_config()
     # LUMINA_K8S_GPU=2 and a run that only adds memory: both stay
-    defs = _shipped_definitions(monkeypatch, LUMINA_EXECUTOR="k8s", LUMINA_K8S_GPU="2")
+    defs = shipped_definitions(monkeypatch, LUMINA_EXECUTOR="k8s", LUMINA_K8S_GPU="2")
     memory_only = {
         "execution": {
             "config": {
@@ -255,19 +273,19 @@ def test_run_config_merges_over_the_gpu_default_and_the_docs_run_config_works_al
             }
         }
     }
-    pods = _step_pods(instance, defs, "index_passages", kubeconfig, created, memory_only)
+    pods = step_pods(instance, defs, "index_passages", kubeconfig, created, memory_only)
     [step] = _embedding_steps(defs, "index_passages")
-    assert _container(pods[step])["resources"]["limits"] == {GPU: "2", "memory": "16Gi"}
+    assert step_container(pods[step])["resources"]["limits"] == {GPU: "2", "memory": "16Gi"}
 
     # LUMINA_K8S_GPU unset: the plain k8s_job_executor, and the docs' run config as written puts the GPU there
-    defs = _shipped_definitions(monkeypatch, LUMINA_EXECUTOR="k8s")
-    pods = _step_pods(instance, defs, "index_passages", kubeconfig, created)
-    assert all(GPU not in json.dumps(_container(body).get("resources")) for body in pods.values())
-    pods = _step_pods(instance, defs, "index_passages", kubeconfig, created, documented)
-    assert _container(pods[step])["resources"]["limits"] == {GPU: "1", "memory": "16Gi"}
+    defs = shipped_definitions(monkeypatch, LUMINA_EXECUTOR="k8s")
+    pods = step_pods(instance, defs, "index_passages", kubeconfig, created)
+    assert all(GPU not in json.dumps(step_container(body).get("resources")) for body in pods.values())
+    pods = step_pods(instance, defs, "index_passages", kubeconfig, created, documented)
+    assert step_container(pods[step])["resources"]["limits"] == {GPU: "1", "memory": "16Gi"}
     assert pods[step]["body"]["spec"]["template"]["spec"]["nodeSelector"] == {f"{GPU}.present": "true"}
     for job_body in pods.values():
-        _assert_secrets_by_reference(job_body, canaries)
+        assert_secrets_by_reference(job_body, canaries)
 
 
 def test_crawl_and_run_pods_take_secrets_by_reference(k8s, monkeypatch):
@@ -277,12 +295,12 @@ def test_crawl_and_run_pods_take_secrets_by_reference(k8s, monkeypatch):
     from dagster._core.test_utils import create_run_for_test
 
     instance, canaries, created, kubeconfig = k8s
-    defs = _shipped_definitions(monkeypatch, LUMINA_EXECUTOR="k8s", LUMINA_K8S_GPU="1")
-    pods = _step_pods(instance, defs, "crawl_corpus", kubeconfig, created)
+    defs = shipped_definitions(monkeypatch, LUMINA_EXECUTOR="k8s", LUMINA_K8S_GPU="1")
+    pods = step_pods(instance, defs, "crawl_corpus", kubeconfig, created)
     assert "openalex_works" in pods
     for step, job_body in pods.items():
         assert GPU not in json.dumps(job_body), step
-        _assert_secrets_by_reference(job_body, canaries)
+        assert_secrets_by_reference(job_body, canaries)
 
     created.clear()
     origin = (
@@ -294,7 +312,7 @@ def test_crawl_and_run_pods_take_secrets_by_reference(k8s, monkeypatch):
     instance.run_launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=None))
     [run_pod] = created
     assert run_pod["namespace"] == "lumina"
-    _assert_secrets_by_reference(run_pod, canaries)
+    assert_secrets_by_reference(run_pod, canaries)
 
 
 def test_gpu_count_must_be_a_number(monkeypatch):

@@ -1,0 +1,282 @@
+"""Passage embedding split into parts that run side by side, and their vectors reused by the index build.
+
+A large set of new passages is embedded by several processes (or pods) instead of one, without touching how
+`index_corpus` builds the index: each part's vectors go into a staging table (`staged_vectors`) keyed by the
+embedded text and the model identity (name and weights fingerprint), with the numeric form beside them. The index
+build then encodes through `StagedVectorEmbedder`, which takes a text's vector from the staging table when one of
+a form compatible with its own is there and encodes the rest itself; so the index is written by the one path it
+always had (same rows, same metadata, same form checks), and a staged vector that does not fit (another model,
+int8 against a float form) is simply not used.
+
+The steps (orchestrated in defs/embedding_fanout.py):
+
+1. `plan_parts`: the texts the index build would embed (same rows and hashes as `lancedb_tables.index_corpus`),
+   split round-robin into parts, written to a plan table the parts read;
+2. `embed_part`: one part encodes its texts in the form of the existing index (as the index build would) and
+   appends them to the staging table; texts already staged in a compatible form are skipped (a retried part);
+3. `finish_plan`: indexes the staging table by key and drops the plan.
+
+Everything lives in the LanceDB database of the index, so the parts share it on object storage as well as on
+local disk. Parts append concurrently (Lance appends never conflict); only the plan step creates tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from lumina_assets.indexing import encoder_forms, model_identity
+from lumina_assets.indexing.lancedb_tables import (
+    PASSAGES_TABLE,
+    IndexConfig,
+    embedder_identity,
+    passage_rows,
+)
+from lumina_assets.indexing.table_ops import (
+    ensure_scalar,
+    open_table,
+    read_columns,
+    sql_in,
+    table_names,
+    vector_array,
+    vectors_from_arrow,
+)
+
+log = logging.getLogger(__name__)
+
+STAGED_TABLE = "staged_vectors"
+PLAN_TABLE_PREFIX = "embedding_plan_"
+# a part has to earn its process start and model load (seconds) and its staging write: below this many passages
+# per part the one-step path is as fast (auto setting)
+PASSAGES_PER_PART = 50_000
+ENCODE_CHUNK = 512  # texts per encode call and per staging append in a part
+LOOKUP_CHUNK = 1024  # keys per staging lookup
+
+
+def parts_for(count: int, requested: int | None, cores: int) -> int:
+    """How many parts embed `count` texts: `requested` (LUMINA_EMBED_PARTS) when set, else one part per
+    PASSAGES_PER_PART texts, at most one per core; never more parts than texts, and 1 for nothing to embed."""
+    if count <= 0:
+        return 1
+    if requested is not None:
+        return max(1, min(requested, count))
+    return max(1, min(cores, math.ceil(count / PASSAGES_PER_PART) if count >= 2 * PASSAGES_PER_PART else 1))
+
+
+def text_key(name: str, fingerprint: str, text: str) -> str:
+    """A staged vector's key: the model (name, weights fingerprint) and the exact text it encodes."""
+    return hashlib.sha256(f"{name}\0{fingerprint}\0{text}".encode()).hexdigest()[:32]
+
+
+def staged_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("key", pa.string(), nullable=False),
+            pa.field("form", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+def plan_table(plan_id: str) -> str:
+    return PLAN_TABLE_PREFIX + "".join(c if c.isalnum() else "_" for c in plan_id)
+
+
+def adopt_index_form(db, embedder) -> None:
+    """Encode in the form of the vectors already indexed, as `index_corpus` does before it embeds."""
+    built = open_table(db, PASSAGES_TABLE)
+    if built is not None and built.count_rows():
+        model_identity.adopt_form(embedder, model_identity.of_schema(built.schema).form)
+
+
+def texts_to_embed(
+    db, passages: pl.DataFrame, papers: pl.DataFrame, embedder, config: IndexConfig | None = None
+) -> list[str]:
+    """The distinct texts `index_corpus` would embed for these upstream tables: passages whose embedded text (and
+    its hash over the index config and the model) is not in the index yet."""
+    config = config or IndexConfig()
+    rows = passage_rows(passages, papers, config, embedder_identity(embedder))
+    table = open_table(db, PASSAGES_TABLE)
+    indexed: dict[str, str] = {}
+    if table is not None and table.count_rows():
+        stored = read_columns(table, ["passage_id", "text_hash"])
+        indexed = dict(zip(stored["passage_id"].to_pylist(), stored["text_hash"].to_pylist(), strict=True))
+    texts = [
+        text
+        for pid, text_hash, text in rows.select("passage_id", "text_hash", "embed_text").iter_rows()
+        if indexed.get(pid) != text_hash
+    ]
+    return list(dict.fromkeys(texts))
+
+
+@dataclass(frozen=True)
+class Plan:
+    plan_id: str
+    parts: int
+    texts: int
+    per_part: tuple[int, ...]
+
+
+def plan_parts(db, plan_id: str, texts: Sequence[str], parts: int, dim: int) -> Plan:
+    """Write the plan (text, part) for `parts` parts, round-robin so each part gets a like mix of lengths, and create
+    the staging table for `dim`-wide vectors if there is none. With one part nothing is written: the index build
+    embeds everything itself, as it always did."""
+    if parts <= 1 or not texts:
+        return Plan(plan_id, 1, len(texts), (len(texts),))
+    name = plan_table(plan_id)
+    if name in table_names(db):
+        db.drop_table(name)
+    assignment = [i % parts for i in range(len(texts))]
+    data = pa.table({"text": pa.array(list(texts), pa.string()), "part": pa.array(assignment, pa.int32())})
+    db.create_table(name, data=data)
+    if open_table(db, STAGED_TABLE) is None:
+        db.create_table(STAGED_TABLE, data=pa.Table.from_pylist([], schema=staged_schema(dim)))
+    per_part = tuple(assignment.count(p) for p in range(parts))
+    return Plan(plan_id, parts, len(texts), per_part)
+
+
+@dataclass
+class PartStats:
+    part: int
+    texts: int = 0
+    embedded: int = 0
+    already_staged: int = 0
+    seconds: float = 0.0
+    form: str = ""
+
+
+def _staged_forms(table, keys: Sequence[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for start in range(0, len(keys), LOOKUP_CHUNK):
+        chunk = keys[start : start + LOOKUP_CHUNK]
+        stored = read_columns(table, ["key", "form"], sql_in("key", chunk))
+        found.update(zip(stored["key"].to_pylist(), stored["form"].to_pylist(), strict=True))
+    return found
+
+
+def embed_part(
+    db, plan_id: str, part: int, embedder, log_fn: Callable[[str], None] | None = None
+) -> PartStats:
+    """Encode one part's texts and append their vectors to the staging table."""
+    say = log_fn or log.info
+    stats = PartStats(part)
+    plan = open_table(db, plan_table(plan_id))
+    staged = open_table(db, STAGED_TABLE)
+    if plan is None or staged is None:
+        raise RuntimeError(f"no embedding plan {plan_id!r} in this database: run the plan step first")
+    texts = read_columns(plan, ["text"], f"part = {int(part)}")["text"].to_pylist()
+    stats.texts = len(texts)
+    adopt_index_form(db, embedder)
+    identity = model_identity.of_embedder(embedder)
+    stats.form = identity.form
+    keys = [text_key(identity.name, identity.fingerprint, text) for text in texts]
+    have = _staged_forms(staged, keys) if staged.count_rows() else {}
+    todo = [
+        i
+        for i, key in enumerate(keys)
+        if key not in have or not encoder_forms.compatible(have[key], stats.form)
+    ]
+    stats.already_staged = len(texts) - len(todo)
+    dim = int(embedder.dimension)
+    schema = staged_schema(dim)
+    started = time.perf_counter()
+    for start in range(0, len(todo), ENCODE_CHUNK):
+        chunk = todo[start : start + ENCODE_CHUNK]
+        vectors = np.asarray(embedder.encode([texts[i] for i in chunk]), dtype=np.float32).reshape(
+            len(chunk), dim
+        )
+        data = pa.table(
+            {
+                "key": pa.array([keys[i] for i in chunk], pa.string()),
+                "form": pa.array([stats.form] * len(chunk), pa.string()),
+                "vector": vector_array(vectors, dim),
+            }
+        ).cast(schema)
+        staged.add(data)
+        stats.embedded += len(chunk)
+        elapsed = time.perf_counter() - started
+        say(
+            f"part {part}: {stats.embedded}/{len(todo)} passages embedded ({stats.embedded / max(elapsed, 1e-6):.1f}/s)"
+        )
+    stats.seconds = time.perf_counter() - started
+    return stats
+
+
+def finish_plan(db, plan_id: str) -> int:
+    """Index the staging table by key (the index build looks vectors up by it) and drop the plan; returns the
+    staged rows."""
+    name = plan_table(plan_id)
+    if name in table_names(db):
+        db.drop_table(name)
+    staged = open_table(db, STAGED_TABLE)
+    if staged is None:
+        return 0
+    rows = staged.count_rows()
+    if rows:
+        ensure_scalar(staged, "key", "BTREE")
+        staged.optimize()
+    return rows
+
+
+def discard_staged(db) -> None:
+    """Drop the staging table once the index holds its vectors (a failed build keeps it for the retry)."""
+    if STAGED_TABLE in table_names(db):
+        db.drop_table(STAGED_TABLE)
+
+
+class StagedVectorEmbedder:
+    """Wraps the index build's embedder: a text whose vector is staged (same model, compatible form) is taken from
+    the staging table, the others are encoded by the wrapped embedder. Everything else — identity, form, dimension,
+    `adopt_index_form` — is the wrapped embedder's, so the index records and checks exactly what it would without
+    the wrapper. Once every staged row has been used, lookups stop (titles and sentences come after passages)."""
+
+    def __init__(self, db, inner):
+        self.inner = inner
+        self.reused = 0
+        self.encoded = 0
+        self._table = open_table(db, STAGED_TABLE)
+        self._remaining = self._table.count_rows() if self._table is not None else 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def encode(self, texts, **kwargs) -> np.ndarray:
+        texts = list(texts)
+        if not self._remaining or not texts:
+            self.encoded += len(texts)
+            return self.inner.encode(texts, **kwargs)
+        identity = model_identity.of_embedder(self.inner)
+        keys = [text_key(identity.name, identity.fingerprint, text) for text in texts]
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(keys), LOOKUP_CHUNK):
+            chunk = list(dict.fromkeys(keys[start : start + LOOKUP_CHUNK]))
+            stored = read_columns(self._table, ["key", "form", "vector"], sql_in("key", chunk))
+            if not stored.num_rows:
+                continue
+            vectors = vectors_from_arrow(stored["vector"])
+            for key, form, vector in zip(
+                stored["key"].to_pylist(), stored["form"].to_pylist(), vectors, strict=True
+            ):
+                if encoder_forms.compatible(form, identity.form):
+                    found[key] = vector
+        missing = [i for i, key in enumerate(keys) if key not in found]
+        encoded = self.inner.encode([texts[i] for i in missing], **kwargs) if missing else None
+        dim = int(self.inner.dimension)
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        for i, key in enumerate(keys):
+            if key in found:
+                out[i] = found[key]
+        if missing:
+            out[missing] = np.asarray(encoded, dtype=np.float32).reshape(len(missing), dim)
+        self.reused += len(texts) - len(missing)
+        self.encoded += len(missing)
+        self._remaining = max(0, self._remaining - len(found))
+        return out
