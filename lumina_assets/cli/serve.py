@@ -60,9 +60,10 @@ def build_service(uri: str, *, engines: int, use_llm: bool):
 
 
 def _store_missing_sentence_vectors(uri: str) -> None:
-    """Stores the sentence vectors passage_index left out (LUMINA_SENTENCE_VECTORS unset: they cost ~1.5x the passage
-    embedding), while the server answers: until then evidence sentences are encoded per request, and the scorer
-    picks the stored ones up on its next refresh. Incremental: an index that has them all costs one hash check."""
+    """Stores the sentence vectors passage_index left out (LUMINA_SENTENCE_VECTORS=0, or an index built before they
+    were stored by default), while the server answers: until then evidence sentences are encoded per request, and
+    the scorer picks the stored ones up on its next refresh. Incremental: an index that has them all costs one hash
+    check."""
     from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.embedding import Embedder
     from lumina_assets.indexing.sentence_vectors import backfill_from_index

@@ -21,7 +21,8 @@ def _duration(seconds: float) -> str:
 
 class Progress:
     """Counts work done and says `<label>: done/total (pct), rate/s, ETA` once `every_s` seconds have passed since
-    the last line, and once at the end. Thread-safe (parse workers report from threads)."""
+        the last line, and once at the end. Thread-safe (parse workers report from threads). `detail`: more to say at
+    the end of each line (the sentences encoded beside the passages)."""
 
     def __init__(
         self,
@@ -32,9 +33,10 @@ class Progress:
         unit: str = "items",
         every_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        detail: Callable[[], str] | None = None,
     ):
         self.label, self.total, self.say, self.unit = label, total, say, unit
-        self.every_s, self.clock = every_s, clock
+        self.every_s, self.clock, self.detail = every_s, clock, detail
         self.done = 0
         self.started = self.last = clock()
         self._lock = threading.Lock()
@@ -46,16 +48,25 @@ class Progress:
         share = f" ({100 * self.done / self.total:.0f}%)" if self.total else ""
         remaining = self.total - self.done
         eta = _duration(remaining / rate) if rate > 0 and remaining > 0 else ("0s" if remaining <= 0 else "?")
-        return (
+        line = (
             f"{self.label}: {self.done}/{self.total} {self.unit}{share}, {rate:.1f} {self.unit}/s, "
             f"elapsed {_duration(elapsed)}, ETA {eta}"
         )
+        return f"{line}; {self.detail()}" if self.detail is not None else line
 
     def advance(self, count: int = 1) -> None:
         with self._lock:
             self.done += count
             now = self.clock()
             if now - self.last >= self.every_s and self.done < self.total:
+                self.last = now
+                self.say(self.line())
+
+    def tick(self) -> None:
+        """A line if `every_s` has passed, though nothing was counted (work beside the counted items goes on)."""
+        with self._lock:
+            now = self.clock()
+            if now - self.last >= self.every_s and not self._finished:
                 self.last = now
                 self.say(self.line())
 

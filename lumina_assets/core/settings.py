@@ -22,10 +22,11 @@ def cache_dir() -> Path:
 
 
 def store_sentence_vectors() -> bool:
-    """`LUMINA_SENTENCE_VECTORS=1`: passage_index also stores every passage's sentence vectors (evidence highlighting
-    then encodes only the query). Off by default: it costs ~1.5x the passage embedding (SciFact: 44,869 sentences),
-    and `lumina serve` fills them in the background instead."""
-    return os.environ.get("LUMINA_SENTENCE_VECTORS", "").strip().lower() in {"1", "true", "yes", "on"}
+    """`LUMINA_SENTENCE_VECTORS`: passage_index stores every passage's sentence vectors, so evidence highlighting
+    encodes only the query. On by default (they cost about what the passages cost: SciFact's 44,869 sentences hold
+    as many tokens as its 9,140 passages); `0` / `false` / `no` / `off` leaves them out, and `lumina serve` then
+    fills them in the background."""
+    return os.environ.get("LUMINA_SENTENCE_VECTORS", "").strip().lower() not in {"0", "false", "no", "off"}
 
 
 def embedding_model() -> str:

@@ -94,6 +94,20 @@ def _tune_search(db, papers: pl.DataFrame, embedder, stats, log) -> dict:
     return metadata
 
 
+def _sentence_cost(stats) -> dict:
+    """Sentence vectors' rate and their seconds beside the passages' (LUMINA_SENTENCE_VECTORS=0 leaves them out)."""
+    passages_rate = stats.passages_embedded / stats.passage_seconds if stats.passage_seconds else 0.0
+    sentences_rate = stats.sentences_embedded / stats.sentence_seconds if stats.sentence_seconds else 0.0
+    cost = {
+        "passage_seconds": round(stats.passage_seconds, 2),
+        "passages_per_second": round(passages_rate, 1),
+        "sentences_per_second": round(sentences_rate, 1),
+    }
+    if stats.passage_seconds and stats.sentence_seconds:
+        cost["sentence_seconds_per_passage_second"] = round(stats.sentence_seconds / stats.passage_seconds, 3)
+    return cost
+
+
 @dg.asset(
     group_name="index",
     # staged_passage_vectors: the fan-out's vectors of new passages, reused here (defs/embedding_fanout.py); it runs
@@ -155,6 +169,7 @@ def passage_index(
             # evidence highlighting reads these instead of encoding sentences per request
             "sentences_embedded": stats.sentences_embedded,
             "sentence_seconds": round(stats.sentence_seconds, 2),
+            **_sentence_cost(stats),
             "ann_index": stats.ann_index,
             "lancedb_uri": dg.MetadataValue.path(lancedb.resolved_uri())
             if "://" not in lancedb.resolved_uri()

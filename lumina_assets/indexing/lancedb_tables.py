@@ -78,7 +78,10 @@ class IndexConfig:
         2.0  # retrain the ANN index once the table holds this many times its training rows
     )
     write_batch_rows: int = 4096  # rows embedded and written per merge_insert
-    overlap_writes: bool = True  # write a batch in a background thread while the next one is embedded
+    # pipelined: a batch's sentences are encoded right after its passages, and both are written in background
+    # threads while the next batch is encoded; off: passages, titles, then sentences, each write awaited (the same
+    # rows and vectors, tested)
+    pipelined: bool = True
     embed_chunk_rows: int = 1024  # most texts per encode call (calls are sized so progress comes on time)
     progress_every_s: float = 10.0  # seconds between progress lines while embedding
     prune: bool = True  # delete rows whose passage / paper no longer exists upstream
@@ -98,7 +101,8 @@ class IndexStats:
     papers_embedded: int = 0
     papers_deleted: int = 0
     sentences_embedded: int = 0
-    sentence_seconds: float = 0.0  # sentence vectors, encoded and written (embed_seconds: passages, titles)
+    sentence_seconds: float = 0.0  # splitting and encoding sentences (embed_seconds: passages and titles)
+    passage_seconds: float = 0.0  # encoding passages alone (what sentence_seconds is compared with)
     embed_seconds: float = 0.0
     write_seconds: float = 0.0
     total_seconds: float = 0.0
@@ -382,60 +386,92 @@ def index_corpus(
     model = embedder_identity(embedder)
     rows = passage_rows(passages, papers, config, model)
     stats.passages_total = rows.height
-    passage_vectors = _index_passages(db, rows, embedder, config, stats, dim, say)
-    model_identity.record(open_table(db, PASSAGES_TABLE), model_identity.of_embedder(embedder))
-    _index_papers(db, papers, rows, passage_vectors, embedder, config, stats, dim, say, model)
+    sentences = None
     if config.sentence_vectors:
-        from lumina_assets.indexing.sentence_vectors import index_sentences
+        from lumina_assets.indexing.sentence_vectors import SentencePlan
 
-        t0 = time.perf_counter()
-        found = index_sentences(
-            db,
-            rows["passage_id"].to_list(),
-            rows["text"].to_list(),
+        ids, texts = rows["passage_id"].to_list(), rows["text"].to_list()
+        sentences = SentencePlan(db, ids, texts, model, background=config.pipelined)
+    try:
+        passage_vectors = _index_passages(db, rows, embedder, config, stats, dim, say, sentences)
+        model_identity.record(open_table(db, PASSAGES_TABLE), model_identity.of_embedder(embedder))
+        _index_papers(db, papers, rows, passage_vectors, embedder, config, stats, dim, say, model)
+    except BaseException:
+        if sentences is not None:
+            sentences.abandon()
+        raise
+    if sentences is not None:
+        found = sentences.finish(
             embedder,
-            model,
+            dim,
+            _sizer(config),
             prune=config.prune,
             progress_every_s=config.progress_every_s,
-            log_fn=say,
+            say=say,
         )
-        stats.sentences_embedded = found["sentences"]
-        stats.sentence_seconds = time.perf_counter() - t0
+        stats.sentences_embedded, stats.sentence_seconds = found["sentences"], sentences.seconds
+    say(cost_line(stats))
     stats.total_seconds = time.perf_counter() - started
     return stats
 
 
-def _embed_and_write(rows, to_embed, embedder, config, stats, dim, writer, progress, layout) -> None:
-    """Embed the `to_embed` rows batch by batch and hand each batch to `writer` (which writes it in the background
-    while the next batch is embedded, when overlapping)."""
+def cost_line(stats: IndexStats) -> str:
+    """What passages and their sentence vectors cost, side by side (seconds spent encoding each)."""
+    line = f"passages: {stats.passages_embedded} encoded in {stats.passage_seconds:.1f}s"
+    if stats.passage_seconds:
+        line += f" ({stats.passages_embedded / stats.passage_seconds:.1f}/s)"
+    if not stats.sentences_embedded:
+        return line + "; no sentence vectors encoded"
+    line += f"; sentence vectors: {stats.sentences_embedded} sentences in {stats.sentence_seconds:.1f}s"
+    if stats.sentence_seconds:
+        line += f" ({stats.sentences_embedded / stats.sentence_seconds:.1f}/s)"
+    if stats.passage_seconds:
+        line += f", {stats.sentence_seconds / stats.passage_seconds:.2f}x the passages' seconds"
+    return line
+
+
+def _sizer(config: IndexConfig):
+    """Encode calls sized to take about a third of the progress interval, so progress lines come on time."""
+    from lumina_assets.indexing.length_batches import CallSizer
+
+    return CallSizer(config.progress_every_s / 3, config.embed_chunk_rows)
+
+
+def _embed_and_write(
+    rows, to_embed, embedder, config, stats, dim, writer, progress, layout, sentences
+) -> None:
+    """Embed the `to_embed` rows batch by batch, shortest texts first (length_batches.py), and hand each batch to
+    `writer`; pipelined, the batch's sentence vectors are encoded next (`sentences`, a SentencePlan) while the
+    passages are written, and both are written while the next batch is encoded."""
+    from lumina_assets.indexing.length_batches import encode_in_length_order
+
     base_columns, schema = layout
-    chunk_rows = min(64, config.embed_chunk_rows)  # grows to what the machine embeds in a few seconds
+    sizer, sentence_sizer = _sizer(config), _sizer(config)  # passages and sentences: their own rates
     for start in range(0, len(to_embed), config.write_batch_rows):
-        batch = rows[to_embed[start : start + config.write_batch_rows]]
+        chosen = to_embed[start : start + config.write_batch_rows]
+        batch = rows[chosen]
         t0 = time.perf_counter()
-        texts = batch["embed_text"].to_list()
-        parts = []  # encoded in calls sized to take ~a third of the progress interval, so lines come on time
-        offset = 0
-        while offset < len(texts):
-            chunk = texts[offset : offset + chunk_rows]
-            t1 = time.perf_counter()
-            parts.append(np.asarray(embedder.encode(chunk), dtype=np.float32).reshape(len(chunk), dim))
-            rate = len(chunk) / max(time.perf_counter() - t1, 1e-6)
-            chunk_rows = int(min(max(rate * config.progress_every_s / 3, 32), config.embed_chunk_rows))
-            offset += len(chunk)
-            progress.advance(len(chunk))
-        vectors = np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
-        stats.embed_seconds += time.perf_counter() - t0
+        vectors = encode_in_length_order(
+            batch["embed_text"].to_list(), embedder.encode, dim, sizer, progress.advance
+        )
+        seconds = time.perf_counter() - t0
+        stats.embed_seconds += seconds
+        stats.passage_seconds += seconds
         t0 = time.perf_counter()
         data = batch.select(base_columns).to_arrow()
         data = data.append_column("vector", vector_array(vectors, dim)).cast(schema)
         writer.write(data)  # waits for the previous batch's write, then starts this one
         stats.write_seconds += time.perf_counter() - t0
         stats.passages_embedded += batch.height
+        if sentences is not None and config.pipelined:
+            sentences.encode(chosen, embedder, dim, sentence_sizer, lambda _count: progress.tick())
 
 
-def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats, dim: int, say) -> dict:
-    """Upsert passages; returns {passage_id: vector} for abstract passages (paper-level abstract vectors)."""
+def _index_passages(
+    db, rows: pl.DataFrame, embedder, config, stats: IndexStats, dim: int, say, sentences=None
+) -> dict:
+    """Upsert passages (pipelined: with the sentence vectors `sentences` owes for them); returns
+    {passage_id: vector} for abstract passages (paper-level abstract vectors)."""
     table = open_table(db, PASSAGES_TABLE)
     existing_hash: dict[str, tuple[str, str]] = {}
     if table is not None:
@@ -461,24 +497,34 @@ def _index_passages(db, rows: pl.DataFrame, embedder, config, stats: IndexStats,
         and existing_hash[pid][1] != row_hashes[i]
     ]
     say(f"passages: {len(ids)} upstream, {len(to_embed)} to embed, {len(to_refresh)} metadata-only updates")
+    if sentences is not None and config.pipelined and sentences.todo:
+        say(
+            f"sentence vectors: {len(sentences.todo)} passages owe {sentences.owed}, encoded with their passages"
+        )
     schema = passage_schema(dim)
     base_columns = [f.name for f in schema if f.name != "vector"]
     abstract_vectors: dict[str, np.ndarray] = {}
 
+    pipelined_sentences = sentences if config.pipelined else None
     progress = Progress(
-        "embedding passages", len(to_embed), say, unit="passages", every_s=config.progress_every_s
+        "embedding passages",
+        len(to_embed),
+        say,
+        unit="passages",
+        every_s=config.progress_every_s,
+        detail=pipelined_sentences.progress_detail if pipelined_sentences is not None else None,
     )
     writer = BatchWriter(
         db,
         PASSAGES_TABLE,
         table,
         "passage_id",
-        background=config.overlap_writes,
+        background=config.pipelined,
         append_only=not existing_hash and (table is None or not table.count_rows()),
     )
     try:
         _embed_and_write(
-            rows, to_embed, embedder, config, stats, dim, writer, progress, (base_columns, schema)
+            rows, to_embed, embedder, config, stats, dim, writer, progress, (base_columns, schema), sentences
         )
     except BaseException:
         writer.close(raise_errors=False)  # the error that stopped embedding is the one to report

@@ -5,9 +5,11 @@ located in the passage text, as `parsing.chunking.sentence_spans` does at reques
 index's embedding model, L2-normalized, float16, row-major `n × dim` bytes). `text_hash` covers the model and the
 passage text, so a passage whose text or model changed is encoded again and a stale row is never used.
 
-Incremental like the other tables: `index_sentences` encodes only the passages whose hash is missing or differs
+Incremental like the other tables: a `SentencePlan` encodes only the passages whose hash is missing or differs
 (new passages, or every passage once for an index built before this table existed) and deletes rows of passages
-that no longer exist. An index without the table still works: the scorer encodes sentences per request.
+that no longer exist. The index build encodes a batch's sentences right after its passages (`SentencePlan.encode`,
+written while the next batch is encoded); `index_sentences` does them all at once (a backfill). An index without
+the table still works: the scorer encodes sentences per request.
 """
 
 from __future__ import annotations
@@ -53,6 +55,148 @@ def _normalized(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
+def _stored_hashes(table) -> dict[str, str]:
+    from lumina_assets.indexing.table_ops import read_columns
+
+    if table is None or not table.count_rows():
+        return {}
+    frame = read_columns(table, ["passage_id", "text_hash"])
+    return dict(zip(frame["passage_id"].to_pylist(), frame["text_hash"].to_pylist(), strict=True))
+
+
+class SentencePlan:
+    """The sentence vectors an index build owes: the passages (by position in `passage_ids`) whose stored hash is
+    missing or differs, encoded batch by batch and written in the background (`background`), so the index build can
+    encode a batch's sentences right after its passages (the pipelined path) or all of them at the end (`finish`);
+    either way each passage is encoded once, with the same sentences and rows."""
+
+    def __init__(self, db, passage_ids: Sequence[str], texts: Sequence[str], model: str, *, background=True):
+        from lumina_assets.indexing.lancedb_tables import BatchWriter
+        from lumina_assets.indexing.table_ops import open_table
+        from lumina_assets.parsing.chunking import sentence_spans
+
+        self.db, self.passage_ids, self.texts = db, list(passage_ids), [t or "" for t in texts]
+        table = open_table(db, SENTENCES_TABLE)
+        self.stored = _stored_hashes(table)
+        self.hashes = [sentence_hash(model, t) for t in self.texts]
+        self.todo = [i for i, pid in enumerate(self.passage_ids) if self.stored.get(pid) != self.hashes[i]]
+        self.pending = set(self.todo)
+        self.owed = sum(len(sentence_spans(self.texts[i])) for i in self.todo)  # sentences to encode
+        self.sentences = 0  # encoded so far
+        self._batch_started: float | None = None
+        self.seconds = 0.0  # spent splitting, encoding and building rows (writes run beside the next batch)
+        self.writer = BatchWriter(
+            db,
+            SENTENCES_TABLE,
+            table,
+            "passage_id",
+            background=background,
+            append_only=not self.stored and (table is None or not table.count_rows()),
+        )
+
+    def encode(self, positions: Sequence[int], embedder, dim: int, sizer, on_call=None) -> int:
+        """Encode and write the sentences of the passages at `positions` still owed (others are skipped); returns
+        how many sentences."""
+        from lumina_assets.indexing.length_batches import encode_in_length_order
+        from lumina_assets.parsing.chunking import sentence_spans
+
+        chosen = [i for i in positions if i in self.pending]
+        if not chosen:
+            return 0
+        self._batch_started = started = time.perf_counter()
+        self.pending.difference_update(chosen)
+        spans = [sentence_spans(self.texts[i]) for i in chosen]
+        sentences = [self.texts[i][a:b] for i, found in zip(chosen, spans, strict=True) for a, b in found]
+
+        def counted(count: int) -> None:
+            self.sentences += count
+            if on_call is not None:
+                on_call(count)
+
+        vectors = _normalized(encode_in_length_order(sentences, embedder.encode, dim, sizer, counted))
+        rows, offset = [], 0
+        for i, found in zip(chosen, spans, strict=True):
+            block = vectors[offset : offset + len(found)].astype(np.float16)
+            offset += len(found)
+            rows.append(
+                {
+                    "passage_id": self.passage_ids[i],
+                    "text_hash": self.hashes[i],
+                    "starts": [a for a, _ in found],
+                    "ends": [b for _, b in found],
+                    "dim": dim,
+                    "vectors": block.tobytes(),
+                }
+            )
+        data = pa.Table.from_pylist(rows, schema=_schema())
+        self.seconds += time.perf_counter() - started
+        self._batch_started = None
+        self.writer.write(data)  # waits for the previous batch's write, then starts this one
+        return len(sentences)
+
+    def progress_detail(self) -> str:
+        """The sentences' part of a progress line: how many of those owed, at what rate while encoding them."""
+        seconds = self.seconds
+        if self._batch_started is not None:  # a batch is being encoded now
+            seconds += time.perf_counter() - self._batch_started
+        rate = f", {self.sentences / seconds:.1f}/s" if seconds and self.sentences else ""
+        return f"sentences {self.sentences}/{self.owed}{rate}"
+
+    def abandon(self) -> None:
+        """After an error elsewhere in the build: wait for the write in flight, keep what was written."""
+        self.writer.close(raise_errors=False)
+
+    def finish(
+        self,
+        embedder,
+        dim: int,
+        sizer,
+        *,
+        prune: bool = True,
+        batch_passages: int = 2048,
+        progress_every_s: float = 10.0,
+        say: Callable[[str], None] = log.info,
+    ) -> dict:
+        """Encode what is still owed, wait for the writes, delete the rows of passages gone upstream, index the
+        table; returns counts (passages, encoded_passages, sentences, deleted) and `seconds` (as `self.seconds`)."""
+        from lumina_assets.indexing.table_ops import ensure_scalar, sql_in
+
+        left = [i for i in self.todo if i in self.pending]
+        if left:
+            from lumina_assets.parsing.chunking import sentence_spans
+
+            total = sum(len(sentence_spans(self.texts[i])) for i in left)
+            say(f"sentence vectors: {len(left)} of {len(self.passage_ids)} passages to encode")
+            progress = Progress("embedding sentences", total, say, unit="sentences", every_s=progress_every_s)
+            try:
+                for begin in range(0, len(left), batch_passages):
+                    self.encode(left[begin : begin + batch_passages], embedder, dim, sizer, progress.advance)
+            except BaseException:
+                self.abandon()
+                raise
+            progress.finish()
+        table = self.writer.close()
+        deleted = 0
+        if prune and table is not None and self.stored:
+            stale = sorted(set(self.stored) - set(self.passage_ids))
+            for begin in range(0, len(stale), 500):
+                table.delete(sql_in("passage_id", stale[begin : begin + 500]))
+            deleted = len(stale)
+        if table is not None and (self.todo or deleted):
+            try:
+                ensure_scalar(table, "passage_id", "BTREE")
+                table.optimize()
+            except Exception as error:  # an index is an optimization: lookups by id still work without it
+                log.debug("sentence table index: %s", error)
+        return {
+            "passages": len(self.passage_ids),
+            "encoded_passages": len(self.todo),
+            "sentences": self.sentences,
+            "deleted": deleted,
+            "seconds": round(self.seconds, 2),
+        }
+
+
 def index_sentences(
     db,
     passage_ids: Sequence[str],
@@ -62,81 +206,25 @@ def index_sentences(
     *,
     prune: bool = True,
     batch_passages: int = 2048,
-    encode_chunk: int = 256,
+    encode_chunk: int = 1024,
     progress_every_s: float = 10.0,
     log_fn: Callable[[str], None] | None = None,
 ) -> dict:
-    """Bring `passage_sentences` up to date with these passages; returns counts and seconds."""
-    from lumina_assets.indexing.table_ops import ensure_scalar, open_table, read_columns, sql_in
-    from lumina_assets.parsing.chunking import sentence_spans
+    """Bring `passage_sentences` up to date with these passages (all at once: a backfill, or the sequential
+    index build); returns counts and seconds. `encode_chunk`: most sentences per encode call."""
+    from lumina_assets.indexing.length_batches import CallSizer
 
-    say = log_fn or log.info
-    started = time.perf_counter()
-    table = open_table(db, SENTENCES_TABLE)
-    stored: dict[str, str] = {}
-    if table is not None and table.count_rows():
-        frame = read_columns(table, ["passage_id", "text_hash"])
-        stored = dict(zip(frame["passage_id"].to_pylist(), frame["text_hash"].to_pylist(), strict=True))
-    hashes = [sentence_hash(model, t or "") for t in texts]
-    todo = [i for i, pid in enumerate(passage_ids) if stored.get(pid) != hashes[i]]
-    stats = {"passages": len(passage_ids), "encoded_passages": len(todo), "sentences": 0, "deleted": 0}
-    all_spans = {i: sentence_spans(texts[i] or "") for i in todo}
-    if todo:
-        say(f"sentence vectors: {len(todo)} of {len(passage_ids)} passages to encode")
-    progress = Progress(
-        "embedding sentences",
-        sum(len(found) for found in all_spans.values()),
-        say,
-        unit="sentences",
-        every_s=progress_every_s,
+    plan = SentencePlan(db, passage_ids, texts, model)
+    sizer = CallSizer(progress_every_s / 3, encode_chunk)
+    return plan.finish(
+        embedder,
+        int(embedder.dimension),
+        sizer,
+        prune=prune,
+        batch_passages=batch_passages,
+        progress_every_s=progress_every_s,
+        say=log_fn or log.info,
     )
-    dim = int(embedder.dimension)
-    for begin in range(0, len(todo), batch_passages):
-        chosen = todo[begin : begin + batch_passages]
-        spans = [all_spans[i] for i in chosen]
-        sentences = [texts[i][a:b] for i, found in zip(chosen, spans, strict=True) for a, b in found]
-        parts = [np.zeros((0, dim), dtype=np.float32)]
-        for offset in range(0, len(sentences), encode_chunk):  # short calls, so progress lines come on time
-            chunk = sentences[offset : offset + encode_chunk]
-            parts.append(np.asarray(embedder.encode(chunk), dtype=np.float32).reshape(len(chunk), dim))
-            progress.advance(len(chunk))
-        vectors = _normalized(np.concatenate(parts))
-        rows, offset = [], 0
-        for i, found in zip(chosen, spans, strict=True):
-            block = vectors[offset : offset + len(found)].astype(np.float16)
-            offset += len(found)
-            rows.append(
-                {
-                    "passage_id": passage_ids[i],
-                    "text_hash": hashes[i],
-                    "starts": [a for a, _ in found],
-                    "ends": [b for _, b in found],
-                    "dim": dim,
-                    "vectors": block.tobytes(),
-                }
-            )
-        data = pa.Table.from_pylist(rows, schema=_schema())
-        if table is None:
-            table = db.create_table(SENTENCES_TABLE, data=data, schema=data.schema)
-        else:
-            table.merge_insert("passage_id").when_matched_update_all().when_not_matched_insert_all().execute(
-                data
-            )
-        stats["sentences"] += len(sentences)
-    progress.finish()
-    if prune and table is not None and stored:
-        stale = sorted(set(stored) - set(passage_ids))
-        for begin in range(0, len(stale), 500):
-            table.delete(sql_in("passage_id", stale[begin : begin + 500]))
-        stats["deleted"] = len(stale)
-    if table is not None and (todo or stats["deleted"]):
-        try:
-            ensure_scalar(table, "passage_id", "BTREE")
-            table.optimize()
-        except Exception as error:  # an index is an optimization: lookups by id still work without it
-            log.debug("sentence table index: %s", error)
-    stats["seconds"] = round(time.perf_counter() - started, 2)
-    return stats
 
 
 def backfill_from_index(db, embedder, *, log_fn: Callable[[str], None] | None = None) -> dict:

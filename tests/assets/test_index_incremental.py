@@ -96,9 +96,9 @@ def test_adding_one_paper_embeds_only_its_passages(tmp_path, scifact_docs, embed
     embedded_passage_texts = counting.calls[0]
     assert len(embedded_passage_texts) == new_passages.height
     assert all(scifact_docs[new_id]["title"] in text for text in embedded_passage_texts)
-    assert counting.calls[1] == [scifact_docs[new_id]["title"]]
-    # then the sentences of its passages only (stored for evidence highlighting)
-    sentence_texts = [t for call in counting.calls[2:] for t in call]
+    assert counting.calls[-1] == [scifact_docs[new_id]["title"]]  # its title, after the passages
+    # with the passages, the sentences of its passages only (stored for evidence highlighting)
+    sentence_texts = [t for call in counting.calls[1:-1] for t in call]
     assert sentence_texts and all(s in scifact_docs[new_id]["text"] for s in sentence_texts)
     stored = _rows(db, indexing.PASSAGES_TABLE)
     assert len(stored) == passages2.height
@@ -175,6 +175,7 @@ def test_vectors_are_normalized_and_full_text_index_exists(tmp_path, scifact_doc
 
 
 def test_passage_index_asset_and_checks(data_dir, scifact_docs, embedder, monkeypatch):
+    monkeypatch.setenv("LUMINA_SENTENCE_VECTORS", "0")  # the opt-out first; the default stores them below
     papers, passages = _tables(dict(list(scifact_docs.items())[:5]), embedder)
     batch_one = passages.filter(pl.col("paper_id").is_in(papers["paper_id"].head(3).to_list()))
     batch_two = passages.filter(~pl.col("paper_id").is_in(papers["paper_id"].head(3).to_list()))
@@ -201,13 +202,13 @@ def test_passage_index_asset_and_checks(data_dir, scifact_docs, embedder, monkey
     assert {c.check_name for c in checks} == {"passage_index_row_count", "passage_index_vector_dimension"}
     assert all(c.passed for c in checks)
     assert (data_dir / "lancedb").is_dir()
-    # sentence vectors are opt-in for the pipeline (lumina serve fills them in the background otherwise)
+    # LUMINA_SENTENCE_VECTORS=0 leaves sentence vectors out (lumina serve fills them in the background then)
     from lumina_assets.indexing.sentence_vectors import SENTENCES_TABLE
 
     db = connect_lancedb(str(data_dir / "lancedb"))
     assert materialization.metadata["sentences_embedded"].value == 0
     assert indexing.open_table(db, SENTENCES_TABLE) is None
-    monkeypatch.setenv("LUMINA_SENTENCE_VECTORS", "1")
+    monkeypatch.delenv("LUMINA_SENTENCE_VECTORS")  # the default: stored, their cost beside the passages'
     again = dg.materialize(
         [passage_index],
         resources={"lancedb": LanceDBResource(), "embedder": EmbedderResource(batch_size=32)},
@@ -215,6 +216,7 @@ def test_passage_index_asset_and_checks(data_dir, scifact_docs, embedder, monkey
     )
     stored = again.asset_materializations_for_node("passage_index")[0].metadata
     assert stored["passages_embedded"].value == 0 and stored["sentences_embedded"].value > 0
+    assert stored["sentences_per_second"].value > 0 and stored["sentence_seconds"].value > 0
     assert indexing.open_table(db, SENTENCES_TABLE).count_rows() == passages.height
 
 

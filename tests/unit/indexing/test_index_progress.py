@@ -52,9 +52,9 @@ def test_progress_lines_come_while_embedding(tmp_path):
     assert len(progress) >= 3, lines  # during the ~1.2 s of embedding, then the last one
     assert progress[-1][1].startswith("embedding passages: 240/240 passages (100%)")
     assert "passages/s" in progress[0][1] and "ETA" in progress[0][1]
-    # passages first, then the one paper title (then the passages' sentences, for evidence highlighting)
+    # passages and their sentences (one each here, for evidence highlighting) first, then the one paper title
     title_call = embedder.calls.index(1)
-    assert sum(embedder.calls[:title_call]) == 240
+    assert sum(embedder.calls[:title_call]) == 2 * 240 and title_call == len(embedder.calls) - 1
     assert max(embedder.calls[:title_call]) < 240  # split into calls, so lines could come on time
 
 
@@ -74,19 +74,30 @@ def test_paper_titles_report_progress_too(tmp_path):
     papers = pl.DataFrame(
         {"paper_id": [f"p{i}" for i in range(count)], "title": [f"Title {i}" for i in range(count)]}
     )
-    lines: list[str] = []
-    embedder = SlowEmbedder()
-    indexing.index_corpus(
-        lancedb.connect(tmp_path / "db"),
-        passages,
-        papers,
-        embedder,
-        indexing.IndexConfig(progress_every_s=0.3),
-        log_fn=lines.append,
-    )
-    titles = [line for line in lines if line.startswith("embedding paper titles:")]
-    assert len(titles) >= 2, lines  # ~3 s of title embedding at 5 ms a title, lines every 0.3 s
-    assert titles[-1].startswith(f"embedding paper titles: {count}/{count} titles (100%)")
-    sentences = [line for line in lines if line.startswith("embedding sentences:")]
-    assert len(sentences) >= 2, lines  # the sentence vectors for evidence highlighting say their progress too
-    assert sentences[-1].startswith(f"embedding sentences: {count}/{count} sentences (100%)")
+    for pipelined in (True, False):
+        lines: list[str] = []
+        indexing.index_corpus(
+            lancedb.connect(tmp_path / f"db-{pipelined}"),
+            passages,
+            papers,
+            SlowEmbedder(),
+            indexing.IndexConfig(progress_every_s=0.3, pipelined=pipelined),
+            log_fn=lines.append,
+        )
+        titles = [line for line in lines if line.startswith("embedding paper titles:")]
+        assert len(titles) >= 2, lines  # ~3 s of title embedding at 5 ms a title, lines every 0.3 s
+        assert titles[-1].startswith(f"embedding paper titles: {count}/{count} titles (100%)")
+        # the sentence vectors for evidence highlighting say their progress too: pipelined, on the passages'
+        # lines (encoded batch by batch with them); sequential, on lines of their own after the titles
+        if pipelined:
+            shown = [
+                line.rsplit("; sentences ", 1)[-1] for line in lines if line.startswith("embedding passages:")
+            ]
+            assert any(0 < int(part.split("/")[0]) < count for part in shown), lines
+            assert shown[-1].startswith(f"{count}/{count}")
+        else:
+            sentences = [line for line in lines if line.startswith("embedding sentences:")]
+            assert len(sentences) >= 2, lines
+            assert sentences[-1].startswith(f"embedding sentences: {count}/{count} sentences (100%)")
+        costs = [line for line in lines if line.startswith("passages: ") and "sentence vectors:" in line]
+        assert len(costs) == 1 and f"sentence vectors: {count} sentences in" in costs[0], lines
