@@ -1,9 +1,11 @@
 """Corpus-graph smoothing: exact nearest papers from the index's own vectors, kept with the index at tuning time
-(also for papers added later), and used by search only when `neighbour_smoothing` is on."""
+(also for papers added later), and used by search by default (`neighbour_smoothing`); an index without the graph
+(a corpus above `MAX_GRAPH_PAPERS`) is searched by fusion alone."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hashing_embedder import HashingEmbedder
 
 from lumina_assets.corpus.collections import Collection, collection_tables, load_beir
@@ -79,11 +81,14 @@ def test_tuning_keeps_the_graph_with_the_index_and_search_smooths_with_it(tmp_pa
 
     uri = str(tmp_path / "db")
     query = "cells in the immune system"
-    plain = SearchEngine(uri, HashingEmbedder(), SearchConfig(index_tuning=False)).rank_documents(query, 10)
-    engine = SearchEngine(uri, HashingEmbedder(), SearchConfig(index_tuning=False, neighbour_smoothing=0.5))
+    unsmoothed = SearchEngine(uri, HashingEmbedder(), SearchConfig(index_tuning=False, neighbour_smoothing=0))
+    plain = unsmoothed.rank_documents(query, 10)
+    assert unsmoothed.graph is None  # smoothing off: the graph is not even read
+    engine = SearchEngine(uri, HashingEmbedder(), SearchConfig(index_tuning=False))  # the default smooths
     smoothed = engine.rank_documents(query, 10)
     assert engine.graph is not None and smoothed != plain
     cfg = engine.config
+    assert cfg.neighbour_smoothing > 0
     fused = fuse(
         engine.last_trace.runs,
         cfg.weights,
@@ -92,8 +97,8 @@ def test_tuning_keeps_the_graph_with_the_index_and_search_smooths_with_it(tmp_pa
         rrf_k=cfg.rrf_k,
         normalization=cfg.normalization,
     )
-    expected = ranked(engine.graph.smooth(fused, 0.5, cfg.smoothing_neighbours), 10)
-    assert [p for p, _ in smoothed] == [p for p, _ in expected]
+    expected = ranked(engine.graph.smooth(fused, cfg.neighbour_smoothing, cfg.smoothing_neighbours), 10)
+    assert smoothed == expected
 
 
 def test_papers_added_after_tuning_get_neighbours_and_the_cache_sees_the_new_graph(tmp_path, shared_data):
@@ -114,3 +119,49 @@ def test_a_corpus_too_large_for_an_exact_graph_gets_none(tmp_path, shared_data, 
     db, _, _ = _index(tmp_path, shared_data, 20)
     monkeypatch.setattr(tuning, "MAX_GRAPH_PAPERS", 19)
     assert not tuning.keep_graph(db) and neighbour_graph.read_graph(db) is None
+
+
+def test_an_index_without_a_graph_is_searched_by_fusion_alone(tmp_path, shared_data):
+    """A corpus too large for an exact graph (or indexed without tuning) keeps no `paper_neighbours` table: the
+    default then ranks exactly as with smoothing off."""
+    from lumina_assets.search.engine import SearchEngine
+
+    db, _, _ = _index(tmp_path, shared_data, 30)
+    assert neighbour_graph.read_graph(db) is None
+    uri, query = str(tmp_path / "db"), "cells in the immune system"
+    default = SearchEngine(uri, HashingEmbedder(), SearchConfig(index_tuning=False))
+    off = SearchEngine(uri, HashingEmbedder(), SearchConfig(index_tuning=False, neighbour_smoothing=0))
+    ranked_default, ranked_off = default.rank_documents(query, 10), off.rank_documents(query, 10)
+    assert [p for p, _ in ranked_default] == [p for p, _ in ranked_off]
+    assert [s for _, s in ranked_default] == pytest.approx([s for _, s in ranked_off], rel=1e-6)
+    assert default.graph is None and default.config.neighbour_smoothing > 0
+
+
+def test_the_graph_reads_back_as_written_and_skips_a_neighbour_since_removed(tmp_path):
+    """Stored ids come back as row numbers; a stored neighbour that is no longer a paper of the graph (removed since
+    the graph was written) is skipped, by the reader as by the constructor."""
+    import pyarrow as pa
+
+    full = NeighbourGraph.from_arrays(["a", "b", "c"], np.array([[1, 2], [0, 2], [0, 1]]), np.ones((3, 2)))
+    db = connect_lancedb(str(tmp_path / "db"))
+    neighbour_graph.write_graph(db, full)
+    assert neighbour_graph.read_graph(db).neighbours == full.neighbours
+    scores = {"a": 1.0, "b": 0.5}
+    assert neighbour_graph.read_graph(db).smooth(scores, 0.2, 2) == {
+        "a": 1.0 + 0.2 * 0.25,
+        "b": 0.5 + 0.2 * 0.5,
+    }
+
+    stale = {"paper_id": ["a", "b"], "neighbours": [["gone", "b"], ["a"]]}
+    similarities = pa.array([[0.9, 0.8], [0.9]], pa.list_(pa.float32()))
+    db.create_table(
+        neighbour_graph.GRAPH_TABLE, data=pa.table({**stale, "similarities": similarities}), mode="overwrite"
+    )
+    read = neighbour_graph.read_graph(db)
+    built = NeighbourGraph({"a": (["gone", "b"], [0.9, 0.8]), "b": (["a"], [0.9])})
+    assert (
+        read.neighbours
+        == built.neighbours
+        == {"a": (["b"], [0.800000011920929]), "b": (["a"], [0.8999999761581421])}
+    )
+    assert read.smooth(scores, 0.2, 2)["a"] == 1.0 + 0.2 * 0.5  # "gone" weighs nothing
