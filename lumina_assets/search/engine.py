@@ -151,7 +151,7 @@ class SearchEngine:
                 refine_factor=cfg.refine_factor,
             )
             self.config = self.tuning.config_for(self.config, self.db)
-            self.graph = self.graphs.get(self.db) if self.config.neighbour_smoothing > 0 else None
+            self.graph = self.graphs.get(self.db) if self.config.smooths() else None
             self._store_checked_at = now
         return self._store
 
@@ -399,7 +399,7 @@ class SearchEngine:
             refined = refined / max(float(np.linalg.norm(refined)), 1e-12)
             runs, passage_runs, vector = self._retrieve(store, fulltext, lambda: refined, filters)
             doc_scores = self._fuse(runs, cfg.candidates)
-        if self.graph is not None and self.config.neighbour_smoothing > 0:
+        if self.graph is not None and self.config.smooths():
             doc_scores = self.graph.smooth(
                 doc_scores, self.config.neighbour_smoothing, self.config.smoothing_neighbours
             )

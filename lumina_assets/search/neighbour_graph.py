@@ -6,14 +6,14 @@ similarity; a neighbour no retriever returned counts 0). The neighbours come fro
 paper's vector: the mean of its passage vectors), computed once at index time and stored with the index
 (`paper_neighbours` table), so a query only looks them up.
 
-On by default (`SearchConfig.neighbour_smoothing` 0.2, k = 3) wherever the index holds the graph: where a question
-has many relevant papers that resemble each other it lifts them together (CISI, 1,460 abstracts, ~41 relevant per
-question: nDCG@10 +0.005 to +0.019), where a question has one or two it changes little (SciFact train: +0.001 to
-+0.003; its held-out half -0.001 to +0.002). The corpus cannot tell which kind of questions it will get (SciFact's and CISI's
-graphs are alike: mean cosine to the 3 nearest papers 0.646 and 0.659), and the index-time tuner cannot either (its
-pseudo-queries have one relevant paper each; their gain moved between -0.006 and +0.008 from sample to sample), so
-smoothing is not tuned per corpus. The graph is kept for corpora up to `MAX_GRAPH_PAPERS`; above that an index has
-none and search fuses without smoothing.
+On by default (`SearchConfig.neighbour_smoothing` 0.2, k = 3, weighted fusion only) wherever the index holds the
+graph: where a question has many relevant papers that resemble each other it lifts them together (CISI, 1,460
+abstracts, ~41 relevant per question: nDCG@10 +0.005 to +0.019), where a question has one or two it changes little
+(SciFact train: +0.001 to +0.003; its held-out half -0.001 to +0.002). The corpus cannot tell which kind of questions
+it will get (SciFact's and CISI's graphs are alike: mean cosine to the 3 nearest papers 0.646 and 0.659), and the
+index-time tuner cannot either (its pseudo-queries have one relevant paper each; their gain moved between -0.006 and
++0.008 from sample to sample), so smoothing is not tuned per corpus. The graph is kept for corpora up to
+`MAX_GRAPH_PAPERS`; above that an index has none and search fuses without smoothing.
 """
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ class TuningRuns:
                 rrf_k=config.rrf_k,
                 normalization=config.normalization,
             )
-            if config.neighbour_smoothing > 0 and self.graph is not None:
+            if config.smooths() and self.graph is not None:
                 fused = self.graph.smooth(fused, config.neighbour_smoothing, config.smoothing_neighbours)
             for rank, (paper_id, _) in enumerate(ranked(fused, 10)):
                 if paper_id == target:

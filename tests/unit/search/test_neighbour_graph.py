@@ -100,6 +100,13 @@ def test_tuning_keeps_the_graph_with_the_index_and_search_smooths_with_it(tmp_pa
     expected = ranked(engine.graph.smooth(fused, cfg.neighbour_smoothing, cfg.smoothing_neighbours), 10)
     assert smoothed == expected
 
+    # RRF's flat scores are not smoothed (its constants were chosen for weighted fusion)
+    rrf = SearchEngine(uri, HashingEmbedder(), SearchConfig(index_tuning=False, fusion="rrf"))
+    rrf_off = SearchEngine(
+        uri, HashingEmbedder(), SearchConfig(index_tuning=False, fusion="rrf", neighbour_smoothing=0)
+    )
+    assert rrf.rank_documents(query, 10) == rrf_off.rank_documents(query, 10) and rrf.graph is None
+
 
 def test_papers_added_after_tuning_get_neighbours_and_the_cache_sees_the_new_graph(tmp_path, shared_data):
     from lumina_assets.indexing import lancedb_tables as indexing

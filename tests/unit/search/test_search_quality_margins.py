@@ -12,8 +12,8 @@ Indexed like `passage_index` keeps an index (with the paper neighbour graph), so
 smoothing. Measured on this subset (bundled MiniLM in its int8 ONNX form, the one chosen on a CPU with VNNI;
 2026-11-23, load average 9-11), nDCG@10: default 0.8630 (0.8690 with smoothing off: on these 415 claims, one or two
 relevant abstracts each among random distractors, smoothing costs 0.006); plain RRF 0.8495; the default's
-retrievers fused by RRF without smoothing 0.8517 (with it 0.7936: RRF's flat scores let the neighbours' share
-dominate); passage BM25 alone 0.8246; paper BM25 alone 0.8294; passage, title and abstract vectors 0.8267; passage
+retrievers fused by RRF 0.8517 (search never smooths RRF: smoothed, it scored 0.7936, its flat scores letting the
+neighbours' share dominate); passage BM25 alone 0.8246; paper BM25 alone 0.8294; passage, title and abstract vectors 0.8267; passage
 vectors alone 0.8320; paper abstract vectors alone 0.8204; the default without passage vectors 0.8289. In the fp32
 form (`LUMINA_EMBEDDING_FORM=fp32`, CPUs without VNNI, and the form the test suite pins): default 0.8631 (0.8668
 unsmoothed), smallest gap to a single retriever 0.0320 (passage vectors, 0.8311), to plain RRF 0.0125 (0.8506), to
