@@ -30,7 +30,13 @@ from lumina_assets.indexing.lancedb_tables import PAPERS_TABLE, PASSAGES_TABLE, 
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.fulltext_mirror import FullTextMirror
 from lumina_assets.search.fusion import Run, fuse, ranked
-from lumina_assets.search.neighbour_graph import MAX_GRAPH_PAPERS, NeighbourGraph, graph_rows, write_graph
+from lumina_assets.search.neighbour_graph import (
+    GRAPH_TABLE,
+    MAX_GRAPH_PAPERS,
+    NeighbourGraph,
+    graph_rows,
+    write_graph,
+)
 from lumina_assets.search.stores import fts_text
 from lumina_assets.search.tuned_settings import TUNER_VERSION, TuningRecord
 
@@ -386,6 +392,10 @@ def keep_graph(db) -> bool:
 
     papers = open_table(db, PAPERS_TABLE)
     count = papers.count_rows() if papers is not None else 0
+    if count > MAX_GRAPH_PAPERS and graph_rows(db):
+        # grown past the exact graph's size: a graph of the earlier papers would smooth them and not the new ones
+        db.drop_table(GRAPH_TABLE)
+        return False
     if not count or count > MAX_GRAPH_PAPERS or graph_rows(db) == count:
         return False
     corpus = corpus_from_index(db, max_passages=10**12)

@@ -128,6 +128,15 @@ def test_a_corpus_too_large_for_an_exact_graph_gets_none(tmp_path, shared_data, 
     assert not tuning.keep_graph(db) and neighbour_graph.read_graph(db) is None
 
 
+def test_a_corpus_grown_past_the_graph_size_loses_its_old_graph(tmp_path, shared_data, monkeypatch):
+    """A graph of the earlier papers only would lift them (their neighbours score) and never the new ones."""
+    db, _, _ = _index(tmp_path, shared_data, 20)
+    assert tuning.keep_graph(db) and len(neighbour_graph.read_graph(db)) == 20
+    monkeypatch.setattr(tuning, "MAX_GRAPH_PAPERS", 19)  # as if the corpus had grown past the limit
+    assert not tuning.keep_graph(db) and neighbour_graph.read_graph(db) is None
+    assert neighbour_graph.graph_rows(db) == 0
+
+
 def test_an_index_without_a_graph_is_searched_by_fusion_alone(tmp_path, shared_data):
     """A corpus too large for an exact graph (or indexed without tuning) keeps no `paper_neighbours` table: the
     default then ranks exactly as with smoothing off."""
