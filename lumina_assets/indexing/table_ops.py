@@ -11,6 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from lumina_assets.indexing.fts_build import FtsBuild, build_fts
+
 ANN_TRAINED_ROWS = "lumina:ann_trained_rows"  # vector field metadata: rows the ANN index was trained on
 
 
@@ -60,17 +62,13 @@ def has_index(table, column: str) -> bool:
         return False
 
 
-def ensure_fts(table, column: str) -> None:
-    from lancedb.index import FTS
-
-    if not has_index(table, column):
-        table.create_index(
-            column,
-            config=FTS(
-                with_position=False, stem=True, remove_stop_words=True, ascii_folding=True, lower_case=True
-            ),
-            replace=True,
-        )
+def ensure_fts(table, column: str, cap_mb: int | None = None) -> FtsBuild | None:
+    """The full-text index on `column`, built under `cap_mb` (default `LUMINA_FTS_MEMORY_MB`) when missing;
+    returns the build's figures (peak resident memory, seconds), or None when the index was already there.
+    Rows added later join it through `optimize()`."""
+    if has_index(table, column):
+        return None
+    return build_fts(table, column, cap_mb)
 
 
 def ensure_scalar(table, column: str, kind: str) -> None:
