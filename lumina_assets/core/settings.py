@@ -185,6 +185,18 @@ def k8s_gpus() -> int:
     return int(value)
 
 
+def index_cache_mb() -> int | None:
+    """`LUMINA_INDEX_CACHE_MB`: the most memory a search process's LanceDB index cache may hold (and no index is
+    then preloaded whole); unset: LanceDB's default and every index preloaded after the first query, the fastest
+    setting while the indexes fit in memory (10M passages: ~5 GB of indexes, see docs/search-at-scale.md)."""
+    value = env("LUMINA_INDEX_CACHE_MB")
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 64:
+        raise ValueError(f"LUMINA_INDEX_CACHE_MB={value!r}: a whole number of megabytes, at least 64")
+    return int(value)
+
+
 def embed_parts() -> int | None:
     """`LUMINA_EMBED_PARTS`: how many parallel steps embed the new passages of an index run (1: the index step
     embeds them itself); unset or `auto`: by passage count and cores (defs/embedding_fanout.py)."""

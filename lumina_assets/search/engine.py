@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lumina_assets.core import settings
 from lumina_assets.core.ids import reading_key
 from lumina_assets.core.names import last_name
 from lumina_assets.core.schemas import Context
@@ -132,7 +133,11 @@ class SearchEngine:
 
             if "://" not in self.db_uri and not Path(self.db_uri).exists():
                 raise IndexNotBuilt(f"no LanceDB index at {self.db_uri}")
-            self._db = lancedb.connect(self.db_uri, storage_options=self.storage_options or None)
+            cache_mb = settings.index_cache_mb()
+            session = lancedb.Session(index_cache_size_bytes=cache_mb * 2**20) if cache_mb else None
+            self._db = lancedb.connect(
+                self.db_uri, storage_options=self.storage_options or None, session=session
+            )
         return self._db
 
     def store(self) -> LanceStore:

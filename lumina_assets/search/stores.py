@@ -27,6 +27,7 @@ from typing import Protocol
 
 import numpy as np
 
+from lumina_assets.core import settings
 from lumina_assets.indexing.lancedb_tables import PASSAGE_DISPLAY_FIELDS as PASSAGE_FIELDS
 from lumina_assets.indexing.table_ops import sql_in
 from lumina_assets.search.config import SearchConfig
@@ -175,6 +176,8 @@ class LanceStore:
         touches; loading the rest afterwards spares the next ~100 queries those loads."""
         if not self._prewarm_started:
             self._prewarm_started = True
+            if settings.index_cache_mb():  # a bounded cache: the queries load what they touch, nothing whole
+                return
             self._prewarm_threads = self.prewarm_in_background()
 
     def prewarm_in_background(self) -> list[threading.Thread]:

@@ -402,3 +402,32 @@ def test_index_store_prewarms_its_search_indexes_after_the_first_query(index_uri
         "lumina-prewarm-papers.search_text_idx",
     }
     assert not any(t.is_alive() for t in threads)
+
+
+def test_a_bounded_index_cache_preloads_nothing_and_ranks_the_same(index_uri, embedder, monkeypatch):
+    """LUMINA_INDEX_CACHE_MB bounds LanceDB's index cache (10M passages: ~7 GB resident with every index preloaded)
+    and so no index is loaded whole; the queries load what they touch and rank exactly as without the bound."""
+    from lumina_assets.search import memory_store
+    from lumina_assets.search.stores import LanceStore
+
+    unbounded = [
+        (c.paper_id, c.passage_ids)
+        for c in SearchEngine(index_uri, embedder, SearchConfig(store="index")).search("statins", k=5)
+    ]
+    monkeypatch.setattr(memory_store, "_STORES", {})
+    monkeypatch.setenv("LUMINA_INDEX_CACHE_MB", "64")
+    started = []
+    monkeypatch.setattr(LanceStore, "prewarm_in_background", lambda self: started.append(self) or [])
+    engine = SearchEngine(index_uri, embedder, SearchConfig(store="index"))
+    bounded = [(c.paper_id, c.passage_ids) for c in engine.search("statins", k=5)]
+    engine.search("aspirin stroke", k=3)
+    assert started == [] and bounded == unbounded and bounded
+
+
+@pytest.mark.parametrize("value", ["lots", "0", "12"])
+def test_an_index_cache_bound_that_is_not_a_size_is_refused(value, monkeypatch):
+    from lumina_assets.core import settings
+
+    monkeypatch.setenv("LUMINA_INDEX_CACHE_MB", value)
+    with pytest.raises(ValueError, match="LUMINA_INDEX_CACHE_MB"):
+        settings.index_cache_mb()
