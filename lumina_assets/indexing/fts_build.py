@@ -3,13 +3,16 @@
 Why a separate process for large tables (measured on SciFact sentences, one builder shard, docs/embedding.md): a
 one-shot LanceDB build grows with the text (+424 MB for 491 MB of text, +655 MB for 983 MB), and LanceDB's own
 `memory_limit` alone does not bound it, because most of the growth is not the token builder: the scan that feeds it
-reads fragments ahead into buffers (up to 2 GB by default) and glibc keeps freed memory in per-thread arenas.
+reads fragments ahead into buffers and glibc keeps freed memory in per-thread arenas.
 Lance reads its I/O settings, and glibc its arena count, when a process starts, so the build runs in a child
 process started with small read-ahead, two malloc arenas and the builder's share of the cap as `memory_limit`:
 then the build's peak stays flat with the text (+180 MB over the child's 180 MB baseline at both 491 and 983 MB).
 A builder that reaches its share writes a partition and starts the next; BM25 statistics stay index-wide, so
-scores are the same as a one-partition build. Small tables (a few MB of text) build in this process, which is
-faster than starting a child and well under any cap.
+scores are the same as a one-partition build. Small tables (a build estimated well under the cap) build in this
+process, which is faster than starting a child.
+
+Rows added later join the index through `table.optimize()`, which is not capped: it merges the existing partitions
+in memory (measured in docs/embedding.md, "Not done yet").
 """
 
 from __future__ import annotations
