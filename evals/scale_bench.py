@@ -223,8 +223,8 @@ def build_index(folder: Path, size: int, pool, dim: int, *, ann_min_rows: int, s
         exact.close()
         memory.phase("full_text")
         fts_started = time.perf_counter()
-        table_ops.ensure_fts(passages, "search_text")
-        table_ops.ensure_fts(papers, "search_text")
+        # a large table's index is built in a child process under LUMINA_FTS_MEMORY_MB: its own peak counts
+        fts_builds = [b for b in (table_ops.ensure_fts(t, "search_text") for t in (passages, papers)) if b]
         fts_build_s = time.perf_counter() - fts_started
         memory.phase("scalar")
         for column in ("passage_id", "paper_id", "year"):
@@ -241,7 +241,11 @@ def build_index(folder: Path, size: int, pool, dim: int, *, ann_min_rows: int, s
         "ann_build_s": ann_build_s,
         "fts_build_s": fts_build_s,
         "build_peak_rss_mb": memory.overall_mb,
-        "fts_peak_rss_mb": memory.peaks_mb.get("full_text", 0.0),
+        "fts_peak_rss_mb": max(
+            [memory.peaks_mb.get("full_text", 0.0)]
+            + [b.peak_rss_mb for b in fts_builds if b.separate_process]
+        ),
+        "fts_cap_mb": max((b.cap_mb for b in fts_builds), default=0),
         "rss_before_fts_mb": memory.peaks_mb.get("rows", 0.0),
         "peak_rss_by_phase_mb": {name: round(mb, 1) for name, mb in memory.peaks_mb.items()},
     }

@@ -111,7 +111,7 @@ def _bench_scale(args) -> int:
             marker.write_text(json.dumps(built))
         say(
             f"[{size:,} passages] built in {built['build_s']:.0f}s (full-text index {built.get('fts_build_s', 0):.0f}s, "
-            f"peak {built.get('fts_peak_rss_mb', 0):,.0f} MB), ANN {built['ann_build_s']:.0f}s; whole build peak "
+            f"peak {built.get('fts_peak_rss_mb', 0):,.0f} MB under a {built.get('fts_cap_mb', 0):,} MB cap), ANN {built['ann_build_s']:.0f}s; whole build peak "
             f"{built.get('build_peak_rss_mb', 0):,.0f} MB resident; measuring ..."
         )
         # latency first: the exact-search recall check reads every vector, which pushes the index out of the page
