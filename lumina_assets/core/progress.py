@@ -21,8 +21,9 @@ def _duration(seconds: float) -> str:
 
 class Progress:
     """Counts work done and says `<label>: done/total (pct), rate/s, ETA` once `every_s` seconds have passed since
-        the last line, and once at the end. Thread-safe (parse workers report from threads). `detail`: more to say at
-    the end of each line (the sentences encoded beside the passages)."""
+    the last line, and once at the end. Thread-safe (parse workers report from threads). `detail`: more to say at
+    the end of each line (the sentences encoded beside the passages); `share_done`: the share of the whole work
+    done, where the counted items are not all of it (the ETA then comes from it)."""
 
     def __init__(
         self,
@@ -34,9 +35,10 @@ class Progress:
         every_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         detail: Callable[[], str] | None = None,
+        share_done: Callable[[], float] | None = None,
     ):
         self.label, self.total, self.say, self.unit = label, total, say, unit
-        self.every_s, self.clock, self.detail = every_s, clock, detail
+        self.every_s, self.clock, self.detail, self.share_done = every_s, clock, detail, share_done
         self.done = 0
         self.started = self.last = clock()
         self._lock = threading.Lock()
@@ -48,6 +50,15 @@ class Progress:
         share = f" ({100 * self.done / self.total:.0f}%)" if self.total else ""
         remaining = self.total - self.done
         eta = _duration(remaining / rate) if rate > 0 and remaining > 0 else ("0s" if remaining <= 0 else "?")
+        if self.share_done is not None:
+            fraction = min(max(self.share_done(), 0.0), 1.0)
+            eta = (
+                _duration(elapsed * (1 - fraction) / fraction)
+                if 0 < fraction < 1
+                else "0s"
+                if fraction
+                else "?"
+            )
         line = (
             f"{self.label}: {self.done}/{self.total} {self.unit}{share}, {rate:.1f} {self.unit}/s, "
             f"elapsed {_duration(elapsed)}, ETA {eta}"

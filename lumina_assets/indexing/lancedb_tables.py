@@ -442,7 +442,8 @@ def _embed_and_write(
 ) -> None:
     """Embed the `to_embed` rows batch by batch, shortest texts first (length_batches.py), and hand each batch to
     `writer`; pipelined, the batch's sentence vectors are encoded next (`sentences`, a SentencePlan) while the
-    passages are written, and both are written while the next batch is encoded."""
+    passages are written, and both are written while the next batch is encoded. `progress`: (on passages encoded,
+    on sentences encoded), each called with (texts, characters)."""
     from lumina_assets.indexing.length_batches import encode_in_length_order
 
     base_columns, schema = layout
@@ -452,7 +453,7 @@ def _embed_and_write(
         batch = rows[chosen]
         t0 = time.perf_counter()
         vectors = encode_in_length_order(
-            batch["embed_text"].to_list(), embedder.encode, dim, sizer, progress.advance
+            batch["embed_text"].to_list(), embedder.encode, dim, sizer, progress[0]
         )
         seconds = time.perf_counter() - t0
         stats.embed_seconds += seconds
@@ -464,7 +465,7 @@ def _embed_and_write(
         stats.write_seconds += time.perf_counter() - t0
         stats.passages_embedded += batch.height
         if sentences is not None and config.pipelined:
-            sentences.encode(chosen, embedder, dim, sentence_sizer, lambda _count: progress.tick())
+            sentences.encode(chosen, embedder, dim, sentence_sizer, progress[1])
 
 
 def _index_passages(
@@ -506,6 +507,13 @@ def _index_passages(
     abstract_vectors: dict[str, np.ndarray] = {}
 
     pipelined_sentences = sentences if config.pipelined else None
+    # characters to encode in this loop (passages' embedded texts, and their sentences when pipelined): the ETA of
+    # lines that count passages while each batch's sentences are encoded between them
+    texts = rows["embed_text"].to_list()
+    chars = {"total": sum(len(texts[i]) for i in to_embed), "done": 0}
+    if pipelined_sentences is not None:
+        owed = pipelined_sentences.pending
+        chars["total"] += sum(len(pipelined_sentences.texts[i]) for i in to_embed if i in owed)
     progress = Progress(
         "embedding passages",
         len(to_embed),
@@ -513,7 +521,19 @@ def _index_passages(
         unit="passages",
         every_s=config.progress_every_s,
         detail=pipelined_sentences.progress_detail if pipelined_sentences is not None else None,
+        share_done=(lambda: chars["done"] / chars["total"])
+        if pipelined_sentences and chars["total"]
+        else None,
     )
+
+    def encoded(count: int, length: int) -> None:
+        chars["done"] += length
+        progress.advance(count)
+
+    def sentences_encoded(_count: int, length: int) -> None:
+        chars["done"] += length
+        progress.tick()
+
     writer = BatchWriter(
         db,
         PASSAGES_TABLE,
@@ -524,7 +544,16 @@ def _index_passages(
     )
     try:
         _embed_and_write(
-            rows, to_embed, embedder, config, stats, dim, writer, progress, (base_columns, schema), sentences
+            rows,
+            to_embed,
+            embedder,
+            config,
+            stats,
+            dim,
+            writer,
+            (encoded, sentences_encoded),
+            (base_columns, schema),
+            sentences,
         )
     except BaseException:
         writer.close(raise_errors=False)  # the error that stopped embedding is the one to report

@@ -49,10 +49,10 @@ def encode_in_length_order(
     encode: Callable[[list[str]], np.ndarray],
     dim: int,
     sizer: CallSizer,
-    on_call: Callable[[int], None] | None = None,
+    on_call: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
-    """Vectors of `texts` in their input order, encoded shortest first in calls sized by `sizer`; `on_call(n)`
-    after each call (progress)."""
+    """Vectors of `texts` in their input order, encoded shortest first in calls sized by `sizer`; `on_call(n,
+    chars)` after each call (progress: texts and characters encoded)."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     lengths = [len(texts[i]) for i in order]
     out = np.zeros((len(texts), dim), dtype=np.float32)
@@ -62,9 +62,10 @@ def encode_in_length_order(
         chosen = order[begin : begin + count]
         started = time.perf_counter()
         vectors = encode([texts[i] for i in chosen])
-        sizer.observe(sum(lengths[begin : begin + count]), time.perf_counter() - started)
+        chars = sum(lengths[begin : begin + count])
+        sizer.observe(chars, time.perf_counter() - started)
         out[chosen] = np.asarray(vectors, dtype=np.float32).reshape(count, dim)
         begin += count
         if on_call is not None:
-            on_call(count)
+            on_call(count, chars)
     return out

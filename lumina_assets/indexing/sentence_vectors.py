@@ -108,10 +108,10 @@ class SentencePlan:
         spans = [sentence_spans(self.texts[i]) for i in chosen]
         sentences = [self.texts[i][a:b] for i, found in zip(chosen, spans, strict=True) for a, b in found]
 
-        def counted(count: int) -> None:
+        def counted(count: int, chars: int) -> None:
             self.sentences += count
             if on_call is not None:
-                on_call(count)
+                on_call(count, chars)
 
         vectors = _normalized(encode_in_length_order(sentences, embedder.encode, dim, sizer, counted))
         rows, offset = [], 0
@@ -170,7 +170,8 @@ class SentencePlan:
             progress = Progress("embedding sentences", total, say, unit="sentences", every_s=progress_every_s)
             try:
                 for begin in range(0, len(left), batch_passages):
-                    self.encode(left[begin : begin + batch_passages], embedder, dim, sizer, progress.advance)
+                    chosen = left[begin : begin + batch_passages]
+                    self.encode(chosen, embedder, dim, sizer, lambda count, _chars: progress.advance(count))
             except BaseException:
                 self.abandon()
                 raise
