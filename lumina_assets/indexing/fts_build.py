@@ -40,6 +40,9 @@ TOKENIZER = {
 # Resident memory of the build process besides the token builder (measured): ~180 MB of interpreter and
 # lancedb import, ~115 MB of read buffers, batches and allocator slack with the settings below.
 BUILD_OVERHEAD_MB = 320
+# ... plus per-row document bookkeeping the builder keeps for the whole table (ids and token counts): measured at
+# 10M rows under a 1,024 MB cap, the child peaked at 1,170 MB with the fixed overhead alone (~20 bytes a row more).
+OVERHEAD_BYTES_PER_ROW = 20
 MIN_BUILDER_MB = 16
 # Settings of the child process that keep the scan and the allocator small (read at process start).
 CHILD_SETTINGS = {
@@ -87,8 +90,10 @@ def memory_cap_mb() -> int:
     return min(8192, max(1024, machine_memory_mb() // 4))
 
 
-def builder_mb(cap_mb: int) -> int:
-    return max(MIN_BUILDER_MB, cap_mb - BUILD_OVERHEAD_MB)
+def builder_mb(cap_mb: int, rows: int = 0) -> int:
+    """LanceDB's memory_limit for the token builder: the cap less what the rest of the build holds."""
+    overhead = BUILD_OVERHEAD_MB + rows * OVERHEAD_BYTES_PER_ROW / 2**20
+    return max(MIN_BUILDER_MB, int(cap_mb - overhead))
 
 
 def text_mb(table, column: str, sample: int = 2000) -> float:
@@ -114,7 +119,7 @@ def local_database(table) -> tuple[str, str] | None:
 def build_fts(table, column: str, cap_mb: int | None = None) -> FtsBuild:
     """Create the full-text index on `column` under `cap_mb` (default `memory_cap_mb()`), replacing any."""
     cap = cap_mb or memory_cap_mb()
-    builder = builder_mb(cap)
+    builder = builder_mb(cap, table.count_rows())
     size = text_mb(table, column)
     location = local_database(table)
     in_process = location is None or IN_PROCESS_GROWTH_PER_TEXT_MB * size + IN_PROCESS_BASE_MB <= builder
