@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestration_servers import free_port, stop_process_group
+from orchestration_servers import FAKE_SERVER_GRACE_S, free_port, stop_process_group
 
 # ---------------------------------------------------------------- PDFs
 
@@ -237,4 +237,4 @@ def hostile_server(folder: Path) -> Iterator[HostileServer]:
         log.unlink(missing_ok=True)  # the readiness probe is not part of any test
         yield HostileServer(port, log)
     finally:
-        stop_process_group(process)
+        stop_process_group(process, timeout=FAKE_SERVER_GRACE_S)

@@ -28,6 +28,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+# A stateless fake server has nothing to shut down gracefully: SIGKILL after this grace. One full run saw these
+# servers outlive SIGTERM (every stop took the whole 20 s grace, ~240 s of the suite) without a reproducible cause.
+FAKE_SERVER_GRACE_S = 3
+
+
 def stop_process_group(process: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
     """Signal the server's own process group (it was started with start_new_session=True), then wait."""
     if process.poll() is not None:
@@ -256,4 +261,4 @@ def static_http_server(directory: Path) -> Iterator[str]:
                 time.sleep(0.1)
         yield f"http://127.0.0.1:{port}"
     finally:
-        stop_process_group(server)
+        stop_process_group(server, timeout=FAKE_SERVER_GRACE_S)
