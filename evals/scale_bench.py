@@ -56,6 +56,7 @@ class ScaleFigures:
     build_peak_rss_mb: float = 0.0
     fts_peak_rss_mb: float = 0.0
     fts_build_s: float = 0.0
+    index_cache: str = ""  # the search process's index cache policy (search/index_cache.py)
 
 
 class PeakMemory:
@@ -329,7 +330,9 @@ for line in open("/proc/self/status"):
     if line.startswith("VmRSS"):
         rss = int(line.split()[1]) / 1024
 name = "baseline" if tree else type(engine.store()).__name__
-print(json.dumps({"first_query_s": first, "rss_mb": rss, "times": times, "store": name}))
+policy = getattr(engine, "cache_policy", None)
+cache = policy.reason if policy is not None else ""
+print(json.dumps({"first_query_s": first, "rss_mb": rss, "times": times, "store": name, "index_cache": cache}))
 """
 
 

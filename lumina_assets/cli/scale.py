@@ -151,6 +151,7 @@ def _bench_scale(args) -> int:
                 build_peak_rss_mb=built.get("build_peak_rss_mb", 0.0),  # absent from an older --keep marker
                 fts_peak_rss_mb=built.get("fts_peak_rss_mb", 0.0),
                 fts_build_s=built.get("fts_build_s", 0.0),
+                index_cache=measured.get("index_cache", ""),
             )
             rows.append(figures)
             if args.json:
@@ -184,6 +185,9 @@ def _bench_scale(args) -> int:
                 f"{f.build_peak_rss_mb:,.0f} ({f.fts_peak_rss_mb:,.0f}) | {f.first_query_s:.2f} | "
                 f"{f.rss_mb:.0f} | {f.p50_ms:.1f} | {f.p95_ms:.1f} | {f.recall_at_10:.3f} |"
             )
+        for f in rows:
+            if f.index_cache:
+                print(f"{f.size:,} passages, {f.store}: index cache {f.index_cache}")
         for size, paired in paired_rows:
             print(
                 f"\n{size:,} passages, paired with {args.baseline} ({paired['queries']} queries each, alternating "

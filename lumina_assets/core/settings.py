@@ -185,15 +185,17 @@ def k8s_gpus() -> int:
     return int(value)
 
 
-def index_cache_mb() -> int | None:
-    """`LUMINA_INDEX_CACHE_MB`: the most memory a search process's LanceDB index cache may hold (and no index is
-    then preloaded whole); unset: LanceDB's default and every index preloaded after the first query, the fastest
-    setting while the indexes fit in memory (10M passages: ~5 GB of indexes, see docs/search-at-scale.md)."""
-    value = env("LUMINA_INDEX_CACHE_MB")
-    if not value:
-        return None
+def index_cache_setting() -> int | str:
+    """`LUMINA_INDEX_CACHE_MB`: the most memory a search process's LanceDB index cache may hold, in MB (and no
+    index is then preloaded whole); `unbounded`: LanceDB's default and every index preloaded after the first query;
+    unset or `auto`: bounded by the machine, preloaded where the indexes fit (search/index_cache.py)."""
+    value = env("LUMINA_INDEX_CACHE_MB", "auto").lower()
+    if value in ("auto", "unbounded"):
+        return value
     if not value.isdigit() or int(value) < 64:
-        raise ValueError(f"LUMINA_INDEX_CACHE_MB={value!r}: a whole number of megabytes, at least 64")
+        raise ValueError(
+            f"LUMINA_INDEX_CACHE_MB={value!r}: a whole number of megabytes (at least 64), auto or unbounded"
+        )
     return int(value)
 
 

@@ -28,6 +28,7 @@ from lumina_assets.core.names import last_name
 from lumina_assets.core.schemas import Context
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.fusion import Run, fuse, ranked
+from lumina_assets.search.index_cache import IndexCachePolicy, index_cache_policy
 from lumina_assets.search.memory_store import empty_index_message, open_store
 from lumina_assets.search.neighbour_graph import GraphCache
 from lumina_assets.search.query_parser import ParsedQuery, library_labels, parse_query
@@ -95,7 +96,6 @@ class SearchEngine:
         refresh_seconds: float = 5.0,
         reload_in_background: bool = False,
     ):
-        from lumina_assets.core import settings
 
         self.db_uri = db_uri or settings.lancedb_uri()
         self.storage_options = storage_options
@@ -109,6 +109,7 @@ class SearchEngine:
             threading.Thread(target=prepare, name="lumina-query-encoder", daemon=True).start()
         self.config = config or SearchConfig()
         self._db = None
+        self.cache_policy: IndexCachePolicy | None = None  # chosen when the database is opened
         self._store: LanceStore | None = None
         self._store_checked_at = 0.0
         self.refresh_seconds = refresh_seconds
@@ -133,8 +134,9 @@ class SearchEngine:
 
             if "://" not in self.db_uri and not Path(self.db_uri).exists():
                 raise IndexNotBuilt(f"no LanceDB index at {self.db_uri}")
-            cache_mb = settings.index_cache_mb()
-            session = lancedb.Session(index_cache_size_bytes=cache_mb * 2**20) if cache_mb else None
+            self.cache_policy = index_cache_policy(self.db_uri)
+            limit_mb = self.cache_policy.limit_mb
+            session = lancedb.Session(index_cache_size_bytes=limit_mb * 2**20) if limit_mb else None
             self._db = lancedb.connect(
                 self.db_uri, storage_options=self.storage_options or None, session=session
             )
@@ -146,14 +148,16 @@ class SearchEngine:
         if self._store is None or now - self._store_checked_at > self.refresh_seconds:
             cfg = self.config
             limit = {"memory": math.inf, "index": -1}.get(cfg.store, cfg.memory_max_passages)
+            db = self.db
             self._store = open_store(
                 self.db_uri,
-                self.db,
+                db,
                 memory_max_passages=limit,
                 nprobes=cfg.nprobes,
                 probe_share=cfg.ann_probe_share,
                 reload_in_background=self.reload_in_background,
                 refine_factor=cfg.refine_factor,
+                preload=self.cache_policy.preload if self.cache_policy else True,
             )
             self.config = self.tuning.config_for(self.config, self.db)
             self.graph = self.graphs.get(self.db) if self.config.smooths() else None

@@ -219,6 +219,7 @@ def open_store(
     refine_factor: int,
     probe_share: float,
     reload_in_background: bool = False,
+    preload: bool = True,
 ) -> LanceStore:
     """The store for the current table versions: in memory up to `memory_max_passages` rows, else index-backed.
     A memory store is rebuilt when a table version changes (with `reload_in_background`, the loaded one keeps
@@ -231,19 +232,24 @@ def open_store(
         raise IndexNotBuilt("the passage index has not been built yet")
     small = passages.count_rows() < memory_max_passages
     with _STORES_LOCK:
-        key = (db_uri, small, nprobes, probe_share, refine_factor)
+        key = (db_uri, small, nprobes, probe_share, refine_factor, preload)
         store = _STORES.get(key)
         if store is not None:
             store.checkout_latest()
         stale_memory = not isinstance(store, MemoryStore) or store.loaded_version != store.version()
-        options = {"nprobes": nprobes, "probe_share": probe_share, "refine_factor": refine_factor}
+        options = {
+            "nprobes": nprobes,
+            "probe_share": probe_share,
+            "refine_factor": refine_factor,
+            "preload": preload,
+        }
         if small and stale_memory and reload_in_background and isinstance(store, MemoryStore):
             _reload_in_background(key, db, options)
             return store  # the loaded version answers until the new one is in
         if small and stale_memory:
             store = MemoryStore(db, **options)
         elif store is None:
-            store = LanceStore(db, nprobes=nprobes, probe_share=probe_share, refine_factor=refine_factor)
+            store = LanceStore(db, **options)
         for stale in [k for k in _STORES if k[0] == db_uri and k != key]:
             del _STORES[stale]
         _STORES[key] = store

@@ -27,7 +27,6 @@ from typing import Protocol
 
 import numpy as np
 
-from lumina_assets.core import settings
 from lumina_assets.indexing.lancedb_tables import PASSAGE_DISPLAY_FIELDS as PASSAGE_FIELDS
 from lumina_assets.indexing.table_ops import sql_in
 from lumina_assets.search.config import SearchConfig
@@ -145,6 +144,7 @@ class LanceStore:
         nprobes: int = SearchConfig.nprobes,
         probe_share: float = SearchConfig.ann_probe_share,
         refine_factor: int = SearchConfig.refine_factor,
+        preload: bool = True,
     ) -> None:
         from lumina_assets.indexing import model_identity
         from lumina_assets.indexing.lancedb_tables import ACRONYMS_TABLE, PAPERS_TABLE, PASSAGES_TABLE
@@ -157,6 +157,7 @@ class LanceStore:
         self.acronyms_table = open_table(db, ACRONYMS_TABLE)
         self.min_probes, self.probe_share, self.refine_factor = nprobes, probe_share, refine_factor
         self.nprobes = self._probes()
+        self.preload = preload  # search.index_cache: False under a cache bound the indexes would not fit in
         self._prewarm_started = False
         self._prewarm_threads: list[threading.Thread] = []
         self._admitted_counts: dict[tuple, int] = {}
@@ -176,7 +177,7 @@ class LanceStore:
         touches; loading the rest afterwards spares the next ~100 queries those loads."""
         if not self._prewarm_started:
             self._prewarm_started = True
-            if settings.index_cache_mb():  # a bounded cache: the queries load what they touch, nothing whole
+            if not self.preload:  # a cache bound the indexes do not fit in: queries load what they touch
                 return
             self._prewarm_threads = self.prewarm_in_background()
 

@@ -424,10 +424,59 @@ def test_a_bounded_index_cache_preloads_nothing_and_ranks_the_same(index_uri, em
     assert started == [] and bounded == unbounded and bounded
 
 
-@pytest.mark.parametrize("value", ["lots", "0", "12"])
+@pytest.mark.parametrize("value", ["lots", "0", "12", "-5", "1.5"])
 def test_an_index_cache_bound_that_is_not_a_size_is_refused(value, monkeypatch):
     from lumina_assets.core import settings
 
     monkeypatch.setenv("LUMINA_INDEX_CACHE_MB", value)
     with pytest.raises(ValueError, match="LUMINA_INDEX_CACHE_MB"):
-        settings.index_cache_mb()
+        settings.index_cache_setting()
+
+
+def test_the_default_index_cache_is_bounded_and_preloads_only_indexes_that_fit(
+    index_uri, embedder, monkeypatch
+):
+    """Unset, LUMINA_INDEX_CACHE_MB bounds the cache by the machine (10M passages held 7.4 GB unbounded) and still
+    preloads an index whose files fit well within the bound; one that does not fit is loaded as queries touch it,
+    ranking the same."""
+    from lumina_assets.search import index_cache, memory_store
+    from lumina_assets.search.stores import LanceStore
+
+    monkeypatch.delenv("LUMINA_INDEX_CACHE_MB", raising=False)
+    files_mb = index_cache.index_files_mb(index_uri)
+    assert files_mb is not None and 0 < files_mb < 0.5 * index_cache.auto_limit_mb()
+    started = []
+    monkeypatch.setattr(LanceStore, "prewarm_in_background", lambda self: started.append(self) or [])
+    monkeypatch.setattr(memory_store, "_STORES", {})
+    fits = SearchEngine(index_uri, embedder, SearchConfig(store="index"))
+    ranked_fitting = [(c.paper_id, c.passage_ids) for c in fits.search("statins", k=5)]
+    assert fits.cache_policy.limit_mb == index_cache.auto_limit_mb() and fits.cache_policy.preload
+    assert len(started) == 1
+
+    started.clear()
+    monkeypatch.setattr(memory_store, "_STORES", {})
+    monkeypatch.setattr(index_cache, "PRELOAD_SHARE", files_mb / index_cache.auto_limit_mb() / 2)
+    too_big = SearchEngine(index_uri, embedder, SearchConfig(store="index"))
+    ranked_too_big = [(c.paper_id, c.passage_ids) for c in too_big.search("statins", k=5)]
+    assert not too_big.cache_policy.preload and "loaded as queries touch them" in too_big.cache_policy.reason
+    assert started == [] and ranked_too_big == ranked_fitting and ranked_fitting
+
+
+def test_an_unbounded_index_cache_is_lancedbs_default_with_every_index_preloaded(index_uri, monkeypatch):
+    from lumina_assets.search.index_cache import index_cache_policy
+
+    monkeypatch.setenv("LUMINA_INDEX_CACHE_MB", "unbounded")
+    policy = index_cache_policy(index_uri)
+    assert policy.limit_mb is None and policy.preload
+    monkeypatch.setenv("LUMINA_INDEX_CACHE_MB", "512")
+    assert index_cache_policy(index_uri).limit_mb == 512 and not index_cache_policy(index_uri).preload
+    monkeypatch.setenv("LUMINA_INDEX_CACHE_MB", "auto")
+    remote = index_cache_policy("s3://bucket/lancedb")  # object storage: sizes not listed, bounded anyway
+    assert remote.limit_mb and remote.preload
+
+
+@pytest.mark.parametrize(("memory_mb", "limit_mb"), [(24_000, 2560), (8192, 2048), (512, 256)])
+def test_the_automatic_index_cache_bound_follows_small_machines(memory_mb, limit_mb):
+    from lumina_assets.search.index_cache import auto_limit_mb
+
+    assert auto_limit_mb(memory_mb) == limit_mb
