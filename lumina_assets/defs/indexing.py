@@ -10,6 +10,7 @@ from lumina_assets.defs import parsing as parse_stage
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing import model_identity, pseudo_queries, staged_vectors
 from lumina_assets.search import tuning
+from lumina_assets.search.neighbour_graph import MAX_GRAPH_PAPERS, graph_rows
 from resources.embedder import EmbedderResource
 from resources.lancedb import LanceDBResource
 
@@ -91,6 +92,13 @@ def _tune_search(db, papers: pl.DataFrame, embedder, stats, log) -> dict:
     }
     if tuned_now and stats.embed_seconds:
         metadata["search_tuning_share_of_embedding"] = round(record.seconds / stats.embed_seconds, 3)
+    graph_papers = graph_rows(db)
+    metadata["neighbour_smoothing"] = (
+        f"on: paper neighbour graph of {graph_papers} papers (search adds a share of each paper's nearest "
+        "papers' scores)"
+        if graph_papers
+        else f"off: no paper neighbour graph (built for indexes of at most {MAX_GRAPH_PAPERS:,} papers)"
+    )
     return metadata
 
 

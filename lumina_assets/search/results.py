@@ -229,7 +229,9 @@ class SearchService:
                         "best_evidence_score": round(best.score, 4) if best else None,
                         "score_note": (
                             "fused score of the retrievers that found the paper "
-                            f"({self.config.fusion} fusion), times any boosts; comparable within one search only"
+                            f"({self.config.fusion} fusion), plus a share of its nearest papers' fused scores "
+                            "where the index has a neighbour graph, times any boosts; comparable within one "
+                            "search only"
                         ),
                     },
                     "passages": passages,

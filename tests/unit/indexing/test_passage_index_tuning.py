@@ -98,6 +98,7 @@ def test_the_recorded_setting_is_used_by_a_fresh_search_process(data_dir, shared
     assert 0 < metadata["search_setting_pseudo_query_ndcg10"].value <= 1
     assert 0 < metadata["search_defaults_pseudo_query_ndcg10"].value <= 1
     assert metadata["search_tuning_seconds"].value > 0
+    assert metadata["neighbour_smoothing"].value.startswith("on: paper neighbour graph of 260 papers")
     uri = str(data_dir / "lancedb")
     db = connect_lancedb(uri)
     record = tuned_settings.read_record(db)
