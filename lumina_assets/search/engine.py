@@ -294,10 +294,11 @@ class SearchEngine:
         and onnxruntime release the GIL, so the index reads overlap the embedding)."""
         cfg = self.config
         depth = cfg.candidates * cfg.passage_depth
+        text_depth = cfg.fulltext_candidates or cfg.candidates
         futures = store.start_text_runs(
             text,
-            depth if cfg.passage_fulltext else 0,
-            cfg.candidates if cfg.paper_fulltext else 0,
+            text_depth * cfg.passage_depth if cfg.passage_fulltext else 0,
+            text_depth if cfg.paper_fulltext else 0,
             filters,
         )
         vector = embed()

@@ -137,7 +137,10 @@ class TuningRuns:
         embedder,
         depth: int,
         with_graph: bool = False,
+        text_depth: int
+        | None = None,  # hits of each full-text run (SearchConfig.fulltext_candidates); None: depth
     ):
+        text_depth = text_depth or depth
         position = {pid: i for i, pid in enumerate(corpus.passage_ids)}
         paper_position = {pid: i for i, pid in enumerate(corpus.paper_ids)}
         texts = list(corpus.passage_texts)
@@ -174,8 +177,8 @@ class TuningRuns:
             top = np.argpartition(-scores, min(depth, len(scores)) - 1)[:depth]
             top = top[np.argsort(-scores[top], kind="stable")]
             dense = Run([(ids[i], float(scores[i]), papers[i]) for i in top.tolist()])
-            passage_hits = passage_text.top(words, depth) if words else []
-            paper_hits = paper_text.top(words, depth) if words else []
+            passage_hits = passage_text.top(words, text_depth) if words else []
+            paper_hits = paper_text.top(words, text_depth) if words else []
             self.runs.append(
                 {
                     "passage_vectors": dense.by_paper(),
@@ -292,6 +295,7 @@ def tune(
         queries,
         embedder,
         depth=defaults.candidates * defaults.passage_depth,
+        text_depth=(defaults.fulltext_candidates or defaults.candidates) * defaults.passage_depth,
         with_graph=any(smooths(setting) for setting in grid),
     )
     configs = [defaults.replace(**_merged(defaults, setting)) for setting in grid]

@@ -96,11 +96,12 @@ def test_ann_recall_at_10_against_exact_search(ann_table):
 
 def test_probe_and_refine_defaults_are_pinned():
     """Why these values (indexing/table_ops.ensure_ann, measured on 1M passages of real-sentence vectors, 1,000
-    partitions, top 200 asked, 2 cores): 60 probes with refine 1 gave recall@10 0.967 at ~15-20 ms a search, 20
-    probes 0.952, no refine 0.930; the 6 % share keeps the probed fraction as the partitions grow with sqrt(rows)
-    (60 of 1,000 at 1M, 190 of 3,162 at 10M). A change here is a change of the recall / latency trade: measure it
-    with `lumina bench` at scale first, then move this pin."""
+    partitions, top 200 asked, 2 cores): 60 probes with refine 1 gave recall@10 0.967 at ~15-20 ms a search, 30
+    probes the same, 20 probes 0.952, no refine 0.930. The 3 % share keeps the probed fraction where recall stopped
+    rising as the partitions grow with sqrt(rows) (the 60 decide up to 4M passages; 95 of 3,162 at 10M, where
+    `lumina bench scale` measured recall@10 0.967 and p50 83-86 ms against 0.985 and 96-109 ms with 6 %). A change
+    here is a change of the recall / latency trade: measure it with `lumina bench scale` first, then move this pin."""
     config = SearchConfig()
     assert config.nprobes == 60
-    assert config.ann_probe_share == 0.06
+    assert config.ann_probe_share == 0.03
     assert config.refine_factor == 1

@@ -480,3 +480,14 @@ def test_the_automatic_index_cache_bound_follows_small_machines(memory_mb, limit
     from lumina_assets.search.index_cache import auto_limit_mb
 
     assert auto_limit_mb(memory_mb) == limit_mb
+
+
+@pytest.mark.parametrize("store", ["index", "memory"])
+def test_fulltext_candidates_bound_the_full_text_runs_only(index_uri, embedder, store):
+    """`fulltext_candidates` trades full-text depth for latency at scale (the full-text runs are most of a query's
+    CPU time at 10M passages); the vector run keeps `candidates`."""
+    engine = SearchEngine(index_uri, embedder, SearchConfig(store=store, fulltext_candidates=5))
+    assert engine.search("statin therapy and cardiovascular risk", k=3)
+    runs = engine.last_trace.runs
+    assert 0 < len(runs["passage_fulltext"].hits) <= 5 and 0 < len(runs["paper_fulltext"].hits) <= 5
+    assert len(runs["passage_vectors"].hits) > 5
