@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable, Iterable
@@ -14,11 +15,13 @@ from lumina_assets.parsing.passage_hygiene import (
     is_bare_pointer,
     is_stub,
     printed_number,
+    without_boilerplate,
 )
 
 TokenCounter = Callable[[str], int]
 # Part of every paper's passage digest (parsing.batch): a new chunker rebuilds the passages it would change.
-CHUNKER_VERSION = "2"  # 2: back matter out, stubs merged, pointers dropped, printed section numbers
+# 2: back matter out, stubs merged, pointers dropped, printed section numbers; 3: boilerplate paragraphs out
+CHUNKER_VERSION = "3"
 DEFAULT_MAX_TOKENS = 254  # all-MiniLM-L6-v2 reads 256 word pieces, two of them [CLS] and [SEP]
 
 
@@ -199,8 +202,12 @@ def passages_for_paper(
         back_matter = {s.number for s in parsed.sections if is_back_matter(s.title)}
         body: list[Passage] = []
         for section in parsed.sections:
-            if section.number not in back_matter:
-                body += _section_passages(paper_id, section, "text", count, max_tokens)
+            if section.number in back_matter:
+                continue
+            text = without_boilerplate(section.text)
+            if text is not section.text:
+                section = dataclasses.replace(section, text=text)
+            body += _section_passages(paper_id, section, "text", count, max_tokens)
         passages += merge_stubs(body, count, max_tokens)
         for index, element in enumerate(parsed.elements):
             section = _element_section(element, index)

@@ -1,5 +1,6 @@
 """What a paper's body contributes to retrieval: back matter (acknowledgments, funding, author contributions,
-competing interests, references) stays out, a bare pointer ("See Figure 6.") stays out, and a passage with fewer
+competing interests, references) and publication boilerplate (copyright and venue footers, licences, author notes)
+stay out, a bare pointer ("See Figure 6.") stays out, and a passage with fewer
 than `MIN_WORDS` real words joins the passage before it when it fits, so no stub is returned on its own.
 
 Abstracts and titles are never touched: a BEIR document is its abstract, and retrieval on such collections must not
@@ -57,6 +58,34 @@ def is_bare_pointer(text: str) -> bool:
     )  # "shows that X improves"
     short = real_words(stripped) < (MIN_WORDS if states_a_finding else POINTER_MAX_WORDS)
     return short and one_sentence and bool(_POINTER.match(stripped))
+
+
+# Publication boilerplate a page prints beside the body (footers and first-page footnotes): a copyright line, a venue
+# footer with its pages, a licence, author notes. The paper's metadata comes from these lines (pdf_metadata); as
+# passages they are junk that matches queries about the venue or the licence.
+_BOILERPLATE = re.compile(
+    r"(?:©|\bc\u20dd)\s*(?:19|20)\d\d|\(c\)\s*(?:19|20)\d\d\s+(?-i:[A-Z])|^\W*copyright\b"
+    r"|^\W*(?:in\s+)?proceedings of\b.{0,200}?\b(?:pages?|pp\.)\s*\d"
+    r"|this (?:article|work|paper) is (?:distributed|licensed) under|permission to make digital or hard copies"
+    r"|full list of author information|^\W*(?:equal contribution|these authors contributed equally)"
+    r"|^\W*corresponding author\b|^arxiv:\d{4}\.\d{4,5}",
+    re.IGNORECASE,
+)
+BOILERPLATE_MAX_WORDS = 120  # a longer paragraph is prose that happens to mention a licence or a venue
+
+
+def is_boilerplate(paragraph: str) -> bool:
+    """A short paragraph of publication boilerplate ("Proceedings of NAACL-HLT 2018, pages 84–91", "© 2016 De
+    Marchis et al. Open Access ...", "∗Equal contribution")."""
+    text = " ".join((paragraph or "").split())
+    return real_words(text) <= BOILERPLATE_MAX_WORDS and bool(_BOILERPLATE.search(text))
+
+
+def without_boilerplate(text: str) -> str:
+    """A body section's text without its boilerplate paragraphs (paragraphs are separated by blank lines)."""
+    paragraphs = re.split(r"\n\s*\n", text or "")
+    kept = [p for p in paragraphs if not is_boilerplate(p)]
+    return text if len(kept) == len(paragraphs) else "\n\n".join(kept)
 
 
 def is_stub(text: str) -> bool:

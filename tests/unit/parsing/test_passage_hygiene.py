@@ -9,7 +9,13 @@ import pytest
 
 from lumina_assets.core.schemas import Element, ParsedPaper, Section
 from lumina_assets.parsing.chunking import passages_for_paper, whitespace_token_counter
-from lumina_assets.parsing.passage_hygiene import is_back_matter, is_bare_pointer, printed_number, real_words
+from lumina_assets.parsing.passage_hygiene import (
+    is_back_matter,
+    is_bare_pointer,
+    is_boilerplate,
+    printed_number,
+    real_words,
+)
 from lumina_assets.parsing.pymupdf_parser import PyMuPdfParser
 
 BACK_MATTER_WORDS = re.compile(r"^(acknowledg|competing interests|author contributions|funding)", re.I)
@@ -37,6 +43,44 @@ def test_no_stub_passages_in_the_shared_pdfs(shared_passages):
     for name, (_, passages) in shared_passages.items():
         stubs = [p.text for p in passages if p.kind != "table" and real_words(p.text) < 10]
         assert not stubs, (name, stubs)
+
+
+BOILERPLATE_MARKS = (
+    "©",
+    "c\u20dd",
+    "Proceedings of",
+    "Equal contribution",
+    "Full list of author information",
+)
+
+
+def test_publication_boilerplate_is_parsed_but_not_retrievable(shared_passages):
+    """Venue footers, copyright lines, licences and author notes of the shared PDFs stay out of the body passages,
+    and the paragraphs beside them stay in."""
+    parsed_text = " ".join(s.text for parsed, _ in shared_passages.values() for s in parsed.sections)
+    assert sum(parsed_text.count(mark) for mark in BOILERPLATE_MARKS) >= 7  # the parser still sees them
+    for name, (_, passages) in shared_passages.items():
+        body = [p.text for p in passages if p.kind == "text"]
+        assert not [t for t in body if any(mark in t for mark in BOILERPLATE_MARKS)], name
+    specter = " ".join(p.text for p in shared_passages["2020.acl-main.207"][1])
+    assert "along with our trained embedding model and its associated code base" in specter
+
+
+@pytest.mark.parametrize(
+    ("paragraph", "expected"),
+    [
+        ("Proceedings of NAACL-HLT 2018, pages 84–91 New Orleans, Louisiana, June 1 - 6, 2018.", True),
+        ("July 5 - 10, 2020. c\u20dd2020 Association for Computational Linguistics", True),
+        ("∗Equal contribution 1 https://github.com/allenai/specter", True),
+        ("This work is licensed under a Creative Commons Attribution 4.0 International License.", True),
+        ("We release the corpus under a Creative Commons licence so that others can extend it.", False),
+        ("As reported in the proceedings of the workshop, the parser fails on two-column pages.", False),
+        ("In (c) 2020 figures are shown for every run, with the results of (a) and (b) beside them.", False),
+        ("© 2016 De Marchis et al. " + "Long prose about the licence and the results. " * 30, False),
+    ],
+)
+def test_is_boilerplate(paragraph, expected):
+    assert is_boilerplate(paragraph) is expected
 
 
 def test_labels_are_the_printed_ones(shared_passages):
