@@ -141,6 +141,27 @@ def example_query(words: int = 6) -> str | None:
     return " ".join(titles[0].split()[:words]) if titles else None
 
 
+def index_status() -> str:
+    """What search answers from: the index's passage and paper counts and when it last changed (the corpus tables
+    above fill first; a new paper is searchable once the index has it)."""
+    from lumina_assets.indexing.connection import connect_lancedb
+    from lumina_assets.indexing.lancedb_tables import PAPERS_TABLE, PASSAGES_TABLE
+    from lumina_assets.indexing.table_ops import open_table
+
+    try:
+        db = connect_lancedb(settings.lancedb_uri())
+        passages, papers = open_table(db, PASSAGES_TABLE), open_table(db, PAPERS_TABLE)
+        if passages is None or papers is None:
+            return "search index: not built yet (passage_index builds it)"
+        changed = passages.list_versions()[-1]["timestamp"]
+        return (
+            f"search index: {passages.count_rows()} passages of {papers.count_rows()} papers, "
+            f"last changed {changed:%Y-%m-%d %H:%M:%S}"
+        )
+    except Exception as error:  # noqa: BLE001 - status reports, never fails on an unreadable index
+        return f"search index: unreadable ({type(error).__name__}: {str(error)[:120]})"
+
+
 def _print_status() -> None:
     for spec in (
         tables.PAPERS,
@@ -153,6 +174,7 @@ def _print_status() -> None:
         frame = tables.read_all(spec)
         if frame is not None:
             print(f"  {spec.name}: {frame.height} rows")
+    print(f"  {index_status()}")
     reports = sorted(settings.reports_dir().glob("*.md")) if settings.reports_dir().exists() else []
     for report in reports[-3:]:
         print(f"  report: {report}")

@@ -205,3 +205,16 @@ def test_readme_quickstart_stays_two_commands_and_shows_the_demo_ending():
         ".venv/bin/lumina serve",
         "make ui",
     ]
+
+
+def test_status_says_what_the_search_index_holds(tmp_path, monkeypatch):
+    """The corpus tables fill before the index: `lumina status` says whether search has the papers yet."""
+    import lancedb
+
+    monkeypatch.setenv("LUMINA_DATA_DIR", str(tmp_path))
+    assert ops.index_status() == "search index: not built yet (passage_index builds it)"
+    db = lancedb.connect(str(tmp_path / "lancedb"))
+    db.create_table("passages", data=[{"passage_id": f"p{i}", "paper_id": f"a{i % 2}"} for i in range(3)])
+    db.create_table("papers", data=[{"paper_id": "a0"}, {"paper_id": "a1"}])
+    line = ops.index_status()
+    assert line.startswith("search index: 3 passages of 2 papers, last changed 20"), line
