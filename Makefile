@@ -47,7 +47,8 @@ test: install
 
 # `lumina ui` applies the pool limits, runs `dagster dev`, and on Ctrl-C / SIGTERM stops every process it started
 ui: install
-	$(BIN)/lumina ui --port $${LUMINA_UI_PORT:-3000}
+	@# Ctrl-C (130) or SIGTERM (143) is how the UI is stopped: not an error of make's
+	$(BIN)/lumina ui --port $${LUMINA_UI_PORT:-3000} || { status=$$?; [ $$status -eq 130 ] || [ $$status -eq 143 ] || exit $$status; }
 
 ui-check: install
 	$(BIN)/python scripts/ui_check.py
