@@ -61,6 +61,19 @@ def plan_embedding_parts(
             yield dg.DynamicOutput(None, mapping_key=f"{PART_KEY_PREFIX}{part}")
 
 
+def _share_cores(db, plan_id: str, part: int) -> int:
+    """Under the multiprocess executor the parts are processes of one machine: this one keeps its share of the
+    cores (staged_vectors.part_cores) before its encoder starts a thread per core. A pod (k8s) or the in-process
+    executor keeps every core it has. Returns the cores this part may use."""
+    available = sorted(os.sched_getaffinity(0))
+    if settings.executor() not in ("", "multiprocess", "default"):
+        return len(available)
+    mine = staged_vectors.part_cores(part, staged_vectors.plan_size(db, plan_id), available)
+    if len(mine) < len(available):
+        os.sched_setaffinity(0, mine)
+    return len(mine)
+
+
 @dg.op(
     ins={"planned": dg.In(dg.Nothing)},
     out=dg.Out(dg.Nothing),
@@ -69,8 +82,10 @@ def plan_embedding_parts(
 )
 def embed_passage_part(context: dg.OpExecutionContext, lancedb: LanceDBResource, embedder: EmbedderResource):
     part = int(context.get_mapping_key().removeprefix(PART_KEY_PREFIX))
+    db = lancedb.connect()
+    cores = _share_cores(db, _plan_id(context), part)
     stats = staged_vectors.embed_part(
-        lancedb.connect(), _plan_id(context), part, embedder.get_embedder(), log_fn=context.log.info
+        db, _plan_id(context), part, embedder.get_embedder(), log_fn=context.log.info
     )
     context.add_output_metadata(
         {
@@ -82,6 +97,7 @@ def embed_passage_part(context: dg.OpExecutionContext, lancedb: LanceDBResource,
             "passages_per_second": round(stats.embedded / stats.seconds, 1) if stats.seconds else 0.0,
             "form": stats.form,
             "process": os.getpid(),
+            "cores": cores,
         }
     )
 

@@ -143,6 +143,26 @@ def plan_parts(db, plan_id: str, texts: Sequence[str], parts: int, dim: int) -> 
     return Plan(plan_id, parts, len(texts), per_part)
 
 
+def plan_size(db, plan_id: str) -> int:
+    """How many parts the plan `plan_id` has (1 when it wrote no plan table)."""
+    plan = open_table(db, plan_table(plan_id))
+    if plan is None or not plan.count_rows():
+        return 1
+    return int(max(read_columns(plan, ["part"])["part"].to_pylist())) + 1
+
+
+def part_cores(part: int, parts: int, cores: Sequence[int]) -> list[int]:
+    """The cores part `part` of `parts` may use when the parts run as processes of one machine: an even share, so
+    that together they use each core once. Why: an encoder starts a thread per core it may use, so `parts` processes
+    each seeing every core would run parts x cores threads on the cores, and wait for each other."""
+    cores = list(cores)
+    if parts <= 1 or len(cores) <= 1:
+        return cores
+    share = max(1, len(cores) // parts)
+    first = (part * share) % len(cores)
+    return [cores[(first + i) % len(cores)] for i in range(share)]
+
+
 @dataclass
 class PartStats:
     part: int

@@ -158,6 +158,8 @@ def test_parts_run_as_parallel_processes_and_index_the_same_vectors(tmp_path, mo
     assert len(list((tmp_path / "rendezvous").iterdir())) >= 3
     assert sum(m["embedded"] for m in part_metadata) == count
     assert all(m["embedded"] > 0 for m in part_metadata)
+    # the three processes share this machine's cores instead of each starting a thread per core
+    assert [m["cores"] for m in part_metadata] == [max(1, len(os.sched_getaffinity(0)) // 3)] * 3
     assert _materialization(events, "staged_passage_vectors")["staged_vectors"] == count
     # passage_index took every passage vector from the parts and then dropped the staging table
     index_metadata = _materialization(events, "passage_index")
@@ -229,6 +231,20 @@ def test_parts_from_the_setting_or_by_count_and_cores(monkeypatch):
     monkeypatch.setenv("LUMINA_EMBED_PARTS", "0")
     with pytest.raises(ValueError, match="LUMINA_EMBED_PARTS"):
         settings.embed_parts()
+
+
+def test_parts_on_one_machine_share_its_cores_once():
+    sixteen = list(range(16))
+    shares = [staged_vectors.part_cores(part, 3, sixteen) for part in range(3)]
+    assert [len(share) for share in shares] == [5, 5, 5]
+    assert len({core for share in shares for core in share}) == 15  # no core given twice
+    assert staged_vectors.part_cores(0, 1, sixteen) == sixteen  # one part: every core
+    assert [staged_vectors.part_cores(p, 3, [4, 7]) for p in range(3)] == [
+        [4],
+        [7],
+        [4],
+    ]  # more parts than cores
+    assert staged_vectors.part_cores(2, 4, [3]) == [3]
 
 
 def test_each_part_is_a_gpu_pod_with_secrets_by_reference(k8s, monkeypatch):  # noqa: F811 - the fixture
