@@ -65,6 +65,10 @@ def _share_cores(db, plan_id: str, part: int) -> int:
     """Under the multiprocess executor the parts are processes of one machine: this one keeps its share of the
     cores (staged_vectors.part_cores) before its encoder starts a thread per core. A pod (k8s) or the in-process
     executor keeps every core it has. Returns the cores this part may use."""
+    if not hasattr(
+        os, "sched_setaffinity"
+    ):  # macOS: no affinity to set; the parts share the cores as they are
+        return os.cpu_count() or 1
     available = sorted(os.sched_getaffinity(0))
     if settings.executor() not in ("", "multiprocess", "default"):
         return len(available)
