@@ -180,6 +180,7 @@ class SearchService:
                         text,
                         evidence,
                         marks[0].score if marks else 0.0,
+                        marks[0].dense if marks else 0.0,
                     )
                 )
                 passages.append(

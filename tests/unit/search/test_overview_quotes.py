@@ -114,3 +114,30 @@ def test_llm_sentences_follow_the_same_rules_and_see_no_paper_brackets():
         {"text": "Table 3: results on SciDocs [1].", "reason": "a figure or table caption"}
     ]
     assert "[8]" not in client.prompts[0]
+
+
+def test_a_result_much_less_related_than_the_first_quote_is_not_quoted():
+    """Evidence scores are normalized within each result, so the cosine to the query decides whether a later result
+    belongs in the overview (the SPECTER search quoted a Bayh-Dole paper before the floor)."""
+
+    def quoted(number: int, paper: str, evidence: str, cosine: float) -> Reference:
+        return Reference(number, f"{paper}#1:{number}", paper, paper, evidence, evidence, 1.0, cosine)
+
+    references = [
+        quoted(1, "specter", "SPECTER trains on citation triplets of a query paper and its citations.", 0.71),
+        quoted(2, "scidocs", "SciDocs evaluates citation prediction with embeddings of papers.", 0.52),
+        quoted(
+            3, "bayh-dole", "The Act may provide an incentive to reduce basic research at universities.", 0.19
+        ),
+        quoted(4, "open-access", "Open access articles were cited more often than other articles.", 0.37),
+    ]
+    overview = extractive_overview(references)
+    assert [s.citations for s in overview.sentences] == [[1], [2]]
+    assert [r["reason"] for r in overview.refused] == [
+        "less related to the search than the first quote (cosine 0.19 against 0.71)",
+        "less related to the search than the first quote (cosine 0.37 against 0.71)",
+    ]
+    unscored = [
+        Reference(r.number, r.passage_id, r.paper_id, r.title, r.text, r.evidence) for r in references
+    ]
+    assert len(extractive_overview(unscored).sentences) == 3  # no cosines (no model scores): no floor
