@@ -55,7 +55,7 @@ def _export(args) -> int:
     uri = args.db or settings.lancedb_uri()
     try:
         config = configured(SearchConfig())
-        engine = SearchEngine(uri, config=config)
+        engine = SearchEngine(uri, config=config, background_loading=False)
         answer = SearchService(lambda: engine, pool_size=1).search(request, use_llm=False)
     except IndexNotBuilt as error:
         print(f"No search index yet ({error}): build one with `make demo` first.", file=sys.stderr)

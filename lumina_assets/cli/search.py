@@ -85,7 +85,7 @@ def _search(args) -> int:
 
     answer = None
     try:
-        engine = SearchEngine(uri, config=config)
+        engine = SearchEngine(uri, config=config, background_loading=False)
         if args.json:
             contexts = engine.search(args.query, k=args.k)
         else:  # the API's view of the search: metadata, sections, pages, highlighted evidence, explained scores

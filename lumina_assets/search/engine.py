@@ -95,6 +95,7 @@ class SearchEngine:
         storage_options=None,
         refresh_seconds: float = 5.0,
         reload_in_background: bool = False,
+        background_loading: bool = True,
     ):
 
         self.db_uri = db_uri or settings.lancedb_uri()
@@ -116,6 +117,9 @@ class SearchEngine:
         # a long-lived server keeps answering from the loaded small-corpus store while a new version loads;
         # off by default, so a search right after indexing in the same process sees the new rows
         self.reload_in_background = reload_in_background
+        # False for a process that answers once and exits (`lumina search`): nothing is loaded in the background (no
+        # index preloaded whole, no full-text mirrors, no bounded cache), so no loading thread outlives the command
+        self.background_loading = background_loading
         self.embedding_cache: dict[str, np.ndarray] | None = None  # text -> vector, filled by evaluations
         self._query_model = None  # model_identity.ModelIdentity of the embedder, computed on the first query
         self._unchecked_warned = False
@@ -135,7 +139,7 @@ class SearchEngine:
             if "://" not in self.db_uri and not Path(self.db_uri).exists():
                 raise IndexNotBuilt(f"no LanceDB index at {self.db_uri}")
             self.cache_policy = index_cache_policy(self.db_uri)
-            limit_mb = self.cache_policy.limit_mb
+            limit_mb = self.cache_policy.limit_mb if self.background_loading else None
             session = lancedb.Session(index_cache_size_bytes=limit_mb * 2**20) if limit_mb else None
             self._db = lancedb.connect(
                 self.db_uri, storage_options=self.storage_options or None, session=session
@@ -157,7 +161,9 @@ class SearchEngine:
                 probe_share=cfg.ann_probe_share,
                 reload_in_background=self.reload_in_background,
                 refine_factor=cfg.refine_factor,
-                preload=self.cache_policy.preload if self.cache_policy else True,
+                preload=self.background_loading
+                and (self.cache_policy.preload if self.cache_policy else True),
+                mirrors=self.background_loading,
             )
             self.config = self.tuning.config_for(self.config, self.db)
             self.graph = self.graphs.get(self.db) if self.config.smooths() else None

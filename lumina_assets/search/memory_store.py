@@ -41,7 +41,7 @@ class MemoryStore(LanceStore):
     LanceDB's full-text indexes (`fulltext_mirror`: same tokens, same BM25 scores), built in a background thread
     when the store opens; until they are ready LanceDB's own indexes answer, so a first query never waits."""
 
-    def __init__(self, db, **kwargs) -> None:
+    def __init__(self, db, *, mirrors: bool = True, **kwargs) -> None:
         super().__init__(db, **kwargs)
         from lumina_assets.indexing.table_ops import vectors_from_arrow
 
@@ -81,6 +81,9 @@ class MemoryStore(LanceStore):
         self.loaded_version = self.version()
         self._text_mirrors: tuple | None = None
         self.text_mirrors_ready = threading.Event()
+        if not mirrors:  # a process that answers once and exits: LanceDB's full-text indexes answer
+            self.text_mirrors_ready.set()
+            return
         threading.Thread(
             target=self._build_text_mirrors,
             args=(passage_texts,),
@@ -220,6 +223,7 @@ def open_store(
     probe_share: float,
     reload_in_background: bool = False,
     preload: bool = True,
+    mirrors: bool = True,
 ) -> LanceStore:
     """The store for the current table versions: in memory up to `memory_max_passages` rows, else index-backed.
     A memory store is rebuilt when a table version changes (with `reload_in_background`, the loaded one keeps
@@ -232,7 +236,7 @@ def open_store(
         raise IndexNotBuilt("the passage index has not been built yet")
     small = passages.count_rows() < memory_max_passages
     with _STORES_LOCK:
-        key = (db_uri, small, nprobes, probe_share, refine_factor, preload)
+        key = (db_uri, small, nprobes, probe_share, refine_factor, preload, mirrors)
         store = _STORES.get(key)
         if store is not None:
             store.checkout_latest()
@@ -244,10 +248,10 @@ def open_store(
             "preload": preload,
         }
         if small and stale_memory and reload_in_background and isinstance(store, MemoryStore):
-            _reload_in_background(key, db, options)
+            _reload_in_background(key, db, {**options, "mirrors": mirrors})
             return store  # the loaded version answers until the new one is in
         if small and stale_memory:
-            store = MemoryStore(db, **options)
+            store = MemoryStore(db, mirrors=mirrors, **options)
         elif store is None:
             store = LanceStore(db, **options)
         for stale in [k for k in _STORES if k[0] == db_uri and k != key]:

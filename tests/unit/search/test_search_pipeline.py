@@ -491,3 +491,29 @@ def test_fulltext_candidates_bound_the_full_text_runs_only(index_uri, embedder, 
     runs = engine.last_trace.runs
     assert 0 < len(runs["passage_fulltext"].hits) <= 5 and 0 < len(runs["paper_fulltext"].hits) <= 5
     assert len(runs["passage_vectors"].hits) > 5
+
+
+@pytest.mark.parametrize("store", ["memory", "index"])
+def test_a_one_shot_search_leaves_no_loading_thread_behind(index_uri, embedder, store, monkeypatch):
+    """`lumina search` answers once and exits: a thread still loading an index (or the full-text mirrors) when the
+    interpreter shuts down can crash it at exit, so such a process starts none, and ranks as a server would."""
+    import threading
+
+    from lumina_assets.search import memory_store
+
+    query = "statin therapy and cardiovascular risk"
+    monkeypatch.setattr(memory_store, "_STORES", {})
+    server = SearchEngine(index_uri, embedder, SearchConfig(store=store))
+    served = [(c.paper_id, c.passage_ids) for c in server.search(query, k=5)]
+    server.wait_until_warm(60)
+    monkeypatch.setattr(memory_store, "_STORES", {})
+    started: list[str] = []
+    start = threading.Thread.start
+    monkeypatch.setattr(
+        threading.Thread, "start", lambda thread: started.append(thread.name) or start(thread)
+    )
+    once = SearchEngine(index_uri, embedder, SearchConfig(store=store), background_loading=False)
+    answered = [(c.paper_id, c.passage_ids) for c in once.search(query, k=5)]
+    loading = [name for name in started if name.startswith(("lumina-prewarm", "lumina-fulltext-mirror"))]
+    assert loading == [] and answered == served and answered
+    assert once.cache_policy is not None and once.db is not None  # opened without a bounded session
