@@ -376,7 +376,7 @@ def test_lumina_export_command(index_uri, service, tmp_path, capsys, monkeypatch
     monkeypatch.setattr(
         engine_module,
         "SearchEngine",
-        lambda uri, config=None: SearchEngine(uri, embedder, config or SearchConfig()),
+        lambda uri, config=None, **options: SearchEngine(uri, embedder, config or SearchConfig(), **options),
     )
 
     out = tmp_path / "refs.ris"
