@@ -65,9 +65,8 @@ def _share_cores(db, plan_id: str, part: int) -> int:
     """Under the multiprocess executor the parts are processes of one machine: this one keeps its share of the
     cores (staged_vectors.part_cores) before its encoder starts a thread per core. A pod (k8s) or the in-process
     executor keeps every core it has. Returns the cores this part may use."""
-    if not hasattr(
-        os, "sched_setaffinity"
-    ):  # macOS: no affinity to set; the parts share the cores as they are
+    # macOS has no affinity to set: there the parts share the cores as they are
+    if not hasattr(os, "sched_setaffinity"):
         return os.cpu_count() or 1
     available = sorted(os.sched_getaffinity(0))
     if settings.executor() not in ("", "multiprocess", "default"):

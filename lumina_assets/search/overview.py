@@ -204,7 +204,7 @@ def extractive_overview(references: list[Reference], max_sentences: int = 3) -> 
                         f"{reference.evidence_cosine:.2f} against {first_cosine:.2f})",
                     }
                 )
-                break  # this paper's best quotable sentence is too far off: its weaker ones would be too
+                continue  # another passage of the paper may be closer to the search (scores are not cosines)
             if not kept:
                 first_cosine = reference.evidence_cosine
             kept.append(OverviewSentence(f"{sentence} [{reference.number}]", [reference.number]))

@@ -512,8 +512,15 @@ def test_a_one_shot_search_leaves_no_loading_thread_behind(index_uri, embedder, 
     monkeypatch.setattr(
         threading.Thread, "start", lambda thread: started.append(thread.name) or start(thread)
     )
+    import lancedb
+
+    sessions: list[dict] = []
+    session = lancedb.Session
+    monkeypatch.setattr(lancedb, "Session", lambda **bound: sessions.append(bound) or session(**bound))
     once = SearchEngine(index_uri, embedder, SearchConfig(store=store), background_loading=False)
     answered = [(c.paper_id, c.passage_ids) for c in once.search(query, k=5)]
     loading = [name for name in started if name.startswith(("lumina-prewarm", "lumina-fulltext-mirror"))]
     assert loading == [] and answered == served and answered
-    assert once.cache_policy is not None and once.db is not None  # opened without a bounded session
+    assert (
+        sessions == [] and once.cache_policy.limit_mb
+    )  # the policy would bound a server; this opens no session
