@@ -8,7 +8,7 @@ from lumina_assets.core import settings, tables
 from lumina_assets.defs import batch_holds
 from lumina_assets.defs import parsing as parse_stage
 from lumina_assets.indexing import lancedb_tables as indexing
-from lumina_assets.indexing import model_identity, pseudo_queries, staged_vectors
+from lumina_assets.indexing import model_adaptation, model_identity, pseudo_queries, staged_vectors
 from lumina_assets.search import tuning
 from lumina_assets.search.neighbour_graph import MAX_GRAPH_PAPERS, graph_rows
 from resources.embedder import EmbedderResource
@@ -71,6 +71,40 @@ def _citing_sentences(papers: pl.DataFrame) -> list:
     return pseudo_queries.citation_queries_from_parsed(
         parsed["parsed_json"].to_list(), rows, tuning.MAX_QUERIES // 2
     )
+
+
+def _index_embedder(db, passages: pl.DataFrame, papers: pl.DataFrame, base, log) -> tuple[object, dict]:
+    """The embedder this run indexes with, and metadata saying so: the resource's model, or with
+    LUMINA_ADAPT_EMBEDDINGS on, that model adapted to the corpus (trained once: an index already built with an
+    adapted model of the same base keeps it, so growing the corpus never re-embeds it)."""
+    if not settings.adapt_embeddings():
+        return base, {"embedding_adapted": "off (LUMINA_ADAPT_EMBEDDINGS)"}
+    built = indexing.open_table(db, indexing.PASSAGES_TABLE)
+    recorded = model_identity.of_schema(built.schema).name if built is not None else ""
+    kept = model_adaptation.follow_index(recorded, base.fingerprint)
+    if kept:
+        return base.with_model(kept), {"embedding_adapted": f"kept: {kept.rsplit('/', 1)[-1]}"}
+    config = model_adaptation.AdaptationConfig()
+    pairs = model_adaptation.pairs_from_tables(
+        passages,
+        papers,
+        embed_title=indexing.IndexConfig().embed_title,
+        citations=_citing_sentences(papers),
+        config=config,
+    )
+    try:
+        adaptation = model_adaptation.adapt(base.model_name_or_path, pairs, config, log_fn=log)
+    except model_adaptation.AdaptationError as error:
+        return base, {"embedding_adapted": f"no: {error}"}
+    return base.with_model(adaptation.path), {
+        "embedding_adapted": f"adapted now: {adaptation.path.rsplit('/', 1)[-1]}",
+        "adaptation_pairs": dg.MetadataValue.json(adaptation.pairs),
+        "adaptation_pairs_seen": adaptation.pairs_seen,
+        "adaptation_steps": adaptation.steps,
+        "adaptation_seconds": adaptation.seconds,
+        "adaptation_stopped_by_budget": adaptation.stopped_by_budget,
+        "adaptation_device": adaptation.device,
+    }
 
 
 def _tune_search(db, papers: pl.DataFrame, embedder, stats, log) -> dict:
@@ -141,7 +175,10 @@ def passage_index(
         )
     passages, papers = _upstream(frozenset(holds))
     db = lancedb.connect()
-    staged = staged_vectors.StagedVectorEmbedder(db, embedder.get_embedder())
+    index_embedder, adaptation = _index_embedder(
+        db, passages, papers, embedder.get_embedder(), context.log.info
+    )
+    staged = staged_vectors.StagedVectorEmbedder(db, index_embedder)
     stats = indexing.index_corpus(
         db,
         passages,
@@ -151,7 +188,7 @@ def passage_index(
         log_fn=context.log.info,
     )
     staged_vectors.discard_staged(db)  # the index holds them now
-    search_tuning = _tune_search(db, papers, embedder.get_embedder(), stats, context.log.info)
+    search_tuning = _tune_search(db, papers, index_embedder, stats, context.log.info)
     passages_table = indexing.open_table(db, indexing.PASSAGES_TABLE)
     sample = passages_table.search().select(["passage_id", "title", "text"]).limit(5).to_polars()
     if isinstance(sample, pl.LazyFrame):
@@ -168,7 +205,8 @@ def passage_index(
             "papers_title_embedded": stats.papers_embedded,
             "papers_deleted": stats.papers_deleted,
             "vector_dimension": stats.dimension,
-            "embedding_model": embedder.get_embedder().model_name,
+            "embedding_model": index_embedder.model_name,
+            **adaptation,
             # what search compares its query model with (indexing/model_identity.py)
             "embedding_model_recorded": model_identity.of_schema(passages_table.schema).describe(),
             "embed_seconds": round(stats.embed_seconds, 2),

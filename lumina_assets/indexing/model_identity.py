@@ -130,9 +130,21 @@ def adopt_form(embedder, index_form: str) -> None:
             return
 
 
+def adopt_model(embedder, index_model: str) -> None:
+    """Make `embedder` (or the embedder it wraps) encode with the index's model where that is a corpus-adapted
+    model of its own (indexing/model_adaptation.py); an embedder without the method is left as it is."""
+    for candidate in (embedder, getattr(embedder, "inner", None)):
+        adopt = getattr(candidate, "adopt_index_model", None) if candidate is not None else None
+        if callable(adopt):
+            adopt(index_model)
+            return
+
+
 def query_identity(embedder, index: ModelIdentity) -> ModelIdentity:
-    """The identity of `embedder` once it encodes in the form of the index it is about to search."""
+    """The identity of `embedder` once it encodes with the model (an adapted index's adapted model) and in the
+    form of the index it is about to search."""
     if index.known:
+        adopt_model(embedder, index.name)
         adopt_form(embedder, index.form)
     return of_embedder(embedder)
 

@@ -67,8 +67,12 @@ def _looks_like_prose(sentence: str) -> bool:
     return letters >= 0.6 * len(sentence.replace(" ", ""))  # not a row of numbers or symbols
 
 
-def inverse_cloze(passages: Iterable[PassageText], rng: random.Random, limit: int) -> list[PseudoQuery]:
-    """At most one sentence per paper, from a passage of at least three sentences, papers drawn at random."""
+def inverse_cloze(
+    passages: Iterable[PassageText], rng: random.Random, limit: int, per_paper: int = 1
+) -> list[PseudoQuery]:
+    """At most `per_paper` sentences per paper (spread over its passages), each from a passage of at least three
+    sentences, papers drawn at random. Tuning takes one a paper (queries spread over the corpus); training an encoder takes
+    more, since a small corpus has few papers."""
     by_paper: dict[str, list[PassageText]] = {}
     for passage in passages:
         by_paper.setdefault(passage.paper_id, []).append(passage)
@@ -80,15 +84,25 @@ def inverse_cloze(passages: Iterable[PassageText], rng: random.Random, limit: in
             break
         candidates = by_paper[paper_id][:]
         rng.shuffle(candidates)
+        eligible = []  # (passage, its usable sentences), read only as far as needed
         for passage in candidates:
             sentences = split_sentences(passage.text)
-            if len(sentences) < MIN_CONTEXT_SENTENCES:
-                continue
             usable = [s for s in sentences if _looks_like_prose(s)]
-            if usable:
+            if len(sentences) >= MIN_CONTEXT_SENTENCES and usable:
+                eligible.append((passage, usable))
+                if len(eligible) >= per_paper:
+                    break
+        taken = 0
+        while eligible and taken < per_paper and len(queries) < limit:
+            for passage, usable in list(eligible):  # one sentence a passage a round
                 sentence = rng.choice(usable)
+                usable.remove(sentence)
                 queries.append(PseudoQuery(sentence, paper_id, INVERSE_CLOZE, passage.passage_id, sentence))
-                break
+                taken += 1
+                if not usable:
+                    eligible.remove((passage, usable))
+                if taken >= per_paper or len(queries) >= limit:
+                    break
     return queries
 
 

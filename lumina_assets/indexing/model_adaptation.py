@@ -1,0 +1,295 @@
+"""Corpus-adapted embeddings (opt-in): the encoder fine-tuned on the pairs its own corpus gives for free.
+
+The pairs are the tuning set's kinds of pseudo-query (indexing/pseudo_queries.py), each with the text it should
+find: an inverse cloze sentence and its passage without that sentence, a paraphrasing title and its abstract, a
+citing sentence and the cited paper. Training is in-batch contrastive (sentence-transformers'
+MultipleNegativesRankingLoss: every other pair's text in the batch is a negative), one epoch at a small learning
+rate, stopped when its time budget is spent, because a fine-tune that runs long forgets the question-to-abstract
+matching the base model was trained for.
+
+The adapted model is a new model: a sentence-transformers folder under the data dir's models/adapted/, named by
+its base and its pairs, with `lumina_adaptation.json` saying what made it. Its weights give it a fingerprint of its
+own, so an index built with it is refused to the base model and the other way round (indexing/model_identity.py);
+a search process whose query model is the adapted model's base follows the index to the adapted model
+(`follow_index`), so queries are encoded by the model that encoded the passages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+RECORD_FILE = "lumina_adaptation.json"
+ADAPTED_FOLDER = "adapted"
+MIN_PAIRS = 200  # fewer pairs than this teach the model the corpus's quirks, not its language
+
+
+@dataclass(frozen=True)
+class AdaptationConfig:
+    """How the encoder is adapted. The defaults take ~1 s a step of 32 pairs on 2 CPU cores (measured in the
+    docs/search-quality.md table), so a 10,000-paper corpus's 20,000 pairs fit in 10 minutes only in part: the
+    budget stops training, and the record says how many pairs it saw."""
+
+    budget_seconds: float = 600.0
+    epochs: int = 1
+    batch_size: int = 32
+    learning_rate: float = 2e-5
+    warmup_share: float = 0.1
+    max_pairs: int = 20_000
+    sentences_per_paper: int = 2
+    seed: int = 0
+    device: str = "auto"  # auto: a CUDA device when there is one
+
+
+@dataclass(frozen=True)
+class TrainingPair:
+    query: str
+    positive: str
+    paper_id: str
+    kind: str
+
+
+@dataclass
+class Adaptation:
+    """What an adaptation made and what it cost (also written to the model folder as `lumina_adaptation.json`)."""
+
+    path: str
+    base_model: str
+    base_fingerprint: str
+    pairs: dict[str, int] = field(default_factory=dict)
+    pairs_seen: int = 0
+    steps: int = 0
+    seconds: float = 0.0
+    stopped_by_budget: bool = False
+    device: str = "cpu"
+    config: dict = field(default_factory=dict)
+
+
+class AdaptationError(RuntimeError):
+    """The corpus cannot adapt the encoder (too few pairs), said plainly rather than training on noise."""
+
+
+def training_pairs(
+    passages: Sequence[tuple[str, str, str, str]],
+    papers: Sequence[tuple[str, str, str]],
+    *,
+    citations=(),
+    embed_text: Callable[[str, str], str],
+    config: AdaptationConfig | None = None,
+) -> list[TrainingPair]:
+    """Pairs from the corpus alone. `passages`: (passage id, paper id, title, text); `papers`: (paper id, title,
+    abstract); `citations`: citation pseudo-queries (pseudo_queries.citation_queries_from_parsed); `embed_text(title,
+    text)` formats a positive exactly as the index embeds a passage."""
+    from lumina_assets.indexing import pseudo_queries
+
+    config = config or AdaptationConfig()
+    rng = random.Random(config.seed)
+    by_id = {pid: (paper, title, text) for pid, paper, title, text in passages}
+    first_passage: dict[str, tuple[str, str]] = {}
+    for _, paper, title, text in passages:
+        first_passage.setdefault(paper, (title, text))
+    pairs: list[TrainingPair] = []
+    for query in citations:
+        if query.paper_id in first_passage:
+            title, text = first_passage[query.paper_id]
+            pairs.append(TrainingPair(query.text, embed_text(title, text), query.paper_id, query.kind))
+    texts = [pseudo_queries.PassageText(pid, paper, text) for pid, (paper, _, text) in by_id.items()]
+    cloze = pseudo_queries.inverse_cloze(texts, rng, config.max_pairs, per_paper=config.sentences_per_paper)
+    for query in cloze:
+        _, title, text = by_id[query.passage_id]
+        rest = " ".join(text.replace(query.withheld, " ").split())
+        pairs.append(TrainingPair(query.text, embed_text(title, rest), query.paper_id, query.kind))
+    for query in pseudo_queries.title_queries(papers, rng, config.max_pairs // 5):
+        if query.paper_id in first_passage:  # the title withheld from its positive
+            pairs.append(
+                TrainingPair(query.text, first_passage[query.paper_id][1], query.paper_id, query.kind)
+            )
+    rng.shuffle(pairs)
+    return pairs[: config.max_pairs]
+
+
+def pairs_from_tables(
+    passages, papers, *, embed_title: bool = True, citations=(), config: AdaptationConfig | None = None
+) -> list[TrainingPair]:
+    """`training_pairs` from the index's upstream polars tables (passages: passage_id, paper_id, text; papers:
+    paper_id, title, abstract), positives formatted as `index_corpus` embeds passages."""
+    from lumina_assets.indexing.lancedb_tables import passage_embed_text
+
+    titles = dict(zip(papers["paper_id"].to_list(), papers["title"].to_list(), strict=True))
+    passage_tuples = [
+        (pid, paper, titles.get(paper) or "", text or "")
+        for pid, paper, text in zip(
+            passages["passage_id"].to_list(),
+            passages["paper_id"].to_list(),
+            passages["text"].to_list(),
+            strict=True,
+        )
+    ]
+    paper_tuples = [
+        (pid, title or "", abstract or "")
+        for pid, title, abstract in zip(
+            papers["paper_id"].to_list(), papers["title"].to_list(), papers["abstract"].to_list(), strict=True
+        )
+    ]
+    return training_pairs(
+        passage_tuples,
+        paper_tuples,
+        citations=citations,
+        embed_text=lambda title, text: passage_embed_text(title, text, embed_title=embed_title),
+        config=config,
+    )
+
+
+def _batches(pairs: Sequence[TrainingPair], size: int, rng: random.Random) -> list[list[TrainingPair]]:
+    """Shuffled batches in which no paper appears twice: two pairs of one paper in a batch would each be the
+    other's negative."""
+    pending = list(pairs)
+    rng.shuffle(pending)
+    batches: list[list[TrainingPair]] = []
+    while pending:
+        batch, papers, left = [], set(), []
+        for pair in pending:
+            if len(batch) < size and pair.paper_id not in papers:
+                batch.append(pair)
+                papers.add(pair.paper_id)
+            else:
+                left.append(pair)
+        if len(batch) < 2:  # one paper's pairs are all that is left: nothing to contrast them with
+            break
+        batches.append(batch)
+        pending = left
+    return batches
+
+
+def adapted_folder(base_fingerprint: str, pairs: Sequence[TrainingPair], config: AdaptationConfig) -> Path:
+    """data/models/adapted/<base>-<hash of the pairs and config>: the same corpus and config give the same folder,
+    so a rerun reuses the model instead of training again."""
+    from lumina_assets.core import settings
+
+    digest = hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode())
+    for pair in pairs:
+        digest.update(f"{pair.query}\0{pair.positive}\0".encode())
+    return (
+        settings.models_dir() / ADAPTED_FOLDER / f"{base_fingerprint[:8] or 'base'}-{digest.hexdigest()[:12]}"
+    )
+
+
+def _device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return requested
+
+
+def adapt(
+    base_model: str,
+    pairs: Sequence[TrainingPair],
+    config: AdaptationConfig | None = None,
+    *,
+    log_fn: Callable[[str], None] | None = None,
+) -> Adaptation:
+    """Fine-tune `base_model` on `pairs` and save it; an adaptation already saved for the same base, pairs and
+    config is returned as it is (its record read back)."""
+    from lumina_assets.indexing.model_identity import weights_fingerprint
+
+    config = config or AdaptationConfig()
+    say = log_fn or log.info
+    if len(pairs) < MIN_PAIRS:
+        raise AdaptationError(
+            f"the corpus gives {len(pairs)} training pairs, fewer than {MIN_PAIRS}: the encoder is not adapted"
+        )
+    base_fingerprint = weights_fingerprint(base_model)
+    folder = adapted_folder(base_fingerprint, pairs, config)
+    if (folder / RECORD_FILE).exists():
+        say(f"reusing the adapted encoder {folder.name}")
+        return Adaptation(**json.loads((folder / RECORD_FILE).read_text(encoding="utf-8")))
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.util import batch_to_device
+
+    device = _device(config.device)
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    model = SentenceTransformer(base_model, device=device)
+    loss_fn = MultipleNegativesRankingLoss(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
+    planned = [batch for _ in range(config.epochs) for batch in _batches(pairs, config.batch_size, rng)]
+    warmup = max(1, int(len(planned) * config.warmup_share))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda step: min((step + 1) / warmup, max(0.0, (len(planned) - step) / (len(planned) - warmup))),
+    )
+    record = Adaptation(
+        str(folder), base_model, base_fingerprint, _kinds(pairs), device=device, config=asdict(config)
+    )
+    started = time.perf_counter()
+    model.train()
+    for number, batch in enumerate(planned, start=1):
+        queries = batch_to_device(model.preprocess([p.query for p in batch]), model.device)
+        positives = batch_to_device(model.preprocess([p.positive for p in batch]), model.device)
+        loss = loss_fn([queries, positives], None)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+        record.steps, record.pairs_seen = number, record.pairs_seen + len(batch)
+        if number % 50 == 0:
+            say(f"adapting the encoder: step {number}/{len(planned)}, loss {loss.item():.3f}")
+        if time.perf_counter() - started > config.budget_seconds and number < len(planned):
+            record.stopped_by_budget = True
+            say(
+                f"adaptation budget of {config.budget_seconds:.0f} s spent after {number}/{len(planned)} steps"
+            )
+            break
+    model.eval()
+    record.seconds = round(time.perf_counter() - started, 2)
+    _save(model, folder, record)
+    say(f"adapted encoder saved: {record.pairs_seen} pairs, {record.steps} steps, {record.seconds:.0f} s")
+    return record
+
+
+def _kinds(pairs: Sequence[TrainingPair]) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for pair in pairs:
+        kinds[pair.kind] = kinds.get(pair.kind, 0) + 1
+    return kinds
+
+
+def _save(model, folder: Path, record: Adaptation) -> None:
+    """Written beside the final folder and renamed into place, so a half-written model is never picked up."""
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    model.save(str(partial))
+    (partial / RECORD_FILE).write_text(json.dumps(asdict(record), indent=2), encoding="utf-8")
+    shutil.rmtree(folder, ignore_errors=True)
+    partial.rename(folder)
+
+
+def record_of(model_path: str) -> Adaptation | None:
+    """The adaptation record of a model folder, None for a model no adaptation made."""
+    try:
+        return Adaptation(**json.loads((Path(model_path) / RECORD_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def follow_index(index_model: str, query_fingerprint: str) -> str | None:
+    """The adapted model a search should encode queries with: the index's model when it is an adapted model whose
+    base is the query model (same weights) and its folder is here; None otherwise (the model check then decides)."""
+    record = record_of(index_model) if index_model else None
+    if record is None or not query_fingerprint or record.base_fingerprint != query_fingerprint:
+        return None
+    return index_model
