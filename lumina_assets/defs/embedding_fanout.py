@@ -48,7 +48,7 @@ def plan_embedding_parts(
         context.log.info(f"{passages.height} passages upstream: passage_index embeds the new ones itself")
         return
     db = lancedb.connect()
-    model = embedder.get_embedder()
+    model = index_stage.fanout_embedder(db, embedder.get_embedder())
     texts = staged_vectors.texts_to_embed(db, passages, papers, model)
     parts = staged_vectors.parts_for(len(texts), requested, cores)
     plan = staged_vectors.plan_parts(db, _plan_id(context), texts, parts, int(model.dimension))
@@ -88,7 +88,11 @@ def embed_passage_part(context: dg.OpExecutionContext, lancedb: LanceDBResource,
     db = lancedb.connect()
     cores = _share_cores(db, _plan_id(context), part)
     stats = staged_vectors.embed_part(
-        db, _plan_id(context), part, embedder.get_embedder(), log_fn=context.log.info
+        db,
+        _plan_id(context),
+        part,
+        index_stage.fanout_embedder(db, embedder.get_embedder()),
+        log_fn=context.log.info,
     )
     context.add_output_metadata(
         {

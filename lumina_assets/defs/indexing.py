@@ -79,9 +79,7 @@ def _index_embedder(db, passages: pl.DataFrame, papers: pl.DataFrame, base, log)
     adapted model of the same base keeps it, so growing the corpus never re-embeds it)."""
     if not settings.adapt_embeddings():
         return base, {"embedding_adapted": "off (LUMINA_ADAPT_EMBEDDINGS)"}
-    built = indexing.open_table(db, indexing.PASSAGES_TABLE)
-    recorded = model_identity.of_schema(built.schema).name if built is not None else ""
-    kept = model_adaptation.follow_index(recorded, base.fingerprint)
+    kept = model_adaptation.kept_model(indexing.open_table(db, indexing.PASSAGES_TABLE), base)
     if kept:
         return base.with_model(kept), {"embedding_adapted": f"kept: {kept.rsplit('/', 1)[-1]}"}
     config = model_adaptation.AdaptationConfig()
@@ -105,6 +103,17 @@ def _index_embedder(db, passages: pl.DataFrame, papers: pl.DataFrame, base, log)
         "adaptation_stopped_by_budget": adaptation.stopped_by_budget,
         "adaptation_device": adaptation.device,
     }
+
+
+def fanout_embedder(db, base):
+    """What the embedding fan-out's parts embed with: the index's adapted model while adaptation is on and the index
+    keeps it (so `passage_index` can take their vectors), else the resource's model. A new embedder, not the
+    resource's changed in place: `passage_index` may share that resource in the same process."""
+    if settings.adapt_embeddings():
+        kept = model_adaptation.kept_model(indexing.open_table(db, indexing.PASSAGES_TABLE), base)
+        if kept:
+            return base.with_model(kept)
+    return base
 
 
 def _tune_search(db, papers: pl.DataFrame, embedder, stats, log) -> dict:

@@ -230,6 +230,23 @@ def test_passage_index_adapts_once_and_keeps_the_adapted_model_as_the_corpus_gro
     assert 0 < grown["passages_embedded"].value < grown["passages"].value  # only the new papers' passages
     assert grown["embedding_model"].value == adapted_name
 
+    # the embedding fan-out's parts embed with the kept adapted model (with the base model every passage would
+    # look new), through a new embedder: the resource's own is not changed under passage_index
+    from lumina_assets.defs import indexing as index_stage
+    from lumina_assets.indexing import staged_vectors
+
+    db = connect_lancedb(str(data_dir / "lancedb"))
+    base = Embedder(query_backend="torch")
+    fanout = index_stage.fanout_embedder(db, base)
+    assert fanout.model_name_or_path == str(data_dir / "models" / "adapted" / adapted_name)
+    assert base.model_name_or_path == default_model_path()
+    upstream_passages, upstream_papers = index_stage._upstream()
+    assert staged_vectors.texts_to_embed(db, upstream_passages, upstream_papers, fanout) == []
+    assert (
+        len(staged_vectors.texts_to_embed(db, upstream_passages, upstream_papers, base))
+        == grown["passages"].value
+    )
+
     # a fresh search process started with the bundled model searches with the adapted one
     env = {**os.environ, "LUMINA_DATA_DIR": str(data_dir)}
     done = subprocess.run(
@@ -244,8 +261,9 @@ def test_passage_index_adapts_once_and_keeps_the_adapted_model_as_the_corpus_gro
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {"model": str(data_dir / "models" / "adapted" / adapted_name), "found": 3}
 
-    # switched off again: the bundled model re-embeds the whole index
+    # switched off again: the bundled model re-embeds the whole index, and the fan-out plans with it
     monkeypatch.setenv("LUMINA_ADAPT_EMBEDDINGS", "0")
+    assert index_stage.fanout_embedder(db, base) is base
     off = _materialize()
     assert off["embedding_adapted"].value.startswith("off")
     assert off["passages_embedded"].value == off["passages"].value
