@@ -264,6 +264,10 @@ def adapt(
         device=f"{device}{', bf16' if bf16 else ''}",
         config=asdict(config),
     )
+    say(
+        f"adapting the encoder to the corpus: {len(pairs)} pairs in {len(planned)} steps on {record.device}, "
+        f"at most {config.budget_seconds:.0f} s"
+    )
     started = time.perf_counter()
     model.train()
     for number, batch in enumerate(planned, start=1):

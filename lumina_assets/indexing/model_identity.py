@@ -149,6 +149,13 @@ def query_identity(embedder, index: ModelIdentity) -> ModelIdentity:
     return of_embedder(embedder)
 
 
+def follow_table(embedder, table) -> ModelIdentity:
+    """`query_identity` for the index whose passages table is `table` (None: nothing to follow): what encodes
+    sentences or queries for an index outside a search (the sentence backfill, stored-sentence lookups) must follow
+    an adapted index's model before it hashes or encodes anything."""
+    return query_identity(embedder, of_schema(table.schema) if table is not None else ModelIdentity())
+
+
 def of_schema(schema) -> ModelIdentity:
     """The identity recorded on a table's `vector` field (empty for an index built before it was recorded)."""
     try:

@@ -237,6 +237,9 @@ def backfill_from_index(db, embedder, *, log_fn: Callable[[str], None] | None = 
     passages = open_table(db, PASSAGES_TABLE)
     if passages is None:
         return {"passages": 0, "encoded_passages": 0, "sentences": 0, "deleted": 0}
+    from lumina_assets.indexing.model_identity import follow_table
+
+    follow_table(embedder, passages)  # an adapted index's sentences are encoded (and hashed) with its model
     frame = read_columns(passages, ["passage_id", "text"])
     return index_sentences(
         db,

@@ -64,10 +64,15 @@ class EnginePool:
 def stored_sentences(engine):
     """The index's stored sentence vectors (SentenceVectors) for the engine's model; None where the engine has
     no LanceDB behind it. An index without the table still answers: sentences are then encoded per request."""
-    from lumina_assets.indexing.lancedb_tables import embedder_identity
+    from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE, embedder_identity
+    from lumina_assets.indexing.model_identity import follow_table
     from lumina_assets.indexing.sentence_vectors import SentenceVectors
+    from lumina_assets.indexing.table_ops import open_table
 
     try:
+        follow_table(
+            engine.embedder, open_table(engine.db, PASSAGES_TABLE)
+        )  # the model the sentences were stored by
         return SentenceVectors(engine.db, embedder_identity(engine.embedder))
     except Exception as error:  # no index yet, or a test double without one
         log.debug("no stored sentence vectors: %s", error)

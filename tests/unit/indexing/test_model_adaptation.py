@@ -247,6 +247,23 @@ def test_passage_index_adapts_once_and_keeps_the_adapted_model_as_the_corpus_gro
         == grown["passages"].value
     )
 
+    from lumina_assets.cli.ops import index_status
+
+    assert f"encoder adapted to this corpus (8 pairs, 1 steps: {fanout.model_name_or_path})" in index_status()
+
+    # `lumina serve`'s sentence backfill, started with the bundled model, stores the sentences with the adapted one,
+    # and the evidence scorer of a server started with the bundled model finds them
+    from lumina_assets.indexing.sentence_vectors import backfill_from_index
+    from lumina_assets.search.results import stored_sentences
+
+    backfiller = Embedder(query_backend="torch")
+    assert backfill_from_index(db, backfiller)["encoded_passages"] == grown["passages"].value
+    assert backfiller.model_name_or_path == fanout.model_name_or_path
+    assert backfill_from_index(db, Embedder(query_backend="torch"))["encoded_passages"] == 0  # nothing owed
+    stored = stored_sentences(SearchEngine(str(data_dir / "lancedb"), Embedder(query_backend="torch")))
+    some = dict(list(zip(upstream_passages["passage_id"], upstream_passages["text"], strict=True))[:5])
+    assert stored.lookup(some)  # found under the adapted model's hashes
+
     # a fresh search process started with the bundled model searches with the adapted one
     env = {**os.environ, "LUMINA_DATA_DIR": str(data_dir)}
     done = subprocess.run(
