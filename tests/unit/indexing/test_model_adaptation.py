@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
 import numpy as np
 import polars as pl
 import pytest
+from fresh_process import run_snippet
 
 from lumina_assets.core import tables
 from lumina_assets.core.schemas import PASSAGE_SCHEMA, rows_to_table
@@ -265,17 +263,7 @@ def test_passage_index_adapts_once_and_keeps_the_adapted_model_as_the_corpus_gro
     assert stored.lookup(some)  # found under the adapted model's hashes
 
     # a fresh search process started with the bundled model searches with the adapted one
-    env = {**os.environ, "LUMINA_DATA_DIR": str(data_dir)}
-    done = subprocess.run(
-        [sys.executable, "-c", FRESH_SEARCH, str(data_dir / "lancedb")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        start_new_session=True,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = run_snippet(FRESH_SEARCH, str(data_dir / "lancedb"), data_dir=data_dir)
     assert seen == {"model": str(data_dir / "models" / "adapted" / adapted_name), "found": 3}
 
     # switched off again: the bundled model re-embeds the whole index, and the fan-out plans with it

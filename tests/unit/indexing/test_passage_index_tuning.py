@@ -5,14 +5,12 @@ recorded setting (while an explicit setting still wins)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 import pytest
+from fresh_process import run_snippet
 from hashing_embedder import HashingEmbedder
 
 from lumina_assets.core import tables
@@ -109,17 +107,7 @@ def test_the_recorded_setting_is_used_by_a_fresh_search_process(data_dir, shared
     chosen = {"weights": {"passage_vectors": 0.5, "passage_fulltext": 1.0, "paper_fulltext": 1.0}}
     record.setting, record.adopted = chosen, True
     tuned_settings.write_record(db, record)
-    env = {**os.environ, "LUMINA_DATA_DIR": str(data_dir)}
-    done = subprocess.run(
-        [sys.executable, "-c", FRESH_PROCESS, uri, str(SUPPORT)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        start_new_session=True,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = run_snippet(FRESH_PROCESS, uri, str(SUPPORT), data_dir=data_dir)
     defaults = SearchConfig().weights
     assert seen["default"]["weights"] == {**defaults, **chosen["weights"]}
     assert seen["default"]["found"] == 3
