@@ -171,7 +171,7 @@ class Embedder:
         refuse. Returns the model now used."""
         from lumina_assets.indexing.model_adaptation import follow_index
 
-        followed = follow_index(index_model, self.fingerprint)
+        followed = follow_index(index_model, self)
         if followed and followed != self.model_name_or_path:
             with _MODELS_LOCK:
                 log.info("encoding with the index's adapted model %s", followed)

@@ -330,13 +330,15 @@ def kept_model(passages_table, base) -> str | None:
         return None
     from lumina_assets.indexing.model_identity import of_schema
 
-    return follow_index(of_schema(passages_table.schema).name, getattr(base, "fingerprint", ""))
+    return follow_index(of_schema(passages_table.schema).name, base)
 
 
-def follow_index(index_model: str, query_fingerprint: str) -> str | None:
+def follow_index(index_model: str, query_embedder) -> str | None:
     """The adapted model a search should encode queries with: the index's model when it is an adapted model whose
-    base is the query model (same weights) and its folder is here; None otherwise (the model check then decides)."""
+    base is the query embedder's model (same weights) and its folder is here; None otherwise (the model check then
+    decides). The embedder's fingerprint is read only for an adapted index."""
     record = record_of(index_model) if index_model else None
-    if record is None or not query_fingerprint or record.base_fingerprint != query_fingerprint:
+    if record is None:
         return None
-    return index_model
+    fingerprint = getattr(query_embedder, "fingerprint", "")
+    return index_model if fingerprint and record.base_fingerprint == fingerprint else None

@@ -165,9 +165,13 @@ def test_the_adapted_model_is_a_new_model_that_search_follows_and_the_base_index
     with pytest.raises(IndexModelMismatch, match="rebuild the index"):
         SearchEngine(base_uri, Embedder(adaptation.path, query_backend="torch")).search("aspirin", k=3)
     # and another model's adaptation is not followed: a model with other weights stays refused
-    record = json.loads((folder / model_adaptation.RECORD_FILE).read_text())
-    assert model_adaptation.follow_index(adaptation.path, "0" * 24) is None
-    assert model_adaptation.follow_index(adaptation.path, record["base_fingerprint"]) == adaptation.path
+    other_base = Embedder(adaptation.path)  # its own adaptation's base is not itself
+    assert model_adaptation.follow_index(adaptation.path, other_base) is None
+    assert model_adaptation.follow_index(adaptation.path, Embedder()) == adaptation.path
+    assert (
+        json.loads((folder / model_adaptation.RECORD_FILE).read_text())["base_fingerprint"]
+        == base.fingerprint
+    )
 
 
 def _write_corpus(cisi_tables, documents: int) -> None:
