@@ -138,10 +138,11 @@ def pairs_from_tables(
             strict=True,
         )
     ]
+    abstracts = papers["abstract"].to_list() if "abstract" in papers.columns else [""] * papers.height
     paper_tuples = [
         (pid, title or "", abstract or "")
         for pid, title, abstract in zip(
-            papers["paper_id"].to_list(), papers["title"].to_list(), papers["abstract"].to_list(), strict=True
+            papers["paper_id"].to_list(), papers["title"].to_list(), abstracts, strict=True
         )
     ]
     return training_pairs(
