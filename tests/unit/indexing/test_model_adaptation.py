@@ -218,7 +218,7 @@ def test_passage_index_adapts_once_and_keeps_the_adapted_model_as_the_corpus_gro
     assert small["embedding_adapted"].value.startswith("no: the corpus gives")
     assert small["embedding_model"].value == Path(default_model_path()).name
 
-    _write_corpus(cisi_tables, 200)
+    _write_corpus(cisi_tables, 130)  # ~250 pairs
     first = _materialize()
     assert first["embedding_adapted"].value.startswith("adapted now: ")
     assert first["adaptation_steps"].value == 1 and first["adaptation_stopped_by_budget"].value is True
@@ -226,7 +226,7 @@ def test_passage_index_adapts_once_and_keeps_the_adapted_model_as_the_corpus_gro
     adapted_name = first["embedding_adapted"].value.removeprefix("adapted now: ")
     assert first["embedding_model"].value == adapted_name
 
-    _write_corpus(cisi_tables, 230)
+    _write_corpus(cisi_tables, 150)
     grown = _materialize()
     assert grown["embedding_adapted"].value == f"kept: {adapted_name}"
     assert 0 < grown["passages_embedded"].value < grown["passages"].value  # only the new papers' passages
