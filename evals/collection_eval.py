@@ -25,6 +25,9 @@ def _model_key(embedder) -> str:
     from lumina_assets.indexing.lancedb_tables import embedder_identity
 
     key = embedder_identity(embedder) or embedder.model_name
+    fingerprint = getattr(embedder, "fingerprint", "")  # other weights at the same path: another index
+    if isinstance(fingerprint, str) and fingerprint:
+        key = f"{key}|{fingerprint}"
     form = getattr(embedder, "form", "")  # an index per numeric form (fp32 and int8 vectors are not mixed)
     if form == "int8":
         from lumina_assets.indexing.onnx_encoder import INT8_RECIPE
