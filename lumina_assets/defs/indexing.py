@@ -1,6 +1,8 @@
 """Index stage: `passage_index` keeps the LanceDB `passages` and `papers` tables in step with the upstream tables,
 leaving out the batches held by a failed blocking check (`defs/batch_holds.py`)."""
 
+from pathlib import Path
+
 import dagster as dg
 import polars as pl
 
@@ -79,9 +81,9 @@ def _index_embedder(db, passages: pl.DataFrame, papers: pl.DataFrame, base, log)
     adapted model of the same base keeps it, so growing the corpus never re-embeds it)."""
     if not settings.adapt_embeddings():
         return base, {"embedding_adapted": "off (LUMINA_ADAPT_EMBEDDINGS)"}
-    kept = model_adaptation.kept_model(indexing.open_table(db, indexing.PASSAGES_TABLE), base)
-    if kept:
-        return base.with_model(kept), {"embedding_adapted": f"kept: {kept.rsplit('/', 1)[-1]}"}
+    kept = fanout_embedder(db, base)
+    if kept is not base:
+        return kept, {"embedding_adapted": f"kept: {kept.model_name}"}
     config = model_adaptation.AdaptationConfig()
     pairs = model_adaptation.pairs_from_tables(
         passages,
@@ -95,7 +97,7 @@ def _index_embedder(db, passages: pl.DataFrame, papers: pl.DataFrame, base, log)
     except model_adaptation.AdaptationError as error:
         return base, {"embedding_adapted": f"no: {error}"}
     return base.with_model(adaptation.path), {
-        "embedding_adapted": f"adapted now: {adaptation.path.rsplit('/', 1)[-1]}",
+        "embedding_adapted": f"adapted now: {Path(adaptation.path).name}",
         "adaptation_pairs": dg.MetadataValue.json(adaptation.pairs),
         "adaptation_pairs_seen": adaptation.pairs_seen,
         "adaptation_steps": adaptation.steps,
@@ -106,9 +108,9 @@ def _index_embedder(db, passages: pl.DataFrame, papers: pl.DataFrame, base, log)
 
 
 def fanout_embedder(db, base):
-    """What the embedding fan-out's parts embed with: the index's adapted model while adaptation is on and the index
-    keeps it (so `passage_index` can take their vectors), else the resource's model. A new embedder, not the
-    resource's changed in place: `passage_index` may share that resource in the same process."""
+    """What the embedding fan-out's parts (and `passage_index`, once adapted) embed with: the index's adapted model
+    while adaptation is on and the index keeps it, else the resource's model. A new embedder, not the resource's
+    changed in place: `passage_index` may share that resource in the same process."""
     if settings.adapt_embeddings():
         kept = model_adaptation.kept_model(indexing.open_table(db, indexing.PASSAGES_TABLE), base)
         if kept:

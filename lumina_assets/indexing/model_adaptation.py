@@ -113,10 +113,9 @@ def training_pairs(
         rest = " ".join(text.replace(query.withheld, " ").split())
         pairs.append(TrainingPair(query.text, embed_text(title, rest), query.paper_id, query.kind))
     for query in pseudo_queries.title_queries(papers, rng, config.max_pairs // 5):
-        if query.paper_id in first_passage:  # the title withheld from its positive
-            pairs.append(
-                TrainingPair(query.text, first_passage[query.paper_id][1], query.paper_id, query.kind)
-            )
+        positive = first_passage.get(query.paper_id, ("", ""))[1]
+        if positive and query.text not in positive:  # the title withheld from its positive
+            pairs.append(TrainingPair(query.text, positive, query.paper_id, query.kind))
     rng.shuffle(pairs)
     return pairs[: config.max_pairs]
 
@@ -229,9 +228,10 @@ def adapt(
         )
     base_fingerprint = weights_fingerprint(base_model)
     folder = adapted_folder(base_fingerprint, pairs, config)
-    if (folder / RECORD_FILE).exists():
+    existing = record_of(str(folder))
+    if existing is not None:
         say(f"reusing the adapted encoder {folder.name}")
-        return Adaptation(**json.loads((folder / RECORD_FILE).read_text(encoding="utf-8")))
+        return existing
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
@@ -240,17 +240,21 @@ def adapt(
     device = _device(config.device)
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
+    planned = [batch for _ in range(config.epochs) for batch in _batches(pairs, config.batch_size, rng)]
+    if not planned:
+        raise AdaptationError(
+            f"the corpus's {len(pairs)} training pairs come from a single paper: nothing to contrast them with"
+        )
     model = SentenceTransformer(base_model, device=device)
     search_length = model.max_seq_length
     model.max_seq_length = min(search_length, config.max_seq_length)
     bf16 = _bf16(device, config.bf16)
     loss_fn = MultipleNegativesRankingLoss(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
-    planned = [batch for _ in range(config.epochs) for batch in _batches(pairs, config.batch_size, rng)]
     warmup = max(1, int(len(planned) * config.warmup_share))
+    decay = max(1, len(planned) - warmup)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer,
-        lambda step: min((step + 1) / warmup, max(0.0, (len(planned) - step) / (len(planned) - warmup))),
+        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (len(planned) - step) / decay))
     )
     record = Adaptation(
         str(folder),

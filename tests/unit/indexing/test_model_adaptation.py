@@ -101,6 +101,19 @@ def test_a_corpus_with_too_few_pairs_is_not_adapted(cisi_tables):
         model_adaptation.adapt(default_model_path(), pairs)
 
 
+def test_pairs_of_a_single_paper_are_refused_before_any_training(data_dir):
+    # one paper cited by 250 sentences: every other pair in a batch would be a false negative
+    pairs = [
+        model_adaptation.TrainingPair(
+            f"citing sentence {i} about retrieval", "the cited abstract", "p1", CITATION
+        )
+        for i in range(250)
+    ]
+    with pytest.raises(model_adaptation.AdaptationError, match="come from a single paper"):
+        model_adaptation.adapt(default_model_path(), pairs)
+    assert not (data_dir / "models" / "adapted").exists()
+
+
 TOPICS = [
     ("Vitamin D and bone density", "Vitamin D supplements raise bone density in older adults."),
     ("Aspirin and stroke", "Daily aspirin lowers the risk of a second stroke."),

@@ -12,24 +12,22 @@ from evals import ablation
 from lumina_assets.cli.main import main
 
 
-@pytest.fixture(scope="module")
-def tiny_beir(tmp_path_factory, shared_data):
-    """10 SciFact train claims, their relevant abstracts and 20 other abstracts, in BEIR layout."""
+def scifact_cut(shared_data, target, claims: int, others: int):
+    """`claims` SciFact train claims, their relevant abstracts and `others` other abstracts, in BEIR layout."""
     root = shared_data / "scifact"
     qrels: dict[str, list[str]] = {}
     for line in (root / "qrels" / "train.tsv").read_text().splitlines()[1:]:
         qid, doc, _ = line.split("\t")
         qrels.setdefault(qid, []).append(doc)
-    queries = list(qrels)[:10]
+    queries = list(qrels)[:claims]
     wanted = {d for q in queries for d in qrels[q]}
-    kept, others = [], 0
+    kept, taken = [], 0
     with (root / "corpus.jsonl").open() as handle:
         for line in handle:
             doc = json.loads(line)["_id"]
-            if doc in wanted or others < 20:
+            if doc in wanted or taken < others:
                 kept.append(line.rstrip("\n"))
-                others += doc not in wanted
-    target = tmp_path_factory.mktemp("beir") / "ablationfact"
+                taken += doc not in wanted
     (target / "qrels").mkdir(parents=True)
     (target / "corpus.jsonl").write_text("\n".join(kept) + "\n")
     (target / "queries.jsonl").write_text(
@@ -43,6 +41,12 @@ def tiny_beir(tmp_path_factory, shared_data):
     rows = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t1" for q in queries for d in qrels[q]]
     (target / "qrels" / "train.tsv").write_text("\n".join(rows) + "\n")
     return target
+
+
+@pytest.fixture(scope="module")
+def tiny_beir(tmp_path_factory, shared_data):
+    """10 SciFact train claims, their relevant abstracts and 20 other abstracts."""
+    return scifact_cut(shared_data, tmp_path_factory.mktemp("beir") / "ablationfact", 10, 20)
 
 
 def test_ablation_prints_every_comparison_with_a_paired_test(tiny_beir, data_dir, capsys):
@@ -77,3 +81,29 @@ def test_compare_to_baseline_pairs_queries():
     same = rows["same"].versus_baseline
     assert same.p_value > 0.5 and same.low < 0 < same.high
     assert ablation.paired_column(rows["better"]).startswith("+0.1000 [")
+
+
+def test_adapt_refuses_a_corpus_too_small_to_adapt_and_says_why(tiny_beir, data_dir, capsys):
+    assert main(["eval", "beir", str(tiny_beir), "--split", "train", "--adapt"]) == 2
+    assert re.search(
+        r"cannot adapt the encoder: the corpus gives \d+ training pairs, fewer than 200",
+        capsys.readouterr().err,
+    )
+    assert not (data_dir / "eval").exists()  # nothing indexed for a refused adaptation
+
+
+def test_adapt_evaluates_with_the_adapted_encoder(tmp_path, shared_data, data_dir, capsys):
+    cut = scifact_cut(shared_data, tmp_path / "adaptfact", 10, 120)
+    assert (
+        main(["eval", "beir", str(cut), "--split", "train", "--adapt", "--adapt-budget", "0", "--json"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert re.search(
+        r"adapted encoder: 32 of \d+ pairs \(.*inverse_cloze \d+.*\), 1 steps in .* \(stopped by its budget\)",
+        out,
+    )
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["adaptation_pairs"] == 32 and 0 < result["ndcg@10"] <= 1
+    (adapted,) = (data_dir / "models" / "adapted").iterdir()
+    (index,) = (data_dir / "eval").iterdir()
+    assert json.loads((index / "complete.json").read_text())["model"] == adapted.name  # indexed with it
