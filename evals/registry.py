@@ -51,9 +51,9 @@ def _lumina(question_llm) -> Provider:
     LUMINA_API_URL is set."""
     from lumina_assets.search.model_stages import configured_search_config, search_llm_client
 
-    if settings.lumina_api_url():
+    if settings.get().benchmark.lumina_api_url:
         return providers.LuminaProvider(
-            providers.lumina_api_search_fn(settings.lumina_api_url()),
+            providers.lumina_api_search_fn(settings.get().benchmark.lumina_api_url),
             llm="unknown (lumina serve decides its own LLM stages)",
         )
     client = search_llm_client(question_llm.get_client)
@@ -85,7 +85,7 @@ def dense_config():
 
 
 def _dense(_resource) -> Provider:
-    if settings.lumina_api_url():
+    if settings.get().benchmark.lumina_api_url:
         raise ProviderUnavailable("dense runs the engine in process; LUMINA_API_URL is set: dense skipped")
     return providers.LuminaProvider(providers.lumina_search_fn(config=dense_config()), name="dense")
 

@@ -39,7 +39,7 @@ def calibration_dir(config_value: str) -> Path:
     ../shared/data/scifact."""
     if config_value:
         return Path(config_value)
-    corpus = settings.corpus_path()
+    corpus = settings.get().paths.corpus
     if corpus is not None and corpus.name == "scifact" and is_beir_queries(corpus):
         return corpus
     return settings.shared_data_dir() / "scifact"

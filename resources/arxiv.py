@@ -11,7 +11,9 @@ from resources.http import HttpApiResource
 
 
 class ArxivResource(HttpApiResource):
-    base_url: str = Field(default_factory=settings.arxiv_url, description="LUMINA_ARXIV_URL")
+    base_url: str = Field(
+        default_factory=lambda: settings.get().network.arxiv_url, description="LUMINA_ARXIV_URL"
+    )
     min_interval_s: float = MIN_INTERVAL_SECONDS
     cache_namespace: str = "arxiv"
 

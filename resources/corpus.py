@@ -30,15 +30,17 @@ class CorpusResource(dg.ConfigurableResource):
 
     def local_corpus(self) -> Path | None:
         if not self.corpus_path:
-            return settings.corpus_path()
+            return settings.get().paths.corpus
         return Path(self.corpus_path.removeprefix("zotero:")).expanduser().resolve()
 
     def seeds_file(self) -> Path:
-        return Path(self.seeds_path) if self.seeds_path else settings.seeds_file()
+        return Path(self.seeds_path) if self.seeds_path else settings.get().paths.seeds
 
     def enrichment_enabled(self) -> bool:
         return (
-            settings.enrich_local_papers() if self.enrich_local_papers is None else self.enrich_local_papers
+            settings.get().parsing.enrich_pdfs
+            if self.enrich_local_papers is None
+            else self.enrich_local_papers
         )
 
     def live_crawl_enabled(self) -> bool:

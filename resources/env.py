@@ -1,8 +1,13 @@
 """How a secret reaches a resource: as `dg.EnvVar(name)`, so Dagster resolves it at run time and shows only the
-variable's name in the UI and in run config."""
+variable's name in the UI and in run config.
+
+Dagster rebuilds a resource from run config alone when a run overrides any of its fields, dropping every value given
+to the constructor (an `api_key=dg.EnvVar(...)` included). So resources also keep the variable's name as a class
+default (`api_key_env`, `base_url_env`) and read it with `first_secret` when the value is gone."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import dagster as dg
@@ -15,3 +20,11 @@ def env_secret(name: str, missing: Any = "") -> Any:
     location, while a missing key only means the resource that needs it says so (a provider is skipped, an LLM is
     offline)."""
     return dg.EnvVar(name) if settings.is_set(name) else missing
+
+
+def first_secret(names: Iterable[str]) -> str:
+    """The value of the first of `names` that is set, read through `dg.EnvVar` (never logged); "" when none is."""
+    for name in names:
+        if name and settings.is_set(name):
+            return dg.EnvVar(name).get_value() or ""
+    return ""

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from lumina_assets.core import settings
 from lumina_assets.core.http import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_RESPONSE_BYTES, HttpClient
+from resources.env import first_secret
 
 
 class HttpApiResource(dg.ConfigurableResource):
@@ -36,17 +37,9 @@ class HttpApiResource(dg.ConfigurableResource):
     )
 
     def resolved_api_key(self) -> str:
-        """The key: `api_key` when given (a dg.EnvVar), else the variable named by `api_key_env`, else "".
-
-        Dagster rebuilds a resource from run config alone when a run overrides any of its fields, which drops
-        every value given to the constructor (an `api_key=dg.EnvVar(...)` included); the variable's name is a
-        class default and survives, so the key is still found."""
-        given = getattr(self, "api_key", None)
-        if given:
-            return given
-        if self.api_key_env and settings.is_set(self.api_key_env):
-            return dg.EnvVar(self.api_key_env).get_value() or ""
-        return ""
+        """The key: `api_key` when given (a dg.EnvVar), else the variable named by `api_key_env` (resources/env.py
+        says why both), else ""."""
+        return getattr(self, "api_key", None) or first_secret([self.api_key_env])
 
     def default_headers(self) -> dict[str, str]:
         return {}

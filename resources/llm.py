@@ -10,7 +10,7 @@ from pydantic import Field
 
 from lumina_assets.core import settings
 from lumina_assets.core.llm import DEFAULT_JUDGE_MODEL, DEFAULT_QUESTION_MODEL, LLMClient
-from resources.env import env_secret
+from resources.env import env_secret, first_secret
 
 
 class LLMResource(dg.ConfigurableResource):
@@ -50,15 +50,19 @@ class LLMResource(dg.ConfigurableResource):
         if self.api_key:
             return self.api_key
         names = _key_variables(self.backend) if self.api_key_env == "auto" else [self.api_key_env]
-        return _first_env_value(names)
+        return first_secret(names)
 
     def resolved_base_url(self) -> str:
         if self.base_url:
             return self.base_url
         if self.base_url_env == "auto":
-            name = settings.compatible_base_url_var() if self.backend == "openai-compatible" else None
-            return _first_env_value([name] if name else [])
-        return _first_env_value([self.base_url_env])
+            name = (
+                settings.get().benchmark.compatible_base_url_var
+                if self.backend == "openai-compatible"
+                else None
+            )
+            return first_secret([name] if name else [])
+        return first_secret([self.base_url_env])
 
     def effective_backend(self) -> str:
         if self.backend == "offline":
@@ -99,21 +103,16 @@ def _key_variables(backend: str) -> list[str]:
     }.get(backend, [])
 
 
-def _first_env_value(names: list[str]) -> str:
-    """The value of the first set variable, read through dg.EnvVar (never logged)."""
-    for name in names:
-        if name and settings.is_set(name):
-            return dg.EnvVar(name).get_value() or ""
-    return ""
-
-
 class QuestionLLMResource(LLMResource):
     """`question_llm`: backend and model from LUMINA_QUESTION_BACKEND / LUMINA_QUESTION_MODEL (anthropic, Claude
     Sonnet), key and base URL by variable name, so a run-config override of any field keeps them."""
 
-    backend: str = Field(default_factory=settings.question_backend, description="LUMINA_QUESTION_BACKEND")
+    backend: str = Field(
+        default_factory=lambda: settings.get().benchmark.question_backend,
+        description="LUMINA_QUESTION_BACKEND",
+    )
     model: str = Field(
-        default_factory=lambda: settings.question_model(DEFAULT_QUESTION_MODEL),
+        default_factory=lambda: settings.get().benchmark.question_model or DEFAULT_QUESTION_MODEL,
         description="LUMINA_QUESTION_MODEL",
     )
     api_key_env: str = "auto"
@@ -124,9 +123,12 @@ class JudgeLLMResource(LLMResource):
     """`judge_llm`: backend and model from LUMINA_JUDGE_BACKEND / LUMINA_JUDGE_MODEL (openai, gpt-4o; an
     OpenAI-compatible base URL switches the backend), temperature 0, key and base URL by variable name."""
 
-    backend: str = Field(default_factory=settings.judge_backend, description="LUMINA_JUDGE_BACKEND")
+    backend: str = Field(
+        default_factory=lambda: settings.get().benchmark.judge_backend, description="LUMINA_JUDGE_BACKEND"
+    )
     model: str = Field(
-        default_factory=lambda: settings.judge_model(DEFAULT_JUDGE_MODEL), description="LUMINA_JUDGE_MODEL"
+        default_factory=lambda: settings.get().benchmark.judge_model or DEFAULT_JUDGE_MODEL,
+        description="LUMINA_JUDGE_MODEL",
     )
     temperature: float | None = 0.0
     api_key_env: str = "auto"
@@ -140,9 +142,10 @@ def build_llm_resources() -> dict[str, LLMResource]:
     Ollama, llama.cpp); `LUMINA_JUDGE_BACKEND` / `LUMINA_QUESTION_BACKEND` pick a backend explicitly and
     `LUMINA_JUDGE_MODEL` / `LUMINA_QUESTION_MODEL` override the models.
     """
-    base_url_env = settings.compatible_base_url_var()
-    judge_backend = settings.judge_backend()
-    question_backend = settings.question_backend()
+    configured = settings.get().benchmark
+    base_url_env = configured.compatible_base_url_var
+    judge_backend = configured.judge_backend
+    question_backend = configured.question_backend
 
     def key_for(backend: str) -> Any:
         return next((env_secret(n) for n in _key_variables(backend) if settings.is_set(n)), "")

@@ -11,7 +11,9 @@ from resources.http import HttpApiResource
 
 
 class OpenAlexResource(HttpApiResource):
-    base_url: str = Field(default_factory=settings.openalex_url, description="LUMINA_OPENALEX_URL")
+    base_url: str = Field(
+        default_factory=lambda: settings.get().network.openalex_url, description="LUMINA_OPENALEX_URL"
+    )
     api_key: str | None = Field(default=None, description="from dg.EnvVar('OPENALEX_API_KEY')")
     mailto: str | None = Field(default=None, description="contact address for OpenAlex's polite pool")
     min_interval_s: float = 0.11  # OpenAlex allows 10 requests per second

@@ -43,7 +43,8 @@ class SemanticScholarResource(_ProviderResource):
 
     provider: ClassVar[str] = "semantic_scholar"
     base_url: str = Field(
-        default_factory=settings.semantic_scholar_url, description="LUMINA_SEMANTIC_SCHOLAR_URL"
+        default_factory=lambda: settings.get().network.semantic_scholar_url,
+        description="LUMINA_SEMANTIC_SCHOLAR_URL",
     )
     min_interval_s: float = 1.0
     api_key_env: str = PROVIDERS[provider].key_env
@@ -57,7 +58,9 @@ class SerpApiScholarResource(_ProviderResource):
     """SerpAPI Google Scholar (key as the `api_key` query parameter, redacted by the HTTP layer)."""
 
     provider: ClassVar[str] = "google_scholar"
-    base_url: str = Field(default_factory=settings.serpapi_url, description="LUMINA_SERPAPI_URL")
+    base_url: str = Field(
+        default_factory=lambda: settings.get().network.serpapi_url, description="LUMINA_SERPAPI_URL"
+    )
     api_key_env: str = PROVIDERS[provider].key_env
 
     def get_client(self, transport: httpx.BaseTransport | None = None) -> SerpApiScholarClient:
@@ -68,7 +71,9 @@ class ExaResource(_ProviderResource):
     """Exa neural search (`x-api-key` header)."""
 
     provider: ClassVar[str] = "exa"
-    base_url: str = Field(default_factory=settings.exa_url, description="LUMINA_EXA_URL")
+    base_url: str = Field(
+        default_factory=lambda: settings.get().network.exa_url, description="LUMINA_EXA_URL"
+    )
     api_key_env: str = PROVIDERS[provider].key_env
     category: str = "research paper"
 

@@ -27,7 +27,7 @@ automation_condition_sensor = dg.AutomationConditionSensorDefinition(
 def executor_from_env() -> dg.ExecutorDefinition | None:
     """`LUMINA_EXECUTOR=k8s`: every step in its own Kubernetes pod (sensors/k8s.py; `LUMINA_K8S_GPU` puts the
     embedding step on GPU nodes); `in_process` for debugging; unset: Dagster's default multiprocess executor."""
-    choice = settings.executor()
+    choice = settings.get().orchestration.executor
     if choice in ("", "multiprocess", "default"):
         return None
     if choice == "in_process":

@@ -46,7 +46,7 @@ def k8s_executor(gpus: int | None = None) -> dg.ExecutorDefinition:
     """`k8s_job_executor`, with the embedding step on `gpus` GPUs (default: LUMINA_K8S_GPU)."""
     from dagster_k8s import k8s_job_executor  # the `k8s` extra, installed in the image
 
-    gpus = settings.k8s_gpus() if gpus is None else gpus
+    gpus = settings.get().orchestration.k8s_gpus if gpus is None else gpus
     if gpus <= 0:
         return k8s_job_executor
 

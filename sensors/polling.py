@@ -272,7 +272,7 @@ def build_polling_sensor(
     def _polling_sensor(
         context: dg.SensorEvaluationContext, openalex: OpenAlexResource, arxiv: ArxivResource
     ):
-        seeds = load_seeds(settings.seeds_file())
+        seeds = load_seeds(settings.get().paths.seeds)
         if seeds.is_empty():
             return dg.SkipReason(f"no seeds: {'; '.join(seeds.problems)}")
         # Lookups of seed ids may come from the response cache; the polls themselves must see fresh data.

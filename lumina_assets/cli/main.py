@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:
         from lumina_assets.core import settings
 
-        if settings.env("LUMINA_DEBUG") not in ("", "0"):
+        if settings.get().orchestration.debug:
             raise
         status, line = error_line(command, error)
         print(line, file=sys.stderr)

@@ -54,7 +54,7 @@ def run_demo(args) -> int:
     from lumina_assets.cli.runner import instance as project_instance
     from lumina_assets.cli.runner import network_available, run_graph
 
-    corpus = settings.corpus_path()
+    corpus = settings.get().paths.corpus
     if corpus is not None and not corpus.exists():
         print(
             f"LUMINA_CORPUS={display_name(corpus)} does not exist: point it at a folder of PDFs or a BEIR directory.",
@@ -71,7 +71,7 @@ def run_demo(args) -> int:
                 file=sys.stderr,
             )
             return 2
-        print(f"Crawling the seeds in {settings.seeds_file()} (OpenAlex needs OPENALEX_API_KEY).")
+        print(f"Crawling the seeds in {settings.get().paths.seeds} (OpenAlex needs OPENALEX_API_KEY).")
     else:
         print(f"Offline corpus: {display_name(corpus)}")  # a path that is not UTF-8 cannot be printed as is
 
@@ -107,7 +107,7 @@ def next_steps() -> str:
     lumina = lumina_command()
     ui = (
         "make ui",
-        f"the Dagster UI: runs, lineage, checks on http://127.0.0.1:{settings.env('LUMINA_UI_PORT', '3000')}/",
+        f"the Dagster UI: runs, lineage, checks on http://127.0.0.1:{settings.get().orchestration.ui_port}/",
     )
     query = example_query()
     if query is None:

@@ -16,7 +16,7 @@ from lumina_assets.defs.partitions import INGEST_BATCHES
 
 def live_source_urls() -> list[str]:
     """The base URLs the live crawl calls (LUMINA_OPENALEX_URL, LUMINA_ARXIV_URL or their defaults)."""
-    return [settings.openalex_url(), settings.arxiv_url()]
+    return [settings.get().network.openalex_url, settings.get().network.arxiv_url]
 
 
 def network_available(urls: list[str] | None = None, timeout: float = 5.0) -> bool:

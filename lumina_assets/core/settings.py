@@ -1,16 +1,428 @@
-"""Where Lumina keeps its files; every path resolves lazily so importing never touches the disk."""
+"""Lumina's settings: one typed object read from the environment, the only place the environment is read.
+
+`get()` returns a `LuminaSettings` whose groups (paths, embedding, search, parsing, network, benchmark, orchestration)
+each read their own `LUMINA_*` variables. It is parsed once per distinct set of values of those variables (cached on
+them), so a process parses it once while a test's `monkeypatch.setenv` is seen without a reset; `reset()` forgets the
+cache. Secrets are not settings: resources read them through `dagster.EnvVar` (`resources/env.py`), and only their
+presence is asked here (`is_set`). docs/configuration.md is generated from these fields (`core/settings_docs.py`).
+
+Derived paths (`tables_dir()`, `lancedb_uri()` ...) stay functions of the data dir, so importing never touches disk.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, BeforeValidator, Field, model_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
+_ON = {"1", "true", "yes", "on"}
+_OFF = {"0", "false", "no", "off"}
+
+# A switch that is on only when set to 1/true/yes/on (anything else leaves it off: used where on is the risk).
+OptIn = Annotated[bool, BeforeValidator(lambda v: v.lower() in _ON if isinstance(v, str) else v)]
+# A switch that is off only when set to 0/false/no/off.
+OptOut = Annotated[bool, BeforeValidator(lambda v: v.lower() not in _OFF if isinstance(v, str) else v)]
+
+
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
+
+
+def _auto_none(value: Any) -> Any:
+    return None if isinstance(value, str) and value.lower() == "auto" else value
+
+
+def _url(value: Any) -> Any:
+    return value.rstrip("/") if isinstance(value, str) else value
+
+
+def _comma_list(value: Any) -> Any:
+    return [item.strip() for item in value.split(",") if item.strip()] if isinstance(value, str) else value
+
+
+def _env(name: str, default: Any = None, description: str = "", **kwargs: Any) -> Any:
+    """A field read from variable `name` (also settable by its field name in code and tests)."""
+    return Field(default, validation_alias=AliasChoices(name), description=description, **kwargs)
+
+
+class _Group(BaseSettings):
+    """One concern's variables. Values are stripped; a blank variable counts as unset."""
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, validate_default=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_blanks(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        cleaned = {k: v.strip() if isinstance(v, str) else v for k, v in data.items()}
+        return {k: v for k, v in cleaned.items() if v != ""}
+
+
+class PathSettings(_Group):
+    """Where runtime state lives."""
+
+    data_dir: Path = _env(
+        "LUMINA_DATA_DIR",
+        PROJECT_ROOT / "data",
+        "where tables, PDFs, caches, LanceDB, collections and reports live",
+    )
+    lancedb_uri: str = _env(
+        "LUMINA_LANCEDB_URI",
+        "",
+        "LanceDB location; `s3://bucket/path` for object storage ([production](production.md)); empty: "
+        "`<data dir>/lancedb`",
+    )
+    corpus: Path | None = _env(
+        "LUMINA_CORPUS",
+        None,
+        "folder of PDFs, BEIR directory or reference library (a Zotero data folder or a `.bib` / `.ris` / CSL "
+        "`.json` export, optionally written `zotero:<path>`; [your library](library-and-alerts.md)) indexed "
+        "offline instead of the live crawl (`lumina fetch-collection` downloads a BEIR one)",
+    )
+    seeds: Path = _env(
+        "LUMINA_SEEDS",
+        PROJECT_ROOT / "data" / "seeds.yaml",
+        "seed DOIs / arXiv ids / OpenAlex ids / arXiv queries, crawl depth and cap",
+    )
+
+    @model_validator(mode="after")
+    def _resolve(self) -> PathSettings:
+        self.data_dir = self.data_dir.expanduser().resolve()
+        if self.corpus is not None:
+            self.corpus = Path(str(self.corpus).removeprefix("zotero:")).expanduser().resolve()
+        return self
+
+
+class EmbeddingSettings(_Group):
+    """The encoder, its form, and how passage_index builds the index."""
+
+    model: str = _env(
+        "LUMINA_EMBEDDING_MODEL",
+        "",
+        "sentence-transformers name or path for passages and queries; empty: the bundled all-MiniLM-L6-v2. "
+        "Switching it re-embeds the index on the next run; a query model that does not match the index's is "
+        "refused with a message naming both",
+    )
+    query_encoder: Annotated[Literal["auto", "onnx", "torch"], BeforeValidator(_lower)] = _env(
+        "LUMINA_QUERY_ENCODER",
+        "auto",
+        "`auto` encodes queries with an ONNX export of the model where it qualifies (checked against "
+        "sentence-transformers), `onnx` insists on it, `torch` keeps sentence-transformers",
+    )
+    form: Annotated[Literal["auto", "fp32", "int8", "fp16"], BeforeValidator(_lower)] = _env(
+        "LUMINA_EMBEDDING_FORM",
+        "auto",
+        "stored vector form: `auto` picks per machine (int8 on CPUs with VNNI, fp32 on others, fp16 on a CUDA "
+        "device); an existing index keeps the form it was built in",
+    )
+    sentence_vectors: OptOut = _env(
+        "LUMINA_SENTENCE_VECTORS",
+        True,
+        "`passage_index` stores every passage's sentence vectors for evidence highlighting "
+        "([embedding](embedding.md)); `0` / `false` / `no` / `off` leaves them out, and `lumina serve` then "
+        "fills them in the background",
+    )
+    adapt: OptIn = _env(
+        "LUMINA_ADAPT_EMBEDDINGS",
+        False,
+        "`1` / `true` / `yes` / `on`: `passage_index` first fine-tunes the encoder on pairs from its corpus; off by "
+        "default ([search quality](search-quality.md)); switching it off again re-embeds with the base model",
+    )
+    embed_parts: Annotated[int | None, BeforeValidator(_auto_none)] = _env(
+        "LUMINA_EMBED_PARTS",
+        None,
+        "parallel steps that embed an index run's new passages (1: the index step embeds them itself); `auto`: "
+        "by passage count and cores (unset or `auto`)",
+    )
+    model_cache: Path | None = _env(
+        "LUMINA_MODEL_CACHE",
+        None,
+        "where the encoder's ONNX export and int8 quantization are kept, keyed by weights and library versions; "
+        "unset: `$XDG_CACHE_HOME/lumina/models` (`~/.cache/lumina/models`)",
+    )
+    fts_memory_mb: int | None = _env(
+        "LUMINA_FTS_MEMORY_MB",
+        None,
+        "cap on the resident memory of a full-text index build, in MB; unset: a quarter of the machine's memory, "
+        "1-8 GB. A build that could pass it runs in a child process held under the cap "
+        "([embedding](embedding.md#full-text-index-under-a-memory-cap))",
+    )
+    xdg_cache_home: Path | None = _env(
+        "XDG_CACHE_HOME", None, "the user's cache folder (XDG base directories)"
+    )
+    cuda_visible_devices: str = _env(
+        "CUDA_VISIBLE_DEVICES", "", "GPUs visible to this process; when set, the `auto` form may pick fp16"
+    )
+
+    @model_validator(mode="after")
+    def _checked(self) -> EmbeddingSettings:
+        if self.embed_parts is not None and self.embed_parts < 1:
+            raise ValueError(
+                f"LUMINA_EMBED_PARTS={self.embed_parts!r}: a whole number of parts (1 or more), or auto"
+            )
+        return self
+
+
+class SearchSettings(_Group):
+    """Model-backed search stages and the search process's index cache."""
+
+    llm_stages: Annotated[
+        list[Literal["parse", "expand", "rerank"]], NoDecode, BeforeValidator(_comma_list)
+    ] = _env(
+        "LUMINA_SEARCH_LLM",
+        [],
+        "any of `parse,expand,rerank`: LLM query parsing, multi-query expansion and reranking with the question "
+        "LLM's backend and key; an LLM failure falls back to the offline stage",
+    )
+    rerank_model: str = _env(
+        "LUMINA_RERANK_MODEL",
+        "",
+        "a sentence-transformers `CrossEncoder` name or path that reranks the top fused papers; empty: no rerank",
+    )
+    index_cache_mb: Annotated[int | Literal["auto", "unbounded"], BeforeValidator(_lower)] = _env(
+        "LUMINA_INDEX_CACHE_MB",
+        "auto",
+        "the most memory a search process's LanceDB index cache holds: a number of MB (at least 64) bounds it and "
+        "preloads nothing; `unbounded` is LanceDB's default with every index preloaded; `auto` bounds it by the "
+        "machine and preloads the indexes that fit ([search at scale](search-at-scale.md))",
+    )
+
+    @model_validator(mode="after")
+    def _checked(self) -> SearchSettings:
+        if isinstance(self.index_cache_mb, int) and self.index_cache_mb < 64:
+            raise ValueError(
+                f"LUMINA_INDEX_CACHE_MB={self.index_cache_mb!r}: a whole number of megabytes (at least 64), "
+                "auto or unbounded"
+            )
+        return self
+
+
+class ParsingSettings(_Group):
+    """Where PDFs are parsed and completed."""
+
+    grobid_url: Annotated[str, BeforeValidator(_url)] = _env(
+        "GROBID_URL", "", "GROBID server for the GROBID / combined parsers"
+    )
+    enrich_pdfs: OptIn = _env(
+        "LUMINA_ENRICH_PDFS",
+        False,
+        "`1` completes a local PDF's record from OpenAlex (by the DOI it prints; needs `OPENALEX_API_KEY`) and "
+        "arXiv (by the arXiv id it prints), labelling those fields in `metadata_sources`. Off by default: it sends "
+        "your library's identifiers to those APIs",
+    )
+
+
+class NetworkSettings(_Group):
+    """API roots (a mirror, a proxy path or a local replay server) and the private-address policy."""
+
+    allow_private_urls: OptIn = _env(
+        "LUMINA_ALLOW_PRIVATE_URLS",
+        False,
+        "`1` lets every HTTP client (API calls, PDF downloads, `fetch-collection`) reach hosts that resolve to "
+        "loopback / private / link-local addresses (a local mirror or replay server); by default such a URL, or a "
+        "redirect to one, is refused as `blocked_url`",
+    )
+    openalex_url: Annotated[str, BeforeValidator(_url)] = _env(
+        "LUMINA_OPENALEX_URL",
+        "https://api.openalex.org",
+        "OpenAlex API root (crawl, polling sensor, offline check)",
+    )
+    arxiv_url: Annotated[str, BeforeValidator(_url)] = _env(
+        "LUMINA_ARXIV_URL", "https://export.arxiv.org/api", "arXiv export API root (crawl, polling sensor)"
+    )
+    semantic_scholar_url: Annotated[str, BeforeValidator(_url)] = _env(
+        "LUMINA_SEMANTIC_SCHOLAR_URL",
+        "https://api.semanticscholar.org/graph/v1",
+        "Semantic Scholar Graph API root (benchmark provider)",
+    )
+    serpapi_url: Annotated[str, BeforeValidator(_url)] = _env(
+        "LUMINA_SERPAPI_URL", "https://serpapi.com", "SerpAPI root (google_scholar benchmark provider)"
+    )
+    exa_url: Annotated[str, BeforeValidator(_url)] = _env(
+        "LUMINA_EXA_URL", "https://api.exa.ai", "Exa API root (benchmark provider)"
+    )
+
+
+Backend = Literal["anthropic", "openai", "openai-compatible", "offline"]
+COMPATIBLE_BASE_URL_VARIABLES = ("OPENAI_COMPATIBLE_BASE_URL", "OPENAI_BASE_URL")
+
+
+class BenchmarkSettings(_Group):
+    """The benchmark's questions, LLM roles and the Lumina provider."""
+
+    user_queries: str = _env(
+        "LUMINA_USER_QUERIES",
+        "",
+        "comma-separated JSONL / CSV / text files of real user queries added to the benchmark",
+    )
+    beir_splits: str = _env(
+        "LUMINA_BEIR_SPLITS",
+        "test,dev,train",
+        "qrels splits a BEIR folder's benchmark questions come from: the first present wins; the report names it",
+    )
+    beir_queries: int = _env(
+        "LUMINA_BEIR_QUERIES",
+        0,
+        "at most this many of a BEIR folder's held-out queries in a benchmark run (a seeded sample); 0: all",
+        ge=0,
+    )
+    recursion_llm: Annotated[Literal["judge", "question"], BeforeValidator(_lower)] = _env(
+        "LUMINA_RECURSION_LLM", "judge", "which LLM writes the recursive queries: `judge` or `question`"
+    )
+    judge_backend: Annotated[Backend | None, BeforeValidator(_lower)] = _env(
+        "LUMINA_JUDGE_BACKEND",
+        None,
+        "judge backend; unset: `openai`, or `openai-compatible` when `OPENAI_COMPATIBLE_BASE_URL` or "
+        "`OPENAI_BASE_URL` is set",
+    )
+    judge_model: str = _env("LUMINA_JUDGE_MODEL", "", "judge model; empty: gpt-4o")
+    question_backend: Annotated[Backend, BeforeValidator(_lower)] = _env(
+        "LUMINA_QUESTION_BACKEND", "anthropic", "synthetic question generator's backend"
+    )
+    question_model: str = _env(
+        "LUMINA_QUESTION_MODEL", "", "question generator's model; empty: claude-sonnet-4-6"
+    )
+    compatible_base_url_var: str | None = Field(
+        default=None,
+        exclude=True,
+        description="derived: the variable naming an OpenAI-compatible server's URL",
+    )
+    lumina_api_url: Annotated[str, BeforeValidator(_url)] = _env(
+        "LUMINA_API_URL",
+        "",
+        "e.g. `http://127.0.0.1:8765`: the benchmark's Lumina provider calls `lumina serve`'s API instead of the "
+        "in-process engine",
+    )
+
+    @model_validator(mode="after")
+    def _backend(self) -> BenchmarkSettings:
+        self.compatible_base_url_var = next((n for n in COMPATIBLE_BASE_URL_VARIABLES if is_set(n)), None)
+        if self.judge_backend is None:
+            self.judge_backend = "openai-compatible" if self.compatible_base_url_var else "openai"
+        return self
+
+
+def _executor(value: Any) -> Any:
+    return "multiprocess" if isinstance(value, str) and value.lower() == "default" else _lower(value)
+
+
+class OrchestrationSettings(_Group):
+    """How Dagster runs the graph."""
+
+    dagster_home: Path = _env(
+        "DAGSTER_HOME",
+        PROJECT_ROOT / ".dagster_home",
+        "Dagster instance (runs, materializations, sensor cursors)",
+    )
+    executor: Annotated[Literal["multiprocess", "in_process", "k8s"], BeforeValidator(_executor)] = _env(
+        "LUMINA_EXECUTOR",
+        "multiprocess",
+        "`k8s` for `k8s_job_executor`, `in_process` for debugging",
+    )
+    k8s_gpus: int = _env(
+        "LUMINA_K8S_GPU",
+        0,
+        "under `LUMINA_EXECUTOR=k8s`, the `nvidia.com/gpu` the embedding step's pod asks for "
+        "([production](production.md#kubernetes-one-pod-per-run-gpu-pods-for-embedding)); 0: none",
+        ge=0,
+    )
+    ui_port: int = _env("LUMINA_UI_PORT", 3000, "port of `make ui`")
+    debug: OptOut = _env("LUMINA_DEBUG", False, "`1`: the CLI prints tracebacks instead of one-line errors")
+
+
+class LuminaSettings(BaseSettings):
+    """Every setting, by concern. Each group reads its own variables; this object only holds them."""
+
+    model_config = SettingsConfigDict(extra="forbid")
+
+    paths: PathSettings = Field(default_factory=PathSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    parsing: ParsingSettings = Field(default_factory=ParsingSettings)
+    network: NetworkSettings = Field(default_factory=NetworkSettings)
+    benchmark: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
+    orchestration: OrchestrationSettings = Field(default_factory=OrchestrationSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        *args: Any,
+        **kwargs: Any,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)  # the groups read the environment, under the variables' own names
+
+
+GROUPS: dict[str, type[_Group]] = {
+    name: field.default_factory
+    for name, field in LuminaSettings.model_fields.items()  # type: ignore[misc]
+}
+
+
+def variable(field: Any) -> str:
+    """The environment variable a group field is read from."""
+    return field.validation_alias.choices[0]
+
+
+VARIABLES = tuple(
+    variable(f) for group in GROUPS.values() for f in group.model_fields.values() if f.validation_alias
+)
+
+
+@functools.lru_cache(maxsize=8)
+def _load(values: tuple[tuple[str, str | None], ...]) -> LuminaSettings:
+    return LuminaSettings()
+
+
+def get() -> LuminaSettings:
+    """The settings for the current environment (parsed once per distinct set of values)."""
+    names = (*VARIABLES, *COMPATIBLE_BASE_URL_VARIABLES)
+    return _load(tuple((name, os.environ.get(name)) for name in names))
+
+
+def reset() -> None:
+    """Forget the parsed settings (tests that change the environment behind `os.environ`'s back)."""
+    _load.cache_clear()
+
+
+# Secrets and variables other libraries read: documented with the settings, never parsed or returned here.
+SECRETS = {
+    "OPENALEX_API_KEY": "OpenAlex key (required by OpenAlex since Feb 2026); without it the OpenAlex crawl is "
+    "skipped and says so",
+    "OPENAI_API_KEY": "judge (gpt-4o by default); without a key nothing is judged (CR / CP not measured) and every "
+    "report says so",
+    "ANTHROPIC_API_KEY": "synthetic question generation (Claude Sonnet); offline generator otherwise, labelled",
+    "OPENAI_COMPATIBLE_API_KEY": "the openai-compatible backend's key",
+    "SEMANTIC_SCHOLAR_API_KEY, SERPAPI_API_KEY, EXA_API_KEY": "benchmark providers; a provider without its key is "
+    "skipped with a message, never faked",
+    "DAGSTER_PG_PASSWORD": "the PostgreSQL password of the production `dagster.yaml`",
+}
+READ_ELSEWHERE = {
+    "OPENAI_BASE_URL, OPENAI_COMPATIBLE_BASE_URL": "an OpenAI-compatible server (vLLM, Ollama, llama.cpp); "
+    "either switches the judge to `openai-compatible` (read through `dagster.EnvVar`)",
+    "ANTHROPIC_BASE_URL": "the anthropic backend's endpoint (a gateway or proxy path), read by the anthropic SDK",
+    "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL, AWS_ALLOW_HTTP": "credentials and "
+    "endpoint of an `s3://` LanceDB URI, read by LanceDB itself "
+    "([production](production.md#lancedb-on-object-storage))",
+    "HTTPS_PROXY, HTTP_PROXY, NO_PROXY": "honoured by every API call and by the demo's offline check (httpx)",
+    "DAGSTER_PG_HOST, DAGSTER_PG_PORT, DAGSTER_PG_USER": "the PostgreSQL server of the production `dagster.yaml` "
+    "([production](production.md#dagster-instance-on-postgresql))",
+}
+
+
+# ------------------------------------------------------------------ derived paths and process environment
+
 
 def data_dir() -> Path:
-    """Runtime state root: `LUMINA_DATA_DIR` or `<project>/data`."""
-    return Path(os.environ.get("LUMINA_DATA_DIR", PROJECT_ROOT / "data")).resolve()
+    return get().paths.data_dir
 
 
 def tables_dir() -> Path:
@@ -21,56 +433,18 @@ def cache_dir() -> Path:
     return data_dir() / "cache"
 
 
-def store_sentence_vectors() -> bool:
-    """`LUMINA_SENTENCE_VECTORS`: passage_index stores every passage's sentence vectors, so evidence highlighting
-    encodes only the query. On by default (they cost about what the passages cost: SciFact's 44,869 sentences hold
-    as many tokens as its 9,140 passages); `0` / `false` / `no` / `off` leaves them out, and `lumina serve` then
-    fills them in the background."""
-    return os.environ.get("LUMINA_SENTENCE_VECTORS", "").strip().lower() not in {"0", "false", "no", "off"}
-
-
-def adapt_embeddings() -> bool:
-    """`LUMINA_ADAPT_EMBEDDINGS`: passage_index fine-tunes the encoder on the corpus's own pairs before it embeds
-    (indexing/model_adaptation.py). Off by default: on SciFact and CISI it did not lift both (docs/search-quality.md);
-    `1` / `true` / `yes` / `on` switches it on, and switching it off again re-embeds the index with the base model."""
-    return os.environ.get("LUMINA_ADAPT_EMBEDDINGS", "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def embedding_model() -> str:
-    """`LUMINA_EMBEDDING_MODEL`: a sentence-transformers name or path; empty means the bundled all-MiniLM-L6-v2."""
-    return os.environ.get("LUMINA_EMBEDDING_MODEL", "").strip()
-
-
-def query_encoder() -> str:
-    """`LUMINA_QUERY_ENCODER`: auto (ONNX where the model qualifies) | onnx | torch."""
-    return os.environ.get("LUMINA_QUERY_ENCODER", "auto").strip() or "auto"
-
-
-def embedding_form() -> str:
-    """`LUMINA_EMBEDDING_FORM`: auto (chosen per machine: int8 on CPUs with VNNI, fp32 on others, fp16 on a CUDA
-    device) | fp32 | int8 | fp16. An existing index keeps the form it was built in."""
-    return os.environ.get("LUMINA_EMBEDDING_FORM", "auto").strip().lower() or "auto"
-
-
-def cuda_visible_devices() -> str:
-    """`CUDA_VISIBLE_DEVICES` as set (a GPU may be there even where /dev/nvidiactl is not visible)."""
-    return os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
-
-
 def models_dir() -> Path:
     """Derived model files of this data dir (the ONNX export of the encoder, model fingerprints)."""
     return data_dir() / "models"
 
 
 def model_cache_dir() -> Path:
-    """`LUMINA_MODEL_CACHE`, else $XDG_CACHE_HOME/lumina/models (~/.cache/lumina/models): where the encoder's ONNX
-    export and its int8 quantization are written, keyed by the weights and library versions, so a new data dir
-    (an eval index, a test) does not load torch and export the model again."""
-    configured = os.environ.get("LUMINA_MODEL_CACHE", "").strip()
-    if configured:
-        return Path(configured).expanduser().resolve()
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
-    return Path(base).expanduser().resolve() / "lumina" / "models"
+    """LUMINA_MODEL_CACHE, else $XDG_CACHE_HOME/lumina/models: shared by every data dir of this user."""
+    embedding = get().embedding
+    if embedding.model_cache is not None:
+        return embedding.model_cache.expanduser().resolve()
+    base = embedding.xdg_cache_home or Path.home() / ".cache"
+    return base.expanduser().resolve() / "lumina" / "models"
 
 
 def pdf_dir() -> Path:
@@ -82,7 +456,7 @@ def inbox_dir() -> Path:
 
 
 def lancedb_uri() -> str:
-    return os.environ.get("LUMINA_LANCEDB_URI", str(data_dir() / "lancedb"))
+    return get().paths.lancedb_uri or str(data_dir() / "lancedb")
 
 
 def reports_dir() -> Path:
@@ -93,25 +467,16 @@ def benchmark_dir() -> Path:
     return data_dir() / "benchmark"
 
 
-def seeds_file() -> Path:
-    return Path(os.environ.get("LUMINA_SEEDS", PROJECT_ROOT / "data" / "seeds.yaml"))
-
-
-def corpus_path() -> Path | None:
-    """The offline corpus (`LUMINA_CORPUS`): a folder of PDFs, a BEIR directory or a reference library (a Zotero
-    data folder or export, optionally written `zotero:<path>`); None when unset."""
-    value = os.environ.get("LUMINA_CORPUS", "").strip().removeprefix("zotero:")
-    return Path(value).expanduser().resolve() if value else None
-
-
 def shared_data_dir() -> Path:
     """`../shared/data` beside the checkout: test fixtures and evaluation sets."""
     return PROJECT_ROOT.parent / "shared" / "data"
 
 
-def env(name: str, default: str = "") -> str:
-    """The one place an environment variable is read (stripped; `default` when unset or blank)."""
-    return os.environ.get(name, "").strip() or default
+def dagster_home() -> Path:
+    """DAGSTER_HOME, also set for this process so Dagster finds the same instance."""
+    home = get().orchestration.dagster_home
+    os.environ.setdefault("DAGSTER_HOME", str(home))
+    return home
 
 
 def child_environment(**overrides: str) -> dict[str, str]:
@@ -124,166 +489,6 @@ def is_set(name: str) -> bool:
     return bool(os.environ.get(name))
 
 
-def dagster_home() -> Path:
-    """`DAGSTER_HOME`, defaulting to `<project>/.dagster_home` (set for this process so Dagster finds it)."""
-    home = os.environ.setdefault("DAGSTER_HOME", str(PROJECT_ROOT / ".dagster_home"))
-    return Path(home)
-
-
-def user_queries() -> str:
-    """`LUMINA_USER_QUERIES`: comma-separated JSONL / CSV files of real user queries."""
-    return env("LUMINA_USER_QUERIES")
-
-
-def beir_splits() -> str:
-    """`LUMINA_BEIR_SPLITS`: the qrels splits a BEIR folder's benchmark questions come from, the first present
-    wins (default test,dev,train)."""
-    return env("LUMINA_BEIR_SPLITS", "test,dev,train")
-
-
-def beir_queries() -> int:
-    """`LUMINA_BEIR_QUERIES`: at most this many of a BEIR folder's (held-out) queries in a benchmark run, a seeded
-    sample; unset or 0 = all of them."""
-    value = env("LUMINA_BEIR_QUERIES", "0")
-    try:
-        return max(0, int(value))
-    except ValueError as exc:
-        raise ValueError(f"LUMINA_BEIR_QUERIES={value!r} is not a number of queries") from exc
-
-
-def recursion_llm() -> str:
-    """`LUMINA_RECURSION_LLM`: which LLM writes the recursive queries, `judge` (default, the paper's GPT-4o) or
-    `question`."""
-    value = env("LUMINA_RECURSION_LLM", "judge").lower()
-    return value if value in {"judge", "question"} else "judge"
-
-
-def search_llm_stages() -> list[str]:
-    """`LUMINA_SEARCH_LLM`: any of parse,expand,rerank."""
-    return [s.strip() for s in env("LUMINA_SEARCH_LLM").split(",") if s.strip()]
-
-
-def lumina_api_url() -> str:
-    """LUMINA_API_URL: when set (e.g. http://127.0.0.1:8765), the benchmark's Lumina provider calls `lumina serve`'s
-    API instead of the in-process engine."""
-    return env("LUMINA_API_URL")
-
-
-def rerank_model() -> str:
-    """`LUMINA_RERANK_MODEL`: a CrossEncoder name or path; empty means no cross-encoder rerank."""
-    return env("LUMINA_RERANK_MODEL")
-
-
-def grobid_url() -> str:
-    return env("GROBID_URL")
-
-
-def executor() -> str:
-    """`LUMINA_EXECUTOR`: empty (multiprocess), in_process or k8s."""
-    return env("LUMINA_EXECUTOR").lower()
-
-
-def k8s_gpus() -> int:
-    """`LUMINA_K8S_GPU`: GPUs (`nvidia.com/gpu`) requested by the embedding step's pod under LUMINA_EXECUTOR=k8s;
-    unset or 0: none, the step runs on a CPU node like the others."""
-    value = env("LUMINA_K8S_GPU") or "0"
-    if not value.isdigit():
-        raise ValueError(f"LUMINA_K8S_GPU={value!r}: a whole number of GPUs (0 or unset: none)")
-    return int(value)
-
-
-def index_cache_setting() -> int | str:
-    """`LUMINA_INDEX_CACHE_MB`: the most memory a search process's LanceDB index cache may hold, in MB (and no
-    index is then preloaded whole); `unbounded`: LanceDB's default and every index preloaded after the first query;
-    unset or `auto`: bounded by the machine, preloaded where the indexes fit (search/index_cache.py)."""
-    value = env("LUMINA_INDEX_CACHE_MB", "auto").lower()
-    if value in ("auto", "unbounded"):
-        return value
-    if not value.isdigit() or int(value) < 64:
-        raise ValueError(
-            f"LUMINA_INDEX_CACHE_MB={value!r}: a whole number of megabytes (at least 64), auto or unbounded"
-        )
-    return int(value)
-
-
-def embed_parts() -> int | None:
-    """`LUMINA_EMBED_PARTS`: how many parallel steps embed the new passages of an index run (1: the index step
-    embeds them itself); unset or `auto`: by passage count and cores (defs/embedding_fanout.py)."""
-    value = env("LUMINA_EMBED_PARTS").lower()
-    if value in ("", "auto"):
-        return None
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"LUMINA_EMBED_PARTS={value!r}: a whole number of parts (1 or more), or auto")
-    return int(value)
-
-
-def judge_backend() -> str:
-    """`LUMINA_JUDGE_BACKEND`; an OpenAI-compatible base URL switches the default to `openai-compatible`."""
-    return env("LUMINA_JUDGE_BACKEND") or ("openai-compatible" if compatible_base_url_var() else "openai")
-
-
-def question_backend() -> str:
-    return env("LUMINA_QUESTION_BACKEND", "anthropic")
-
-
-def judge_model(default: str) -> str:
-    return env("LUMINA_JUDGE_MODEL", default)
-
-
-def question_model(default: str) -> str:
-    return env("LUMINA_QUESTION_MODEL", default)
-
-
-def compatible_base_url_var() -> str | None:
-    """The name of the variable holding an OpenAI-compatible server's URL, if one is set."""
-    for name in ("OPENAI_COMPATIBLE_BASE_URL", "OPENAI_BASE_URL"):
-        if is_set(name):
-            return name
-    return None
-
-
-def enrich_local_papers() -> bool:
-    """`LUMINA_ENRICH_PDFS`: complete local PDFs' records from OpenAlex (by a printed DOI) and arXiv (by a printed
-    arXiv id). Off by default: it sends the identifiers of a user's own library to those APIs, and a local corpus
-    is meant to run offline."""
-    return env("LUMINA_ENRICH_PDFS").lower() in {"1", "true", "yes"}
-
-
-def allow_private_urls() -> bool:
-    """`LUMINA_ALLOW_PRIVATE_URLS`: let every HTTP client (APIs, PDF downloads, collection downloads) reach
-    hosts that resolve to loopback / private / link-local addresses (a local mirror or replay server, tests); off
-    by default so neither a URL from an API response nor a redirect can reach inside."""
-    return env("LUMINA_ALLOW_PRIVATE_URLS").lower() in {"1", "true", "yes"}
-
-
-# External base URLs: every source and provider can be pointed at a mirror, a proxy path or a local replay server.
-OPENALEX_URL = "https://api.openalex.org"
-ARXIV_URL = "https://export.arxiv.org/api"
-SEMANTIC_SCHOLAR_URL = "https://api.semanticscholar.org/graph/v1"
-SERPAPI_URL = "https://serpapi.com"
-EXA_URL = "https://api.exa.ai"
-
-
-def openalex_url() -> str:
-    """`LUMINA_OPENALEX_URL`: the OpenAlex API root."""
-    return env("LUMINA_OPENALEX_URL", OPENALEX_URL).rstrip("/")
-
-
-def arxiv_url() -> str:
-    """`LUMINA_ARXIV_URL`: the arXiv export API root (`.../api`)."""
-    return env("LUMINA_ARXIV_URL", ARXIV_URL).rstrip("/")
-
-
-def semantic_scholar_url() -> str:
-    """`LUMINA_SEMANTIC_SCHOLAR_URL`: the Semantic Scholar Graph API root (`.../graph/v1`)."""
-    return env("LUMINA_SEMANTIC_SCHOLAR_URL", SEMANTIC_SCHOLAR_URL).rstrip("/")
-
-
-def serpapi_url() -> str:
-    """`LUMINA_SERPAPI_URL`: the SerpAPI root (Google Scholar provider)."""
-    return env("LUMINA_SERPAPI_URL", SERPAPI_URL).rstrip("/")
-
-
-def exa_url() -> str:
-    """`LUMINA_EXA_URL`: the Exa API root."""
-    return env("LUMINA_EXA_URL", EXA_URL).rstrip("/")
+def as_dict() -> dict[str, Any]:
+    """The settings as JSON values (`lumina status`), by group."""
+    return {name: group.model_dump(mode="json") for name, group in get()}

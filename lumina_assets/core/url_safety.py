@@ -98,7 +98,7 @@ class UrlPolicy:
     @property
     def allow_private(self) -> bool:
         if self._allow_private is None:
-            return settings.allow_private_urls()
+            return settings.get().network.allow_private_urls
         return self._allow_private
 
     def check(self, url: str) -> str | None:

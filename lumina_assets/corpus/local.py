@@ -375,7 +375,7 @@ def _load_one(
         max_bytes=limits.max_bytes,
         max_stream_bytes=limits.max_stream_bytes,
         max_pages=limits.max_pages,
-        grobid_url=settings.grobid_url() or None,  # where GROBID_URL is set, its header wins
+        grobid_url=settings.get().parsing.grobid_url or None,  # where GROBID_URL is set, its header wins
     )
     if outcome.ok:
         paper = _take_utf8_path(outcome.value, path, store_root)

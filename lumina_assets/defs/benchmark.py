@@ -190,15 +190,15 @@ def synthetic_questions(
 def user_queries(context: dg.AssetExecutionContext, config: UserQueriesConfig) -> dg.MaterializeResult:
     """User query sets (JSONL / CSV / text) and BEIR query sets with their qrels."""
     papers = load_papers()
-    configured = Path(config.beir_dir) if config.beir_dir else settings.corpus_path()
+    configured = Path(config.beir_dir) if config.beir_dir else settings.get().paths.corpus
     beir = questions_lib.find_beir_folder(configured, papers, beir_folder_candidates())
-    paths = config.paths or settings.user_queries()
+    paths = config.paths or settings.get().benchmark.user_queries
     frame = questions_lib.gather_user_queries(
         [Path(p.strip()) for p in paths.split(",") if p.strip()],
         beir,
-        beir_queries=config.beir_queries or settings.beir_queries(),
+        beir_queries=config.beir_queries or settings.get().benchmark.beir_queries,
         seed=config.seed,
-        split=config.beir_split or settings.beir_splits(),
+        split=config.beir_split or settings.get().benchmark.beir_splits,
         papers=papers,
         subset=config.beir_subset,
     )
@@ -311,7 +311,7 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
         )
     if question_frame is None:
         raise dg.Failure("no questions yet: materialize `questions` first")
-    llm_choice = (config.llm or settings.recursion_llm()).lower()
+    llm_choice = (config.llm or settings.get().benchmark.recursion_llm).lower()
     client = getattr(
         context.resources, "question_llm" if llm_choice == "question" else "judge_llm"
     ).get_client()

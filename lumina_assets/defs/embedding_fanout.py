@@ -39,7 +39,7 @@ def _plan_id(context: dg.OpExecutionContext) -> str:
 def plan_embedding_parts(
     context: dg.OpExecutionContext, lancedb: LanceDBResource, embedder: EmbedderResource
 ):
-    requested, cores = settings.embed_parts(), encoder_forms.available_cores()
+    requested, cores = settings.get().embedding.embed_parts, encoder_forms.available_cores()
     if requested == 1:
         context.log.info("LUMINA_EMBED_PARTS=1: passage_index embeds the new passages itself")
         return
@@ -69,7 +69,7 @@ def _share_cores(db, plan_id: str, part: int) -> int:
     if not hasattr(os, "sched_setaffinity"):
         return os.cpu_count() or 1
     available = sorted(os.sched_getaffinity(0))
-    if settings.executor() not in ("", "multiprocess", "default"):
+    if settings.get().orchestration.executor not in ("", "multiprocess", "default"):
         return len(available)
     mine = staged_vectors.part_cores(part, staged_vectors.plan_size(db, plan_id), available)
     if len(mine) < len(available):

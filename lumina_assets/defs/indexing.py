@@ -79,7 +79,7 @@ def _index_embedder(db, passages: pl.DataFrame, papers: pl.DataFrame, base, log)
     """The embedder this run indexes with, and metadata saying so: the resource's model, or with
     LUMINA_ADAPT_EMBEDDINGS on, that model adapted to the corpus (trained once: an index already built with an
     adapted model of the same base keeps it, so growing the corpus never re-embeds it)."""
-    if not settings.adapt_embeddings():
+    if not settings.get().embedding.adapt:
         return base, {"embedding_adapted": "off (LUMINA_ADAPT_EMBEDDINGS)"}
     kept = fanout_embedder(db, base)
     if kept is not base:
@@ -111,7 +111,7 @@ def fanout_embedder(db, base):
     """What the embedding fan-out's parts (and `passage_index`, once adapted) embed with: the index's adapted model
     while adaptation is on and the index keeps it, else the resource's model. A new embedder, not the resource's
     changed in place: `passage_index` may share that resource in the same process."""
-    if settings.adapt_embeddings():
+    if settings.get().embedding.adapt:
         kept = model_adaptation.kept_model(indexing.open_table(db, indexing.PASSAGES_TABLE), base)
         if kept:
             return base.with_model(kept)
@@ -195,7 +195,7 @@ def passage_index(
         passages,
         papers,
         staged,
-        indexing.IndexConfig(sentence_vectors=settings.store_sentence_vectors()),
+        indexing.IndexConfig(sentence_vectors=settings.get().embedding.sentence_vectors),
         log_fn=context.log.info,
     )
     staged_vectors.discard_staged(db)  # the index holds them now

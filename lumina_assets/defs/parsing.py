@@ -360,6 +360,6 @@ CHECKS: list = []  # the checks are declared on the assets (check_specs) so they
 
 def build_resources() -> dict:
     return {
-        "parsing": ParsingConfig(allow_private_pdf_urls=settings.allow_private_urls()),
+        "parsing": ParsingConfig(allow_private_pdf_urls=settings.get().network.allow_private_urls),
         "grobid": GrobidResource(),
     }

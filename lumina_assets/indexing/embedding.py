@@ -134,13 +134,13 @@ class Embedder:
         from lumina_assets.core import settings
         from lumina_assets.indexing.encoder_forms import FORMS
 
-        query_backend = query_backend or settings.query_encoder()
+        query_backend = query_backend or settings.get().embedding.query_encoder
         if query_backend not in QUERY_BACKENDS:
             raise ValueError(f"query_backend must be one of {QUERY_BACKENDS}, not {query_backend!r}")
-        form = form or settings.embedding_form()
+        form = form or settings.get().embedding.form
         if form not in ("auto", *FORMS):
             raise ValueError(f"embedding form must be auto or one of {FORMS}, not {form!r}")
-        self.model_name_or_path = model_name_or_path or settings.embedding_model() or default_model_path()
+        self.model_name_or_path = model_name_or_path or settings.get().embedding.model or default_model_path()
         self.batch_size = batch_size
         self.device = device
         self.normalize = normalize

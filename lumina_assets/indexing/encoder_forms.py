@@ -88,7 +88,7 @@ def cuda_free_memory() -> int | None:
     (/dev/nvidiactl or CUDA_VISIBLE_DEVICES), so a CPU machine never pays for the import."""
     from lumina_assets.core import settings
 
-    if not (os.path.exists("/dev/nvidiactl") or settings.cuda_visible_devices()):
+    if not (os.path.exists("/dev/nvidiactl") or settings.get().embedding.cuda_visible_devices):
         return None
     try:
         import torch

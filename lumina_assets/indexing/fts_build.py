@@ -84,9 +84,9 @@ def machine_memory_mb() -> int:
 
 def memory_cap_mb() -> int:
     """`LUMINA_FTS_MEMORY_MB`, or a quarter of the machine's memory between 1 GB and 8 GB."""
-    configured = settings.env("LUMINA_FTS_MEMORY_MB")
-    if configured:
-        return max(1, int(configured))
+    configured = settings.get().embedding.fts_memory_mb
+    if configured is not None:
+        return max(1, configured)
     return min(8192, max(1024, machine_memory_mb() // 4))
 
 

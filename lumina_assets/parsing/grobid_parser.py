@@ -26,7 +26,7 @@ DEFAULT_GROBID_URL = "http://localhost:8070"
 
 
 def grobid_url_from_env(url: str | None = None) -> str:
-    return (url or settings.grobid_url() or DEFAULT_GROBID_URL).rstrip("/")
+    return (url or settings.get().parsing.grobid_url or DEFAULT_GROBID_URL).rstrip("/")
 
 
 class GrobidParser:

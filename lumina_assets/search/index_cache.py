@@ -55,7 +55,7 @@ def index_files_mb(db_uri: str) -> float | None:
 
 def index_cache_policy(db_uri: str) -> IndexCachePolicy:
     """The cache bound and preload choice for a search process over the database at `db_uri`."""
-    setting = settings.index_cache_setting()
+    setting = settings.get().search.index_cache_mb
     if setting == "unbounded":
         return IndexCachePolicy(None, True, "LUMINA_INDEX_CACHE_MB=unbounded")
     if isinstance(setting, int):

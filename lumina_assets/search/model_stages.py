@@ -168,7 +168,7 @@ def search_llm_client(question_client: Callable[[], Any]):
     None when no stage is asked for (then `question_client` is never called, so a plain search builds no LLM and
     imports no Dagster) or when the LLM is offline. `question_client` builds it: the benchmark passes its
     `question_llm` resource's `get_client`, the CLI one built from the environment (`lumina_assets.cli.llm`)."""
-    if not settings.search_llm_stages():
+    if not settings.get().search.llm_stages:
         return None
     client = question_client()
     return None if client.is_offline else client
@@ -183,7 +183,7 @@ def configured_search_config(base: SearchConfig | None = None, *, llm_client=Non
     ask for.
     """
     config = base or SearchConfig()
-    stages = settings.search_llm_stages()
+    stages = settings.get().search.llm_stages
     unknown = sorted(set(stages) - set(LLM_STAGES))
     if unknown:
         raise ValueError(f"LUMINA_SEARCH_LLM: unknown stage(s) {unknown}; choose from {list(LLM_STAGES)}")
@@ -201,7 +201,7 @@ def configured_search_config(base: SearchConfig | None = None, *, llm_client=Non
             changes["llm_multi_query"] = llm_multi_query(client)
         if "rerank" in stages:
             changes["rerank"] = llm_reranker(client)
-    rerank_model = settings.rerank_model()
+    rerank_model = settings.get().search.rerank_model
     if rerank_model and "rerank" not in changes:
         changes["rerank"] = cross_encoder_reranker(rerank_model)
     return config.replace(**changes) if changes else config

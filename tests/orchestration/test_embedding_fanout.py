@@ -225,12 +225,12 @@ def test_parts_from_the_setting_or_by_count_and_cores(monkeypatch):
     assert staged_vectors.parts_for(10, 4, 1) == 4  # the setting wins
     assert staged_vectors.parts_for(3, 8, 1) == 3  # never more parts than passages
     monkeypatch.setenv("LUMINA_EMBED_PARTS", "auto")
-    assert settings.embed_parts() is None
+    assert settings.get().embedding.embed_parts is None
     monkeypatch.setenv("LUMINA_EMBED_PARTS", "4")
-    assert settings.embed_parts() == 4
+    assert settings.get().embedding.embed_parts == 4
     monkeypatch.setenv("LUMINA_EMBED_PARTS", "0")
     with pytest.raises(ValueError, match="LUMINA_EMBED_PARTS"):
-        settings.embed_parts()
+        settings.get()
 
 
 def test_parts_on_one_machine_share_its_cores_once():

@@ -32,7 +32,7 @@ def test_sentence_vectors_are_on_by_default_with_an_opt_out(monkeypatch, value, 
         monkeypatch.delenv("LUMINA_SENTENCE_VECTORS", raising=False)
     else:
         monkeypatch.setenv("LUMINA_SENTENCE_VECTORS", value)
-    assert settings.store_sentence_vectors() is stored
+    assert settings.get().embedding.sentence_vectors is stored
 
 
 def _corpus() -> tuple[pl.DataFrame, pl.DataFrame]:

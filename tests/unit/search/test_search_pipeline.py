@@ -430,7 +430,7 @@ def test_an_index_cache_bound_that_is_not_a_size_is_refused(value, monkeypatch):
 
     monkeypatch.setenv("LUMINA_INDEX_CACHE_MB", value)
     with pytest.raises(ValueError, match="LUMINA_INDEX_CACHE_MB"):
-        settings.index_cache_setting()
+        settings.get()
 
 
 def test_the_default_index_cache_is_bounded_and_preloads_only_indexes_that_fit(
