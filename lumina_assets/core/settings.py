@@ -138,8 +138,8 @@ class EmbeddingSettings(_Group):
     embed_parts: Annotated[int | None, BeforeValidator(_auto_none)] = _env(
         "LUMINA_EMBED_PARTS",
         None,
-        "parallel steps that embed an index run's new passages (1: the index step embeds them itself); `auto`: "
-        "by passage count and cores (unset or `auto`)",
+        "parallel steps that embed an index run's new passages (1: the index step embeds them itself); unset or "
+        "`auto`: by passage count and cores",
     )
     model_cache: Path | None = _env(
         "LUMINA_MODEL_CACHE",

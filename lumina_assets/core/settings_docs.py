@@ -1,0 +1,99 @@
+"""docs/configuration.md's variable tables, generated from the settings object so the page cannot drift from it.
+
+`render()` is the page with the part between the markers regenerated (the hand-written rest kept);
+`python -m lumina_assets.core.settings_docs` writes it; a test fails when the file differs from `render()`.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+from lumina_assets.core import settings
+
+PAGE = settings.PROJECT_ROOT / "docs" / "configuration.md"
+START = "<!-- generated from lumina_assets/core/settings.py: python -m lumina_assets.core.settings_docs -->"
+END = "<!-- end of generated part -->"
+
+
+def _type(annotation: Any) -> str:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Literal:
+        return " \\| ".join(f"`{a}`" for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type(a) for a in args if a is not type(None))
+    if origin is list:
+        return f"comma-separated {_type(args[0])}"
+    return {bool: "switch", int: "integer", str: "text", Path: "path"}.get(annotation, str(annotation))
+
+
+def _default(value: Any) -> str:
+    if value is None or value == "" or value == []:
+        return "unset"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, Path):
+        try:
+            return f"`./{value.relative_to(settings.PROJECT_ROOT)}`"
+        except ValueError:
+            return f"`{value}`"
+    return f"`{value}`"
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cell.replace("\n", " ") for cell in cells) + " |"
+
+
+def tables() -> str:
+    """The generated part: one table per settings group, then secrets and variables other libraries read."""
+    lines = [START, ""]
+    for name, group in settings.GROUPS.items():
+        lines += [f"### {name}", "", (group.__doc__ or "").strip(), ""]
+        lines += [_row(["variable", "type", "default", "what it does"]), _row(["---"] * 4)]
+        for field in group.model_fields.values():
+            if field.validation_alias is None:
+                continue  # derived, not read from a variable
+            variable = settings.variable(field)
+            lines.append(
+                _row(
+                    [
+                        f"`{variable}`",
+                        _type(field.annotation),
+                        _default(field.default),
+                        field.description or "",
+                    ]
+                )
+            )
+        lines.append("")
+    lines += ["### secrets", "", "Read only through `dagster.EnvVar`, never parsed, logged or cached.", ""]
+    lines += [_row(["variable", "what it is for"]), _row(["---"] * 2)]
+    lines += [_row([", ".join(f"`{n}`" for n in k.split(", ")), v]) for k, v in settings.SECRETS.items()]
+    lines += ["", "### read by libraries", ""]
+    lines += [_row(["variable", "what it does"]), _row(["---"] * 2)]
+    lines += [
+        _row([", ".join(f"`{n}`" for n in k.split(", ")), v]) for k, v in settings.READ_ELSEWHERE.items()
+    ]
+    return "\n".join([*lines, "", END])
+
+
+def render(page: str | None = None) -> str:
+    """`page` (default: the file) with its generated part replaced."""
+    text = PAGE.read_text(encoding="utf-8") if page is None else page
+    head, start, rest = text.partition(START)
+    _, end, tail = rest.partition(END)
+    if not start or not end:
+        raise ValueError(f"{PAGE.name} lacks the markers {START!r} ... {END!r}")
+    return head + tables() + tail
+
+
+def main() -> int:
+    PAGE.write_text(render(), encoding="utf-8")
+    print(f"wrote {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
