@@ -29,13 +29,6 @@ def store_sentence_vectors() -> bool:
     return os.environ.get("LUMINA_SENTENCE_VECTORS", "").strip().lower() not in {"0", "false", "no", "off"}
 
 
-def adapt_embeddings() -> bool:
-    """`LUMINA_ADAPT_EMBEDDINGS`: passage_index fine-tunes the encoder on the corpus's own pairs before it embeds
-    (indexing/model_adaptation.py). Off by default: on SciFact and CISI it did not lift both (docs/search-quality.md);
-    `1` / `true` / `yes` / `on` switches it on, and switching it off again re-embeds the index with the base model."""
-    return os.environ.get("LUMINA_ADAPT_EMBEDDINGS", "").strip().lower() in {"1", "true", "yes", "on"}
-
-
 def embedding_model() -> str:
     """`LUMINA_EMBEDDING_MODEL`: a sentence-transformers name or path; empty means the bundled all-MiniLM-L6-v2."""
     return os.environ.get("LUMINA_EMBEDDING_MODEL", "").strip()
