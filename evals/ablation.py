@@ -41,15 +41,9 @@ COMPARISONS: dict[str, dict] = {
 
 STAGES: dict[str, dict] = {
     "- query parsing": {"parse_query": False},
-    "+ acronym expansion": {"expand_acronyms": True},
     "- paper full text": {"paper_fulltext": False},
-    "+ paper title vectors": {"paper_title_vectors": True},
-    "+ paper abstract vectors": {"paper_abstract_vectors": True},
-    "+ dense PRF (Rocchio)": {"dense_prf": True},
     # on by default (k = 3, 0.2, chosen on the SciFact train and CISI qrels): the row shows what it is worth
     "- neighbour smoothing": dict(_UNSMOOTHED),
-    "normalization = zscore": {"normalization": "zscore"},
-    "aggregation = sum2": {"passage_aggregation": "sum2"},
     "index store (no in-memory fast path)": {"store": "index"},
 }
 

@@ -66,18 +66,14 @@ def _lumina(question_llm) -> Provider:
 
 
 def dense_config():
-    """Lumina's engine with its passage vectors as the only retriever: no full text, no paper-level retrievers,
-    no expansion, no feedback, no reranker or LLM stage. Contexts are built exactly as lumina builds them, so
+    """Lumina's engine with its passage vectors as the only retriever: no full text, no paper-level retriever,
+    no reranker or LLM stage. Contexts are built exactly as lumina builds them, so
     lumina vs dense isolates what the rest of the pipeline adds to dense retrieval."""
     from lumina_assets.search.config import SearchConfig
 
     return SearchConfig().replace(
         passage_fulltext=False,
         paper_fulltext=False,
-        paper_title_vectors=False,
-        paper_abstract_vectors=False,
-        expand_acronyms=False,
-        dense_prf=False,
         llm_parser=None,
         llm_multi_query=None,
         rerank=None,

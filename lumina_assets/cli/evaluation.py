@@ -41,15 +41,6 @@ def add_commands(commands, bench_commands) -> None:
         help="also score plain RRF, BM25 and MiniLM alone, the global defaults and each stage switch, "
         "with a paired test of each against plain RRF",
     )
-    beir.add_argument(
-        "--adapt",
-        action="store_true",
-        help="first fine-tune the encoder on the collection's own pairs (inverse cloze, titles; no judgments) "
-        "and evaluate with the adapted model (indexing/model_adaptation.py)",
-    )
-    beir.add_argument(
-        "--adapt-budget", type=float, default=600.0, help="seconds of training at most (default 600)"
-    )
     beir.set_defaults(handler=_eval_beir)
 
     pinpoint = eval_parser.add_parser(
@@ -148,22 +139,6 @@ def _eval_beir(args) -> int:
         if not args.json
         else (lambda message: None)
     )
-    adaptation = None
-    if args.adapt:
-        from lumina_assets.indexing import model_adaptation
-
-        try:
-            adaptation = _adapt_to(collection, embedder, args.adapt_budget, log)
-        except model_adaptation.AdaptationError as error:
-            print(f"cannot adapt the encoder: {error}", file=sys.stderr)
-            return 2
-        embedder = Embedder(adaptation.path)
-        print(
-            f"adapted encoder: {adaptation.pairs_seen} of {sum(adaptation.pairs.values())} pairs "
-            f"({', '.join(f'{k} {v}' for k, v in adaptation.pairs.items())}), {adaptation.steps} steps in "
-            f"{adaptation.seconds:.1f} s on {adaptation.device}"
-            + (" (stopped by its budget)" if adaptation.stopped_by_budget else "")
-        )
     uri, index_seconds, reused = ensure_eval_index(collection, embedder, log_fn=log)
     tuned, tuned_now, embed_seconds = ablation.tune_eval_index(uri, embedder, log)
     overrides = _parse_overrides(args.set)
@@ -217,10 +192,6 @@ def _eval_beir(args) -> int:
                 "index_reused": reused,
                 "search_setting": tuned.describe() if tuned is not None else "defaults",
             }
-            if adaptation is not None:
-                result["adaptation_seconds"] = adaptation.seconds
-                result["adaptation_pairs"] = adaptation.pairs_seen
-                result["adaptation_device"] = adaptation.device
     comparisons = ablation.compare_to_baseline(per_query) if ablation.BASELINE in per_query else []
     print("\n".join(ablation.table_lines(rows, comparisons)))
     print(
@@ -229,20 +200,6 @@ def _eval_beir(args) -> int:
     if args.json:
         print(json.dumps(result))
     return 0
-
-
-def _adapt_to(collection, embedder, budget_seconds: float, log):
-    """The encoder adapted to the collection's corpus (reused when the same pairs adapted it before)."""
-    from lumina_assets.corpus.collections import collection_tables
-    from lumina_assets.indexing import model_adaptation
-    from lumina_assets.indexing.lancedb_tables import IndexConfig
-
-    papers, passages = collection_tables(collection, embedder.token_counter())
-    config = model_adaptation.AdaptationConfig(budget_seconds=budget_seconds)
-    pairs = model_adaptation.pairs_from_tables(
-        passages, papers, embed_title=IndexConfig().embed_title, config=config
-    )
-    return model_adaptation.adapt(embedder.model_name_or_path, pairs, config, log_fn=log)
 
 
 # ---------------------------------------------------------------- lumina eval pinpoint

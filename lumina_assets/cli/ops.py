@@ -156,21 +156,10 @@ def index_status() -> str:
         changed = passages.list_versions()[-1]["timestamp"]
         return (
             f"search index: {passages.count_rows()} passages of {papers.count_rows()} papers, "
-            f"last changed {changed:%Y-%m-%d %H:%M:%S}{_encoder_note(passages)}"
+            f"last changed {changed:%Y-%m-%d %H:%M:%S}"
         )
     except Exception as error:  # noqa: BLE001 - status reports, never fails on an unreadable index
         return f"search index: unreadable ({type(error).__name__}: {str(error)[:120]})"
-
-
-def _encoder_note(passages) -> str:
-    """ ", encoder adapted to this corpus (...)" for an index built with a corpus-adapted model (search follows it)."""
-    from lumina_assets.indexing import model_adaptation, model_identity
-
-    name = model_identity.of_schema(passages.schema).name
-    record = model_adaptation.record_of(name) if name else None
-    if record is None:
-        return ""
-    return f", encoder adapted to this corpus ({record.pairs_seen} pairs, {record.steps} steps: {name})"
 
 
 def _print_status() -> None:

@@ -135,7 +135,7 @@ def _bench_scale(args) -> int:
             nprobes=config.nprobes,
             probe_share=config.ann_probe_share,
             refine_factor=config.refine_factor,
-            depth=config.candidates * config.passage_depth,
+            depth=config.candidates,
         )
         for store, measured in measured_stores:
             figures = scale_bench.ScaleFigures(

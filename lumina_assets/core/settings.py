@@ -129,12 +129,6 @@ class EmbeddingSettings(_Group):
         "([embedding](embedding.md)); `0` / `false` / `no` / `off` leaves them out, and `lumina serve` then "
         "fills them in the background",
     )
-    adapt: OptIn = _env(
-        "LUMINA_ADAPT_EMBEDDINGS",
-        False,
-        "`1` / `true` / `yes` / `on`: `passage_index` first fine-tunes the encoder on pairs from its corpus; off by "
-        "default ([search quality](search-quality.md)); switching it off again re-embeds with the base model",
-    )
     embed_parts: Annotated[int | None, BeforeValidator(_auto_none)] = _env(
         "LUMINA_EMBED_PARTS",
         None,

@@ -48,7 +48,7 @@ def plan_embedding_parts(
         context.log.info(f"{passages.height} passages upstream: passage_index embeds the new ones itself")
         return
     db = lancedb.connect()
-    model = index_stage.fanout_embedder(db, embedder.get_embedder())
+    model = embedder.get_embedder()
     texts = staged_vectors.texts_to_embed(db, passages, papers, model)
     parts = staged_vectors.parts_for(len(texts), requested, cores)
     plan = staged_vectors.plan_parts(db, _plan_id(context), texts, parts, int(model.dimension))
@@ -91,7 +91,7 @@ def embed_passage_part(context: dg.OpExecutionContext, lancedb: LanceDBResource,
         db,
         _plan_id(context),
         part,
-        index_stage.fanout_embedder(db, embedder.get_embedder()),
+        embedder.get_embedder(),
         log_fn=context.log.info,
     )
     context.add_output_metadata(

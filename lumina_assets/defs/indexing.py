@@ -1,8 +1,6 @@
 """Index stage: `passage_index` keeps the LanceDB `passages` and `papers` tables in step with the upstream tables,
 leaving out the batches held by a failed blocking check (`defs/batch_holds.py`)."""
 
-from pathlib import Path
-
 import dagster as dg
 import polars as pl
 
@@ -10,7 +8,7 @@ from lumina_assets.core import settings, tables
 from lumina_assets.defs import batch_holds
 from lumina_assets.defs import parsing as parse_stage
 from lumina_assets.indexing import lancedb_tables as indexing
-from lumina_assets.indexing import model_adaptation, model_identity, pseudo_queries, staged_vectors
+from lumina_assets.indexing import model_identity, pseudo_queries, staged_vectors
 from lumina_assets.search import tuning
 from lumina_assets.search.neighbour_graph import MAX_GRAPH_PAPERS, graph_rows
 from resources.embedder import EmbedderResource
@@ -73,49 +71,6 @@ def _citing_sentences(papers: pl.DataFrame) -> list:
     return pseudo_queries.citation_queries_from_parsed(
         parsed["parsed_json"].to_list(), rows, tuning.MAX_QUERIES // 2
     )
-
-
-def _index_embedder(db, passages: pl.DataFrame, papers: pl.DataFrame, base, log) -> tuple[object, dict]:
-    """The embedder this run indexes with, and metadata saying so: the resource's model, or with
-    LUMINA_ADAPT_EMBEDDINGS on, that model adapted to the corpus (trained once: an index already built with an
-    adapted model of the same base keeps it, so growing the corpus never re-embeds it)."""
-    if not settings.get().embedding.adapt:
-        return base, {"embedding_adapted": "off (LUMINA_ADAPT_EMBEDDINGS)"}
-    kept = fanout_embedder(db, base)
-    if kept is not base:
-        return kept, {"embedding_adapted": f"kept: {kept.model_name}"}
-    config = model_adaptation.AdaptationConfig()
-    pairs = model_adaptation.pairs_from_tables(
-        passages,
-        papers,
-        embed_title=indexing.IndexConfig().embed_title,
-        citations=_citing_sentences(papers),
-        config=config,
-    )
-    try:
-        adaptation = model_adaptation.adapt(base.model_name_or_path, pairs, config, log_fn=log)
-    except model_adaptation.AdaptationError as error:
-        return base, {"embedding_adapted": f"no: {error}"}
-    return base.with_model(adaptation.path), {
-        "embedding_adapted": f"adapted now: {Path(adaptation.path).name}",
-        "adaptation_pairs": dg.MetadataValue.json(adaptation.pairs),
-        "adaptation_pairs_seen": adaptation.pairs_seen,
-        "adaptation_steps": adaptation.steps,
-        "adaptation_seconds": adaptation.seconds,
-        "adaptation_stopped_by_budget": adaptation.stopped_by_budget,
-        "adaptation_device": adaptation.device,
-    }
-
-
-def fanout_embedder(db, base):
-    """What the embedding fan-out's parts (and `passage_index`, once adapted) embed with: the index's adapted model
-    while adaptation is on and the index keeps it, else the resource's model. A new embedder, not the resource's
-    changed in place: `passage_index` may share that resource in the same process."""
-    if settings.get().embedding.adapt:
-        kept = model_adaptation.kept_model(indexing.open_table(db, indexing.PASSAGES_TABLE), base)
-        if kept:
-            return base.with_model(kept)
-    return base
 
 
 def _tune_search(db, papers: pl.DataFrame, embedder, stats, log) -> dict:
@@ -186,9 +141,7 @@ def passage_index(
         )
     passages, papers = _upstream(frozenset(holds))
     db = lancedb.connect()
-    index_embedder, adaptation = _index_embedder(
-        db, passages, papers, embedder.get_embedder(), context.log.info
-    )
+    index_embedder = embedder.get_embedder()
     staged = staged_vectors.StagedVectorEmbedder(db, index_embedder)
     stats = indexing.index_corpus(
         db,
@@ -217,7 +170,6 @@ def passage_index(
             "papers_deleted": stats.papers_deleted,
             "vector_dimension": stats.dimension,
             "embedding_model": index_embedder.model_name,
-            **adaptation,
             # what search compares its query model with (indexing/model_identity.py)
             "embedding_model_recorded": model_identity.of_schema(passages_table.schema).describe(),
             "embed_seconds": round(stats.embed_seconds, 2),

@@ -152,34 +152,6 @@ class Embedder:
         self._query_encoder_checked = False
         self.query_backend_used = "sentence-transformers"
 
-    def with_model(self, model_name_or_path: str) -> Embedder:
-        """An embedder of another model with this one's options (an adapted model indexed or searched in its
-        base's place)."""
-        return Embedder(
-            model_name_or_path,
-            batch_size=self.batch_size,
-            device=self.device,
-            normalize=self.normalize,
-            query_backend=self.query_backend,
-            form=self.requested_form,
-        )
-
-    def adopt_index_model(self, index_model: str) -> str:
-        """Encode with the index's model where it is a corpus-adapted model of this one (its folder here and its
-        base this model's weights: indexing/model_adaptation.py), so the queries of a search process started with
-        the bundled model meet the passages in the same space; any other model is left for the model check to
-        refuse. Returns the model now used."""
-        from lumina_assets.indexing.model_adaptation import follow_index
-
-        followed = follow_index(index_model, self)
-        if followed and followed != self.model_name_or_path:
-            with _MODELS_LOCK:
-                log.info("encoding with the index's adapted model %s", followed)
-                self.model_name_or_path = followed
-                self._model, self._plan = None, None
-                self._query_encoder, self._query_encoder_checked = None, False
-        return self.model_name_or_path
-
     @property
     def model(self):
         """The sentence-transformers model on CPU (the export's source and the fallback encoder)."""

@@ -130,21 +130,9 @@ def adopt_form(embedder, index_form: str) -> None:
             return
 
 
-def adopt_model(embedder, index_model: str) -> None:
-    """Make `embedder` (or the embedder it wraps) encode with the index's model where that is a corpus-adapted
-    model of its own (indexing/model_adaptation.py); an embedder without the method is left as it is."""
-    for candidate in (embedder, getattr(embedder, "inner", None)):
-        adopt = getattr(candidate, "adopt_index_model", None) if candidate is not None else None
-        if callable(adopt):
-            adopt(index_model)
-            return
-
-
 def query_identity(embedder, index: ModelIdentity) -> ModelIdentity:
-    """The identity of `embedder` once it encodes with the model (an adapted index's adapted model) and in the
-    form of the index it is about to search."""
+    """The identity of `embedder` once it encodes in the form of the index it is about to search."""
     if index.known:
-        adopt_model(embedder, index.name)
         adopt_form(embedder, index.form)
     return of_embedder(embedder)
 
@@ -152,7 +140,7 @@ def query_identity(embedder, index: ModelIdentity) -> ModelIdentity:
 def follow_table(embedder, table) -> ModelIdentity:
     """`query_identity` for the index whose passages table is `table` (None: nothing to follow): what encodes
     sentences or queries for an index outside a search (the sentence backfill, stored-sentence lookups) must follow
-    an adapted index's model before it hashes or encodes anything."""
+    the index's form before it hashes or encodes anything."""
     return query_identity(embedder, of_schema(table.schema) if table is not None else ModelIdentity())
 
 

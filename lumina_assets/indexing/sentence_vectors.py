@@ -239,7 +239,7 @@ def backfill_from_index(db, embedder, *, log_fn: Callable[[str], None] | None = 
         return {"passages": 0, "encoded_passages": 0, "sentences": 0, "deleted": 0}
     from lumina_assets.indexing.model_identity import follow_table
 
-    follow_table(embedder, passages)  # an adapted index's sentences are encoded (and hashed) with its model
+    follow_table(embedder, passages)  # sentences are encoded (and hashed) in the index's form
     frame = read_columns(passages, ["passage_id", "text"])
     return index_sentences(
         db,

@@ -1,6 +1,6 @@
-"""The Lumina search pipeline over candidate sets: query -> parse -> expand -> retrieve candidates from indexes
-(passage vectors, passage full text, paper full text, optionally paper title / abstract vectors) -> fuse -> dense
-pseudo-relevance feedback -> boost -> diversify -> neighbour expansion -> optional rerank -> ranked `Context`s.
+"""The Lumina search pipeline over candidate sets: query -> parse -> expand synonyms -> retrieve candidates from
+indexes (passage vectors, passage full text, paper full text) -> fuse -> smooth over the corpus graph -> boost ->
+diversify -> neighbour expansion -> optional rerank -> ranked `Context`s.
 
 Every stage works on what the indexes returned (a few hundred ids), never on arrays the size of the corpus: a
 search process holds open indexes (`stores.LanceStore`), or, for small corpora, the same store with its vectors
@@ -17,7 +17,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,9 +36,6 @@ from lumina_assets.search.text import WORD, tokenize
 from lumina_assets.search.tuned_settings import TunedConfig
 
 log = logging.getLogger(__name__)
-
-
-_RETRIEVERS = ThreadPoolExecutor(max_workers=5, thread_name_prefix="lumina-retrieve")
 
 
 @dataclass
@@ -248,16 +244,11 @@ class SearchEngine:
             paper_ids=paper_ids,
         )
 
-    def _expand(self, text: str, store: LanceStore) -> tuple[str, dict[str, str]]:
-        """The full-text query with acronym long forms and synonyms appended."""
-        cfg = self.config
-        words = WORD.findall(text)
+    def _expand(self, text: str) -> tuple[str, dict[str, str]]:
+        """The full-text query with the configured synonyms appended."""
         found: dict[str, str] = {}
-        if cfg.expand_acronyms:
-            shorts = [w.lower() for w in words if w.isupper() and len(w) >= 2]
-            found.update(store.acronyms(shorts))
-        for word in words:
-            for alternative in cfg.synonyms.get(word.lower(), []):
+        for word in WORD.findall(text):
+            for alternative in self.config.synonyms.get(word.lower(), []):
                 found.setdefault(word.lower(), alternative)
         extra = [long for long in found.values() if long.lower() not in text.lower()]
         return (f"{text} {' '.join(extra)}" if extra else text), found
@@ -296,43 +287,23 @@ class SearchEngine:
 
     def _retrieve(self, store: LanceStore, text: str, embed: Callable[[], np.ndarray], filters: Filters):
         """(paper runs, passage runs, query vector) from every enabled retriever, queried concurrently: the
-        full-text searches start before the query is embedded, the vector searches once it is (LanceDB, numpy
+        full-text searches start before the query is embedded, the vector search once it is (LanceDB, numpy
         and onnxruntime release the GIL, so the index reads overlap the embedding)."""
         cfg = self.config
-        depth = cfg.candidates * cfg.passage_depth
         text_depth = cfg.fulltext_candidates or cfg.candidates
         futures = store.start_text_runs(
             text,
-            text_depth * cfg.passage_depth if cfg.passage_fulltext else 0,
+            text_depth if cfg.passage_fulltext else 0,
             text_depth if cfg.paper_fulltext else 0,
             filters,
         )
         vector = embed()
-        vector_jobs = {
-            "passage_vectors": (
-                cfg.passage_vectors,
-                lambda: store.passage_vector_run(vector, depth, filters),
-            ),
-            "paper_title_vectors": (
-                cfg.paper_title_vectors,
-                lambda: store.paper_vector_run("title_vector", vector, cfg.candidates, filters),
-            ),
-            "paper_abstract_vectors": (
-                cfg.paper_abstract_vectors,
-                lambda: store.paper_vector_run("abstract_vector", vector, cfg.candidates, filters),
-            ),
-        }
-        jobs = [(name, job) for name, (enabled, job) in vector_jobs.items() if enabled]
-        futures.update({name: _RETRIEVERS.submit(job) for name, job in jobs[1:]})
-        for name, job in jobs[:1]:  # the caller would only wait: it runs the first search itself
-            futures[name] = Future()
-            futures[name].set_result(job())
-        passage_runs = {
-            name: futures[name].result()
-            for name in ("passage_vectors", "passage_fulltext")
-            if name in futures
-        }
-        runs = {name: run.by_paper(cfg.passage_aggregation) for name, run in passage_runs.items()}
+        passage_runs = {}
+        if cfg.passage_vectors:  # searched here while the full-text runs go on in the background
+            passage_runs["passage_vectors"] = store.passage_vector_run(vector, cfg.candidates, filters)
+        if "passage_fulltext" in futures:
+            passage_runs["passage_fulltext"] = futures["passage_fulltext"].result()
+        runs = {name: run.by_paper() for name, run in passage_runs.items()}
         runs.update({name: future.result() for name, future in futures.items() if name not in passage_runs})
         return runs, passage_runs, vector
 
@@ -346,7 +317,6 @@ class SearchEngine:
             method=cfg.fusion,
             candidates=candidates,
             rrf_k=cfg.rrf_k,
-            normalization=cfg.normalization,
             papers=papers,
         )
 
@@ -386,7 +356,7 @@ class SearchEngine:
         if filters.paper_ids == ():
             trace.message = f"no paper {parsed.filters_in_words()} in the index"
             return None
-        fulltext, trace.expansions = self._expand(text, store)
+        fulltext, trace.expansions = self._expand(text)
 
         texts = [text]
         if cfg.llm_multi_query is not None:
@@ -408,13 +378,6 @@ class SearchEngine:
         t0 = time.perf_counter()
         runs, passage_runs, vector = self._retrieve(store, fulltext, embed, filters)
         doc_scores = self._fuse(runs, cfg.candidates)
-        if cfg.dense_prf and cfg.dense_prf_beta > 0 and doc_scores:
-            feedback = [paper_id for paper_id, _ in ranked(doc_scores, cfg.dense_prf_docs)]
-            centroid = store.paper_vectors(feedback, "abstract_vector").mean(axis=0)
-            refined = vector + cfg.dense_prf_beta * centroid
-            refined = refined / max(float(np.linalg.norm(refined)), 1e-12)
-            runs, passage_runs, vector = self._retrieve(store, fulltext, lambda: refined, filters)
-            doc_scores = self._fuse(runs, cfg.candidates)
         if self.graph is not None and self.config.smooths():
             doc_scores = self.graph.smooth(
                 doc_scores, self.config.neighbour_smoothing, self.config.smoothing_neighbours

@@ -75,8 +75,6 @@ RETRIEVER_LABELS = {
     "passage_vectors": "passage meaning (dense vectors)",
     "passage_fulltext": "passage words (BM25)",
     "paper_fulltext": "title/abstract words (BM25)",
-    "paper_title_vectors": "title meaning (dense vectors)",
-    "paper_abstract_vectors": "abstract meaning (dense vectors)",
 }
 
 

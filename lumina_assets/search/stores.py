@@ -98,16 +98,13 @@ class CandidateStore(Protocol):
     def start_text_runs(
         self, text: str, passage_n: int, paper_n: int, filters: Filters
     ) -> dict[str, Future]: ...
-    def paper_vector_run(self, column: str, vector: np.ndarray, n: int, filters: Filters) -> Run: ...
     def passages(self, passage_ids: Sequence[str]) -> dict[str, dict]: ...
     def paper_passages(
         self, paper_ids: Sequence[str], vector: np.ndarray
     ) -> dict[str, list[tuple[str, float]]]: ...
     def papers(self, paper_ids: Sequence[str]) -> dict[str, dict]: ...
-    def paper_vectors(self, paper_ids: Sequence[str], column: str) -> np.ndarray: ...
     def papers_by_author(self, last_names: Sequence[str], limit: int) -> list[str]: ...
     def has_author(self, last_name: str) -> bool: ...
-    def acronyms(self, shorts: Sequence[str]) -> dict[str, str]: ...
 
 
 def arrow_rows(table) -> list[dict]:
@@ -147,14 +144,13 @@ class LanceStore:
         preload: bool = True,
     ) -> None:
         from lumina_assets.indexing import model_identity
-        from lumina_assets.indexing.lancedb_tables import ACRONYMS_TABLE, PAPERS_TABLE, PASSAGES_TABLE
+        from lumina_assets.indexing.lancedb_tables import PAPERS_TABLE, PASSAGES_TABLE
         from lumina_assets.indexing.table_ops import open_table
 
         self.passages_table = open_table(db, PASSAGES_TABLE)
         self.papers_table = open_table(db, PAPERS_TABLE)
         if self.passages_table is None or self.papers_table is None:
             raise IndexNotBuilt("the passage index has not been built yet")
-        self.acronyms_table = open_table(db, ACRONYMS_TABLE)
         self.min_probes, self.probe_share, self.refine_factor = nprobes, probe_share, refine_factor
         self.nprobes = self._probes()
         self.preload = preload  # search.index_cache: False under a cache bound the indexes would not fit in
@@ -229,7 +225,7 @@ class LanceStore:
 
     def checkout_latest(self) -> None:
         """See rows another process added since this one opened the tables."""
-        for table in (self.passages_table, self.papers_table, self.acronyms_table):
+        for table in (self.passages_table, self.papers_table):
             if table is not None:
                 table.checkout_latest()
         self._empty = None
@@ -301,10 +297,6 @@ class LanceStore:
             if job[1] > 0
         }
 
-    def paper_vector_run(self, column, vector, n, filters) -> Run:
-        rows = self._vector_search(self.papers_table, column, vector, n, filters, ["paper_id", "_distance"])
-        return Run([(r["paper_id"], 1.0 - r["_distance"], r["paper_id"]) for r in rows])
-
     def passages(self, passage_ids) -> dict[str, dict]:
         ids = sorted(set(passage_ids))
         if not ids:
@@ -334,19 +326,6 @@ class LanceStore:
             return {}
         query = self.papers_table.search().where(sql_in("paper_id", ids)).select(PAPER_FIELDS).limit(len(ids))
         return {r["paper_id"]: r for r in query_rows(query)}
-
-    def paper_vectors(self, paper_ids, column) -> np.ndarray:
-        ids = list(paper_ids)
-        if not ids:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        query = (
-            self.papers_table.search()
-            .where(sql_in("paper_id", ids))
-            .select(["paper_id", column])
-            .limit(len(ids))
-        )
-        by_id = {r["paper_id"]: r[column] for r in query_rows(query)}
-        return np.asarray([by_id[i] for i in ids if i in by_id], dtype=np.float32)
 
     def papers_by_author(self, last_names, limit) -> list[str]:
         if not last_names or "author_last_names" not in self.paper_columns:
@@ -382,17 +361,3 @@ class LanceStore:
 
     def has_author(self, last_name) -> bool:
         return bool(last_name) and bool(self.papers_by_author([last_name], 1))
-
-    def acronyms(self, shorts) -> dict[str, str]:
-        if self.acronyms_table is None or not shorts:
-            return {}
-        query = (
-            self.acronyms_table.search()
-            .where(sql_in("short", sorted(set(shorts))))
-            .select(["short", "long", "count"])
-        )
-        best: dict[str, tuple[int, str]] = {}
-        for row in query_rows(query.limit(10_000)):
-            if row["count"] > best.get(row["short"], (0, ""))[0]:
-                best[row["short"]] = (row["count"], row["long"])
-        return {short: long for short, (_, long) in best.items()}

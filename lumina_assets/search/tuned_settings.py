@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 TUNING_TABLE = "search_tuning"
 # the SearchConfig fields a recorded setting may change (anything else in a record is ignored)
-TUNABLE_FIELDS = ("weights", "candidates", "fusion", "normalization", "rrf_k")
+TUNABLE_FIELDS = ("weights", "candidates", "fusion", "rrf_k")
 TUNER_VERSION = "2"  # how pseudo-queries are made and settings chosen: a record of another version is redone
 
 

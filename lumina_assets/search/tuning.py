@@ -200,7 +200,6 @@ class TuningRuns:
                 method=config.fusion,
                 candidates=config.candidates,
                 rrf_k=config.rrf_k,
-                normalization=config.normalization,
             )
             if config.smooths() and self.graph is not None:
                 fused = self.graph.smooth(fused, config.neighbour_smoothing, config.smoothing_neighbours)
@@ -294,8 +293,8 @@ def tune(
         corpus,
         queries,
         embedder,
-        depth=defaults.candidates * defaults.passage_depth,
-        text_depth=(defaults.fulltext_candidates or defaults.candidates) * defaults.passage_depth,
+        depth=defaults.candidates,
+        text_depth=defaults.fulltext_candidates or defaults.candidates,
         with_graph=any(smooths(setting) for setting in grid),
     )
     configs = [defaults.replace(**_merged(defaults, setting)) for setting in grid]

@@ -1,5 +1,5 @@
 """A Python snippet run in a new interpreter against a data dir: what a search process started afresh sees (the
-recorded index setting, an adapted index's model), not what the test process has loaded already."""
+recorded index setting), not what the test process has loaded already."""
 
 from __future__ import annotations
 

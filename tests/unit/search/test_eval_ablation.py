@@ -83,27 +83,3 @@ def test_compare_to_baseline_pairs_queries():
     assert ablation.paired_column(rows["better"]).startswith("+0.1000 [")
 
 
-def test_adapt_refuses_a_corpus_too_small_to_adapt_and_says_why(tiny_beir, data_dir, capsys):
-    assert main(["eval", "beir", str(tiny_beir), "--split", "train", "--adapt"]) == 2
-    assert re.search(
-        r"cannot adapt the encoder: the corpus gives \d+ training pairs, fewer than 200",
-        capsys.readouterr().err,
-    )
-    assert not (data_dir / "eval").exists()  # nothing indexed for a refused adaptation
-
-
-def test_adapt_evaluates_with_the_adapted_encoder(tmp_path, shared_data, data_dir, capsys):
-    cut = scifact_cut(shared_data, tmp_path / "adaptfact", 10, 120)
-    assert (
-        main(["eval", "beir", str(cut), "--split", "train", "--adapt", "--adapt-budget", "0", "--json"]) == 0
-    )
-    out = capsys.readouterr().out
-    assert re.search(
-        r"adapted encoder: 32 of \d+ pairs \(.*inverse_cloze \d+.*\), 1 steps in .* \(stopped by its budget\)",
-        out,
-    )
-    result = json.loads(out.strip().splitlines()[-1])
-    assert result["adaptation_pairs"] == 32 and 0 < result["ndcg@10"] <= 1
-    (adapted,) = (data_dir / "models" / "adapted").iterdir()
-    (index,) = (data_dir / "eval").iterdir()
-    assert json.loads((index / "complete.json").read_text())["model"] == adapted.name  # indexed with it

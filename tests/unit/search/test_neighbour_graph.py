@@ -95,7 +95,6 @@ def test_tuning_keeps_the_graph_with_the_index_and_search_smooths_with_it(tmp_pa
         method=cfg.fusion,
         candidates=cfg.candidates,
         rrf_k=cfg.rrf_k,
-        normalization=cfg.normalization,
     )
     expected = ranked(engine.graph.smooth(fused, cfg.neighbour_smoothing, cfg.smoothing_neighbours), 10)
     assert smoothed == expected

@@ -64,21 +64,14 @@ BOOST_MARGIN = 0.02  # measured gaps 0.079 (author cue) and 0.058 (year cue)
 # measured gaps 0.0135 / 0.0125 (vs plain RRF) and 0.0113 / 0.0130 (the same retrievers under RRF), int8 / fp32
 PLAIN_RRF_MARGIN = 0.0075
 
-RETRIEVERS = [
-    "passage_vectors",
-    "passage_fulltext",
-    "paper_title_vectors",
-    "paper_abstract_vectors",
-    "paper_fulltext",
-]
+RETRIEVERS = ["passage_vectors", "passage_fulltext", "paper_fulltext"]
 
 
 def _only(*kept: str) -> dict:
-    """These retrievers and no other, with the global defaults (no PRF or corpus-graph smoothing, whatever the
-    index tuned)."""
+    """These retrievers and no other, with the global defaults (no corpus-graph smoothing, whatever the index
+    tuned)."""
     return {
         "index_tuning": False,
-        "dense_prf": False,
         "neighbour_smoothing": 0.0,
         **{name: name in kept for name in RETRIEVERS},
     }
@@ -87,11 +80,7 @@ def _only(*kept: str) -> dict:
 SINGLE_RETRIEVERS = {
     "BM25 alone (passage full text)": _only("passage_fulltext"),
     "BM25 alone (paper full text)": _only("paper_fulltext"),
-    "dense alone (passage, title and abstract vectors)": _only(
-        "passage_vectors", "paper_title_vectors", "paper_abstract_vectors"
-    ),
     "passage vectors alone": _only("passage_vectors"),
-    "paper abstract vectors alone": _only("paper_abstract_vectors"),
 }
 
 
