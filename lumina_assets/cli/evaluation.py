@@ -92,7 +92,7 @@ def _parse_overrides(pairs: list[str]) -> dict:
         elif isinstance(current, float):
             value = float(raw)
         elif isinstance(current, dict):
-            value = {**current, **json.loads(raw)}
+            value = json.loads(raw)  # merged over the defaults; only the retrievers named count as set
         else:
             value = raw
         changes[name] = value

@@ -162,6 +162,23 @@ def index_status() -> str:
         return f"search index: unreadable ({type(error).__name__}: {str(error)[:120]})"
 
 
+def search_config_status() -> str:
+    """The configuration a search process would run with: the defaults and the environment's model stages, with the
+    index's tuned record applied (`lumina search --explain` shows the same for one search)."""
+    from lumina_assets.cli.search import render_explain
+    from lumina_assets.indexing.connection import connect_lancedb
+    from lumina_assets.search import tuned_settings
+    from lumina_assets.search.config import SearchConfig
+
+    given = SearchConfig()
+    try:
+        record = tuned_settings.read_record(connect_lancedb(settings.lancedb_uri()))
+    except Exception:  # noqa: BLE001 - status reports, never fails on an unreadable index
+        record = None
+    explain = tuned_settings.effective(tuned_settings.apply(given, record), given, record)
+    return "\n".join(f"  {line}" for line in render_explain(explain).splitlines())
+
+
 def _print_status() -> None:
     for spec in (
         tables.PAPERS,
@@ -175,6 +192,7 @@ def _print_status() -> None:
         if frame is not None:
             print(f"  {spec.name}: {frame.height} rows")
     print(f"  {index_status()}")
+    print(search_config_status())
     reports = sorted(settings.reports_dir().glob("*.md")) if settings.reports_dir().exists() else []
     for report in reports[-3:]:
         print(f"  report: {report}")

@@ -26,6 +26,11 @@ def add_commands(commands, bench_commands) -> None:
     )
     search.add_argument("--db", default=None, help="LanceDB URI (default: settings.lancedb_uri())")
     search.add_argument(
+        "--explain",
+        action="store_true",
+        help="also print the configuration the search ran with, after the index's tuned record",
+    )
+    search.add_argument(
         "--color",
         choices=("auto", "always", "never"),
         default="auto",
@@ -104,15 +109,33 @@ def _search(args) -> int:
         print(f"No search index yet ({error}): {BUILD_INDEX}.", file=sys.stderr)
         return 2
     message = engine.last_trace.message
+    explain = engine.effective_config() if args.explain else None
     if args.json:
-        print(json.dumps([c.to_dict() for c in contexts], ensure_ascii=False))
+        found = [c.to_dict() for c in contexts]
+        print(json.dumps({"results": found, "explain": explain} if explain else found, ensure_ascii=False))
         return 0
     if not contexts:
         print(f"No results ({message or 'nothing matched'}).")
-        return 0
-    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
-    print(render_results(answer, color=color))
+    else:
+        color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+        print(render_results(answer, color=color))
+    if explain:
+        print(render_explain(explain))
     return 0
+
+
+def render_explain(explain: dict) -> str:
+    """The effective configuration in lines: the tunable fields with where each value came from, then the rest."""
+    config, sources = explain["config"], explain["sources"]
+    lines = [f"Search configuration (index tuning {'on' if explain['index_tuning'] else 'off'}):"]
+    lines.append(f"  tuned record: {explain['tuned_record'] or 'none'}")
+    for name, source in sources.items():
+        field, _, key = name.partition(".")
+        value = config[field][key] if key else config[field]
+        lines.append(f"  {name} = {value} ({source})")
+    rest = ", ".join(f"{k}={v}" for k, v in config.items() if k not in {n.partition(".")[0] for n in sources})
+    lines.append(f"  other fields: {rest}")
+    return "\n".join(lines)
 
 
 def render_results(answer: dict, *, color: bool = False, width: int = 400) -> str:

@@ -1,16 +1,29 @@
-"""`SearchConfig`: every stage of the search pipeline as a switch, so evaluations can measure each one's share."""
+"""`SearchConfig`: every stage of the search pipeline as a switch, so evaluations can measure each one's share.
+
+A config remembers which fields its caller set (`explicit`): the index's tuned record (`search.tuned_settings`) fills
+only the others, so a value set explicitly wins even when it equals the default. `weights` given in part are merged
+over the default weights, and only the retrievers named count as set.
+"""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from lumina_assets.core.schemas import Context
 from lumina_assets.search.query_parser import ParsedQuery
 
+Store = Literal["auto", "memory", "index"]
+Fusion = Literal["rrf", "weighted"]
+YearMode = Literal["boost", "filter", "off"]
+DEFAULT_WEIGHTS = {"passage_vectors": 1.0, "passage_fulltext": 1.0, "paper_fulltext": 0.5}
 
-@dataclass
+
+@dataclass(init=False)
 class SearchConfig:
     """Every stage of the pipeline; defaults are the tuned offline configuration (no LLM, no reranker)."""
 
@@ -23,7 +36,7 @@ class SearchConfig:
     synonyms: dict[str, list[str]] = field(default_factory=dict)  # user-supplied term -> alternatives
     llm_multi_query: Callable[[str], list[str]] | None = None  # extra phrasings, each embedded and fused
     # retrieval: candidates always come from indexes; `store` picks where vectors and metadata are read
-    store: str = "auto"  # auto (memory up to memory_max_passages, else index) | memory | index
+    store: Store = "auto"  # auto: in memory up to memory_max_passages passages, else from the indexes
     # below this many passages search holds vectors, display columns and full-text mirrors in memory
     memory_max_passages: int = 150_000
     # IVF partitions scanned per query (ignored below the ANN threshold): at least `nprobes`, and at least
@@ -40,11 +53,9 @@ class SearchConfig:
     # defaults of weights / candidates / fusion fields left unset here; False: the global defaults alone
     index_tuning: bool = True
     # fusion
-    fusion: str = "weighted"  # rrf | weighted (min-max normalized scores over each retriever's candidates)
+    fusion: Fusion = "weighted"  # weighted: min-max normalized scores over each retriever's candidates
     rrf_k: int = 60
-    weights: dict[str, float] = field(
-        default_factory=lambda: {"passage_vectors": 1.0, "passage_fulltext": 1.0, "paper_fulltext": 0.5}
-    )
+    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     # corpus-graph smoothing (`search.neighbour_graph`): a paper's fused score plus this share of its nearest
     # papers' fused scores, where the index holds the graph. Weighted fusion only: RRF's flat scores would let
     # the neighbours' share dominate (docs/search-quality.md)
@@ -52,9 +63,7 @@ class SearchConfig:
     smoothing_neighbours: int = 3  # k: how many nearest papers (of the 10 stored) are averaged
     # boosts and filters
     author_boost: float = 1.0
-    year_mode: str = (
-        "boost"  # natural-language years ("after 2019"): boost | filter | off; explicit ones filter
-    )
+    year_mode: YearMode = "boost"  # natural-language years ("after 2019"); explicit ones always filter
     author_filter_max_papers: int = (
         10_000  # an explicit author filter admits at most this many of their papers
     )
@@ -72,9 +81,77 @@ class SearchConfig:
     )
     max_query_chars: int = 2000
 
-    def replace(self, **changes) -> SearchConfig:
-        return dataclasses.replace(self, **changes)
+    def __init__(self, **values: Any) -> None:
+        unknown = sorted(values.keys() - _NAMES)
+        if unknown:
+            raise TypeError(f"SearchConfig has no field {', '.join(unknown)}")
+        for item in dataclasses.fields(self):
+            if item.name in values and item.name != "weights":
+                setattr(self, item.name, values[item.name])
+            else:
+                setattr(
+                    self,
+                    item.name,
+                    item.default_factory() if item.default is dataclasses.MISSING else item.default,
+                )
+        self._explicit: frozenset[str] = frozenset()
+        self._set(values)
+
+    def _set(self, values: dict[str, Any]) -> None:
+        """Record `values` as set explicitly (`weights.<retriever>` per weight) and check the modes."""
+        if "weights" in values:
+            given = dict(values["weights"])
+            self.weights = {**self.weights, **given}
+            self._explicit = self._explicit | {f"weights.{name}" for name in given}
+        self._explicit = self._explicit | frozenset(values)
+        for name, allowed in _MODES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"SearchConfig.{name}={getattr(self, name)!r}: one of {', '.join(allowed)}")
+
+    @property
+    def explicit(self) -> frozenset[str]:
+        """The fields (and `weights.<retriever>` entries) the caller set, whatever their value."""
+        return self._explicit
+
+    def replace(self, **changes: Any) -> SearchConfig:
+        """A copy with `changes`, which count as set explicitly (use this, not `dataclasses.replace`, which would
+        mark every field explicit)."""
+        unknown = sorted(changes.keys() - _NAMES)
+        if unknown:
+            raise TypeError(f"SearchConfig has no field {', '.join(unknown)}")
+        new = copy.copy(self)
+        for name, value in changes.items():
+            if name != "weights":
+                setattr(new, name, value)
+        new._set(changes)
+        return new
+
+    def filled(self, **changes: Any) -> SearchConfig:
+        """A copy with `changes` that do not count as set by the caller (the index's tuned record fills them)."""
+        new = self.replace(**changes)
+        new._explicit = self._explicit
+        return new
+
+    def as_json(self) -> dict[str, Any]:
+        """Every field as a JSON value; a model-backed stage (a callable) by its function's name, None when off."""
+        out: dict[str, Any] = {}
+        for item in dataclasses.fields(self):
+            value = getattr(self, item.name)
+            if callable(value):
+                value = getattr(value, "__qualname__", type(value).__name__).split(".<locals>")[0]
+            elif isinstance(value, dict):
+                value = {str(k): v for k, v in value.items()}
+            out[item.name] = value
+        return out
 
     def smooths(self) -> bool:
         """Whether fused scores are smoothed over the corpus graph (where the index holds one)."""
         return self.neighbour_smoothing > 0 and self.fusion == "weighted"
+
+
+_NAMES = frozenset(item.name for item in dataclasses.fields(SearchConfig))
+_MODES = {
+    name: typing.get_args(hint)
+    for name, hint in typing.get_type_hints(SearchConfig).items()
+    if typing.get_origin(hint) is Literal
+}

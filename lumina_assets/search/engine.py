@@ -166,6 +166,11 @@ class SearchEngine:
             self._store_checked_at = now
         return self._store
 
+    def effective_config(self) -> dict:
+        """The configuration searches run with, after the index's tuned record (`tuned_settings.effective`)."""
+        self.store()
+        return self.tuning.effective(self.config)
+
     def warm_up(self) -> None:
         """Open the indexes and run one query so that first-query latency is not model or index loading."""
         self.store()

@@ -8,7 +8,8 @@ store, so concurrent requests each get their own trace) and returns a JSON-ready
 - the parsed constraints (filters applied strictly, cues only boosting, each with the syntax that turns it into a
   filter or the query without it);
 - an overview citing the returned passages (LLM when configured, else extractive, labelled);
-- pagination (page, k, has_more).
+- pagination (page, k, has_more);
+- `explain`: the configuration the search ran with, after the index's tuned record (`tuned_settings.effective`).
 UI filters (year range, author, venue) become the query's explicit syntax (`year:2020..2023`, `author:"…"`,
 `venue:"…"`), so they filter exactly as typed constraints do.
 """
@@ -134,6 +135,7 @@ class SearchService:
                 contexts, via, bonus = self._widen(engine, request.engine_query(), contexts, pool)
             trace = engine.last_trace
             store = engine.store()
+            config, explain = engine.config, engine.effective_config()  # after the index's tuned record
             if request.sort == "date":
                 contexts = self._newest_first(store, contexts)
         has_more = len(contexts) > depth
@@ -227,15 +229,15 @@ class SearchService:
                             {"retriever": r, "label": RETRIEVER_LABELS.get(r, r)}
                             for r in trace.found_by.get(context.paper_id, [])
                         ],
-                        "fusion": self.config.fusion,
-                        "boosts": applied_boosts(parsed, self.config, paper),
+                        "fusion": config.fusion,
+                        "boosts": applied_boosts(parsed, config, paper),
                         "citation_bonus": round(bonus[context.paper_id], 6)
                         if context.paper_id in bonus
                         else None,
                         "best_evidence_score": round(best.score, 4) if best else None,
                         "score_note": (
                             "fused score of the retrievers that found the paper "
-                            f"({self.config.fusion} fusion), plus a share of its nearest papers' fused scores "
+                            f"({config.fusion} fusion), plus a share of its nearest papers' fused scores "
                             "where the index has a neighbour graph, times any boosts; comparable within one "
                             "search only"
                         ),
@@ -262,7 +264,7 @@ class SearchService:
             "sort": request.sort,
             "has_more": has_more,
             "message": trace.message,
-            "constraints": constraints(parsed, self.config),
+            "constraints": constraints(parsed, config),
             "filters": {
                 "year_min": getattr(filters, "year_min", None),
                 "year_max": getattr(filters, "year_max", None),
@@ -276,6 +278,7 @@ class SearchService:
             },
             "results": results,
             "overview": overview,
+            "explain": explain,
             "timings_ms": {
                 **{key: round(value, 1) for key, value in trace.timings_ms.items()},
                 "search": round(search_ms, 1),

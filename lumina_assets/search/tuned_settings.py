@@ -2,8 +2,9 @@
 every search process that opens it.
 
 The record lives in the index itself (a one-row LanceDB table beside `passages` and `papers`), so it travels with
-the index to object storage and a fresh process reads it without any other state. Only fields the caller left at
-their defaults take the recorded value: a setting passed explicitly (`--set`, an API config) always wins.
+the index to object storage and a fresh process reads it without any other state. Only fields the caller did not set
+take the recorded value: a setting passed explicitly (`--set`, an API config) always wins, even one equal to the
+default (`SearchConfig.explicit`).
 """
 
 from __future__ import annotations
@@ -94,24 +95,50 @@ def read_record(db) -> TuningRecord | None:
 
 
 def apply(config: SearchConfig, record: TuningRecord | None) -> SearchConfig:
-    """`config` with the recorded setting in the fields it left at their defaults (weights merge per retriever)."""
+    """`config` with the recorded setting in every field its caller did not set (`SearchConfig.explicit`), weights
+    retriever by retriever. A value set explicitly wins even when it equals the default."""
     if record is None or not record.adopted or not config.index_tuning:
         return config
-    defaults = SearchConfig()
     changes: dict[str, Any] = {}
     for name, value in record.setting.items():
         if name not in TUNABLE_FIELDS:
             continue
-        current, default = getattr(config, name), getattr(defaults, name)
-        if isinstance(value, dict) and isinstance(current, dict):
-            merged = dict(current)
-            for key, item in value.items():
-                if current.get(key) == default.get(key):
-                    merged[key] = item
-            changes[name] = merged
-        elif current == default:
+        if isinstance(value, dict):
+            tuned = {k: v for k, v in value.items() if f"{name}.{k}" not in config.explicit}
+            if tuned:
+                changes[name] = tuned
+        elif name not in config.explicit:
             changes[name] = value
-    return config.replace(**changes) if changes else config
+    return config.filled(**changes) if changes else config
+
+
+def effective(
+    config: SearchConfig, given: SearchConfig | None, record: TuningRecord | None
+) -> dict[str, Any]:
+    """The configuration a search ran with, for `explain` and `lumina status`: every field's value, where each
+    tunable field's value came from (`explicit`, `tuned` or `default`) and the index's record in words."""
+    given = given or config
+    sources = {}
+    for name in TUNABLE_FIELDS:
+        if isinstance(getattr(config, name), dict):
+            for key, value in getattr(config, name).items():
+                sources[f"{name}.{key}"] = _source(
+                    f"{name}.{key}", value, getattr(given, name).get(key), given
+                )
+        else:
+            sources[name] = _source(name, getattr(config, name), getattr(given, name), given)
+    return {
+        "config": config.as_json(),
+        "sources": sources,
+        "index_tuning": config.index_tuning,
+        "tuned_record": record.describe() if record is not None else None,
+    }
+
+
+def _source(name: str, value: Any, given: Any, config: SearchConfig) -> str:
+    if name in config.explicit:
+        return "explicit"
+    return "default" if value == given else "tuned"
 
 
 class TunedConfig:
@@ -128,3 +155,7 @@ class TunedConfig:
         self.record = read_record(db)
         self._given, self._tuned = given, apply(given, self.record)
         return self._tuned
+
+    def effective(self, config: SearchConfig) -> dict[str, Any]:
+        """`effective()` of the config an engine searches with (`config`, tuned from what its caller gave)."""
+        return effective(config, self._given if config is self._tuned else None, self.record)

@@ -75,7 +75,7 @@ sys.path.insert(0, sys.argv[2])
 from hashing_embedder import HashingEmbedder
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.engine import SearchEngine
-explicit = SearchConfig(weights={**SearchConfig().weights, "passage_vectors": 0.9})
+explicit = SearchConfig(weights={"passage_vectors": 0.9})
 out = {}
 for name, config in (("default", None), ("explicit", explicit), ("untuned", SearchConfig(index_tuning=False))):
     engine = SearchEngine(sys.argv[1], HashingEmbedder(), config)
