@@ -65,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:
         from lumina_assets.core import settings
 
-        if settings.get().orchestration.debug:
+        try:
+            debug = settings.get().orchestration.debug
+        except settings.SettingsError:  # the error being reported may be that very setting
+            debug = False
+        if debug:
             raise
         status, line = error_line(command, error)
         print(line, file=sys.stderr)

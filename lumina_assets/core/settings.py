@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BeforeValidator, Field, model_validator
+from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -371,9 +371,20 @@ VARIABLES = tuple(
 )
 
 
+class SettingsError(ValueError):
+    """A variable holds a value its setting cannot take; the message names the variable."""
+
+
 @functools.lru_cache(maxsize=8)
 def _load(values: tuple[tuple[str, str | None], ...]) -> LuminaSettings:
-    return LuminaSettings()
+    try:
+        return LuminaSettings()
+    except ValidationError as error:
+        problems = [
+            f"{'.'.join(map(str, e['loc'])) + ': ' if e['loc'] else ''}{e['msg'].removeprefix('Value error, ')}"
+            for e in error.errors()
+        ]
+        raise SettingsError("invalid setting: " + "; ".join(problems)) from None
 
 
 def get() -> LuminaSettings:

@@ -6,6 +6,7 @@ Every stage works on what the indexes returned (a few hundred ids), never on arr
 search process holds open indexes (`stores.LanceStore`), or, for small corpora, the same store with its vectors
 in memory (`memory_store.MemoryStore`). Explicit constraints (`year:2020..2023`, `author:Cohan`) are pushed down
 as filters; natural-language cues ("after 2019", "Cohan et al.") boost. Every stage is a switch in `SearchConfig`.
+The whole path, from request to contexts, is in search/README.md.
 """
 
 from __future__ import annotations

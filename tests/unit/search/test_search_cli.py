@@ -131,11 +131,13 @@ def test_parse_smart_keeps_multiline_fields():
 
 def test_eval_overrides_are_typed_and_refuse_what_cannot_be_set():
     from lumina_assets.cli.evaluation import _parse_overrides
+    from lumina_assets.search.config import SearchConfig
 
     changes = _parse_overrides(
         ['weights={"passage_vectors": 2}', "candidates=50", "parse_query=no", "rrf_k=10"]
     )
-    assert changes["weights"]["passage_vectors"] == 2 and changes["weights"]["passage_fulltext"] == 1.0
+    weights = SearchConfig(**changes).weights  # the named weight, the others at their defaults
+    assert weights["passage_vectors"] == 2 and weights["passage_fulltext"] == 1.0
     assert changes["candidates"] == 50 and changes["parse_query"] is False and changes["rrf_k"] == 10
     with pytest.raises(SystemExit, match="unknown SearchConfig field"):
         _parse_overrides(["no_such_field=1"])

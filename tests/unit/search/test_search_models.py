@@ -150,7 +150,7 @@ def test_configuration_from_the_environment(monkeypatch, tiny_cross_encoder, dat
     assert config.llm_parser is not None and config.rerank is not None and config.llm_multi_query is None
 
     monkeypatch.setenv("LUMINA_SEARCH_LLM", "parse,summarize")
-    with pytest.raises(ValueError, match="unknown stage"):
+    with pytest.raises(ValueError, match="LUMINA_SEARCH_LLM"):
         configured_search_config(llm_client=client)
 
     monkeypatch.setenv("LUMINA_SEARCH_LLM", "expand")
