@@ -193,6 +193,8 @@ def _print_status() -> None:
             print(f"  {spec.name}: {frame.height} rows")
     print(f"  {index_status()}")
     print(search_config_status())
+    chosen = settings.from_environment()
+    print(f"  settings from the environment: {', '.join(f'{k}={v}' for k, v in chosen.items()) or 'none'}")
     reports = sorted(settings.reports_dir().glob("*.md")) if settings.reports_dir().exists() else []
     for report in reports[-3:]:
         print(f"  report: {report}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -494,6 +495,16 @@ def is_set(name: str) -> bool:
     return bool(os.environ.get(name))
 
 
-def as_dict() -> dict[str, Any]:
-    """The settings as JSON values (`lumina status`), by group."""
-    return {name: group.model_dump(mode="json") for name, group in get()}
+def from_environment() -> dict[str, Any]:
+    """{variable: value} of the settings the environment sets (`lumina status`); a URL's user info is masked."""
+    out: dict[str, Any] = {}
+    for _, group in get():
+        values = group.model_dump(mode="json")
+        for name in sorted(group.model_fields_set):
+            field = type(group).model_fields[name]
+            if field.validation_alias is not None:
+                value = values[name]
+                out[variable(field)] = (
+                    re.sub(r"//[^/@]*@", "//***@", value) if isinstance(value, str) else value
+                )
+    return out

@@ -123,3 +123,13 @@ def test_the_model_cache_defaults_under_the_users_cache_folder(monkeypatch, tmp_
     assert settings.model_cache_dir() == tmp_path.resolve() / "lumina" / "models"
     monkeypatch.setenv("LUMINA_MODEL_CACHE", str(tmp_path / "models"))
     assert settings.model_cache_dir() == Path(tmp_path / "models").resolve()
+
+
+def test_status_lists_what_the_environment_sets_with_url_credentials_masked(monkeypatch):
+    monkeypatch.setenv("LUMINA_INDEX_CACHE_MB", "512")
+    monkeypatch.setenv("LUMINA_OPENALEX_URL", "http://user:hunter2@mirror.internal/openalex")
+    monkeypatch.delenv("LUMINA_RERANK_MODEL", raising=False)
+    chosen = settings.from_environment()
+    assert chosen["LUMINA_INDEX_CACHE_MB"] == 512
+    assert chosen["LUMINA_OPENALEX_URL"] == "http://***@mirror.internal/openalex"
+    assert "LUMINA_RERANK_MODEL" not in chosen and "hunter2" not in repr(chosen)

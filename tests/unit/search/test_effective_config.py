@@ -140,3 +140,14 @@ def test_lumina_search_explain_and_status_show_it(tuned_index, capsys):
 
     status = ops.search_config_status()
     assert "tuned record: candidates=50, fusion=rrf" in status and "fusion = rrf (tuned)" in status
+
+
+def test_lumina_status_prints_the_search_configuration_and_the_environments_settings(
+    tuned_index, capsys, monkeypatch
+):
+    monkeypatch.setattr(ops.tables, "read_all", lambda spec: pl.DataFrame({"row": [1, 2]}))
+    monkeypatch.setenv("LUMINA_INDEX_CACHE_MB", "512")
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "candidates = 50 (tuned)" in out
+    assert "settings from the environment:" in out and "LUMINA_INDEX_CACHE_MB=512" in out
