@@ -399,31 +399,6 @@ def reset() -> None:
     _load.cache_clear()
 
 
-# Secrets and variables other libraries read: documented with the settings, never parsed or returned here.
-SECRETS = {
-    "OPENALEX_API_KEY": "OpenAlex key (required by OpenAlex since Feb 2026); without it the OpenAlex crawl is "
-    "skipped and says so",
-    "OPENAI_API_KEY": "judge (gpt-4o by default); without a key nothing is judged (CR / CP not measured) and every "
-    "report says so",
-    "ANTHROPIC_API_KEY": "synthetic question generation (Claude Sonnet); offline generator otherwise, labelled",
-    "OPENAI_COMPATIBLE_API_KEY": "the openai-compatible backend's key",
-    "SEMANTIC_SCHOLAR_API_KEY, SERPAPI_API_KEY, EXA_API_KEY": "benchmark providers; a provider without its key is "
-    "skipped with a message, never faked",
-    "DAGSTER_PG_PASSWORD": "the PostgreSQL password of the production `dagster.yaml`",
-}
-READ_ELSEWHERE = {
-    "OPENAI_BASE_URL, OPENAI_COMPATIBLE_BASE_URL": "an OpenAI-compatible server (vLLM, Ollama, llama.cpp); "
-    "either switches the judge to `openai-compatible` (read through `dagster.EnvVar`)",
-    "ANTHROPIC_BASE_URL": "the anthropic backend's endpoint (a gateway or proxy path), read by the anthropic SDK",
-    "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL, AWS_ALLOW_HTTP": "credentials and "
-    "endpoint of an `s3://` LanceDB URI, read by LanceDB itself "
-    "([production](production.md#lancedb-on-object-storage))",
-    "HTTPS_PROXY, HTTP_PROXY, NO_PROXY": "honoured by every API call and by the demo's offline check (httpx)",
-    "DAGSTER_PG_HOST, DAGSTER_PG_PORT, DAGSTER_PG_USER": "the PostgreSQL server of the production `dagster.yaml` "
-    "([production](production.md#dagster-instance-on-postgresql))",
-}
-
-
 # ------------------------------------------------------------------ derived paths and process environment
 
 

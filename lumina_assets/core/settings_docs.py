@@ -18,6 +18,30 @@ PAGE = settings.PROJECT_ROOT / "docs" / "configuration.md"
 START = "<!-- generated from lumina_assets/core/settings.py: python -m lumina_assets.core.settings_docs -->"
 END = "<!-- end of generated part -->"
 
+# Secrets and variables other libraries read: documented with the settings, never parsed or returned here.
+SECRETS = {
+    "OPENALEX_API_KEY": "OpenAlex key (required by OpenAlex since Feb 2026); without it the OpenAlex crawl is "
+    "skipped and says so",
+    "OPENAI_API_KEY": "judge (gpt-4o by default); without a key nothing is judged (CR / CP not measured) and every "
+    "report says so",
+    "ANTHROPIC_API_KEY": "synthetic question generation (Claude Sonnet); offline generator otherwise, labelled",
+    "OPENAI_COMPATIBLE_API_KEY": "the openai-compatible backend's key",
+    "SEMANTIC_SCHOLAR_API_KEY, SERPAPI_API_KEY, EXA_API_KEY": "benchmark providers; a provider without its key is "
+    "skipped with a message, never faked",
+    "DAGSTER_PG_PASSWORD": "the PostgreSQL password of the production `dagster.yaml`",
+}
+READ_ELSEWHERE = {
+    "OPENAI_BASE_URL, OPENAI_COMPATIBLE_BASE_URL": "an OpenAI-compatible server (vLLM, Ollama, llama.cpp); "
+    "either switches the judge to `openai-compatible` (read through `dagster.EnvVar`)",
+    "ANTHROPIC_BASE_URL": "the anthropic backend's endpoint (a gateway or proxy path), read by the anthropic SDK",
+    "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL, AWS_ALLOW_HTTP": "credentials and "
+    "endpoint of an `s3://` LanceDB URI, read by LanceDB itself "
+    "([production](production.md#lancedb-on-object-storage))",
+    "HTTPS_PROXY, HTTP_PROXY, NO_PROXY": "honoured by every API call and by the demo's offline check (httpx)",
+    "DAGSTER_PG_HOST, DAGSTER_PG_PORT, DAGSTER_PG_USER": "the PostgreSQL server of the production `dagster.yaml` "
+    "([production](production.md#dagster-instance-on-postgresql))",
+}
+
 
 def _type(annotation: Any) -> str:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
@@ -70,12 +94,10 @@ def tables() -> str:
         lines.append("")
     lines += ["### secrets", "", "Read only through `dagster.EnvVar`, never parsed, logged or cached.", ""]
     lines += [_row(["variable", "what it is for"]), _row(["---"] * 2)]
-    lines += [_row([", ".join(f"`{n}`" for n in k.split(", ")), v]) for k, v in settings.SECRETS.items()]
+    lines += [_row([", ".join(f"`{n}`" for n in k.split(", ")), v]) for k, v in SECRETS.items()]
     lines += ["", "### read by libraries", ""]
     lines += [_row(["variable", "what it does"]), _row(["---"] * 2)]
-    lines += [
-        _row([", ".join(f"`{n}`" for n in k.split(", ")), v]) for k, v in settings.READ_ELSEWHERE.items()
-    ]
+    lines += [_row([", ".join(f"`{n}`" for n in k.split(", ")), v]) for k, v in READ_ELSEWHERE.items()]
     return "\n".join([*lines, "", END])
 
 
