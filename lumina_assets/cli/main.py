@@ -9,7 +9,7 @@ import signal
 import sys
 
 COMMAND_MODULES = (
-    "lumina_assets.cli.parsing",
+    "lumina_assets.cli.parse",
     "lumina_assets.cli.search",
     "lumina_assets.cli.evaluation",
     "lumina_assets.cli.benchmark",

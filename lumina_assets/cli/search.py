@@ -50,7 +50,7 @@ def add_commands(commands, bench_commands) -> None:
 
 def configured(config):
     """`config` plus the LLM / cross-encoder stages the environment switches on (see search_models)."""
-    from lumina_assets.cli.llm import env_llm_client
+    from lumina_assets.cli.llm_client import env_llm_client
     from lumina_assets.search.model_stages import configured_search_config, search_llm_client
 
     client = search_llm_client(lambda: env_llm_client("question_llm"))

@@ -28,7 +28,6 @@ GPU_FORMS = ("fp16",)
 FORMS = (*CPU_FORMS, *GPU_FORMS)
 FLOAT_FORMS = frozenset({"fp32", "fp16", "bf16"})  # close enough to fp32 that mixing is safe
 INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
-BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 # GPU batch size: activations of one text at the model's length, times a safety factor for the attention maps and
 # the framework's workspace; the batch uses at most half of the free memory

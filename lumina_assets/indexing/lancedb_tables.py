@@ -352,9 +352,6 @@ class BatchWriter:
         return self.table
 
 
-EmbedFn = Callable[[list[str]], np.ndarray]
-
-
 def index_corpus(
     db,
     passages: pl.DataFrame,

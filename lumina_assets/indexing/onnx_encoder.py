@@ -346,10 +346,6 @@ class OnnxQueryEncoder:
             self._dimension = width if isinstance(width, int) else int(self.encode(["x"]).shape[1])
         return self._dimension
 
-    def token_lengths(self, texts: list[str]) -> list[int]:
-        """Tokens each text is encoded with (after truncation to the model's limit)."""
-        return [len(e.ids) for e in self.tokenizer.encode_batch(list(texts))]
-
     def encode(self, texts: list[str]) -> np.ndarray:
         """Vectors in the input order. Texts are tokenized once, sorted by token length and run in batches of at
         most BATCH_TEXTS texts and BATCH_TOKENS padded tokens, so a batch pads only to its own longest text."""

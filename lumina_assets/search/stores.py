@@ -20,10 +20,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -86,25 +84,6 @@ class Filters:
 def fts_text(text: str, limit: int = 1000) -> str:
     """Words only: LanceDB's query parser must never see operators or quotes from user input."""
     return " ".join(_FTS_WORD.findall(text))[:limit]
-
-
-class CandidateStore(Protocol):
-    """What the pipeline needs from an index."""
-
-    dimension: int
-
-    def version(self) -> str: ...
-    def passage_vector_run(self, vector: np.ndarray, n: int, filters: Filters) -> Run: ...
-    def start_text_runs(
-        self, text: str, passage_n: int, paper_n: int, filters: Filters
-    ) -> dict[str, Future]: ...
-    def passages(self, passage_ids: Sequence[str]) -> dict[str, dict]: ...
-    def paper_passages(
-        self, paper_ids: Sequence[str], vector: np.ndarray
-    ) -> dict[str, list[tuple[str, float]]]: ...
-    def papers(self, paper_ids: Sequence[str]) -> dict[str, dict]: ...
-    def papers_by_author(self, last_names: Sequence[str], limit: int) -> list[str]: ...
-    def has_author(self, last_name: str) -> bool: ...
 
 
 def arrow_rows(table) -> list[dict]:
