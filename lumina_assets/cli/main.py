@@ -44,14 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def checkout_bench_modules() -> tuple[str, ...]:
     """The developer benches in the checkout's `bench/` folder (not installed with the package): `lumina bench
-    scale|serve|embed` where the checkout is there, nothing otherwise."""
+    scale|serve|embed|parse|incremental` where the checkout is there, nothing otherwise."""
     from lumina_assets.core.settings import PROJECT_ROOT
 
     if not (PROJECT_ROOT / "bench" / "__init__.py").is_file():
         return ()
     if str(PROJECT_ROOT) not in sys.path:
         sys.path.append(str(PROJECT_ROOT))
-    return ("bench.scale", "bench.embed")
+    return ("bench.scale", "bench.embed", "bench.parse", "bench.incremental")
 
 
 def main(argv: list[str] | None = None) -> int:
