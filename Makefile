@@ -51,7 +51,7 @@ ui: install
 	$(BIN)/lumina ui --port $${LUMINA_UI_PORT:-3000} || { status=$$?; [ $$status -eq 130 ] || [ $$status -eq 143 ] || exit $$status; }
 
 ui-check: install
-	$(BIN)/python scripts/ui_check.py
+	$(BIN)/python devtools/ui_check.py
 
 lint: install
 	$(BIN)/ruff format --check . && $(BIN)/ruff check .

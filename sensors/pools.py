@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dagster as dg
 
+from lumina_assets.defs.instance_storage import pool_limits, set_pool_limit
+
 # Steps in the same pool run at most this many at a time across all runs. The HTTP layer's per-host rate limit
 # still spaces requests inside each step; the pool stops several runs from multiplying it.
 #
@@ -36,12 +38,9 @@ def apply_pool_limits(instance: dg.DagsterInstance, limits: dict[str, int] | Non
     """Set every pool's limit on the instance (idempotent); returns what was set."""
     limits = dict(POOL_LIMITS if limits is None else limits)
     for pool, limit in limits.items():
-        instance.event_log_storage.set_concurrency_slots(pool, limit)
+        set_pool_limit(instance, pool, limit)
     return limits
 
 
 def current_pool_limits(instance: dg.DagsterInstance) -> dict[str, int]:
-    return {
-        pool: instance.event_log_storage.get_concurrency_info(pool).slot_count
-        for pool in sorted(instance.event_log_storage.get_concurrency_keys())
-    }
+    return pool_limits(instance)

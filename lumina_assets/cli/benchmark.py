@@ -226,7 +226,7 @@ def bench_judge(args: argparse.Namespace) -> int:
         target.write_text(thresholds.to_json() + "\n", encoding="utf-8")
         print(f"  written to {target}")
     if args.llm:
-        from lumina_assets.cli.llm import env_llm_client
+        from lumina_assets.cli.llm_client import env_llm_client
 
         client = env_llm_client("judge_llm")
         if client.is_offline:

@@ -9,15 +9,13 @@ import signal
 import sys
 
 COMMAND_MODULES = (
-    "lumina_assets.cli.parsing",
+    "lumina_assets.cli.parse",
     "lumina_assets.cli.search",
     "lumina_assets.cli.evaluation",
     "lumina_assets.cli.benchmark",
     "lumina_assets.cli.ops",
     "lumina_assets.cli.catalogue",
     "lumina_assets.cli.orchestration",
-    "lumina_assets.cli.scale",
-    "lumina_assets.cli.embedding",
     "lumina_assets.cli.serve",
     "lumina_assets.cli.collections",
     "lumina_assets.cli.export",
@@ -39,7 +37,21 @@ def build_parser() -> argparse.ArgumentParser:
     bench_commands = bench.add_subparsers(dest="bench_command", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).add_commands(commands, bench_commands)
+    for name in checkout_bench_modules():
+        importlib.import_module(name).add_commands(commands, bench_commands)
     return parser
+
+
+def checkout_bench_modules() -> tuple[str, ...]:
+    """The developer benches in the checkout's `bench/` folder (not installed with the package): `lumina bench
+    scale|serve|embed|parse|incremental` where the checkout is there, nothing otherwise."""
+    from lumina_assets.core.settings import PROJECT_ROOT
+
+    if not (PROJECT_ROOT / "bench" / "__init__.py").is_file():
+        return ()
+    if str(PROJECT_ROOT) not in sys.path:
+        sys.path.append(str(PROJECT_ROOT))
+    return ("bench.scale", "bench.embed", "bench.parse", "bench.incremental")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,7 +46,7 @@ def build_service(uri: str, *, engines: int, use_llm: bool):
     llm = None
     if use_llm:
         try:
-            from lumina_assets.cli.llm import env_llm_client
+            from lumina_assets.cli.llm_client import env_llm_client
 
             client = env_llm_client("question_llm")
             llm = None if client.is_offline else client

@@ -1,5 +1,5 @@
-"""The one HTTP layer every external API goes through: retries with backoff and Retry-After, a per-host
-rate limit, and an on-disk response cache keyed by request, so a rematerialization repeats no call.
+"""The one HTTP layer every external API goes through: retries with backoff and Retry-After (tenacity), a
+per-host rate limit, and an on-disk response cache keyed by request, so a rematerialization repeats no call.
 
 Hostile servers are expected: bodies are streamed under a byte cap, every request has a total deadline (a
 server trickling a byte a second cannot hold a run), redirects are followed by hand so each hop is checked
@@ -16,7 +16,6 @@ import email.utils
 import hashlib
 import json
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -26,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import tenacity
 
 from lumina_assets.core.hygiene import clean_strings
 from lumina_assets.core.url_safety import (
@@ -55,7 +55,11 @@ UNREACHABLE_ERRORS = frozenset({"ConnectError", "ConnectTimeout", "ProxyError"})
 
 
 class _Retryable(Exception):
-    """A failure worth another attempt (connection refused, reset, timeout)."""
+    """A failure worth another attempt: a transport error (named by its httpx class) or a retryable status."""
+
+    def __init__(self, problem: str, status: int | None = None, retry_after: float | None = None):
+        super().__init__(problem)
+        self.status, self.retry_after = status, retry_after
 
 
 @dataclass
@@ -201,8 +205,9 @@ class HttpClient:
     ):
         self.base_url = base_url.rstrip("/")
         self.max_retries = max_retries
-        self.backoff_base = backoff_base
         self.backoff_max = backoff_max
+        # exponential from backoff_base, capped, with up to a quarter of backoff_base added at random
+        self._backoff = tenacity.wait_exponential_jitter(backoff_base, backoff_max, jitter=backoff_base / 4)
         self.min_interval = min_interval
         self.cache = DiskCache(cache_dir) if cache_dir else None
         self.sleep = sleep
@@ -243,8 +248,10 @@ class HttpClient:
         )
         return DiskCache.key_for(method.upper(), url, visible, body)
 
-    def _backoff(self, attempt: int) -> float:
-        return min(self.backoff_max, self.backoff_base * (2**attempt) * (1 + random.random() * 0.25))
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        """Retry-After when the server sent one (capped at backoff_max), else exponential backoff."""
+        retry_after = state.outcome.exception().retry_after
+        return min(self.backoff_max, retry_after) if retry_after is not None else self._backoff(state)
 
     def request(
         self,
@@ -290,53 +297,60 @@ class HttpClient:
             )
         cap = self.max_bytes if max_bytes is None else max_bytes
         deadline_at = self.clock() + self.deadline if self.deadline else None
-        last_problem = "no attempt made"
-        for attempt in range(self.max_retries + 1):
+
+        def attempt() -> CachedResponse:
             RateLimiter.wait(host, self.min_interval, self.sleep, self.clock)
             self.stats.requests += 1
             try:
                 status, response_headers, body = self._send(
                     method, full_url, clean_params, json_body, headers, cap, deadline_at
                 )
-            except _Retryable as exc:
-                last_problem = str(exc)
-                wait = self._backoff(attempt)
             except HttpError:
                 self.stats.failures += 1
                 raise
-            else:
-                self.stats.by_status[status] = self.stats.by_status.get(status, 0) + 1
-                if 200 <= status < 300 or status in allowed:
-                    result = CachedResponse(status, response_headers, body, shown, cache_key=key)
-                    if key is not None:  # a 404 the caller treats as an answer is cached too
-                        self._store(key, result)
-                    return result
-                if status not in RETRY_STATUSES:
-                    self.stats.failures += 1
-                    raise HttpError(f"HTTP {status} from {shown}", url=shown, status=status)
-                last_problem = f"HTTP {status}"
-                retry_after = parse_retry_after(response_headers.get("retry-after"))
-                wait = (
-                    min(self.backoff_max, retry_after) if retry_after is not None else self._backoff(attempt)
-                )
-            if attempt < self.max_retries:
-                if deadline_at is not None and self.clock() + wait > deadline_at:
-                    break  # waiting would pass the deadline: give up now with the last problem
-                self.stats.retries += 1
-                log.info(
-                    "retrying %s after %s (attempt %d, waiting %.1fs)", shown, last_problem, attempt + 1, wait
-                )
-                self.sleep(wait)
-        self.stats.failures += 1
-        status = int(last_problem.split()[1]) if last_problem.startswith("HTTP ") else None
-        if last_problem in UNREACHABLE_ERRORS:
-            self.unreachable_hosts[host] = last_problem
-        raise HttpError(
-            f"{last_problem} from {shown} after {attempt + 1} attempts",
-            url=shown,
-            status=status,
-            reason="http_status" if status else "transport",
+            self.stats.by_status[status] = self.stats.by_status.get(status, 0) + 1
+            if 200 <= status < 300 or status in allowed:
+                result = CachedResponse(status, response_headers, body, shown, cache_key=key)
+                if key is not None:  # a 404 the caller treats as an answer is cached too
+                    self._store(key, result)
+                return result
+            if status not in RETRY_STATUSES:
+                self.stats.failures += 1
+                raise HttpError(f"HTTP {status} from {shown}", url=shown, status=status)
+            retry_after = parse_retry_after(response_headers.get("retry-after"))
+            raise _Retryable(f"HTTP {status}", status, retry_after)
+
+        def past_deadline(state: tenacity.RetryCallState) -> bool:  # waiting would pass it: give up now
+            return deadline_at is not None and self.clock() + state.upcoming_sleep > deadline_at
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            self.stats.retries += 1
+            problem, wait = state.outcome.exception(), state.upcoming_sleep
+            log.info(
+                "retrying %s after %s (attempt %d, waiting %.1fs)", shown, problem, state.attempt_number, wait
+            )
+
+        def give_up(state: tenacity.RetryCallState) -> CachedResponse:
+            problem = state.outcome.exception()
+            self.stats.failures += 1
+            if str(problem) in UNREACHABLE_ERRORS:
+                self.unreachable_hosts[host] = str(problem)
+            raise HttpError(
+                f"{problem} from {shown} after {state.attempt_number} attempts",
+                url=shown,
+                status=problem.status,
+                reason="http_status" if problem.status else "transport",
+            )
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_Retryable),
+            stop=tenacity.stop_after_attempt(self.max_retries + 1) | past_deadline,
+            wait=self._wait,
+            sleep=self.sleep,
+            before_sleep=before_sleep,
+            retry_error_callback=give_up,
         )
+        return retrying(attempt)
 
     def _time_left(self, deadline_at: float | None, shown: str) -> float:
         if deadline_at is None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from lumina_assets.defs.instance_storage import latest_check_executions
+
 
 @dataclass(frozen=True)
 class Hold:
@@ -59,19 +61,19 @@ def _reason(instance: dg.DagsterInstance, run_id: str, check_key: dg.AssetCheckK
 def held_batches(instance: dg.DagsterInstance, check_keys: list[dg.AssetCheckKey]) -> dict[str, list[Hold]]:
     """{batch: its holds} for every batch partition whose latest evaluation of a blocking check did not pass."""
     holds: dict[str, list[Hold]] = {}
-    # latest execution per (check, partition): the storage call behind the UI's per-partition check status
-    for info in instance.event_log_storage.get_asset_check_partition_info(check_keys):
-        status = info.latest_execution_status.value  # PLANNED, SUCCEEDED or FAILED
-        if info.partition_key is None or status == "SUCCEEDED":
+    for execution in latest_check_executions(instance, check_keys):
+        if execution.partition is None or execution.status == "SUCCEEDED":
             continue
-        run_id = info.latest_planned_run_id  # the run that planned, then evaluated, the latest execution
-        if status == "FAILED":
-            reason = _reason(instance, run_id, info.check_key, info.partition_key)
+        if execution.status == "FAILED":
+            reason = _reason(instance, execution.run_id, execution.check_key, execution.partition)
         else:
             reason = "planned by a run that never evaluated it (its step failed, was skipped or is running)"
-        holds.setdefault(info.partition_key, []).append(
+        holds.setdefault(execution.partition, []).append(
             Hold(
-                batch=info.partition_key, check=info.check_key.to_user_string(), reason=reason, run_id=run_id
+                batch=execution.partition,
+                check=execution.check_key.to_user_string(),
+                reason=reason,
+                run_id=execution.run_id,
             )
         )
     return holds

@@ -166,7 +166,6 @@ def passage_index(
             "passages_metadata_updated": stats.passages_metadata_updated,
             "passages_deleted": stats.passages_deleted,
             "papers": stats.papers_total,
-            "papers_title_embedded": stats.papers_embedded,
             "papers_deleted": stats.papers_deleted,
             "vector_dimension": stats.dimension,
             "embedding_model": index_embedder.model_name,
@@ -213,16 +212,8 @@ def passage_index_vector_dimension(
     lancedb: LanceDBResource, embedder: EmbedderResource
 ) -> dg.AssetCheckResult:
     expected = embedder.get_embedder().dimension
-    found = {}
-    db = lancedb.connect()
-    for name, column in (
-        (indexing.PASSAGES_TABLE, "vector"),
-        (indexing.PAPERS_TABLE, "title_vector"),
-        (indexing.PAPERS_TABLE, "abstract_vector"),
-    ):
-        table = indexing.open_table(db, name)
-        if table is not None:
-            found[f"{name}.{column}"] = table.schema.field(column).type.list_size
+    table = indexing.open_table(lancedb.connect(), indexing.PASSAGES_TABLE)
+    found = {} if table is None else {"passages.vector": table.schema.field("vector").type.list_size}
     passed = bool(found) and all(size == expected for size in found.values())
     return dg.AssetCheckResult(passed=passed, metadata={"model_dimension": expected, **found})
 

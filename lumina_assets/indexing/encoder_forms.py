@@ -8,15 +8,13 @@ chosen per machine:
 - a CPU with 8-bit dot-product instructions (AVX-512 VNNI, AVX-VNNI or AMX-INT8): `int8`;
 - any other CPU: `fp32`.
 
-Measured on this project's 2-core AVX-512 VNNI + BF16 machine (128 SciFact abstracts, interleaved rounds, load ~5):
-sentence-transformers 8.3 passages/s, ONNX fp32 with length-sorted batches 22.4, ONNX int8 37.7, torch bf16 autocast
-11.7. bf16 is therefore never chosen (slower than fp32 ONNX here); `lumina bench embed` measures it again on any
-machine. Quality: see docs/embedding.md (nDCG@10 of int8 vs fp32 on SciFact train and CISI).
+bf16 is never chosen: on a CPU with BF16 it was slower than fp32 ONNX; `lumina bench embed` measures every form on
+any machine. Speed and quality of each form: docs/embedding.md.
 
 Mixing: vectors of two forms go into one index only when `compatible` says so. The float forms (fp32, fp16, bf16)
-agree with fp32 to cosine >= 0.9999 (bf16 measured 0.99997 min on 128 abstracts), far inside ranking noise, so an
-fp16 GPU index is queried with the fp32 CPU encoder. int8 vectors differ from fp32 ones by cosine ~0.995 (min 0.991):
-an int8 index is always queried, extended and re-encoded in int8, and an fp32 index in a float form.
+agree with fp32 far inside ranking noise, so an fp16 GPU index is queried with the fp32 CPU encoder. int8 vectors
+differ from fp32 ones by more: an int8 index is always queried, extended and re-encoded in int8, and an fp32 index in
+a float form.
 """
 
 from __future__ import annotations
@@ -28,9 +26,8 @@ from dataclasses import dataclass
 CPU_FORMS = ("fp32", "int8")
 GPU_FORMS = ("fp16",)
 FORMS = (*CPU_FORMS, *GPU_FORMS)
-FLOAT_FORMS = frozenset({"fp32", "fp16", "bf16"})  # cosine >= 0.9999 to fp32: mixing is safe
+FLOAT_FORMS = frozenset({"fp32", "fp16", "bf16"})  # close enough to fp32 that mixing is safe
 INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
-BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 # GPU batch size: activations of one text at the model's length, times a safety factor for the attention maps and
 # the framework's workspace; the batch uses at most half of the free memory

@@ -1,12 +1,11 @@
 """Full-text (BM25) index builds under a memory cap (`LUMINA_FTS_MEMORY_MB`), with the build's peak resident memory.
 
-Why a separate process for large tables (measured on SciFact sentences, one builder shard, docs/embedding.md): a
-one-shot LanceDB build grows with the text (+424 MB for 491 MB of text, +655 MB for 983 MB), and LanceDB's own
-`memory_limit` alone does not bound it, because most of the growth is not the token builder: the scan that feeds it
-reads fragments ahead into buffers and glibc keeps freed memory in per-thread arenas.
+Why a separate process for large tables (measured in docs/embedding.md): a one-shot LanceDB build grows with the
+text, and LanceDB's own `memory_limit` alone does not bound it, because most of the growth is not the token
+builder: the scan that feeds it reads fragments ahead into buffers and glibc keeps freed memory in per-thread arenas.
 Lance reads its I/O settings, and glibc its arena count, when a process starts, so the build runs in a child
 process started with small read-ahead, two malloc arenas and the builder's share of the cap as `memory_limit`:
-then the build's peak stays flat with the text (+180 MB over the child's 180 MB baseline at both 491 and 983 MB).
+then the build's peak stays flat as the text grows.
 A builder that reaches its share writes a partition and starts the next; BM25 statistics stay index-wide, so
 scores are the same as a one-partition build. Small tables (a build estimated well under the cap) build in this
 process, which is faster than starting a child.
@@ -37,11 +36,10 @@ TOKENIZER = {
     "lower_case": True,
 }
 
-# Resident memory of the build process besides the token builder (measured): ~180 MB of interpreter and
-# lancedb import, ~115 MB of read buffers, batches and allocator slack with the settings below.
+# Resident memory of the build process besides the token builder: interpreter and lancedb import, read buffers,
+# batches and allocator slack with the settings below (measured; docs/embedding.md)
 BUILD_OVERHEAD_MB = 320
-# ... plus per-row document bookkeeping the builder keeps for the whole table (ids and token counts): measured at
-# 10M rows under a 1,024 MB cap, the child peaked at 1,170 MB with the fixed overhead alone (~20 bytes a row more).
+# ... plus per-row document bookkeeping the builder keeps for the whole table (ids and token counts)
 OVERHEAD_BYTES_PER_ROW = 20
 MIN_BUILDER_MB = 16
 # Settings of the child process that keep the scan and the allocator small (read at process start).
@@ -51,7 +49,7 @@ CHILD_SETTINGS = {
     "LANCE_DEFAULT_BATCH_SIZE": "1024",
     "MALLOC_ARENA_MAX": "2",
 }
-# An in-process one-shot build grew by up to ~4x its text plus ~40 MB on small tables (10 MB of text: +41 MB).
+# What an in-process one-shot build grows by on small tables: a multiple of its text plus a base
 IN_PROCESS_GROWTH_PER_TEXT_MB = 4
 IN_PROCESS_BASE_MB = 64
 

@@ -1,11 +1,11 @@
 """Build and update the LanceDB tables the search engine reads: `passages` (one vector per passage) and `papers`
-(title vector, abstract vector, title + abstract text).
+(metadata and title + abstract text for the paper-level full-text index).
 
 Incremental by construction: rows are keyed by deterministic ids and written with `merge_insert`; a passage is
 embedded again only when the text it is embedded from changed (a hash column records it); metadata-only changes
 reuse the stored vector. Full-text and scalar indexes are created once and brought up to date with `optimize()`;
 an ANN index is created once a table is large enough for brute force to stop being the fast option, and retrained
-only when the table has grown past a factor of its training size. The `acronyms` table is filled here too.
+only when the table has grown past a factor of its training size.
 
 Why one module over 500 lines: the three tables share one write path (row hashes, embedding only what changed,
 upserts, index upkeep); the pieces are small functions, but splitting them would scatter one upsert protocol.
@@ -37,13 +37,11 @@ from lumina_assets.indexing.table_ops import (
     vector_array,
     vectors_from_arrow,
 )
-from lumina_assets.parsing.acronyms import count_acronyms
 
 log = logging.getLogger(__name__)
 
 PASSAGES_TABLE = "passages"
 PAPERS_TABLE = "papers"
-ACRONYMS_TABLE = "acronyms"
 INDEX_FORMAT_VERSION = "1"  # what gets embedded: changing it re-embeds every passage
 TABLES_VERSION = (
     "2"  # columns and indexes around the vectors (2: author last names, acronyms, scalar indexes)
@@ -98,10 +96,9 @@ class IndexStats:
     passages_metadata_updated: int = 0
     passages_deleted: int = 0
     papers_total: int = 0
-    papers_embedded: int = 0
     papers_deleted: int = 0
     sentences_embedded: int = 0
-    sentence_seconds: float = 0.0  # splitting and encoding sentences (embed_seconds: passages and titles)
+    sentence_seconds: float = 0.0  # splitting and encoding sentences (embed_seconds: passages)
     passage_seconds: float = 0.0  # encoding passages alone (what sentence_seconds is compared with)
     embed_seconds: float = 0.0
     write_seconds: float = 0.0
@@ -286,7 +283,7 @@ LIBRARY_FIELDS = [
 ]
 
 
-def paper_schema(dim: int) -> pa.Schema:
+def paper_schema() -> pa.Schema:
     return pa.schema(
         [
             pa.field("paper_id", pa.string(), nullable=False),
@@ -302,8 +299,6 @@ def paper_schema(dim: int) -> pa.Schema:
             *LIBRARY_FIELDS,
             pa.field("text_hash", pa.string()),
             pa.field("row_hash", pa.string()),
-            pa.field("title_vector", pa.list_(pa.float32(), dim)),
-            pa.field("abstract_vector", pa.list_(pa.float32(), dim)),
         ]
     )
 
@@ -357,9 +352,6 @@ class BatchWriter:
         return self.table
 
 
-EmbedFn = Callable[[list[str]], np.ndarray]
-
-
 def index_corpus(
     db,
     passages: pl.DataFrame,
@@ -393,9 +385,9 @@ def index_corpus(
         ids, texts = rows["passage_id"].to_list(), rows["text"].to_list()
         sentences = SentencePlan(db, ids, texts, model, background=config.pipelined)
     try:
-        passage_vectors = _index_passages(db, rows, embedder, config, stats, dim, say, sentences)
+        _index_passages(db, rows, embedder, config, stats, dim, say, sentences)
         model_identity.record(open_table(db, PASSAGES_TABLE), model_identity.of_embedder(embedder))
-        _index_papers(db, papers, rows, passage_vectors, embedder, config, stats, dim, say, model)
+        _index_papers(db, papers, rows, config, stats, say)
     except BaseException:
         if sentences is not None:
             sentences.abandon()
@@ -504,7 +496,6 @@ def _index_passages(
         )
     schema = passage_schema(dim)
     base_columns = [f.name for f in schema if f.name != "vector"]
-    abstract_vectors: dict[str, np.ndarray] = {}
 
     pipelined_sentences = sentences if config.pipelined else None
     # characters to encode in this loop (passages' embedded texts, and their sentences when pipelined): the ETA of
@@ -608,32 +599,20 @@ def _index_passages(
             stats.notes.append(note)
     stats.write_seconds += time.perf_counter() - t0
 
-    abstract_ids = rows.filter(pl.col("kind") == "abstract")["passage_id"].to_list()
-    if abstract_ids and table.count_rows():
-        stored = read_columns(table, ["passage_id", "paper_id", "vector"], "kind = 'abstract'")
-        for pid, paper_id, vector in zip(
-            stored["passage_id"].to_pylist(),
-            stored["paper_id"].to_pylist(),
-            vectors_from_arrow(stored["vector"], dim),
-            strict=True,
-        ):
-            abstract_vectors.setdefault(paper_id, []).append((pid, vector))
-    return abstract_vectors
 
-
-def _index_papers(
-    db, papers: pl.DataFrame, passage_frame, abstract_vectors: dict, embedder, config, stats, dim, say, model
-):
-    """Paper rows: title vector (embedded), abstract vector (mean of its abstract passages' vectors)."""
+def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
+    """Paper rows: metadata and the title + abstract text of the paper-level full-text index."""
     meta = paper_rows(papers)
     stats.papers_total = meta.height
     table = open_table(db, PAPERS_TABLE)
     if table is not None and "author_last_names" not in table.schema.names:
-        db.drop_table(PAPERS_TABLE)  # built before author filters existed: rebuilt once (titles re-embedded)
+        db.drop_table(PAPERS_TABLE)  # built before author filters existed: rebuilt once
         stats.notes.append("papers table rebuilt for the author_last_names column")
         table = None
+    if table is not None and "title_vector" in table.schema.names:
+        table.drop_columns(["title_vector", "abstract_vector"])  # written by earlier versions, read by none
     if table is not None and "library_labels" not in table.schema.names:
-        table.add_columns(pa.schema(LIBRARY_FIELDS))  # null until a paper has labels: nothing re-embedded
+        table.add_columns(pa.schema(LIBRARY_FIELDS))  # null until a paper has labels
         stats.notes.append("papers table gained the tags / collections columns")
     existing: dict[str, tuple[str, str]] = {}
     if table is not None:
@@ -654,9 +633,7 @@ def _index_papers(
         abstract_hash[paper_id] = abstract_hash.get(paper_id, "") + pid + th
     meta = meta.with_columns(
         (pl.col("title") + pl.lit("\n") + pl.col("abstract")).alias("search_text"),
-        pl.Series(
-            "text_hash", [_sha(f"{model}|{t or ''}") for t in meta["title"].to_list()], dtype=pl.String
-        ),
+        pl.Series("text_hash", [_sha(t or "") for t in meta["title"].to_list()], dtype=pl.String),
         pl.Series(
             "row_hash",
             [
@@ -674,58 +651,14 @@ def _index_papers(
         if existing.get(pid) != (th, rh)
     ]
     say(f"papers: {meta.height} upstream, {len(changed)} new or changed")
-    hashes = meta.select("paper_id", "text_hash").rows()
-    titles_to_embed = sum(1 for i in changed if existing.get(hashes[i][0], ("",))[0] != hashes[i][1])
-    progress = Progress(
-        "embedding paper titles", titles_to_embed, say, unit="titles", every_s=config.progress_every_s
-    )
-    schema = paper_schema(dim)
-    base_columns = [f.name for f in schema if not f.name.endswith("_vector")]
+    schema = paper_schema()
     for start in range(0, len(changed), config.write_batch_rows):
         batch = meta[changed[start : start + config.write_batch_rows]]
-        need_title = [
-            i
-            for i, (pid, th) in enumerate(batch.select("paper_id", "text_hash").iter_rows())
-            if existing.get(pid, ("",))[0] != th
-        ]
-        title_vectors = np.zeros((batch.height, dim), dtype=np.float32)
-        if len(need_title) < batch.height and table is not None:
-            keep = [pid for i, pid in enumerate(batch["paper_id"].to_list()) if i not in set(need_title)]
-            stored = read_columns(table, ["paper_id", "title_vector"], sql_in("paper_id", keep))
-            by_id = dict(
-                zip(
-                    stored["paper_id"].to_pylist(),
-                    vectors_from_arrow(stored["title_vector"], dim),
-                    strict=True,
-                )
-            )
-            for i, pid in enumerate(batch["paper_id"].to_list()):
-                if pid in by_id:
-                    title_vectors[i] = by_id[pid]
-        if need_title:
-            t0 = time.perf_counter()
-            titles = [batch["title"][i] or batch["abstract"][i][:200] or "" for i in need_title]
-            for offset in range(0, len(titles), 256):  # short texts: 256 take a few seconds even under load
-                chunk = titles[offset : offset + 256]
-                title_vectors[need_title[offset : offset + 256]] = embedder.encode(chunk)
-                progress.advance(len(chunk))
-            stats.embed_seconds += time.perf_counter() - t0
-            stats.papers_embedded += len(need_title)
-        abstract_matrix = np.zeros((batch.height, dim), dtype=np.float32)
-        for i, pid in enumerate(batch["paper_id"].to_list()):
-            parts = abstract_vectors.get(pid)
-            if parts:
-                mean = np.mean([v for _, v in parts], axis=0)
-                abstract_matrix[i] = mean / max(float(np.linalg.norm(mean)), 1e-12)
-            else:
-                abstract_matrix[i] = title_vectors[i]
         t0 = time.perf_counter()
-        data = batch.select(base_columns).to_arrow()
-        data = data.append_column("title_vector", vector_array(title_vectors, dim))
-        data = data.append_column("abstract_vector", vector_array(abstract_matrix, dim)).cast(schema)
-        table = upsert(db, PAPERS_TABLE, table, data, "paper_id")
+        table = upsert(
+            db, PAPERS_TABLE, table, batch.select(schema.names).to_arrow().cast(schema), "paper_id"
+        )
         stats.write_seconds += time.perf_counter() - t0
-    progress.finish()
 
     if table is None:
         table = db.create_table(PAPERS_TABLE, data=pa.Table.from_pylist([], schema=schema), schema=schema)
@@ -734,7 +667,6 @@ def _index_papers(
         for start in range(0, len(stale), 500):
             table.delete(sql_in("paper_id", stale[start : start + 500]))
         stats.papers_deleted = len(stale)
-    _index_acronyms(db, meta[changed]["search_text"].to_list())
     t0 = time.perf_counter()
     if table.count_rows():
         ensure_fts(table, "search_text")
@@ -742,31 +674,6 @@ def _index_papers(
             ensure_scalar(table, column, kind)
         table.optimize()
     stats.write_seconds += time.perf_counter() - t0
-
-
-def _index_acronyms(db, texts: list[str]) -> None:
-    """Add the acronym counts of new or changed papers to the `acronyms` table (short, long, count), so search looks
-    acronyms up by key instead of mining the corpus in every process."""
-    counts = count_acronyms(texts)
-    if not counts:
-        return
-    rows = {(short, long): n for short, forms in counts.items() for long, n in forms.items()}
-    table = open_table(db, ACRONYMS_TABLE)
-    if table is not None:
-        stored = read_columns(table, ["short", "long", "count"], sql_in("short", sorted(counts)))
-        for short, long, n in zip(*(stored[c].to_pylist() for c in ("short", "long", "count")), strict=True):
-            if (short, long) in rows:
-                rows[(short, long)] += n
-    data = pa.table(
-        {
-            "key": [f"{short}\t{long}" for short, long in rows],
-            "short": [short for short, _ in rows],
-            "long": [long for _, long in rows],
-            "count": pa.array(list(rows.values()), pa.int64()),
-        }
-    )
-    table = upsert(db, ACRONYMS_TABLE, table, data, "key")
-    ensure_scalar(table, "short", "BTREE")
 
 
 def index_version(db) -> str:

@@ -1,10 +1,9 @@
 """Encode many texts in calls of similar length, each sized to take a few seconds.
 
-Why: the encoder pads every forward pass to its longest text, and sorts only the texts of one call. Calls of ~100
-passages in input order padded SciFact's passages by 18% and calls of 256 sentences padded its sentences by 33%
-(tokens run / real tokens); the same texts sorted by length over a whole write batch (4,096 passages, their
-~20,000 sentences) are padded by under 1% and 3%. Calls are sized in characters at the rate measured so far, so a
-call of long texts after short ones is not oversized and progress lines come on time.
+Why: the encoder pads every forward pass to its longest text, and sorts only the texts of one call; sorting by
+length over a whole write batch instead of per call leaves almost no padding (docs/embedding.md). Calls are sized in
+characters at the rate measured so far, so a call of long texts after short ones is not oversized and progress lines
+come on time.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ dimension check alone would let such a search return confident nonsense.
 The fingerprint is a SHA-256 of the model folder's weight, config and vocabulary files (content, not name or
 mtime): the same weights under another path or a moved virtualenv still match, and changed weights under the same
 name do not. It is remembered in data/models/fingerprints.json by file size and mtime, so a search process hashes
-the ~90 MB of MiniLM once per model change, not per start. A model given by hub name (no local folder) has no
+the model's weights once per model change, not per start. A model given by hub name (no local folder) has no
 fingerprint and is compared by name only; an index written before identities were recorded is searched with a
 warning that it cannot be checked (rebuilding `passage_index` records it).
 

@@ -1,12 +1,10 @@
 """The encoder of passages, sentences and queries: the model's transformer exported to ONNX once, run with
 onnxruntime in fp32, or in int8 after dynamic per-channel quantization of the export's weights.
 
-Why: sentence-transformers spends ~22 ms on a 20-token query on 2 cores (most of it framework overhead around a
-tiny forward pass); onnxruntime does the same forward pass in ~8 ms, which is what lets the whole search pipeline
-meet its 25 ms p50 budget. For documents, length-sorted batches with no padding waste make the fp32 export ~2.7x
-and the int8 one ~4.5x faster than sentence-transformers here (encoder_forms.py has the figures). Once exported, a
-process never imports torch or transformers (the export keeps the tokenizer beside the model), which takes ~8 s off
-the first `lumina search` and the model load off every index build.
+Why: most of sentence-transformers' time on a short query is framework overhead around a tiny forward pass, and
+onnxruntime runs that pass without it, which keeps search within its latency budget; for documents, length-sorted
+batches waste no padding. Once exported, a process never imports torch or transformers (the export keeps the
+tokenizer beside the model). The figures are in docs/embedding.md.
 
 Only models whose sentence-transformers pipeline is Transformer -> mean Pooling [-> Normalize] qualify (the
 bundled all-MiniLM-L6-v2 and most sentence-transformers models); anything else, a failed export, or outputs that
@@ -31,12 +29,9 @@ from lumina_assets.core.tables import atomic_replace
 log = logging.getLogger(__name__)
 
 TOLERANCE = 1e-4  # max |onnx - sentence-transformers| on the probe texts, per vector component
-INT8_MIN_COSINE = 0.98  # least cosine of an int8 vector to its fp32 one on the probe texts (measured: ~0.99)
-# Most texts and most padded tokens per forward pass (texts sorted by length, so a batch pads to its longest text).
-# Passages (~200 tokens) are capped by the tokens (~40 a pass); 128 lets sentences (~38 tokens) fill a pass too:
-# 2,000 SciFact sentences took the same CPU seconds in passes of 32 and 128, but passes of 32 kept one of the 2 cores
-# busy (wall = CPU, 7.5 s) and passes of 128 both (3.7-4.1 s wall), load 2.5-2.9; int8 vectors' cosine to fp32 the
-# same (mean 0.9944 at 32, 0.9943 at 128 on 1,500 sentences).
+INT8_MIN_COSINE = 0.98  # least cosine of an int8 vector to its fp32 one on the probe texts
+# Most texts and most padded tokens per forward pass (texts sorted by length, so a batch pads to its longest text):
+# passages are capped by the tokens, and 128 texts let short sentences fill a pass that keeps every core busy.
 BATCH_TEXTS = 128
 BATCH_TOKENS = 8192
 PROBE_TEXTS = (
@@ -113,11 +108,9 @@ def _int8_path(onnx_path: Path) -> Path:
 def quantize_int8(onnx_path: Path) -> Path:
     """The int8 model beside an fp32 export: the weights of the MatMul ops (feed-forward layers and attention
     output projections) quantized per output channel to int8, activations quantized per batch at run time
-    (onnxruntime dynamic quantization, ~1 s; VNNI runs the 8-bit dot products). The fused Attention ops (their
-    query / key / value projections) stay fp32: quantizing them too was ~10% faster but moved vectors twice as far
-    (cosine to fp32 mean 0.9948 vs 0.9960 on 64 SciFact abstracts) and CISI nDCG@10 by -0.0096 (past the 0.005
-    the form must hold); MatMul only: SciFact train -0.0004, CISI -0.0031 (docs/embedding.md). Written once,
-    atomically; reused by every later process."""
+    (onnxruntime dynamic quantization; VNNI runs the 8-bit dot products). The fused Attention ops (their query /
+    key / value projections) stay fp32: quantizing them too moved CISI's nDCG@10 past what the form must hold
+    (docs/embedding.md). Written once, atomically; reused by every later process."""
     target = _int8_path(onnx_path)
     if target.exists():
         return target
@@ -197,8 +190,8 @@ def _export_onnx(transformer, input_names: list[str], target: Path) -> None:
 
 def _fuse_transformer_ops(onnx_path: Path, config) -> bool:
     """Rewrite the export with onnxruntime's transformer fusions (Attention, SkipLayerNormalization, BiasGelu,
-    EmbedLayerNormalization: 669 nodes -> 46 for all-MiniLM-L6-v2; a query ~0.4-0.7 ms faster on 2 cores, same
-    numbers within 3e-7). False, leaving the plain export, when this model's graph cannot be fused."""
+    EmbedLayerNormalization: far fewer nodes, so a faster query with the same numbers to rounding). False, leaving
+    the plain export, when this model's graph cannot be fused."""
     heads, hidden = getattr(config, "num_attention_heads", None), getattr(config, "hidden_size", None)
     if not heads or not hidden:
         return False
@@ -352,10 +345,6 @@ class OnnxQueryEncoder:
             width = self.session.get_outputs()[0].shape[-1]
             self._dimension = width if isinstance(width, int) else int(self.encode(["x"]).shape[1])
         return self._dimension
-
-    def token_lengths(self, texts: list[str]) -> list[int]:
-        """Tokens each text is encoded with (after truncation to the model's limit)."""
-        return [len(e.ids) for e in self.tokenizer.encode_batch(list(texts))]
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Vectors in the input order. Texts are tokenized once, sorted by token length and run in batches of at

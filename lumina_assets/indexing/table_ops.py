@@ -112,17 +112,14 @@ def ann_index_type(table, column: str) -> str | None:
 def ensure_ann(
     table, column: str, rows: int, *, min_rows: int, retrain_growth: float
 ) -> tuple[bool, str | None]:
-    """IVF_SQ once the table passes `min_rows`; returns (an ANN index exists, what was done or None); `optimize()` adds new rows to it incrementally, and it is
-    retrained only when the table has grown `retrain_growth` times past the rows it was trained on (its
-    partitions then no longer describe the data), never per batch; an index of another kind (IVF_HNSW_SQ, built
-    before) is retrained once.
+    """IVF_SQ once the table passes `min_rows`; returns (an ANN index exists, what was done or None). `optimize()`
+    adds new rows to it incrementally, and it is retrained only when the table has grown `retrain_growth` times
+    past the rows it was trained on (its partitions then no longer describe the data), never per batch; an index
+    of another kind (IVF_HNSW_SQ, built before) is retrained once.
 
-    Why IVF_SQ (measured on 1M passages of real-sentence vectors, 2 cores, top 200 asked): with 1,000 partitions,
-    60 probed and the top 200 re-scored on full vectors (refine 1 or 2), recall@10 0.967-0.982 (two query sets) at
-    14-20 ms, 0.930 without refine; built in 52-54 s; a new process loads only the centroids and the partitions it
-    probes, so its first vector search takes 0.04 s. IVF_HNSW_SQ (5 graphs of 200k, ef 300): recall@10 0.975 at
-    ~12.5 ms, but 11 min to build, +600 MB resident and ~1 s to load its graphs before a process's first query. IVF_PQ stayed at 0.95 recall@10 at 100k
-    even with refine and took >6 min to build at 100k."""
+    Why IVF_SQ: with refine it reaches the recall of IVF_HNSW_SQ, builds in a fraction of its time, and a new
+    process loads only the centroids and the partitions it probes instead of whole graphs; IVF_PQ lost recall
+    even with refine (docs/search-at-scale.md)."""
     kind = ann_index_type(table, column)
     trained = ann_trained_rows(table, column) if kind else 0
     current = kind == ANN_INDEX_TYPE and (not trained or rows < retrain_growth * trained)

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from lumina_assets.parsing.chunking import sentence_spans
+from lumina_assets.search.bm25 import BM25
 from lumina_assets.search.text import tokenize
 
 
@@ -278,23 +279,8 @@ class EvidenceScorer:
         idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
         total = sum(idf.values()) or 1.0
         coverage = np.asarray([sum(idf[t] for t in set(toks) & terms) / total for toks in tokens], np.float32)
-        return self._bm25(query, sentences, tokens), coverage
-
-    def _bm25(self, query: str, sentences: list[str], tokens: list[list[str]] | None = None) -> np.ndarray:
-        terms = set(tokenize(query))
-        if not terms:
-            return np.zeros(len(sentences), dtype=np.float32)
-        tokens = tokens if tokens is not None else [tokenize(s) for s in sentences]
-        n = len(tokens)
-        avg = max(sum(len(t) for t in tokens) / max(n, 1), 1.0)
-        df = Counter(term for toks in tokens for term in set(toks) & terms)
-        idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
-        scores = np.zeros(n, dtype=np.float32)
-        for i, toks in enumerate(tokens):
-            counts = Counter(t for t in toks if t in terms)
-            norm = self.k1 * (1 - self.b + self.b * len(toks) / avg)
-            scores[i] = sum(idf[t] * c * (self.k1 + 1) / (c + norm) for t, c in counts.items())
-        return scores
+        bm25 = BM25(tokens, k1=self.k1, b=self.b).scores(dict.fromkeys(terms, 1.0))
+        return bm25, coverage
 
     def highlight(
         self,

@@ -26,16 +26,16 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 from lumina_assets.search.bm25 import BM25
+from lumina_assets.search.stopwords import lancedb_english
 
 MAX_TOKEN_BYTES = 40  # LanceDB's default max_token_length: a word this long or longer is dropped
 
-# LanceDB's English stop words are NLTK's list (bm25s ships it as STOPWORDS_EN_PLUS), compared with the *stemmed*
+# LanceDB's English stop words are NLTK's list, compared with the *stemmed*
 # token: "hers" -> "her" is dropped, "above" -> "abov" is kept. Found by indexing every word of the collections in
 # ../shared/data one per row and asking the index for each; the test re-checks a sample against LanceDB.
-STOP_TOKENS = frozenset(STOPWORDS_EN_PLUS)
+STOP_TOKENS = lancedb_english()
 
 # Compatibility characters LanceDB's ASCII folding maps that canonical decomposition (NFD) leaves alone.
 _FOLD_EXTRA = str.maketrans(

@@ -60,9 +60,8 @@ class MemoryStore(LanceStore):
         self._by_paper: dict[str, list[int]] = {}
         for index, paper_id in enumerate(self._paper_of):
             self._by_paper.setdefault(paper_id, []).append(index)
-        # what a context is built from, by position: a result page reads ~50 rows, and Arrow's take + conversion
-        # of every column made 0.4 ms of a ~10 ms query. Neighbour ids as lists, title / DOI / URL once per paper,
-        # the texts stay in Arrow.
+        # what a context is built from, by position, so a result page converts only the rows it reads: neighbour
+        # ids as lists, title / DOI / URL once per paper, the texts stay in Arrow.
         self._neighbours = self._rows.select(["prev_id", "next_id"]).to_pydict()
         # typed indices: an empty index (a corpus run that indexed nothing) has no first rows, and an untyped
         # empty list is a null array Arrow cannot take with
@@ -134,7 +133,7 @@ class MemoryStore(LanceStore):
         return mask
 
     def start_text_runs(self, text: str, passage_n: int, paper_n: int, filters: Filters) -> dict[str, Future]:
-        """The full-text runs from the in-memory mirrors (~0.3-1 ms each) once built, else from LanceDB."""
+        """The full-text runs from the in-memory mirrors once built, else from LanceDB."""
         if self._text_mirrors is None:
             return super().start_text_runs(text, passage_n, paper_n, filters)
         passage_index, paper_index, paper_ids, paper_years = self._text_mirrors
@@ -262,9 +261,9 @@ def open_store(
 
 def _reload_in_background(key: tuple, db, options: dict) -> None:
     """Load the new table version into a MemoryStore in a daemon thread and swap it in (called under
-    _STORES_LOCK). Why: a server would otherwise stall the query that notices a new ingest batch while it loads
-    (100k passages: 1-1.8 s); this way the new papers appear ~1 s later instead. Until its full-text mirrors are
-    built the new store answers full text from LanceDB, as at start-up."""
+    _STORES_LOCK). Why: a server would otherwise stall the query that notices a new ingest batch while it loads;
+    this way the new papers appear a little later instead. Until its full-text mirrors are built the new store
+    answers full text from LanceDB, as at start-up."""
     if key in _RELOADING:
         return
     _RELOADING.add(key)

@@ -166,7 +166,7 @@ def search_llm_client(question_client: Callable[[], Any]):
     """The question LLM's client for the `LUMINA_SEARCH_LLM` stages, for `configured_search_config(llm_client=...)`:
     None when no stage is asked for (then `question_client` is never called, so a plain search builds no LLM and
     imports no Dagster) or when the LLM is offline. `question_client` builds it: the benchmark passes its
-    `question_llm` resource's `get_client`, the CLI one built from the environment (`lumina_assets.cli.llm`)."""
+    `question_llm` resource's `get_client`, the CLI one built from the environment (`lumina_assets.cli.llm_client`)."""
     if not settings.get().search.llm_stages:
         return None
     client = question_client()

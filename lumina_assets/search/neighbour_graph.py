@@ -7,13 +7,10 @@ paper's vector: the mean of its passage vectors), computed once at index time an
 (`paper_neighbours` table), so a query only looks them up.
 
 On by default (`SearchConfig.neighbour_smoothing` 0.2, k = 3, weighted fusion only) wherever the index holds the
-graph: where a question has many relevant papers that resemble each other it lifts them together (CISI, 1,460
-abstracts, ~41 relevant per question: nDCG@10 +0.005 to +0.019), where a question has one or two it changes little
-(SciFact train: +0.001 to +0.003; its held-out half -0.001 to +0.002). The corpus cannot tell which kind of questions
-it will get (SciFact's and CISI's graphs are alike: mean cosine to the 3 nearest papers 0.646 and 0.659), and the
-index-time tuner cannot either (its pseudo-queries have one relevant paper each; their gain moved between -0.006 and
-+0.008 from sample to sample), so smoothing is not tuned per corpus. The graph is kept for corpora up to
-`MAX_GRAPH_PAPERS`; above that an index has none and search fuses without smoothing.
+graph: where a question has many relevant papers that resemble each other it lifts them together, where it has one
+or two it changes little. Neither the corpus nor the index-time tuner's pseudo-queries (one relevant paper each) can
+tell which kind of questions an index will get, so smoothing is not tuned per corpus (docs/search-quality.md). The
+graph is kept for corpora up to `MAX_GRAPH_PAPERS`; above that an index has none and search fuses without smoothing.
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ log = logging.getLogger(__name__)
 GRAPH_TABLE = "paper_neighbours"
 STORED_NEIGHBOURS = 10  # neighbours kept per paper; smoothing reads the first `smoothing_neighbours` of them
 MAX_GRAPH_PAPERS = 50_000  # above this the exact graph costs too much at index time; smoothing is not offered
-# only the best-fused papers are smoothed (the top 50 or all ~300 candidates gave the same nDCG@10 on SciFact and
-# CISI): 0.4 instead of 1.2 ms a query
+# only the best-fused papers are smoothed: smoothing every candidate ranked the same and cost three times as much
 SMOOTHED_DEPTH = 100
 
 
@@ -73,7 +69,7 @@ def nearest(
 
 class NeighbourGraph:
     """paper id -> (neighbour ids, similarities), best first; held as arrays (row numbers, not ids), so an index's
-    graph loads in a few vectorized steps (50,000 papers: ~0.1 s instead of ~0.45 s for Python lists)."""
+    graph loads in a few vectorized steps."""
 
     def __init__(self, neighbours: Mapping[str, tuple[Sequence[str], Sequence[float]]]) -> None:
         papers = list(neighbours)

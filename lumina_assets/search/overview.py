@@ -37,9 +37,8 @@ _REFERENCE_ENTRY = re.compile(
 MIN_QUOTE_WORDS = 3  # "Results." or "Conclusion" is a heading, not a finding
 # A later result is quoted only when its sentence's cosine to the query is at least this share of the first quote's:
 # the evidence scores are normalized within each result, so without it every result's best sentence is quoted,
-# however unrelated the result ("how does SPECTER use citations" quoted a Bayh-Dole paper at cosine 0.19 beside
-# SPECTER's 0.71). Chosen on SciFact train and CISI (results 2-5 of each query): 0.6 keeps 99.1 % / 96.4 % of the
-# results the qrels call relevant and leaves out 15 % / 10 % of the others.
+# however unrelated the result. Chosen on SciFact train and CISI: it keeps nearly every result the qrels call
+# relevant and leaves out a share of the others (docs/search.md).
 RELATIVE_COSINE_FLOOR = 0.6
 MAX_QUOTE_WORDS = 70
 

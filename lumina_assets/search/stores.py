@@ -20,10 +20,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -40,8 +38,8 @@ CONTEXT_FIELDS = ["passage_id", "paper_id", "text", "prev_id", "next_id", "title
 _FTS_WORD = re.compile(r"\w+", re.UNICODE)
 
 
-# a filter admitting at most this many rows is searched exactly (an exact scan of 20k vectors: ~10-20 ms), since an
-# ANN index probing a few percent of its partitions would find only the admitted rows that lie in them
+# a filter admitting at most this many rows is searched exactly (a scan this size is fast), since an ANN index
+# probing a few percent of its partitions would find only the admitted rows that lie in them
 EXACT_SEARCH_MAX_ROWS = 20_000
 
 
@@ -88,28 +86,9 @@ def fts_text(text: str, limit: int = 1000) -> str:
     return " ".join(_FTS_WORD.findall(text))[:limit]
 
 
-class CandidateStore(Protocol):
-    """What the pipeline needs from an index."""
-
-    dimension: int
-
-    def version(self) -> str: ...
-    def passage_vector_run(self, vector: np.ndarray, n: int, filters: Filters) -> Run: ...
-    def start_text_runs(
-        self, text: str, passage_n: int, paper_n: int, filters: Filters
-    ) -> dict[str, Future]: ...
-    def passages(self, passage_ids: Sequence[str]) -> dict[str, dict]: ...
-    def paper_passages(
-        self, paper_ids: Sequence[str], vector: np.ndarray
-    ) -> dict[str, list[tuple[str, float]]]: ...
-    def papers(self, paper_ids: Sequence[str]) -> dict[str, dict]: ...
-    def papers_by_author(self, last_names: Sequence[str], limit: int) -> list[str]: ...
-    def has_author(self, last_name: str) -> bool: ...
-
-
 def arrow_rows(table) -> list[dict]:
-    """An Arrow table as row dicts, column by column (5x faster than `Table.to_pylist` for the ~50 rows of a
-    result page: 0.16 vs 0.83 ms)."""
+    """An Arrow table as row dicts, column by column (several times faster than `Table.to_pylist` for the few
+    dozen rows of a result page)."""
     columns = table.to_pydict()
     names = list(columns)
     return [dict(zip(names, row, strict=True)) for row in zip(*columns.values(), strict=True)]
@@ -121,8 +100,8 @@ def query_rows(query) -> list[dict]:
 
 def _rows_on_loop(query) -> list[dict]:
     """Rows of an async LanceDB query (built on a sync table's async handle, `table._table`; lancedb 0.40 pinned),
-    run on LanceDB's own event loop: 2-3 ms less per lookup at 1M passages than the sync API (9.2 -> 6.9 ms for
-    the passages of 10 papers), which builds the same query in Python first."""
+    run on LanceDB's own event loop: faster per lookup than the sync API, which builds the same query in Python
+    first."""
     from lancedb.background_loop import LOOP
 
     async def fetch():
@@ -168,9 +147,8 @@ class LanceStore:
 
     def after_query(self) -> None:
         """Called after each search: the first one starts `prewarm_in_background`. Not at open: loading whole
-        indexes while the first query runs slowed it on 2 cores (1M passages: 1.29 s to the first answer without
-        prewarming, 1.6-2.0 s with it), and the first query needs only the posting lists and IVF partitions it
-        touches; loading the rest afterwards spares the next ~100 queries those loads."""
+        indexes while the first query runs slows it, and the first query needs only the posting lists and IVF
+        partitions it touches; loading the rest afterwards spares the next queries those loads."""
         if not self._prewarm_started:
             self._prewarm_started = True
             if not self.preload:  # a cache bound the indexes do not fit in: queries load what they touch
@@ -178,9 +156,9 @@ class LanceStore:
             self._prewarm_threads = self.prewarm_in_background()
 
     def prewarm_in_background(self) -> list[threading.Thread]:
-        """Loads the vector and full-text indexes in daemon threads (one per index): at 1M passages the IVF_SQ
-        partitions take ~0.5 s and the full-text index ~0.4 s, otherwise loaded piecemeal by the queries that
-        need them. A hint only: an index LanceDB cannot prewarm is skipped, and a query never waits for these."""
+        """Loads the vector and full-text indexes in daemon threads (one per index), otherwise loaded piecemeal by
+        the queries that need them. A hint only: an index LanceDB cannot prewarm is skipped, and a query never
+        waits for these."""
 
         def prewarm(table, name: str) -> None:
             try:
@@ -247,11 +225,11 @@ class LanceStore:
         return _rows_on_loop(query)
 
     def _admitted_rows(self, table, where: str) -> int:
-        """Rows a filter admits (scalar indexes answer it: ~3 ms at 1M), counted once per filter and table version.
+        """Rows a filter admits (scalar indexes answer it), counted once per filter and table version.
 
-        Why: the ANN index only scores the partitions it probes, so a selective filter (an author's 15 passages
-        among 1M) left it 0-4 of them; at or below `EXACT_SEARCH_MAX_ROWS` the admitted rows are searched exactly
-        (1M passages, 15 admitted: 4 ms)."""
+        Why: the ANN index only scores the partitions it probes, so a selective filter (an author's few passages
+        among millions) left it almost none of them; at or below `EXACT_SEARCH_MAX_ROWS` the admitted rows are
+        searched exactly."""
         key = (table.name, table.version, where)
         count = self._admitted_counts.get(key)
         if count is None:
@@ -269,8 +247,7 @@ class LanceStore:
     def start_text_runs(self, text: str, passage_n: int, paper_n: int, filters: Filters) -> dict[str, Future]:
         """The passage and paper full-text searches (those with n > 0), started now as one coroutine each on
         LanceDB's own event loop; each future gives a Run. Two Python threads blocking on the sync API cost more
-        than the searches on a 2-core machine (10k passages, back to back under load: 47 ms a query that way, 27
-        ms this way), and the query embedding runs meanwhile in the caller."""
+        than the searches on a small machine, and the query embedding runs meanwhile in the caller."""
         from lancedb.background_loop import LOOP
 
         words, where = fts_text(text), filters.sql()

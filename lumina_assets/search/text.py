@@ -6,12 +6,11 @@ from __future__ import annotations
 import functools
 import re
 
+from lumina_assets.search.stopwords import english as english_stopwords
 
-@functools.lru_cache(maxsize=1)
+
 def stopwords() -> frozenset[str]:
-    from bm25s.stopwords import STOPWORDS_EN
-
-    return frozenset(STOPWORDS_EN)
+    return english_stopwords()
 
 
 @functools.lru_cache(maxsize=1)

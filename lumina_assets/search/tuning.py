@@ -51,8 +51,7 @@ def default_grid() -> list[dict[str, Any]]:
     """Candidate settings: the dense / lexical balance and the weight of the paper-level full text. Corpus-graph
     smoothing (`search.neighbour_graph`, on by default at search time) is not in it, and settings are compared
     without it: a pseudo-query has one relevant paper, and with the graph built from the same withheld-sentence
-    vectors its gain on pseudo-queries was noise on CISI and SciFact (-0.006 to +0.008 between samples), while the
-    qrels gave CISI +0.005 to +0.019 and SciFact +0.001 to +0.003."""
+    vectors its gain on pseudo-queries was noise (docs/search-quality.md)."""
     grid: list[dict[str, Any]] = []
     for dense in (0.5, 0.7, 1.0, 1.4, 2.0):
         for paper_text in (0.0, 0.25, 0.5, 1.0):
@@ -347,10 +346,10 @@ def needs_tuning(record: TuningRecord | None, passages: int) -> bool:
 
 
 def query_budget(embed_seconds: float, passages_embedded: int, share: float = 0.15) -> int:
-    """How many pseudo-queries keep tuning within `share` of the embedding time it follows (0.15, leaving room
-    under a fifth). Measured on CISI under load: a pseudo-query costs about 1.65 passage embeddings (its source
-    passage re-embedded without it, 1.0; the query itself, 0.4; its runs and the fusion grid, 0.25). An index run
-    that embedded nothing (an existing index tuned for the first time) gets the full set."""
+    """How many pseudo-queries keep tuning within `share` of the embedding time it follows (leaving room under a
+    fifth). A pseudo-query costs about 1.65 passage embeddings: its source passage re-embedded without it, the query
+    itself, its runs and the fusion grid (measured on CISI). An index run that embedded nothing (an existing index
+    tuned for the first time) gets the full set."""
     if passages_embedded <= 0 or embed_seconds <= 0:
         return MAX_QUERIES
     per_query = 1.65 * embed_seconds / passages_embedded

@@ -156,7 +156,6 @@ def test_switching_the_embedding_model_reembeds_everything(tmp_path, scifact_doc
     other_model.model_name_or_path = "sentence-transformers/another-384-d-model"
     stats = indexing.index_corpus(db, passages, papers, other_model)
     assert stats.passages_embedded == passages.height
-    assert stats.papers_embedded == 4
     again = CountingEmbedder(embedder)
     again.model_name_or_path = other_model.model_name_or_path
     assert indexing.index_corpus(db, passages, papers, again).passages_embedded == 0

@@ -106,18 +106,14 @@ def _index_rows(data) -> dict[str, tuple]:
     }
 
 
-def _paper_vectors(data) -> dict[str, bytes]:
+def _paper_rows(data) -> dict[str, tuple]:
     db = connect_lancedb(str(data / "lancedb"), {})
-    stored = read_columns(
-        open_table(db, lancedb_tables.PAPERS_TABLE), ["paper_id", "title_vector", "abstract_vector"]
-    )
-    titles, abstracts = (
-        vectors_from_arrow(stored["title_vector"]),
-        vectors_from_arrow(stored["abstract_vector"]),
-    )
+    stored = read_columns(open_table(db, lancedb_tables.PAPERS_TABLE), ["paper_id", "text_hash", "row_hash"])
     return {
-        pid: titles[i].tobytes() + abstracts[i].tobytes()
-        for i, pid in enumerate(stored["paper_id"].to_pylist())
+        pid: (text_hash, row_hash)
+        for pid, text_hash, row_hash in zip(
+            *(stored[c].to_pylist() for c in ("paper_id", "text_hash", "row_hash")), strict=True
+        )
     }
 
 
@@ -170,7 +166,7 @@ def test_parts_run_as_parallel_processes_and_index_the_same_vectors(tmp_path, mo
     # same index rows and vectors, bit for bit, as the one-step path
     assert _index_rows(fanned) == _index_rows(one_step)
     assert len(_index_rows(fanned)) == count
-    assert _paper_vectors(fanned) == _paper_vectors(one_step)
+    assert _paper_rows(fanned) == _paper_rows(one_step)
 
 
 class _FormEmbedder(HashingEmbedder):

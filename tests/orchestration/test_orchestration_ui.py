@@ -1,4 +1,4 @@
-"""The Dagster UI for real: scripts/ui_check.py starts `dagster dev` on 127.0.0.1 with the shipped instance config,
+"""The Dagster UI for real: devtools/ui_check.py starts `dagster dev` on 127.0.0.1 with the shipped instance config,
 opens the global asset graph in headless Chromium and checks every group and asset is drawn."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tools import missing_tool
 from lumina_assets.core import settings
 
 PROJECT = settings.PROJECT_ROOT
-sys.path.insert(0, str(PROJECT / "scripts"))
+sys.path.insert(0, str(PROJECT / "devtools"))
 import ui_check  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ def test_asset_graph_is_drawn_in_a_real_browser(data_dir, tmp_path):
     shutil.copyfile(PROJECT / ".dagster_home" / "dagster.yaml", home / "dagster.yaml")
     screenshot = data_dir / "reports" / "ui_asset_graph.png"
     completed = subprocess.run(
-        [sys.executable, str(PROJECT / "scripts" / "ui_check.py"), "--dagster-home", str(home)]
+        [sys.executable, str(PROJECT / "devtools" / "ui_check.py"), "--dagster-home", str(home)]
         + ["--screenshot", str(screenshot), "--timeout", "150"],
         capture_output=True,
         text=True,

@@ -66,11 +66,11 @@ def test_inbox_sensor_runs_are_the_ingest_inbox_job(shared_data, data_dir):
 
 
 def test_ui_check_follows_only_runs_after_the_drop(data_dir, tmp_path, monkeypatch):
-    """scripts/ui_check.py --ingest-pdf said 'inbox -> index without a manual step: yes' on a data dir the demo had
+    """devtools/ui_check.py --ingest-pdf said 'inbox -> index without a manual step: yes' on a data dir the demo had
     indexed, before the sensor had even seen the PDF: it took the demo's passage_index run for the new one."""
     import sys
 
-    sys.path.insert(0, str(settings.PROJECT_ROOT / "scripts"))
+    sys.path.insert(0, str(settings.PROJECT_ROOT / "devtools"))
     import ui_check
 
     pdf = tmp_path / "new.pdf"

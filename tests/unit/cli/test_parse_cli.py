@@ -1,9 +1,8 @@
-"""`lumina parse` and `lumina bench parse` print what they claim, on the real files."""
+"""`lumina parse` prints what it claims, on the real files."""
 
 from __future__ import annotations
 
 import json
-import shutil
 
 from lumina_assets.cli.main import main
 
@@ -26,15 +25,3 @@ def test_parse_command_reports_bad_input(tmp_path, capsys):
     bad.write_text("hello")
     assert main(["parse", str(bad)]) == 1
     assert "not parsed (not_pdf)" in capsys.readouterr().err
-
-
-def test_bench_parse_prints_throughput_and_structure(shared_data, tmp_path, capsys):
-    folder = tmp_path / "pdfs"
-    folder.mkdir()
-    shutil.copy(shared_data / "pdfs" / "N18-3011.pdf", folder)
-    code = main(["bench", "parse", str(folder), "--repeat", "1", "--variants", "pymupdf-fast,grobid"])
-    assert code == 0
-    out = capsys.readouterr().out
-    assert "raw page.get_text() (reference)" in out and "pymupdf (tables=fast, default)" in out
-    assert "grobid" in out and "skipped" in out  # no GROBID server here: said, not faked
-    assert "N18-3011" in out and "12 / 12" in out and "27 / 27" in out

@@ -9,11 +9,11 @@ import re
 
 import numpy as np
 import pytest
-from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 from lumina_assets.indexing import table_ops
 from lumina_assets.indexing.connection import connect_lancedb
 from lumina_assets.search.fulltext_mirror import FullTextMirror, analyze, analyze_word
+from lumina_assets.search.stopwords import lancedb_english
 from lumina_assets.search.stores import fts_text
 
 EDGE_WORDS = [
@@ -77,7 +77,7 @@ def test_words_become_the_tokens_lancedb_makes(tmp_path, scifact_texts):
     """One word per row; a query for each word finds exactly the rows whose word the mirror reads as the same
     token (none when the mirror drops the word)."""
     corpus_words = sorted({w for text in scifact_texts[:40] for w in re.findall(r"[^\W_]+", text)})
-    words = sorted(set(STOPWORDS_EN_PLUS) | set(EDGE_WORDS) | set(corpus_words))
+    words = sorted(set(lancedb_english()) | set(EDGE_WORDS) | set(corpus_words))
     words = [w for w in words if re.fullmatch(r"[^\W_]+", w)]  # "don't" etc. are two words to both
     table = _fulltext_table(tmp_path, words)
     token_rows: dict[str, set[int]] = {}

@@ -1,5 +1,5 @@
 """The results page of `lumina serve` in headless Chromium (Debian chromium driven by npm playwright-core, found as
-scripts/ui_check.py finds them; skipped where either is missing): search with a visible working state, result
+devtools/ui_check.py finds them; skipped where either is missing): search with a visible working state, result
 count and time, one card per paper (authors · venue · year, in-corpus cited-by count, PDF at the passage's page),
 the best passage first and the others behind "n more passages", neighbours not repeating what the card shows,
 sort by date, page size and paging, the query in the URL (a shareable link, Back), copy BibTeX, export, no pager
@@ -32,7 +32,7 @@ from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.engine import SearchEngine
 from lumina_assets.search.results import SearchService
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "devtools"))
 import ui_check  # noqa: E402
 
 pytestmark = pytest.mark.slow

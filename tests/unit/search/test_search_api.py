@@ -292,13 +292,13 @@ const job = JSON.parse(process.argv[2]);
 @pytest.mark.slow
 def test_search_page_in_headless_chromium(client, tmp_path):
     """Search, highlighted evidence, overview, expand neighbours, a venue filter that excludes, in a real browser
-    (Debian chromium driven by npm playwright-core, as scripts/ui_check.py does); skipped where either is missing."""
+    (Debian chromium driven by npm playwright-core, as devtools/ui_check.py does); skipped where either is missing."""
     import json
     import subprocess
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "devtools"))
     import ui_check
 
     missing = ui_check.missing_browser_tools()

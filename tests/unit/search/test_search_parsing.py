@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
-from lumina_assets.parsing.acronyms import mine_acronyms
 from lumina_assets.search.bm25 import BM25
 from lumina_assets.search.fusion import Run, fuse
 from lumina_assets.search.query_parser import parse_query
@@ -109,15 +106,3 @@ def test_fusion_rrf_and_weighted_reward_agreement():
     passages = Run([("p1#1:0", 0.9, "p1"), ("p2#1:0", 0.8, "p2"), ("p1#2:0", 0.7, "p1")])
     assert passages.by_paper().hits == [("p1", 0.9, "p1"), ("p2", 0.8, "p2")]
     assert set(fuse({"x": passages}, {}, method="weighted", candidates=2, rrf_k=60)) == {"p1#1:0", "p2#1:0"}
-
-
-def test_acronyms_mined_from_real_abstracts(shared_data):
-    texts = []
-    with (shared_data / "scifact" / "corpus.jsonl").open() as handle:
-        for index, line in enumerate(handle):
-            if index >= 1500:
-                break
-            texts.append(json.loads(line)["text"])
-    acronyms = mine_acronyms(texts)
-    assert acronyms.get("mri") == "magnetic resonance imaging"
-    assert len(acronyms) > 100

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from evals import embed_bench
-from evals.embed_bench import EmbedBenchResult
+from bench import embed_harness as embed_bench
+from bench.embed_harness import EmbedBenchResult
 from lumina_assets.cli.main import main
 
 

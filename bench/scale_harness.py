@@ -212,9 +212,6 @@ def build_index(folder: Path, size: int, pool, dim: int, *, ann_min_rows: int, s
                 row.update(doi=None, url=None, venue=None)
                 row["author_last_names"] = [a.split()[-1].lower() for a in row["authors"]]
             paper_table = pa.Table.from_pylist(paper_rows)
-            first_passages = table_ops.vector_array(matrix[::5], dim)  # paper vectors: its first passage's
-            paper_table = paper_table.append_column("title_vector", first_passages)
-            paper_table = paper_table.append_column("abstract_vector", first_passages)
             if passages is None:
                 passages = db.create_table(tables.PASSAGES_TABLE, data=batch)
                 papers = db.create_table(tables.PAPERS_TABLE, data=paper_table)

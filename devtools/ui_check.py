@@ -2,7 +2,7 @@
 (Debian's `chromium` driven by npm `playwright-core`), check that every asset group and asset of the Definitions is
 drawn and that the report asset shows its plots, save a screenshot under data/reports/, stop the server by PID.
 
-    .venv/bin/python scripts/ui_check.py [--port 3333] [--screenshot data/reports/ui_asset_graph.png]
+    .venv/bin/python devtools/ui_check.py [--port 3333] [--screenshot data/reports/ui_asset_graph.png]
 
 Exit status 0 when every check passed, 1 when one failed, 2 when the browser or playwright-core is missing.
 playwright-core is looked up in $LUMINA_PLAYWRIGHT_DIR, .venv/ui-check, ./node_modules and node's global path

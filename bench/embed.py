@@ -1,6 +1,6 @@
 """`lumina bench embed [--json]`: passages/s of sentence-transformers and each encoder form on the same texts
 (interleaved rounds), their cosine agreement, and nDCG@10 on SciFact train and CISI per form. The harness is
-`evals.embed_bench`; this module reads arguments and prints."""
+`bench.embed_harness`; this module reads arguments and prints."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def add_commands(commands, bench_commands) -> None:
 
 
 def run_bench_embed(args) -> int:
-    from evals import embed_bench
+    from bench import embed_harness as embed_bench
     from lumina_assets.core import settings
 
     shared = Path(args.data).expanduser() if args.data else settings.shared_data_dir()

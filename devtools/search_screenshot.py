@@ -1,9 +1,9 @@
 """A screenshot of `lumina serve`'s results page: serve an index on 127.0.0.1 in this process, search in headless
-Chromium (Debian `chromium` driven by npm `playwright-core`, found as scripts/ui_check.py finds them), open the
+Chromium (Debian `chromium` driven by npm `playwright-core`, found as devtools/ui_check.py finds them), open the
 first result's other passages and save a PNG of the page.
 
     LUMINA_DATA_DIR=/tmp/demo LUMINA_CORPUS=../shared/data/pdfs .venv/bin/lumina demo --groups corpus,parsing,index
-    LUMINA_DATA_DIR=/tmp/demo .venv/bin/python scripts/search_screenshot.py --db /tmp/demo/lancedb \
+    LUMINA_DATA_DIR=/tmp/demo .venv/bin/python devtools/search_screenshot.py --db /tmp/demo/lancedb \
         --query "how does SPECTER use citations for training" [--out docs/img/results-page.png]
 
 The repository ships no third-party papers: build the index from ../shared/data (the PDFs as above, or
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "devtools"))
 
 SCRIPT = r"""
 const { chromium } = require(process.env.PLAYWRIGHT_CORE);

@@ -1,7 +1,7 @@
 """`lumina bench scale --passages 10000,100000,1000000 [--json]`: build synthetic indexes of each size and print
 build time, ANN build time, first query in a new process, resident memory, p50 / p95 and ANN recall@10.
 `lumina bench serve`: API latency under concurrent clients against in-process search on a collection's index.
-The harnesses are `evals.scale_bench` and `evals.serve_load`; this module reads arguments and prints."""
+The harnesses are `bench.scale_harness` and `bench.serve_load`; this module reads arguments and prints."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def add_commands(commands, bench_commands) -> None:
 
 
 def run_bench_scale(args) -> int:
-    from evals.scale_bench import BenchError
+    from bench.scale_harness import BenchError
 
     try:
         return _bench_scale(args)
@@ -76,7 +76,7 @@ def run_bench_scale(args) -> int:
 
 
 def _bench_scale(args) -> int:
-    from evals import scale_bench
+    from bench import scale_harness as scale_bench
     from lumina_assets.core import settings
     from lumina_assets.indexing.embedding import Embedder
     from lumina_assets.search.config import SearchConfig
@@ -202,9 +202,9 @@ def _bench_scale(args) -> int:
 
 
 def _bench_serve(args) -> int:
+    from bench.serve_load import run_load
     from evals.collection_eval import collection_index
     from evals.latency import percentile_ms
-    from evals.serve_load import run_load
     from lumina_assets.cli.serve import build_service, serve_in_thread
     from lumina_assets.core import settings
     from lumina_assets.corpus.collections import CollectionError
