@@ -52,6 +52,11 @@ def _env(name: str, default: Any = None, description: str = "", **kwargs: Any) -
     return Field(default, validation_alias=AliasChoices(name), description=description, **kwargs)
 
 
+def _derive(group: BaseSettings, name: str, value: Any) -> None:
+    """Set a value worked out from others without counting it as set by the environment (`from_environment`)."""
+    group.__dict__[name] = value
+
+
 class _Group(BaseSettings):
     """One concern's variables. Values are stripped; a blank variable counts as unset."""
 
@@ -95,9 +100,9 @@ class PathSettings(_Group):
 
     @model_validator(mode="after")
     def _resolve(self) -> PathSettings:
-        self.data_dir = self.data_dir.expanduser().resolve()
+        _derive(self, "data_dir", self.data_dir.expanduser().resolve())
         if self.corpus is not None:
-            self.corpus = Path(str(self.corpus).removeprefix("zotero:")).expanduser().resolve()
+            _derive(self, "corpus", Path(str(self.corpus).removeprefix("zotero:")).expanduser().resolve())
         return self
 
 
@@ -298,9 +303,13 @@ class BenchmarkSettings(_Group):
 
     @model_validator(mode="after")
     def _backend(self) -> BenchmarkSettings:
-        self.compatible_base_url_var = next((n for n in COMPATIBLE_BASE_URL_VARIABLES if is_set(n)), None)
+        _derive(
+            self,
+            "compatible_base_url_var",
+            next((n for n in COMPATIBLE_BASE_URL_VARIABLES if is_set(n)), None),
+        )
         if self.judge_backend is None:
-            self.judge_backend = "openai-compatible" if self.compatible_base_url_var else "openai"
+            _derive(self, "judge_backend", "openai-compatible" if self.compatible_base_url_var else "openai")
         return self
 
 
@@ -378,6 +387,7 @@ class SettingsError(ValueError):
 
 @functools.lru_cache(maxsize=8)
 def _load(values: tuple[tuple[str, str | None], ...]) -> LuminaSettings:
+    """`values` (the variables' values) is only the cache key: the groups read the environment themselves."""
     try:
         return LuminaSettings()
     except ValidationError as error:

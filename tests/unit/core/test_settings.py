@@ -129,7 +129,9 @@ def test_status_lists_what_the_environment_sets_with_url_credentials_masked(monk
     monkeypatch.setenv("LUMINA_INDEX_CACHE_MB", "512")
     monkeypatch.setenv("LUMINA_OPENALEX_URL", "http://user:hunter2@mirror.internal/openalex")
     monkeypatch.delenv("LUMINA_RERANK_MODEL", raising=False)
+    monkeypatch.delenv("LUMINA_JUDGE_BACKEND", raising=False)
     chosen = settings.from_environment()
     assert chosen["LUMINA_INDEX_CACHE_MB"] == 512
     assert chosen["LUMINA_OPENALEX_URL"] == "http://***@mirror.internal/openalex"
     assert "LUMINA_RERANK_MODEL" not in chosen and "hunter2" not in repr(chosen)
+    assert "LUMINA_JUDGE_BACKEND" not in chosen  # derived from the other variables, not set
