@@ -7,9 +7,8 @@ import dagster as dg
 from lumina_assets.core import settings
 from sensors.alerts import alerts_job, alerts_sensor
 from sensors.inbox import inbox_sensor
-from sensors.jobs import STAGE_JOBS
+from sensors.jobs import JOBS as PIPELINE_JOBS
 from sensors.polling import polling_sensor
-from sensors.schedules import JOBS as SCHEDULED_JOBS
 from sensors.schedules import SCHEDULES
 
 # Evaluates the assets' automation conditions (AutomationCondition.eager(), and for the partitioned parse assets
@@ -40,6 +39,6 @@ def executor_from_env() -> dg.ExecutorDefinition | None:
 
 
 SENSORS = [inbox_sensor, polling_sensor, automation_condition_sensor, alerts_sensor]
-JOBS = [*SCHEDULED_JOBS, *STAGE_JOBS, alerts_job]
+JOBS = [*PIPELINE_JOBS, alerts_job]
 
 __all__ = ["JOBS", "SCHEDULES", "SENSORS", "executor_from_env"]

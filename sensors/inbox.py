@@ -18,7 +18,7 @@ import dagster as dg
 from lumina_assets.core import settings
 from lumina_assets.corpus.local import iter_pdf_files
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
-from sensors.schedules import ingest_inbox_job
+from sensors.jobs import ingest_inbox_job
 
 INBOX_ASSETS = (dg.AssetKey("local_papers"), dg.AssetKey("papers"))
 CURSOR_VERSION = 1

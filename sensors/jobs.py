@@ -2,7 +2,8 @@
 step it is on the Runs page (`parse_batch` for batch-20261122-...) instead of `__ephemeral_asset_job__`.
 
 One job per asset group, split where the partitioning changes (the benchmark: questions, then one run per
-provider, then scoring); `crawl_corpus` (the corpus group) and `run_benchmark` live with their schedules."""
+provider, then scoring); `crawl_corpus` and `run_benchmark` (whole groups) are what the schedules start, and
+`ingest_inbox` what the inbox does by hand."""
 
 from __future__ import annotations
 
@@ -52,11 +53,36 @@ curate_catalogue_job = dg.define_asset_job(
     tags={"lumina/job": "curate"},
 )
 
-STAGE_JOBS = [
+crawl_job = dg.define_asset_job(
+    name="crawl_corpus",
+    selection=dg.AssetSelection.groups("corpus"),
+    description="Crawl the seeds (OpenAlex, arXiv, local folder / inbox) into the papers table.",
+    tags={"lumina/job": "crawl"},
+)
+
+benchmark_job = dg.define_asset_job(
+    name="run_benchmark",
+    selection=dg.AssetSelection.groups("benchmark"),
+    description="Questions, provider results, judgments, scores and the report.",
+    tags={"lumina/job": "benchmark"},
+)
+
+ingest_inbox_job = dg.define_asset_job(
+    name="ingest_inbox",
+    selection=dg.AssetSelection.assets("local_papers", "papers"),
+    description="Pick up PDFs from the inbox by hand (the inbox sensor does the same on its own).",
+    tags={"lumina/job": "ingest"},
+)
+
+
+JOBS = [
     parse_job,
     index_job,
     benchmark_questions_job,
     benchmark_providers_job,
     benchmark_scoring_job,
     curate_catalogue_job,
+    crawl_job,
+    benchmark_job,
+    ingest_inbox_job,
 ]

@@ -1,9 +1,8 @@
-"""Jobs and schedules: the nightly crawl of the corpus group and the weekly benchmark.
+"""Schedules: the nightly crawl of the corpus group and the weekly benchmark (their jobs are in sensors/jobs.py).
 
-Both jobs select by group, so they follow the graph as stages add assets; the weekly benchmark asks for one run per
-provider partition. A scheduled crawl names its ingest batch
-after the day (`crawl-YYYYMMDD`); the `papers` asset registers that partition key when it first sees it. Without a
-reachable source the nightly tick is skipped with the reason (never a failed run)."""
+The weekly benchmark asks for one run per provider partition. A scheduled crawl names its ingest batch after the day
+(`crawl-YYYYMMDD`); the `papers` asset registers that partition key when it first sees it. Without a reachable source
+the nightly tick is skipped with the reason (never a failed run)."""
 
 from __future__ import annotations
 
@@ -14,30 +13,7 @@ from lumina_assets.defs.partitions import INGEST_BATCH_TAG, PROVIDERS
 from resources.arxiv import ArxivResource
 from resources.corpus import CorpusResource
 from resources.openalex import OpenAlexResource
-
-CORPUS_GROUP = "corpus"
-BENCHMARK_GROUP = "benchmark"
-
-crawl_job = dg.define_asset_job(
-    name="crawl_corpus",
-    selection=dg.AssetSelection.groups(CORPUS_GROUP),
-    description="Crawl the seeds (OpenAlex, arXiv, local folder / inbox) into the papers table.",
-    tags={"lumina/job": "crawl"},
-)
-
-benchmark_job = dg.define_asset_job(
-    name="run_benchmark",
-    selection=dg.AssetSelection.groups(BENCHMARK_GROUP),
-    description="Questions, provider results, judgments, scores and the report.",
-    tags={"lumina/job": "benchmark"},
-)
-
-ingest_inbox_job = dg.define_asset_job(
-    name="ingest_inbox",
-    selection=dg.AssetSelection.assets("local_papers", "papers"),
-    description="Pick up PDFs from the inbox by hand (the inbox sensor does the same on its own).",
-    tags={"lumina/job": "ingest"},
-)
+from sensors.jobs import benchmark_job, crawl_job
 
 
 def crawl_batch_key(scheduled_date) -> str:
@@ -121,5 +97,4 @@ def weekly_benchmark_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.
     ]
 
 
-JOBS = [crawl_job, benchmark_job, ingest_inbox_job]
 SCHEDULES = [nightly_crawl_schedule, weekly_benchmark_schedule]

@@ -32,8 +32,6 @@ class SearchConfig:
     llm_parser: Callable[[str], ParsedQuery] | None = (
         None  # e.g. evals' LLM wrapper, used instead of the heuristic
     )
-    # expansion
-    synonyms: dict[str, list[str]] = field(default_factory=dict)  # user-supplied term -> alternatives
     llm_multi_query: Callable[[str], list[str]] | None = None  # extra phrasings, each embedded and fused
     # retrieval: candidates always come from indexes; `store` picks where vectors and metadata are read
     store: Store = "auto"  # auto: in memory up to memory_max_passages passages, else from the indexes

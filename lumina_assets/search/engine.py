@@ -1,4 +1,4 @@
-"""The Lumina search pipeline over candidate sets: query -> parse -> expand synonyms -> retrieve candidates from
+"""The Lumina search pipeline over candidate sets: query -> parse -> retrieve candidates from
 indexes (passage vectors, passage full text, paper full text) -> fuse -> smooth over the corpus graph -> boost ->
 diversify -> neighbour expansion -> optional rerank -> ranked `Context`s.
 
@@ -33,7 +33,7 @@ from lumina_assets.search.memory_store import empty_index_message, open_store
 from lumina_assets.search.neighbour_graph import GraphCache
 from lumina_assets.search.query_parser import ParsedQuery, library_labels, parse_query
 from lumina_assets.search.stores import Filters, IndexModelMismatch, IndexNotBuilt, LanceStore
-from lumina_assets.search.text import WORD, tokenize
+from lumina_assets.search.text import tokenize
 from lumina_assets.search.tuned_settings import TunedConfig
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,6 @@ class SearchTrace:
     """What happened to one query (for debugging, the API's explanations and the ablation report)."""
 
     parsed: ParsedQuery | None = None
-    expansions: dict[str, str] = field(default_factory=dict)
     filters: Filters | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     runs: dict[str, Run] = field(default_factory=dict)  # each retriever's paper-level candidates
@@ -250,15 +249,6 @@ class SearchEngine:
             paper_ids=paper_ids,
         )
 
-    def _expand(self, text: str) -> tuple[str, dict[str, str]]:
-        """The full-text query with the configured synonyms appended."""
-        found: dict[str, str] = {}
-        for word in WORD.findall(text):
-            for alternative in self.config.synonyms.get(word.lower(), []):
-                found.setdefault(word.lower(), alternative)
-        extra = [long for long in found.values() if long.lower() not in text.lower()]
-        return (f"{text} {' '.join(extra)}" if extra else text), found
-
     def _check_model(self, store: LanceStore) -> None:
         """Refuse a query model other than the one that built the index, whatever its dimension (the index
         records the model's name and a fingerprint of its weights); an index or embedder that records no
@@ -362,7 +352,6 @@ class SearchEngine:
         if filters.paper_ids == ():
             trace.message = f"no paper {parsed.filters_in_words()} in the index"
             return None
-        fulltext, trace.expansions = self._expand(text)
 
         texts = [text]
         if cfg.llm_multi_query is not None:
@@ -382,7 +371,7 @@ class SearchEngine:
             return vector
 
         t0 = time.perf_counter()
-        runs, passage_runs, vector = self._retrieve(store, fulltext, embed, filters)
+        runs, passage_runs, vector = self._retrieve(store, text, embed, filters)
         doc_scores = self._fuse(runs, cfg.candidates)
         if self.graph is not None and self.config.smooths():
             doc_scores = self.graph.smooth(
