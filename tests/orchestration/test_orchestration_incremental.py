@@ -207,16 +207,14 @@ import test_orchestration_incremental as t
 from lumina_assets.indexing.embedding import Embedder
 from resources.embedder import EmbedderResource
 
-class KillSwitchEmbedder(t.CountingEmbedder):
-    def encode(self, texts, **kwargs):
-        from lumina_assets.core import tables
-        titles = set(tables.read(tables.PAPERS)["title"].to_list())
-        if set(texts) & titles:  # the paper titles come after the passages are written (with their sentences)
-            open({marker!r}, "w").write(str(len(self.texts)))
-            time.sleep(600)
-        return super().encode(texts, **kwargs)
+from lumina_assets.indexing import lancedb_tables
 
-t.COUNTER = KillSwitchEmbedder(Embedder(batch_size=32))
+def stop_before_papers(*args, **kwargs):  # the papers table is written after the passages are
+    open({marker!r}, "w").write("passages written")
+    time.sleep(600)
+
+lancedb_tables._index_papers = stop_before_papers
+t.COUNTER = t.CountingEmbedder(Embedder(batch_size=32))
 defs = t._definitions()
 instance = dg.DagsterInstance.get()
 assert t._execute(defs, instance, [dg.AssetKey("pdf_files"), dg.AssetKey("parsed_papers"), dg.AssetKey("passages")],
@@ -258,7 +256,7 @@ def test_run_killed_mid_batch_then_rerun_loses_and_duplicates_nothing(
             time.sleep(0.5)
     finally:
         if worker.poll() is None:
-            os.killpg(worker.pid, signal.SIGKILL)  # mid-batch: passages written, paper vectors not
+            os.killpg(worker.pid, signal.SIGKILL)  # mid-batch: passages written, paper rows not
         worker.wait(timeout=30)
 
     db = defs.resources["lancedb"].connect()

@@ -111,7 +111,7 @@ def _new_embed_texts(paper_ids: set[str]) -> list[str]:
 
 
 def _passage_embeds(texts: list[str]) -> list[str]:
-    """Embedded passage texts (paper titles and abstracts go to the papers table's vectors)."""
+    """Embedded passage texts (the encoder also sees the passages' sentences, for evidence highlighting)."""
     passages = set(
         indexing.passage_rows(
             tables.read_all(tables.PASSAGES), tables.read(tables.PAPERS), indexing.IndexConfig()
