@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -134,7 +135,7 @@ def render_explain(explain: dict) -> str:
         value = config[field][key] if key else config[field]
         lines.append(f"  {name} = {value} ({source})")
     rest = ", ".join(f"{k}={v}" for k, v in config.items() if k not in {n.partition(".")[0] for n in sources})
-    lines.append(f"  other fields: {rest}")
+    lines.append(textwrap.fill(rest, 110, initial_indent="  other fields: ", subsequent_indent="    "))
     return "\n".join(lines)
 
 
