@@ -103,8 +103,8 @@ def _clean(text) -> str:
     """One line of printable text: escape sequences and control characters removed, newlines and runs of spaces
     folded (an RIS or CSV value must not start a new record)."""
     text = _ESCAPE_SEQUENCE.sub("", str(text or ""))
-    text = re.sub(r"[\s\x1c-\x1f\x85]+", " ", text)
-    return _CONTROL.sub("", text).strip()
+    text = _CONTROL.sub("", re.sub(r"[\s\x85]", " ", text))
+    return re.sub(r"\s+", " ", text).strip()
 
 
 # ---------------------------------------------------------------- names
