@@ -91,14 +91,36 @@ def cell_rows(lines: list[Line]) -> list[str]:
     ]
 
 
-def nearby_nonprose(blocks: list[Block], caption: Block, direction: int) -> list[Block]:
+def is_header_row(block: Block) -> bool:
+    """A table's header row: one to three lines, each of short cells on one baseline ("Method | Crawler Recall |
+    Precision | Recall@20"). It reads as prose (words, few digits), but it belongs to the table."""
+    return (
+        len(block.lines) <= 3
+        and all(
+            len(line.cells) >= 3 or (len(line.cells) == 2 and all(len(c.split()) <= 3 for c in line.cells))
+            for line in block.lines
+        )
+        and all(len(cell.split()) <= 5 for line in block.lines for cell in line.cells)
+    )
+
+
+def nearby_nonprose(
+    blocks: list[Block], caption: Block, direction: int, *, table: bool = False
+) -> list[Block]:
     """Blocks that sit directly above (-1) or below (+1) a caption, overlap it horizontally and are not prose:
-    the body of its table or the labels inside its figure."""
+    the body of its table or the labels inside its figure. For a table, its header row counts although it reads
+    as prose, a column heading such as "Method" is not a section heading, and text of the next column (within
+    the 30 pt margin but beside the caption) is not part of it."""
     left, right = caption.x0 - 30, caption.x1 + 30
     candidates = [
         b
         for b in blocks
-        if b is not caption and not b.consumed and b.x1 > left and b.x0 < right and b.page == caption.page
+        if b is not caption
+        and not b.consumed
+        and b.x1 > left
+        and b.x0 < right
+        and b.page == caption.page
+        and (not table or min(b.x1, caption.x1) > max(b.x0, caption.x0) - 5 or b.x1 - b.x0 < 60)
     ]
     if direction < 0:
         candidates = sorted((b for b in candidates if b.y1 <= caption.y0 + 2), key=lambda b: -b.y1)
@@ -109,10 +131,41 @@ def nearby_nonprose(blocks: list[Block], caption: Block, direction: int) -> list
     for block in candidates:
         gap = (edge - block.y1) if direction < 0 else (block.y0 - edge)
         first = block.lines[0]
-        if gap > 45 or block.is_prose() or CAPTION.match(first.text):
+        if (
+            gap > 45
+            or (block.is_prose() and not (table and is_header_row(block)))
+            or CAPTION.match(first.text)
+        ):
             break
-        if first.bold and (NUMBERED.match(first.text) or first.text.lower().rstrip(".:") in KNOWN_HEADINGS):
+        named = first.text.lower().rstrip(".:") in KNOWN_HEADINGS
+        among_cells = table and any(len(line.cells) >= 2 for line in block.lines)  # "Method" over columns
+        if first.bold and (NUMBERED.match(first.text) or (named and not among_cells)):
             break  # the next section's heading
         picked.append(block)
         edge = block.y0 if direction < 0 else block.y1
     return picked
+
+
+def table_side(above: list[Block], below: list[Block], preferred: int) -> list[Block]:
+    """The blocks of a caption's table: the side that has any; where both do (stacked tables), the side where
+    this paper puts its tables (`preferred`: -1 above the caption, +1 below, 0 unknown), else the longer one."""
+    if above and below and preferred:
+        return above if preferred < 0 else below
+    return above if len(above) >= len(below) else below
+
+
+def preferred_table_side(pages, layout) -> int:
+    """Where a paper's tables sit relative to their captions (-1 above, +1 below, 0 unknown): the side taken by
+    the captions whose table lies on one side only."""
+    votes = 0
+    for page in pages:
+        blocks = [b for b in page.blocks if any(line.text for line in b.lines)]
+        for block in blocks:
+            match = caption_match(block, layout)
+            if not match or not match.group("kind").lower().startswith("tab"):
+                continue
+            above = nearby_nonprose(blocks, block, -1, table=True)
+            below = nearby_nonprose(blocks, block, +1, table=True)
+            if bool(above) != bool(below):
+                votes += -1 if above else 1
+    return (votes > 0) - (votes < 0)
