@@ -252,7 +252,7 @@ def _table_passages(
     up to the token limit; a passage that continues the table opens with the label, the caption's first words and
     the header again, so every passage says which table and which columns its figures belong to."""
     heading, rows = render_table(element.content)
-    caption = " ".join(p for p in (element.label and f"{element.label}:", element.caption) if p).strip()
+    caption = " ".join(p for p in (element.label, element.caption) if p).strip()
     words = caption.split()
     short = " ".join(words[:CAPTION_WORDS_REPEATED]) + (" …" if len(words) > CAPTION_WORDS_REPEATED else "")
     pieces: list[str] = []

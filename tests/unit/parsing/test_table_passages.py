@@ -95,7 +95,7 @@ def test_the_answer_row_reads_as_column_value_pairs_beside_its_caption(passages)
     table5 = [p for p in passages["pasa"] if p.kind == "table" and p.section_title == "Table 5"]
     assert table5
     for passage in table5:
-        assert passage.text.startswith("Table 5: Results on AutoScholarQuery test set.")
+        assert passage.text.startswith("Table 5 Results on AutoScholarQuery test set.")
         assert (
             "Columns: Method | Crawler Recall | Precision | Recall | Recall@100 | Recall@50 | Recall@20."
             in (passage.text)
