@@ -141,6 +141,7 @@ def is_organisation(name: str) -> bool:
     return bool(ORGANISATION.search(name) or re.search(r"\s(?:and|&)\s", name))
 
 
+@functools.lru_cache(maxsize=8192)
 def parse_name(text: str) -> Name:
     """One author's name split into its parts (nameparser; an organisation stays whole)."""
     from nameparser import Parser
@@ -161,8 +162,7 @@ def _names(result: dict) -> list[Name]:
 
 
 def base_key(result: dict) -> str:
-    names = _names(result)
-    first = names[0] if names else None
+    first = next((n for n in map(parse_name, result.get("authors") or []) if n.last), None)
     surname = _ascii(first.last.split()[0] if first and first.organisation else first.last if first else "")
     surname = re.sub(r"[^a-z0-9]", "", surname.lower())
     words = [
