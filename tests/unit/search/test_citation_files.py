@@ -199,3 +199,43 @@ def test_citations_of_the_shared_pdfs(shared_data, pdf, key, first_author):
     assert len(entry.persons["author"]) == len(header.authors)
     (record,) = rispy.loads(to_ris([result]))
     assert len(record["authors"]) == len(header.authors) and record["doi"] == header.doi
+
+
+def test_a_bibtex_style_formats_the_entries_as_a_reference_list():
+    """pybtex's `plain` style (BibTeX's plain.bst) sorts by last name and prints the names, pages and arXiv id."""
+    from pybtex import format_from_string
+
+    results = [
+        {
+            "paper_id": "a",
+            "title": "Multi-contact functional electrical stimulation",
+            "authors": ["Cristiano De Marchis", "Allen Institute for AI"],
+            "year": 2016,
+            "venue": "Journal of NeuroEngineering and Rehabilitation",
+        },
+        {
+            "paper_id": "b",
+            "title": "PaSa: An LLM Agent",
+            "authors": ["Yichen He"],
+            "year": 2025,
+            "venue": "arXiv",
+            "url": "https://arxiv.org/abs/2501.10120",
+        },
+        {
+            "paper_id": "c",
+            "title": "SPECTER",
+            "authors": ["Arman Cohan"],
+            "year": 2020,
+            "venue": "Proceedings of ACL",
+            "pages": "2270–2282",
+        },
+    ]
+    text = format_from_string(to_bibtex(results), style="plain", output_backend="text")
+    lines = text.splitlines()
+    assert [line.split("]")[1].split()[:2] for line in lines] == [
+        ["Arman", "Cohan."],
+        ["Cristiano", "De"],  # sorted under D: "De Marchis" is the last name
+        ["Yichen", "He."],
+    ]
+    assert "Cristiano De Marchis and Allen Institute for AI." in lines[1]
+    assert "2270–2282" in lines[0] and "arXiv:2501.10120" in lines[2]
