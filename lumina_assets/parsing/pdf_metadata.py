@@ -46,6 +46,10 @@ _JOURNAL_WORD = re.compile(
 _YEAR = re.compile(r"\b((?:19|20)\d\d)\b")
 # "Proceedings of NAACL-HLT 2018, pages 84–91" (ACL), "pp. 12-20"
 _PAGES = re.compile(r"\b(?:pages|pp\.)\s*(\d{1,5})\s*(?:-{1,2}|\u2013|\u2014|\u2212)\s*(\d{1,5})\b")
+# a journal's running header with its page range: "J. Chem. Theory Comput. 2023, 19, 2149−2160"
+_RUNNING_PAGES = re.compile(
+    r"(?:19|20)\d\d\s*,\s*\d+\s*(?:\(\d+\))?\s*,\s*(\d{1,5})\s*(?:-{1,2}|\u2013|\u2014|\u2212)\s*(\d{1,5})\s*$"
+)
 # ACL Anthology ids: "2020.acl-main.207" (2020 on), "N18-3011" (before); their DOIs are 10.18653/v1/<id>
 _ANTHOLOGY_ID = re.compile(r"^(?:(?:19|20)\d\d\.[a-z\d]+-[a-z\d]+\.\d{1,4}|[A-Z]\d{2}-\d{4})$")
 ACL_DOI_PREFIX = "10.18653/v1/"
@@ -266,6 +270,19 @@ def pages_from_text(first_page_text: str) -> str | None:
     return f"{match.group(1)}\u2013{match.group(2)}"
 
 
+def from_running_text(margins: list[str]) -> tuple[str | None, str | None]:
+    """(DOI, page range) printed in a running header or footer: on the margin lines of at least two pages."""
+    dois = Counter(m.group(1).rstrip(".") for line in margins for m in DOI_IN_TEXT.finditer(line))
+    doi = next((d for d, seen in dois.most_common() if seen >= 2), None)
+    ranges = Counter(
+        (m.group(1), m.group(2))
+        for line in margins
+        if (m := _RUNNING_PAGES.search(line)) and int(m.group(2)) >= int(m.group(1))
+    )
+    pages = next((f"{a}\u2013{b}" for (a, b), seen in ranges.most_common() if seen >= 2), None)
+    return doi, pages
+
+
 def anthology_doi(file_stem: str, first_page_text: str) -> str | None:
     """The DOI of an ACL Anthology paper named by its anthology id ("2020.acl-main.207.pdf"), when page one
     prints the ACL copyright line: the Anthology registers its papers as 10.18653/v1/<id>."""
@@ -309,10 +326,15 @@ def read_header(document, *, file_stem: str = "") -> PdfHeader:
     if doi_match:
         header.doi = normalize_doi(doi_match.group(1).rstrip("."))
         header.sources["doi"] = "pdf_text" if DOI_IN_TEXT.search(first_text) else "pdf_info"
+    margins = margin_lines(document)
+    running_doi, running_pages = from_running_text(margins)
+    if header.doi is None and running_doi:
+        header.doi = normalize_doi(running_doi)
+        header.sources["doi"] = "pdf_text"
     if header.doi is None and anthology_doi(file_stem, first_text):
         header.doi = normalize_doi(anthology_doi(file_stem, first_text))
         header.sources["doi"] = "anthology_id"
-    header.pages = pages_from_text(first_text)
+    header.pages = pages_from_text(first_text) or running_pages
     if header.pages:
         header.sources["pages"] = "pdf_text"
     stamp = ARXIV_STAMP_DATED.search(first_text)
@@ -321,7 +343,7 @@ def read_header(document, *, file_stem: str = "") -> PdfHeader:
     if printed or from_name:
         header.arxiv_id = printed.group(1) if printed else from_name
         header.sources["arxiv_id"] = ("arxiv_stamp" if stamp else "pdf_text") if printed else "file_name"
-    found = venue_from_text(first_text, margin_lines(document), meta.get("subject"), document.page_count)
+    found = venue_from_text(first_text, margins, meta.get("subject"), document.page_count)
     if found:
         header.venue, header.year, source = found
         header.sources["venue"] = source

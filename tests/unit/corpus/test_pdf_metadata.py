@@ -10,6 +10,7 @@ from lumina_assets.corpus.local import pdf_metadata
 from lumina_assets.parsing.pdf_metadata import (
     authors_from_first_page,
     authors_from_info,
+    from_running_text,
     looks_like_name,
     read_header,
 )
@@ -340,3 +341,27 @@ def test_info_author_list_with_a_final_and():
     assert authors_from_info("Geemi P. Wellawatte, Heta A. Gandhi, Aditi Seshadri, and Andrew D. White") == (
         WELLAWATTE
     )
+
+
+def test_doi_and_pages_from_a_running_header_and_footer():
+    """A journal layout whose page one prints neither: the running header carries the page range ("J. Chem.
+    Theory Comput. 2023, 19, 2149−2160") and the footer of later pages the DOI; each counts once it repeats."""
+    doc = pymupdf.open()
+    for number in range(3):
+        page = doc.new_page(width=612, height=792)
+        if number:
+            page.insert_text((72, 40), "J. Chem. Theory Comput. 2023, 19, 2149-2160", fontsize=8)
+            page.insert_text((72, 770), "https://doi.org/10.1021/acs.jctc.2c01235", fontsize=8)
+        page.insert_text((72, 300), "Body text of a page that says nothing about itself.", fontsize=10)
+    header = read_header(doc, file_stem="paper")
+    assert (header.doi, header.pages) == ("10.1021/acs.jctc.2c01235", "2149–2160")
+    once = pymupdf.open()
+    for number in range(3):
+        page = once.new_page(width=612, height=792)
+        if number == 1:  # printed on one page only: a reference or a note, not a running footer
+            page.insert_text((72, 770), "https://doi.org/10.1021/acs.jctc.2c01235", fontsize=8)
+        page.insert_text((72, 300), "Body text of a page that says nothing about itself.", fontsize=10)
+    assert read_header(once, file_stem="paper").doi is None
+    # the minus sign ACS prints between the pages (a base-14 font above cannot draw it)
+    margins = ["J. Chem. Theory Comput. 2023, 19, 2149\u22122160"] * 2
+    assert from_running_text(margins) == (None, "2149–2160")
