@@ -177,14 +177,14 @@ CAPTION_WORDS_REPEATED = 30  # how much of a long caption opens each further pas
 def table_rows(content: str) -> list[list[str]]:
     """A table's rows as cells: the parser's "a | b | c" lines, or a Markdown table (PyMuPDF's table finder)."""
     rows = []
-    for line in (content or "").splitlines():
-        line = line.strip()
+    for raw in (content or "").splitlines():
+        line = raw.strip()
         if line.startswith("|") and line.endswith("|"):
             if re.fullmatch(r"[\s|:\-]+", line):
                 continue  # the |---|---| rule under a Markdown header
             cells = [c.strip() for c in line[1:-1].split("|")]
-        else:
-            cells = [c.strip() for c in line.split(" | ")]
+        else:  # " | CLS | USR": a header row whose first cell (over the row labels) is empty
+            cells = [c.strip() for c in raw.rstrip().split(" | ")]
         if any(cells):
             rows.append(cells)
     return rows
@@ -227,15 +227,14 @@ def render_table(content: str) -> tuple[str, list[str]]:
     columns = _column_names(header)
     sentences = []
     for row in body:
-        if columns and len(row) in (len(columns), len(columns) + 1) and len(row) >= 2:
-            names = columns[1:] if len(row) == len(columns) else columns
-            lead = f"{columns[0]}: {row[0]}" if len(row) == len(columns) else row[0]
+        if columns and len(row) == len(columns) >= 2:
+            lead = f"{columns[0]}: {row[0]}" if columns[0] and row[0] else row[0]
             pairs = [
                 f"{name}: {value}"
-                for name, value in zip(names, row[1:], strict=True)
+                for name, value in zip(columns[1:], row[1:], strict=True)
                 if value not in _EMPTY_CELLS
             ]
-            text = "; ".join([lead, *pairs])
+            text = "; ".join(part for part in (lead, *pairs) if part)
         else:
             text = " | ".join(c for c in row if c)
         sentences.append(text if text.endswith((".", "!", "?")) else f"{text}.")

@@ -53,7 +53,7 @@ def _table(parsed, name, label):
         (
             "2020.acl-main.207",
             "Table 2",
-            ["CLS", "USR", "CITE", "REC", "Avg."],
+            ["", "CLS", "USR", "CITE", "REC", "Avg."],  # no name over the row labels: an empty first cell
             ["SPECTER", "84.2", "88.4", "91.5", "36.9", "80.0"],
         ),
         ("2020.acl-main.447", "Table 3", ["Total papers", "81.1M"], ["Papers w/ PDF", "28.9M (35.6%)"]),
@@ -126,9 +126,9 @@ def test_every_table_passage_with_rows_opens_with_its_label(passages):
 def test_render_table_groups_spanning_headers_and_leaves_prose_tables_alone():
     content = "\n".join(
         [
-            "AutoScholarQuery | RealScholarQuery",
+            " | AutoScholarQuery | RealScholarQuery",
             "Method",
-            "Recall | Precision | Recall | Precision",
+            " | Recall | Precision | Recall | Precision",
             "PaSa-7b | 0.7931 | 0.1448 | 0.7071 | 0.5146",
         ]
     )
@@ -143,5 +143,24 @@ def test_render_table_groups_spanning_headers_and_leaves_prose_tables_alone():
     ]
     markdown = "|Model|F1|Recall@20|\n|---|---|---|\n|SciBERT|79.7|-|\n"
     assert render_table(markdown) == ("Columns: Model | F1 | Recall@20.", ["Model: SciBERT; F1: 79.7."])
+    # a row whose cells do not line up with the names stays as printed
+    assert render_table("Name | Value\nα | (Equation 1) | 1.5") == (
+        "Columns: Name | Value.",
+        ["α | (Equation 1) | 1.5."],
+    )
     prompt = "Searched Paper:\nTitle: {title}\nAbstract: {abstract}"
     assert render_table(prompt) == ("", ["Searched Paper:.", "Title: {title}.", "Abstract: {abstract}."])
+
+
+@pytest.mark.parametrize(
+    ("name", "row"),
+    [
+        # a header row over the value columns only: the row labels keep no name
+        ("2020.acl-main.207", "SPECTER; CLS: 84.2; USR: 88.4; CITE: 91.5; REC: 36.9; Avg.: 80.0."),
+        # two header rows, "CS | Bio" spanning "prec. | yield" twice
+        ("N18-3011", "Statistical; CS prec.: 98.4; CS yield: 712; Bio prec.: 94.4; Bio yield: 928."),
+        ("2020.acl-main.447", "Statistic: Paragraphs (body); GROBID: 9.9; LATEX: 93.3*."),
+    ],
+)
+def test_rows_are_named_by_the_columns_they_sit_under(passages, name, row):
+    assert any(row in p.text for p in passages[name] if p.kind == "table")
