@@ -21,7 +21,7 @@ from lumina_assets.parsing.passage_hygiene import (
 TokenCounter = Callable[[str], int]
 # Part of every paper's passage digest (parsing.batch): a new chunker rebuilds the passages it would change.
 # 2: back matter out, stubs merged, pointers dropped, printed section numbers; 3: boilerplate paragraphs out
-CHUNKER_VERSION = "3"
+CHUNKER_VERSION = "4"
 DEFAULT_MAX_TOKENS = 254  # all-MiniLM-L6-v2 reads 256 word pieces, two of them [CLS] and [SEP]
 
 
@@ -168,6 +168,128 @@ def _element_section(element: Element, index: int) -> Section:
     )
 
 
+# ---------------------------------------------------------------- tables
+
+_EMPTY_CELLS = frozenset({"", "-", "\u2013", "\u2014", "n/a", "N/A"})
+CAPTION_WORDS_REPEATED = 30  # how much of a long caption opens each further passage of its table
+
+
+def table_rows(content: str) -> list[list[str]]:
+    """A table's rows as cells: the parser's "a | b | c" lines, or a Markdown table (PyMuPDF's table finder)."""
+    rows = []
+    for raw in (content or "").splitlines():
+        line = raw.strip()
+        if line.startswith("|") and line.endswith("|"):
+            if re.fullmatch(r"[\s|:\-]+", line):
+                continue  # the |---|---| rule under a Markdown header
+            cells = [c.strip() for c in line[1:-1].split("|")]
+        else:  # " | CLS | USR": a header row whose first cell (over the row labels) is empty
+            cells = [c.strip() for c in raw.rstrip().split(" | ")]
+        if any(cells):
+            rows.append(cells)
+    return rows
+
+
+def _is_value(cell: str) -> bool:
+    """A cell holding a figure ("0.0609", "28.9M (35.6%)", "90.41 ± 0.06") or an empty mark ("-"); not a
+    column name with a number in it ("Recall@20", "F1", "Ans-50")."""
+    digits, letters = len(re.findall(r"\d", cell)), len(re.findall(r"[^\W\d_]", cell))
+    return cell in _EMPTY_CELLS or (digits > letters and letters <= 3)
+
+
+def _column_names(header: list[list[str]]) -> list[str]:
+    """The column names: the header row nearest the data, each prefixed by the group heading above it when an
+    upper row spans equal groups ("AutoScholarQuery | RealScholarQuery" over two "Recall | Precision")."""
+    rows = [row for row in header if len(row) >= 2]
+    if not rows:
+        return []
+    names, upper = rows[-1], rows[-2] if len(rows) >= 2 else []
+    if upper and len(upper) < len(names) and len(names) % len(upper) == 0:
+        width = len(names) // len(upper)
+        names = [f"{upper[i // width]} {name}" for i, name in enumerate(names)]
+    elif len(upper) > 2 and len(upper) < len(names) and (len(names) - 1) % (len(upper) - 1) == 0:
+        # the upper row names the label column too ("Structure | GROBID | RoBERTa" over "Category | P | R ...")
+        width = (len(names) - 1) // (len(upper) - 1)
+        names = [names[0]] + [f"{upper[1 + i // width]} {name}" for i, name in enumerate(names[1:])]
+    return names
+
+
+def render_table(content: str) -> tuple[str, list[str]]:
+    """(header line, one sentence per row) of a table: each data row as "column: value" pairs, its first cell
+    named by the first column ("Method: Google Scholar; Recall@20: 0.0609."); empty cells ("-") are left out.
+    Rows whose cells do not line up with the header, and tables without figures (prompts, examples), are kept as
+    printed ("a | b | c")."""
+    rows = table_rows(content)
+    first_data = next(
+        (i for i, row in enumerate(rows) if len(row) >= 2 and any(_is_value(c) for c in row[1:])), len(rows)
+    )
+    header, body = (rows[:first_data], rows[first_data:]) if first_data < len(rows) else ([], rows)
+    columns = _column_names(header)
+    sentences = []
+    for row in body:
+        if columns and len(row) == len(columns) >= 2:
+            lead = f"{columns[0]}: {row[0]}" if columns[0] and row[0] else row[0]
+            pairs = [
+                f"{name}: {value}"
+                for name, value in zip(columns[1:], row[1:], strict=True)
+                if value not in _EMPTY_CELLS
+            ]
+            text = "; ".join(part for part in (lead, *pairs) if part)
+        else:
+            text = " | ".join(c for c in row if c)
+        sentences.append(text if text.endswith((".", "!", "?")) else f"{text}.")
+    heading = (
+        "Columns: " + "; ".join(" | ".join(c for c in row if c) for row in header) + "." if header else ""
+    )
+    return heading, sentences
+
+
+def _table_passages(
+    paper_id: str, element: Element, section: Section, count: TokenCounter, max_tokens: int
+) -> list[Passage]:
+    """A table's passages: its label and caption, its header, then its rows as "column: value" sentences, packed
+    up to the token limit; a passage that continues the table opens with the label, the caption's first words and
+    the header again, so every passage says which table and which columns its figures belong to."""
+    heading, rows = render_table(element.content)
+    caption = " ".join(p for p in (element.label, element.caption) if p).strip()
+    words = caption.split()
+    short = " ".join(words[:CAPTION_WORDS_REPEATED]) + (" …" if len(words) > CAPTION_WORDS_REPEATED else "")
+    pieces: list[str] = []
+    if count(f"{caption} {heading}") > max_tokens // 2:  # a long caption: a passage of its own, then the rows
+        pieces.append(caption)
+    current: list[str] = []
+    for row in rows:
+        opening = [caption if not pieces else short, heading]
+        candidate = " ".join(p for p in (*opening, *current, row) if p)
+        if current and count(candidate) > max_tokens:
+            pieces.append(" ".join(p for p in (*opening, *current) if p))
+            current = []
+        current.append(row)
+    if current or not pieces:
+        opening = [caption if not pieces else short, heading]
+        pieces.append(" ".join(p for p in (*opening, *current) if p))
+    texts = [
+        t
+        for piece in pieces
+        for t in (split_text(piece, count, max_tokens) if count(piece) > max_tokens else [piece])
+    ]
+    return [
+        Passage(
+            passage_id=passage_id_for(paper_id, section.number, index),
+            paper_id=paper_id,
+            kind="table",
+            section_number=printed_number(section.number),
+            section_title=section.title,
+            text=text,
+            page_start=section.page_start,
+            page_end=section.page_end,
+            token_count=count(text),
+            stop_reason="section" if index == len(texts) - 1 else "token_limit",
+        )
+        for index, text in enumerate(texts)
+    ]
+
+
 def link_neighbours(passages: list[Passage]) -> list[Passage]:
     """Set prev/next ids along reading order (used for parent-document expansion)."""
     for before, after in zip(passages, passages[1:], strict=False):
@@ -213,7 +335,10 @@ def passages_for_paper(
             section = _element_section(element, index)
             if element.section_number in back_matter or is_stub(section.text):
                 continue  # a bare caption or formula says too little to be returned on its own
-            passages += _section_passages(paper_id, section, element.kind, count, max_tokens)
+            if element.kind == "table" and table_rows(element.content):
+                passages += _table_passages(paper_id, element, section, count, max_tokens)
+            else:
+                passages += _section_passages(paper_id, section, element.kind, count, max_tokens)
     return link_neighbours(passages)
 
 

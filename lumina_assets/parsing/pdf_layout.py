@@ -37,6 +37,7 @@ class Line:
     math: float  # share of characters in math fonts
     page: int  # 1-based
     cells: list[str] = field(default_factory=list)  # pieces merged from one baseline (table cells)
+    cell_x: list[float] = field(default_factory=list)  # where each of those pieces starts
     font: str = ""
 
 
@@ -133,6 +134,7 @@ def _merge_same_baseline(lines: list[Line]) -> list[Line]:
         last = merged[-1] if merged else None
         if last and abs(last.y1 - line.y1) < 1.5 and line.x0 > last.x0:
             last.cells = (last.cells or [last.text]) + (line.cells or [line.text])
+            last.cell_x = (last.cell_x or [last.x0]) + (line.cell_x or [line.x0])
             total = len(last.text) + len(line.text)
             last.math = (last.math * len(last.text) + line.math * len(line.text)) / total
             last.bold = last.bold and line.bold

@@ -9,6 +9,7 @@ commas and "and"; a line naming an institution, an e-mail, a URL, a place or a n
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -43,6 +44,15 @@ _JOURNAL_WORD = re.compile(
     r"\b(Journal|Transactions|Letters|Review|Proceedings|Annals|Bulletin|Nature|Science)\b"
 )
 _YEAR = re.compile(r"\b((?:19|20)\d\d)\b")
+# "Proceedings of NAACL-HLT 2018, pages 84–91" (ACL), "pp. 12-20"
+_PAGES = re.compile(r"\b(?:pages|pp\.)\s*(\d{1,5})\s*(?:-{1,2}|\u2013|\u2014|\u2212)\s*(\d{1,5})\b")
+# a journal's running header with its page range: "J. Chem. Theory Comput. 2023, 19, 2149−2160"
+_RUNNING_PAGES = re.compile(
+    r"(?:19|20)\d\d\s*,\s*\d+\s*(?:\(\d+\))?\s*,\s*(\d{1,5})\s*(?:-{1,2}|\u2013|\u2014|\u2212)\s*(\d{1,5})\s*$"
+)
+# ACL Anthology ids: "2020.acl-main.207" (2020 on), "N18-3011" (before); their DOIs are 10.18653/v1/<id>
+_ANTHOLOGY_ID = re.compile(r"^(?:(?:19|20)\d\d\.[a-z\d]+-[a-z\d]+\.\d{1,4}|[A-Z]\d{2}-\d{4})$")
+ACL_DOI_PREFIX = "10.18653/v1/"
 _AFFILIATION = re.compile(
     r"\b(universit\w*|institut\w*|department|dept|school|college|laborator\w*|lab|labs|research|centre|center|"
     r"inc|ltd|corp\w*|company|foundation|hospital|academy|faculty|ai2|google|microsoft|meta|bytedance|"
@@ -79,9 +89,10 @@ class PdfHeader:
     year: int | None = None
     doi: str | None = None
     arxiv_id: str | None = None
+    pages: str | None = None  # "2270–2282", as printed
     sources: dict[str, str] = field(
         default_factory=dict
-    )  # field -> pdf_text | pdf_info | arxiv_stamp | file_name
+    )  # field -> pdf_text | pdf_info | arxiv_stamp | file_name | anthology_id
 
 
 def looks_like_name(text: str) -> bool:
@@ -96,8 +107,16 @@ def looks_like_name(text: str) -> bool:
     return len(named) >= 2 and capitalized and len(named[0]) > 1
 
 
+def _is_marker(char: str) -> bool:
+    """A footnote or affiliation mark: the listed ones, and any other math or symbol sign or punctuation that is
+    not part of a name ("⋆", "∥", "♯" set at body size)."""
+    if char in _MARKERS:
+        return True
+    return unicodedata.category(char) in ("Sm", "So", "Po") and char not in ".'’,;&"
+
+
 def _clean_piece(text: str) -> str:
-    text = re.sub(rf"[{re.escape(_MARKERS)}]+", " ", text)
+    text = "".join(" " if _is_marker(c) else c for c in text)
     text = re.sub(r"(?<=[a-z])[α-ωΑ-Ω]+(?:,[α-ωΑ-Ω]+)*", " ", text)  # "Loα" (a marker set in the body font)
     text = re.sub(r"(?<=[a-z])\d+(?:\s*,\s*\d+)*\b", " ", text)  # "Marchis1,2,3"
     return " ".join(text.split()).strip(" ,;")
@@ -166,6 +185,7 @@ def authors_from_first_page(page) -> list[str]:
     title_size = max(ln[2] for ln in titled)
     title_bottom = max(ln[1] for ln in titled if abs(ln[2] - title_size) < 0.3)
     names: list[str] = []
+    carry = ""  # the last piece of the previous author line, when a name may run on to the next line
     for y0, _, size, text, spans in lines:
         if y0 < title_bottom - 1 or abs(size - title_size) < 0.3:
             continue
@@ -174,14 +194,38 @@ def authors_from_first_page(page) -> list[str]:
         if len(text.split()) > 30 or is_letter_spaced([s["text"] for s in spans]):
             continue
         if _AFFILIATION.search(text) or "@" in text:
+            carry = ""
             continue
-        names += [p for p in _line_pieces(spans, size) if looks_like_name(p)]
+        pieces = _line_pieces(spans, size)
+        if carry and pieces and _runs_on(carry, pieces[0]):
+            if names and names[-1] == carry:
+                names.pop()
+            pieces[0] = f"{carry} {pieces[0]}"
+        names += [p for p in pieces if looks_like_name(p)]
+        body = "".join(
+            " " if _is_marker(c) else c for sp in spans if sp["size"] >= size * 0.85 for c in sp["text"]
+        )
+        ends_open = pieces and not re.search(r"(?:[,;&]|\band)[\s\d]*$", body)
+        carry = pieces[-1] if ends_open and len(pieces[-1].split()) <= 3 else ""
     return list(dict.fromkeys(names))
+
+
+def _runs_on(tail: str, head: str) -> bool:
+    """Whether `tail` (the end of one author line) and `head` (the start of the next) are one name broken by the
+    line wrap: "Andrew D." + "White", "Andrew" + "D. White"."""
+    joined = f"{tail} {head}"
+    if len(joined.split()) > 5 or not looks_like_name(joined):
+        return False
+    return not looks_like_name(tail) or not looks_like_name(head) or bool(re.search(r"\b[A-Z]\.$", tail))
 
 
 def authors_from_info(value: str | None) -> list[str]:
     """The Info dictionary's /Author ("A ; B ; C" or "A, B and C"), names only."""
-    parts = [p.strip() for p in re.split(r"\s*;\s*|\s*,\s*|\s+and\s+", value or "") if p.strip()]
+    parts = [
+        re.sub(r"^and\s+", "", p.strip())
+        for p in re.split(r"\s*;\s*|\s*,\s*|\s+and\s+|\s+&\s+", value or "")
+        if p.strip()
+    ]
     return [p for p in parts if 1 < len(p) <= 60 and not p.isdigit()]
 
 
@@ -218,6 +262,38 @@ def venue_from_text(
     return None
 
 
+def pages_from_text(first_page_text: str) -> str | None:
+    """The page range printed on page one ("pages 2270–2282" under an ACL paper), as "2270–2282"."""
+    match = _PAGES.search(first_page_text)
+    if not match or int(match.group(2)) < int(match.group(1)):
+        return None
+    return f"{match.group(1)}\u2013{match.group(2)}"
+
+
+def from_running_text(margins: list[str]) -> tuple[str | None, str | None]:
+    """(DOI, page range) printed in a running header or footer: on the margin lines of at least two pages."""
+    dois = Counter(m.group(1).rstrip(".") for line in margins for m in DOI_IN_TEXT.finditer(line))
+    doi = next((d for d, seen in dois.most_common() if seen >= 2), None)
+    ranges = Counter(
+        (m.group(1), m.group(2))
+        for line in margins
+        if (m := _RUNNING_PAGES.search(line)) and int(m.group(2)) >= int(m.group(1))
+    )
+    pages = next((f"{a}\u2013{b}" for (a, b), seen in ranges.most_common() if seen >= 2), None)
+    return doi, pages
+
+
+def anthology_doi(file_stem: str, first_page_text: str) -> str | None:
+    """The DOI of an ACL Anthology paper named by its anthology id ("2020.acl-main.207.pdf"), when page one
+    prints the ACL copyright line: the Anthology registers its papers as 10.18653/v1/<id>."""
+    if (
+        not _ANTHOLOGY_ID.match(file_stem or "")
+        or "Association for Computational Linguistics" not in first_page_text
+    ):
+        return None
+    return ACL_DOI_PREFIX + file_stem
+
+
 def margin_lines(document, zone: float = 0.08) -> list[str]:
     """Text lines in the top and bottom `zone` of every page (running headers and footers)."""
     out: list[str] = []
@@ -250,13 +326,24 @@ def read_header(document, *, file_stem: str = "") -> PdfHeader:
     if doi_match:
         header.doi = normalize_doi(doi_match.group(1).rstrip("."))
         header.sources["doi"] = "pdf_text" if DOI_IN_TEXT.search(first_text) else "pdf_info"
+    margins = margin_lines(document)
+    running_doi, running_pages = from_running_text(margins)
+    if header.doi is None and running_doi:
+        header.doi = normalize_doi(running_doi)
+        header.sources["doi"] = "pdf_text"
+    if header.doi is None and anthology_doi(file_stem, first_text):
+        header.doi = normalize_doi(anthology_doi(file_stem, first_text))
+        header.sources["doi"] = "anthology_id"
+    header.pages = pages_from_text(first_text) or running_pages
+    if header.pages:
+        header.sources["pages"] = "pdf_text"
     stamp = ARXIV_STAMP_DATED.search(first_text)
     printed = stamp or ARXIV_IN_TEXT.search(first_text[:600])
     from_name = normalize_arxiv_id(file_stem) if file_stem else None
     if printed or from_name:
         header.arxiv_id = printed.group(1) if printed else from_name
         header.sources["arxiv_id"] = ("arxiv_stamp" if stamp else "pdf_text") if printed else "file_name"
-    found = venue_from_text(first_text, margin_lines(document), meta.get("subject"), document.page_count)
+    found = venue_from_text(first_text, margins, meta.get("subject"), document.page_count)
     if found:
         header.venue, header.year, source = found
         header.sources["venue"] = source

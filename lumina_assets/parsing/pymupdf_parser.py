@@ -23,6 +23,8 @@ from lumina_assets.parsing.pdf_elements import (
     formula_groups,
     is_formula,
     nearby_nonprose,
+    preferred_table_side,
+    table_side,
 )
 from lumina_assets.parsing.pdf_headings import KNOWN_HEADINGS, REFERENCE_HEADINGS, detect_heading
 from lumina_assets.parsing.pdf_layout import (
@@ -57,8 +59,9 @@ class PyMuPdfParser:
 
     name = "pymupdf"
     # 1.1: references parsed into fields, footnotes out of the list, whole formula sentences; 1.2: compounds
-    # broken at a line end keep their hyphen ("document-" + "level")
-    version = "1.2"
+    # broken at a line end keep their hyphen ("document-" + "level"); 1.3: a table keeps its header row, and its
+    # side of the caption follows the paper's own convention where tables are stacked
+    version = "1.3"
 
     def __init__(
         self,
@@ -141,6 +144,7 @@ class PyMuPdfParser:
     def _elements(self, pages: list[Page], layout: Layout, doc) -> dict[int, Element]:
         """Captions, their tables / figure labels, and display formulas, keyed by the id of the block they replace."""
         elements: dict[int, Element] = {}
+        preferred = preferred_table_side(pages, layout) if self.tables == "fast" else 0
         for page in pages:
             blocks = [b for b in page.blocks if any(line.text for line in b.lines)]
             page.blocks = blocks
@@ -159,9 +163,12 @@ class PyMuPdfParser:
                     table_pages.append(block)
                 if self.tables == "off" and kind == "table":
                     continue
-                above = nearby_nonprose(blocks, block, -1)
-                below = nearby_nonprose(blocks, block, +1)
-                body = above if len(above) >= len(below) else below
+                above = nearby_nonprose(blocks, block, -1, table=kind == "table")
+                below = nearby_nonprose(blocks, block, +1, table=kind == "table")
+                if kind == "table":
+                    body = table_side(above, below, preferred)
+                else:
+                    body = above if len(above) >= len(below) else below
                 for part in body:
                     part.consumed = True
                 lines = [line for part in body for line in part.lines]

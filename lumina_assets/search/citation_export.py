@@ -7,22 +7,30 @@ its `LatexEncodingMiddleware` (pylatexenc) escapes what TeX would read as markup
 styles print them with `\\url`. RIS is written with rispy. CSV uses the standard library, with a cell that a
 spreadsheet would run as a formula (`=`, `+`, `-`, `@` first) prefixed with `'`.
 
-Citation keys are stable: first author's last name, year and the first significant title word in ASCII
-(`muller2020deep`); when two papers of one export share a key, each gets a suffix derived from its paper id, so the
-same paper keeps the same key whatever else the export holds.
+Author names are split with nameparser, which reads particles in either case as part of the last name ("Cristiano
+De Marchis" -> "De Marchis", "Johannes van der Waals" -> "van der Waals"), and are written "Last, First" (RIS's AU
+form, and the BibTeX form that keeps a capitalised particle in the last name, which BibTeX's own split of "First
+Last" would not). An organisation ("Allen Institute for AI") is one braced BibTeX name and a plain RIS name. arXiv
+papers carry `eprint` / `archivePrefix` (and `primaryClass` where known); `pages` are written where known.
+
+Citation keys are stable: first author's last name (particles included), year and the first significant title word
+in ASCII (`demarchis2016multi`); when two papers of one export share a key, each gets a suffix derived from its
+paper id, so the same paper keeps the same key whatever else the export holds.
+
+No value carries a terminal control sequence or control character (ESC, BEL, C0, C1) into a file: a title holding
+`ESC]0;...BEL` would set a terminal's window title when the file is printed.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
-
-from lumina_assets.core.names import last_name
 
 CONFERENCE = re.compile(r"proceedings|conference|workshop|symposium|\bconf\b|meeting", re.I)
 PREPRINT = re.compile(r"arxiv|biorxiv|medrxiv|chemrxiv|ssrn|preprint", re.I)
@@ -81,14 +89,82 @@ def _ascii(text: str) -> str:
     return unicodedata.normalize("NFKD", text or "").encode("ascii", "ignore").decode()
 
 
+# whole escape sequences first (CSI "ESC [ ... m", OSC "ESC ] ... BEL" or "... ESC \\", their one-byte C1 forms and
+# two-byte escapes), so no "]0;title" is left behind; then every other control character and the noncharacters
+_ESCAPE_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]P^_X]|[\x9d\x90\x9e\x9f\x98])[^\x07\x1b\x9c]*(?:\x07|\x9c|\x1b\\)?"
+    r"|\x1b[ -~]?"
+)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ufffe\uffff]")
+
+
 def _clean(text) -> str:
-    """One line of text: newlines and runs of spaces folded (an RIS or CSV value must not start a new record)."""
-    return re.sub(r"\s+", " ", str(text or "")).strip()
+    """One line of printable text: escape sequences and control characters removed, newlines and runs of spaces
+    folded (an RIS or CSV value must not start a new record)."""
+    text = _ESCAPE_SEQUENCE.sub("", str(text or ""))
+    text = _CONTROL.sub("", re.sub(r"[\s\x85]", " ", text))
+    return re.sub(r"\s+", " ", text).strip()
+
+
+# ---------------------------------------------------------------- names
+
+ORGANISATION = re.compile(
+    r"\b(?:institute|institut|university|universit[éàä]t?|consortium|collaboration|group|team|foundation|"
+    r"association|society|organi[sz]ation|center|centre|laborator(?:y|ies)|labs?|committee|council|agency|inc|"
+    r"ltd|llc|gmbh|corporation|corp|company|project|initiative|network|alliance|department|ministry|office|"
+    r"board|trust|academy|programme|program|hospital|school|college|deepmind|openai|google|microsoft)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Name:
+    """An author as citation files need it: `last` with its particles ("De Marchis", "van der Waals"), `first`
+    with middle names, `suffix` ("Jr."); an organisation is all `last`."""
+
+    last: str
+    first: str = ""
+    suffix: str = ""
+    organisation: bool = False
+
+    def inverted(self) -> str:
+        """ "Last, First" ("Last, Jr., First" with a suffix), as RIS's AU and BibTeX's name list take it."""
+        if self.organisation or not self.first:
+            return self.last
+        return ", ".join(p for p in (self.last, self.suffix, self.first) if p)
+
+
+def is_organisation(name: str) -> bool:
+    """A name that is an organisation: an institution word, or an "and" or "&" inside ("Bill and Melinda Gates
+    Foundation", "Ernst & Young")."""
+    return bool(ORGANISATION.search(name) or re.search(r"\s(?:and|&)\s", name))
+
+
+@functools.lru_cache(maxsize=8192)
+def parse_name(text: str) -> Name:
+    """One author's name split into its parts (nameparser; an organisation stays whole)."""
+    from nameparser import Parser
+
+    name = _clean(text)
+    if not name or is_organisation(name):
+        return Name(name, organisation=bool(name))
+    parsed = Parser().parse(name)
+    first = " ".join(p for p in (parsed.given or parsed.title, parsed.middle) if p)
+    last = parsed.family or ""
+    if not last:  # a single word ("Plato"), or nothing nameparser could place
+        return Name(name)
+    return Name(last, first, parsed.suffix or "")
+
+
+def _names(result: dict) -> list[Name]:
+    return [n for n in (parse_name(a) for a in result.get("authors") or []) if n.last]
 
 
 def base_key(result: dict) -> str:
-    authors = result.get("authors") or []
-    surname = re.sub(r"[^a-z0-9]", "", _ascii(last_name(authors[0])).lower()) if authors else ""
+    first = next((n for n in map(parse_name, result.get("authors") or []) if n.last), None)
+    surname = _ascii(first.last.split()[0] if first and first.organisation else first.last if first else "")
+    surname = re.sub(r"[^a-z0-9]", "", surname.lower())
     words = [
         w
         for w in re.findall(r"[a-z0-9]+", _ascii(result.get("title") or "").lower())
@@ -136,6 +212,40 @@ def _doi(result: dict) -> str | None:
     return doi if doi and not re.search(r"[{}\s]", doi) else None
 
 
+_ARXIV_ID = r"(\d{4}\.\d{4,5}|[a-z\-]+(?:\.[A-Z]{2})?/\d{7})"
+_ARXIV_URL = re.compile(
+    r"^https?://(?:www\.|export\.)?arxiv\.org/(?:abs|pdf)/" + _ARXIV_ID + r"(?:v\d+)?(?:\.pdf)?$"
+)
+_ARXIV_DOI = re.compile(r"^10\.48550/arxiv\." + _ARXIV_ID + "$", re.IGNORECASE)
+_PRIMARY_CLASS = re.compile(r"^[a-z\-]+(?:\.[A-Za-z\-]+)?$")
+
+
+def arxiv_id(result: dict) -> str | None:
+    """The paper's arXiv identifier: its `arxiv_id`, else read from an arXiv DOI (10.48550/arXiv.<id>) or an
+    arxiv.org abs/pdf URL."""
+    given = _clean(result.get("arxiv_id"))
+    if re.fullmatch(_ARXIV_ID, given):
+        return given
+    for pattern, value in ((_ARXIV_DOI, _doi(result)), (_ARXIV_URL, _web_url(result))):
+        match = pattern.match(value or "")
+        if match:
+            return match.group(1)
+    return None
+
+
+def arxiv_class(result: dict) -> str | None:
+    """The primary arXiv category ("cs.IR") where the result knows it."""
+    value = _clean(result.get("arxiv_primary_class"))
+    return value if _PRIMARY_CLASS.match(value) else None
+
+
+def page_range(result: dict) -> tuple[str, str] | None:
+    """(first, last) page of the paper in its venue ("2270", "2282"; last is "" for a one-page or open range)."""
+    text = _clean(result.get("pages"))
+    match = re.fullmatch(r"([A-Za-z]?\d+)(?:\s*(?:-{1,2}|\u2013|\u2014)\s*([A-Za-z]?\d+))?", text)
+    return (match.group(1), match.group(2) or "") if match else None
+
+
 def _is_conference(venue: str) -> bool:
     return bool(CONFERENCE.search(venue))
 
@@ -170,33 +280,40 @@ def bibtex_entry_parts(result: dict, key: str):
     from bibtexparser.model import Entry, Field
 
     venue = _clean(result.get("venue"))
+    eprint = arxiv_id(result)
     kind = {"conference": "inproceedings", "journal": "article"}.get(venue_kind(venue), "misc")
     venue_field = {"inproceedings": "booktitle", "article": "journal", "misc": "howpublished"}[kind]
-    text = [Field("title", _clean(result.get("title")) or str(result.get("paper_id")))]
-    names = [_clean(a) for a in result.get("authors") or [] if _clean(a)]
-    text += [Field(f"author{i}", name) for i, name in enumerate(names)]
-    if venue:
+    text = [Field("title", _clean(result.get("title")) or _clean(result.get("paper_id")))]
+    names = _names(result)
+    text += [Field(f"author{i}", name.inverted()) for i, name in enumerate(names)]
+    if venue and not (eprint and venue_kind(venue) == "preprint"):  # an arXiv paper says so with `eprint`
         text.append(Field(venue_field, venue))
     if result.get("year"):
-        text.append(Field("year", str(result["year"])))
+        text.append(Field("year", _clean(result["year"])))
+    pages = page_range(result)
+    if pages:
+        text.append(Field("pages", "--".join(p for p in pages if p)))
     # verbatim for BibTeX styles (\url), but `%` escaped: parsers read it as the start of a comment
     verbatim = [
         Field(name, value.replace("%", "\\%"))
         for name, value in (("doi", _doi(result)), ("url", _web_url(result)))
         if value
     ]
-    return Entry(kind, key, text), len(names), verbatim
+    if eprint:
+        verbatim += [Field("eprint", eprint), Field("archivePrefix", "arXiv")]
+        verbatim += [Field("primaryClass", arxiv_class(result))] if arxiv_class(result) else []
+    return Entry(kind, key, text), [n.organisation for n in names], verbatim
 
 
-def _join_authors(entry, count: int) -> None:
-    """The encoded `author<i>` fields joined into BibTeX's `author` ("A and B"), placed after the title; a name
-    holding the word "and" (an organisation) is braced so it stays one author."""
+def _join_authors(entry, organisations: list[bool]) -> None:
+    """The encoded `author<i>` fields joined into BibTeX's `author` ("Last, First and Last, First"), placed after
+    the title; an organisation is braced so BibTeX reads it as one last name ("{Allen Institute for AI}")."""
     from bibtexparser.model import Field
 
-    names = [entry.pop(f"author{i}").value for i in range(count)]
+    names = [entry.pop(f"author{i}").value for i in range(len(organisations))]
     if not names:
         return
-    joined = " and ".join("{" + n + "}" if re.search(r"\band\b", n) else n for n in names)
+    joined = " and ".join("{" + n + "}" if org else n for n, org in zip(names, organisations, strict=True))
     fields = entry.fields
     fields.insert(1, Field("author", joined))
     entry.fields = fields
@@ -210,13 +327,13 @@ def to_bibtex(results: list[dict]) -> str:
     library = Library()
     parts = []
     for result, key in zip(results, citation_keys(results), strict=True):
-        entry, authors, verbatim = bibtex_entry_parts(result, key)
+        entry, organisations, verbatim = bibtex_entry_parts(result, key)
         library.add(entry)
-        parts.append((authors, verbatim))
+        parts.append((organisations, verbatim))
     # escape the text fields only: keep_math=False, so a `$` in a title is a dollar sign, not TeX math
     library = LatexEncodingMiddleware(keep_math=False, enclose_urls=False).transform(library)
-    for entry, (authors, verbatim) in zip(library.entries, parts, strict=True):
-        _join_authors(entry, authors)
+    for entry, (organisations, verbatim) in zip(library.entries, parts, strict=True):
+        _join_authors(entry, organisations)
         title = entry.fields_dict["title"]
         title.value = _protect_capitals(title.value)
         for field in verbatim:
@@ -225,6 +342,21 @@ def to_bibtex(results: list[dict]) -> str:
 
 
 # ---------------------------------------------------------------- RIS and CSV
+
+
+@functools.cache
+def _ris_writer():
+    """rispy's writer as the RIS layout has it: a record opens with `TY  - ` (no `1.` line before it, which
+    rispy writes by default) and lines end in CR LF."""
+    import rispy
+
+    class RisRecords(rispy.RisWriter):
+        NEWLINE = "\r\n"
+
+        def set_header(self, count):
+            return ""
+
+    return RisRecords
 
 
 def to_ris(results: list[dict]) -> str:
@@ -238,22 +370,31 @@ def to_ris(results: list[dict]) -> str:
                 venue_kind(venue), "GEN"
             ),
             "id": key,
-            "title": _clean(result.get("title")) or str(result.get("paper_id")),
-            "authors": [_clean(a) for a in result.get("authors") or [] if _clean(a)],
+            "title": _clean(result.get("title")) or _clean(result.get("paper_id")),
+            "authors": [name.inverted() for name in _names(result)],
         }
         if venue:
             record["journal_name" if venue_kind(venue) == "journal" else "secondary_title"] = venue
         if result.get("year"):
-            record["year"] = str(result["year"])
-        if _doi(result):
-            record["doi"] = _doi(result)
+            record["year"] = _clean(result["year"])
+        pages = page_range(result)
+        if pages:
+            record["start_page"] = pages[0]
+            if pages[1]:
+                record["end_page"] = pages[1]
+        eprint = arxiv_id(result)
+        doi = _doi(result) or (f"10.48550/arXiv.{eprint}" if eprint else None)
+        if doi:
+            record["doi"] = doi
+        if eprint:
+            record["accession_number"] = f"arXiv:{eprint}"
         if _web_url(result):
             record["urls"] = [_web_url(result)]
         evidence, page = best_evidence(result)
         if evidence:
             record["notes"] = [f"Evidence{f' (p. {page})' if page is not None else ''}: {evidence}"]
         records.append(record)
-    return rispy.dumps(records)
+    return rispy.dumps(records, implementation=_ris_writer())
 
 
 def _cell(value) -> str:

@@ -94,7 +94,7 @@ def test_batch_end_to_end_with_failures_recorded(batch_papers, data_dir):
     assert status["pdf:n18"] == status["pdf:specter"] == "ok"
     assert (status["pdf:truncated"], reasons["pdf:truncated"]) == ("failed", "truncated")
     assert status["beir-scifact:4983"] == "no_pdf"
-    assert set(parsed.filter(pl.col("status") == "ok")["parser"]) == {"pymupdf@1.2"}
+    assert set(parsed.filter(pl.col("status") == "ok")["parser"]) == {"pymupdf@1.3"}
 
     passages = tables.read(tables.PASSAGES, BATCH)
     assert passages.schema == pl.from_arrow(PASSAGE_SCHEMA.empty_table()).schema

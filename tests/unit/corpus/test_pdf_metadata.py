@@ -7,7 +7,13 @@ import pymupdf
 import pytest
 
 from lumina_assets.corpus.local import pdf_metadata
-from lumina_assets.parsing.pdf_metadata import looks_like_name
+from lumina_assets.parsing.pdf_metadata import (
+    authors_from_first_page,
+    authors_from_info,
+    from_running_text,
+    looks_like_name,
+    read_header,
+)
 
 ACL_2020 = "Proceedings of the 58th Annual Meeting of the Association for Computational Linguistics"
 EXPECTED = {
@@ -28,14 +34,14 @@ EXPECTED = {
         authors=["Arman Cohan", "Sergey Feldman", "Iz Beltagy", "Doug Downey", "Daniel S. Weld"],
         venue=ACL_2020,
         year=2020,
-        doi=None,
+        doi="10.18653/v1/2020.acl-main.207",  # the ACL Anthology DOI of the id in the file name
         arxiv_id=None,
     ),
     "2020.acl-main.447": dict(
         authors=["Kyle Lo", "Lucy Lu Wang", "Mark Neumann", "Rodney Kinney", "Daniel S. Weld"],
         venue=ACL_2020,
         year=2020,
-        doi=None,
+        doi="10.18653/v1/2020.acl-main.447",  # the ACL Anthology DOI of the id in the file name
         arxiv_id=None,
     ),
     "2304.02623v1": dict(
@@ -83,7 +89,7 @@ EXPECTED = {
         ],
         venue="Proceedings of NAACL-HLT 2018",
         year=2018,
-        doi=None,
+        doi="10.18653/v1/n18-3011",  # DOIs compare case-insensitively; stored lower-case
         arxiv_id=None,
     ),
     "papermage": dict(
@@ -246,3 +252,116 @@ def test_venue_layouts_beyond_the_shared_pdfs(first_page, margins, expected):
 
     found = venue_from_text(first_page, margins, None, page_count=6)
     assert (found[:2] if found else None) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "pages"),
+    [
+        ("N18-3011", "84–91"),
+        ("2020.acl-main.207", "2270–2282"),
+        ("2020.acl-main.447", "4969–4983"),
+        ("pasa", None),
+    ],
+)
+def test_pages_printed_on_page_one(shared_data, name, pages):
+    with pymupdf.open(shared_data / "pdfs" / f"{name}.pdf") as document:
+        header = read_header(document, file_stem=name)
+    assert header.pages == pages
+    assert (header.sources.get("pages") == "pdf_text") == bool(pages)
+
+
+def test_anthology_doi_needs_the_anthology_id_and_the_acl_line(shared_data, tmp_path):
+    """An ACL PDF named by its anthology id gets 10.18653/v1/<id>; renamed, it gets none; a non-ACL PDF whose
+    name happens to look like an anthology id gets none either."""
+    acl = (shared_data / "pdfs" / "2020.acl-main.207.pdf").read_bytes()
+    (tmp_path / "specter.pdf").write_bytes(acl)
+    (tmp_path / "2020.acl-main.999.pdf").write_bytes((shared_data / "pdfs" / "pasa.pdf").read_bytes())
+    with pymupdf.open(shared_data / "pdfs" / "2020.acl-main.207.pdf") as document:
+        header = read_header(document, file_stem="2020.acl-main.207")
+    assert header.doi == "10.18653/v1/2020.acl-main.207" and header.sources["doi"] == "anthology_id"
+    assert pdf_metadata(tmp_path / "specter.pdf").doi is None
+    assert pdf_metadata(tmp_path / "2020.acl-main.999.pdf").doi is None
+
+
+def _title_page(lines: list[list[tuple[str, str]]], *, marker_size: float = 8) -> pymupdf.Page:
+    """An achemso-style title page (the layout of "A Perspective on Explanations of Molecular Prediction Models"):
+    a two-line bold title, the author line(s) with affiliation marks raised and smaller, affiliations, e-mail,
+    "Abstract"."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+
+    def put(x, y, text, size, font="tiro"):
+        page.insert_text((x, y), text, fontsize=size, fontname=font)
+        return x + pymupdf.get_text_length(text, fontname=font, fontsize=size)
+
+    put(90, 110, "A Perspective on Explanations of Molecular", 17.28, "tibo")
+    put(180, 132, "Prediction Models", 17.28, "tibo")
+    y = 165
+    for line in lines:
+        x = 85
+        for text, mark in line:
+            x = put(x, y, text, 12)
+            if mark:
+                x = put(x, y - 4 if marker_size < 12 else y, mark, marker_size)
+        y += 16
+    put(120, y + 5, "†", 8)
+    put(125, y + 9, "Department of Chemistry, University of Rochester, Rochester, NY, 14627", 10.95)
+    put(200, y + 30, "E-mail: andrew.white@rochester.edu", 10.95)
+    put(280, y + 60, "Abstract", 12, "tibo")
+    put(72, y + 80, "Chemistry and materials science are complex. Recently, there have been successes", 12)
+    return page
+
+
+FIRST_THREE = [("Geemi P. Wellawatte,", "†"), (" Heta A. Gandhi,", "‡"), (" Aditi Seshadri,", "‡")]
+WELLAWATTE = ["Geemi P. Wellawatte", "Heta A. Gandhi", "Aditi Seshadri", "Andrew D. White"]
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [[*FIRST_THREE, (" and Andrew D. White", "∗,‡")]],  # one line
+        [[*FIRST_THREE, (" and Andrew D.", "")], [("White", "∗,‡,¶")]],  # wrapped after the initial
+        [[*FIRST_THREE, (" and Andrew", "")], [("D. White", "∗,‡,¶")]],  # wrapped after the given name
+        [[*FIRST_THREE, (" and", "")], [("Andrew D. White", "∗,‡")]],  # wrapped after "and"
+    ],
+    ids=["one-line", "wrap-after-initial", "wrap-after-given-name", "wrap-after-and"],
+)
+def test_the_last_author_survives_the_author_line_wrap(lines):
+    """A reconstruction of the dropped-last-author case (the PDF is not in the shared data): the last name of an
+    author line wrapped onto the next line was cut in two, and "White" alone is not a name."""
+    assert authors_from_first_page(_title_page(lines)) == WELLAWATTE
+
+
+def test_a_mark_set_at_body_size_does_not_drop_a_name():
+    lines = [[*FIRST_THREE, (" and Andrew D. White", "⋆∥")]]
+    assert authors_from_first_page(_title_page(lines, marker_size=12)) == WELLAWATTE
+
+
+def test_info_author_list_with_a_final_and():
+    assert authors_from_info("Geemi P. Wellawatte, Heta A. Gandhi, Aditi Seshadri, and Andrew D. White") == (
+        WELLAWATTE
+    )
+
+
+def test_doi_and_pages_from_a_running_header_and_footer():
+    """A journal layout whose page one prints neither: the running header carries the page range ("J. Chem.
+    Theory Comput. 2023, 19, 2149−2160") and the footer of later pages the DOI; each counts once it repeats."""
+    doc = pymupdf.open()
+    for number in range(3):
+        page = doc.new_page(width=612, height=792)
+        if number:
+            page.insert_text((72, 40), "J. Chem. Theory Comput. 2023, 19, 2149-2160", fontsize=8)
+            page.insert_text((72, 770), "https://doi.org/10.1021/acs.jctc.2c01235", fontsize=8)
+        page.insert_text((72, 300), "Body text of a page that says nothing about itself.", fontsize=10)
+    header = read_header(doc, file_stem="paper")
+    assert (header.doi, header.pages) == ("10.1021/acs.jctc.2c01235", "2149–2160")
+    once = pymupdf.open()
+    for number in range(3):
+        page = once.new_page(width=612, height=792)
+        if number == 1:  # printed on one page only: a reference or a note, not a running footer
+            page.insert_text((72, 770), "https://doi.org/10.1021/acs.jctc.2c01235", fontsize=8)
+        page.insert_text((72, 300), "Body text of a page that says nothing about itself.", fontsize=10)
+    assert read_header(once, file_stem="paper").doi is None
+    # the minus sign ACS prints between the pages (a base-14 font above cannot draw it)
+    margins = ["J. Chem. Theory Comput. 2023, 19, 2149\u22122160"] * 2
+    assert from_running_text(margins) == (None, "2149–2160")
