@@ -61,8 +61,9 @@ def path_text(path: Path | str | bytes) -> str:
 # "<field>:truncated".
 MAX_TITLE_CHARS = 512
 MAX_VENUE_CHARS = 512
-MAX_NAME_CHARS = 256  # one author, one keyword
-MAX_LIST_ITEMS = 500  # authors, keywords
+MAX_NAME_CHARS = 256  # one author, one keyword, one tag
+MAX_PATH_CHARS = 512  # one collection path ("Thesis/Chapter 2/Related work")
+MAX_LIST_ITEMS = 500  # authors, keywords, tags, collections
 ELLIPSIS = "\u2026"
 
 
@@ -74,7 +75,8 @@ def cap_text(value: str | None, limit: int) -> tuple[str | None, bool]:
 
 
 def cap_metadata(paper: Any) -> list[str]:
-    """Cap a Paper's free-text metadata in place (title, venue, each author and keyword, and how many of them);
+    """Cap a Paper's free-text metadata in place (title, venue, each author, keyword, tag and collection path, and
+    how many of them);
     returns the fields cut, each also recorded in `paper.metadata_sources` as "<field>:truncated"."""
     cut: list[str] = []
     for name, limit in (("title", MAX_TITLE_CHARS), ("venue", MAX_VENUE_CHARS)):
@@ -82,9 +84,14 @@ def cap_metadata(paper: Any) -> list[str]:
         if was_cut:
             setattr(paper, name, value)
             cut.append(name)
-    for name in ("authors", "keywords"):
-        items = list(getattr(paper, name) or [])
-        capped = [cap_text(item, MAX_NAME_CHARS) for item in items[:MAX_LIST_ITEMS]]
+    for name, limit in (
+        ("authors", MAX_NAME_CHARS),
+        ("keywords", MAX_NAME_CHARS),
+        ("tags", MAX_NAME_CHARS),
+        ("collections", MAX_PATH_CHARS),
+    ):
+        items = list(getattr(paper, name, None) or [])
+        capped = [cap_text(item, limit) for item in items[:MAX_LIST_ITEMS]]
         if len(items) > MAX_LIST_ITEMS or any(was_cut for _, was_cut in capped):
             setattr(paper, name, [item for item, _ in capped])
             cut.append(name)

@@ -41,9 +41,26 @@ class LibraryItem:
 
 
 @dataclass
+class Refused:
+    """An attachment not taken, with the reason recorded in rejected_papers (its item still enters)."""
+
+    item_key: str
+    attachment_key: str
+    reason: str
+    message: str
+
+
+@dataclass
 class ExportRead:
     items: list[LibraryItem] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (item key or line, message)
+    refused: list[Refused] = field(default_factory=list)  # attachments refused (outside storage, a link loop)
+    standalone: list[LibraryItem] = field(
+        default_factory=list
+    )  # PDFs without a parent item: metadata from the PDF
+    notes: list[str] = field(
+        default_factory=list
+    )  # what was left out on purpose, and how the library was read
 
 
 def year_in(text) -> int | None:
@@ -213,46 +230,122 @@ def read_ris(path: Path) -> ExportRead:
 
 
 def _csl_name(name: dict) -> str:
-    if name.get("literal"):
+    if isinstance(name.get("literal"), str) and name["literal"]:
         return name["literal"]
-    return " ".join(
-        p for p in (name.get("given"), name.get("non-dropping-particle"), name.get("family")) if p
-    )
+    parts = (name.get("given"), name.get("non-dropping-particle"), name.get("family"))
+    return " ".join(p for p in parts if isinstance(p, str) and p)
+
+
+CSL_MAX_DEPTH = 32  # CSL-JSON items nest 4 levels deep (issued -> date-parts -> [[y, m, d]])
+_CSL_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+CSL_TEXT = ("title", "container-title", "DOI", "URL", "abstract", "note", "keyword")
+
+
+def csl_item_spans(text: str) -> tuple[list[tuple[int, int, int]], str | None]:
+    """([(start, end, deepest nesting)] of each element of a top-level JSON array, problem): a scan of brackets
+    outside strings, so an item nested too deep for the JSON parser is named and skipped while the others are
+    read."""
+    spans: list[tuple[int, int, int]] = []
+    depth, deepest, start = 0, 0, None
+    for token in _CSL_TOKENS.finditer(text):
+        mark = token.group()
+        if mark[0] == '"':
+            if depth == 1:  # a bare string as an item: read below, refused as not an object
+                spans.append((token.start(), token.end(), 0))
+            continue
+        if mark in "[{":
+            depth += 1
+            if depth == 1 and mark == "{":
+                return [], "CSL-JSON must be a list of items"
+            if depth == 2 and start is None:
+                start, deepest = token.start(), 2
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+            if depth == 1 and start is not None:
+                spans.append((start, token.end(), deepest - 1))
+                start = None
+            if depth < 0:
+                return spans, "unbalanced brackets"
+    if depth == 0 and not spans and not text.strip().startswith("["):
+        return [], "CSL-JSON must be a list of items"
+    return spans, None if depth == 0 else "the file ends inside an item (truncated?)"
+
+
+def _csl_problem(record: dict) -> str | None:
+    """What is wrongly typed in one CSL-JSON item (a field Lumina reads), or None."""
+    for name in CSL_TEXT:
+        value = record.get(name)
+        if value is not None and not isinstance(value, str):
+            return f"{name} must be text (got {type(value).__name__})"
+    for name in ("id", "number"):
+        value = record.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, str | int)):
+            return f"{name} must be text or a number (got {type(value).__name__})"
+    issued = record.get("issued")
+    if issued is not None:
+        parts = issued.get("date-parts") if isinstance(issued, dict) else None
+        if not isinstance(issued, dict) or (
+            parts is not None and not (isinstance(parts, list) and all(isinstance(p, list) for p in parts))
+        ):
+            return 'issued must be a date object ({"date-parts": [[2020, 5]]})'
+    for name, kind in (("author", dict), ("file", str)):
+        value = record.get(name)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, kind) for v in value)):
+            return f"{name} must be a list of {'names' if kind is dict else 'paths'}"
+    return None
 
 
 def read_csl_json(path: Path) -> ExportRead:
+    """Each item of the array is read on its own: one that is not JSON, nests too deep or has a wrongly typed
+    field is a problem naming it, and the others come in."""
     read = ExportRead()
     try:
-        records = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        read.problems.append((path.name, f"{path.name}: not readable CSL-JSON ({error})"))
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        read.problems.append((path.name, f"{path.name}: not readable ({error.strerror or error})"))
         return read
-    if not isinstance(records, list):
-        read.problems.append((path.name, f"{path.name}: CSL-JSON must be a list of items"))
-        return read
+    spans, problem = csl_item_spans(text)
+    if problem:
+        read.problems.append((path.name, f"{path.name}: {problem}"))
     base = path.parent
-    for number, record in enumerate(records, start=1):
-        if not isinstance(record, dict):
-            read.problems.append((f"item {number}", f"{path.name} item {number}: not an object"))
+    for number, (start, end, depth) in enumerate(spans, start=1):
+        where = f"item {number}"
+        if depth > CSL_MAX_DEPTH:
+            read.problems.append(
+                (where, f"{path.name} item {number}: nested deeper than {CSL_MAX_DEPTH} levels")
+            )
             continue
-        issued = (record.get("issued") or {}).get("date-parts") or [[None]]
-        year = issued[0][0] if issued and issued[0] else None
+        try:
+            record = json.loads(text[start:end])
+        except ValueError as error:
+            read.problems.append((where, f"{path.name} item {number}: not JSON ({error})"))
+            continue
+        if not isinstance(record, dict):
+            read.problems.append((where, f"{path.name} item {number}: not an object"))
+            continue
+        wrong = _csl_problem(record)
+        if wrong:
+            shown = f" (id {record['id']})" if isinstance(record.get("id"), str | int) else ""
+            read.problems.append((where, f"{path.name} item {number}{shown}: {wrong}"))
+            continue
+        issued = record.get("issued") or {}
+        parts = issued.get("date-parts") or [[None]]
+        year = parts[0][0] if parts and parts[0] else None
         keywords = record.get("keyword") or ""
-        files = [resolve_file(str(f), base) for f in record.get("file") or [] if isinstance(f, str)]
+        files = [resolve_file(f, base) for f in record.get("file") or []]
         read.items.append(
             LibraryItem(
                 key=str(record.get("id") or f"csl-{number}"),
-                title=clean_text(str(record.get("title") or "")).strip(),
-                authors=unique(_csl_name(a) for a in record.get("author") or [] if isinstance(a, dict)),
-                year=year
-                if isinstance(year, int)
-                else year_in(year or (record.get("issued") or {}).get("raw")),
-                venue=clean_text(str(record.get("container-title") or "")).strip() or None,
+                title=clean_text(record.get("title") or "").strip(),
+                authors=unique(_csl_name(a) for a in record.get("author") or []),
+                year=year if isinstance(year, int) else year_in(year or issued.get("raw")),
+                venue=clean_text(record.get("container-title") or "").strip() or None,
                 doi=normalize_doi(record.get("DOI")),
                 arxiv_id=arxiv_in(record.get("URL"), record.get("number"), record.get("note")),
-                abstract=clean_text(str(record.get("abstract") or "")).strip() or None,
+                abstract=clean_text(record.get("abstract") or "").strip() or None,
                 url=record.get("URL"),
-                tags=unique(re.split(r"[;,]", keywords) if isinstance(keywords, str) else keywords),
+                tags=unique(re.split(r"[;,]", keywords)),
                 files=pdfs_first(files),
             )
         )
