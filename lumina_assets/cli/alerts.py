@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from lumina_assets.core.hygiene import terminal_safe
 from lumina_assets.search import saved_searches
 from lumina_assets.search.request import BadRequest
 
@@ -28,6 +29,24 @@ def parse_filters(pairs: list[str]) -> dict:
     return filters
 
 
+def _print(text: str, **kwargs) -> None:
+    """Titles and queries come from papers and users: never a raw escape sequence on the terminal."""
+    print(terminal_safe(text), **kwargs)
+
+
+def _store_guard(handler):
+    """An alerts store that cannot be read is one line saying what to do, never a traceback."""
+
+    def guarded(args) -> int:
+        try:
+            return handler(args)
+        except saved_searches.StoreUnreadable as error:
+            _print(f"error: {error}", file=sys.stderr)
+            return 1
+
+    return guarded
+
+
 def _add(args) -> int:
     try:
         filters = parse_filters(args.filters or [])
@@ -35,10 +54,10 @@ def _add(args) -> int:
         search = saved_searches.validate(name, args.query, filters, args.k)
         saved_searches.add(search)
     except BadRequest as error:
-        print(f"error: {error}", file=sys.stderr)
+        _print(f"error: {error}", file=sys.stderr)
         return 2
     except saved_searches.DuplicateName:
-        print(
+        _print(
             f"error: a saved search named {name!r} exists already (--name to choose another)", file=sys.stderr
         )
         return 1
@@ -50,16 +69,14 @@ def _add(args) -> int:
 
 
 def _list(args) -> int:
-    searches = saved_searches.load()
-    if not searches:
+    rows = saved_searches.summaries()
+    if not rows:
         print('no saved searches (lumina alerts add "QUERY")')
         return 0
-    state = saved_searches.read_hits_state()
-    for search in searches:
-        row = saved_searches.summary(search, state)
-        filters = " ".join(f"{k}={v}" for k, v in sorted(search.filters.items()))
-        print(
-            f"{search.name}\tk={search.k}\tnew={row['new_count']}\t{search.query!r}"
+    for row in rows:
+        filters = " ".join(f"{k}={v}" for k, v in sorted(row["filters"].items()))
+        _print(
+            f"{row['name']}\tk={row['k']}\tnew={row['new_count']}\t{row['query']!r}"
             + (f"\t{filters}" if filters else "")
         )
     return 0
@@ -69,9 +86,9 @@ def _remove(args) -> int:
     try:
         saved_searches.remove(args.name)
     except saved_searches.UnknownSearch:
-        print(f"error: no saved search named {args.name!r} (lumina alerts list)", file=sys.stderr)
+        _print(f"error: no saved search named {args.name!r} (lumina alerts list)", file=sys.stderr)
         return 1
-    print(f"removed {args.name!r}")
+    _print(f"removed {args.name!r}")
     return 0
 
 
@@ -79,14 +96,15 @@ def _hits(args) -> int:
     try:
         search = saved_searches.get(args.name)
     except saved_searches.UnknownSearch:
-        print(f"error: no saved search named {args.name!r} (lumina alerts list)", file=sys.stderr)
+        _print(f"error: no saved search named {args.name!r} (lumina alerts list)", file=sys.stderr)
         return 1
     hits = saved_searches.hits_for(search)
     if not hits:
-        print(f"{search.name}: no hits yet (they are recorded after each index run)")
+        _print(f"{search.name}: no hits yet (they are recorded after each index run)")
     for hit in hits[: args.limit]:
         new = "new " if not search.seen_at or hit["found_at"] > search.seen_at else "    "
-        print(f"{new}{hit['found_at'][:19]}  {hit.get('ingest_batch') or '?'}  {hit['title'][:80]}")
+        title = str(hit.get("title") or hit.get("paper_id") or "?")[:80]
+        _print(f"{new}{str(hit.get('found_at'))[:19]}  {hit.get('ingest_batch') or '?'}  {title}")
     if not args.keep_new:
         saved_searches.mark_seen(search.name)
     return 0
@@ -107,14 +125,14 @@ def add_commands(commands, bench_commands) -> None:
         help="year_min=2020 year_max=2024 author=NAME venue=NAME tag=NAME collection=NAME",
     )
     add.add_argument("-k", type=int, default=10, help="how many top papers to watch (1-50, default 10)")
-    add.set_defaults(handler=_add)
+    add.set_defaults(handler=_store_guard(_add))
     listing = actions.add_parser("list", help="saved searches and their new-hit counts")
-    listing.set_defaults(handler=_list)
+    listing.set_defaults(handler=_store_guard(_list))
     remove = actions.add_parser("remove", help="forget a saved search and its hits")
     remove.add_argument("name")
-    remove.set_defaults(handler=_remove)
+    remove.set_defaults(handler=_store_guard(_remove))
     hits = actions.add_parser("hits", help="a saved search's hits, newest first (marks them seen)")
     hits.add_argument("name")
     hits.add_argument("--limit", type=int, default=30)
     hits.add_argument("--keep-new", action="store_true", help="do not mark the hits seen")
-    hits.set_defaults(handler=_hits)
+    hits.set_defaults(handler=_store_guard(_hits))

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from lumina_assets.core.hygiene import terminal_safe
+
 
 def add_commands(commands, bench_commands) -> None:
     search = commands.add_parser(
@@ -105,13 +107,13 @@ def _search(args) -> int:
         return 2
     message = engine.last_trace.message
     if args.json:
-        print(json.dumps([c.to_dict() for c in contexts], ensure_ascii=False))
+        print(terminal_safe(json.dumps([c.to_dict() for c in contexts], ensure_ascii=False)))
         return 0
     if not contexts:
-        print(f"No results ({message or 'nothing matched'}).")
+        print(terminal_safe(f"No results ({message or 'nothing matched'})."))
         return 0
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
-    print(render_results(answer, color=color))
+    print(terminal_safe(render_results(answer, color=color), keep_colors=color))
     return 0
 
 
