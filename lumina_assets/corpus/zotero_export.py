@@ -9,6 +9,7 @@ present. A record the parser cannot read is reported with its reason, never fata
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -118,13 +119,31 @@ def bibtex_files(value: str, base: Path) -> list[Path]:
     return found
 
 
+@functools.cache
+def _latex_decoder():
+    """One pylatexenc decoder and one macro table for every field: `latex_to_text` builds the default table anew
+    for each call, which with the decoder built per field took most of the time of a large export."""
+    from pylatexenc import latexwalker
+    from pylatexenc.latex2text import LatexNodes2Text  # bibtexparser's own LaTeX decoder
+
+    context = latexwalker.get_default_latex_context_db()
+    decoder = LatexNodes2Text(math_mode="verbatim")
+    return lambda text: decoder.nodelist_to_text(
+        latexwalker.LatexWalker(text, latex_context=context).get_latex_nodes()[0]
+    )
+
+
+LATEX_MARKS = ("\\", "{", "}", "$", "~", "%", "&", "^", "_", "--", "``", "''")
+
+
+@functools.lru_cache(maxsize=1 << 16)  # venues, authors and keywords repeat across a library
 def _latex(text: str | None) -> str:
     if not text:
         return ""
-    from pylatexenc.latex2text import LatexNodes2Text  # bibtexparser's own LaTeX decoder
-
+    if not any(mark in text for mark in LATEX_MARKS):
+        return re.sub(r"\s+", " ", clean_text(text)).strip()  # no LaTeX in it: nothing to decode
     try:
-        decoded = LatexNodes2Text(math_mode="verbatim").latex_to_text(text)
+        decoded = _latex_decoder()(text)
     except Exception:  # pylatexenc raises its own parse errors on malformed LaTeX: keep the raw text
         decoded = text.replace("{", "").replace("}", "")
     return re.sub(r"\s+", " ", clean_text(decoded)).strip()

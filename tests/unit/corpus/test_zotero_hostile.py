@@ -280,3 +280,39 @@ def test_a_library_nobody_writes_is_read_with_the_backup_api(tmp_path):
     good_library(tmp_path / "Zotero").close()
     read = read_data_folder(tmp_path / "Zotero")
     assert read.notes[0] == "zotero.sqlite read from a backup copy" and len(read.items) == 2
+
+
+def test_a_bibtex_export_builds_one_latex_decoder(tmp_path, monkeypatch):
+    """Issue 40 item 11: pylatexenc's decoder (and its macro table) was built for every field, 95 % of the time of a
+    50,000-entry import; the figures are in docs/security.md (`lumina` has no timed tests)."""
+    from pylatexenc import latex2text, latexwalker
+
+    from lumina_assets.corpus import zotero_export
+
+    zotero_export._latex_decoder.cache_clear()
+    zotero_export._latex.cache_clear()
+    built = {"decoders": 0, "tables": 0}
+    decoder, table = latex2text.LatexNodes2Text.__init__, latexwalker.get_default_latex_context_db
+
+    def counting_decoder(self, *args, **kwargs):
+        built["decoders"] += 1
+        decoder(self, *args, **kwargs)
+
+    def counting_table():
+        built["tables"] += 1
+        return table()
+
+    monkeypatch.setattr(latex2text.LatexNodes2Text, "__init__", counting_decoder)
+    monkeypatch.setattr(latexwalker, "get_default_latex_context_db", counting_table)
+    export = tmp_path / "library.bib"
+    export.write_text(
+        "".join(
+            f'@article{{k{n}, title = {{The {{Graph}} number {n}}}, author = {{M{{\\"u}}ller, J{n}}}, '
+            f"journal = {{J. {{Graphs}} {n}}}, abstract = {{Text $x_{n}$.}}, year = {{2020}}}}\n"
+            for n in range(40)
+        )
+    )
+    read = zotero_export.read_bibtex(export)
+    assert len(read.items) == 40 and read.items[3].title == "The Graph number 3"
+    assert read.items[3].authors == ["J3 Müller"] and read.items[3].abstract == "Text $x_3$."
+    assert built == {"decoders": 1, "tables": 1}  # before: one of each per field (200 here)
