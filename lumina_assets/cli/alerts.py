@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from lumina_assets.core.hygiene import terminal_safe
 from lumina_assets.search import saved_searches
@@ -168,8 +169,10 @@ def _bench(args) -> int:
         samples.sort()
         print(f"| {label} | {samples[len(samples) // 2]:.1f} | {samples[-1]:.1f} |")
 
-    with tempfile.TemporaryDirectory(prefix="lumina-alerts-bench-") as folder:
-        os.environ["LUMINA_DATA_DIR"] = folder
+    with (
+        tempfile.TemporaryDirectory(prefix="lumina-alerts-bench-") as folder,
+        saved_searches.stored_in(Path(folder) / "alerts"),
+    ):
         alerts = saved_searches.alerts_dir()
         alerts.mkdir(parents=True)
         stamp = "2026-01-01T00:00:00.000000+00:00"

@@ -86,8 +86,21 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
+_FOLDER: list[Path] = []  # set by `stored_in` (benches and tools); empty: under the data folder
+
+
 def alerts_dir() -> Path:
-    return settings.data_dir() / "alerts"
+    return _FOLDER[-1] if _FOLDER else settings.data_dir() / "alerts"
+
+
+@contextlib.contextmanager
+def stored_in(folder: Path) -> Iterator[None]:
+    """Use the alerts store in `folder` for the block (a bench's scratch store, never the user's)."""
+    _FOLDER.append(Path(folder))
+    try:
+        yield
+    finally:
+        _FOLDER.pop()
 
 
 def database_path() -> Path:

@@ -272,3 +272,14 @@ def test_search_and_export_to_a_terminal_print_no_controls(argv, hostile_search,
     out = _printed_bytes(capsys)
     assert b"owned" in out  # the title is shown
     assert not any(control in out for control in CONTROLS), out
+
+
+def test_terminal_safe_keeps_colours_only_when_asked():
+    from lumina_assets.core.hygiene import terminal_safe
+
+    coloured = "\x1b[1mTitle\x1b[0m \x1b]0;owned\x07 \x1b[2J\x9b2J line\r\nnext\rover\ttab"
+    plain = terminal_safe(coloured)
+    assert "\x1b" not in plain and "\x07" not in plain and "\x9b" not in plain
+    assert "\r\nnext" in plain and "\rover" not in plain and "\ttab" in plain
+    kept = terminal_safe(coloured, keep_colors=True)
+    assert kept.startswith("\x1b[1mTitle\x1b[0m ") and kept.count("\x1b") == 2 and "\x07" not in kept
