@@ -89,7 +89,8 @@ def _fingerprint(database: Path) -> tuple:
 
 def _backup(database: Path, target: Path) -> bool:
     """SQLite's online backup under a shared lock (a consistent copy); False when a writer holds the lock (a
-    running Zotero keeps an exclusive lock for as long as it runs)."""
+    running Zotero keeps an exclusive lock for as long as it runs) or a crashed writer left a journal to roll
+    back (which only the snapshot's writable copy can)."""
     try:
         source = _open(database, read_only=True, timeout=LOCK_WAIT_S)
         try:
@@ -103,11 +104,9 @@ def _backup(database: Path, target: Path) -> bool:
                 destination.close()
         finally:
             source.close()
-    except sqlite3.OperationalError as error:
-        if "locked" in str(error) or "busy" in str(error):
-            target.unlink(missing_ok=True)
-            return False
-        raise
+    except sqlite3.OperationalError:  # locked, or a hot journal a read-only reader may not roll back
+        target.unlink(missing_ok=True)
+        return False
     return True
 
 

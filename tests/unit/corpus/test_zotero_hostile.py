@@ -316,3 +316,26 @@ def test_a_bibtex_export_builds_one_latex_decoder(tmp_path, monkeypatch):
     assert len(read.items) == 40 and read.items[3].title == "The Graph number 3"
     assert read.items[3].authors == ["J3 Müller"] and read.items[3].abstract == "Text $x_3$."
     assert built == {"decoders": 1, "tables": 1}  # before: one of each per field (200 here)
+
+
+def test_a_journal_left_by_a_killed_writer_is_rolled_back_in_the_copy(tmp_path):
+    """Zotero killed mid-transaction leaves a hot journal: the read still gives the last committed state."""
+    folder = tmp_path / "Zotero"
+    good_library(folder).close()
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(folder / "zotero.sqlite")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert writer.stdout.readline().strip() == "ready"
+    writer.kill()  # SIGKILL: no rollback, the journal stays hot
+    writer.wait(timeout=30)
+    writer.stdin.close()
+    assert (folder / "zotero.sqlite-journal").exists()
+    before = (folder / "zotero.sqlite").read_bytes()
+    read = read_data_folder(folder)
+    assert sorted(item.key for item in read.items) == ["QWER7890", "SPEC1234"]
+    assert not any("UNCOMMITTED" in item.title for item in read.items)
+    assert (folder / "zotero.sqlite").read_bytes() == before  # the user's file is untouched
