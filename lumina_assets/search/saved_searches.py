@@ -37,6 +37,7 @@ MAX_SEARCHES = 200
 MAX_HITS_PER_SEARCH = 500  # the oldest hits leave first; the feed shows the newest
 DATABASE = "alerts.sqlite3"
 BUSY_TIMEOUT_S = 10.0
+MAX_OLD_FILE_BYTES = 256 * 1024 * 1024  # hits.json at the caps is about 75 MB
 TABLES = (
     "CREATE TABLE IF NOT EXISTS searches (position INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
     "name TEXT NOT NULL UNIQUE, query TEXT NOT NULL, filters TEXT NOT NULL, k INTEGER NOT NULL, "
@@ -179,8 +180,13 @@ def _prepare(db: sqlite3.Connection) -> None:
 
 
 def _read_old(path: Path):
-    """A JSON file of an earlier version, or None; bytes that are not UTF-8 (Latin-1) are replaced."""
+    """A JSON file of an earlier version, or None; bytes that are not UTF-8 (Latin-1) are replaced. A file far past
+    what the caps let an earlier version write is set aside unread (reading it would hold up the first request)."""
     try:
+        size = path.stat().st_size
+        if size > MAX_OLD_FILE_BYTES:
+            log.warning("%s holds %d bytes, past the caps: renamed to %s.unreadable", path, size, path.name)
+            return _set_aside(path, "unreadable")
         return json.loads(path.read_bytes().decode("utf-8", errors="replace"))
     except FileNotFoundError:
         return None

@@ -283,3 +283,13 @@ def test_terminal_safe_keeps_colours_only_when_asked():
     assert "\r\nnext" in plain and "\rover" not in plain and "\ttab" in plain
     kept = terminal_safe(coloured, keep_colors=True)
     assert kept.startswith("\x1b[1mTitle\x1b[0m ") and kept.count("\x1b") == 2 and "\x07" not in kept
+
+
+def test_a_json_file_far_past_the_caps_is_set_aside_unread(data_dir, monkeypatch):
+    monkeypatch.setattr(saved_searches, "MAX_OLD_FILE_BYTES", 1024)
+    folder = saved_searches.alerts_dir()
+    folder.mkdir(parents=True)
+    (folder / "saved_searches.json").write_text(json.dumps({"searches": [{"name": "ok", "query": "q"}]}))
+    (folder / "hits.json").write_text(json.dumps({"searches": {}, "hits": [{"pad": "x" * 2048}]}))
+    assert [s.name for s in saved_searches.load()] == ["ok"]
+    assert (folder / "hits.json.unreadable").exists() and saved_searches.read_hits_state()["hits"] == []
