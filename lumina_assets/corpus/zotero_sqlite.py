@@ -173,15 +173,18 @@ def _collection_paths(db: sqlite3.Connection) -> dict[int, str]:
             "SELECT collectionID, collectionName, parentCollectionID FROM collections"
         )
     }
-    paths: dict[int, str] = {}
+    top: dict[int, list[str]] = {}  # collectionID -> its first levels from the top, each parent walked once
     for cid in rows:
-        names, seen, current = [], set(), cid
-        while current in rows and current not in seen:  # a broken parent loop ends instead of spinning
+        chain, seen, current = [], set(), cid
+        while current in rows and current not in top and current not in seen:  # a parent loop ends the walk
             seen.add(current)
-            names.append(str(rows[current][0] or ""))
+            chain.append(current)
             current = rows[current][1]
-        paths[cid] = "/".join(reversed(names[-MAX_COLLECTION_DEPTH:]))
-    return paths
+        for node in reversed(chain):
+            above = top.get(rows[node][1], []) if rows[node][1] not in seen or rows[node][1] in top else []
+            name = str(rows[node][0] or "")
+            top[node] = above if len(above) >= MAX_COLLECTION_DEPTH else [*above, name]
+    return {cid: "/".join(levels) for cid, levels in top.items()}
 
 
 def read_data_folder(folder: Path) -> ExportRead:
