@@ -273,7 +273,11 @@ def _migrate_json(db: sqlite3.Connection) -> None:
     _insert_hits(db, usable)
     _trim(db)
     if len(usable) < len(hits):
-        log.warning("%s: %d unusable hit(s) left out", hits_file, len(hits) - len(usable))
+        log.warning(
+            "%s: %d hit(s) left out (unusable, or of a search that was not moved)",
+            hits_file,
+            len(hits) - len(usable),
+        )
     _set_aside(hits_file, "migrated")
 
 
