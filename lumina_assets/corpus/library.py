@@ -169,7 +169,7 @@ def load_library(
 def _is_file(path: Path) -> bool:
     try:
         return path.is_file()
-    except OSError:  # a symbolic link loop, a name too long
+    except (OSError, ValueError):  # a symbolic link loop, a name too long, a NUL byte in the name
         return False
 
 

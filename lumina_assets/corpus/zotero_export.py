@@ -163,40 +163,48 @@ def read_bibtex(path: Path) -> ExportRead:
         read.problems.append((f"line {line}", f"{path.name} line {line}: not a readable BibTeX entry"))
     base = path.parent
     for entry in library.entries:
-        fields = {name.lower(): f.value for name, f in entry.fields_dict.items()}
-        authors = []
-        for name in fields.get("author") or []:
-            parts = getattr(name, "first", []) + getattr(name, "von", []) + getattr(name, "last", [])
-            authors.append(_latex(" ".join(parts) if parts else str(name)))
-        venue = next(
-            (
-                fields[k]
-                for k in ("journal", "journaltitle", "booktitle", "publisher", "school")
-                if k in fields
-            ),
-            None,
-        )
-        keywords = re.split(r"[;,]", fields.get("keywords") or "")
-        groups = re.split(r"[;,]", fields.get("groups") or "")
-        read.items.append(
-            LibraryItem(
-                key=entry.key,
-                title=_latex(fields.get("title")),
-                authors=unique(authors),
-                year=year_in(fields.get("year") or fields.get("date")),
-                venue=_latex(venue) or None,
-                doi=normalize_doi(fields.get("doi")),
-                arxiv_id=normalize_arxiv_id(fields.get("eprint"))
-                if (fields.get("archiveprefix") or fields.get("eprinttype") or "").lower() == "arxiv"
-                else arxiv_in(fields.get("note"), fields.get("url"), fields.get("journal")),
-                abstract=_latex(fields.get("abstract")) or None,
-                url=(fields.get("url") or "").strip() or None,
-                tags=unique(_latex(k) for k in keywords),
-                collections=unique(_latex(g) for g in groups),
-                files=pdfs_first(bibtex_files(fields.get("file") or "", base)),
-            )
-        )
+        try:
+            read.items.append(_bibtex_item(entry, base))
+        except Exception as error:  # noqa: BLE001 - one odd entry must not stop the others
+            read.problems.append((entry.key, f"{path.name} entry {entry.key}: not readable ({_why(error)})"))
     return read
+
+
+def _why(error: BaseException) -> str:
+    return (
+        "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"[:200]
+    )
+
+
+def _bibtex_item(entry, base: Path) -> LibraryItem:
+    """One parsed BibTeX entry as a LibraryItem (LaTeX decoded, attachments resolved against `base`)."""
+    fields = {name.lower(): f.value for name, f in entry.fields_dict.items()}
+    authors = []
+    for name in fields.get("author") or []:
+        parts = getattr(name, "first", []) + getattr(name, "von", []) + getattr(name, "last", [])
+        authors.append(_latex(" ".join(parts) if parts else str(name)))
+    venue = next(
+        (fields[k] for k in ("journal", "journaltitle", "booktitle", "publisher", "school") if k in fields),
+        None,
+    )
+    keywords = re.split(r"[;,]", fields.get("keywords") or "")
+    groups = re.split(r"[;,]", fields.get("groups") or "")
+    return LibraryItem(
+        key=entry.key,
+        title=_latex(fields.get("title")),
+        authors=unique(authors),
+        year=year_in(fields.get("year") or fields.get("date")),
+        venue=_latex(venue) or None,
+        doi=normalize_doi(fields.get("doi")),
+        arxiv_id=normalize_arxiv_id(fields.get("eprint"))
+        if (fields.get("archiveprefix") or fields.get("eprinttype") or "").lower() == "arxiv"
+        else arxiv_in(fields.get("note"), fields.get("url"), fields.get("journal")),
+        abstract=_latex(fields.get("abstract")) or None,
+        url=(fields.get("url") or "").strip() or None,
+        tags=unique(_latex(k) for k in keywords),
+        collections=unique(_latex(g) for g in groups),
+        files=pdfs_first(bibtex_files(fields.get("file") or "", base)),
+    )
 
 
 # ---------------------------------------------------------------- RIS
@@ -216,33 +224,40 @@ def read_ris(path: Path) -> ExportRead:
         return read
     base = path.parent
     for number, record in enumerate(records, start=1):
-        files = [
-            resolve_file(raw, base)
-            for tag in ("file_attachments1", "file_attachments2", "figure")
-            for raw in record.get(tag) or []
-            if raw and not raw.startswith(("http://", "https://"))
-        ]
-        venue = next(
-            (record[k] for k in ("secondary_title", "journal_name", "alternate_title3") if record.get(k)),
-            None,
-        )
-        read.items.append(
-            LibraryItem(
-                key=record.get("id") or f"ris-{number}",
-                title=clean_text(record.get("title") or record.get("primary_title") or "").strip(),
-                authors=unique([*(record.get("authors") or []), *(record.get("first_authors") or [])]),
-                year=year_in(record.get("year") or record.get("date") or record.get("publication_year")),
-                venue=clean_text(venue).strip() if venue else None,
-                doi=normalize_doi(record.get("doi")),
-                arxiv_id=arxiv_in(*(record.get("urls") or []), record.get("notes")),
-                abstract=clean_text(record.get("abstract") or record.get("notes_abstract") or "").strip()
-                or None,
-                url=(record.get("urls") or [None])[0],
-                tags=unique(record.get("keywords") or []),
-                files=pdfs_first(files),
+        try:
+            read.items.append(_ris_item(number, record, base))
+        except Exception as error:  # noqa: BLE001 - one odd record must not stop the others
+            read.problems.append(
+                (f"record {number}", f"{path.name} record {number}: not readable ({_why(error)})")
             )
-        )
     return read
+
+
+def _ris_item(number: int, record: dict, base: Path) -> LibraryItem:
+    """One rispy record as a LibraryItem (attachments from L1 / L2 / L4 resolved against `base`)."""
+    files = [
+        resolve_file(raw, base)
+        for tag in ("file_attachments1", "file_attachments2", "figure")
+        for raw in record.get(tag) or []
+        if raw and not raw.startswith(("http://", "https://"))
+    ]
+    venue = next(
+        (record[k] for k in ("secondary_title", "journal_name", "alternate_title3") if record.get(k)),
+        None,
+    )
+    return LibraryItem(
+        key=record.get("id") or f"ris-{number}",
+        title=clean_text(record.get("title") or record.get("primary_title") or "").strip(),
+        authors=unique([*(record.get("authors") or []), *(record.get("first_authors") or [])]),
+        year=year_in(record.get("year") or record.get("date") or record.get("publication_year")),
+        venue=clean_text(venue).strip() if venue else None,
+        doi=normalize_doi(record.get("doi")),
+        arxiv_id=arxiv_in(*(record.get("urls") or []), record.get("notes")),
+        abstract=clean_text(record.get("abstract") or record.get("notes_abstract") or "").strip() or None,
+        url=(record.get("urls") or [None])[0],
+        tags=unique(record.get("keywords") or []),
+        files=pdfs_first(files),
+    )
 
 
 # ---------------------------------------------------------------- CSL-JSON

@@ -336,6 +336,8 @@ def _attachment_path(folder: Path, key: str, link_mode, path) -> tuple[Path | No
             located = (own / path.removeprefix("storage:")).resolve()
         except (OSError, RuntimeError):  # a symbolic link loop
             return None, "attachment_symlink_loop", f"{display_name(path)}: symbolic link loop"
+        except ValueError:  # a NUL byte in the name
+            return None, "attachment_outside_storage", f"{display_name(path)!r} is not a usable file name"
         if not located.is_relative_to(own):
             return (
                 None,

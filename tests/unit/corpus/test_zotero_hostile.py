@@ -339,3 +339,19 @@ def test_a_journal_left_by_a_killed_writer_is_rolled_back_in_the_copy(tmp_path):
     assert sorted(item.key for item in read.items) == ["QWER7890", "SPEC1234"]
     assert not any("UNCOMMITTED" in item.title for item in read.items)
     assert (folder / "zotero.sqlite").read_bytes() == before  # the user's file is untouched
+
+
+def test_attachment_names_with_a_nul_byte_are_refused_not_fatal(tmp_path):
+    z = good_library(tmp_path / "Zotero")
+    z.attach(1, "NULNAME1", "storage:a\x00b.pdf")
+    z.attach(2, "NULLINK1", "/tmp/a\x00b.pdf", link_mode=2)
+    z.close()
+    report = load_local_corpus(tmp_path / "Zotero")  # before: ValueError "embedded null byte"
+    assert sorted(p.source_id for p in report.papers) == ["QWER7890", "SPEC1234"]
+    assert [r.reason for r in report.rejected] == ["attachment_outside_storage"]
+    export = tmp_path / "library.bib"
+    export.write_text(
+        "@article{a, title = {With a bad file}, abstract = {Text.}, file = {PDF:files/a\x00b.pdf:application/pdf}}\n"
+        "@article{b, title = {A good one}, abstract = {Text.}}\n"
+    )
+    assert sorted(p.source_id for p in load_local_corpus(export).papers) == ["a", "b"]
