@@ -96,7 +96,7 @@ def _unreadable(path: Path, kind: str, error: BaseException) -> LoadReport:
     return report
 
 
-def _add_pdf(report: LoadReport, item: LibraryItem, loaded: LoadReport) -> None:
+def _refused_attachment(report: LoadReport, item: LibraryItem, loaded: LoadReport) -> None:
     """A refused attachment as a rejected_papers row naming its item (the item keeps its library metadata)."""
     for rejection, error in zip(loaded.rejected, loaded.errors, strict=True):
         report.rejected.append(
@@ -161,7 +161,7 @@ def load_library(
             if loaded.papers:
                 pdf = loaded.papers[0]
                 break
-            _add_pdf(report, item, loaded)
+            _refused_attachment(report, item, loaded)
         report.papers.append(library_paper(item, pdf, name))
     return report
 
