@@ -133,10 +133,10 @@ def _db(*, write: bool = False) -> Iterator[sqlite3.Connection]:
     """A connection to the store (made and migrated on first use); `write`: one IMMEDIATE transaction, committed
     when the block ends. StoreUnreadable when the file is not a usable database."""
     path = database_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-    except sqlite3.Error as error:
+    except (OSError, sqlite3.Error) as error:
         raise _unreadable(path, error) from None
     try:
         try:

@@ -293,3 +293,14 @@ def test_a_json_file_far_past_the_caps_is_set_aside_unread(data_dir, monkeypatch
     (folder / "hits.json").write_text(json.dumps({"searches": {}, "hits": [{"pad": "x" * 2048}]}))
     assert [s.name for s in saved_searches.load()] == ["ok"]
     assert (folder / "hits.json.unreadable").exists() and saved_searches.read_hits_state()["hits"] == []
+
+
+def test_the_alerts_sensor_skips_with_the_reason_when_the_store_is_damaged(data_dir):
+    import dagster as dg
+
+    from sensors.alerts import alert_request
+
+    saved_searches.alerts_dir().mkdir(parents=True)
+    saved_searches.database_path().write_bytes(b"garbage" * 100)
+    decision = alert_request(None, None)  # the store is read before the index event is looked at
+    assert isinstance(decision, dg.SkipReason) and "move it away" in decision.skip_message
