@@ -36,6 +36,7 @@ FILTER_FIELDS = ("year_min", "year_max", "author", "venue", "tag", "collection")
 MAX_SEARCHES = 200
 MAX_HITS_PER_SEARCH = 500  # the oldest hits leave first; the feed shows the newest
 DATABASE = "alerts.sqlite3"
+VERSION = 1  # PRAGMA user_version of the store's shape
 BUSY_TIMEOUT_S = 10.0
 MAX_OLD_FILE_BYTES = 256 * 1024 * 1024  # hits.json at the caps is about 75 MB
 TABLES = (
@@ -131,7 +132,8 @@ def _unreadable(path: Path, error: BaseException) -> StoreUnreadable:
 @contextlib.contextmanager
 def _db(*, write: bool = False) -> Iterator[sqlite3.Connection]:
     """A connection to the store (made and migrated on first use); `write`: one IMMEDIATE transaction, committed
-    when the block ends. StoreUnreadable when the file is not a usable database."""
+    when the block ends. StoreUnreadable when the file is not a usable database (damaged, another shape, written
+    by a newer version) or stays locked past BUSY_TIMEOUT_S."""
     path = database_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,10 +141,7 @@ def _db(*, write: bool = False) -> Iterator[sqlite3.Connection]:
     except (OSError, sqlite3.Error) as error:
         raise _unreadable(path, error) from None
     try:
-        try:
-            _prepare(db)
-        except sqlite3.DatabaseError as error:
-            raise _unreadable(path, error) from None
+        _prepare(db)
         if write:
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -153,23 +152,31 @@ def _db(*, write: bool = False) -> Iterator[sqlite3.Connection]:
             db.execute("COMMIT")
         else:
             yield db
+    except sqlite3.IntegrityError:
+        raise
+    except sqlite3.DatabaseError as error:
+        if "locked" in str(error) or "busy" in str(error):
+            raise StoreUnreadable(f"the alerts store {path} is busy in another process; try again") from None
+        raise _unreadable(path, error) from None
     finally:
         db.close()
 
 
 def _prepare(db: sqlite3.Connection) -> None:
     [(version,)] = db.execute("PRAGMA user_version")
-    if version == 1:
+    if version == VERSION:
         return
+    if version > VERSION:
+        raise sqlite3.DatabaseError(f"written by a newer Lumina (store version {version})")
     db.execute("PRAGMA journal_mode = WAL")
     db.execute("BEGIN IMMEDIATE")
     try:
         [(version,)] = db.execute("PRAGMA user_version")  # another process may have made it meanwhile
-        if version != 1:
+        if version != VERSION:
             for statement in TABLES:
                 db.execute(statement)
             _migrate_json(db)
-            db.execute("PRAGMA user_version = 1")
+            db.execute(f"PRAGMA user_version = {VERSION}")
     except BaseException:
         db.execute("ROLLBACK")
         raise

@@ -304,3 +304,26 @@ def test_the_alerts_sensor_skips_with_the_reason_when_the_store_is_damaged(data_
     saved_searches.database_path().write_bytes(b"garbage" * 100)
     decision = alert_request(None, None)  # the store is read before the index event is looked at
     assert isinstance(decision, dg.SkipReason) and "move it away" in decision.skip_message
+
+
+@pytest.mark.parametrize("shape", ["other_columns", "newer_version"])
+def test_a_store_of_another_shape_is_a_clear_503(shape, data_dir):
+    import sqlite3
+
+    saved_searches.alerts_dir().mkdir(parents=True)
+    db = sqlite3.connect(saved_searches.database_path())
+    if shape == "other_columns":
+        db.execute("CREATE TABLE searches (id TEXT, something_else TEXT)")
+        db.execute("PRAGMA user_version = 1")
+    else:
+        db.execute("PRAGMA user_version = 7")
+    db.commit()
+    db.close()
+    client = TestClient(create_app(service=None), base_url=BASE, raise_server_exceptions=False)
+    response = client.get("/api/alerts")
+    assert response.status_code == 503 and "cannot be read" in response.json()["error"]
+    if shape == "newer_version":
+        assert "newer Lumina" in response.json()["error"]
+        assert sqlite3.connect(saved_searches.database_path()).execute("PRAGMA user_version").fetchone() == (
+            7,
+        )
