@@ -327,3 +327,27 @@ def test_a_store_of_another_shape_is_a_clear_503(shape, data_dir):
         assert sqlite3.connect(saved_searches.database_path()).execute("PRAGMA user_version").fetchone() == (
             7,
         )
+
+
+def test_lumina_alerts_hits_bytes_on_a_real_stdout(data_dir):
+    """The command in its own process, stdout read back byte for byte (no capture layer in between)."""
+    import subprocess
+    import sys
+
+    search = saved_searches.add(saved_searches.validate("watch", "graphs", {}, 10))
+    _store_hits(search, [_hit(search, 1, title=HOSTILE)])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from lumina_assets.cli.main import main; raise SystemExit(main())",
+            "alerts",
+            "hits",
+            "watch",
+        ],
+        capture_output=True,
+        timeout=120,
+        start_new_session=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert b"owned" in done.stdout and not any(control in done.stdout for control in CONTROLS)
