@@ -351,3 +351,32 @@ def test_lumina_alerts_hits_bytes_on_a_real_stdout(data_dir):
     )
     assert done.returncode == 0, done.stderr
     assert b"owned" in done.stdout and not any(control in done.stdout for control in CONTROLS)
+
+
+ADDER = """
+import sys
+from lumina_assets.search import saved_searches
+for number in range(10):
+    name = f"w{sys.argv[1]}-{number}"
+    saved_searches.add(saved_searches.validate(name, f"query {name}", {}, 10))
+"""
+
+
+def test_sixty_concurrent_saves_from_six_processes_on_a_fresh_store(data_dir):
+    """Six processes race to make the store (and migrate nothing) and save ten searches each."""
+    import subprocess
+    import sys
+
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", ADDER, str(number)],
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        for number in range(6)
+    ]
+    for writer in writers:
+        _, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err.decode()
+    names = {search.name for search in saved_searches.load()}
+    assert names == {f"w{p}-{n}" for p in range(6) for n in range(10)}
