@@ -26,7 +26,11 @@ def alert_request(
 ) -> dg.RunRequest | dg.SkipReason:
     """The run for one passage_index materialization (the sensor's body, testable without a daemon); it carries
     the index run's id and, where that run named one, its ingest batch."""
-    if not saved_searches.load():
+    try:
+        searches = saved_searches.load()
+    except saved_searches.StoreUnreadable as error:
+        return dg.SkipReason(str(error))
+    if not searches:
         return dg.SkipReason("no saved searches (`lumina alerts add`, or save one on the search page)")
     tags = {INDEX_RUN_TAG: index_event.run_id, "lumina/trigger": "alerts"}
     index_run = instance.get_run_by_id(index_event.run_id)

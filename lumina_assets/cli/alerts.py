@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
+from lumina_assets.core.hygiene import terminal_safe
 from lumina_assets.search import saved_searches
 from lumina_assets.search.request import BadRequest
 
@@ -28,6 +30,24 @@ def parse_filters(pairs: list[str]) -> dict:
     return filters
 
 
+def _print(text: str, **kwargs) -> None:
+    """Titles and queries come from papers and users: never a raw escape sequence on the terminal."""
+    print(terminal_safe(text), **kwargs)
+
+
+def _store_guard(handler):
+    """An alerts store that cannot be read is one line saying what to do, never a traceback."""
+
+    def guarded(args) -> int:
+        try:
+            return handler(args)
+        except saved_searches.StoreUnreadable as error:
+            _print(f"error: {error}", file=sys.stderr)
+            return 1
+
+    return guarded
+
+
 def _add(args) -> int:
     try:
         filters = parse_filters(args.filters or [])
@@ -35,10 +55,10 @@ def _add(args) -> int:
         search = saved_searches.validate(name, args.query, filters, args.k)
         saved_searches.add(search)
     except BadRequest as error:
-        print(f"error: {error}", file=sys.stderr)
+        _print(f"error: {error}", file=sys.stderr)
         return 2
     except saved_searches.DuplicateName:
-        print(
+        _print(
             f"error: a saved search named {name!r} exists already (--name to choose another)", file=sys.stderr
         )
         return 1
@@ -50,16 +70,14 @@ def _add(args) -> int:
 
 
 def _list(args) -> int:
-    searches = saved_searches.load()
-    if not searches:
+    rows = saved_searches.summaries()
+    if not rows:
         print('no saved searches (lumina alerts add "QUERY")')
         return 0
-    state = saved_searches.read_hits_state()
-    for search in searches:
-        row = saved_searches.summary(search, state)
-        filters = " ".join(f"{k}={v}" for k, v in sorted(search.filters.items()))
-        print(
-            f"{search.name}\tk={search.k}\tnew={row['new_count']}\t{search.query!r}"
+    for row in rows:
+        filters = " ".join(f"{k}={v}" for k, v in sorted(row["filters"].items()))
+        _print(
+            f"{row['name']}\tk={row['k']}\tnew={row['new_count']}\t{row['query']!r}"
             + (f"\t{filters}" if filters else "")
         )
     return 0
@@ -69,9 +87,9 @@ def _remove(args) -> int:
     try:
         saved_searches.remove(args.name)
     except saved_searches.UnknownSearch:
-        print(f"error: no saved search named {args.name!r} (lumina alerts list)", file=sys.stderr)
+        _print(f"error: no saved search named {args.name!r} (lumina alerts list)", file=sys.stderr)
         return 1
-    print(f"removed {args.name!r}")
+    _print(f"removed {args.name!r}")
     return 0
 
 
@@ -79,14 +97,15 @@ def _hits(args) -> int:
     try:
         search = saved_searches.get(args.name)
     except saved_searches.UnknownSearch:
-        print(f"error: no saved search named {args.name!r} (lumina alerts list)", file=sys.stderr)
+        _print(f"error: no saved search named {args.name!r} (lumina alerts list)", file=sys.stderr)
         return 1
     hits = saved_searches.hits_for(search)
     if not hits:
-        print(f"{search.name}: no hits yet (they are recorded after each index run)")
+        _print(f"{search.name}: no hits yet (they are recorded after each index run)")
     for hit in hits[: args.limit]:
         new = "new " if not search.seen_at or hit["found_at"] > search.seen_at else "    "
-        print(f"{new}{hit['found_at'][:19]}  {hit.get('ingest_batch') or '?'}  {hit['title'][:80]}")
+        title = str(hit.get("title") or hit.get("paper_id") or "?")[:80]
+        _print(f"{new}{str(hit.get('found_at'))[:19]}  {hit.get('ingest_batch') or '?'}  {title}")
     if not args.keep_new:
         saved_searches.mark_seen(search.name)
     return 0
@@ -107,14 +126,115 @@ def add_commands(commands, bench_commands) -> None:
         help="year_min=2020 year_max=2024 author=NAME venue=NAME tag=NAME collection=NAME",
     )
     add.add_argument("-k", type=int, default=10, help="how many top papers to watch (1-50, default 10)")
-    add.set_defaults(handler=_add)
+    add.set_defaults(handler=_store_guard(_add))
     listing = actions.add_parser("list", help="saved searches and their new-hit counts")
-    listing.set_defaults(handler=_list)
+    listing.set_defaults(handler=_store_guard(_list))
     remove = actions.add_parser("remove", help="forget a saved search and its hits")
     remove.add_argument("name")
-    remove.set_defaults(handler=_remove)
+    remove.set_defaults(handler=_store_guard(_remove))
     hits = actions.add_parser("hits", help="a saved search's hits, newest first (marks them seen)")
     hits.add_argument("name")
     hits.add_argument("--limit", type=int, default=30)
     hits.add_argument("--keep-new", action="store_true", help="do not mark the hits seen")
-    hits.set_defaults(handler=_hits)
+    hits.set_defaults(handler=_store_guard(_hits))
+    bench = bench_commands.add_parser(
+        "alerts",
+        help="time the alerts store at its caps (saved searches x hits): page load, list, feed, an alert run",
+    )
+    bench.add_argument("--searches", type=int, default=saved_searches.MAX_SEARCHES)
+    bench.add_argument("--hits", type=int, default=saved_searches.MAX_HITS_PER_SEARCH, help="per search")
+    bench.add_argument("--known", type=int, default=2000, help="papers each search has already shown")
+    bench.add_argument("--repeat", type=int, default=20)
+    bench.set_defaults(handler=_bench)
+
+
+def _bench(args) -> int:
+    """Fills a fresh store under a temporary data folder (the old JSON form first, so the migration is timed too)
+    and prints milliseconds per operation."""
+    import json
+    import os
+    import tempfile
+    import time
+
+    from starlette.testclient import TestClient
+
+    from lumina_assets.search.api import create_app
+
+    def timed(label: str, action, repeat: int) -> None:
+        samples = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            action()
+            samples.append((time.perf_counter() - start) * 1000)
+        samples.sort()
+        print(f"| {label} | {samples[len(samples) // 2]:.1f} | {samples[-1]:.1f} |")
+
+    with (
+        tempfile.TemporaryDirectory(prefix="lumina-alerts-bench-") as folder,
+        saved_searches.stored_in(Path(folder) / "alerts"),
+    ):
+        alerts = saved_searches.alerts_dir()
+        alerts.mkdir(parents=True)
+        stamp = "2026-01-01T00:00:00.000000+00:00"
+        searches = [
+            {
+                "name": f"s{n:03d}",
+                "query": f"query {n}",
+                "filters": {},
+                "k": 10,
+                "id": f"id{n:03d}",
+                "created_at": stamp,
+                "seen_at": stamp,
+            }
+            for n in range(args.searches)
+        ]
+        hits = [
+            {
+                "search_id": f"id{n:03d}",
+                "search": f"s{n:03d}",
+                "paper_id": f"p{n}-{h}",
+                "title": f"A paper title number {h} " + "t" * 80,
+                "snippet": "s" * 400,
+                "rank": 1 + h % 10,
+                "ingest_batch": "b",
+                "index_run": "r",
+                "found_at": f"2026-02-01T00:00:{h % 60:02d}.{h:06d}+00:00",
+            }
+            for n in range(args.searches)
+            for h in range(args.hits)
+        ]
+        known = {
+            f"id{n:03d}": {"known": [f"k{n}-{i}" for i in range(args.known)]} for n in range(args.searches)
+        }
+        (alerts / "saved_searches.json").write_text(json.dumps({"searches": searches}))
+        (alerts / "hits.json").write_text(json.dumps({"searches": known, "hits": hits}))
+        size = (alerts / "hits.json").stat().st_size
+        print(
+            f"{args.searches} saved searches x {args.hits} hits ({len(hits):,} hits, hits.json {size / 1e6:.0f} MB)"
+        )
+        print("| operation | median ms | max ms |")
+        print("|---|---|---|")
+        timed("migrate the JSON files (once)", saved_searches.load, 1)
+        client = TestClient(create_app(service=None), base_url="http://127.0.0.1:8765")
+        timed(
+            "GET /api/alerts (page load)", lambda: client.get("/api/alerts").raise_for_status(), args.repeat
+        )
+        timed("GET /feeds/<name>.xml", lambda: client.get("/feeds/s100.xml").raise_for_status(), args.repeat)
+        with open(os.devnull, "w") as sink:
+            import contextlib
+
+            def listing():
+                with contextlib.redirect_stdout(sink):
+                    _list(args)
+
+            timed("lumina alerts list (in process)", listing, args.repeat)
+
+        def alert_run():
+            with saved_searches.updating_hits() as state:
+                for n in range(args.searches):
+                    state["hits"].append(
+                        dict(hits[n * args.hits], found_at=saved_searches.now(), paper_id="new")
+                    )
+
+        timed("an alert run's write (one new hit per search)", alert_run, 3)
+    return 0

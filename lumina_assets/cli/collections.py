@@ -37,7 +37,7 @@ def _fetch_collection(args) -> int:
     if target.exists() and not args.replace:
         print(f"{collection.name} is already in {_shown(target)} (--replace to fetch it again)")
     else:
-        print(f"Fetching {collection.name} from {collection.url} ...", flush=True)
+        print(f"Fetching {collection.name} from {fetch.shown_url(collection.url)} ...", flush=True)
         try:
             target = fetch.fetch_collection(collection, dest, replace=args.replace)
         except fetch.FetchError as exc:

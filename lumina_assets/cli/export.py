@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from lumina_assets.core.hygiene import terminal_safe
+
 
 def add_commands(commands, bench_commands) -> None:
     export = commands.add_parser(
@@ -72,7 +74,7 @@ def _export(args) -> int:
             return 1
         print(f"{len(answer['results'])} results written to {args.output} ({args.format})", file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(terminal_safe(text))
     if not answer["results"]:
         print(f"No results ({answer.get('message') or 'nothing matched'}).", file=sys.stderr)
     return 0

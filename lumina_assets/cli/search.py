@@ -8,6 +8,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from lumina_assets.core.hygiene import terminal_safe
+
 
 def add_commands(commands, bench_commands) -> None:
     search = commands.add_parser(
@@ -113,15 +115,16 @@ def _search(args) -> int:
     explain = engine.effective_config() if args.explain else None
     if args.json:
         found = [c.to_dict() for c in contexts]
-        print(json.dumps({"results": found, "explain": explain} if explain else found, ensure_ascii=False))
+        body = {"results": found, "explain": explain} if explain else found
+        print(terminal_safe(json.dumps(body, ensure_ascii=False)))
         return 0
     if not contexts:
-        print(f"No results ({message or 'nothing matched'}).")
+        print(terminal_safe(f"No results ({message or 'nothing matched'})."))
     else:
         color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
-        print(render_results(answer, color=color))
+        print(terminal_safe(render_results(answer, color=color), keep_colors=color))
     if explain:
-        print(render_explain(explain))
+        print(terminal_safe(render_explain(explain)))
     return 0
 
 

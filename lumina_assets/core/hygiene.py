@@ -61,8 +61,9 @@ def path_text(path: Path | str | bytes) -> str:
 # "<field>:truncated".
 MAX_TITLE_CHARS = 512
 MAX_VENUE_CHARS = 512
-MAX_NAME_CHARS = 256  # one author, one keyword
-MAX_LIST_ITEMS = 500  # authors, keywords
+MAX_NAME_CHARS = 256  # one author, one keyword, one tag
+MAX_PATH_CHARS = 512  # one collection path ("Thesis/Chapter 2/Related work")
+MAX_LIST_ITEMS = 500  # authors, keywords, tags, collections
 ELLIPSIS = "\u2026"
 
 
@@ -74,7 +75,8 @@ def cap_text(value: str | None, limit: int) -> tuple[str | None, bool]:
 
 
 def cap_metadata(paper: Any) -> list[str]:
-    """Cap a Paper's free-text metadata in place (title, venue, each author and keyword, and how many of them);
+    """Cap a Paper's free-text metadata in place (title, venue, each author, keyword, tag and collection path, and
+    how many of them);
     returns the fields cut, each also recorded in `paper.metadata_sources` as "<field>:truncated"."""
     cut: list[str] = []
     for name, limit in (("title", MAX_TITLE_CHARS), ("venue", MAX_VENUE_CHARS)):
@@ -82,9 +84,14 @@ def cap_metadata(paper: Any) -> list[str]:
         if was_cut:
             setattr(paper, name, value)
             cut.append(name)
-    for name in ("authors", "keywords"):
-        items = list(getattr(paper, name) or [])
-        capped = [cap_text(item, MAX_NAME_CHARS) for item in items[:MAX_LIST_ITEMS]]
+    for name, limit in (
+        ("authors", MAX_NAME_CHARS),
+        ("keywords", MAX_NAME_CHARS),
+        ("tags", MAX_NAME_CHARS),
+        ("collections", MAX_PATH_CHARS),
+    ):
+        items = list(getattr(paper, name, None) or [])
+        capped = [cap_text(item, limit) for item in items[:MAX_LIST_ITEMS]]
         if len(items) > MAX_LIST_ITEMS or any(was_cut for _, was_cut in capped):
             setattr(paper, name, [item for item, _ in capped])
             cut.append(name)
@@ -128,6 +135,39 @@ def usable_text(value: Any) -> tuple[str | None, bool]:
     return None, False
 
 
+# Text that reaches a terminal or an XML document. Titles, authors, venues and passages from libraries and BEIR keep
+# whatever bytes their source held; ESC, BEL and the C1 controls would let them set a terminal's title or clear its
+# screen, and most C0 controls and U+FFFE / U+FFFF are not allowed in XML 1.0 at all.
+_TERMINAL_UNSAFE = re.compile(
+    "\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
+)
+_COLOR = re.compile(r"\x1b\[[0-9;]{0,32}m")  # SGR: colours and bold, what `--color` itself prints
+_XML_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def terminal_safe(text: str, *, keep_colors: bool = False) -> str:
+    """`text` for a terminal: every C0 control but tab and newline (a carriage return only before a newline), DEL,
+    the C1 controls, bidirectional overrides and non-characters become U+FFFD, so nothing printed can move the
+    cursor, clear the screen, set the window title or reorder what is shown. `keep_colors` keeps SGR colour
+    sequences (`ESC[1;31m`), which change nothing but colours, for output that colours itself."""
+    if text.isascii() and text.isprintable():
+        return text
+    if not keep_colors:
+        return _TERMINAL_UNSAFE.sub(REPLACEMENT, text)
+    pieces, last = [], 0
+    for match in _COLOR.finditer(text):
+        pieces += [_TERMINAL_UNSAFE.sub(REPLACEMENT, text[last : match.start()]), match.group()]
+        last = match.end()
+    pieces.append(_TERMINAL_UNSAFE.sub(REPLACEMENT, text[last:]))
+    return "".join(pieces)
+
+
+def xml_safe(text: str) -> str:
+    """`text` with the characters XML 1.0 does not allow (C0 controls but tab, newline and carriage return; lone
+    surrogates; U+FFFE, U+FFFF) replaced by U+FFFD, so a document holding it stays well-formed."""
+    return _XML_UNSAFE.sub(REPLACEMENT, text)
+
+
 __all__ = [
     "cap_metadata",
     "cap_text",
@@ -137,6 +177,8 @@ __all__ = [
     "is_utf8_path",
     "needs_cleaning",
     "path_text",
+    "terminal_safe",
     "usable_identifier",
     "usable_text",
+    "xml_safe",
 ]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from lumina_assets.core.http import HttpClient, HttpError
+from lumina_assets.core.url_safety import redact_url
 from lumina_assets.corpus.collections import available_splits, is_beir_corpus, is_beir_queries
 
 MAX_DOWNLOAD_BYTES = (
@@ -26,6 +27,7 @@ MAX_DOWNLOAD_BYTES = (
 )  # the archive is held in memory to be checked before anything is written
 MAX_UNPACKED_BYTES = 4 * 1024 * 1024 * 1024  # a zip bomb stops here, whatever its members declare
 MAX_MEMBERS = 10_000  # a BEIR archive holds a handful of files
+MAX_RATIO = 100  # JSON text deflates about 4:1; a member declaring more than this is a bomb
 DOWNLOAD_DEADLINE_SECONDS = 1800.0
 COLLECTION_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
@@ -113,9 +115,17 @@ def check_archive(data: bytes, collection: KnownCollection) -> None:
         actual = hashlib.new(algorithm, data, usedforsecurity=False).hexdigest()
         if actual != digest.lower():
             raise FetchError(
-                f"{collection.name}: the archive from {collection.url} does not match its published {algorithm} "
+                f"{collection.name}: the archive from {shown_url(collection.url)} does not match its published {algorithm} "
                 f"(expected {digest.lower()}, got {actual}); nothing was unpacked"
             )
+
+
+def shown_url(url: str) -> str:
+    """The URL as messages show it: secret query values (`api_key`, `token` ...) redacted as the HTTP layer does."""
+    try:
+        return redact_url(url)
+    except ValueError:
+        return url.split("?", 1)[0] + "?…"
 
 
 def _member_path(info: zipfile.ZipInfo) -> PurePosixPath | None:
@@ -148,6 +158,18 @@ def unpack_archive(data: bytes, target: Path, *, max_bytes: int = MAX_UNPACKED_B
         if len(members) > MAX_MEMBERS:
             raise FetchError(f"the archive has {len(members)} members, over the limit of {MAX_MEMBERS}")
         files = [(info, path) for info in members if (path := _member_path(info)) is not None]
+        declared = sum(info.file_size for info, _ in files)
+        if declared > max_bytes:
+            raise FetchError(
+                f"the archive unpacks to more than the size limit ({declared:,} bytes declared, limit "
+                f"{max_bytes:,}); refused before writing"
+            )
+        for info, _ in files:
+            if info.file_size > MAX_RATIO * max(info.compress_size, 1) + (1 << 20):
+                raise FetchError(
+                    f"archive member {info.filename!r} inflates {info.file_size // max(info.compress_size, 1):,} "
+                    f"times (a decompression bomb); refused"
+                )
         written = 0
         root = target.resolve()
         for info, path in files:
@@ -156,13 +178,20 @@ def unpack_archive(data: bytes, target: Path, *, max_bytes: int = MAX_UNPACKED_B
                 raise FetchError(
                     f"unsafe archive member {info.filename!r}: it resolves outside the destination"
                 )
-            destination.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                destination.parent.mkdir(parents=True, exist_ok=True)
+            except (
+                OSError
+            ) as exc:  # a file where a folder must go, a name too long: named without the staging path
+                raise FetchError(f"cannot unpack {info.filename!r} ({exc.strerror or exc})") from None
             written += _copy_member(archive, info, destination, max_bytes - written)
 
 
 def _copy_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, destination: Path, budget: int) -> int:
-    """Write one member, at most `budget` bytes of it; the bytes written."""
+    """Write one member, at most `budget` bytes of it and never more than it declares (a member that inflates
+    past its declared size is refused as soon as it does); the bytes written."""
     written = 0
+    budget = min(budget, info.file_size)
     try:
         with archive.open(info) as source, destination.open("xb") as sink:
             while block := source.read(1 << 20):
@@ -172,6 +201,8 @@ def _copy_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, destination: P
                 sink.write(block)
     except FileExistsError:
         raise FetchError(f"the archive holds {info.filename!r} twice") from None
+    except OSError as exc:  # a name too long, a full disk: said without the staging folder's path
+        raise FetchError(f"cannot unpack {info.filename!r} ({exc.strerror or exc})") from None
     except (
         zipfile.BadZipFile,
         RuntimeError,
@@ -200,7 +231,7 @@ def download(collection: KnownCollection, client: HttpClient) -> bytes:
     try:
         return client.get(collection.url, use_cache=False).content
     except HttpError as exc:
-        raise FetchError(f"{collection.name}: download failed: {exc}") from None
+        raise FetchError(f"{collection.name}: download failed: {exc}") from None  # HttpError redacts its URL
 
 
 def fetch_collection(
@@ -227,8 +258,11 @@ def fetch_collection(
             client.close()
     check_archive(data, collection)
     made_dest = not Path(dest).exists()
-    Path(dest).mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{collection.name}-", dir=dest))
+    try:
+        Path(dest).mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{collection.name}-", dir=dest))
+    except OSError as exc:
+        raise FetchError(f"cannot write into {dest} ({exc.strerror or exc})") from None
     previous = staging / "replaced"  # with `replace`, the old folder waits here and is removed with staging
     try:
         unpacked = staging / "unpacked"

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lumina_assets.core.hygiene import cap_metadata, display_name
+from lumina_assets.core.hygiene import cap_metadata, clean_text, display_name, path_text
 from lumina_assets.core.ids import paper_id_for
 from lumina_assets.core.schemas import Paper
 from lumina_assets.corpus.local import Enricher, LoadReport, load_local_corpus
+from lumina_assets.corpus.normalize import Rejection
 from lumina_assets.corpus.zotero_export import EXPORT_SUFFIXES, ExportRead, LibraryItem, read_export
 from lumina_assets.corpus.zotero_sqlite import is_data_folder, read_data_folder
 from lumina_assets.parsing.preflight import PdfLimits
@@ -64,11 +65,46 @@ def library_paper(item: LibraryItem, pdf: Paper | None, library_name: str) -> Pa
     return paper
 
 
+ADVICE = {
+    "zotero_data_folder": "restore it from Zotero's own backup (zotero.sqlite.bak beside it: close Zotero, copy it "
+    "over zotero.sqlite), or point LUMINA_CORPUS at an export (File -> Export Library)",
+    "export": "export the library again from Zotero (File -> Export Library), or point LUMINA_CORPUS at the Zotero "
+    "data folder",
+}
+
+
 def _read(path: Path) -> tuple[ExportRead, str]:
     if is_data_folder(path):
         return read_data_folder(path), "zotero_data_folder"
     kind = EXPORT_SUFFIXES[path.suffix.lower()]
     return read_export(path), f"zotero_{kind}"
+
+
+def _unreadable(path: Path, kind: str, error: BaseException) -> LoadReport:
+    """The whole library refused as one `unreadable_corpus` row naming the file, the problem and what to do; the
+    caller's other sources (the inbox) still come in."""
+    report = LoadReport(kind=kind)
+    detail = clean_text(str(error)) or type(error).__name__
+    if isinstance(error, RecursionError):
+        detail = "nested too deeply to read"
+    advice = ADVICE["zotero_data_folder" if kind == "zotero_data_folder" else "export"]
+    shown = display_name(path)
+    message = detail if detail.startswith(shown) else f"{shown}: {detail}"
+    report.reject(
+        f"corpus:{path_text(path)}", shown, SOURCE, "unreadable_corpus", f"{message}. What to do: {advice}"
+    )
+    return report
+
+
+def _refused_attachment(report: LoadReport, item: LibraryItem, loaded: LoadReport) -> None:
+    """A refused attachment as a rejected_papers row naming its item (the item keeps its library metadata)."""
+    for rejection, error in zip(loaded.rejected, loaded.errors, strict=True):
+        report.rejected.append(
+            Rejection(
+                f"{SOURCE}:{item.key}:attachment", rejection.title, SOURCE, f"attachment_{rejection.reason}"
+            )
+        )
+        report.errors.append(f"{item.key}: {error} (metadata kept)")
 
 
 def load_library(
@@ -78,13 +114,30 @@ def load_library(
     store_root: Path | None = None,
     enricher: Enricher | None = None,
 ) -> LoadReport:
-    """Every item of the library as a Paper; unreadable entries and attachments that are missing or refused are
-    reported with their reason (the item still enters with the library's metadata)."""
-    read, kind = _read(path)
+    """Every item of the library as a Paper. Never fatal: a library that cannot be read at all is one
+    `unreadable_corpus` row with advice; an unreadable entry, a refused attachment (outside storage, a link loop,
+    not a PDF, over a limit) and a top-level PDF that cannot be read are rows of their own with the reason, and
+    the other items come in (an item keeps its library metadata when its attachment is refused)."""
+    kind = "zotero_data_folder" if is_data_folder(path) else "zotero_export"
+    try:
+        read, kind = _read(path)
+    except Exception as error:  # noqa: BLE001 - a user's file, read by sqlite3, json and parsers with many error types
+        return _unreadable(path, kind, error)
     report = LoadReport(kind=kind)
     name = display_name(path.stem if path.is_file() else path.name)
+    report.repairs += read.notes
     for where, message in read.problems:
         report.reject(f"{SOURCE}:{where}", where, SOURCE, "unreadable_entry", message)
+    for refused in read.refused:
+        report.reject(
+            f"{SOURCE}:{refused.item_key}:attachment",
+            refused.attachment_key,
+            SOURCE,
+            refused.reason,
+            f"{refused.message} (metadata kept)",
+        )
+    for item in read.standalone:
+        _load_standalone(item, report, limits, store_root, enricher, name)
     for item in read.items:
         if not item.title and not item.abstract and not item.files:
             report.reject(
@@ -99,7 +152,7 @@ def load_library(
         for attachment in item.files:
             if attachment.suffix.lower() != ".pdf":
                 continue
-            if not attachment.is_file():
+            if not _is_file(attachment):
                 report.repairs.append(
                     f"{item.key}: attachment {display_name(attachment)} not found (metadata kept)"
                 )
@@ -108,6 +161,41 @@ def load_library(
             if loaded.papers:
                 pdf = loaded.papers[0]
                 break
-            report.repairs += [f"{item.key}: {error} (metadata kept)" for error in loaded.errors]
+            _refused_attachment(report, item, loaded)
         report.papers.append(library_paper(item, pdf, name))
     return report
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a symbolic link loop, a name too long, a NUL byte in the name
+        return False
+
+
+def _load_standalone(item, report, limits, store_root, enricher, name) -> None:
+    """A PDF in the library without a parent item: a paper described by the PDF, or a row saying why not."""
+    attachment = item.files[0] if item.files else None
+    if attachment is None:
+        return  # refused above with its reason
+    if not _is_file(attachment):
+        report.reject(
+            f"{SOURCE}:{item.key}",
+            display_name(attachment.name),
+            SOURCE,
+            "standalone_attachment_missing",
+            f"{item.key}: top-level attachment {display_name(attachment)} not found",
+        )
+        return
+    loaded = load_local_corpus(attachment, limits=limits, store_root=store_root, enricher=enricher)
+    if not loaded.papers:
+        for rejection, error in zip(loaded.rejected, loaded.errors, strict=True):
+            report.reject(
+                f"{SOURCE}:{item.key}",
+                rejection.title,
+                SOURCE,
+                rejection.reason,
+                f"{item.key}: top-level {error}",
+            )
+        return
+    report.papers.append(library_paper(item, loaded.papers[0], name))

@@ -9,6 +9,7 @@ present. A record the parser cannot read is reported with its reason, never fata
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -41,9 +42,26 @@ class LibraryItem:
 
 
 @dataclass
+class Refused:
+    """An attachment not taken, with the reason recorded in rejected_papers (its item still enters)."""
+
+    item_key: str
+    attachment_key: str
+    reason: str
+    message: str
+
+
+@dataclass
 class ExportRead:
     items: list[LibraryItem] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (item key or line, message)
+    refused: list[Refused] = field(default_factory=list)  # attachments refused (outside storage, a link loop)
+    standalone: list[LibraryItem] = field(
+        default_factory=list
+    )  # PDFs without a parent item: metadata from the PDF
+    notes: list[str] = field(
+        default_factory=list
+    )  # what was left out on purpose, and how the library was read
 
 
 def year_in(text) -> int | None:
@@ -101,13 +119,31 @@ def bibtex_files(value: str, base: Path) -> list[Path]:
     return found
 
 
+@functools.cache
+def _latex_decoder():
+    """One pylatexenc decoder and one macro table for every field: `latex_to_text` builds the default table anew
+    for each call, which with the decoder built per field took most of the time of a large export."""
+    from pylatexenc import latexwalker
+    from pylatexenc.latex2text import LatexNodes2Text  # bibtexparser's own LaTeX decoder
+
+    context = latexwalker.get_default_latex_context_db()
+    decoder = LatexNodes2Text(math_mode="verbatim")
+    return lambda text: decoder.nodelist_to_text(
+        latexwalker.LatexWalker(text, latex_context=context).get_latex_nodes()[0]
+    )
+
+
+LATEX_MARKS = ("\\", "{", "}", "$", "~", "%", "&", "^", "_", "--", "``", "''")
+
+
+@functools.lru_cache(maxsize=1 << 16)  # venues, authors and keywords repeat across a library
 def _latex(text: str | None) -> str:
     if not text:
         return ""
-    from pylatexenc.latex2text import LatexNodes2Text  # bibtexparser's own LaTeX decoder
-
+    if not any(mark in text for mark in LATEX_MARKS):
+        return re.sub(r"\s+", " ", clean_text(text)).strip()  # no LaTeX in it: nothing to decode
     try:
-        decoded = LatexNodes2Text(math_mode="verbatim").latex_to_text(text)
+        decoded = _latex_decoder()(text)
     except Exception:  # pylatexenc raises its own parse errors on malformed LaTeX: keep the raw text
         decoded = text.replace("{", "").replace("}", "")
     return re.sub(r"\s+", " ", clean_text(decoded)).strip()
@@ -127,40 +163,48 @@ def read_bibtex(path: Path) -> ExportRead:
         read.problems.append((f"line {line}", f"{path.name} line {line}: not a readable BibTeX entry"))
     base = path.parent
     for entry in library.entries:
-        fields = {name.lower(): f.value for name, f in entry.fields_dict.items()}
-        authors = []
-        for name in fields.get("author") or []:
-            parts = getattr(name, "first", []) + getattr(name, "von", []) + getattr(name, "last", [])
-            authors.append(_latex(" ".join(parts) if parts else str(name)))
-        venue = next(
-            (
-                fields[k]
-                for k in ("journal", "journaltitle", "booktitle", "publisher", "school")
-                if k in fields
-            ),
-            None,
-        )
-        keywords = re.split(r"[;,]", fields.get("keywords") or "")
-        groups = re.split(r"[;,]", fields.get("groups") or "")
-        read.items.append(
-            LibraryItem(
-                key=entry.key,
-                title=_latex(fields.get("title")),
-                authors=unique(authors),
-                year=year_in(fields.get("year") or fields.get("date")),
-                venue=_latex(venue) or None,
-                doi=normalize_doi(fields.get("doi")),
-                arxiv_id=normalize_arxiv_id(fields.get("eprint"))
-                if (fields.get("archiveprefix") or fields.get("eprinttype") or "").lower() == "arxiv"
-                else arxiv_in(fields.get("note"), fields.get("url"), fields.get("journal")),
-                abstract=_latex(fields.get("abstract")) or None,
-                url=(fields.get("url") or "").strip() or None,
-                tags=unique(_latex(k) for k in keywords),
-                collections=unique(_latex(g) for g in groups),
-                files=pdfs_first(bibtex_files(fields.get("file") or "", base)),
-            )
-        )
+        try:
+            read.items.append(_bibtex_item(entry, base))
+        except Exception as error:  # noqa: BLE001 - one odd entry must not stop the others
+            read.problems.append((entry.key, f"{path.name} entry {entry.key}: not readable ({_why(error)})"))
     return read
+
+
+def _why(error: BaseException) -> str:
+    return (
+        "nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"[:200]
+    )
+
+
+def _bibtex_item(entry, base: Path) -> LibraryItem:
+    """One parsed BibTeX entry as a LibraryItem (LaTeX decoded, attachments resolved against `base`)."""
+    fields = {name.lower(): f.value for name, f in entry.fields_dict.items()}
+    authors = []
+    for name in fields.get("author") or []:
+        parts = getattr(name, "first", []) + getattr(name, "von", []) + getattr(name, "last", [])
+        authors.append(_latex(" ".join(parts) if parts else str(name)))
+    venue = next(
+        (fields[k] for k in ("journal", "journaltitle", "booktitle", "publisher", "school") if k in fields),
+        None,
+    )
+    keywords = re.split(r"[;,]", fields.get("keywords") or "")
+    groups = re.split(r"[;,]", fields.get("groups") or "")
+    return LibraryItem(
+        key=entry.key,
+        title=_latex(fields.get("title")),
+        authors=unique(authors),
+        year=year_in(fields.get("year") or fields.get("date")),
+        venue=_latex(venue) or None,
+        doi=normalize_doi(fields.get("doi")),
+        arxiv_id=normalize_arxiv_id(fields.get("eprint"))
+        if (fields.get("archiveprefix") or fields.get("eprinttype") or "").lower() == "arxiv"
+        else arxiv_in(fields.get("note"), fields.get("url"), fields.get("journal")),
+        abstract=_latex(fields.get("abstract")) or None,
+        url=(fields.get("url") or "").strip() or None,
+        tags=unique(_latex(k) for k in keywords),
+        collections=unique(_latex(g) for g in groups),
+        files=pdfs_first(bibtex_files(fields.get("file") or "", base)),
+    )
 
 
 # ---------------------------------------------------------------- RIS
@@ -180,79 +224,162 @@ def read_ris(path: Path) -> ExportRead:
         return read
     base = path.parent
     for number, record in enumerate(records, start=1):
-        files = [
-            resolve_file(raw, base)
-            for tag in ("file_attachments1", "file_attachments2", "figure")
-            for raw in record.get(tag) or []
-            if raw and not raw.startswith(("http://", "https://"))
-        ]
-        venue = next(
-            (record[k] for k in ("secondary_title", "journal_name", "alternate_title3") if record.get(k)),
-            None,
-        )
-        read.items.append(
-            LibraryItem(
-                key=record.get("id") or f"ris-{number}",
-                title=clean_text(record.get("title") or record.get("primary_title") or "").strip(),
-                authors=unique([*(record.get("authors") or []), *(record.get("first_authors") or [])]),
-                year=year_in(record.get("year") or record.get("date") or record.get("publication_year")),
-                venue=clean_text(venue).strip() if venue else None,
-                doi=normalize_doi(record.get("doi")),
-                arxiv_id=arxiv_in(*(record.get("urls") or []), record.get("notes")),
-                abstract=clean_text(record.get("abstract") or record.get("notes_abstract") or "").strip()
-                or None,
-                url=(record.get("urls") or [None])[0],
-                tags=unique(record.get("keywords") or []),
-                files=pdfs_first(files),
+        try:
+            read.items.append(_ris_item(number, record, base))
+        except Exception as error:  # noqa: BLE001 - one odd record must not stop the others
+            read.problems.append(
+                (f"record {number}", f"{path.name} record {number}: not readable ({_why(error)})")
             )
-        )
     return read
+
+
+def _ris_item(number: int, record: dict, base: Path) -> LibraryItem:
+    """One rispy record as a LibraryItem (attachments from L1 / L2 / L4 resolved against `base`)."""
+    files = [
+        resolve_file(raw, base)
+        for tag in ("file_attachments1", "file_attachments2", "figure")
+        for raw in record.get(tag) or []
+        if raw and not raw.startswith(("http://", "https://"))
+    ]
+    venue = next(
+        (record[k] for k in ("secondary_title", "journal_name", "alternate_title3") if record.get(k)),
+        None,
+    )
+    return LibraryItem(
+        key=record.get("id") or f"ris-{number}",
+        title=clean_text(record.get("title") or record.get("primary_title") or "").strip(),
+        authors=unique([*(record.get("authors") or []), *(record.get("first_authors") or [])]),
+        year=year_in(record.get("year") or record.get("date") or record.get("publication_year")),
+        venue=clean_text(venue).strip() if venue else None,
+        doi=normalize_doi(record.get("doi")),
+        arxiv_id=arxiv_in(*(record.get("urls") or []), record.get("notes")),
+        abstract=clean_text(record.get("abstract") or record.get("notes_abstract") or "").strip() or None,
+        url=(record.get("urls") or [None])[0],
+        tags=unique(record.get("keywords") or []),
+        files=pdfs_first(files),
+    )
 
 
 # ---------------------------------------------------------------- CSL-JSON
 
 
 def _csl_name(name: dict) -> str:
-    if name.get("literal"):
+    if isinstance(name.get("literal"), str) and name["literal"]:
         return name["literal"]
-    return " ".join(
-        p for p in (name.get("given"), name.get("non-dropping-particle"), name.get("family")) if p
-    )
+    parts = (name.get("given"), name.get("non-dropping-particle"), name.get("family"))
+    return " ".join(p for p in parts if isinstance(p, str) and p)
+
+
+CSL_MAX_DEPTH = 32  # CSL-JSON items nest 4 levels deep (issued -> date-parts -> [[y, m, d]])
+_CSL_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+CSL_TEXT = ("title", "container-title", "DOI", "URL", "abstract", "note", "keyword")
+
+
+def csl_item_spans(text: str) -> tuple[list[tuple[int, int, int]], str | None]:
+    """([(start, end, deepest nesting)] of each element of a top-level JSON array, problem): a scan of brackets
+    outside strings, so an item nested too deep for the JSON parser is named and skipped while the others are
+    read."""
+    spans: list[tuple[int, int, int]] = []
+    depth, deepest, start = 0, 0, None
+    for token in _CSL_TOKENS.finditer(text):
+        mark = token.group()
+        if mark[0] == '"':
+            if depth == 1:  # a bare string as an item: read below, refused as not an object
+                spans.append((token.start(), token.end(), 0))
+            continue
+        if mark in "[{":
+            depth += 1
+            if depth == 1 and mark == "{":
+                return [], "CSL-JSON must be a list of items"
+            if depth == 2 and start is None:
+                start, deepest = token.start(), 2
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+            if depth == 1 and start is not None:
+                spans.append((start, token.end(), deepest - 1))
+                start = None
+            if depth < 0:
+                return spans, "unbalanced brackets"
+    if depth == 0 and not spans and not text.strip().startswith("["):
+        return [], "CSL-JSON must be a list of items"
+    return spans, None if depth == 0 else "the file ends inside an item (truncated?)"
+
+
+def _csl_problem(record: dict) -> str | None:
+    """What is wrongly typed in one CSL-JSON item (a field Lumina reads), or None."""
+    for name in CSL_TEXT:
+        value = record.get(name)
+        if value is not None and not isinstance(value, str):
+            return f"{name} must be text (got {type(value).__name__})"
+    for name in ("id", "number"):
+        value = record.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, str | int)):
+            return f"{name} must be text or a number (got {type(value).__name__})"
+    issued = record.get("issued")
+    if issued is not None:
+        parts = issued.get("date-parts") if isinstance(issued, dict) else None
+        if not isinstance(issued, dict) or (
+            parts is not None and not (isinstance(parts, list) and all(isinstance(p, list) for p in parts))
+        ):
+            return 'issued must be a date object ({"date-parts": [[2020, 5]]})'
+    for name, kind in (("author", dict), ("file", str)):
+        value = record.get(name)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, kind) for v in value)):
+            return f"{name} must be a list of {'names' if kind is dict else 'paths'}"
+    return None
 
 
 def read_csl_json(path: Path) -> ExportRead:
+    """Each item of the array is read on its own: one that is not JSON, nests too deep or has a wrongly typed
+    field is a problem naming it, and the others come in."""
     read = ExportRead()
     try:
-        records = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        read.problems.append((path.name, f"{path.name}: not readable CSL-JSON ({error})"))
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        read.problems.append((path.name, f"{path.name}: not readable ({error.strerror or error})"))
         return read
-    if not isinstance(records, list):
-        read.problems.append((path.name, f"{path.name}: CSL-JSON must be a list of items"))
-        return read
+    spans, problem = csl_item_spans(text)
+    if problem:
+        read.problems.append((path.name, f"{path.name}: {problem}"))
     base = path.parent
-    for number, record in enumerate(records, start=1):
-        if not isinstance(record, dict):
-            read.problems.append((f"item {number}", f"{path.name} item {number}: not an object"))
+    for number, (start, end, depth) in enumerate(spans, start=1):
+        where = f"item {number}"
+        if depth > CSL_MAX_DEPTH:
+            read.problems.append(
+                (where, f"{path.name} item {number}: nested deeper than {CSL_MAX_DEPTH} levels")
+            )
             continue
-        issued = (record.get("issued") or {}).get("date-parts") or [[None]]
-        year = issued[0][0] if issued and issued[0] else None
+        try:
+            record = json.loads(text[start:end])
+        except ValueError as error:
+            read.problems.append((where, f"{path.name} item {number}: not JSON ({error})"))
+            continue
+        if not isinstance(record, dict):
+            read.problems.append((where, f"{path.name} item {number}: not an object"))
+            continue
+        wrong = _csl_problem(record)
+        if wrong:
+            shown = f" (id {record['id']})" if isinstance(record.get("id"), str | int) else ""
+            read.problems.append((where, f"{path.name} item {number}{shown}: {wrong}"))
+            continue
+        issued = record.get("issued") or {}
+        parts = issued.get("date-parts") or [[None]]
+        year = parts[0][0] if parts and parts[0] else None
         keywords = record.get("keyword") or ""
-        files = [resolve_file(str(f), base) for f in record.get("file") or [] if isinstance(f, str)]
+        files = [resolve_file(f, base) for f in record.get("file") or []]
         read.items.append(
             LibraryItem(
                 key=str(record.get("id") or f"csl-{number}"),
-                title=clean_text(str(record.get("title") or "")).strip(),
-                authors=unique(_csl_name(a) for a in record.get("author") or [] if isinstance(a, dict)),
-                year=year
-                if isinstance(year, int)
-                else year_in(year or (record.get("issued") or {}).get("raw")),
-                venue=clean_text(str(record.get("container-title") or "")).strip() or None,
+                title=clean_text(record.get("title") or "").strip(),
+                authors=unique(_csl_name(a) for a in record.get("author") or []),
+                year=year if isinstance(year, int) else year_in(year or issued.get("raw")),
+                venue=clean_text(record.get("container-title") or "").strip() or None,
                 doi=normalize_doi(record.get("DOI")),
                 arxiv_id=arxiv_in(record.get("URL"), record.get("number"), record.get("note")),
-                abstract=clean_text(str(record.get("abstract") or "")).strip() or None,
+                abstract=clean_text(record.get("abstract") or "").strip() or None,
                 url=record.get("URL"),
-                tags=unique(re.split(r"[;,]", keywords) if isinstance(keywords, str) else keywords),
+                tags=unique(re.split(r"[;,]", keywords)),
                 files=pdfs_first(files),
             )
         )

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 from xml.etree import ElementTree as ET
 
+from lumina_assets.core.hygiene import xml_safe
 from lumina_assets.core.schemas import Context
 from lumina_assets.search.saved_searches import SavedSearch
 
@@ -93,9 +94,22 @@ def forget_removed(state: dict, searches: Sequence[SavedSearch]) -> int:
 
 
 def _text(parent: ET.Element, tag: str, text: str, **attributes: str) -> ET.Element:
-    element = ET.SubElement(parent, f"{{{ATOM}}}{tag}", attributes)
-    element.text = text
+    """An element whose text is made XML-safe: a title holding ESC or U+FFFF must not make the feed invalid."""
+    element = ET.SubElement(parent, f"{{{ATOM}}}{tag}", {k: xml_safe(v) for k, v in attributes.items()})
+    element.text = xml_safe(text)
     return element
+
+
+def _link(parent: ET.Element, rel: str, href: str) -> None:
+    ET.SubElement(parent, f"{{{ATOM}}}link", {"rel": rel, "href": xml_safe(href)})
+
+
+def _web_url(url: str | None) -> str | None:
+    """A hit's own link only when it is http(s): a library URL may be `javascript:` or `data:` (the results page
+    refuses them too)."""
+    if not url:
+        return None
+    return url if urlsplit(url.strip()).scheme.lower() in ("http", "https") else None
 
 
 def _atom_time(stamp: str | None) -> str:
@@ -118,20 +132,20 @@ def atom_feed(search: SavedSearch, hits: Sequence[dict], base_url: str) -> bytes
     author = ET.SubElement(feed, f"{{{ATOM}}}author")
     _text(author, "name", "Lumina")
     search_link = f"{base}/?{urlencode({'q': search.query, **search.filters})}"
-    ET.SubElement(feed, f"{{{ATOM}}}link", {"rel": "self", "href": f"{base}{search.feed_path()}"})
-    ET.SubElement(feed, f"{{{ATOM}}}link", {"rel": "alternate", "href": search_link})
+    _link(feed, "self", f"{base}{search.feed_path()}")
+    _link(feed, "alternate", search_link)
     _text(feed, "generator", "Lumina")
     for hit in hits:
         entry = ET.SubElement(feed, f"{{{ATOM}}}entry")
         _text(entry, "id", f"urn:lumina:alert:{search.id}:{quote(hit['paper_id'], safe='')}")
         _text(entry, "title", hit.get("title") or hit["paper_id"])
         _text(entry, "updated", _atom_time(hit["found_at"]))
-        href = hit.get("url") or f"{base}/?{urlencode({'q': search.query})}"
-        ET.SubElement(entry, f"{{{ATOM}}}link", {"rel": "alternate", "href": href})
+        href = _web_url(hit.get("url")) or f"{base}/?{urlencode({'q': search.query})}"
+        _link(entry, "alternate", href)
         batch = hit.get("ingest_batch") or "unknown batch"
         summary = f"New in the top {search.k} (rank {hit.get('rank')}), from ingest batch {batch}."
         if hit.get("snippet"):
             summary += f" {hit['snippet']}"
         _text(entry, "summary", summary)
-        ET.SubElement(entry, f"{{{ATOM}}}category", {"term": batch, "label": "ingest batch"})
+        ET.SubElement(entry, f"{{{ATOM}}}category", {"term": xml_safe(batch), "label": "ingest batch"})
     return ET.tostring(feed, encoding="utf-8", xml_declaration=True)

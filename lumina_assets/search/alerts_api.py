@@ -13,6 +13,7 @@ anywhere: a feed reader polls the feed."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 from starlette.concurrency import run_in_threadpool
@@ -71,8 +72,7 @@ def alert_routes() -> list[Route]:
         return JSONResponse({"name": search.name, "feed_url": search.feed_path()}, status_code=201)
 
     def listing(request: Request) -> Response:
-        state = saved_searches.read_hits_state()
-        return JSONResponse([saved_searches.summary(s, state) for s in saved_searches.load()])
+        return JSONResponse(saved_searches.summaries())
 
     def seen(request: Request) -> Response:
         search = _known(request.path_params["name"])
@@ -107,8 +107,24 @@ def alert_routes() -> list[Route]:
         return await run_in_threadpool(listing, request)
 
     return [
-        Route("/api/alerts", alerts_endpoint, methods=["GET", "POST"]),
-        Route("/api/alerts/{name}/seen", seen, methods=["POST"]),
-        Route("/api/alerts/{name}", delete, methods=["DELETE"]),
-        Route("/feeds/{name}.xml", feed),
+        Route("/api/alerts", _store_errors(alerts_endpoint), methods=["GET", "POST"]),
+        Route("/api/alerts/{name}/seen", _store_errors(seen), methods=["POST"]),
+        Route("/api/alerts/{name}", _store_errors(delete), methods=["DELETE"]),
+        Route("/feeds/{name}.xml", _store_errors(feed)),
     ]
+
+
+def _store_errors(handler):
+    """A store that cannot be read is a 503 with a JSON message saying what to do (never a plain-text 500); the
+    search page and the search API keep working."""
+
+    async def guarded(request: Request) -> Response:
+        try:
+            if inspect.iscoroutinefunction(handler):
+                return await handler(request)
+            return await run_in_threadpool(handler, request)
+        except saved_searches.StoreUnreadable as error:
+            log.warning("alerts store unreadable: %s", error)
+            return _error(503, str(error))
+
+    return guarded

@@ -131,7 +131,50 @@ def test_unpacking_stops_at_the_size_limit(tmp_path):
     data = _zip({"big/corpus.jsonl": "x" * 10_000})
     with pytest.raises(fetch.FetchError, match="more than the size limit"):
         fetch.unpack_archive(data, tmp_path, max_bytes=4_096)
-    assert (tmp_path / "big" / "corpus.jsonl").stat().st_size <= 4_096
+    assert not list(tmp_path.rglob("corpus.jsonl"))  # refused on the declared sizes, before a byte is written
+
+
+def test_a_zip_bomb_is_refused_before_it_is_written(tmp_path):
+    """Before: a 5 MB bomb wrote 4 GiB (the total cap) before it was refused."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        archive.writestr("bomb/corpus.jsonl", b"\0" * (64 << 20))
+    data = buffer.getvalue()
+    assert len(data) < 200_000
+    with pytest.raises(fetch.FetchError, match="decompression bomb"):
+        fetch.unpack_archive(data, tmp_path / "out")
+    assert not list(tmp_path.rglob("corpus.jsonl"))
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        {
+            "tiny/corpus.jsonl": "x",
+            "tiny/corpus.jsonl/inner.txt": "y",
+        },  # a file where a folder must go: Errno 17/20
+        {"tiny/" + "n" * 300 + ".jsonl": "x"},  # a name too long: Errno 36
+    ],
+)
+def test_file_system_errors_are_said_without_errno_or_the_staging_folder(members, served, tmp_path, capsys):
+    url, _ = served
+    data = _zip(members)
+    (tmp_path / "bad.zip").write_bytes(data)
+    with pytest.raises(fetch.FetchError) as caught:
+        fetch.unpack_archive(data, tmp_path / "staging-folder")
+    message = str(caught.value)
+    assert message.startswith("cannot unpack 'tiny/") and "[Errno" not in message
+    assert "staging-folder" not in message
+
+
+def test_url_secrets_are_never_printed(served, tmp_path, capsys):
+    url, archives = served
+    secret_url = f"{url}/tiny.zip?api_key=SECRET-KEY-1&token=SECRET-TOKEN-2&v=1"
+    assert _fetch(secret_url, _sha256(b"other"), tmp_path / "collections") == 1
+    printed = capsys.readouterr()
+    text = printed.out + printed.err
+    assert "does not match" in text and "Fetching tiny from" in text
+    assert "SECRET-KEY-1" not in text and "SECRET-TOKEN-2" not in text and "v=1" in text
 
 
 def test_an_existing_collection_is_kept_unless_replaced(served, tmp_path, capsys):
