@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.core.schemas import Context
 from lumina_assets.parsing.chunking import split_sentences
 
@@ -162,6 +163,8 @@ def _ask_with_retries(
     for attempt in range(max_attempts):
         try:
             answer = ask(attempt)
+        except BudgetExhausted:  # the run stops; the pair is neither judged nor failed
+            raise
         except Exception as exc:  # an API error is a failed attempt, reported by type only (no secrets)
             problem = f"llm error: {type(exc).__name__}"
             continue

@@ -16,6 +16,7 @@ import polars as pl
 
 from evals.judge import JudgeParseError
 from lumina_assets.core.ids import paper_id_for, short_hash
+from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.corpus import splits
 from lumina_assets.corpus.collections import (
     DEFAULT_SPLIT_ORDER,
@@ -173,6 +174,8 @@ def synthetic_questions(
                     break
                 except JudgeParseError as exc:
                     problem = str(exc)
+                except BudgetExhausted:
+                    raise
                 except Exception as exc:
                     problem = f"llm error: {type(exc).__name__}"
             if text is None:

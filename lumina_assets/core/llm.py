@@ -14,26 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lumina_assets.core.http import DiskCache
+from lumina_assets.core import prices
+from lumina_assets.core.http import DiskCache, RateLimiter
 
 BACKENDS = ("anthropic", "openai", "openai-compatible", "offline")
 DEFAULT_QUESTION_MODEL = "claude-sonnet-4-6"
 DEFAULT_JUDGE_MODEL = "gpt-4o"
 
-# USD per million (input, output) tokens, public list prices; unknown models cost None (reported as unknown).
-PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4o-2024-08-06": (2.50, 10.00),
-    "gpt-4o-2024-11-20": (2.50, 10.00),
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "claude-sonnet-4-5": (3.00, 15.00),
-    "claude-sonnet-4-5-20250929": (3.00, 15.00),
-    "claude-sonnet-4-6": (3.00, 15.00),
-    "claude-haiku-4-5": (1.00, 5.00),
-    "claude-opus-4-5": (5.00, 25.00),
-}
+# USD per million (input, output) tokens: the one dated price table, `core.prices`.
+PRICES_PER_MTOK = prices.LLM_PER_MTOK
 
 
 # How long a client that could not connect to its endpoint answers LLMUnavailable at once instead of asking again:
@@ -46,6 +35,11 @@ class LLMUnavailable(RuntimeError):
     a moment ago: callers must use their offline path."""
 
 
+class BudgetExhausted(RuntimeError):
+    """The run's counted spend reached its budget: the run stops here, and a rerun resumes from the cache. Never a
+    failed judgment or refinement: callers let it through."""
+
+
 def is_connection_error(error: BaseException) -> bool:
     """The SDKs' "could not reach the endpoint" (anthropic / openai `APIConnectionError`, timeouts included),
     told by class name so neither SDK is imported here."""
@@ -53,10 +47,7 @@ def is_connection_error(error: BaseException) -> bool:
 
 
 def estimate_cost(model: str, input_tokens: int, output_tokens: int) -> float | None:
-    price = PRICES_PER_MTOK.get(model)
-    if price is None:
-        return None
-    return (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
+    return prices.llm_cost(model, input_tokens, output_tokens)
 
 
 @dataclass
@@ -125,6 +116,8 @@ class LLMClient:
         label: str | None = None,
         unreachable_retry_s: float = UNREACHABLE_RETRY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        requests_per_minute: float = 0.0,
+        budget: Any = None,
     ):
         if backend not in BACKENDS:
             raise ValueError(f"unknown LLM backend {backend!r}; expected one of {BACKENDS}")
@@ -142,6 +135,8 @@ class LLMClient:
         self._sdk: Any = None
         self.unreachable_retry_s = unreachable_retry_s
         self._clock = clock
+        self.requests_per_minute = requests_per_minute  # 0: no limit of Lumina's own (the API's still holds)
+        self.budget = budget  # a `core.budget.Budget` shared by the run's clients, or None
         self._unreachable: tuple[float, str] | None = (
             None  # (when, error class) of the last failed connection
         )
@@ -204,6 +199,10 @@ class LLMClient:
                 self.usage.add(reply)
                 return reply
         self._refuse_while_unreachable()
+        if self.budget is not None:
+            self.budget.check()
+        if self.requests_per_minute > 0:
+            RateLimiter.wait(f"llm:{self.label}", 60.0 / self.requests_per_minute, time.sleep, time.monotonic)
         try:
             if self.backend == "anthropic":
                 text, tokens_in, tokens_out = self._anthropic(prompt, params)
@@ -235,6 +234,8 @@ class LLMClient:
                 },
             )
         self.usage.add(reply)
+        if self.budget is not None:
+            self.budget.spend(reply.cost_usd)
         return reply
 
     def _refuse_while_unreachable(self) -> None:

@@ -578,8 +578,13 @@ ASSETS = [
 CHECKS = [questions_are_wellformed]
 
 
-def build_resources() -> dict:
-    return {**build_llm_resources(), **build_provider_resources()}
+def build_resources(*, budget_usd: float = 0.0, budget_file: str = "") -> dict:
+    """The benchmark's resources; a budget (USD, with the ledger file the run's processes share) stops every LLM
+    client of the run once the counted spend reaches it."""
+    return {
+        **build_llm_resources(budget_usd=budget_usd, budget_file=budget_file),
+        **build_provider_resources(),
+    }
 
 
 def default_run_config(
