@@ -168,14 +168,17 @@ PLAN_ROLES = {  # plan role -> the (asset, role) cost entries that are its actua
 
 
 def actual_by_plan_role(providers: list[str]) -> dict[str, dict[str, Any]]:
-    """What the run sent, in the plan's roles: LLM calls and tokens (sent, not cached) per role, and the requests
-    each provider's steps made (sent + answered from the HTTP cache, as the plan counts them)."""
+    """What the run sent, in the plan's roles: LLM calls and tokens sent per role, the calls its own earlier
+    answers served from the cache (`cache_hits`: a prompt repeated within the run, which the plan counts as a
+    call), and the requests each provider's steps made (sent + answered from the HTTP cache, as the plan counts
+    them)."""
     wanted = set(providers)
-    llm = {role: {"calls": 0, "input_tokens": 0, "output_tokens": 0} for role in PLAN_ROLES}
+    llm = {role: {"calls": 0, "cache_hits": 0, "input_tokens": 0, "output_tokens": 0} for role in PLAN_ROLES}
     for entry in _entries(_costs_dir(), wanted):
         for role, sources in PLAN_ROLES.items():
             if (entry["asset"], entry.get("role")) in sources:
                 llm[role]["calls"] += entry["llm_calls"]
+                llm[role]["cache_hits"] += entry["llm_cache_hits"]
                 llm[role]["input_tokens"] += entry["llm_input_tokens"]
                 llm[role]["output_tokens"] += entry["llm_output_tokens"]
     requests: dict[str, int] = {}

@@ -537,7 +537,7 @@ def format_plan(plan: dict[str, Any]) -> str:
     lines.append("\nprovider requests:")
     for name, row in plan["provider"].items():
         where = (
-            "local index" if row["api"] == "local" else f"{row['api']}, {_time(row['minutes'])} at its limit"
+            "local index" if row["api"] == "local" else f"{row['api']}: {_time(row['minutes'])}"
         )
         lines.append(
             f"  {name:<17} {row['requests']:>10,}  {_money(row['usd']):>10}  ({where}; {row['price']})"
