@@ -208,6 +208,17 @@ def test_plan_predicts_a_small_run(scifact_slice, data_dir):
     # a plan of the same run now: everything is in the cache
     assert make_plan(resources, providers)["llm_calls"]["judge"] == 0
 
+    # the report sets the plan the run started from beside what it made
+    ledger.write_plan(before)
+    config["ops"]["benchmark_scores"]["config"].update({"providers": providers, "bootstrap_resamples": 100, "validation_queries_llm": 1})
+    materialize_stages(
+        resources, config, [([benchmark.benchmark_scores, benchmark.benchmark_report], [None])], instance
+    )
+    report = (data_dir / "reports" / "benchmark.md").read_text(encoding="utf-8")
+    assert "**Plan vs actual**" in report
+    assert f"| refiner calls | {refined * 2} | {refined * 2} |" in report
+    assert f"| exa requests | {questions * 3} | {questions * 3} |" in report
+
     # a provider returning the same contexts as another shares its verdicts: no judge call
     tables.write(
         tables.RECURSIVE_RESULTS, pl.read_parquet(tables.RECURSIVE_RESULTS.path("exa")), "semantic_scholar"
