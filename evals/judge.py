@@ -178,11 +178,14 @@ def _ask_with_retries(
 class LLMJudge:
     """The paper's judge through any `core.llm.LLMClient`, at temperature 0."""
 
-    def __init__(self, client, *, max_attempts: int = 3, temperature: float = 0.0, workers: int = 4):
+    def __init__(
+        self, client, *, max_attempts: int = 3, temperature: float = 0.0, workers: int | None = None
+    ):
         self.client = client
         self.max_attempts = max_attempts
         self.temperature = temperature
-        self.workers = workers
+        # the API's configured concurrency (`LLMResource.concurrency`) unless the caller names its own
+        self.workers = workers if workers is not None else getattr(client, "concurrency", 4)
         self.name = f"llm:{client.label}"
         self.is_offline = False
 

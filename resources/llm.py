@@ -9,6 +9,7 @@ import dagster as dg
 from pydantic import Field
 
 from lumina_assets.core import settings
+from lumina_assets.core.ids import short_hash
 from lumina_assets.core.llm import DEFAULT_JUDGE_MODEL, DEFAULT_QUESTION_MODEL, LLMClient
 from resources.env import env_secret
 
@@ -48,6 +49,7 @@ class LLMResource(dg.ConfigurableResource):
         default=0.0,
         description="most requests per minute this process sends to the API (0: no limit of its own)",
     )
+    concurrency: int = Field(default=4, description="requests in flight at once (the judge's threads)")
     budget_usd: float = Field(
         default=0.0,
         description="stop calling once the spend counted in `budget_file` reaches this many USD (0: no budget)",
@@ -97,6 +99,8 @@ class LLMResource(dg.ConfigurableResource):
             http_client=http_client,
             label=self.describe(),
             requests_per_minute=self.requests_per_minute,
+            concurrency=self.concurrency,
+            rate_file=settings.cache_dir() / "rate_limits" / f"{short_hash(self.describe(), length=16)}.txt",
             budget=self._budget(),
         )
 

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lumina_assets.core import prices
@@ -38,6 +39,25 @@ class LLMUnavailable(RuntimeError):
 class BudgetExhausted(RuntimeError):
     """The run's counted spend reached its budget: the run stops here, and a rerun resumes from the cache. Never a
     failed judgment or refinement: callers let it through."""
+
+
+def shared_rate_wait(path: Path, interval: float, sleep: Callable[[float], None] = time.sleep) -> float:
+    """At most one request per `interval` seconds across every process using `path`: each takes the next free
+    slot (wall-clock time, kept in the file under a lock), sleeps until it and returns it."""
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        try:
+            next_free = float(path.read_text(encoding="utf-8") or 0.0)
+        except (FileNotFoundError, ValueError):
+            next_free = 0.0
+        now = time.time()
+        slot = max(now, next_free)
+        path.write_text(repr(slot + interval), encoding="utf-8")
+    if slot > now:
+        sleep(slot - now)
+    return slot
 
 
 def is_connection_error(error: BaseException) -> bool:
@@ -117,7 +137,9 @@ class LLMClient:
         unreachable_retry_s: float = UNREACHABLE_RETRY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         requests_per_minute: float = 0.0,
+        concurrency: int = 4,
         budget: Any = None,
+        rate_file: str | os.PathLike | None = None,
     ):
         if backend not in BACKENDS:
             raise ValueError(f"unknown LLM backend {backend!r}; expected one of {BACKENDS}")
@@ -136,6 +158,8 @@ class LLMClient:
         self.unreachable_retry_s = unreachable_retry_s
         self._clock = clock
         self.requests_per_minute = requests_per_minute  # 0: no limit of Lumina's own (the API's still holds)
+        self.rate_file = Path(rate_file) if rate_file else None  # shares the limit with the run's processes
+        self.concurrency = concurrency  # requests a caller may have in flight at once (the judge's threads)
         self.budget = budget  # a `core.budget.Budget` shared by the run's clients, or None
         self._unreachable: tuple[float, str] | None = (
             None  # (when, error class) of the last failed connection
@@ -202,7 +226,11 @@ class LLMClient:
         if self.budget is not None:
             self.budget.check()
         if self.requests_per_minute > 0:
-            RateLimiter.wait(f"llm:{self.label}", 60.0 / self.requests_per_minute, time.sleep, time.monotonic)
+            interval = 60.0 / self.requests_per_minute
+            if self.rate_file is not None:
+                shared_rate_wait(self.rate_file, interval)
+            else:
+                RateLimiter.wait(f"llm:{self.label}", interval, time.sleep, time.monotonic)
         try:
             if self.backend == "anthropic":
                 text, tokens_in, tokens_out = self._anthropic(prompt, params)

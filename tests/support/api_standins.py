@@ -1,0 +1,324 @@
+"""Stand-ins for the APIs the benchmark calls, on 127.0.0.1, in their documented shapes: OpenAI chat completions
+(`POST /v1/chat/completions`), Anthropic messages (`POST /v1/messages`), Semantic Scholar snippet search
+(`GET /graph/v1/snippet/search`), SerpAPI Google Scholar (`GET /search.json`) and Exa search (`POST /search`).
+
+Run as a script (a test starts it with start_new_session=True and stops it by PID). It answers after a latency,
+throttles every Nth request with 429 and a `Retry-After`, fails a seeded share of requests with 500/503, and
+appends one JSON line per request to `--log` (api, a hash of the request, status), so a test can count what it
+received and which successful requests came twice. The LLM answers follow each benchmark prompt's required format
+(Context Relevance, Context Precision, Recursion, question generation); usage counts words and punctuation
+marks of the prompt and the answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+_PIECE = re.compile(r"\w+|[^\w\s]")
+
+
+def usage_tokens(text: str) -> int:
+    return len(_PIECE.findall(text or ""))
+
+
+def llm_answer(prompt: str) -> str:
+    """An answer in the format the prompt asks for: deterministic, varied by the prompt's content."""
+    digest = int(hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:8], 16)
+    if "Sentences: " in prompt:
+        count = len(re.findall(r"(?:^|\s)(\d+)\. ", prompt.split("Sentences: ", 1)[1]))
+        return " ".join(
+            f"{i}. <{'critical' if (digest >> i) % 4 == 0 else 'not_critical'}>" for i in range(1, count + 1)
+        )
+    if "absolutely essential and irreplaceable" in prompt:
+        return "<highly_relevant>" if digest % 3 == 0 else "<not_relevant>"
+    if "suggest a refined search query" in prompt:
+        words = re.findall(r"[A-Za-z]{6,}", prompt.split("the search result is:", 1)[-1])
+        picked = sorted(set(words), key=lambda w: hashlib.sha256((w + str(digest)).encode()).hexdigest())[:4]
+        return f"<query>{' '.join(picked) or 'evidence'}</query>"
+    return f"<question>Which evidence supports finding {digest % 9973}?</question>"
+
+
+def _results(query: str, n: int) -> list[tuple[str, str, str]]:
+    """(id, title, text) of n results for a query: the same query always gets the same results."""
+    out = []
+    for i in range(n):
+        h = hashlib.sha256(f"{query}|{i}".encode()).hexdigest()[:10]
+        out.append(
+            (
+                h,
+                f"Study {h} on {query[:60]}",
+                f"We report evidence {h} about {query[:80]}. The effect held in a second cohort. "
+                f"Limitations are discussed.",
+            )
+        )
+    return out
+
+
+class StandIn(BaseHTTPRequestHandler):
+    server_version = "standin/1"
+    config: argparse.Namespace
+    lock = threading.Lock()
+    counter = 0
+    rng = random.Random(0)
+
+    def log_message(self, *args):  # quiet
+        return
+
+    def _log(self, api: str, key: str, status: int) -> None:
+        with StandIn.lock, open(self.config.log, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"api": api, "key": key, "status": status, "t": time.time()}) + "\n")
+
+    def _send(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode("utf-8")
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _fault(self) -> int | None:
+        """429 every Nth request, 500/503 for a seeded share, else None."""
+        with StandIn.lock:
+            StandIn.counter += 1
+            n = StandIn.counter
+            roll = StandIn.rng.random()
+        if self.config.throttle_every and n % self.config.throttle_every == 0:
+            return 429
+        if roll < self.config.error_rate:
+            return 500 if roll < self.config.error_rate / 2 else 503
+        return None
+
+    def _route(self, method: str) -> None:
+        url = urlparse(self.path)
+        body = b""
+        if method == "POST":
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        key = hashlib.sha256(url.path.encode() + b"?" + url.query.encode() + b"|" + body).hexdigest()[:16]
+        api = {
+            "/v1/chat/completions": "openai",
+            "/v1/messages": "anthropic",
+            "/graph/v1/snippet/search": "semantic_scholar",
+            "/search.json": "serpapi",
+            "/search": "exa",
+        }.get(url.path)
+        if api is None:
+            self._log("unknown", key, 404)
+            self._send(404, {"error": {"message": f"no route {url.path}"}})
+            return
+        time.sleep(self.config.latency_ms / 1000.0)
+        fault = self._fault()
+        if fault == 429:
+            self._log(api, key, 429)
+            self._send(
+                429,
+                {"error": {"message": "rate limited", "type": "rate_limit_error"}},
+                {"retry-after": str(self.config.retry_after)},
+            )
+            return
+        if fault:
+            self._log(api, key, fault)
+            self._send(fault, {"error": {"message": "server error", "type": "api_error"}})
+            return
+        payload = json.loads(body) if body else {}
+        query = parse_qs(url.query)
+        if api == "openai":
+            response = self._openai(payload)
+        elif api == "anthropic":
+            response = self._anthropic(payload)
+        elif api == "semantic_scholar":
+            response = self._s2(query["query"][0], int(query.get("limit", ["10"])[0]))
+        elif api == "serpapi":
+            response = self._serpapi(query["q"][0], int(query.get("num", ["10"])[0]))
+        else:
+            response = self._exa(payload["query"], int(payload.get("numResults", 10)))
+        self._log(api, key, 200)
+        self._send(200, response)
+
+    def do_GET(self):  # noqa: N802
+        self._route("GET")
+
+    def do_POST(self):  # noqa: N802
+        self._route("POST")
+
+    # ------------------------------------------------------------ documented shapes
+
+    def _openai(self, payload: dict) -> dict:
+        prompt = payload["messages"][-1]["content"]
+        text = llm_answer(prompt)
+        tokens_in = sum(usage_tokens(m["content"]) for m in payload["messages"])
+        return {
+            "id": "chatcmpl-" + hashlib.sha256(prompt.encode()).hexdigest()[:12],
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": payload["model"],
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            ],
+            "usage": {
+                "prompt_tokens": tokens_in,
+                "completion_tokens": usage_tokens(text),
+                "total_tokens": tokens_in + usage_tokens(text),
+            },
+        }
+
+    def _anthropic(self, payload: dict) -> dict:
+        prompt = payload["messages"][-1]["content"]
+        text = llm_answer(prompt)
+        return {
+            "id": "msg_" + hashlib.sha256(prompt.encode()).hexdigest()[:12],
+            "type": "message",
+            "role": "assistant",
+            "model": payload["model"],
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": usage_tokens(prompt), "output_tokens": usage_tokens(text)},
+        }
+
+    def _s2(self, query: str, limit: int) -> dict:
+        return {
+            "data": [
+                {
+                    "score": 1.0 / (rank + 1),
+                    "snippet": {"text": text, "snippetKind": "body", "section": "Results"},
+                    "paper": {"corpusId": int(h, 16) % 10**9, "title": title, "authors": []},
+                }
+                for rank, (h, title, text) in enumerate(_results(query, min(limit, 10)))
+            ],
+            "retrievalVersion": "standin",
+        }
+
+    def _serpapi(self, query: str, num: int) -> dict:
+        return {
+            "search_metadata": {"status": "Success", "id": "standin"},
+            "search_parameters": {"engine": "google_scholar", "q": query},
+            "organic_results": [
+                {
+                    "position": rank,
+                    "title": title,
+                    "result_id": h,
+                    "link": f"https://example.org/{h}",
+                    "snippet": text,
+                    "publication_info": {"summary": "A Author - Journal, 2024"},
+                }
+                for rank, (h, title, text) in enumerate(_results(query, min(num, 20)))
+            ],
+        }
+
+    def _exa(self, query: str, n: int) -> dict:
+        return {
+            "requestId": "standin",
+            "resolvedSearchType": "neural",
+            "results": [
+                {
+                    "id": f"https://doi.org/10.5555/{h}",
+                    "url": f"https://doi.org/10.5555/{h}",
+                    "title": title,
+                    "score": 1.0 / (rank + 1),
+                    "highlights": [text],
+                    "highlightScores": [0.5],
+                }
+                for rank, (h, title, text) in enumerate(_results(query, n))
+            ],
+            "costDollars": {"total": 0.005},
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--throttle-every", type=int, default=0)
+    parser.add_argument("--retry-after", default="0.2")
+    parser.add_argument("--error-rate", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    StandIn.config = args
+    StandIn.rng = random.Random(args.seed)
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), StandIn)
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
+
+
+class StandInServer:
+    """The stand-ins as a child process of a test or a bench: started in its own session, stopped by PID."""
+
+    def __init__(
+        self,
+        log_path,
+        *,
+        latency_ms: float = 20.0,
+        throttle_every: int = 0,
+        error_rate: float = 0.0,
+        retry_after: str = "0.2",
+        seed: int = 0,
+    ):
+        self.log_path = log_path
+        self.args = [
+            "--latency-ms",
+            str(latency_ms),
+            "--throttle-every",
+            str(throttle_every),
+            "--error-rate",
+            str(error_rate),
+            "--retry-after",
+            retry_after,
+            "--seed",
+            str(seed),
+        ]
+        self.process = None
+        self.port = 0
+
+    def __enter__(self) -> StandInServer:
+        import socket
+        import subprocess
+        import sys
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--port", str(self.port), "--log", str(self.log_path), *self.args],
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            time.sleep(0.05)
+        raise RuntimeError("the stand-in server did not start")
+
+    def __exit__(self, *exc) -> None:
+        import os
+        import signal
+
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def requests(self) -> list[dict]:
+        try:
+            text = open(self.log_path, encoding="utf-8").read()
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
