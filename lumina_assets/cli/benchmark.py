@@ -46,6 +46,17 @@ def add_commands(commands, bench_commands) -> None:
     )
     plan.add_argument("--json", action="store_true", help="the plan as JSON")
     plan.set_defaults(handler=plan_benchmark)
+    snapshot = sub.add_parser(
+        "snapshot", help="one archive of a stored run: questions, responses, verdicts, qrels, scores, report"
+    )
+    snapshot.add_argument("run", help="a run id from `lumina benchmark runs` (or `latest`)")
+    snapshot.add_argument("-o", "--output", required=True, help="the archive to write (.tar.gz)")
+    snapshot.set_defaults(handler=snapshot_benchmark)
+    replay = sub.add_parser(
+        "replay", help="score an archived run again offline and write its report into the data dir's reports/"
+    )
+    replay.add_argument("archive")
+    replay.set_defaults(handler=replay_benchmark)
     listing = sub.add_parser("runs", help="list stored benchmark runs (each has its own report)")
     listing.set_defaults(handler=list_benchmark_runs)
     compare = sub.add_parser(
@@ -278,6 +289,37 @@ def run_benchmark(args: argparse.Namespace) -> int:
         for name in ("synthetic", "beir", "user"):
             if name in set(scores["question_set"].to_list()):
                 print(f"\n{name}:\n" + headline_table(scores, name, offline=manifest["judge_offline"]))
+    return 0
+
+
+def snapshot_benchmark(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from evals import runs, snapshot
+
+    run = runs.latest() if args.run == "latest" else args.run
+    try:
+        contents = snapshot.write_snapshot(run or "", Path(args.output))
+    except (FileNotFoundError, ValueError) as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"run {run}: {len(contents['files'])} files in {args.output}")
+    return 0
+
+
+def replay_benchmark(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from evals import snapshot
+
+    result = snapshot.replay(Path(args.archive))
+    print(f"run {result['run_id']} replayed offline; report: {result['report']}")
+    if not result["identical"]:
+        print(
+            "score tables differ from the archived ones: " + "; ".join(result["differences"]), file=sys.stderr
+        )
+        return 1
+    print("score tables identical to the archived ones")
     return 0
 
 

