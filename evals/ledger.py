@@ -183,6 +183,7 @@ def actual_by_plan_role(providers: list[str]) -> dict[str, dict[str, Any]]:
                 llm[role]["output_tokens"] += entry["llm_output_tokens"]
     requests: dict[str, int] = {}
     for entry in _entries(settings.benchmark_dir() / "requests", wanted):
-        made = entry.get("http_requests", 0) + entry.get("http_cache_hits", 0)
+        # retries of a throttled or failed request are the same request again
+        made = entry.get("http_requests", 0) - entry.get("http_retries", 0) + entry.get("http_cache_hits", 0)
         requests[entry["partition"]] = requests.get(entry["partition"], 0) + made
     return {"llm": llm, "provider_requests": requests}

@@ -157,7 +157,13 @@ class JudgeLLMResource(LLMResource):
     requests_per_minute: float = 500.0  # OpenAI's first usage tier for gpt-4o
 
 
-def build_llm_resources(*, budget_usd: float = 0.0, budget_file: str = "") -> dict[str, LLMResource]:
+def build_llm_resources(
+    *,
+    budget_usd: float = 0.0,
+    budget_file: str = "",
+    judge_rpm: float | None = None,
+    question_rpm: float | None = None,
+) -> dict[str, LLMResource]:
     """`question_llm` (anthropic / Claude Sonnet) and `judge_llm` (openai / gpt-4o, temperature 0).
 
     `OPENAI_BASE_URL` (or `OPENAI_COMPATIBLE_BASE_URL`) points the judge at an OpenAI-compatible server (vLLM,
@@ -182,11 +188,13 @@ def build_llm_resources(*, budget_usd: float = 0.0, budget_file: str = "") -> di
             base_url=base_url_for(question_backend),
             budget_usd=budget_usd,
             budget_file=budget_file,
+            **({"requests_per_minute": question_rpm} if question_rpm is not None else {}),
         ),
         "judge_llm": JudgeLLMResource(
             api_key=key_for(judge_backend),
             base_url=base_url_for(judge_backend),
             budget_usd=budget_usd,
             budget_file=budget_file,
+            **({"requests_per_minute": judge_rpm} if judge_rpm is not None else {}),
         ),
     }

