@@ -16,6 +16,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
+from evals import batch as batch_lib
 from evals import defaults, ledger, manifest, registry, runner, runs, scored_run
 from evals import questions as questions_lib
 from evals.comparison import Primary
@@ -47,6 +48,7 @@ from resources.llm import LLMResource, build_llm_resources
 from resources.providers import build_provider_resources
 
 GROUP = "benchmark"
+BATCH_GROUP = "benchmark_batch"  # opt-in: the whole-group jobs never submit a batch
 
 
 # ---------------------------------------------------------------- config
@@ -423,6 +425,46 @@ def judgments(
 
 
 @dg.asset(
+    group_name=BATCH_GROUP,
+    code_version="1",
+    partitions_def=PROVIDERS,
+    deps=[recursive_results],
+    pool="llm",
+)
+def judge_batch(context: dg.AssetExecutionContext, judge_llm: LLMResource) -> dg.MaterializeResult:
+    """Submits the judge prompts of one provider's levels whose answers are not cached yet as one batch (OpenAI
+    Batch API / Anthropic Message Batches, half price) and records its id; `judge_batch_sensor` watches it, puts
+    its answers in the LLM cache, resubmits what it did not answer, and requests `judgments` once all are in. The
+    synchronous judge stays the default: this asset runs only when asked for."""
+    name = context.partition_key
+    recursive = tables.read(tables.RECURSIVE_RESULTS, name)
+    question_frame = tables.read(tables.QUESTIONS)
+    client = judge_llm.get_client()
+    if recursive is None or question_frame is None or client.is_offline:
+        reason = "no LLM judge configured" if client.is_offline else "no recursive results for this provider"
+        return dg.MaterializeResult(metadata={"skipped": True, "reason": reason, "requests": 0})
+    items = runner.judge_inputs(recursive, question_frame)
+    requests = batch_lib.judge_requests(items, client)
+    if not requests:
+        return dg.MaterializeResult(
+            metadata={"pairs": len(items), "requests": 0, "state": "every answer is already cached"}
+        )
+    record = batch_lib.submit(client, requests, partition=name)
+    context.log.info(f"batch {record['id']}: {len(requests)} judge requests for {name}")
+    return dg.MaterializeResult(
+        metadata={
+            "batch_id": record["id"],
+            "backend": record["backend"],
+            "model": record["model"],
+            "pairs": len(items),
+            "requests": len(requests),
+            "status": record["status"],
+            "state": record["state"],
+        }
+    )
+
+
+@dg.asset(
     group_name=GROUP,
     code_version="2",
     deps=[judgments, questions],
@@ -582,6 +624,7 @@ ASSETS = [
     judgments,
     benchmark_scores,
     benchmark_report,
+    judge_batch,
 ]
 CHECKS = [questions_are_wellformed]
 

@@ -132,6 +132,12 @@ class StandIn(BaseHTTPRequestHandler):
             "/search.json": "serpapi",
             "/search": "exa",
         }.get(url.path)
+        if api is None and (url.path.startswith("/v1/files") or url.path.startswith("/v1/batches")):
+            self._openai_batch(method, url.path, body, key)
+            return
+        if api is None and url.path.startswith("/v1/messages/batches"):
+            self._anthropic_batch(method, url.path, body, key)
+            return
         if api is None:
             self._log("unknown", key, 404)
             self._send(404, {"error": {"message": f"no route {url.path}"}})
@@ -170,6 +176,207 @@ class StandIn(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802
         self._route("POST")
+
+    # ------------------------------------------------------------ batch APIs
+
+    files: dict[str, bytes] = {}
+    batches: dict[str, dict] = {}
+
+    def _send_text(self, status: int, text: str) -> None:
+        data = text.encode("utf-8")
+        self.send_response(status)
+        self.send_header("content-type", "application/octet-stream")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _batch_outcome(self, batch: dict, custom_ids: list[str]) -> tuple[str, set[str], set[str]]:
+        """(final status, ids answered, ids that failed): every Nth line fails; the first batch of a server
+        started with --batch-expire-first expires with only its first half answered."""
+        with StandIn.lock:
+            first = batch["ordinal"] == 1
+        if first and self.config.batch_expire_first:
+            half = set(custom_ids[: len(custom_ids) // 2])
+            return "expired", half, set()
+        failed = (
+            {
+                c
+                for i, c in enumerate(custom_ids, 1)
+                if self.config.batch_fail_every and i % self.config.batch_fail_every == 0
+            }
+            if first
+            else set()
+        )
+        return "completed", set(custom_ids) - failed, failed
+
+    def _openai_batch(self, method: str, path: str, body: bytes, key: str) -> None:
+        parts = path.strip("/").split("/")  # v1 files [id [content]] | v1 batches [id]
+        if method == "POST" and parts == ["v1", "files"]:
+            from email import policy
+            from email.parser import BytesParser
+
+            message = BytesParser(policy=policy.default).parsebytes(
+                b"content-type: " + self.headers["content-type"].encode() + b"\r\n\r\n" + body
+            )
+            content = next(
+                part.get_payload(decode=True)
+                for part in message.iter_parts()
+                if part.get_param("name", header="content-disposition") == "file"
+            )
+            file_id = "file-" + hashlib.sha256(content).hexdigest()[:20]
+            StandIn.files[file_id] = content
+            self._log("openai_files", key, 200)
+            self._send(
+                200,
+                {
+                    "id": file_id,
+                    "object": "file",
+                    "bytes": len(content),
+                    "created_at": int(time.time()),
+                    "filename": "input.jsonl",
+                    "purpose": "batch",
+                },
+            )
+            return
+        if method == "GET" and len(parts) == 4 and parts[1] == "files" and parts[3] == "content":
+            self._log("openai_files", key, 200)
+            self._send_text(200, StandIn.files[parts[2]].decode("utf-8"))
+            return
+        if method == "POST" and parts == ["v1", "batches"]:
+            request = json.loads(body)
+            with StandIn.lock:
+                ordinal = len(StandIn.batches) + 1
+            batch_id = f"batch_{ordinal:04d}"
+            StandIn.batches[batch_id] = {"ordinal": ordinal, "polls": 0, "input": request["input_file_id"]}
+            self._log("openai_batches", key, 200)
+            self._send(200, self._openai_batch_object(batch_id))
+            return
+        if method == "GET" and len(parts) == 3 and parts[1] == "batches":
+            batch = StandIn.batches[parts[2]]
+            batch["polls"] += 1
+            self._log("openai_batches", key, 200)
+            self._send(200, self._openai_batch_object(parts[2]))
+            return
+        self._send(404, {"error": {"message": f"no route {path}"}})
+
+    def _openai_batch_object(self, batch_id: str) -> dict:
+        batch = StandIn.batches[batch_id]
+        lines = [json.loads(x) for x in StandIn.files[batch["input"]].decode().splitlines() if x.strip()]
+        status, output_file, error_file = "in_progress", None, None
+        done = failed = 0
+        if batch["polls"] > self.config.batch_polls:
+            status, answered, failures = self._batch_outcome(batch, [x["custom_id"] for x in lines])
+            out, errors = [], []
+            for x in lines:
+                if x["custom_id"] in answered:
+                    completion = self._openai(x["body"])
+                    out.append(
+                        {
+                            "id": "batch_req_" + x["custom_id"][:8],
+                            "custom_id": x["custom_id"],
+                            "response": {"status_code": 200, "request_id": "req", "body": completion},
+                            "error": None,
+                        }
+                    )
+                else:
+                    code = "batch_expired" if status == "expired" else "server_error"
+                    errors.append(
+                        {
+                            "id": "batch_req_" + x["custom_id"][:8],
+                            "custom_id": x["custom_id"],
+                            "response": None,
+                            "error": {"code": code, "message": "not processed"},
+                        }
+                    )
+            output_file = f"file-out-{batch_id}"
+            StandIn.files[output_file] = "".join(json.dumps(o) + "\n" for o in out).encode()
+            if errors:
+                error_file = f"file-err-{batch_id}"
+                StandIn.files[error_file] = "".join(json.dumps(e) + "\n" for e in errors).encode()
+            done, failed = len(out), len(failures)
+        return {
+            "id": batch_id,
+            "object": "batch",
+            "endpoint": "/v1/chat/completions",
+            "errors": None,
+            "input_file_id": batch["input"],
+            "completion_window": "24h",
+            "status": status,
+            "output_file_id": output_file,
+            "error_file_id": error_file,
+            "created_at": 1,
+            "in_progress_at": 1,
+            "expires_at": 86401,
+            "completed_at": 2 if status == "completed" else None,
+            "expired_at": 2 if status == "expired" else None,
+            "failed_at": None,
+            "cancelled_at": None,
+            "request_counts": {"total": len(lines), "completed": done, "failed": failed},
+            "metadata": {},
+        }
+
+    def _anthropic_batch(self, method: str, path: str, body: bytes, key: str) -> None:
+        parts = path.strip("/").split("/")  # v1 messages batches [id [results]]
+        if method == "POST" and len(parts) == 3:
+            request = json.loads(body)
+            with StandIn.lock:
+                ordinal = len(StandIn.batches) + 1
+            batch_id = f"msgbatch_{ordinal:04d}"
+            StandIn.batches[batch_id] = {"ordinal": ordinal, "polls": 0, "requests": request["requests"]}
+            self._log("anthropic_batches", key, 200)
+            self._send(200, self._anthropic_batch_object(batch_id))
+            return
+        if method == "GET" and len(parts) == 4:
+            StandIn.batches[parts[3]]["polls"] += 1
+            self._log("anthropic_batches", key, 200)
+            self._send(200, self._anthropic_batch_object(parts[3]))
+            return
+        if method == "GET" and len(parts) == 5 and parts[4] == "results":
+            batch = StandIn.batches[parts[3]]
+            requests = batch["requests"]
+            status, answered, _ = self._batch_outcome(batch, [r["custom_id"] for r in requests])
+            rows = []
+            for r in requests:
+                if r["custom_id"] in answered:
+                    result = {"type": "succeeded", "message": self._anthropic(r["params"])}
+                elif status == "expired":
+                    result = {"type": "expired"}
+                else:
+                    result = {
+                        "type": "errored",
+                        "error": {
+                            "type": "error",
+                            "error": {"type": "api_error", "message": "not processed"},
+                        },
+                    }
+                rows.append({"custom_id": r["custom_id"], "result": result})
+            self._log("anthropic_batches", key, 200)
+            self._send_text(200, "".join(json.dumps(row) + "\n" for row in rows))
+            return
+        self._send(404, {"error": {"message": f"no route {path}"}})
+
+    def _anthropic_batch_object(self, batch_id: str) -> dict:
+        batch = StandIn.batches[batch_id]
+        ended = batch["polls"] > self.config.batch_polls
+        host = f"http://{self.headers.get('host')}"
+        return {
+            "id": batch_id,
+            "type": "message_batch",
+            "processing_status": "ended" if ended else "in_progress",
+            "request_counts": {
+                "processing": 0 if ended else len(batch["requests"]),
+                "succeeded": 0,
+                "errored": 0,
+                "canceled": 0,
+                "expired": 0,
+            },
+            "ended_at": "2026-01-01T00:00:00Z" if ended else None,
+            "created_at": "2026-01-01T00:00:00Z",
+            "expires_at": "2026-01-02T00:00:00Z",
+            "cancel_initiated_at": None,
+            "archived_at": None,
+            "results_url": f"{host}/v1/messages/batches/{batch_id}/results" if ended else None,
+        }
 
     # ------------------------------------------------------------ documented shapes
 
@@ -264,6 +471,11 @@ def main() -> None:
     parser.add_argument("--retry-after", default="0.2")
     parser.add_argument("--error-rate", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-polls", type=int, default=1, help="polls a batch stays in progress")
+    parser.add_argument(
+        "--batch-fail-every", type=int, default=0, help="every Nth request of the first batch fails"
+    )
+    parser.add_argument("--batch-expire-first", action="store_true", help="the first batch expires half done")
     args = parser.parse_args()
     StandIn.config = args
     StandIn.rng = random.Random(args.seed)
@@ -288,6 +500,7 @@ class StandInServer:
         error_rate: float = 0.0,
         retry_after: str = "0.2",
         seed: int = 0,
+        extra: tuple[str, ...] = (),
     ):
         self.log_path = log_path
         self.args = [
@@ -301,6 +514,7 @@ class StandInServer:
             retry_after,
             "--seed",
             str(seed),
+            *extra,
         ]
         self.process = None
         self.port = 0
