@@ -3,6 +3,8 @@ budget's stop and resume, on a real SciFact slice with a stand-in LLM endpoint a
 
 from __future__ import annotations
 
+import json
+
 import dagster as dg
 import polars as pl
 import pytest
@@ -221,3 +223,18 @@ def test_budget_stops_the_run_and_a_rerun_resumes(scifact_slice, data_dir):
     )
     # every judge answer was sent once: those before the stop plus those after it
     assert stopped_calls + resumed_calls == judged_calls
+
+
+def test_run_refuses_a_plan_over_its_budget(scifact_slice, data_dir, monkeypatch, capsys):
+    from lumina_assets.cli.main import main
+
+    monkeypatch.setenv("LUMINA_CORPUS", str(scifact_slice))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # a keyed judge: the plan prices its calls
+    monkeypatch.setenv("LUMINA_QUESTION_BACKEND", "offline")
+    options = ["--providers", "bm25", "--synthetic", "0", "--beir-queries", "4", "--depths", "0,1"]
+    assert main(["benchmark", "plan", *options, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["llm_calls"]["judge"] > 0 and plan["usd_sync"] > 0
+    assert main(["benchmark", "run", *options, "--budget", str(plan["usd_sync"] / 2)]) == 2
+    assert "refused" in capsys.readouterr().err
+    assert not tables.QUESTIONS.path().exists()  # refused before any step ran: nothing sent, nothing written
