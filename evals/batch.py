@@ -1,4 +1,4 @@
-"""The judge through the providers' batch APIs (OpenAI Batch API with its files endpoint, Anthropic Message
+"""The judge and the question generator through the providers' batch APIs (OpenAI Batch API with its files endpoint, Anthropic Message
 Batches): half the list price, answers within 24 h.
 
 A batch asks exactly the prompts the synchronous judge would send first (attempt 0 of each pair's Context
@@ -51,6 +51,20 @@ def judge_requests(items, client, *, temperature: float = 0.0) -> list[BatchRequ
     return list(requests.values())
 
 
+def question_requests(passages, papers, client, *, n: int, seed: int) -> list[BatchRequest]:
+    """The question generator's first-attempt prompts for the passages `synthetic_questions` will sample, those
+    whose answers are not cached yet."""
+    from evals.questions import QUESTION_MAX_TOKENS, question_prompts
+
+    params = {"temperature": None, "max_tokens": QUESTION_MAX_TOKENS, "system": None}
+    requests: dict[str, BatchRequest] = {}
+    for prompt in question_prompts(passages, papers, n=n, seed=seed):
+        key = client.cache_key(prompt, params)
+        if key not in requests and (client.cache is None or client.cache.get(key) is None):
+            requests[key] = BatchRequest(key, prompt, params)
+    return list(requests.values())
+
+
 def records_dir() -> Path:
     return settings.benchmark_dir() / "batches"
 
@@ -83,8 +97,16 @@ def _chat_body(client, request: BatchRequest) -> dict[str, Any]:
     return body
 
 
-def submit(client, requests: list[BatchRequest], *, partition: str, role: str = "judge") -> dict[str, Any]:
-    """Submit `requests` as one batch through the client's backend and record it (state open)."""
+def submit(
+    client,
+    requests: list[BatchRequest],
+    *,
+    partition: str,
+    role: str = "judge",
+    run_config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Submit `requests` as one batch through the client's backend and record it (state open). `role` is judge
+    or questions; `run_config` is what the step that reads the answers runs with."""
     if client.backend not in BATCH_BACKENDS:
         raise ValueError(f"{client.backend} has no batch API (openai and anthropic do)")
     sdk = client._client()
@@ -139,6 +161,7 @@ def submit(client, requests: list[BatchRequest], *, partition: str, role: str = 
         "answered": 0,
         "missing": [],
         "resubmitted_as": None,
+        "run_config": run_config or {},
     }
     write_record(record)
     return record
@@ -219,12 +242,18 @@ def resubmit_missing(client, record: dict[str, Any]) -> dict[str, Any] | None:
         BatchRequest(c, record["requests"][c]["prompt"], record["requests"][c]["params"])
         for c in record["missing"]
     ]
-    new = submit(client, requests, partition=record["partition"], role=record["role"])
+    new = submit(
+        client,
+        requests,
+        partition=record["partition"],
+        role=record["role"],
+        run_config=record.get("run_config"),
+    )
     record["resubmitted_as"] = new["id"]
     write_record(record)
     return new
 
 
-def partition_done(partition: str) -> bool:
-    """No open batch is left for the partition."""
-    return not any(r["partition"] == partition for r in open_records())
+def partition_done(partition: str, role: str = "judge") -> bool:
+    """No open batch of this role is left for the partition."""
+    return not any(r["partition"] == partition and r["role"] == role for r in open_records())

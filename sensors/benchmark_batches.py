@@ -1,7 +1,7 @@
-"""Watches the judge's open batches (`judge_batch`): each tick polls them, puts the answers of an ended batch in
-the LLM cache, resubmits what an expired or partly failed batch did not answer, records each batch's state on
-`judge_batch` (an observation, shown in the UI) and requests `judgments` for a provider once none of its batches
-is open."""
+"""Watches the open batches of the judge (`judge_batch`) and the question generator (`question_batch`): each
+tick polls them, puts the answers of an ended batch in the LLM cache, resubmits what an expired or partly failed
+batch did not answer, records each batch's state on its asset (an observation, shown in the UI) and, once none of
+a provider's judge batches is open, requests `judgments` for it (for questions: `synthetic_questions`)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ import dagster as dg
 from evals import batch
 from resources.llm import LLMResource
 
-JUDGE_BATCH = dg.AssetKey("judge_batch")
-JUDGMENTS = dg.AssetKey("judgments")
+BATCH_ASSETS = {"judge": dg.AssetKey("judge_batch"), "questions": dg.AssetKey("question_batch")}
+READERS = {"judge": dg.AssetKey("judgments"), "questions": dg.AssetKey("synthetic_questions")}
+CLIENTS = {"judge": "judge_llm", "questions": "question_llm"}
 
 
 def _observation(record: dict) -> dg.AssetObservation:
     return dg.AssetObservation(
-        asset_key=JUDGE_BATCH,
-        partition=record["partition"],
+        asset_key=BATCH_ASSETS[record["role"]],
+        partition=record["partition"] or None,
         metadata={
             "batch_id": record["id"],
             "status": record["status"],
@@ -32,17 +33,20 @@ def _observation(record: dict) -> dg.AssetObservation:
 
 @dg.sensor(
     name="judge_batch_sensor",
-    asset_selection=[JUDGMENTS],
+    asset_selection=list(READERS.values()),
     minimum_interval_seconds=300,
     default_status=dg.DefaultSensorStatus.STOPPED,
 )
-def judge_batch_sensor(context: dg.SensorEvaluationContext, judge_llm: LLMResource) -> dg.SensorResult:
+def judge_batch_sensor(
+    context: dg.SensorEvaluationContext, judge_llm: LLMResource, question_llm: LLMResource
+) -> dg.SensorResult:
     records = batch.open_records()
     if not records:
-        return dg.SensorResult(skip_reason="no open judge batch")
-    client = judge_llm.get_client()
+        return dg.SensorResult(skip_reason="no open batch")
+    clients = {"judge_llm": judge_llm.get_client(), "question_llm": question_llm.get_client()}
     events, requests = [], []
     for record in records:
+        client = clients[CLIENTS[record["role"]]]
         record = batch.poll(client, record)
         events.append(_observation(record))
         if record["state"] != batch.ENDED:
@@ -50,12 +54,13 @@ def judge_batch_sensor(context: dg.SensorEvaluationContext, judge_llm: LLMResour
         new = batch.resubmit_missing(client, record)
         if new is not None:
             events += [_observation(record), _observation(new)]
-        elif batch.partition_done(record["partition"]):
+        elif batch.partition_done(record["partition"], record["role"]):
             requests.append(
                 dg.RunRequest(
-                    run_key=f"judgments-after-{record['id']}",
-                    partition_key=record["partition"],
-                    asset_selection=[JUDGMENTS],
+                    run_key=f"{record['role']}-after-{record['id']}",
+                    partition_key=record["partition"] or None,
+                    asset_selection=[READERS[record["role"]]],
+                    run_config=record.get("run_config") or {},
                 )
             )
     return dg.SensorResult(run_requests=requests, asset_events=events)

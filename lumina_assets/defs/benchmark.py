@@ -424,6 +424,35 @@ def judgments(
     )
 
 
+@dg.asset(group_name=BATCH_GROUP, code_version="1", deps=[dg.AssetKey("passages")], pool="llm")
+def question_batch(
+    context: dg.AssetExecutionContext, config: SyntheticQuestionsConfig, question_llm: LLMResource
+) -> dg.MaterializeResult:
+    """Submits the question generator's prompts for the passages `synthetic_questions` will sample (same count and
+    seed) as one batch; `judge_batch_sensor` watches it and requests `synthetic_questions` with this config once
+    every answer is in the LLM cache."""
+    passages = load_passages()
+    client = question_llm.get_client()
+    if passages is None or passages.height == 0 or client.is_offline:
+        reason = "no question LLM configured" if client.is_offline else "no passages table yet"
+        return dg.MaterializeResult(metadata={"skipped": True, "reason": reason, "requests": 0})
+    requests = batch_lib.question_requests(passages, load_papers(), client, n=config.count, seed=config.seed)
+    if not requests:
+        return dg.MaterializeResult(metadata={"requests": 0, "state": "every answer is already cached"})
+    run_config = {"ops": {"synthetic_questions": {"config": {"count": config.count, "seed": config.seed}}}}
+    record = batch_lib.submit(client, requests, partition="", role="questions", run_config=run_config)
+    return dg.MaterializeResult(
+        metadata={
+            "batch_id": record["id"],
+            "backend": record["backend"],
+            "model": record["model"],
+            "requests": len(requests),
+            "status": record["status"],
+            "state": record["state"],
+        }
+    )
+
+
 @dg.asset(
     group_name=BATCH_GROUP,
     code_version="1",
@@ -625,6 +654,7 @@ ASSETS = [
     benchmark_scores,
     benchmark_report,
     judge_batch,
+    question_batch,
 ]
 CHECKS = [questions_are_wellformed]
 

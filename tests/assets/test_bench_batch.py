@@ -43,9 +43,20 @@ def _config(folder):
     return config
 
 
-def _tick(instance, resources) -> dg.SensorResult:
-    context = dg.build_sensor_context(instance=instance, resources={"judge_llm": resources["judge_llm"]})
-    return judge_batch_sensor(context)
+def _tick(instance, resources):
+    """One tick as the daemon evaluates it (run requests resolved against the asset graph)."""
+    definitions = dg.Definitions(
+        assets=benchmark.ASSETS,
+        asset_checks=benchmark.CHECKS,
+        sensors=[judge_batch_sensor],
+        resources=resources,
+    )
+    context = dg.build_sensor_context(
+        instance=instance,
+        definitions=definitions,
+        resources={"judge_llm": resources["judge_llm"], "question_llm": resources["question_llm"]},
+    )
+    return judge_batch_sensor.evaluate_tick(context)
 
 
 def _run_batch_flow(server, backend, folder, instance):
@@ -123,3 +134,29 @@ def _load(path):
     import json
 
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_question_batch_feeds_synthetic_questions(shared_data, data_dir, tmp_path):
+    write_scifact_slice(shared_data, claims=3, distractors=20)
+    with StandInServer(tmp_path / "requests.jsonl", latency_ms=1, extra=("--batch-polls", "1")) as server:
+        resources = _resources(server, "openai")
+        resources["question_llm"] = LLMResource(
+            backend="openai", model="gpt-4o", api_key="sk-test", base_url=server.url + "/v1"
+        )
+        instance = dg.DagsterInstance.ephemeral()
+        config = {"ops": {"question_batch": {"config": {"count": 4, "seed": 3}}}}
+        submitted = materialize_stages(resources, config, [([benchmark.question_batch], [None])], instance)
+        metadata = submitted.asset_materializations_for_node("question_batch")[0].metadata
+        assert metadata["requests"].value == 4
+        ticks = [_tick(instance, resources) for _ in range(2)]
+        assert not ticks[0].run_requests
+        (request,) = ticks[1].run_requests
+        assert request.asset_selection == [dg.AssetKey("synthetic_questions")]
+        assert request.run_config["ops"]["synthetic_questions"]["config"] == {"count": 4, "seed": 3}
+        sync_before = collections.Counter(r["api"] for r in server.requests())["openai"]
+        materialize_stages(
+            resources, request.run_config, [([benchmark.synthetic_questions], [None])], instance
+        )
+        assert collections.Counter(r["api"] for r in server.requests())["openai"] == sync_before
+        questions = pl.read_parquet(tables.SYNTHETIC_QUESTIONS.path())
+        assert questions.height == 4 and set(questions["generator"]) == {"llm:openai:gpt-4o"}
