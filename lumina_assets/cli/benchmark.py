@@ -28,6 +28,12 @@ def add_commands(commands, bench_commands) -> None:
         default=0.0,
         help="USD: refuse a run whose plan costs more, and stop (resumable) once the counted spend reaches it",
     )
+    run.add_argument(
+        "--shard-size",
+        type=int,
+        default=0,
+        help="run the questions in shards of N: a rerun computes only new or unfinished shards (0: no shards)",
+    )
     run.set_defaults(handler=run_benchmark)
     plan = sub.add_parser(
         "plan", help="calls, tokens, USD and wall time the run with these options would take (calls nothing)"
@@ -264,6 +270,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
         calibration_queries=args.calibration_queries,
         providers=providers,
         beir_subset=args.beir_subset,
+        shard_size=args.shard_size,
     )
     assets = benchmark.ASSETS + benchmark.CHECKS
     started = time.monotonic()
