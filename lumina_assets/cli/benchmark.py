@@ -22,18 +22,6 @@ def add_commands(commands, bench_commands) -> None:
     sub = bench.add_subparsers(dest="benchmark_command", required=True)
     run = sub.add_parser("run", help="materialize the benchmark group and print the headline table")
     _add_run_options(run, defaults, registry)
-    run.add_argument(
-        "--budget",
-        type=float,
-        default=0.0,
-        help="USD: refuse a run whose plan costs more, and stop (resumable) once the counted spend reaches it",
-    )
-    run.add_argument(
-        "--shard-size",
-        type=int,
-        default=0,
-        help="run the questions in shards of N: a rerun computes only new or unfinished shards (0: no shards)",
-    )
     run.set_defaults(handler=run_benchmark)
     plan = sub.add_parser(
         "plan", help="calls, tokens, USD and wall time the run with these options would take (calls nothing)"
@@ -98,6 +86,18 @@ def add_commands(commands, bench_commands) -> None:
 
 def _add_run_options(parser, defaults, registry) -> None:
     """The options `run` and `plan` share."""
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=0.0,
+        help="USD: refuse a run whose plan costs more, and stop (resumable) once the counted spend reaches it",
+    )
+    parser.add_argument(
+        "--shard-size",
+        type=int,
+        default=0,
+        help="run the questions in shards of N: a rerun computes only new or unfinished shards (0: no shards)",
+    )
     parser.add_argument(
         "--judge-rpm",
         type=float,
@@ -197,6 +197,8 @@ def plan_benchmark(args: argparse.Namespace) -> int:
 
     plan = _plan(args, benchmark.build_resources(**_limits(args)))
     print(json.dumps(plan, indent=2) if args.json else plan_lib.format_plan(plan))
+    if args.budget > 0 and plan["usd_sync"] > args.budget:
+        print(f"over the budget of ${args.budget:,.2f}: `run` would refuse it", file=sys.stderr)
     return 0
 
 
