@@ -75,6 +75,9 @@ def test_snapshot_replays_offline_into_identical_scores(shared_data, data_dir, t
         "report/benchmark.md",
     } <= names
     assert any(n.startswith("raw/exa/") for n in names)  # Exa's raw responses
+    with tarfile.open(archive) as packed:
+        blob = b"".join(packed.extractfile(m).read() for m in packed.getmembers() if m.isfile())
+    assert b"exa-test" not in blob and b"sk-test" not in blob  # no key in what a reader receives
     assert verdicts["relevance_prompt_sha256"].null_count() == 0 and set(verdicts["judge"]) == {
         "llm:openai:gpt-4o"
     }
