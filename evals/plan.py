@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from evals.judge import load_prompt
 from lumina_assets.core import prices
 
@@ -414,7 +416,7 @@ def inputs_from_environment(
     run with every key set) and the configured limits."""
     from evals import questions as questions_lib
     from evals import registry
-    from evals.setup import beir_folder_candidates, load_papers, load_passages
+    from evals.setup import beir_folder_candidates, load_papers
     from lumina_assets.core import settings, tables
 
     papers = load_papers()
@@ -453,10 +455,7 @@ def inputs_from_environment(
         else {}
     )
     question_chars = sum(len(t) for t in texts.values()) / len(texts) if texts else DEFAULT_QUESTION_CHARS
-    passages = load_passages()
-    passage_chars = (
-        float(passages["text"].str.len_chars().mean()) if passages is not None and passages.height else None
-    )
+    passage_chars = _mean_passage_chars()
 
     shapes: dict[str, ContextShape] = {}
     stored: dict[str, Any] = {}
@@ -474,7 +473,8 @@ def inputs_from_environment(
     judge = llm_role(resources["judge_llm"], assume_keys=assume_keys)
     exact = None
     live = [p for p in providers if p not in skipped]
-    if live and set(stored) == set(live) and texts and len(texts) == synthetic + beir + user_queries:
+    complete = live and set(stored) == set(live) and texts and len(texts) == synthetic + beir + user_queries
+    if complete and not judge.offline:
         client = resources["judge_llm"].get_client()
         client = None if client.is_offline else client
         exact = exact_judge_pairs(stored, texts, client)
@@ -496,6 +496,18 @@ def inputs_from_environment(
         exact_pairs=exact,
         skipped=skipped,
     )
+
+
+def _mean_passage_chars() -> float | None:
+    """The mean passage length, read lazily from the passages table's files (only the text column)."""
+    from lumina_assets.core import tables
+
+    folder = tables.PASSAGES.root() / tables.PASSAGES.name
+    files = sorted(folder.glob("*.parquet")) if folder.exists() else []
+    if not files:
+        return None
+    mean = pl.scan_parquet(files).select(pl.col("text").str.len_chars().mean()).collect().item()
+    return float(mean) if mean is not None else None
 
 
 def _money(value: float | None) -> str:
@@ -536,9 +548,7 @@ def format_plan(plan: dict[str, Any]) -> str:
     )
     lines.append("\nprovider requests:")
     for name, row in plan["provider"].items():
-        where = (
-            "local index" if row["api"] == "local" else f"{row['api']}: {_time(row['minutes'])}"
-        )
+        where = "local index" if row["api"] == "local" else f"{row['api']}: {_time(row['minutes'])}"
         lines.append(
             f"  {name:<17} {row['requests']:>10,}  {_money(row['usd']):>10}  ({where}; {row['price']})"
         )
