@@ -253,6 +253,12 @@ def run_benchmark(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     ledger.write_plan(plan)
+    calls = ", ".join(f"{role} {n:,}" for role, n in plan["llm_calls"].items())
+    print(
+        f"[benchmark] plan: LLM calls {calls}; provider requests {sum(plan['provider_requests'].values()):,}; "
+        f"${plan['usd_sync']:,.2f}{'' if plan['usd_sync_complete'] else ' + unknown'} at list price",
+        flush=True,
+    )
 
     def budget_reached() -> bool:
         if not budget_file or Budget(budget_file, args.budget).spent() < args.budget:
