@@ -92,7 +92,7 @@ class ProviderAPI:
 
 @dataclass
 class PlanInputs:
-    """Everything the plan reads; `shapes` and `exact_pairs` come from stored tables (see `measure`)."""
+    """Everything the plan reads; `shapes` and `exact_pairs` come from stored tables (see `inputs_from_environment`)."""
 
     synthetic: int
     beir: int
@@ -409,11 +409,13 @@ def inputs_from_environment(
     user_queries: int | None = None,
     recursion_llm: str = "judge",
     assume_keys: bool = False,
+    count_stored: bool = True,
 ) -> PlanInputs:
     """The plan's inputs from the run's options, its resources and whatever the data dir already holds: question
     counts (the BEIR folder and user query files the run would read), stored levels (context shapes, exact judge
     pairs), provider keys (a provider without one is skipped, as the run skips it, unless `assume_keys` plans the
-    run with every key set) and the configured limits."""
+    run with every key set) and the configured limits. `count_stored` False keeps to the estimate (no pass over the
+    stored levels and the LLM cache, which takes a while on a large run)."""
     from evals import questions as questions_lib
     from evals import registry
     from evals.setup import beir_folder_candidates, load_papers
@@ -474,7 +476,7 @@ def inputs_from_environment(
     exact = None
     live = [p for p in providers if p not in skipped]
     complete = live and set(stored) == set(live) and texts and len(texts) == synthetic + beir + user_queries
-    if complete and not judge.offline:
+    if count_stored and complete and not judge.offline:
         client = resources["judge_llm"].get_client()
         client = None if client.is_offline else client
         exact = exact_judge_pairs(stored, texts, client)

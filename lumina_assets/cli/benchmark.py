@@ -170,7 +170,7 @@ def _providers(args: argparse.Namespace) -> list[str]:
     return [p.strip() for p in args.providers.split(",") if p.strip()]
 
 
-def _plan(args: argparse.Namespace, resources) -> dict:
+def _plan(args: argparse.Namespace, resources, *, exact: bool = True) -> dict:
     from evals import plan as plan_lib
     from lumina_assets.core import settings
 
@@ -185,6 +185,7 @@ def _plan(args: argparse.Namespace, resources) -> dict:
         user_queries=getattr(args, "user_queries", None),
         recursion_llm=settings.recursion_llm(),
         assume_keys=getattr(args, "assume_keys", False),
+        count_stored=exact,
     )
     return plan_lib.build_plan(inputs)
 
@@ -241,7 +242,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
     budget_file = _budget_file(args) if args.budget > 0 else ""
     resources = benchmark.build_resources(budget_usd=args.budget, budget_file=budget_file, **_limits(args))
     providers = _providers(args)
-    plan = _plan(args, resources)
+    plan = _plan(args, resources, exact=False)  # the estimate: quick whatever the size of what is stored
     if args.budget > 0:
         refused = _check_budget(args, plan)
         if refused:
