@@ -366,6 +366,8 @@ def write_report(
     excluded: dict[str, str] | None = None,
     question_sources: dict[str, str] | None = None,
     provider_stats: dict[str, dict[str, int]] | None = None,
+    plan: dict[str, Any] | None = None,
+    actual: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Writes benchmark.md and the PNGs into out_dir; returns paths and the markdown. The report opens with the
     paragraph a reader can quote (`report_sections.headline_paragraph`)."""
@@ -418,6 +420,7 @@ def write_report(
         ]
         parts.append("")
     parts += sections.cost_line(cost)
+    parts += plan_vs_actual(plan, actual)
     parts += [
         f"**Questions:** {', '.join(f'{k}: {v}' for k, v in question_counts.items()) or 'none'}.",
         "",
@@ -496,3 +499,32 @@ def results_sample(frame: pl.DataFrame, question_frame: pl.DataFrame, rows: int 
         if sample
         else "_empty_"
     )
+
+
+def plan_vs_actual(plan: dict[str, Any] | None, actual: dict[str, Any] | None) -> list[str]:
+    """The plan `lumina benchmark run` made before the run beside what the run made: LLM calls (sent + answered
+    from the run's own cache) and input tokens per role, requests per provider."""
+    if not plan or not actual:
+        return []
+    lines = [
+        "**Plan vs actual** (the plan `lumina benchmark run` printed before starting; calls include those the "
+        "run's own cache answered):",
+        "",
+        "| what | planned | actual |",
+        "|---|---:|---:|",
+    ]
+    for role, row in plan.get("llm", {}).items():
+        done = actual["llm"].get(role, {})
+        made = done.get("calls", 0) + done.get("cache_hits", 0)
+        lines.append(f"| {role} calls | {row['calls']:,} | {made:,} |")
+        lines.append(f"| {role} input tokens | {row['input_tokens']:,} | {done.get('input_tokens', 0):,} |")
+    for provider, planned in plan.get("provider_requests", {}).items():
+        lines.append(
+            f"| {provider} requests | {planned:,} | {actual['provider_requests'].get(provider, 0):,} |"
+        )
+    usd = plan.get("usd_sync")
+    lines.append(
+        f"| USD (sync list price) | {'unknown' if usd is None else f'${usd:,.2f}'}"
+        f"{'' if plan.get('usd_sync_complete', True) else ' + unknown'} | see the cost line |"
+    )
+    return [*lines, ""]

@@ -16,6 +16,7 @@ import polars as pl
 from evals.judge import JudgeInput, JudgeResult
 from evals.providers import contexts_from_rows
 from evals.recursive import recursive_search
+from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.core.schemas import Context
 
 CONTEXT_STRUCT = pl.Struct(
@@ -150,6 +151,8 @@ def run_recursive(
                     refiner=refiner,
                     level0=first,
                 )
+            except BudgetExhausted:
+                raise
             except Exception as exc:  # a refiner bug: every level is a failure, with the reason
                 failure = f"{type(exc).__name__}: {exc}"[:500]
                 for depth in range(max_depth + 1):
