@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from evals.comparison import Primary, primary_row
+from evals.disclosure import DEFAULTS_INFORMED_BY
 from evals.matching import METHODS, TITLE_THRESHOLD
 
 PRF = "offline:pseudo-relevance-feedback"
@@ -31,8 +32,8 @@ def cannot_claim(run: dict[str, Any], *, offline: bool) -> list[str]:
     sources = run.get("question_sources", {})
     if "train-heldout" in sources.get("beir", ""):
         out.append(
-            "a pristine held-out result: the held-out half is excluded from tuning from this benchmark on, but "
-            "SearchConfig defaults chosen earlier were compared on the whole train split, this half included"
+            "an untouched held-out result: the held-out half is excluded from tuning, but the defaults were "
+            "chosen with it in view (see Setup, 'Defaults informed by')"
         )
     if run.get("excluded") or run.get("skipped") or run.get("qrels_excluded"):
         out.append("anything about providers skipped, left out of the run or left out of the qrels measures")
@@ -64,7 +65,7 @@ def headline_paragraph(
     limits = "; ".join(cannot_claim(run, offline=offline))
     if row is None:
         return (
-            f"**Headline.** This run has no primary comparison (declared: {primary.describe()}): it needs "
+            f"**Headline.** This run has no primary comparison (fixed in evals/defaults.py: {primary.describe()}): it needs "
             f"{primary.provider} and at least one baseline scored at p = {primary.page_size}, depth "
             f"{primary.depth}, on BEIR questions held out of Lumina's tuning. Every comparison below is "
             f"exploratory. This run cannot claim: {limits}."
@@ -78,7 +79,7 @@ def headline_paragraph(
         else f"the difference is not significant at the family-wise {primary.alpha:.2f} level"
     )
     return (
-        f"**Headline.** Primary comparison, declared before the run ({primary.describe()}): on n = {row['n']} "
+        f"**Headline.** Primary comparison, fixed in evals/defaults.py ({primary.describe()}): on n = {row['n']} "
         f"questions ({set_name.split(' (')[-1].rstrip(')') if '(' in set_name else set_name}), "
         f"{row['a'].split(' d=')[0]} {primary.label} = {row['mean_a']:.3f} vs {row['b'].split(' d=')[0]} "
         f"{row['mean_b']:.3f} (the best of the baselines), difference {row['diff']:+.3f} "
@@ -98,13 +99,26 @@ def disclosure_section(run: dict[str, Any]) -> list[str]:
     parts.append("")
     for warning in run.get("warnings", []):
         parts += [f"> **Warning:** {warning}.", ""]
+    parts += [f"**Defaults informed by:** {DEFAULTS_INFORMED_BY}.", ""]
     for name, setup in sorted(run.get("provider_setup", {}).items()):
         config = setup.get("search_config")
         facts = [
             f"{k} `{setup[k]}`"
-            for k in ("index_version", "index_model", "query_model", "index_tuning", "engine", "index_error")
+            for k in (
+                "config_hash",
+                "ranking_code_hash",
+                "index_version",
+                "index_model",
+                "query_model",
+                "index_tuning",
+                "engine",
+                "index_error",
+            )
             if k in setup
         ]
+        baseline = setup.get("baseline_config")
+        if baseline:
+            facts += [f"{k} `{v}`" for k, v in baseline.items()]
         parts += [f"**{name}** searched with " + (", ".join(facts) or "no recorded setup") + "."]
         if config:
             parts += [

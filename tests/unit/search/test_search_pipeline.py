@@ -1,5 +1,5 @@
 """Each stage of the search pipeline on a small real corpus: 200 SciFact abstracts (the relevant documents of the
-first train claims plus others), indexed once for the module."""
+first tuning-half train claims plus others), indexed once for the module."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import numpy as np
 import polars as pl
 import pytest
+from tuning_split import tuning_qrels, tuning_queries
 
 from evals.collection_eval import evaluate_run, run_queries
 from lumina_assets.corpus.collections import Collection, collection_tables
@@ -26,23 +27,16 @@ def embedder() -> Embedder:
     return Embedder(batch_size=32)
 
 
-@pytest.fixture(scope="module")
-def small_scifact(shared_data) -> Collection:
-    root = shared_data / "scifact"
+def small_scifact_of(root) -> Collection:
+    """The first 40 tuning-half SciFact train claims (`corpus.splits`; the held-out half is the benchmark's), their
+    relevant abstracts and other abstracts up to N_DOCS."""
     corpus = {}
     with (root / "corpus.jsonl").open() as handle:
         for line in handle:
             row = json.loads(line)
             corpus[row["_id"]] = {"title": row["title"], "text": row["text"]}
-    queries = {}
-    with (root / "queries.jsonl").open() as handle:
-        for line in handle:
-            row = json.loads(line)
-            queries[row["_id"]] = row["text"]
-    qrels: dict[str, dict[str, int]] = {}
-    for line in (root / "qrels" / "train.tsv").read_text().splitlines()[1:]:
-        qid, doc, score = line.split("\t")
-        qrels.setdefault(qid, {})[doc] = int(score)
+    queries = tuning_queries(root)
+    qrels = tuning_qrels(root)
     chosen: list[str] = []
     kept_queries = {}
     for qid, docs in qrels.items():
@@ -58,6 +52,11 @@ def small_scifact(shared_data) -> Collection:
     return Collection(
         "scifact", {d: corpus[d] for d in chosen}, kept_queries, {q: qrels[q] for q in kept_queries}, []
     )
+
+
+@pytest.fixture(scope="module")
+def small_scifact(shared_data) -> Collection:
+    return small_scifact_of(shared_data / "scifact")
 
 
 @pytest.fixture(scope="module")
