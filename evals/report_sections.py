@@ -225,16 +225,19 @@ def length_table(scores: pl.DataFrame, question_set: str, budget: int | None) ->
     if frame.height == 0 or not frame["n_human_cp"].max():
         return []
     parts = [
-        f"**Length-matched sensitivity** (depth 0): every provider's contexts cut to {budget} word tokens (the "
-        "smallest provider's median context length), whole sentences first; CP (human) measured again (a judge's "
-        "CR / CP are not re-judged on the cut contexts; qrels measures do not depend on length).",
+        f"**Length-matched sensitivity** (depth 0): CP (human) on the contexts as judged, as each provider returned "
+        f"them (the whitepaper's form), and cut to {budget} word tokens (the smallest provider's median context "
+        "length as judged) by the same rule as the judged form: the provider's highest-ranked passage first, whole "
+        "sentences (a judge's CR / CP are not re-judged on these cuts; qrels measures do not depend on length).",
         "",
-        "| provider | p | tokens/context | CP (human) | CP (human, length-matched) | n |",
-        "|---|---|---|---|---|---|",
+        "| provider | p | tokens/context | CP (human) | tokens/context as returned | CP (human, as returned) | "
+        "CP (human, length-matched) | n |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in frame.iter_rows(named=True):
         parts.append(
             f"| {r['provider']} | {r['page_size']} | {_num(r['tokens/context'], 1)} | {_num(r['CP (human)'])} | "
+            f"{_num(r['tokens/context as returned'], 1)} | {_num(r['CP (human, as returned)'])} | "
             f"{_num(r['CP (human, length-matched)'])} | {r['n_human_cp']} |"
         )
     return parts + [""]
