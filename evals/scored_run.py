@@ -19,7 +19,7 @@ OFFLINE_MEASURES = {
     "ndcg10": "nDCG@10",
     "ndcg_p": "nDCG@p",
     "ap_p": "AP@p",
-    "cr_qrels": "CR@p (qrels)",
+    "cr_qrels": "P@p (qrels, distinct papers)",
     "recall_p": "R@p",
     "cp_human": "CP (human)",
     "cp_human_lm": "CP (human, length-matched)",
