@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from evals import pooled, runner
-from evals.judge import LLMJudge, JudgeParseError
+from evals.judge import JudgeParseError, LLMJudge
 from lumina_assets.core.schemas import Context
 
 GRADES = {"P1": 3, "P2": 2, "P3": 0, "P4": 1, "P5": 0, "P6": 3, "P7": 0}
