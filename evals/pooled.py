@@ -261,3 +261,41 @@ def ranking_agreement(scores: Mapping[str, Mapping[str, Any]]) -> list[dict[str,
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def pooled_run(
+    recursive: pl.DataFrame,
+    questions: pl.DataFrame,
+    papers: pl.DataFrame | None,
+    judge,
+    *,
+    page_size: int,
+    depth: int = 0,
+) -> dict[str, Any]:
+    """The pooled, graded judging of one run at page size p and `depth`, as the run manifest keeps it (`pooled` in
+    run.json, `report_sections.pooled_section`): pool size, per-provider scores and the rankings' tau."""
+    matcher = PaperMatcher.from_papers(papers)
+    qrels = {
+        row["question_id"]: {paper: 1 for paper in row["relevant_paper_ids"]}
+        for row in questions.iter_rows(named=True)
+        if row.get("relevant_paper_ids")
+    }
+    items = build_pool(recursive, questions, page_size=page_size, depth=depth, matcher=matcher)
+    judged = judge_pool(items, judge)
+    scores = provider_scores(
+        recursive, judged, page_size=page_size, depth=depth, matcher=matcher, qrels=qrels
+    )
+    return {
+        "page_size": page_size,
+        "depth": depth,
+        "judge": judge.name,
+        "pool_items": judged.height,
+        "questions": judged["question_id"].n_unique() if judged.height else 0,
+        "tokens_per_item": _mean([float(t) for t in judged["tokens"].to_list()]) if judged.height else None,
+        "relevance_failures": int(judged["relevance_failure"].is_not_null().sum()) if judged.height else 0,
+        "grade_failures": int(
+            (judged["grade"].is_null() & judged["grade_failure"].is_not_null()).sum() if judged.height else 0
+        ),
+        "providers": scores,
+        "tau": ranking_agreement(scores),
+    }

@@ -466,6 +466,7 @@ def write_report(
         parts += [f"![every page size and depth, {focus} questions]({bars.name})", ""]
     if not judge_offline:
         parts += ["## Judge agreement on this run's contexts", "", judge_agreement_table(scores), ""]
+        parts += sections.pooled_section(run or {})
     level_title = "pseudo-relevance feedback level" if prf else "recursion level"
     parts += [
         f"## Every {level_title} ({focus} questions)",

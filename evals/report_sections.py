@@ -241,3 +241,35 @@ def length_table(scores: pl.DataFrame, question_set: str, budget: int | None) ->
             f"{_num(r['CP (human, length-matched)'])} | {r['n_human_cp']} |"
         )
     return parts + [""]
+
+
+def pooled_section(run: dict[str, Any]) -> list[str]:
+    """Pooled, graded judging (`evals.pooled`): each distinct (question, paper) of every provider's top p judged
+    once; per provider pooled CR / CP, graded and qrels nDCG@p, then Kendall's tau between the rankings."""
+    pooled = run.get("pooled")
+    if not pooled:
+        return []
+    p = pooled["page_size"]
+    parts = [
+        f"## Pooled, graded judging (p = {p}, depth {pooled['depth']}; graded judgments exploratory)",
+        "",
+        f"Every distinct (question, paper) in any provider's top {p} was judged once by `{pooled['judge']}`, "
+        f"whoever returned it: {pooled['pool_items']} pool items over {pooled['questions']} questions, "
+        f"{_num(pooled['tokens_per_item'], 1)} word tokens per judged context, {pooled['relevance_failures']} "
+        f"failed relevance verdicts, {pooled['grade_failures']} failed grades. Binary prompts verbatim from the "
+        "paper; the 0-3 grade follows UMBRELA (evals/prompts/README.md). A question with a failed verdict is counted "
+        "as failed, never scored over fewer papers.",
+        "",
+        f"| provider | pooled CR | pooled CP | n | failed | graded nDCG@{p} | n | qrels nDCG@{p} | n |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in sorted(pooled["providers"].items()):
+        parts.append(
+            f"| {name} | {_num(s['pooled_cr'])} | {_num(s['pooled_cp'])} | {s['n_judged']} | {s['failed']} | "
+            f"{_num(s['graded_ndcg'])} | {s['n_graded']} | {_num(s['qrels_ndcg'])} | {s['n_qrels']} |"
+        )
+    parts += ["", "Kendall's tau between the provider rankings:", "", "| by | and by | providers | tau | p |"]
+    parts.append("|---|---|---|---|---|")
+    for r in pooled["tau"]:
+        parts.append(f"| {r['a']} | {r['b']} | {r['providers']} | {_num(r['tau'], 2)} | {_num(r['p'], 3)} |")
+    return parts + [""]

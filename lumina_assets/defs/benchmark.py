@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from evals import defaults, ledger, manifest, registry, runner, runs, scored_run
+from evals import defaults, ledger, manifest, pooled, registry, runner, runs, scored_run
 from evals import questions as questions_lib
 from evals.comparison import Primary
 from evals.providers import Provider, ProviderUnavailable, describe, http_stats
@@ -488,6 +488,13 @@ def benchmark_scores(
         token_budget=scored.token_budget,
         primary=primary.describe(),
     )
+    if not judge.is_offline:  # each (question, paper) of every provider's top p judged once (evals.pooled)
+        with _setup_failure():
+            pool_judge, pool_client = build_judge(judge_llm, config)
+        record["pooled"] = pooled.pooled_run(
+            recursive, question_frame, load_papers(), pool_judge, page_size=primary.page_size
+        )
+        ledger.record_cost("pooled_judgments", None, pool_client)
     runs.write_run(record, scores, scored.per_question, comparisons)
     runs.set_latest(record["run_id"])
     total = verdicts.height if verdicts is not None else 0

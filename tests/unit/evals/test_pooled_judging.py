@@ -149,3 +149,16 @@ def test_grade_parsing_is_strict():
             pooled.parse_grade(bad)
     prompt = pooled.graded_prompt("does it work?", _context("P1"))
     assert "does it work?" in prompt and json.dumps("P1") in prompt and "##final score" in prompt
+
+
+def test_the_run_record_and_report_section(recursive):
+    from evals.report_sections import pooled_section
+
+    questions = QUESTIONS.with_columns(pl.Series("relevant_paper_ids", [["P1"], []]))
+    llm = StandInLLM()
+    record = pooled.pooled_run(recursive, questions, None, LLMJudge(llm, workers=1), page_size=3)
+    assert record["pool_items"] == 8 and sum(llm.asked.values()) == 8 * 3
+    assert record["providers"]["A"]["n_qrels"] == 1 and len(record["tau"]) == 3
+    text = "\n".join(pooled_section({"pooled": json.loads(json.dumps(record))}))
+    assert "8 pool items over 2 questions" in text and "| A | 0.833 |" in text
+    assert "Kendall's tau" in text and pooled_section({}) == []
