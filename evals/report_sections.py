@@ -55,6 +55,22 @@ def cannot_claim(run: dict[str, Any], *, offline: bool) -> list[str]:
     return out
 
 
+def split_note(run: dict[str, Any]) -> str:
+    """Which split the BEIR questions come from, as the headline says it."""
+    source = run.get("question_sources", {}).get("beir", "")
+    if "/test" in source or "/dev" in source:
+        return (
+            "the collection's own held-out split, which informed none of Lumina's defaults (a shipped test split is "
+            "preferred over the train split's held-out half whenever the folder has one)"
+        )
+    if "/train-heldout" in source:
+        return (
+            "the held-out half of the train split (this copy of the collection ships no test split; with one, the "
+            "headline would use it)"
+        )
+    return ""
+
+
 def headline_paragraph(
     comparisons: pl.DataFrame | None, run: dict[str, Any], *, offline: bool, primary: Primary | None = None
 ) -> str:
@@ -88,7 +104,8 @@ def headline_paragraph(
         f"{'' if 'exact' in row['test'] else ' (Monte Carlo sign flips, so a value at their resolution)'}, "
         f"Holm-corrected over the {row['family_size']} "
         f"comparisons of {row['a'].split(' d=')[0]} with each baseline: p = {row['p_holm']:.4f}, so {outcome}. "
-        f"This run cannot claim: {limits}."
+        + (f"Questions: {split_note(run)}. " if split_note(run) else "")
+        + f"This run cannot claim: {limits}."
     )
 
 

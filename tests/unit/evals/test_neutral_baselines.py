@@ -126,3 +126,13 @@ def test_hashes_change_with_the_configuration_and_the_code(tmp_path):
     before = disclosure.ranking_code_hash(["ranker"], root=tmp_path)
     (tmp_path / "ranker" / "rank.py").write_text("K = 2\n")
     assert disclosure.ranking_code_hash(["ranker"], root=tmp_path) != before
+
+
+def test_the_headline_says_which_split_its_questions_come_from():
+    from evals.report_sections import split_note
+
+    shipped = {"question_sources": {"beir": "BEIR queries with human qrels, held out (scifact/test)"}}
+    half = {"question_sources": {"beir": "BEIR queries with human qrels, held out (scifact/train-heldout)"}}
+    assert "own held-out split" in split_note(shipped)
+    assert "held-out half of the train split" in split_note(half) and "ships no test split" in split_note(half)
+    assert split_note({}) == ""
