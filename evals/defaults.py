@@ -18,6 +18,7 @@ JUDGE_MAX_ATTEMPTS = 3  # an LLM judge's tries per verdict before it is recorded
 # Every provider's context is cut to this many word tokens by one rule before it is judged (evals.contexts): short
 # enough that the long contexts are cut, so no provider's CR or CP rests on how much text it sends.
 CONTEXT_TOKENS = 120
+RECALL_DEPTH = 100  # Recall@100: local providers are asked once more for this many papers (evals.deep_recall)
 CONTEXT_FORM = "equal"  # evals.contexts: equal (the default) | whitepaper (as each provider returned them)
 BEIR_SUBSET = "heldout"  # of a train-only BEIR split: heldout | tuning | all (lumina_assets.corpus.splits)
 # The primary comparison (fixed here after an earlier run had measured it, so not pre-registered): lumina against the best baseline on the held-out BEIR questions,

@@ -22,7 +22,7 @@ from evals.metrics import CP_DEFINITION
 from evals.registry import local_provider_names
 from lumina_assets.core import tables
 
-QRELS_HEADLINE = ("P@p (qrels, distinct papers)", "nDCG@10", "nDCG@p", "AP@p", "R@p")
+QRELS_HEADLINE = ("P@p (qrels, distinct papers)", "nDCG@10", "nDCG@p", "AP@p", "R@p", "R@100")
 LENGTH_HEADLINE = ("mean_contexts", "sentences/context", "tokens/context")
 # The columns benchmark_scores shows in its metadata, per question set.
 SCORES_HEADLINE = (

@@ -61,6 +61,7 @@ def score_run(
     permutation_resamples: int = 10000,
     proxy_exclude: set[str] | frozenset[str] = frozenset(),
     primary: Primary | None = None,
+    deep: dict | None = None,
 ) -> ScoredRun:
     matcher = PaperMatcher.from_papers(papers)
     counts = match_counts(recursive, matcher)
@@ -75,6 +76,7 @@ def score_run(
         rationales=rationales,
         qrels_excluded=excluded,
         budget=budget,
+        deep=deep,
     )
     scores = scoring.score(
         per_question,

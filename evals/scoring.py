@@ -9,8 +9,9 @@ Measures, per question j at page size p (a failed provider call keeps only its `
   the contexts / p (p, not the contexts returned: a provider that returns fewer scores less), nDCG@10 (at
   p >= 10; a shorter page is scored by nDCG@p alone), nDCG@p and AP@p over the contexts' ranked papers (graded by
   rank, so one relevant paper can score 1.0), R@p, RR, R@pool (every recursion level's merged contexts), and
-  passage@p for a synthetic question's source passage. A provider none of whose results matched a paper of the
-  collection is left out of these with the reason;
+  passage@p for a synthetic question's source passage, and R@100 from a separate top-100 search of the providers
+  on Lumina's index (`evals.deep_recall`; none for external providers). A provider none of whose results matched a
+  paper of the collection is left out of these with the reason;
 - human CP, from the collection's rationale sentences (`evals.human_labels`), on the judged form, on the
   whitepaper form (as returned), and cut by the same rule to the shortest provider's median length
   (length-matched);
@@ -60,6 +61,7 @@ QUESTION_SCORE_SCHEMA = {
     "ap_p": pl.Float64,
     "recall_p": pl.Float64,
     "recall_pool": pl.Float64,
+    "recall_100": pl.Float64,
     "rr": pl.Float64,
     "passage_hit": pl.Float64,
     "cp_human": pl.Float64,
@@ -76,6 +78,7 @@ QRELS_MEASURES = {
     "ndcg_p": "nDCG@p",
     "ap_p": "AP@p",
     "recall_p": "R@p",
+    "recall_100": "R@100",
     "passage_hit": "passage@p",
 }
 HUMAN_MEASURES = {
@@ -146,6 +149,7 @@ def question_scores(
     qrels_excluded: Mapping[str, str] | None = None,
     budget: int | None = None,
     form: str = context_forms.EQUAL,
+    deep: Mapping[tuple[str, str], list[Context]] | None = None,
 ) -> pl.DataFrame:
     """One row per (provider, page size, depth, question) with every measure above; `form` is the form the judge
     saw (`evals.contexts`), `budget` the length-matched row's."""
@@ -223,6 +227,10 @@ def question_scores(
             runs.setdefault(key, {})[row["question_id"]] = docs
             pools.setdefault(key, {})[row["question_id"]] = _pool_papers(row, matcher)
             qrels[row["question_id"]] = {pid: 1 for pid in relevant}
+            ranked_deep = (deep or {}).get((row["provider"], row["question_id"]))
+            if ranked_deep is not None and row["depth"] == 0:
+                found = {_paper(c, matcher) for c in ranked_deep[:100]}
+                record["recall_100"] = len(found & relevant) / len(relevant)
             if question.get("source_passage_id"):
                 ids = {pid for c in returned for pid in c.passage_ids}
                 record["passage_hit"] = float(question["source_passage_id"] in ids)

@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from evals import defaults, ledger, manifest, pooled, registry, runner, runs, scored_run
+from evals import deep_recall, defaults, ledger, manifest, pooled, registry, runner, runs, scored_run
 from evals import questions as questions_lib
 from evals.comparison import Primary
 from evals.providers import Provider, ProviderUnavailable, describe, http_stats
@@ -266,6 +266,8 @@ def provider_results(
     ledger.clear_skipped("provider_results", name)
     frame = runner.query_provider(provider, question_frame, config.k)
     tables.write(tables.PROVIDER_RESULTS, frame, name)
+    if name in registry.local_provider_names():  # Recall@100 from a separate top-100 search
+        deep_recall.write(name, deep_recall.collect(provider, question_frame))
     ledger.record_requests("provider_results", name, _request_counters(provider))
     ledger.record_cost("provider_results", name, getattr(provider, "llm_client", None))
     errors = frame.filter(pl.col("error").is_not_null())
@@ -467,6 +469,7 @@ def benchmark_scores(
         permutation_resamples=config.permutation_resamples,
         proxy_exclude=calibration_question_ids(config),
         primary=primary,
+        deep=deep_recall.read(run.included),
     )
     for name, reason in scored.qrels_excluded.items():
         context.log.warning(f"{name} left out of the qrels measures: {reason}")
