@@ -96,3 +96,14 @@ def test_tuning_tests_read_qrels_and_queries_through_the_tuning_split(name):
             line for line in source.splitlines() if re.search(pattern, line) and "tuning_split" not in line
         ]
         assert not hits, f"{name} reads judgments or queries directly: {hits}"
+
+
+def test_an_ablation_reads_the_tuning_half_unless_told_otherwise():
+    """`lumina eval beir --ablation` chooses settings: on a train split it reads the tuning half by default."""
+    from types import SimpleNamespace
+
+    from lumina_assets.cli.evaluation import query_subset_name
+
+    assert query_subset_name(SimpleNamespace(subset=None, ablation=True)) == splits.TUNING
+    assert query_subset_name(SimpleNamespace(subset=None, ablation=False)) == splits.WHOLE
+    assert query_subset_name(SimpleNamespace(subset="heldout", ablation=True)) == splits.HELD_OUT
