@@ -23,14 +23,7 @@ from typing import Any
 import polars as pl
 
 from evals import contexts as context_forms
-from evals.judge import (
-    JudgeInput,
-    JudgeParseError,
-    _ask_with_retries,
-    format_context_for_relevance,
-    load_prompt,
-    render,
-)
+from evals.judge import JudgeInput, JudgeParseError, format_context_for_relevance, load_prompt, render
 from evals.matching import PaperMatcher
 from evals.metrics import per_query_ranking
 from evals.providers import contexts_from_rows
@@ -146,6 +139,25 @@ POOL_SCHEMA = {
 }
 
 
+def ask_grade(judge, item: PoolItem) -> tuple[int | None, str | None]:
+    """(grade, None), or (None, the reason) after `judge.max_attempts` failed answers: the LLM judge's client at its
+    temperature, a retry asked as a fresh call (as the binary prompts are), never a grade guessed."""
+    prompt = graded_prompt(item.question, item.context)
+    problem = "no attempt"
+    for attempt in range(judge.max_attempts):
+        system = None if attempt == 0 else f"(retry {attempt}: follow the required answer format exactly)"
+        try:
+            answer = judge.client.complete(prompt, temperature=judge.temperature, system=system).text
+        except Exception as exc:  # an API error is a failed attempt, named by type only (no secrets)
+            problem = f"llm error: {type(exc).__name__}"
+            continue
+        try:
+            return parse_grade(answer), None
+        except JudgeParseError as exc:
+            problem = f"unparseable answer: {exc}"
+    return None, problem
+
+
 def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
     """Each pool item judged once: the binary prompts through `judge.judge_many` (an LLM or the offline judge) and,
     with an LLM judge, the graded prompt (offline there is no graded judge: grade null, `not measured`)."""
@@ -156,9 +168,7 @@ def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
     for item, result in zip(items, results, strict=True):
         grade, grade_failure = None, "not measured (offline judge)"
         if not getattr(judge, "is_offline", True):
-            grade, grade_failure, _ = _ask_with_retries(
-                judge._ask(graded_prompt(item.question, item.context)), parse_grade, judge.max_attempts
-            )
+            grade, grade_failure = ask_grade(judge, item)
         rows.append(
             {
                 "question_id": item.question_id,

@@ -162,3 +162,18 @@ def test_the_run_record_and_report_section(recursive):
     text = "\n".join(pooled_section({"pooled": json.loads(json.dumps(record))}))
     assert "8 pool items over 2 questions" in text and "| A | 0.833 |" in text
     assert "Kendall's tau" in text and pooled_section({}) == []
+
+
+def test_an_unparseable_grade_is_retried_then_recorded_as_failed(recursive):
+    class Stubborn(StandInLLM):
+        def complete(self, prompt, *, temperature=0.0, system=None):
+            if "##final score" in prompt:
+                self.asked[("graded-bad", system)] += 1
+                return SimpleNamespace(text="somewhat relevant")
+            return super().complete(prompt, temperature=temperature, system=system)
+
+    pool = pooled.build_pool(recursive, QUESTIONS, page_size=3)[:1]
+    llm = Stubborn()
+    judged = pooled.judge_pool(pool, LLMJudge(llm, workers=1, max_attempts=2))
+    assert judged["grade"][0] is None and "unparseable" in judged["grade_failure"][0]
+    assert sum(n for key, n in llm.asked.items() if key[0] == "graded-bad") == 2
