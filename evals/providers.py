@@ -417,6 +417,7 @@ def contexts_from_rows(rows: Sequence[dict[str, Any]]) -> list[Context]:
             paper_id=r.get("paper_id"),
             score=float(r.get("score") or 0.0),
             passage_ids=list(r.get("passage_ids") or []),
+            ranked_passage_ids=list(r.get("ranked_passage_ids") or []),
         )
         for r in rows
     ]
