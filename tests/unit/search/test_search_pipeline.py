@@ -135,26 +135,29 @@ def test_pseudo_relevance_feedback_pulls_the_second_round_towards_the_feedback_p
     index_uri, embedder, small_scifact
 ):
     """Rocchio PRF moves the query vector to the first round's top 3 papers, so the rest of the top 10 moves
-    closer to them; and it is off by default because it lowers nDCG@10 (here as on all of SciFact train)."""
-    query = next(iter(small_scifact.queries.values()))
+    closer to them on average over the subset's claims (not on every claim); and it is off by default because it
+    lowers nDCG@10 (here as on all of SciFact train)."""
     with_prf = SearchEngine(index_uri, embedder, SearchConfig(dense_prf=True, dense_prf_beta=1.0))
     without = SearchEngine(index_uri, embedder, SearchConfig(dense_prf=False))
-    ranked_prf = [pid for pid, _ in with_prf.rank_documents(query, k=20)]
-    ranked_plain = [pid for pid, _ in without.rank_documents(query, k=20)]
-    assert ranked_prf[:1] == ranked_plain[:1]  # the feedback papers come from the first round's top
-
     table = connect_lancedb(index_uri).open_table("passages").to_arrow().select(["paper_id", "vector"])
     by_paper: dict[str, list] = {}
     for row in table.to_pylist():
         by_paper.setdefault(row["paper_id"], []).append(row["vector"])
     paper_vector = {pid: np.mean(vectors, axis=0) for pid, vectors in by_paper.items()}
-    centroid = np.mean([paper_vector[pid] for pid in ranked_plain[:3]], axis=0)
 
-    def closeness(ranking):
+    def closeness(ranking, centroid):
         vectors = np.stack([paper_vector[pid] for pid in ranking[3:10]])
         return float(np.mean(vectors @ centroid / np.linalg.norm(vectors, axis=1) / np.linalg.norm(centroid)))
 
-    assert closeness(ranked_prf) > closeness(ranked_plain)
+    moved = []
+    for number, query in enumerate(small_scifact.queries.values()):
+        ranked_prf = [pid for pid, _ in with_prf.rank_documents(query, k=20)]
+        ranked_plain = [pid for pid, _ in without.rank_documents(query, k=20)]
+        if number == 0:
+            assert ranked_prf[:1] == ranked_plain[:1]  # the feedback papers come from the first round's top
+        centroid = np.mean([paper_vector[pid] for pid in ranked_plain[:3]], axis=0)
+        moved.append(closeness(ranked_prf, centroid) - closeness(ranked_plain, centroid))
+    assert np.mean(moved) > 0, moved
     prf = _metrics(index_uri, embedder, small_scifact, dense_prf=True)["ndcg@10"]
     assert prf == pytest.approx(SUBSET_NDCG["dense_prf"], abs=TOLERANCE)
     assert prf < _metrics(index_uri, embedder, small_scifact)["ndcg@10"]
