@@ -135,7 +135,11 @@ def test_offline_benchmark_report(scifact_slice, injected_lumina, data_dir):
     # the offline comparison uses qrels only: no judged CR / CP column or paired test in the headline
     headline = _headline(report)
     assert "### synthetic" in headline and "### beir" in headline
-    assert "P@p (qrels, distinct papers) [95% CI]" in headline and "| CR |" not in headline and "| CP |" not in headline
+    assert (
+        "P@p (qrels, distinct papers) [95% CI]" in headline
+        and "| CR |" not in headline
+        and "| CP |" not in headline
+    )
     comparisons = pl.read_parquet(data_dir / "benchmark" / "runs" / first_run / "comparisons.parquet")
     assert comparisons.height > 0 and set(comparisons["measure"]) <= set(OFFLINE_MEASURES.values())
     assert "paired sign-flip permutation" in set(comparisons["test"].str.replace(r" \(exact\)", ""))

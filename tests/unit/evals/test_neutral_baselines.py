@@ -134,5 +134,7 @@ def test_the_headline_says_which_split_its_questions_come_from():
     shipped = {"question_sources": {"beir": "BEIR queries with human qrels, held out (scifact/test)"}}
     half = {"question_sources": {"beir": "BEIR queries with human qrels, held out (scifact/train-heldout)"}}
     assert "own held-out split" in split_note(shipped)
-    assert "held-out half of the train split" in split_note(half) and "ships no test split" in split_note(half)
+    assert "held-out half of the train split" in split_note(half) and "ships no test split" in split_note(
+        half
+    )
     assert split_note({}) == ""
