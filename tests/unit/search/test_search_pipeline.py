@@ -108,6 +108,8 @@ def test_full_pipeline_returns_pinpointed_passages(index_uri, embedder, small_sc
             assert context.paper_id.startswith("beir-scifact:")
             assert context.chunks and len(context.chunks) == len(context.passage_ids)
             assert all(pid.startswith(context.paper_id + "#") for pid in context.passage_ids)
+            # shown in reading order, with search's own ranking beside it (the benchmark cuts best passage first)
+            assert sorted(context.ranked_passage_ids) == sorted(context.passage_ids)
             assert context.title
         relevant = {f"beir-scifact:{d}" for d in small_scifact.qrels[qid]}
         hits += bool(relevant & {c.paper_id for c in contexts})
