@@ -281,6 +281,7 @@ def pooled_run(
     *,
     page_size: int,
     depth: int = 0,
+    form: str = context_forms.EQUAL,
 ) -> dict[str, Any]:
     """The pooled, graded judging of one run at page size p and `depth`, as the run manifest keeps it (`pooled` in
     run.json, `report_sections.pooled_section`): pool size, per-provider scores and the rankings' tau."""
@@ -290,7 +291,7 @@ def pooled_run(
         for row in questions.iter_rows(named=True)
         if row.get("relevant_paper_ids")
     }
-    items = build_pool(recursive, questions, page_size=page_size, depth=depth, matcher=matcher)
+    items = build_pool(recursive, questions, page_size=page_size, depth=depth, matcher=matcher, form=form)
     judged = judge_pool(items, judge)
     scores = provider_scores(
         recursive, judged, page_size=page_size, depth=depth, matcher=matcher, qrels=qrels

@@ -448,7 +448,8 @@ def write_report(
         "the paper's CP with the collection's human rationale labels as the verdicts (critical = a sentence a "
         "SciFact annotator marked as evidence for the claim); **tokens** = word tokens (`\\w+` runs).",
         "",
-        f"**Context form judged:** {context_forms.describe()}. Tokens per context (as judged and as returned) "
+        f"**Context form judged:** {context_forms.describe((run or {}).get('context_form', context_forms.EQUAL))}. "
+        "Tokens per context (as judged and as returned) "
         "stand beside every CR / CP figure; CP (human, as returned) is the whitepaper's form.",
         "",
     ]

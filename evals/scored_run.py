@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from evals import human_labels, scoring
+from evals import contexts, human_labels, scoring
 from evals.comparison import Primary, paired_comparisons
 from evals.matching import PaperMatcher, match_counts, qrels_exclusions
 
@@ -62,12 +62,13 @@ def score_run(
     proxy_exclude: set[str] | frozenset[str] = frozenset(),
     primary: Primary | None = None,
     deep: dict | None = None,
+    form: str = contexts.EQUAL,
 ) -> ScoredRun:
     matcher = PaperMatcher.from_papers(papers)
     counts = match_counts(recursive, matcher)
     excluded = qrels_exclusions(counts)
     rationales = question_rationales(questions)
-    budget = scoring.token_budget(recursive)
+    budget = scoring.token_budget(recursive, form)
     per_question = scoring.question_scores(
         recursive,
         verdicts,
@@ -77,12 +78,15 @@ def score_run(
         qrels_excluded=excluded,
         budget=budget,
         deep=deep,
+        form=form,
     )
     scores = scoring.score(
         per_question,
         resamples=bootstrap_resamples,
-        proxy=scoring.proxy_agreement(recursive, verdicts, questions, exclude=proxy_exclude, matcher=matcher),
-        sentence_agreement=scoring.judge_vs_human(recursive, verdicts, questions, rationales),
+        proxy=scoring.proxy_agreement(
+            recursive, verdicts, questions, exclude=proxy_exclude, matcher=matcher, form=form
+        ),
+        sentence_agreement=scoring.judge_vs_human(recursive, verdicts, questions, rationales, form=form),
     )
     measures = {**(JUDGED_MEASURES if judged else {}), **OFFLINE_MEASURES}
     comparisons = paired_comparisons(

@@ -95,6 +95,7 @@ class JudgeConfig(dg.Config):
     calibration_dir: str = ""
     calibration_queries: int = defaults.CALIBRATION_QUERIES
     max_attempts: int = defaults.JUDGE_MAX_ATTEMPTS
+    context_form: str = defaults.CONTEXT_FORM  # evals.contexts: equal | whitepaper (as ScoresConfig's)
 
 
 class ScoresConfig(dg.Config):
@@ -111,6 +112,7 @@ class ScoresConfig(dg.Config):
     calibration_queries: int = defaults.CALIBRATION_QUERIES
     validation_queries_llm: int = defaults.LLM_VALIDATION_QUERIES
     max_judge_failure_rate: float = 0.05
+    context_form: str = defaults.CONTEXT_FORM  # the form the judgments were made in (JudgeConfig's)
 
 
 # ---------------------------------------------------------------- helpers
@@ -395,7 +397,7 @@ def judgments(
             metadata={"provider": name, "skipped": True, "reason": reason, "pairs": 0},
             data_version=dg.DataVersion(f"offline-not-judged-{runs.frame_fingerprint(recursive)}"),
         )
-    items = runner.judge_inputs(recursive, question_frame)
+    items = runner.judge_inputs(recursive, question_frame, form=config.context_form)
     context.log.info(f"judging {len(items)} unique (question, context) pairs with {judge.name}")
     frame = runner.judgments_frame(judge.judge_many(items), name)
     tables.write(tables.JUDGMENTS, frame, name)
@@ -470,6 +472,7 @@ def benchmark_scores(
         proxy_exclude=calibration_question_ids(config),
         primary=primary,
         deep=deep_recall.read(run.included),
+        form=config.context_form,
     )
     for name, reason in scored.qrels_excluded.items():
         context.log.warning(f"{name} left out of the qrels measures: {reason}")
@@ -495,9 +498,15 @@ def benchmark_scores(
         with _setup_failure():
             pool_judge, pool_client = build_judge(judge_llm, config)
         record["pooled"] = pooled.pooled_run(
-            recursive, question_frame, load_papers(), pool_judge, page_size=primary.page_size
+            recursive,
+            question_frame,
+            load_papers(),
+            pool_judge,
+            page_size=primary.page_size,
+            form=config.context_form,
         )
         ledger.record_cost("pooled_judgments", None, pool_client)
+    record["context_form"] = config.context_form
     runs.write_run(record, scores, scored.per_question, comparisons)
     runs.set_latest(record["run_id"])
     total = verdicts.height if verdicts is not None else 0

@@ -118,3 +118,26 @@ def test_length_matched_human_cp_keeps_the_rationale_whatever_the_chunk_order(mo
     assert by_provider["lumina"]["cp_human_returned"] == pytest.approx(1 / 3)
     assert by_provider["lumina"]["tokens_returned"] > by_provider["lumina"]["tokens_per_context"] <= 30
     assert by_provider["lumina"]["cp_human"] == pytest.approx(by_provider["bm25"]["cp_human"])
+
+
+def test_a_run_can_judge_and_score_the_whitepaper_form(monkeypatch):
+    """The labelled variant end to end: judge inputs and scores in the form the run names."""
+    from evals import defaults
+
+    monkeypatch.setattr(defaults, "CONTEXT_TOKENS", 20)
+    row = {
+        "question_id": "q1",
+        "provider": "lumina",
+        "page_size": 5,
+        "depth": 0,
+        "contexts": runner._context_dicts([_by_position()]),
+        "error": None,
+    }
+    recursive = pl.DataFrame([row], schema_overrides={"contexts": pl.List(runner.CONTEXT_STRUCT)})
+    questions = pl.DataFrame(
+        {"question_id": ["q1"], "text": ["claim"], "kind": ["beir"], "relevant_paper_ids": [["p"]]}
+    )
+    equal = scoring.question_scores(recursive, None, questions).row(0, named=True)
+    paper = scoring.question_scores(recursive, None, questions, form=contexts.WHITEPAPER).row(0, named=True)
+    assert equal["tokens_per_context"] <= 20 < paper["tokens_per_context"] == paper["tokens_returned"]
+    assert scoring.token_budget(recursive, contexts.WHITEPAPER) > scoring.token_budget(recursive)
