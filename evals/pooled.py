@@ -211,12 +211,13 @@ def provider_scores(
     for provider, by_question in rankings(
         recursive, page_size=page_size, depth=depth, matcher=matcher
     ).items():
-        cr, cp, failures = [], [], 0
+        cr, cp, lengths, failures = [], [], [], 0
         runs = {
             q: [paper for paper, _ in ranked] for q, ranked in by_question.items() if q in judged_questions
         }
         for question_id, papers in runs.items():
             found = [verdicts.get((question_id, p)) for p in papers]
+            lengths += [float(v["tokens"]) for v in found if v is not None]
             if any(v is None or v["relevance_failure"] or v["precision_failure"] for v in found):
                 failures += 1  # counted, never scored over fewer papers
                 continue
@@ -236,6 +237,7 @@ def provider_scores(
             "pooled_cr": _mean(cr),
             "pooled_cp": _mean(cp),
             "n_judged": len(cr),
+            "tokens_per_context": _mean(lengths),
             "failed": failures,
             "graded_ndcg": _mean([v[measure] for v in graded_ndcg.values()]),
             "n_graded": len(graded_ndcg),

@@ -277,12 +277,13 @@ def pooled_section(run: dict[str, Any]) -> list[str]:
         "paper; the 0-3 grade follows UMBRELA (evals/prompts/README.md). A question with a failed verdict is counted "
         "as failed, never scored over fewer papers.",
         "",
-        f"| provider | pooled CR | pooled CP | n | failed | graded nDCG@{p} | n | qrels nDCG@{p} | n |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| provider | tokens/context | pooled CR | pooled CP | n | failed | graded nDCG@{p} | n | qrels nDCG@{p} | n |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in sorted(pooled["providers"].items()):
         parts.append(
-            f"| {name} | {_num(s['pooled_cr'])} | {_num(s['pooled_cp'])} | {s['n_judged']} | {s['failed']} | "
+            f"| {name} | {_num(s.get('tokens_per_context'), 1)} | {_num(s['pooled_cr'])} | {_num(s['pooled_cp'])} | "
+            f"{s['n_judged']} | {s['failed']} | "
             f"{_num(s['graded_ndcg'])} | {s['n_graded']} | {_num(s['qrels_ndcg'])} | {s['n_qrels']} |"
         )
     parts += ["", "Kendall's tau between the provider rankings:", "", "| by | and by | providers | tau | p |"]

@@ -160,7 +160,8 @@ def test_the_run_record_and_report_section(recursive):
     assert record["pool_items"] == 8 and sum(llm.asked.values()) == 8 * 3
     assert record["providers"]["A"]["n_qrels"] == 1 and len(record["tau"]) == 3
     text = "\n".join(pooled_section({"pooled": json.loads(json.dumps(record))}))
-    assert "8 pool items over 2 questions" in text and "| A | 0.833 |" in text
+    assert "8 pool items over 2 questions" in text and "| A | 4.0 | 0.833 |" in text
+    assert record["providers"]["A"]["tokens_per_context"] == pytest.approx(4.0)  # "Text of paper N."
     assert "Kendall's tau" in text and pooled_section({}) == []
 
 
