@@ -183,8 +183,10 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
         ]
         if not offline:
             cells += [
-                _fmt(row["cr"], row["cr_low"], row["cr_high"]),
-                _fmt(row["cp"], row["cp_low"], row["cp_high"]),
+                _fmt(row["cr"], row["cr_low"], row["cr_high"])
+                + sections.failed_note(row.get("cr_failed_questions")),
+                _fmt(row["cp"], row["cp_low"], row["cp_high"])
+                + sections.failed_note(row.get("cp_failed_questions")),
             ]
         if row["qrels_excluded"]:
             cells += [

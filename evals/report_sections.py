@@ -24,6 +24,11 @@ def _num(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
+def failed_note(failed: int | None) -> str:
+    """ ", k questions failed" beside a judged figure whose failed verdicts left k questions unscored."""
+    return f", {failed} question{'s' if failed != 1 else ''} failed" if failed else ""
+
+
 def cannot_claim(run: dict[str, Any], *, offline: bool) -> list[str]:
     """What this run's numbers do not support, from its manifest."""
     out = []

@@ -141,3 +141,54 @@ def test_a_run_can_judge_and_score_the_whitepaper_form(monkeypatch):
     paper = scoring.question_scores(recursive, None, questions, form=contexts.WHITEPAPER).row(0, named=True)
     assert equal["tokens_per_context"] <= 20 < paper["tokens_per_context"] == paper["tokens_returned"]
     assert scoring.token_budget(recursive, contexts.WHITEPAPER) > scoring.token_budget(recursive)
+
+
+def test_a_failed_verdict_is_counted_beside_the_judged_figure():
+    from evals.report import headline_table
+
+    rows = [
+        {
+            "question_id": qid,
+            "provider": "bm25",
+            "page_size": 5,
+            "depth": 0,
+            "contexts": runner._context_dicts([_by_score()]),
+            "error": None,
+        }
+        for qid in ("q1", "q2")
+    ]
+    recursive = pl.DataFrame(rows, schema_overrides={"contexts": pl.List(runner.CONTEXT_STRUCT)})
+    questions = pl.DataFrame(
+        {
+            "question_id": ["q1", "q2"],
+            "text": ["a", "b"],
+            "kind": ["beir"] * 2,
+            "relevant_paper_ids": [[], []],
+        }
+    )
+    verdicts = [
+        {
+            "key": item.key,
+            "question_id": item.question_id,
+            "provider": "bm25",
+            "judge": "llm:stand-in",
+            "relevant": None if item.question_id == "q2" else 1,
+            "relevance_failure": "unparseable answer" if item.question_id == "q2" else None,
+            "critical": 1,
+            "sentences": 3,
+            "precision_failure": None,
+        }
+        for item in runner.judge_inputs(recursive, questions)
+    ]
+    judgments = pl.DataFrame(verdicts, schema={k: runner.JUDGMENT_SCHEMA[k] for k in verdicts[0]})
+    per_question = scoring.question_scores(recursive, judgments, questions)
+    assert per_question["cr"].to_list() == [1.0, None] and per_question["cr_failures"].to_list() == [0, 1]
+    scores = scoring.score(per_question, resamples=20)
+    row = scores.filter(pl.col("question_set") == "beir").row(0, named=True)
+    assert (row["n"], row["n_scored_cr"], row["cr_failed_questions"], row["cp_failed_questions"]) == (
+        2,
+        1,
+        1,
+        0,
+    )
+    assert "1 question failed" in headline_table(scores, "beir", offline=False)
