@@ -166,6 +166,7 @@ def _unseen_part(context: Context, seen: set[str], score: float | None) -> Conte
         paper_id=context.paper_id,
         score=score,
         passage_ids=passage_ids,
+        ranked_passage_ids=[p for p in context.ranked_passage_ids if p in passage_ids],
     )
 
 

@@ -63,9 +63,10 @@ def _lumina(question_llm) -> Provider:
 
 
 def dense_config():
-    """Lumina's engine with its passage vectors as the only retriever: no full text, no paper-level retriever,
-    no reranker or LLM stage. Contexts are built exactly as lumina builds them, so
-    lumina vs dense isolates what the rest of the pipeline adds to dense retrieval."""
+    """Lumina's engine with its passage vectors as the only retriever: no full text, no paper-level retrievers,
+    no reranker or LLM stage, no corpus-graph smoothing, no setting the index recorded.
+    Contexts are built exactly as lumina builds them, so lumina vs dense isolates what the rest of the pipeline adds
+    to dense retrieval."""
     from lumina_assets.search.config import SearchConfig
 
     return SearchConfig().replace(
@@ -74,6 +75,8 @@ def dense_config():
         llm_parser=None,
         llm_multi_query=None,
         rerank=None,
+        neighbour_smoothing=0.0,
+        index_tuning=False,
     )
 
 

@@ -16,12 +16,13 @@ from typing import Any
 
 import polars as pl
 
+from evals import contexts as context_forms
 from evals import report_sections as sections
 from evals.metrics import CP_DEFINITION
 from evals.registry import local_provider_names
 from lumina_assets.core import tables
 
-QRELS_HEADLINE = ("CR@p (qrels)", "nDCG@10", "nDCG@p", "AP@p", "R@p")
+QRELS_HEADLINE = ("P@p (qrels, distinct papers)", "nDCG@10", "nDCG@p", "AP@p", "R@p", "R@100")
 LENGTH_HEADLINE = ("mean_contexts", "sentences/context", "tokens/context")
 # The columns benchmark_scores shows in its metadata, per question set.
 SCORES_HEADLINE = (
@@ -182,8 +183,10 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
         ]
         if not offline:
             cells += [
-                _fmt(row["cr"], row["cr_low"], row["cr_high"]),
-                _fmt(row["cp"], row["cp_low"], row["cp_high"]),
+                _fmt(row["cr"], row["cr_low"], row["cr_high"])
+                + sections.failed_note(row.get("cr_failed_questions")),
+                _fmt(row["cp"], row["cp_low"], row["cp_high"])
+                + sections.failed_note(row.get("cp_failed_questions")),
             ]
         if row["qrels_excluded"]:
             cells += [
@@ -219,7 +222,7 @@ def judge_agreement_table(scores: pl.DataFrame) -> str:
 
 def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: bool = False) -> str:
     frame = _set_frame(scores, question_set)
-    cols = ["nDCG@10", "nDCG@p", "AP@p", "R@p", "R@pool", "RR", "CR@p (qrels)", "CP (human)"]
+    cols = ["nDCG@10", "nDCG@p", "AP@p", "R@p", "R@pool", "RR", "P@p (qrels, distinct papers)", "CP (human)"]
     judged = [] if offline else ["CR", "CP"]
     header = ["provider", "p", "depth", "n", "failed", *judged, "contexts/question", *cols, "n (qrels)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -238,7 +241,7 @@ def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: boo
 def _plot_measures(scores: pl.DataFrame, *, offline: bool) -> list[str]:
     measures = [] if offline else ["cr", "cp"]
     if scores.height and scores["n_qrels"].max():
-        measures += ["CR@p (qrels)", "nDCG@10", "AP@p", "R@p"]
+        measures += ["P@p (qrels, distinct papers)", "nDCG@10", "AP@p", "R@p"]
     return measures
 
 
@@ -443,12 +446,16 @@ def write_report(
         "",
         "**n** = questions scored; a provider call that failed is a failure (`failed`, rate per provider and depth), "
         "left out of the scores, never scored as an empty result. Intervals are 95% percentile bootstrap CIs over "
-        "questions. **CR@p (qrels)** = relevant papers among the contexts / p (p, not the contexts returned); "
+        "questions. **P@p (qrels, distinct papers)** = distinct relevant papers among the contexts / p (p, not the contexts returned); "
         "**nDCG@p**, **AP@p** = rank-graded over the p contexts (one relevant paper at rank 1 scores 1.0); "
         "**R@p** = recall of the relevant papers in the p contexts; **passage@p** = the synthetic question's "
         "source passage is among them; **CP (human)** = mean over contexts of (rationale sentences / sentences), "
         "the paper's CP with the collection's human rationale labels as the verdicts (critical = a sentence a "
         "SciFact annotator marked as evidence for the claim); **tokens** = word tokens (`\\w+` runs).",
+        "",
+        f"**Context form judged:** {context_forms.describe((run or {}).get('context_form', context_forms.EQUAL))}. "
+        "Tokens per context (as judged and as returned) "
+        "stand beside every CR / CP figure; CP (human, as returned) is the whitepaper's form.",
         "",
     ]
     if not judge_offline:
@@ -465,6 +472,7 @@ def write_report(
         parts += [f"![every page size and depth, {focus} questions]({bars.name})", ""]
     if not judge_offline:
         parts += ["## Judge agreement on this run's contexts", "", judge_agreement_table(scores), ""]
+        parts += sections.pooled_section(run or {})
     level_title = "pseudo-relevance feedback level" if prf else "recursion level"
     parts += [
         f"## Every {level_title} ({focus} questions)",

@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from evals import ledger, runs
+from evals import contexts, deep_recall, ledger, runs
 from lumina_assets.core import settings, tables
 
 FORMAT = "lumina-benchmark-snapshot/1"
@@ -111,6 +111,9 @@ def write_snapshot(run: str, path: Path) -> dict[str, Any]:
             level0 = tables.read(tables.PROVIDER_RESULTS, provider)
             if level0 is not None:
                 add_frame(f"provider_results/{provider}.parquet", level0)
+            deep = deep_recall.stored(provider)
+            if deep is not None:
+                add_frame(f"deep_recall/{provider}.parquet", deep)
             verdicts = tables.read(tables.JUDGMENTS, provider)
             if verdicts is not None:
                 verdicts = verdicts.join(_prompt_hashes(levels, questions), on="key", how="left")
@@ -184,6 +187,12 @@ def replay(path: Path) -> dict[str, Any]:
             permutation_resamples=scoring.get("permutation_resamples", 10000),
             proxy_exclude=set(scoring.get("proxy_exclude", [])),
             primary=Primary(alpha=scoring.get("alpha", Primary().alpha)),
+            deep={
+                key: ranking
+                for p in sorted((folder / "deep_recall").glob("*.parquet"))
+                for key, ranking in deep_recall.contexts_of(pl.read_parquet(p)).items()
+            },
+            form=scoring.get("context_form", manifest.get("context_form", contexts.EQUAL)),
         )
         archived = pl.read_parquet(folder / "scores.parquet")
         differences = _differences(archived, scored.scores)

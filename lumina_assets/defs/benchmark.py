@@ -17,7 +17,7 @@ import dagster as dg
 import polars as pl
 
 from evals import batch as batch_lib
-from evals import defaults, ledger, manifest, registry, runner, runs, scored_run
+from evals import deep_recall, defaults, ledger, manifest, pooled, registry, runner, runs, scored_run
 from evals import questions as questions_lib
 from evals import shards as shards_lib
 from evals.comparison import Primary
@@ -102,6 +102,7 @@ class JudgeConfig(dg.Config):
     calibration_queries: int = defaults.CALIBRATION_QUERIES
     max_attempts: int = defaults.JUDGE_MAX_ATTEMPTS
     shard_size: int = 0
+    context_form: str = defaults.CONTEXT_FORM  # evals.contexts: equal | whitepaper (as ScoresConfig's)
 
 
 class ScoresConfig(dg.Config):
@@ -118,6 +119,7 @@ class ScoresConfig(dg.Config):
     calibration_queries: int = defaults.CALIBRATION_QUERIES
     validation_queries_llm: int = defaults.LLM_VALIDATION_QUERIES
     max_judge_failure_rate: float = 0.05
+    context_form: str = defaults.CONTEXT_FORM  # the form the judgments were made in (JudgeConfig's)
 
 
 # ---------------------------------------------------------------- helpers
@@ -314,6 +316,8 @@ def provider_results(
     else:
         frame = runner.query_provider(provider, question_frame, config.k)
         tables.write(tables.PROVIDER_RESULTS, frame, name)
+    if name in registry.local_provider_names():  # Recall@100 from a separate top-100 search
+        deep_recall.write(name, deep_recall.collect(provider, question_frame))
     ledger.record_requests("provider_results", name, _request_counters(provider))
     ledger.record_cost("provider_results", name, getattr(provider, "llm_client", None))
     errors = frame.filter(pl.col("error").is_not_null())
@@ -475,7 +479,7 @@ def judgments(
 
     def judge_part(part: pl.DataFrame) -> pl.DataFrame:
         levels = _rows_of(recursive, part)
-        items = runner.judge_inputs(levels, part)
+        items = runner.judge_inputs(levels, part, form=config.context_form)
         context.log.info(f"judging {len(items)} unique (question, context) pairs with {judge.name}")
         return runner.judgments_frame(judge.judge_many(items), name)
 
@@ -491,6 +495,7 @@ def judgments(
             lambda part: {
                 "judge": judge.name,
                 "levels": runs.frame_fingerprint(_rows_of(recursive, part)),
+                "form": config.context_form,
                 "code": runs.CODE_VERSION,
             },
             judge_part,
@@ -638,6 +643,8 @@ def benchmark_scores(
         permutation_resamples=config.permutation_resamples,
         proxy_exclude=calibration_question_ids(config),
         primary=primary,
+        deep=deep_recall.read(run.included),
+        form=config.context_form,
     )
     for name, reason in scored.qrels_excluded.items():
         context.log.warning(f"{name} left out of the qrels measures: {reason}")
@@ -666,7 +673,21 @@ def benchmark_scores(
         "permutation_resamples": config.permutation_resamples,
         "alpha": config.alpha,
         "proxy_exclude": sorted(calibration_question_ids(config)),
+        "context_form": config.context_form,
     }
+    if not judge.is_offline:  # each (question, paper) of every provider's top p judged once (evals.pooled)
+        with _setup_failure():
+            pool_judge, pool_client = build_judge(judge_llm, config)
+        record["pooled"] = pooled.pooled_run(
+            recursive,
+            question_frame,
+            load_papers(),
+            pool_judge,
+            page_size=primary.page_size,
+            form=config.context_form,
+        )
+        ledger.record_cost("pooled_judgments", None, pool_client)
+    record["context_form"] = config.context_form
     runs.write_run(record, scores, scored.per_question, comparisons)
     runs.set_latest(record["run_id"])
     total = verdicts.height if verdicts is not None else 0
