@@ -31,6 +31,7 @@ from typing import Any
 
 import polars as pl
 
+from evals.defaults import CONTEXT_FORM
 from evals.judge import load_prompt
 from lumina_assets.core import prices
 
@@ -323,8 +324,12 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
 
 
-def context_shape(levels, *, sample_rows: int = 5000) -> ContextShape | None:
-    """A provider's mean context length, sentences and new contexts per depth, from its stored levels."""
+def context_shape(levels, *, sample_rows: int = 5000, form: str = CONTEXT_FORM) -> ContextShape | None:
+    """A provider's mean context length and sentences as the judge sees them (`form`), and new contexts per depth,
+    from its stored levels."""
+    from evals.contexts import judged_form
+    from evals.providers import contexts_from_rows
+
     if levels is None or levels.height == 0:
         return None
     rows = levels.head(sample_rows).to_dicts()
@@ -332,11 +337,12 @@ def context_shape(levels, *, sample_rows: int = 5000) -> ContextShape | None:
     by_level: dict[tuple[str, int, int], set[str]] = {}
     for row in rows:
         keys = set()
-        for context in row["contexts"] or []:
-            text = " ".join(context["chunks"] or [])
-            lengths.append(len(context["title"] or "") + len(text))
+        for context in contexts_from_rows(row["contexts"] or []):
+            judged = judged_form(context, form)
+            text = " ".join(judged.chunks or [])
+            lengths.append(len(judged.title or "") + len(text))
             sentences.append(max(1, len(_SENTENCE_END.findall(text))))
-            keys.add(json.dumps([context["title"], context["doi"], context["chunks"]]))
+            keys.add(json.dumps([context.title, context.doi, context.chunks]))
         by_level[(row["question_id"], row["page_size"], row["depth"])] = keys
     if not lengths:
         return None
@@ -355,9 +361,14 @@ def context_shape(levels, *, sample_rows: int = 5000) -> ContextShape | None:
 
 
 def exact_judge_pairs(
-    levels_by_provider: Mapping[str, Any], question_texts: Mapping[str, str], judge_client
+    levels_by_provider: Mapping[str, Any],
+    question_texts: Mapping[str, str],
+    judge_client,
+    form: str = CONTEXT_FORM,
 ) -> tuple[int, int, int]:
-    """(pairs before sharing, distinct pairs, distinct pairs not in the LLM cache) over stored levels."""
+    """(pairs before sharing, distinct pairs, distinct pairs not in the LLM cache) over stored levels, each
+    context in the form the judge sees it."""
+    from evals.contexts import judged_form
     from evals.judge import JudgeInput, context_sentences, precision_prompt, relevance_prompt
     from evals.providers import contexts_from_rows
 
@@ -370,7 +381,7 @@ def exact_judge_pairs(
                 continue
             for context in contexts_from_rows(row["contexts"]):
                 naive += 1
-                item = JudgeInput(row["question_id"], question, context)
+                item = JudgeInput(row["question_id"], question, judged_form(context, form))
                 distinct.setdefault(item.key, item)
     uncached = 0
     for item in distinct.values():

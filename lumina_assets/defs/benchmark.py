@@ -577,7 +577,7 @@ def judge_batch(context: dg.AssetExecutionContext, judge_llm: LLMResource) -> dg
     if recursive is None or question_frame is None or client.is_offline:
         reason = "no LLM judge configured" if client.is_offline else "no recursive results for this provider"
         return dg.MaterializeResult(metadata={"skipped": True, "reason": reason, "requests": 0})
-    items = runner.judge_inputs(recursive, question_frame)
+    items = runner.judge_inputs(recursive, question_frame, form=defaults.CONTEXT_FORM)
     requests = batch_lib.judge_requests(items, client)
     if not requests:
         return dg.MaterializeResult(
