@@ -207,7 +207,9 @@ class HttpClient:
         self.max_retries = max_retries
         self.backoff_max = backoff_max
         # exponential from backoff_base, capped, with up to a quarter of backoff_base added at random
-        self._backoff = tenacity.wait_exponential_jitter(backoff_base, backoff_max, jitter=backoff_base / 4)
+        self._backoff = tenacity.wait_exponential_jitter(
+            multiplier=backoff_base, max=backoff_max, jitter=backoff_base / 4
+        )
         self.min_interval = min_interval
         self.cache = DiskCache(cache_dir) if cache_dir else None
         self.sleep = sleep
