@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lumina_assets.core.http import DiskCache
+from lumina_assets.core.disk_cache import DiskCache
 
 BACKENDS = ("anthropic", "openai", "openai-compatible", "offline")
 DEFAULT_QUESTION_MODEL = "claude-sonnet-4-6"

@@ -7,7 +7,7 @@ reuse the stored vector. Full-text and scalar indexes are created once and broug
 an ANN index is created once a table is large enough for brute force to stop being the fast option, and retrained
 only when the table has grown past a factor of its training size.
 
-Why one module over 500 lines: the three tables share one write path (row hashes, embedding only what changed,
+Why one module over 500 lines: the two tables share one write path (row hashes, embedding only what changed,
 upserts, index upkeep); the pieces are small functions, but splitting them would scatter one upsert protocol.
 """
 
