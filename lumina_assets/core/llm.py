@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from lumina_assets.core import prices
-from lumina_assets.core.http import DiskCache, RateLimiter
+from lumina_assets.core.disk_cache import DiskCache
+from lumina_assets.core.http import RateLimiter
 
 BACKENDS = ("anthropic", "openai", "openai-compatible", "offline")
 DEFAULT_QUESTION_MODEL = "claude-sonnet-4-6"

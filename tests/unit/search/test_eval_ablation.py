@@ -76,5 +76,3 @@ def test_compare_to_baseline_pairs_queries():
     same = rows["same"].versus_baseline
     assert same.p_value > 0.5 and same.low < 0 < same.high
     assert ablation.paired_column(rows["better"]).startswith("+0.1000 [")
-
-
