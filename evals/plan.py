@@ -435,14 +435,14 @@ def inputs_from_environment(
     papers = load_papers()
     beir = 0
     if beir_queries >= 0:
-        folder = questions_lib.find_beir_folder(settings.corpus_path(), papers, beir_folder_candidates())
+        folder = questions_lib.find_beir_folder(settings.get().paths.corpus, papers, beir_folder_candidates())
         if folder is not None:
             available = questions_lib.load_beir_queries(
-                folder, n=0, split=settings.beir_splits(), subset=beir_subset
+                folder, n=0, split=settings.get().benchmark.beir_splits, subset=beir_subset
             ).height
             beir = min(beir_queries, available) if beir_queries > 0 else available
     if user_queries is None:
-        paths = [p.strip() for p in (settings.user_queries() or "").split(",") if p.strip()]
+        paths = [p.strip() for p in (settings.get().benchmark.user_queries or "").split(",") if p.strip()]
         user_queries = sum(questions_lib.load_user_queries(Path(p)).height for p in paths)
 
     skipped: dict[str, str] = {}

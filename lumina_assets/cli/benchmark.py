@@ -183,7 +183,7 @@ def _plan(args: argparse.Namespace, resources, *, exact: bool = True) -> dict:
         depths=args.depths,
         page_sizes=args.page_sizes,
         user_queries=getattr(args, "user_queries", None),
-        recursion_llm=settings.recursion_llm(),
+        recursion_llm=settings.get().benchmark.recursion_llm,
         assume_keys=getattr(args, "assume_keys", False),
         count_stored=exact,
     )
