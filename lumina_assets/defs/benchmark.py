@@ -2,191 +2,52 @@
 scores → report. The work is in `evals` (registry: the providers; setup: the judge; runner: query, recurse, judge,
 score; manifest: what a run takes and records; report: its prose and plots; ledger: cost, skips, agreement);
 these assets read the benchmark tables (core.tables), call it, write, and report counts, cost, tables and plots
-in their metadata.
-
-Why one module over 500 lines: it is the whole benchmark stage, eight assets and a check that share their run
-config and partitions; each asset is short (read, call evals, write, metadata), and splitting them would scatter
-one group's lineage over several files.
+in their metadata. This module holds the questions and the per-provider assets and lists the whole group; its
+run config is `benchmark_config`, what the assets share `benchmark_common`, scores and report `benchmark_run`,
+the opt-in batch submissions `benchmark_batch`.
 """
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import polars as pl
 
-from evals import batch as batch_lib
-from evals import deep_recall, defaults, ledger, manifest, pooled, registry, runner, runs, scored_run
+from evals import deep_recall, ledger, registry, runner, runs
 from evals import questions as questions_lib
-from evals import shards as shards_lib
-from evals.comparison import Primary
-from evals.providers import Provider, ProviderUnavailable, describe, http_stats
+from evals.providers import describe, http_stats
 from evals.recursive import LLMRefiner, PseudoRelevanceRefiner
-from evals.report import (
-    OFFLINE_JUDGE_NOT_USED,
-    SCORES_HEADLINE,
-    failed_judgments,
-    image_markdown,
-    level_summary,
-    results_sample,
-    write_report,
-)
+from evals.report import OFFLINE_JUDGE_NOT_USED, failed_judgments, level_summary, results_sample
 from evals.setup import (
-    SetupError,
     beir_folder_candidates,
     build_judge,
-    calibration_question_ids,
-    judge_agreement,
     load_papers,
     load_passages,
     remember_beir_folder,
 )
 from lumina_assets.core import settings, tables
-from lumina_assets.core.ids import short_hash
+from lumina_assets.defs.benchmark_batch import judge_batch, question_batch
+from lumina_assets.defs.benchmark_common import (
+    data_version,
+    provider_for,
+    request_counters,
+    rows_of,
+    setup_failure,
+    sharded,
+)
+from lumina_assets.defs.benchmark_config import (
+    GROUP,
+    JudgeConfig,
+    ProviderResultsConfig,
+    RecursionConfig,
+    SyntheticQuestionsConfig,
+    UserQueriesConfig,
+)
+from lumina_assets.defs.benchmark_config import default_run_config as default_run_config
+from lumina_assets.defs.benchmark_run import benchmark_report, benchmark_scores
 from lumina_assets.defs.partitions import PROVIDERS
 from resources.llm import LLMResource, build_llm_resources
 from resources.providers import build_provider_resources
-
-GROUP = "benchmark"
-BATCH_GROUP = "benchmark_batch"  # opt-in: the whole-group jobs never submit a batch
-
-
-# ---------------------------------------------------------------- config
-
-
-class SyntheticQuestionsConfig(dg.Config):
-    """Defaults (evals.defaults) keep a demo run to a few minutes on 2 cores; raise them for a real benchmark."""
-
-    count: int = defaults.SYNTHETIC_QUESTIONS
-    seed: int = 7
-
-
-class UserQueriesConfig(dg.Config):
-    """User query files (JSONL / CSV / one per line), comma-separated (default: LUMINA_USER_QUERIES); a BEIR folder
-    (default: LUMINA_CORPUS when it is one, else the folder of a BEIR collection in the catalogue) contributes its
-    queries with their qrels from the first split of `beir_split` that has qrels (default: LUMINA_BEIR_SPLITS,
-    test,dev,train): `beir_queries` 0 = all of them (or LUMINA_BEIR_QUERIES, a cap), N > 0 = a seeded sample of
-    N, < 0 = none. A train-only split
-    is cut by `beir_subset` (heldout, the default: never the queries Lumina may be tuned on; tuning; all)."""
-
-    paths: str = ""
-    beir_dir: str = ""
-    beir_queries: int = defaults.BEIR_QUERIES
-    beir_split: str = ""
-    beir_subset: str = defaults.BEIR_SUBSET
-    seed: int = 11
-
-
-class ProviderResultsConfig(dg.Config):
-    """k = the largest page size; smaller page sizes are read as its top-p prefix. `shard_size` > 0 runs the
-    questions in shards of that many (evals.shards): a rerun computes only new or unfinished shards."""
-
-    k: int = max(defaults.PAGE_SIZES)
-    shard_size: int = 0
-
-
-class RecursionConfig(dg.Config):
-    """`llm`: which LLM writes refined queries, judge (the paper's GPT-4o) or question; default LUMINA_RECURSION_LLM."""
-
-    depths: list[int] = list(defaults.DEPTHS)
-    page_sizes: list[int] = list(defaults.PAGE_SIZES)
-    llm: str = ""
-    shard_size: int = 0
-
-
-class JudgeConfig(dg.Config):
-    """Offline judge calibration: SciFact train qrels (default ../shared/data/scifact), split by query."""
-
-    calibration_dir: str = ""
-    calibration_queries: int = defaults.CALIBRATION_QUERIES
-    max_attempts: int = defaults.JUDGE_MAX_ATTEMPTS
-    shard_size: int = 0
-    context_form: str = defaults.CONTEXT_FORM  # evals.contexts: equal | whitepaper (as ScoresConfig's)
-
-
-class ScoresConfig(dg.Config):
-    """One benchmark run: `providers` (empty: every provider partition whose results match this run's questions,
-    grid, judge and code version), `depths` and `page_sizes` (the grid every provider must have)."""
-
-    providers: list[str] = []
-    depths: list[int] = list(defaults.DEPTHS)
-    page_sizes: list[int] = list(defaults.PAGE_SIZES)
-    permutation_resamples: int = 10000
-    bootstrap_resamples: int = 2000
-    alpha: float = defaults.ALPHA  # family-wise, for the Holm-corrected primary family
-    calibration_dir: str = ""
-    calibration_queries: int = defaults.CALIBRATION_QUERIES
-    validation_queries_llm: int = defaults.LLM_VALIDATION_QUERIES
-    max_judge_failure_rate: float = 0.05
-    context_form: str = defaults.CONTEXT_FORM  # the form the judgments were made in (JudgeConfig's)
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def _version(frame: pl.DataFrame) -> dg.DataVersion:
-    """The data version: a content hash of every column, nested ones (contexts, verdicts) included."""
-    return dg.DataVersion(tables.content_hash(frame))
-
-
-@contextlib.contextmanager
-def _setup_failure():
-    """A benchmark step that cannot be set up fails the run with the reason."""
-    try:
-        yield
-    except SetupError as exc:
-        raise dg.Failure(str(exc)) from exc
-
-
-def _request_counters(provider) -> dict[str, Any]:
-    """A provider's HTTP counters and any price its responses stated, for this run's cost line."""
-    stats = provider.stats() if hasattr(provider, "stats") else {}
-    return {
-        **http_stats(provider),
-        **{k: v for k, v in stats.items() if k in ("reported_cost_usd", "unpriced_requests")},
-    }
-
-
-def _rows_of(frame: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
-    """The rows of `frame` about the questions of `part`."""
-    return frame.filter(pl.col("question_id").is_in(part["question_id"].implode()))
-
-
-def _sharded(
-    context: dg.AssetExecutionContext,
-    stage: str,
-    table: tables.TableSpec,
-    schema: dict,
-    question_frame: pl.DataFrame,
-    size: int,
-    stamp,
-    compute,
-) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """`compute` shard by shard (evals.shards), the shards' files combined into the partition's table; returns
-    the table and the shard counts for the metadata."""
-    name = context.partition_key
-    shard_list = shards_lib.assign(question_frame["question_id"].to_list(), size)
-
-    def progress(index: int, total: int, reused: bool) -> None:
-        context.log.info(f"{stage}[{name}] shard {index + 1}/{total} {'reused' if reused else 'done'}")
-
-    done = shards_lib.run(stage, name, question_frame, shard_list, stamp, compute, on_shard=progress)
-    shards_lib.combine(done.paths, table.path(name), schema)
-    return tables.read(table, name), done.metadata()
-
-
-def _provider(context: dg.AssetExecutionContext) -> tuple[Provider | None, str | None]:
-    """(the partition's provider, None), or (None, why it is skipped); built from the resources the registry
-    names (the asset requires all of them: `registry.resource_keys()`)."""
-    resources = {key: getattr(context.resources, key) for key in registry.resource_keys()}
-    try:
-        return registry.build_provider(context.partition_key, resources), None
-    except ProviderUnavailable as exc:
-        return None, str(exc)
-
-
-# ---------------------------------------------------------------- assets
 
 
 @dg.asset(group_name=GROUP, code_version="1", deps=[dg.AssetKey("passages")], pool="llm")
@@ -219,7 +80,7 @@ def synthetic_questions(
             ),
             "path": str(tables.SYNTHETIC_QUESTIONS.path()),
         },
-        data_version=_version(frame),
+        data_version=data_version(frame),
     )
 
 
@@ -250,7 +111,7 @@ def user_queries(context: dg.AssetExecutionContext, config: UserQueriesConfig) -
             ),
             "sample": dg.MetadataValue.md(tables.markdown_sample(frame, ["question_id", "text", "set_name"])),
         },
-        data_version=_version(frame),
+        data_version=data_version(frame),
     )
 
 
@@ -271,7 +132,7 @@ def questions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
                 tables.markdown_sample(frame, ["question_id", "kind", "generator", "text"])
             ),
         },
-        data_version=_version(frame),
+        data_version=data_version(frame),
     )
 
 
@@ -291,7 +152,7 @@ def provider_results(
     question_frame = tables.read(tables.QUESTIONS)
     if question_frame is None:
         raise dg.Failure("no questions yet: materialize `questions` first")
-    provider, skipped = _provider(context)
+    provider, skipped = provider_for(context)
     if provider is None:
         context.log.warning(f"{name} skipped: {skipped}")
         tables.write(tables.PROVIDER_RESULTS, pl.DataFrame(schema=runner.PROVIDER_RESULT_SCHEMA), name)
@@ -303,7 +164,7 @@ def provider_results(
     ledger.clear_skipped("provider_results", name)
     shard_counts: dict[str, Any] = {}
     if config.shard_size > 0:
-        frame, shard_counts = _sharded(
+        frame, shard_counts = sharded(
             context,
             "provider_results",
             tables.PROVIDER_RESULTS,
@@ -318,7 +179,7 @@ def provider_results(
         tables.write(tables.PROVIDER_RESULTS, frame, name)
     if name in registry.local_provider_names():  # Recall@100 from a separate top-100 search
         deep_recall.write(name, deep_recall.collect(provider, question_frame))
-    ledger.record_requests("provider_results", name, _request_counters(provider))
+    ledger.record_requests("provider_results", name, request_counters(provider))
     ledger.record_cost("provider_results", name, getattr(provider, "llm_client", None))
     errors = frame.filter(pl.col("error").is_not_null())
     lengths = frame["contexts"].list.len()
@@ -336,7 +197,7 @@ def provider_results(
             **shard_counts,
             "sample": dg.MetadataValue.md(results_sample(frame, question_frame)),
         },
-        data_version=_version(frame),
+        data_version=data_version(frame),
     )
 
 
@@ -355,7 +216,7 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
     name = context.partition_key
     question_frame = tables.read(tables.QUESTIONS)
     level0 = tables.read(tables.PROVIDER_RESULTS, name)
-    provider, skipped = _provider(context)
+    provider, skipped = provider_for(context)
     if provider is None:
         tables.write(tables.RECURSIVE_RESULTS, pl.DataFrame(schema=runner.RECURSIVE_SCHEMA), name)
         runs.write_stamp("recursive_results", name, {"skipped": skipped})
@@ -395,11 +256,11 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
                 "page_sizes": sorted(set(config.page_sizes)),
                 "refinement": refiner.method,
                 "provider": describe(provider),
-                "level0": runs.frame_fingerprint(_rows_of(level0, part)),
+                "level0": runs.frame_fingerprint(rows_of(level0, part)),
                 "code": runs.CODE_VERSION,
             }
 
-        frame, shard_counts = _sharded(
+        frame, shard_counts = sharded(
             context,
             "recursive_results",
             tables.RECURSIVE_RESULTS,
@@ -424,7 +285,7 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
     )
     ledger.record_cost("recursive_results", name, client)
     ledger.record_cost("recursive_results", name, getattr(provider, "llm_client", None), role="search LLM")
-    ledger.record_requests("recursive_results", name, _request_counters(provider))
+    ledger.record_requests("recursive_results", name, request_counters(provider))
     summary = level_summary(frame)
     return dg.MaterializeResult(
         metadata={
@@ -439,7 +300,7 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
             **http_stats(provider),
             "levels": dg.MetadataValue.md(tables.markdown_sample(summary, summary.columns, rows=50)),
         },
-        data_version=_version(frame),
+        data_version=data_version(frame),
     )
 
 
@@ -463,7 +324,7 @@ def judgments(
             metadata={"skipped": True, "reason": "no recursive results for this provider"},
             data_version=dg.DataVersion("skipped"),
         )
-    with _setup_failure():
+    with setup_failure():
         judge, client = build_judge(judge_llm, config)
     if judge.is_offline:
         # The only offline judge embeds with the model Lumina retrieves with: its verdicts would favour one of the
@@ -478,14 +339,14 @@ def judgments(
         )
 
     def judge_part(part: pl.DataFrame) -> pl.DataFrame:
-        levels = _rows_of(recursive, part)
+        levels = rows_of(recursive, part)
         items = runner.judge_inputs(levels, part, form=config.context_form)
         context.log.info(f"judging {len(items)} unique (question, context) pairs with {judge.name}")
         return runner.judgments_frame(judge.judge_many(items), name)
 
     shard_counts: dict[str, Any] = {}
     if config.shard_size > 0:
-        frame, shard_counts = _sharded(
+        frame, shard_counts = sharded(
             context,
             "judgments",
             tables.JUDGMENTS,
@@ -494,7 +355,7 @@ def judgments(
             config.shard_size,
             lambda part: {
                 "judge": judge.name,
-                "levels": runs.frame_fingerprint(_rows_of(recursive, part)),
+                "levels": runs.frame_fingerprint(rows_of(recursive, part)),
                 "form": config.context_form,
                 "code": runs.CODE_VERSION,
             },
@@ -525,230 +386,7 @@ def judgments(
             **(client.usage.as_metadata("judge_llm") if client is not None else {}),
             **shard_counts,
         },
-        data_version=_version(frame),
-    )
-
-
-@dg.asset(group_name=BATCH_GROUP, code_version="1", deps=[dg.AssetKey("passages")], pool="llm")
-def question_batch(
-    context: dg.AssetExecutionContext, config: SyntheticQuestionsConfig, question_llm: LLMResource
-) -> dg.MaterializeResult:
-    """Submits the question generator's prompts for the passages `synthetic_questions` will sample (same count and
-    seed) as one batch; `judge_batch_sensor` watches it and requests `synthetic_questions` with this config once
-    every answer is in the LLM cache."""
-    passages = load_passages()
-    client = question_llm.get_client()
-    if passages is None or passages.height == 0 or client.is_offline:
-        reason = "no question LLM configured" if client.is_offline else "no passages table yet"
-        return dg.MaterializeResult(metadata={"skipped": True, "reason": reason, "requests": 0})
-    requests = batch_lib.question_requests(passages, load_papers(), client, n=config.count, seed=config.seed)
-    if not requests:
-        return dg.MaterializeResult(metadata={"requests": 0, "state": "every answer is already cached"})
-    run_config = {"ops": {"synthetic_questions": {"config": {"count": config.count, "seed": config.seed}}}}
-    record = batch_lib.submit(client, requests, partition="", role="questions", run_config=run_config)
-    return dg.MaterializeResult(
-        metadata={
-            "batch_id": record["id"],
-            "backend": record["backend"],
-            "model": record["model"],
-            "requests": len(requests),
-            "status": record["status"],
-            "state": record["state"],
-        }
-    )
-
-
-@dg.asset(
-    group_name=BATCH_GROUP,
-    code_version="1",
-    partitions_def=PROVIDERS,
-    deps=[recursive_results],
-    pool="llm",
-)
-def judge_batch(context: dg.AssetExecutionContext, judge_llm: LLMResource) -> dg.MaterializeResult:
-    """Submits the judge prompts of one provider's levels whose answers are not cached yet as one batch (OpenAI
-    Batch API / Anthropic Message Batches, half price) and records its id; `judge_batch_sensor` watches it, puts
-    its answers in the LLM cache, resubmits what it did not answer, and requests `judgments` once all are in. The
-    synchronous judge stays the default: this asset runs only when asked for."""
-    name = context.partition_key
-    recursive = tables.read(tables.RECURSIVE_RESULTS, name)
-    question_frame = tables.read(tables.QUESTIONS)
-    client = judge_llm.get_client()
-    if recursive is None or question_frame is None or client.is_offline:
-        reason = "no LLM judge configured" if client.is_offline else "no recursive results for this provider"
-        return dg.MaterializeResult(metadata={"skipped": True, "reason": reason, "requests": 0})
-    items = runner.judge_inputs(recursive, question_frame, form=defaults.CONTEXT_FORM)
-    requests = batch_lib.judge_requests(items, client)
-    if not requests:
-        return dg.MaterializeResult(
-            metadata={"pairs": len(items), "requests": 0, "state": "every answer is already cached"}
-        )
-    record = batch_lib.submit(client, requests, partition=name)
-    context.log.info(f"batch {record['id']}: {len(requests)} judge requests for {name}")
-    return dg.MaterializeResult(
-        metadata={
-            "batch_id": record["id"],
-            "backend": record["backend"],
-            "model": record["model"],
-            "pairs": len(items),
-            "requests": len(requests),
-            "status": record["status"],
-            "state": record["state"],
-        }
-    )
-
-
-@dg.asset(
-    group_name=GROUP,
-    code_version="2",
-    deps=[judgments, questions],
-    check_specs=[dg.AssetCheckSpec("judge_failure_rate", asset="benchmark_scores")],
-    pool="llm",  # an LLM judge validates on held-out pairs here
-)
-def benchmark_scores(
-    context: dg.AssetExecutionContext, config: ScoresConfig, judge_llm: LLMResource
-) -> dg.MaterializeResult:
-    """One benchmark run's scores: per provider, page size, depth and question set, n scored questions, provider
-    failures, judged CR / CP and the qrels measures with CIs, and paired tests for the headline comparisons."""
-    question_frame = tables.read(tables.QUESTIONS)
-    if question_frame is None:
-        raise dg.Failure("nothing to score: materialize questions first")
-    with _setup_failure():
-        judge, _ = build_judge(judge_llm, config)
-    run = manifest.select_run(
-        config.providers,
-        depths=config.depths,
-        page_sizes=config.page_sizes,
-        judge_name=judge.name,
-        question_frame=question_frame,
-    )
-    for name, reason in run.excluded.items():
-        context.log.info(f"{name} not in this run: {reason}")
-    skipped = manifest.skipped_providers(config.providers)
-    run.excluded = {k: v for k, v in run.excluded.items() if k not in skipped}
-    recursive, verdicts = run.recursive, run.verdicts
-    if recursive is None or not recursive.height:
-        raise dg.Failure(
-            "nothing to score in this run: materialize provider_results, recursive_results and judgments for "
-            f"the run's providers with the same questions and grid (left out: {run.excluded})"
-        )
-    primary = Primary(alpha=config.alpha)
-    scored = scored_run.score_run(
-        recursive,
-        verdicts,
-        question_frame,
-        load_papers(),
-        judged=not judge.is_offline,
-        bootstrap_resamples=config.bootstrap_resamples,
-        permutation_resamples=config.permutation_resamples,
-        proxy_exclude=calibration_question_ids(config),
-        primary=primary,
-        deep=deep_recall.read(run.included),
-        form=config.context_form,
-    )
-    for name, reason in scored.qrels_excluded.items():
-        context.log.warning(f"{name} left out of the qrels measures: {reason}")
-    scores, comparisons = scored.scores, scored.comparisons
-    tables.write(tables.BENCHMARK_SCORES, scores)
-    with _setup_failure():
-        agreement = judge_agreement(judge_llm, config, llm_queries=config.validation_queries_llm)
-    ledger.write_agreement(agreement)
-    record = manifest.build_manifest(
-        run,
-        question_frame,
-        depths=config.depths,
-        page_sizes=config.page_sizes,
-        judge_name=judge.name,
-        judge_offline=judge.is_offline,
-        skipped=skipped,
-        matching=scored.matching,
-        qrels_excluded=scored.qrels_excluded,
-        token_budget=scored.token_budget,
-        primary=primary.describe(),
-    )
-    # what `lumina benchmark replay` needs to score the run again from its snapshot alone
-    record["scoring"] = {
-        "judged": not judge.is_offline,
-        "bootstrap_resamples": config.bootstrap_resamples,
-        "permutation_resamples": config.permutation_resamples,
-        "alpha": config.alpha,
-        "proxy_exclude": sorted(calibration_question_ids(config)),
-        "context_form": config.context_form,
-    }
-    if not judge.is_offline:  # each (question, paper) of every provider's top p judged once (evals.pooled)
-        with _setup_failure():
-            pool_judge, pool_client = build_judge(judge_llm, config)
-        record["pooled"] = pooled.pooled_run(
-            recursive,
-            question_frame,
-            load_papers(),
-            pool_judge,
-            page_size=primary.page_size,
-            form=config.context_form,
-        )
-        ledger.record_cost("pooled_judgments", None, pool_client)
-    record["context_form"] = config.context_form
-    runs.write_run(record, scores, scored.per_question, comparisons)
-    runs.set_latest(record["run_id"])
-    total = verdicts.height if verdicts is not None else 0
-    failures = failed_judgments(verdicts)
-    failed = failures.height if failures is not None else 0
-    rate = failed / total if total else 0.0
-    check = dg.AssetCheckResult(
-        check_name="judge_failure_rate",
-        passed=rate <= config.max_judge_failure_rate,
-        metadata={
-            "failure_rate": rate,
-            "failed_pairs": failed,
-            "pairs": total,
-            "limit": config.max_judge_failure_rate,
-        },
-    )
-    headline = scores.filter(pl.col("question_set") != "all").select(SCORES_HEADLINE)
-    return dg.MaterializeResult(
-        metadata={
-            "run_id": record["run_id"],
-            "providers": dg.MetadataValue.json(run.included),
-            "left_out": dg.MetadataValue.json(run.excluded),
-            "rows": scores.height,
-            "judge": judge.name,
-            "judge_kappa": float(agreement["kappa"]) if agreement else float("nan"),
-            "judge_agreement": agreement.get("summary", "") if agreement else "not measured",
-            "primary": primary.describe(),
-            "warnings": dg.MetadataValue.json(record["warnings"]),
-            "matching": dg.MetadataValue.json(scored.matching),
-            "scores": dg.MetadataValue.md(
-                tables.markdown_sample(headline, headline.columns, rows=100, width=30)
-            ),
-        },
-        data_version=_version(scores),
-        check_results=[check],
-    )
-
-
-@dg.asset(group_name=GROUP, code_version="2", deps=[benchmark_scores])
-def benchmark_report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-    """The latest run's markdown report and PNG plots under data/reports/runs/<run id>/ (and data/reports/ as the
-    latest), shown in the asset's metadata; earlier runs keep theirs."""
-    latest = runs.latest()
-    if latest is None:
-        raise dg.Failure("no benchmark run scored yet: materialize benchmark_scores")
-    record, scores, _ = runs.read_run(latest)
-    options = manifest.report_options(record, runs.read_comparisons(latest))
-    result = write_report(scores, out_dir=settings.reports_dir() / "runs" / latest, **options)
-    write_report(scores, out_dir=settings.reports_dir(), **options)  # the latest run, where README points
-    plots = {f"plot_{p.stem}": dg.MetadataValue.md(image_markdown(p, p.stem)) for p in result["plots"]}
-    return dg.MaterializeResult(
-        metadata={
-            "run_id": latest,
-            "report": dg.MetadataValue.path(str(result["report"])),
-            "offline_judge": record["judge_offline"],
-            "cost": dg.MetadataValue.json(options["cost"]),
-            "markdown": dg.MetadataValue.md(result["markdown"]),
-            **plots,
-        },
-        # the report without its first lines (title and generation time): the same run reads the same version
-        data_version=dg.DataVersion(short_hash(result["markdown"].split("\n", 3)[-1], length=24)),
+        data_version=data_version(frame),
     )
 
 
@@ -794,40 +432,4 @@ def build_resources(
             budget_usd=budget_usd, budget_file=budget_file, judge_rpm=judge_rpm, question_rpm=question_rpm
         ),
         **build_provider_resources(),
-    }
-
-
-def default_run_config(
-    *,
-    synthetic: int = defaults.SYNTHETIC_QUESTIONS,
-    beir_queries: int = defaults.BEIR_QUERIES,
-    depths: list[int] | None = None,
-    page_sizes: list[int] | None = None,
-    calibration_queries: int = defaults.CALIBRATION_QUERIES,
-    providers: list[str] | None = None,
-    beir_subset: str = defaults.BEIR_SUBSET,
-    shard_size: int = 0,
-) -> dict[str, Any]:
-    """Run config for the whole group (the CLI and the demo shrink it); `providers` names the run's providers
-    (None: every provider partition whose results match the run)."""
-    depths = depths or list(defaults.DEPTHS)
-    page_sizes = page_sizes or list(defaults.PAGE_SIZES)
-    return {
-        "ops": {
-            "synthetic_questions": {"config": {"count": synthetic}},
-            "user_queries": {"config": {"beir_queries": beir_queries, "beir_subset": beir_subset}},
-            "provider_results": {"config": {"k": max(page_sizes), "shard_size": shard_size}},
-            "recursive_results": {
-                "config": {"depths": depths, "page_sizes": page_sizes, "shard_size": shard_size}
-            },
-            "judgments": {"config": {"calibration_queries": calibration_queries, "shard_size": shard_size}},
-            "benchmark_scores": {
-                "config": {
-                    "calibration_queries": calibration_queries,
-                    "providers": list(providers or []),
-                    "depths": depths,
-                    "page_sizes": page_sizes,
-                }
-            },
-        }
     }

@@ -1,0 +1,170 @@
+"""The end of the benchmark group: one run's scores (evals.scored_run, recorded by evals.runs with its manifest)
+and the latest run's report (evals.report)."""
+
+import dagster as dg
+import polars as pl
+
+from evals import deep_recall, ledger, manifest, pooled, runs, scored_run
+from evals.comparison import Primary
+from evals.report import SCORES_HEADLINE, failed_judgments, write_report
+from evals.report_plots import image_markdown
+from evals.setup import build_judge, calibration_question_ids, judge_agreement, load_papers
+from lumina_assets.core import settings, tables
+from lumina_assets.core.ids import short_hash
+from lumina_assets.defs.benchmark_common import data_version, setup_failure
+from lumina_assets.defs.benchmark_config import GROUP, ScoresConfig
+from resources.llm import LLMResource
+
+
+@dg.asset(
+    group_name=GROUP,
+    code_version="2",
+    deps=[dg.AssetKey("judgments"), dg.AssetKey("questions")],
+    check_specs=[dg.AssetCheckSpec("judge_failure_rate", asset="benchmark_scores")],
+    pool="llm",  # an LLM judge validates on held-out pairs here
+)
+def benchmark_scores(
+    context: dg.AssetExecutionContext, config: ScoresConfig, judge_llm: LLMResource
+) -> dg.MaterializeResult:
+    """One benchmark run's scores: per provider, page size, depth and question set, n scored questions, provider
+    failures, judged CR / CP and the qrels measures with CIs, and paired tests for the headline comparisons."""
+    question_frame = tables.read(tables.QUESTIONS)
+    if question_frame is None:
+        raise dg.Failure("nothing to score: materialize questions first")
+    with setup_failure():
+        judge, _ = build_judge(judge_llm, config)
+    run = manifest.select_run(
+        config.providers,
+        depths=config.depths,
+        page_sizes=config.page_sizes,
+        judge_name=judge.name,
+        question_frame=question_frame,
+    )
+    for name, reason in run.excluded.items():
+        context.log.info(f"{name} not in this run: {reason}")
+    skipped = manifest.skipped_providers(config.providers)
+    run.excluded = {k: v for k, v in run.excluded.items() if k not in skipped}
+    recursive, verdicts = run.recursive, run.verdicts
+    if recursive is None or not recursive.height:
+        raise dg.Failure(
+            "nothing to score in this run: materialize provider_results, recursive_results and judgments for "
+            f"the run's providers with the same questions and grid (left out: {run.excluded})"
+        )
+    primary = Primary(alpha=config.alpha)
+    scored = scored_run.score_run(
+        recursive,
+        verdicts,
+        question_frame,
+        load_papers(),
+        judged=not judge.is_offline,
+        bootstrap_resamples=config.bootstrap_resamples,
+        permutation_resamples=config.permutation_resamples,
+        proxy_exclude=calibration_question_ids(config),
+        primary=primary,
+        deep=deep_recall.read(run.included),
+        form=config.context_form,
+    )
+    for name, reason in scored.qrels_excluded.items():
+        context.log.warning(f"{name} left out of the qrels measures: {reason}")
+    scores, comparisons = scored.scores, scored.comparisons
+    tables.write(tables.BENCHMARK_SCORES, scores)
+    with setup_failure():
+        agreement = judge_agreement(judge_llm, config, llm_queries=config.validation_queries_llm)
+    ledger.write_agreement(agreement)
+    record = manifest.build_manifest(
+        run,
+        question_frame,
+        depths=config.depths,
+        page_sizes=config.page_sizes,
+        judge_name=judge.name,
+        judge_offline=judge.is_offline,
+        skipped=skipped,
+        matching=scored.matching,
+        qrels_excluded=scored.qrels_excluded,
+        token_budget=scored.token_budget,
+        primary=primary.describe(),
+    )
+    # what `lumina benchmark replay` needs to score the run again from its snapshot alone
+    record["scoring"] = {
+        "judged": not judge.is_offline,
+        "bootstrap_resamples": config.bootstrap_resamples,
+        "permutation_resamples": config.permutation_resamples,
+        "alpha": config.alpha,
+        "proxy_exclude": sorted(calibration_question_ids(config)),
+        "context_form": config.context_form,
+    }
+    if not judge.is_offline:  # each (question, paper) of every provider's top p judged once (evals.pooled)
+        with setup_failure():
+            pool_judge, pool_client = build_judge(judge_llm, config)
+        record["pooled"] = pooled.pooled_run(
+            recursive,
+            question_frame,
+            load_papers(),
+            pool_judge,
+            page_size=primary.page_size,
+            form=config.context_form,
+        )
+        ledger.record_cost("pooled_judgments", None, pool_client)
+    record["context_form"] = config.context_form
+    runs.write_run(record, scores, scored.per_question, comparisons)
+    runs.set_latest(record["run_id"])
+    total = verdicts.height if verdicts is not None else 0
+    failures = failed_judgments(verdicts)
+    failed = failures.height if failures is not None else 0
+    rate = failed / total if total else 0.0
+    check = dg.AssetCheckResult(
+        check_name="judge_failure_rate",
+        passed=rate <= config.max_judge_failure_rate,
+        metadata={
+            "failure_rate": rate,
+            "failed_pairs": failed,
+            "pairs": total,
+            "limit": config.max_judge_failure_rate,
+        },
+    )
+    headline = scores.filter(pl.col("question_set") != "all").select(SCORES_HEADLINE)
+    return dg.MaterializeResult(
+        metadata={
+            "run_id": record["run_id"],
+            "providers": dg.MetadataValue.json(run.included),
+            "left_out": dg.MetadataValue.json(run.excluded),
+            "rows": scores.height,
+            "judge": judge.name,
+            "judge_kappa": float(agreement["kappa"]) if agreement else float("nan"),
+            "judge_agreement": agreement.get("summary", "") if agreement else "not measured",
+            "primary": primary.describe(),
+            "warnings": dg.MetadataValue.json(record["warnings"]),
+            "matching": dg.MetadataValue.json(scored.matching),
+            "scores": dg.MetadataValue.md(
+                tables.markdown_sample(headline, headline.columns, rows=100, width=30)
+            ),
+        },
+        data_version=data_version(scores),
+        check_results=[check],
+    )
+
+
+@dg.asset(group_name=GROUP, code_version="2", deps=[benchmark_scores])
+def benchmark_report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    """The latest run's markdown report and PNG plots under data/reports/runs/<run id>/ (and data/reports/ as the
+    latest), shown in the asset's metadata; earlier runs keep theirs."""
+    latest = runs.latest()
+    if latest is None:
+        raise dg.Failure("no benchmark run scored yet: materialize benchmark_scores")
+    record, scores, _ = runs.read_run(latest)
+    options = manifest.report_options(record, runs.read_comparisons(latest))
+    result = write_report(scores, out_dir=settings.reports_dir() / "runs" / latest, **options)
+    write_report(scores, out_dir=settings.reports_dir(), **options)  # the latest run, where README points
+    plots = {f"plot_{p.stem}": dg.MetadataValue.md(image_markdown(p, p.stem)) for p in result["plots"]}
+    return dg.MaterializeResult(
+        metadata={
+            "run_id": latest,
+            "report": dg.MetadataValue.path(str(result["report"])),
+            "offline_judge": record["judge_offline"],
+            "cost": dg.MetadataValue.json(options["cost"]),
+            "markdown": dg.MetadataValue.md(result["markdown"]),
+            **plots,
+        },
+        # the report without its first lines (title and generation time): the same run reads the same version
+        data_version=dg.DataVersion(short_hash(result["markdown"].split("\n", 3)[-1], length=24)),
+    )
