@@ -22,16 +22,11 @@ estimates per role. Prices come from `core.prices`; a model or API without a lis
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-import polars as pl
-
-from evals.defaults import CONTEXT_FORM
 from evals.judge import load_prompt
 from lumina_assets.core import prices
 
@@ -93,7 +88,7 @@ class ProviderAPI:
 
 @dataclass
 class PlanInputs:
-    """Everything the plan reads; `shapes` and `exact_pairs` come from stored tables (see `inputs_from_environment`)."""
+    """Everything the plan reads; `shapes` and `exact_pairs` come from stored tables (`evals.plan_inputs`)."""
 
     synthetic: int
     beir: int
@@ -157,21 +152,14 @@ def judge_pair_estimate(inputs: PlanInputs) -> tuple[float, float]:
     return naive, distinct
 
 
-def build_plan(inputs: PlanInputs) -> dict[str, Any]:
-    """The plan as a JSON-ready dict: `llm_calls` per role, `provider_requests` per provider, and the detail."""
-    page_sizes = sorted(set(inputs.page_sizes))
-    max_depth = max(inputs.depths) if inputs.depths else 0
-    questions = inputs.questions
-    providers = [p for p in inputs.providers if p not in inputs.skipped]
-    refined_levels = questions * len(page_sizes) * max_depth
-
-    # provider requests
-    provider_rows: dict[str, dict[str, Any]] = {}
+def _provider_rows(inputs: PlanInputs, providers: list[str], page_sizes: list[int], max_depth: int) -> dict:
+    """Requests, price and wall time per provider: level 0 once per question, then one per refined level."""
+    rows: dict[str, dict[str, Any]] = {}
     for provider in providers:
         api = inputs.provider_apis.get(provider, ProviderAPI("local"))
-        requests = questions * (1 + len(page_sizes) * max_depth)
+        requests = inputs.questions * (1 + len(page_sizes) * max_depth)
         price, note = prices.request_price(provider)
-        provider_rows[provider] = {
+        rows[provider] = {
             "api": api.api,
             "requests": requests,
             "usd": None if price is None else round(requests * price, 4),
@@ -179,15 +167,25 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
             "requests_per_minute": api.requests_per_minute or None,
             "minutes": None if api.api == "local" else _minutes(requests, api.requests_per_minute),
         }
+    return rows
 
-    shapes = {p: inputs.shapes.get(p) or DEFAULT_SHAPES.get(p, FALLBACK_SHAPE) for p in providers}
-    mean_chars = sum(s.chars for s in shapes.values()) / len(shapes) if shapes else FALLBACK_SHAPE.chars
-    mean_sentences = (
-        sum(s.sentences for s in shapes.values()) / len(shapes) if shapes else FALLBACK_SHAPE.sentences
-    )
-    q_chars = inputs.question_chars
 
-    # judge
+@dataclass
+class _Usage:
+    """One role's calls and tokens; `batchable` roles can go through the batch APIs."""
+
+    role: LLMRole
+    calls: float
+    tokens_in: float
+    tokens_out: float
+    batchable: bool
+    saved: float = 0.0
+
+
+def _judge_usage(
+    inputs: PlanInputs, providers: list[str], mean_chars: float, mean_sentences: float
+) -> tuple[_Usage, dict[str, Any]]:
+    """The judge's calls and tokens (two calls per uncached distinct pair), and its pair counts."""
     if inputs.exact_pairs is not None:
         naive_pairs, distinct_pairs, uncached_pairs = inputs.exact_pairs
         pair_source = "counted from the stored levels and the LLM cache"
@@ -196,7 +194,7 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
         uncached_pairs = distinct_pairs
         pair_source = "estimated (see the plan's method)"
     judge_on = not inputs.judge_llm.offline
-    judge_calls = 2 * uncached_pairs if judge_on else 0
+    q_chars = inputs.question_chars
     relevance_in = tokens(_template_chars("context_relevance") + q_chars + mean_chars + JSON_OVERHEAD_CHARS)
     precision_in = tokens(
         _template_chars("context_precision")
@@ -205,100 +203,119 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
         + JSON_OVERHEAD_CHARS
         + SENTENCE_NUMBER_CHARS * mean_sentences
     )
-    judge_in = (relevance_in + precision_in) * uncached_pairs if judge_on else 0.0
-    judge_out = (
-        (OUTPUT_TOKENS["relevance"] + OUTPUT_TOKENS["precision_per_sentence"] * mean_sentences)
-        * uncached_pairs
-        if judge_on
-        else 0.0
+    out_per_pair = OUTPUT_TOKENS["relevance"] + OUTPUT_TOKENS["precision_per_sentence"] * mean_sentences
+    usage = _Usage(
+        inputs.judge_llm,
+        2 * uncached_pairs if judge_on else 0,
+        (relevance_in + precision_in) * uncached_pairs if judge_on else 0.0,
+        out_per_pair * uncached_pairs if judge_on else 0.0,
+        batchable=True,
+        saved=2 * (naive_pairs - distinct_pairs) if judge_on else 0,
     )
-
-    # refiner: the Recursion Prompt with one level's p contexts
-    refiner_on = not inputs.refiner_llm.offline and max_depth > 0
-    refiner_calls = refined_levels * len(providers) if refiner_on else 0
-    mean_p = sum(page_sizes) / len(page_sizes) if page_sizes else 0
-    refiner_in = (
-        tokens(_template_chars("recursion") + q_chars + mean_p * (mean_chars + JSON_OVERHEAD_CHARS))
-        * refiner_calls
-        if refiner_on
-        else 0.0
-    )
-    refiner_out = OUTPUT_TOKENS["refiner"] * refiner_calls
-
-    # questions
-    questions_on = not inputs.question_llm.offline
-    question_calls = inputs.synthetic if questions_on else 0
-    question_in = (
-        tokens(_question_prompt_chars() + DEFAULT_TITLE_CHARS + inputs.passage_chars) * question_calls
-    )
-    question_out = OUTPUT_TOKENS["questions"] * question_calls
-
-    roles = {
-        "questions": (inputs.question_llm, question_calls, question_in, question_out, True, 0),
-        "judge": (
-            inputs.judge_llm,
-            judge_calls,
-            judge_in,
-            judge_out,
-            True,
-            (2 * (naive_pairs - distinct_pairs) if judge_on else 0),
-        ),
-        "refiner": (inputs.refiner_llm, refiner_calls, refiner_in, refiner_out, False, 0),
-    }
-    llm: dict[str, dict[str, Any]] = {}
-    for name, (role, calls, t_in, t_out, batchable, saved) in roles.items():
-        calls = int(round(calls))
-        sync = _usd(role, t_in, t_out, batch=False)
-        batch = _usd(role, t_in, t_out, batch=True) if batchable else sync
-        llm[name] = {
-            "api": role.api,
-            "model": role.model if not role.offline else "offline",
-            "calls": calls,
-            "input_tokens": int(round(t_in)),
-            "output_tokens": int(round(t_out)),
-            "usd_sync": None if sync is None else round(sync, 4),
-            "usd_batch": None if batch is None else round(batch, 4),
-            "batchable": batchable,
-            "calls_saved_by_sharing": int(round(saved)),
-            "requests_per_minute": role.requests_per_minute or None,
-            "minutes": _minutes(calls, role.requests_per_minute) if calls else 0.0,
-        }
-    llm["judge"]["pairs"] = {
+    pairs = {
         "before_sharing": int(round(naive_pairs)),
         "distinct": int(round(distinct_pairs)),
         "to_judge": int(round(uncached_pairs)) if judge_on else 0,
         "source": pair_source,
     }
+    return usage, pairs
 
+
+def _refiner_usage(
+    inputs: PlanInputs, providers: list[str], page_sizes: list[int], max_depth: int, mean_chars: float
+) -> _Usage:
+    """The Recursion Prompt with one level's p contexts, once per refined level, page size, question and provider."""
+    refiner_on = not inputs.refiner_llm.offline and max_depth > 0
+    calls = inputs.questions * len(page_sizes) * max_depth * len(providers) if refiner_on else 0
+    mean_p = sum(page_sizes) / len(page_sizes) if page_sizes else 0
+    tokens_in = (
+        tokens(
+            _template_chars("recursion") + inputs.question_chars + mean_p * (mean_chars + JSON_OVERHEAD_CHARS)
+        )
+        * calls
+        if refiner_on
+        else 0.0
+    )
+    return _Usage(inputs.refiner_llm, calls, tokens_in, OUTPUT_TOKENS["refiner"] * calls, batchable=False)
+
+
+def _question_usage(inputs: PlanInputs) -> _Usage:
+    """One generator call per synthetic question (none offline)."""
+    calls = inputs.synthetic if not inputs.question_llm.offline else 0
+    tokens_in = tokens(_question_prompt_chars() + DEFAULT_TITLE_CHARS + inputs.passage_chars) * calls
+    return _Usage(inputs.question_llm, calls, tokens_in, OUTPUT_TOKENS["questions"] * calls, batchable=True)
+
+
+def _llm_row(usage: _Usage) -> dict[str, Any]:
+    """One role's row of the plan: calls, tokens, USD synchronous and batched, wall time at its limit."""
+    role = usage.role
+    calls = int(round(usage.calls))
+    sync = _usd(role, usage.tokens_in, usage.tokens_out, batch=False)
+    batch = _usd(role, usage.tokens_in, usage.tokens_out, batch=True) if usage.batchable else sync
+    return {
+        "api": role.api,
+        "model": role.model if not role.offline else "offline",
+        "calls": calls,
+        "input_tokens": int(round(usage.tokens_in)),
+        "output_tokens": int(round(usage.tokens_out)),
+        "usd_sync": None if sync is None else round(sync, 4),
+        "usd_batch": None if batch is None else round(batch, 4),
+        "batchable": usage.batchable,
+        "calls_saved_by_sharing": int(round(usage.saved)),
+        "requests_per_minute": role.requests_per_minute or None,
+        "minutes": _minutes(calls, role.requests_per_minute) if calls else 0.0,
+    }
+
+
+def _api_totals(llm: dict[str, dict[str, Any]], provider_rows: dict[str, dict[str, Any]]) -> dict:
+    """Requests and wall time per external API, LLM calls and provider requests together."""
     apis: dict[str, dict[str, Any]] = {}
-    for row in llm.values():
-        if row["calls"]:
-            api = apis.setdefault(
-                row["api"], {"requests": 0, "requests_per_minute": row["requests_per_minute"]}
-            )
-            api["requests"] += row["calls"]
-    for row in provider_rows.values():
-        if row["api"] != "local":
-            api = apis.setdefault(
-                row["api"], {"requests": 0, "requests_per_minute": row["requests_per_minute"]}
-            )
-            api["requests"] += row["requests"]
+    sent = [(row["api"], row["calls"], row) for row in llm.values() if row["calls"]]
+    sent += [(row["api"], row["requests"], row) for row in provider_rows.values() if row["api"] != "local"]
+    for name, count, row in sent:
+        api = apis.setdefault(name, {"requests": 0, "requests_per_minute": row["requests_per_minute"]})
+        api["requests"] += count
     for api in apis.values():
         api["minutes"] = _minutes(api["requests"], api["requests_per_minute"] or 0)
+    return apis
 
-    def total(key: str) -> tuple[float, bool]:
-        values = [r[key] for r in llm.values()] + [r["usd"] for r in provider_rows.values()]
-        return round(sum(v for v in values if v is not None), 4), all(v is not None for v in values)
 
-    sync_total, sync_complete = total("usd_sync")
-    batch_total, batch_complete = total("usd_batch")
+def _usd_total(llm: dict, provider_rows: dict, key: str) -> tuple[float, bool]:
+    """(the known USD of every role and provider, whether every one of them is known)."""
+    values = [r[key] for r in llm.values()] + [r["usd"] for r in provider_rows.values()]
+    return round(sum(v for v in values if v is not None), 4), all(v is not None for v in values)
+
+
+def build_plan(inputs: PlanInputs) -> dict[str, Any]:
+    """The plan as a JSON-ready dict: `llm_calls` per role, `provider_requests` per provider, and the detail."""
+    page_sizes = sorted(set(inputs.page_sizes))
+    max_depth = max(inputs.depths) if inputs.depths else 0
+    providers = [p for p in inputs.providers if p not in inputs.skipped]
+    provider_rows = _provider_rows(inputs, providers, page_sizes, max_depth)
+
+    shapes = {p: inputs.shapes.get(p) or DEFAULT_SHAPES.get(p, FALLBACK_SHAPE) for p in providers}
+    mean_chars = sum(s.chars for s in shapes.values()) / len(shapes) if shapes else FALLBACK_SHAPE.chars
+    mean_sentences = (
+        sum(s.sentences for s in shapes.values()) / len(shapes) if shapes else FALLBACK_SHAPE.sentences
+    )
+    judge, pairs = _judge_usage(inputs, providers, mean_chars, mean_sentences)
+    usages = {
+        "questions": _question_usage(inputs),
+        "judge": judge,
+        "refiner": _refiner_usage(inputs, providers, page_sizes, max_depth, mean_chars),
+    }
+    llm = {name: _llm_row(usage) for name, usage in usages.items()}
+    llm["judge"]["pairs"] = pairs
+
+    sync_total, sync_complete = _usd_total(llm, provider_rows, "usd_sync")
+    batch_total, batch_complete = _usd_total(llm, provider_rows, "usd_batch")
     return {
         "prices_as_of": prices.PRICES_AS_OF,
         "questions": {
             "synthetic": inputs.synthetic,
             "beir": inputs.beir,
             "user": inputs.user,
-            "total": questions,
+            "total": inputs.questions,
         },
         "providers": providers,
         "skipped": dict(inputs.skipped),
@@ -308,7 +325,7 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
         "provider_requests": {name: row["requests"] for name, row in provider_rows.items()},
         "llm": llm,
         "provider": provider_rows,
-        "apis": apis,
+        "apis": _api_totals(llm, provider_rows),
         "usd_sync": sync_total,
         "usd_sync_complete": sync_complete,
         "usd_batch": batch_total,
@@ -316,211 +333,6 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
         "context_shapes": {p: asdict(s) for p, s in shapes.items()},
         "token_method": f"characters / {CHARS_PER_TOKEN:g} over the rendered prompts; fixed output tokens per role",
     }
-
-
-# ---------------------------------------------------------------- measured inputs
-
-
-_SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
-
-
-def context_shape(levels, *, sample_rows: int = 5000, form: str = CONTEXT_FORM) -> ContextShape | None:
-    """A provider's mean context length and sentences as the judge sees them (`form`), and new contexts per depth,
-    from its stored levels."""
-    from evals.contexts import judged_form
-    from evals.providers import contexts_from_rows
-
-    if levels is None or levels.height == 0:
-        return None
-    rows = levels.head(sample_rows).to_dicts()
-    lengths, sentences = [], []
-    by_level: dict[tuple[str, int, int], set[str]] = {}
-    for row in rows:
-        keys = set()
-        for context in contexts_from_rows(row["contexts"] or []):
-            judged = judged_form(context, form)
-            text = " ".join(judged.chunks or [])
-            lengths.append(len(judged.title or "") + len(text))
-            sentences.append(max(1, len(_SENTENCE_END.findall(text))))
-            keys.add(json.dumps([context.title, context.doi, context.chunks]))
-        by_level[(row["question_id"], row["page_size"], row["depth"])] = keys
-    if not lengths:
-        return None
-    new, total = 0, 0
-    for (question, page_size, depth), keys in by_level.items():
-        before = by_level.get((question, page_size, depth - 1))
-        if depth > 0 and before is not None:
-            new += len(keys - before)
-            total += page_size
-    return ContextShape(
-        chars=sum(lengths) / len(lengths),
-        sentences=sum(sentences) / len(sentences),
-        new_per_depth=new / total if total else FALLBACK_SHAPE.new_per_depth,
-        source="measured on the stored levels",
-    )
-
-
-def exact_judge_pairs(
-    levels_by_provider: Mapping[str, Any],
-    question_texts: Mapping[str, str],
-    judge_client,
-    form: str = CONTEXT_FORM,
-) -> tuple[int, int, int]:
-    """(pairs before sharing, distinct pairs, distinct pairs not in the LLM cache) over stored levels, each
-    context in the form the judge sees it."""
-    from evals.contexts import judged_form
-    from evals.judge import JudgeInput, context_sentences, precision_prompt, relevance_prompt
-    from evals.providers import contexts_from_rows
-
-    naive = 0
-    distinct: dict[str, JudgeInput] = {}
-    for levels in levels_by_provider.values():
-        for row in levels.iter_rows(named=True):
-            question = question_texts.get(row["question_id"])
-            if question is None:
-                continue
-            for context in contexts_from_rows(row["contexts"]):
-                naive += 1
-                item = JudgeInput(row["question_id"], question, judged_form(context, form))
-                distinct.setdefault(item.key, item)
-    uncached = 0
-    for item in distinct.values():
-        if judge_client is None or judge_client.cache is None:
-            uncached += 1
-            continue
-        sentences = context_sentences(item.context)
-        prompts = [relevance_prompt(item.question, item.context)]
-        if sentences:
-            prompts.append(precision_prompt(item.question, item.context, sentences))
-        params = {"temperature": 0.0, "max_tokens": judge_client.max_tokens, "system": None}
-        if any(judge_client.cache.get(judge_client.cache_key(p, params)) is None for p in prompts):
-            uncached += 1
-    return naive, len(distinct), uncached
-
-
-def llm_role(resource, *, assume_keys: bool = False) -> LLMRole:
-    """The role an LLM resource (duck-typed: `backend`, `effective_backend()`, `model`, `requests_per_minute`)
-    plays; `assume_keys` plans the configured backend as if its key were set."""
-    return LLMRole(
-        backend=resource.backend if assume_keys else resource.effective_backend(),
-        model=resource.model or "offline",
-        requests_per_minute=float(getattr(resource, "requests_per_minute", 0.0) or 0.0),
-    )
-
-
-def inputs_from_environment(
-    resources: Mapping[str, Any],
-    *,
-    synthetic: int,
-    beir_queries: int,
-    beir_subset: str,
-    providers: Sequence[str],
-    depths: Sequence[int],
-    page_sizes: Sequence[int],
-    user_queries: int | None = None,
-    recursion_llm: str = "judge",
-    assume_keys: bool = False,
-    count_stored: bool = True,
-) -> PlanInputs:
-    """The plan's inputs from the run's options, its resources and whatever the data dir already holds: question
-    counts (the BEIR folder and user query files the run would read), stored levels (context shapes, exact judge
-    pairs), provider keys (a provider without one is skipped, as the run skips it, unless `assume_keys` plans the
-    run with every key set) and the configured limits. `count_stored` False keeps to the estimate (no pass over the
-    stored levels and the LLM cache, which takes a while on a large run)."""
-    from evals import questions as questions_lib
-    from evals import registry
-    from evals.setup import beir_folder_candidates, load_papers
-    from lumina_assets.core import settings, tables
-
-    papers = load_papers()
-    beir = 0
-    if beir_queries >= 0:
-        folder = questions_lib.find_beir_folder(settings.get().paths.corpus, papers, beir_folder_candidates())
-        if folder is not None:
-            available = questions_lib.load_beir_queries(
-                folder, n=0, split=settings.get().benchmark.beir_splits, subset=beir_subset
-            ).height
-            beir = min(beir_queries, available) if beir_queries > 0 else available
-    if user_queries is None:
-        paths = [p.strip() for p in (settings.get().benchmark.user_queries or "").split(",") if p.strip()]
-        user_queries = sum(questions_lib.load_user_queries(Path(p)).height for p in paths)
-
-    skipped: dict[str, str] = {}
-    apis: dict[str, ProviderAPI] = {}
-    for name in providers:
-        spec = registry.PROVIDERS.get(name)
-        if spec is None or spec.build is None:
-            skipped[name] = f"{name} is not a provider"
-            continue
-        if spec.external:
-            resource = resources[spec.resource_key]
-            if not resource.available() and not assume_keys:
-                skipped[name] = resource.unavailable_reason()
-            interval = float(getattr(resource, "min_interval_s", 0.0) or 0.0)
-            apis[name] = ProviderAPI(PROVIDER_APIS.get(name, name), 60.0 / interval if interval > 0 else 0.0)
-        else:
-            apis[name] = ProviderAPI("local")
-
-    question_frame = tables.read(tables.QUESTIONS)
-    texts = (
-        dict(zip(question_frame["question_id"], question_frame["text"], strict=True))
-        if question_frame is not None
-        else {}
-    )
-    question_chars = sum(len(t) for t in texts.values()) / len(texts) if texts else DEFAULT_QUESTION_CHARS
-    passage_chars = _mean_passage_chars()
-
-    shapes: dict[str, ContextShape] = {}
-    stored: dict[str, Any] = {}
-    grid = {(p, d) for p in page_sizes for d in depths}
-    for name in providers:
-        levels = tables.read(tables.RECURSIVE_RESULTS, name) if name not in skipped else None
-        shape = context_shape(levels)
-        if shape is not None:
-            shapes[name] = shape
-            have = set(zip(levels["page_size"].to_list(), levels["depth"].to_list(), strict=True))
-            if grid <= have and set(levels["question_id"].to_list()) >= set(texts) and texts:
-                stored[name] = levels.filter(
-                    levels["page_size"].is_in(list(page_sizes)) & levels["depth"].is_in(list(depths))
-                )
-    judge = llm_role(resources["judge_llm"], assume_keys=assume_keys)
-    exact = None
-    live = [p for p in providers if p not in skipped]
-    complete = live and set(stored) == set(live) and texts and len(texts) == synthetic + beir + user_queries
-    if count_stored and complete and not judge.offline:
-        client = resources["judge_llm"].get_client()
-        client = None if client.is_offline else client
-        exact = exact_judge_pairs(stored, texts, client)
-    refiner_key = "question_llm" if recursion_llm.lower() == "question" else "judge_llm"
-    return PlanInputs(
-        synthetic=synthetic,
-        beir=beir,
-        user=user_queries,
-        providers=list(providers),
-        depths=list(depths),
-        page_sizes=list(page_sizes),
-        question_llm=llm_role(resources["question_llm"], assume_keys=assume_keys),
-        judge_llm=judge,
-        refiner_llm=llm_role(resources[refiner_key], assume_keys=assume_keys),
-        provider_apis=apis,
-        shapes=shapes,
-        question_chars=question_chars,
-        passage_chars=passage_chars or DEFAULT_PASSAGE_CHARS,
-        exact_pairs=exact,
-        skipped=skipped,
-    )
-
-
-def _mean_passage_chars() -> float | None:
-    """The mean passage length, read lazily from the passages table's files (only the text column)."""
-    from lumina_assets.core import tables
-
-    folder = tables.PASSAGES.root() / tables.PASSAGES.name
-    files = sorted(folder.glob("*.parquet")) if folder.exists() else []
-    if not files:
-        return None
-    mean = pl.scan_parquet(files).select(pl.col("text").str.len_chars().mean()).collect().item()
-    return float(mean) if mean is not None else None
 
 
 def _money(value: float | None) -> str:

@@ -172,9 +172,10 @@ def _providers(args: argparse.Namespace) -> list[str]:
 
 def _plan(args: argparse.Namespace, resources, *, exact: bool = True) -> dict:
     from evals import plan as plan_lib
+    from evals import plan_inputs
     from lumina_assets.core import settings
 
-    inputs = plan_lib.inputs_from_environment(
+    inputs = plan_inputs.inputs_from_environment(
         resources,
         synthetic=args.synthetic,
         beir_queries=args.beir_queries,

@@ -11,7 +11,7 @@ import pytest
 from benchmark_slice import materialize_stages, write_scifact_slice
 from mocked_benchmark_apis import StandInLLM, resources_with
 
-from evals import ledger
+from evals import ledger, plan_inputs
 from evals import plan as plan_lib
 from evals.budget import Budget
 from lumina_assets.core import tables
@@ -38,7 +38,7 @@ def run_config(folder):
 
 
 def make_plan(resources, providers):
-    inputs = plan_lib.inputs_from_environment(
+    inputs = plan_inputs.inputs_from_environment(
         resources,
         synthetic=GRID["synthetic"],
         beir_queries=GRID["beir"],

@@ -1,0 +1,261 @@
+"""The benchmark plan's inputs (`evals.plan.PlanInputs`) from the run's options, its resources and whatever the data
+dir already holds: question counts, provider keys and limits, and from stored tables the context shapes, the mean
+question and passage lengths and the exact judge pairs."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from evals.defaults import CONTEXT_FORM
+from evals.plan import (
+    DEFAULT_PASSAGE_CHARS,
+    DEFAULT_QUESTION_CHARS,
+    FALLBACK_SHAPE,
+    PROVIDER_APIS,
+    ContextShape,
+    LLMRole,
+    PlanInputs,
+    ProviderAPI,
+)
+
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
+
+
+def context_shape(levels, *, sample_rows: int = 5000, form: str = CONTEXT_FORM) -> ContextShape | None:
+    """A provider's mean context length and sentences as the judge sees them (`form`), and new contexts per depth,
+    from its stored levels."""
+    from evals.contexts import judged_form
+    from evals.providers import contexts_from_rows
+
+    if levels is None or levels.height == 0:
+        return None
+    rows = levels.head(sample_rows).to_dicts()
+    lengths, sentences = [], []
+    by_level: dict[tuple[str, int, int], set[str]] = {}
+    for row in rows:
+        keys = set()
+        for context in contexts_from_rows(row["contexts"] or []):
+            judged = judged_form(context, form)
+            text = " ".join(judged.chunks or [])
+            lengths.append(len(judged.title or "") + len(text))
+            sentences.append(max(1, len(_SENTENCE_END.findall(text))))
+            keys.add(json.dumps([context.title, context.doi, context.chunks]))
+        by_level[(row["question_id"], row["page_size"], row["depth"])] = keys
+    if not lengths:
+        return None
+    new, total = 0, 0
+    for (question, page_size, depth), keys in by_level.items():
+        before = by_level.get((question, page_size, depth - 1))
+        if depth > 0 and before is not None:
+            new += len(keys - before)
+            total += page_size
+    return ContextShape(
+        chars=sum(lengths) / len(lengths),
+        sentences=sum(sentences) / len(sentences),
+        new_per_depth=new / total if total else FALLBACK_SHAPE.new_per_depth,
+        source="measured on the stored levels",
+    )
+
+
+def exact_judge_pairs(
+    levels_by_provider: Mapping[str, Any],
+    question_texts: Mapping[str, str],
+    judge_client,
+    form: str = CONTEXT_FORM,
+) -> tuple[int, int, int]:
+    """(pairs before sharing, distinct pairs, distinct pairs not in the LLM cache) over stored levels, each
+    context in the form the judge sees it."""
+    from evals.contexts import judged_form
+    from evals.judge import JudgeInput, context_sentences, precision_prompt, relevance_prompt
+    from evals.providers import contexts_from_rows
+
+    naive = 0
+    distinct: dict[str, JudgeInput] = {}
+    for levels in levels_by_provider.values():
+        for row in levels.iter_rows(named=True):
+            question = question_texts.get(row["question_id"])
+            if question is None:
+                continue
+            for context in contexts_from_rows(row["contexts"]):
+                naive += 1
+                item = JudgeInput(row["question_id"], question, judged_form(context, form))
+                distinct.setdefault(item.key, item)
+    uncached = 0
+    for item in distinct.values():
+        if judge_client is None or judge_client.cache is None:
+            uncached += 1
+            continue
+        sentences = context_sentences(item.context)
+        prompts = [relevance_prompt(item.question, item.context)]
+        if sentences:
+            prompts.append(precision_prompt(item.question, item.context, sentences))
+        params = {"temperature": 0.0, "max_tokens": judge_client.max_tokens, "system": None}
+        if any(judge_client.cache.get(judge_client.cache_key(p, params)) is None for p in prompts):
+            uncached += 1
+    return naive, len(distinct), uncached
+
+
+def llm_role(resource, *, assume_keys: bool = False) -> LLMRole:
+    """The role an LLM resource (duck-typed: `backend`, `effective_backend()`, `model`, `requests_per_minute`)
+    plays; `assume_keys` plans the configured backend as if its key were set."""
+    return LLMRole(
+        backend=resource.backend if assume_keys else resource.effective_backend(),
+        model=resource.model or "offline",
+        requests_per_minute=float(getattr(resource, "requests_per_minute", 0.0) or 0.0),
+    )
+
+
+def question_counts(beir_queries: int, beir_subset: str, user_queries: int | None) -> tuple[int, int]:
+    """(BEIR queries, user queries) the run would read: the BEIR folder's queries (capped by `beir_queries`; none
+    when it is negative) and the configured user query files' (unless `user_queries` gives their count)."""
+    from evals import questions as questions_lib
+    from evals.setup import beir_folder_candidates, load_papers
+    from lumina_assets.core import settings
+
+    beir = 0
+    if beir_queries >= 0:
+        folder = questions_lib.find_beir_folder(
+            settings.get().paths.corpus, load_papers(), beir_folder_candidates()
+        )
+        if folder is not None:
+            available = questions_lib.load_beir_queries(
+                folder, n=0, split=settings.get().benchmark.beir_splits, subset=beir_subset
+            ).height
+            beir = min(beir_queries, available) if beir_queries > 0 else available
+    if user_queries is None:
+        paths = [p.strip() for p in (settings.get().benchmark.user_queries or "").split(",") if p.strip()]
+        user_queries = sum(questions_lib.load_user_queries(Path(p)).height for p in paths)
+    return beir, user_queries
+
+
+def provider_apis(
+    resources: Mapping[str, Any], providers: Sequence[str], *, assume_keys: bool
+) -> tuple[dict[str, ProviderAPI], dict[str, str]]:
+    """(each provider's API and request limit, the providers the run would skip with the reason): a provider
+    without its key is skipped, as the run skips it, unless `assume_keys`."""
+    from evals import registry
+
+    skipped: dict[str, str] = {}
+    apis: dict[str, ProviderAPI] = {}
+    for name in providers:
+        spec = registry.PROVIDERS.get(name)
+        if spec is None or spec.build is None:
+            skipped[name] = f"{name} is not a provider"
+            continue
+        if spec.external:
+            resource = resources[spec.resource_key]
+            if not resource.available() and not assume_keys:
+                skipped[name] = resource.unavailable_reason()
+            interval = float(getattr(resource, "min_interval_s", 0.0) or 0.0)
+            apis[name] = ProviderAPI(PROVIDER_APIS.get(name, name), 60.0 / interval if interval > 0 else 0.0)
+        else:
+            apis[name] = ProviderAPI("local")
+    return apis, skipped
+
+
+def stored_levels(
+    providers: Sequence[str],
+    skipped: Mapping[str, str],
+    texts: Mapping[str, str],
+    depths: Sequence[int],
+    page_sizes: Sequence[int],
+) -> tuple[dict[str, ContextShape], dict[str, Any]]:
+    """(the context shape of each provider with stored levels, the stored levels that cover every question and
+    the whole grid, cut to the grid)."""
+    from lumina_assets.core import tables
+
+    shapes: dict[str, ContextShape] = {}
+    stored: dict[str, Any] = {}
+    grid = {(p, d) for p in page_sizes for d in depths}
+    for name in providers:
+        levels = tables.read(tables.RECURSIVE_RESULTS, name) if name not in skipped else None
+        shape = context_shape(levels)
+        if shape is None:
+            continue
+        shapes[name] = shape
+        have = set(zip(levels["page_size"].to_list(), levels["depth"].to_list(), strict=True))
+        if grid <= have and set(levels["question_id"].to_list()) >= set(texts) and texts:
+            stored[name] = levels.filter(
+                levels["page_size"].is_in(list(page_sizes)) & levels["depth"].is_in(list(depths))
+            )
+    return shapes, stored
+
+
+def question_texts() -> dict[str, str]:
+    """The stored questions' texts by id (empty before the questions asset ran)."""
+    from lumina_assets.core import tables
+
+    frame = tables.read(tables.QUESTIONS)
+    if frame is None:
+        return {}
+    return dict(zip(frame["question_id"], frame["text"], strict=True))
+
+
+def inputs_from_environment(
+    resources: Mapping[str, Any],
+    *,
+    synthetic: int,
+    beir_queries: int,
+    beir_subset: str,
+    providers: Sequence[str],
+    depths: Sequence[int],
+    page_sizes: Sequence[int],
+    user_queries: int | None = None,
+    recursion_llm: str = "judge",
+    assume_keys: bool = False,
+    count_stored: bool = True,
+) -> PlanInputs:
+    """The plan's inputs from the run's options, its resources and whatever the data dir already holds: question
+    counts (the BEIR folder and user query files the run would read), stored levels (context shapes, exact judge
+    pairs), provider keys (a provider without one is skipped, as the run skips it, unless `assume_keys` plans the
+    run with every key set) and the configured limits. `count_stored` False keeps to the estimate (no pass over the
+    stored levels and the LLM cache, which takes a while on a large run)."""
+    beir, user_queries = question_counts(beir_queries, beir_subset, user_queries)
+    apis, skipped = provider_apis(resources, providers, assume_keys=assume_keys)
+    texts = question_texts()
+    question_chars = sum(len(t) for t in texts.values()) / len(texts) if texts else DEFAULT_QUESTION_CHARS
+    shapes, stored = stored_levels(providers, skipped, texts, depths, page_sizes)
+    judge = llm_role(resources["judge_llm"], assume_keys=assume_keys)
+    exact = None
+    live = [p for p in providers if p not in skipped]
+    complete = live and set(stored) == set(live) and texts and len(texts) == synthetic + beir + user_queries
+    if count_stored and complete and not judge.offline:
+        client = resources["judge_llm"].get_client()
+        client = None if client.is_offline else client
+        exact = exact_judge_pairs(stored, texts, client)
+    refiner_key = "question_llm" if recursion_llm.lower() == "question" else "judge_llm"
+    return PlanInputs(
+        synthetic=synthetic,
+        beir=beir,
+        user=user_queries,
+        providers=list(providers),
+        depths=list(depths),
+        page_sizes=list(page_sizes),
+        question_llm=llm_role(resources["question_llm"], assume_keys=assume_keys),
+        judge_llm=judge,
+        refiner_llm=llm_role(resources[refiner_key], assume_keys=assume_keys),
+        provider_apis=apis,
+        shapes=shapes,
+        question_chars=question_chars,
+        passage_chars=mean_passage_chars() or DEFAULT_PASSAGE_CHARS,
+        exact_pairs=exact,
+        skipped=skipped,
+    )
+
+
+def mean_passage_chars() -> float | None:
+    """The mean passage length, read lazily from the passages table's files (only the text column)."""
+    from lumina_assets.core import tables
+
+    folder = tables.PASSAGES.root() / tables.PASSAGES.name
+    files = sorted(folder.glob("*.parquet")) if folder.exists() else []
+    if not files:
+        return None
+    mean = pl.scan_parquet(files).select(pl.col("text").str.len_chars().mean()).collect().item()
+    return float(mean) if mean is not None else None
