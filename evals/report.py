@@ -8,7 +8,6 @@ judge, its agreement with qrels on each provider's own contexts is shown beside 
 
 from __future__ import annotations
 
-import base64
 import math
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from evals import contexts as context_forms
 from evals import report_sections as sections
 from evals.metrics import CP_DEFINITION
 from evals.registry import local_provider_names
+from evals.report_plots import plot_convergence, plot_scores, set_rows
 from lumina_assets.core import tables
 
 QRELS_HEADLINE = ("P@p (qrels, distinct papers)", "nDCG@10", "nDCG@p", "AP@p", "R@p", "R@100")
@@ -138,14 +138,10 @@ def judge_banner(judge_name: str, offline: bool) -> str:
     return f"> Judge: `{judge_name}` at temperature 0, prompts verbatim from the Lumina paper."
 
 
-def _set_frame(scores: pl.DataFrame, question_set: str) -> pl.DataFrame:
-    return scores.filter(pl.col("question_set") == question_set).sort("provider", "page_size", "depth")
-
-
 def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) -> str:
     """One row per provider × page size × depth: n scored, failures, then qrels measures (offline) or the judged CR
     and CP with the qrels measures where the set has qrels (online)."""
-    frame = _set_frame(scores, question_set)
+    frame = set_rows(scores, question_set)
     if frame.height == 0:
         return "_no scores_"
     has_qrels = bool(frame["n_qrels"].max())
@@ -206,7 +202,7 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
 def judge_agreement_table(scores: pl.DataFrame) -> str:
     """The judge's agreement with qrels on each provider's own contexts in this run (questions with qrels,
     calibration questions excluded): a judge that agrees less on one provider's contexts favours or hurts it."""
-    frame = _set_frame(scores, "all").filter(pl.col("depth") == 0)
+    frame = set_rows(scores, "all").filter(pl.col("depth") == 0)
     lines = [
         "| provider | p | judge-vs-qrels κ on this provider's contexts | pairs | judge-vs-human CP sentence κ | "
         "sentences |",
@@ -221,7 +217,7 @@ def judge_agreement_table(scores: pl.DataFrame) -> str:
 
 
 def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: bool = False) -> str:
-    frame = _set_frame(scores, question_set)
+    frame = set_rows(scores, question_set)
     cols = ["nDCG@10", "nDCG@p", "AP@p", "R@p", "R@pool", "RR", "P@p (qrels, distinct papers)", "CP (human)"]
     judged = [] if offline else ["CR", "CP"]
     header = ["provider", "p", "depth", "n", "failed", *judged, "contexts/question", *cols, "n (qrels)"]
@@ -238,119 +234,109 @@ def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: boo
     return "\n".join(lines)
 
 
-def _plot_measures(scores: pl.DataFrame, *, offline: bool) -> list[str]:
-    measures = [] if offline else ["cr", "cp"]
-    if scores.height and scores["n_qrels"].max():
-        measures += ["P@p (qrels, distinct papers)", "nDCG@10", "AP@p", "R@p"]
-    return measures
-
-
-def plot_scores(
-    scores: pl.DataFrame, path: Path, *, offline: bool, title_suffix: str = "", question_set: str = "all"
-) -> Path | None:
-    """Bars for every provider at every page size and depth, one panel per measure, each on its own y-axis so a
-    small CP stays readable; error bars are the bootstrap CIs."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    frame = _set_frame(scores, question_set)
-    measures = _plot_measures(frame, offline=offline)
-    if frame.height == 0 or not measures:
-        return None
-    groups = sorted({(r["page_size"], r["depth"]) for r in frame.iter_rows(named=True)})
-    providers = sorted(set(frame["provider"].to_list()))
-    fig, axes = plt.subplots(
-        len(measures), 1, figsize=(max(7, 0.9 * len(groups) * len(providers)), 2.8 * len(measures))
-    )
-    axes = [axes] if len(measures) == 1 else list(axes)
-    width = 0.8 / max(1, len(providers))
-    for ax, measure in zip(axes, measures, strict=True):
-        low, high = (
-            (f"{measure}_low", f"{measure}_high")
-            if measure in ("cr", "cp")
-            else (f"{measure} low", f"{measure} high")
-        )
-        top = 0.0
-        for i, provider in enumerate(providers):
-            values, errors_low, errors_high = [], [], []
-            for page, depth in groups:
-                match = frame.filter(
-                    (pl.col("provider") == provider)
-                    & (pl.col("page_size") == page)
-                    & (pl.col("depth") == depth)
-                )
-                row = match.row(0, named=True) if match.height else {}
-                value = row.get(measure)
-                value = 0.0 if value is None or value != value else value
-                values.append(value)
-                errors_low.append(max(0.0, value - (row.get(low) or value)))
-                errors_high.append(max(0.0, (row.get(high) or value) - value))
-                top = max(top, (row.get(high) or value) if row else 0.0)
-            xs = [g + (i - (len(providers) - 1) / 2) * width for g in range(len(groups))]
-            ax.bar(xs, values, width, yerr=[errors_low, errors_high], capsize=2, label=provider)
-        ax.set_xticks(range(len(groups)), [f"p={p}\nd={d}" for p, d in groups], fontsize=8)
-        ax.set_ylim(0, max(0.02, top * 1.15))
-        ax.set_ylabel(measure.upper() if measure in ("cr", "cp") else measure)
-        ax.grid(axis="y", alpha=0.3)
-    axes[0].legend(fontsize=8, ncol=len(providers))
-    axes[0].set_title(f"Every page size p and depth d ({question_set} questions){title_suffix}", fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def plot_convergence(
-    scores: pl.DataFrame, path: Path, *, offline: bool, title_suffix: str = "", question_set: str = "all"
-) -> Path | None:
-    """Measure vs recursion depth, one line per provider and page size, one panel per measure (own y-axis)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    frame = _set_frame(scores, question_set)
-    measures = _plot_measures(frame, offline=offline)
-    if frame.height == 0 or not measures:
-        return None
-    fig, axes = plt.subplots(1, len(measures), figsize=(4.2 * len(measures), 3.8), sharex=True)
-    axes = [axes] if len(measures) == 1 else list(axes)
-    for ax, measure in zip(axes, measures, strict=True):
-        top = 0.0
-        for (provider, page), group in frame.group_by(["provider", "page_size"], maintain_order=True):
-            values = [v if v is not None else float("nan") for v in group[measure].to_list()]
-            ax.plot(group["depth"].to_list(), values, marker="o", label=f"{provider} p={page}")
-            top = max([top, *(v for v in values if v == v)])
-        ax.set_xlabel("recursion depth")
-        ax.set_ylabel(measure.upper() if measure in ("cr", "cp") else measure)
-        ax.set_ylim(0, max(0.02, top * 1.15))
-        ax.set_xticks(sorted(set(frame["depth"].to_list())))
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(
-        f"Top-p list (RRF across levels) vs depth, {question_set} questions{title_suffix}", fontsize=10
-    )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def image_markdown(path: Path, alt: str) -> str:
-    """An inline base64 PNG, so the Dagster UI shows the plot in the asset's metadata."""
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return f"![{alt}](data:image/png;base64,{data})"
-
-
 def primary_set(scores: pl.DataFrame) -> str:
     """The question set the plots and the level table show: the BEIR set when the run has one (the headline's),
     else the first set there is; never the pool of every set."""
     present = [s for s in ("beir", "user", "synthetic") if s in set(scores["question_set"].to_list())]
     return present[0] if present else "all"
+
+
+def _run_header(
+    run: dict[str, Any], comparisons: pl.DataFrame | None, judge_name: str, judge_offline: bool
+) -> list[str]:
+    """Title, the quotable headline paragraph, the judge banner and what this run is."""
+    return [
+        f"# Lumina benchmark — run `{run.get('run_id', '?')}`",
+        "",
+        sections.headline_paragraph(comparisons, run, offline=judge_offline),
+        "",
+        f"Generated {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}.",
+        "",
+        judge_banner(judge_name, judge_offline),
+        "",
+        "**This run** (every row below comes from it): "
+        f"providers {', '.join(run.get('providers', [])) or 'none'}; depths {run.get('depths', '?')}; "
+        f"page sizes {run.get('page_sizes', '?')}; judge {'none (offline)' if judge_offline else f'`{judge_name}`'}; "
+        f"questions `{run.get('questions', '?')}`; benchmark code version {run.get('code_version', '?')}. "
+        "Earlier runs keep their own reports under `reports/runs/<run id>/`.",
+        "",
+    ]
+
+
+def _providers_section(
+    excluded: dict[str, str] | None,
+    provider_stats: dict[str, dict[str, int]] | None,
+    skipped: dict[str, str],
+) -> list[str]:
+    """Stored results left out of this run, each provider's request counters, and the providers skipped."""
+    parts: list[str] = []
+    if excluded:
+        parts += ["**Not in this run** (stored results of other runs, left out):", ""]
+        parts += [f"- `{name}`: {reason}" for name, reason in sorted(excluded.items())] + [""]
+    for name, stats in sorted((provider_stats or {}).items()):
+        parts += [f"**{name} requests:** " + ", ".join(f"{k} = {v}" for k, v in stats.items()), ""]
+    if skipped:
+        parts += ["**Providers skipped:**", ""] + [
+            f"- `{name}`: {reason}" for name, reason in sorted(skipped.items())
+        ]
+        parts.append("")
+    return parts
+
+
+def _method_notes(refinement: str, prf: bool, run: dict[str, Any]) -> list[str]:
+    """How recursion ran, what each measure means, and the context form judged."""
+    recursion = (
+        "**Recursion offline is pseudo-relevance feedback** (`offline:pseudo-relevance-feedback`: key terms of the "
+        "top results appended to the question), not the paper's recursive refinement, which needs an LLM to "
+        "rewrite the query; depths above 0 below measure that stand-in."
+        if prf
+        else f"**Recursion** (`{refinement}`): the Recursion Prompt asks the LLM for a refined query."
+    )
+    return [
+        "",
+        recursion
+        + " Depth d's result is the top p of every level's results fused by reciprocal rank (k = 60), "
+        "one context per paper within and across levels, so every depth is a list of at most p papers; "
+        "`R@pool` is the recall of all levels' merged contexts.",
+        "",
+        "**n** = questions scored; a provider call that failed is a failure (`failed`, rate per provider and depth), "
+        "left out of the scores, never scored as an empty result. Intervals are 95% percentile bootstrap CIs over "
+        "questions. **P@p (qrels, distinct papers)** = distinct relevant papers among the contexts / p (p, not the contexts returned); "
+        "**nDCG@p**, **AP@p** = rank-graded over the p contexts (one relevant paper at rank 1 scores 1.0); "
+        "**R@p** = recall of the relevant papers in the p contexts; **passage@p** = the synthetic question's "
+        "source passage is among them; **CP (human)** = mean over contexts of (rationale sentences / sentences), "
+        "the paper's CP with the collection's human rationale labels as the verdicts (critical = a sentence a "
+        "SciFact annotator marked as evidence for the claim); **tokens** = word tokens (`\\w+` runs).",
+        "",
+        f"**Context form judged:** {context_forms.describe(run.get('context_form', context_forms.EQUAL))}. "
+        "Tokens per context (as judged and as returned) "
+        "stand beside every CR / CP figure; CP (human, as returned) is the whitepaper's form.",
+        "",
+    ]
+
+
+def _score_sections(
+    scores: pl.DataFrame,
+    run: dict[str, Any],
+    comparisons: pl.DataFrame | None,
+    *,
+    judge_offline: bool,
+    focus: str,
+    bars: Path | None,
+) -> list[str]:
+    """The scores per question set with their paired tests, the plot, and the judge's agreement per provider."""
+    parts = ["## Scores per question set", ""]
+    for name in [s for s in ("beir", "user", "synthetic") if s in set(scores["question_set"].to_list())]:
+        parts += [f"### {name}", "", headline_table(scores, name, offline=judge_offline), ""]
+        parts += sections.length_table(scores, name, run.get("token_budget"))
+        if comparisons is not None:
+            parts += ["Paired tests over questions:", "", *sections.comparison_tables(comparisons, name)]
+    if bars:
+        parts += [f"![every page size and depth, {focus} questions]({bars.name})", ""]
+    if not judge_offline:
+        parts += ["## Judge agreement on this run's contexts", "", judge_agreement_table(scores), ""]
+        parts += sections.pooled_section(run)
+    return parts
 
 
 def write_report(
@@ -380,48 +366,12 @@ def write_report(
     suffix = (" — OFFLINE, qrels only" if judge_offline else "") + (
         "; depth > 0 = pseudo-relevance feedback" if prf else ""
     )
-    bars = plot_scores(
-        scores,
-        out_dir / "benchmark_scores.png",
-        offline=judge_offline,
-        title_suffix=suffix,
-        question_set=focus,
-    )
-    convergence = plot_convergence(
-        scores,
-        out_dir / "benchmark_convergence.png",
-        offline=judge_offline,
-        title_suffix=suffix,
-        question_set=focus,
-    )
+    plot_options = {"offline": judge_offline, "title_suffix": suffix, "question_set": focus}
+    bars = plot_scores(scores, out_dir / "benchmark_scores.png", **plot_options)
+    convergence = plot_convergence(scores, out_dir / "benchmark_convergence.png", **plot_options)
     run = run or {}
-    sets = [s for s in ("beir", "user", "synthetic") if s in set(scores["question_set"].to_list())]
-    parts = [
-        f"# Lumina benchmark — run `{run.get('run_id', '?')}`",
-        "",
-        sections.headline_paragraph(comparisons, run, offline=judge_offline),
-        "",
-        f"Generated {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}.",
-        "",
-        judge_banner(judge_name, judge_offline),
-        "",
-        "**This run** (every row below comes from it): "
-        f"providers {', '.join(run.get('providers', [])) or 'none'}; depths {run.get('depths', '?')}; "
-        f"page sizes {run.get('page_sizes', '?')}; judge {'none (offline)' if judge_offline else f'`{judge_name}`'}; "
-        f"questions `{run.get('questions', '?')}`; benchmark code version {run.get('code_version', '?')}. "
-        "Earlier runs keep their own reports under `reports/runs/<run id>/`.",
-        "",
-    ]
-    if excluded:
-        parts += ["**Not in this run** (stored results of other runs, left out):", ""]
-        parts += [f"- `{name}`: {reason}" for name, reason in sorted(excluded.items())] + [""]
-    for name, stats in sorted((provider_stats or {}).items()):
-        parts += [f"**{name} requests:** " + ", ".join(f"{k} = {v}" for k, v in stats.items()), ""]
-    if skipped:
-        parts += ["**Providers skipped:**", ""] + [
-            f"- `{name}`: {reason}" for name, reason in sorted(skipped.items())
-        ]
-        parts.append("")
+    parts = _run_header(run, comparisons, judge_name, judge_offline)
+    parts += _providers_section(excluded, provider_stats, skipped)
     parts += sections.cost_line(cost)
     parts += plan_vs_actual(plan, actual)
     parts += [
@@ -430,49 +380,12 @@ def write_report(
     ]
     for name, source in (question_sources or {}).items():
         parts += [f"- **{name}**: {source}"]
-    recursion = (
-        "**Recursion offline is pseudo-relevance feedback** (`offline:pseudo-relevance-feedback`: key terms of the "
-        "top results appended to the question), not the paper's recursive refinement, which needs an LLM to "
-        "rewrite the query; depths above 0 below measure that stand-in."
-        if prf
-        else f"**Recursion** (`{refinement}`): the Recursion Prompt asks the LLM for a refined query."
-    )
-    parts += [
-        "",
-        recursion
-        + " Depth d's result is the top p of every level's results fused by reciprocal rank (k = 60), "
-        "one context per paper within and across levels, so every depth is a list of at most p papers; "
-        "`R@pool` is the recall of all levels' merged contexts.",
-        "",
-        "**n** = questions scored; a provider call that failed is a failure (`failed`, rate per provider and depth), "
-        "left out of the scores, never scored as an empty result. Intervals are 95% percentile bootstrap CIs over "
-        "questions. **P@p (qrels, distinct papers)** = distinct relevant papers among the contexts / p (p, not the contexts returned); "
-        "**nDCG@p**, **AP@p** = rank-graded over the p contexts (one relevant paper at rank 1 scores 1.0); "
-        "**R@p** = recall of the relevant papers in the p contexts; **passage@p** = the synthetic question's "
-        "source passage is among them; **CP (human)** = mean over contexts of (rationale sentences / sentences), "
-        "the paper's CP with the collection's human rationale labels as the verdicts (critical = a sentence a "
-        "SciFact annotator marked as evidence for the claim); **tokens** = word tokens (`\\w+` runs).",
-        "",
-        f"**Context form judged:** {context_forms.describe((run or {}).get('context_form', context_forms.EQUAL))}. "
-        "Tokens per context (as judged and as returned) "
-        "stand beside every CR / CP figure; CP (human, as returned) is the whitepaper's form.",
-        "",
-    ]
+    parts += _method_notes(refinement, prf, run)
     if not judge_offline:
         parts += [f"**CP definition.** {CP_DEFINITION}", "", agreement_line(agreement), ""]
     parts += sections.disclosure_section(run)
     parts += sections.matching_table(run)
-    parts += ["## Scores per question set", ""]
-    for name in sets:
-        parts += [f"### {name}", "", headline_table(scores, name, offline=judge_offline), ""]
-        parts += sections.length_table(scores, name, run.get("token_budget"))
-        if comparisons is not None:
-            parts += ["Paired tests over questions:", "", *sections.comparison_tables(comparisons, name)]
-    if bars:
-        parts += [f"![every page size and depth, {focus} questions]({bars.name})", ""]
-    if not judge_offline:
-        parts += ["## Judge agreement on this run's contexts", "", judge_agreement_table(scores), ""]
-        parts += sections.pooled_section(run or {})
+    parts += _score_sections(scores, run, comparisons, judge_offline=judge_offline, focus=focus, bars=bars)
     level_title = "pseudo-relevance feedback level" if prf else "recursion level"
     parts += [
         f"## Every {level_title} ({focus} questions)",
