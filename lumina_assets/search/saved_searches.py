@@ -1,55 +1,68 @@
-"""Saved searches (the queries a researcher wants alerts for) and the hits the `alert_hits` asset recorded for them.
-
-One SQLite database, `<data dir>/alerts/alerts.sqlite3` (the standard library's sqlite3, WAL journal):
-- `searches`: what the user saved (`lumina alerts`, the API, the page) and when they last looked;
-- `search_state`: per search, the papers already seen in its top k (written only by the `alert_hits` asset);
-- `hits`: the papers that newly entered a search's top k, each with the ingest batch that brought it in, indexed
-  by (search, time) so a page load counts new hits without reading the others.
-
-A search is keyed by an `id` made when it is saved, so a search removed and saved again under the same name starts
-afresh instead of inheriting the old one's hits. Writes are transactions; the alert runs also take a file lock so
-two overlapping runs evaluate one after the other. The JSON files of earlier versions (`saved_searches.json`,
-`hits.json`) are migrated on first use, what is usable of them, and renamed (`.migrated`; a damaged one
-`.unreadable`) so nothing is lost."""
+"""Saved searches (the queries a researcher wants alerts for) and the hits the `alert_hits` asset recorded for them,
+over the alerts store (`search.alerts_store`: the SQLite database, its migration from earlier versions' JSON files,
+the rows). A search is keyed by an `id` made when it is saved, so a search removed and saved again under the same
+name starts afresh instead of inheriting the old one's hits."""
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
-import logging
 import re
-import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 
-from lumina_assets.core import settings
-from lumina_assets.search.request import BadRequest, SearchRequest
-
-log = logging.getLogger(__name__)
-
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-FILTER_FIELDS = ("year_min", "year_max", "author", "venue", "tag", "collection")
-MAX_SEARCHES = 200
-MAX_HITS_PER_SEARCH = 500  # the oldest hits leave first; the feed shows the newest
-DATABASE = "alerts.sqlite3"
-VERSION = 1  # PRAGMA user_version of the store's shape
-BUSY_TIMEOUT_S = 10.0
-MAX_OLD_FILE_BYTES = 256 * 1024 * 1024  # hits.json at the caps is about 75 MB
-TABLES = (
-    "CREATE TABLE IF NOT EXISTS searches (position INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
-    "name TEXT NOT NULL UNIQUE, query TEXT NOT NULL, filters TEXT NOT NULL, k INTEGER NOT NULL, "
-    "created_at TEXT NOT NULL, seen_at TEXT)",
-    "CREATE TABLE IF NOT EXISTS search_state (search_id TEXT PRIMARY KEY, name TEXT, evaluated_at TEXT, "
-    "known TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS hits (search_id TEXT NOT NULL, paper_id TEXT NOT NULL, found_at TEXT NOT NULL, "
-    "rank INTEGER NOT NULL DEFAULT 0, hit TEXT NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS hits_by_search ON hits (search_id, found_at)",
-    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
+from lumina_assets.search.alerts_store import (
+    FILTER_FIELDS,
+    MAX_HITS_PER_SEARCH,
+    MAX_SEARCHES,
+    NAME,
+    SEARCH_COLUMNS,
+    SavedSearch,
+    StoreUnreadable,
+    alerts_dir,
+    connect,
+    database_path,
+    insert_hits,
+    insert_search,
+    locked,
+    new_hits_count,
+    now,
+    put_state,
+    search_from_row,
+    states,
+    stored_in,
+    trim,
 )
+from lumina_assets.search.request import BadRequest
+
+# the store's names its callers use through this module
+__all__ = [
+    "MAX_HITS_PER_SEARCH",
+    "MAX_SEARCHES",
+    "NAME",
+    "DuplicateName",
+    "SavedSearch",
+    "StoreUnreadable",
+    "UnknownSearch",
+    "add",
+    "alerts_dir",
+    "database_path",
+    "get",
+    "hits_for",
+    "load",
+    "mark_seen",
+    "name_from_query",
+    "new_count",
+    "now",
+    "read_hits_state",
+    "remove",
+    "stored_in",
+    "summaries",
+    "summary",
+    "updating_hits",
+    "validate",
+    "write_hits_state",
+]
 
 
 class DuplicateName(ValueError):
@@ -58,308 +71,6 @@ class DuplicateName(ValueError):
 
 class UnknownSearch(KeyError):
     """No saved search of that name."""
-
-
-class StoreUnreadable(RuntimeError):
-    """The alerts database cannot be read; the message names it and what to do."""
-
-
-@dataclass
-class SavedSearch:
-    name: str
-    query: str
-    filters: dict = field(default_factory=dict)
-    k: int = 10
-    id: str = ""
-    created_at: str = ""
-    seen_at: str | None = None  # when the user last looked at its hits (POST .../seen); None: never
-
-    def request(self) -> SearchRequest:
-        """The search it runs (validated as the API validates a search)."""
-        return SearchRequest.from_mapping(
-            {"query": self.query, "k": self.k, "overview": False, **self.filters}
-        )
-
-    def feed_path(self) -> str:
-        return f"/feeds/{self.name}.xml"
-
-
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-_FOLDER: list[Path] = []  # set by `stored_in` (benches and tools); empty: under the data folder
-
-
-def alerts_dir() -> Path:
-    return _FOLDER[-1] if _FOLDER else settings.data_dir() / "alerts"
-
-
-@contextlib.contextmanager
-def stored_in(folder: Path) -> Iterator[None]:
-    """Use the alerts store in `folder` for the block (a bench's scratch store, never the user's)."""
-    _FOLDER.append(Path(folder))
-    try:
-        yield
-    finally:
-        _FOLDER.pop()
-
-
-def database_path() -> Path:
-    return alerts_dir() / DATABASE
-
-
-@contextlib.contextmanager
-def _locked(name: str) -> Iterator[None]:
-    """An exclusive lock across threads and processes (alert runs take it so two runs evaluate one by one)."""
-    folder = alerts_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f".{name}.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _unreadable(path: Path, error: BaseException) -> StoreUnreadable:
-    return StoreUnreadable(
-        f"the alerts store {path} cannot be read ({error}): move it away (saved searches and hits start "
-        "afresh) or restore it from a backup"
-    )
-
-
-@contextlib.contextmanager
-def _db(*, write: bool = False) -> Iterator[sqlite3.Connection]:
-    """A connection to the store (made and migrated on first use); `write`: one IMMEDIATE transaction, committed
-    when the block ends. StoreUnreadable when the file is not a usable database (damaged, another shape, written
-    by a newer version) or stays locked past BUSY_TIMEOUT_S."""
-    path = database_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-    except (OSError, sqlite3.Error) as error:
-        raise _unreadable(path, error) from None
-    try:
-        _prepare(db)
-        if write:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-        else:
-            yield db
-    except sqlite3.IntegrityError:
-        raise
-    except sqlite3.DatabaseError as error:
-        if "locked" in str(error) or "busy" in str(error):
-            raise StoreUnreadable(f"the alerts store {path} is busy in another process; try again") from None
-        raise _unreadable(path, error) from None
-    finally:
-        db.close()
-
-
-def _prepare(db: sqlite3.Connection) -> None:
-    [(version,)] = db.execute("PRAGMA user_version")
-    if version == VERSION:
-        return
-    if version > VERSION:
-        raise sqlite3.DatabaseError(f"written by a newer Lumina (store version {version})")
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        [(version,)] = db.execute("PRAGMA user_version")  # another process may have made it meanwhile
-        if version != VERSION:
-            for statement in TABLES:
-                db.execute(statement)
-            _migrate_json(db)
-            db.execute(f"PRAGMA user_version = {VERSION}")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-
-
-# ---------------------------------------------------------------- the JSON files of earlier versions
-
-
-def _read_old(path: Path):
-    """A JSON file of an earlier version, or None; bytes that are not UTF-8 (Latin-1) are replaced. A file far past
-    what the caps let an earlier version write is set aside unread (reading it would hold up the first request)."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_OLD_FILE_BYTES:
-            log.warning("%s holds %d bytes, past the caps: renamed to %s.unreadable", path, size, path.name)
-            return _set_aside(path, "unreadable")
-        return json.loads(path.read_bytes().decode("utf-8", errors="replace"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, RecursionError) as error:
-        log.warning("%s is unreadable (%s): renamed to %s.unreadable", path, error, path.name)
-        return _set_aside(path, "unreadable")
-
-
-def _set_aside(path: Path, suffix: str) -> None:
-    with contextlib.suppress(OSError):
-        path.replace(path.with_name(f"{path.name}.{suffix}"))
-    return None
-
-
-def _old_search(entry) -> SavedSearch | None:
-    """A saved search of the JSON file, its known fields only (a newer version may have written more)."""
-    if not isinstance(entry, dict):
-        return None
-    name, query, k = entry.get("name"), entry.get("query"), entry.get("k", 10)
-    filters = entry.get("filters") or {}
-    if not (isinstance(name, str) and NAME.match(name) and isinstance(query, str) and query.strip()):
-        return None
-    if isinstance(k, bool) or not isinstance(k, int) or not isinstance(filters, dict):
-        return None
-    created = entry.get("created_at") if isinstance(entry.get("created_at"), str) else now()
-    seen = entry.get("seen_at") if isinstance(entry.get("seen_at"), str) else None
-    search_id = entry.get("id") if isinstance(entry.get("id"), str) and entry.get("id") else None
-    return SavedSearch(
-        name=name,
-        query=query,
-        filters={key: value for key, value in filters.items() if key in FILTER_FIELDS},
-        k=k,
-        id=search_id or hashlib.sha256(f"{name}|{created}".encode()).hexdigest()[:16],
-        created_at=created,
-        seen_at=seen,
-    )
-
-
-def _migrate_json(db: sqlite3.Connection) -> None:
-    """Move what is usable of saved_searches.json and hits.json into the database; entries that are not usable
-    are logged and the files renamed, so nothing is lost."""
-    folder = alerts_dir()
-    searches_file, hits_file = folder / "saved_searches.json", folder / "hits.json"
-    raw = _read_old(searches_file)
-    if raw is not None:
-        entries = raw.get("searches") if isinstance(raw, dict) else None
-        if not isinstance(entries, list):
-            log.warning("%s holds no list of searches: renamed to .unreadable", searches_file)
-            _set_aside(searches_file, "unreadable")
-            entries = []
-        kept = 0
-        for entry in entries[:MAX_SEARCHES]:
-            search = _old_search(entry)
-            if search is None:
-                log.warning("%s: an unusable saved search left out: %.200r", searches_file, entry)
-                continue
-            with contextlib.suppress(sqlite3.IntegrityError):  # a repeated name or id: the first is kept
-                _insert(db, search)
-                kept += 1
-        if searches_file.exists():
-            _set_aside(searches_file, "migrated")
-        log.info("%d saved search(es) moved from %s into %s", kept, searches_file.name, DATABASE)
-    state = _read_old(hits_file)
-    if state is None:
-        return
-    if not isinstance(state, dict):
-        log.warning("%s is not a hits file: renamed to .unreadable", hits_file)
-        _set_aside(hits_file, "unreadable")
-        return
-    known = {row[0] for row in db.execute("SELECT id FROM searches")}
-    entries = state.get("searches") if isinstance(state.get("searches"), dict) else {}
-    for search_id, entry in entries.items():
-        if search_id in known and isinstance(entry, dict) and isinstance(entry.get("known"), list):
-            _put_state(db, search_id, entry)
-    hits = state.get("hits") if isinstance(state.get("hits"), list) else []
-    usable = [
-        hit
-        for hit in hits
-        if isinstance(hit, dict)
-        and hit.get("search_id") in known
-        and isinstance(hit.get("paper_id"), str)
-        and isinstance(hit.get("found_at"), str)
-    ]
-    _insert_hits(db, usable)
-    _trim(db)
-    if len(usable) < len(hits):
-        log.warning(
-            "%s: %d hit(s) left out (unusable, or of a search that was not moved)",
-            hits_file,
-            len(hits) - len(usable),
-        )
-    _set_aside(hits_file, "migrated")
-
-
-# ---------------------------------------------------------------- rows
-
-
-def _insert(db: sqlite3.Connection, search: SavedSearch) -> None:
-    db.execute(
-        "INSERT INTO searches (id, name, query, filters, k, created_at, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (
-            search.id,
-            search.name,
-            search.query,
-            json.dumps(search.filters, ensure_ascii=False, sort_keys=True),
-            search.k,
-            search.created_at,
-            search.seen_at,
-        ),
-    )
-
-
-def _search(row) -> SavedSearch:
-    search_id, name, query, filters, k, created_at, seen_at = row
-    return SavedSearch(
-        name=name,
-        query=query,
-        filters=json.loads(filters),
-        k=k,
-        id=search_id,
-        created_at=created_at,
-        seen_at=seen_at,
-    )
-
-
-SEARCH_COLUMNS = "id, name, query, filters, k, created_at, seen_at"
-
-
-def _put_state(db: sqlite3.Connection, search_id: str, entry: dict) -> None:
-    db.execute(
-        "INSERT OR REPLACE INTO search_state (search_id, name, evaluated_at, known) VALUES (?, ?, ?, ?)",
-        (
-            search_id,
-            entry.get("name"),
-            entry.get("evaluated_at"),
-            json.dumps([str(p) for p in entry.get("known") or []]),
-        ),
-    )
-
-
-def _insert_hits(db: sqlite3.Connection, hits: list[dict]) -> None:
-    db.executemany(
-        "INSERT INTO hits (search_id, paper_id, found_at, rank, hit) VALUES (?, ?, ?, ?, ?)",
-        [
-            (
-                hit["search_id"],
-                hit["paper_id"],
-                hit["found_at"],
-                hit.get("rank") if isinstance(hit.get("rank"), int) else 0,
-                json.dumps(hit, ensure_ascii=False, sort_keys=True),
-            )
-            for hit in hits
-        ],
-    )
-
-
-def _trim(db: sqlite3.Connection, search_ids=None) -> None:
-    """Each search keeps its MAX_HITS_PER_SEARCH newest hits; hits of searches no longer saved go."""
-    db.execute("DELETE FROM hits WHERE search_id NOT IN (SELECT id FROM searches)")
-    ids = search_ids if search_ids is not None else [row[0] for row in db.execute("SELECT id FROM searches")]
-    for search_id in ids:
-        db.execute(
-            "DELETE FROM hits WHERE search_id = ? AND rowid NOT IN (SELECT rowid FROM hits WHERE search_id = ? "
-            "ORDER BY found_at DESC, rank ASC LIMIT ?)",
-            (search_id, search_id, MAX_HITS_PER_SEARCH),
-        )
 
 
 # ---------------------------------------------------------------- saved searches
@@ -400,22 +111,22 @@ def name_from_query(query: str) -> str:
 
 
 def load() -> list[SavedSearch]:
-    with _db() as db:
+    with connect() as db:
         rows = db.execute(f"SELECT {SEARCH_COLUMNS} FROM searches ORDER BY position LIMIT ?", (MAX_SEARCHES,))
-        return [_search(row) for row in rows]
+        return [search_from_row(row) for row in rows]
 
 
 def get(name: str) -> SavedSearch:
-    with _db() as db:
+    with connect() as db:
         row = db.execute(f"SELECT {SEARCH_COLUMNS} FROM searches WHERE name = ?", (name,)).fetchone()
     if row is None:
         raise UnknownSearch(name)
-    return _search(row)
+    return search_from_row(row)
 
 
 def add(search: SavedSearch) -> SavedSearch:
     """Save a validated search; DuplicateName when the name is taken."""
-    with _db(write=True) as db:
+    with connect(write=True) as db:
         if db.execute("SELECT 1 FROM searches WHERE name = ?", (search.name,)).fetchone():
             raise DuplicateName(search.name)
         [(count,)] = db.execute("SELECT COUNT(*) FROM searches")
@@ -424,13 +135,13 @@ def add(search: SavedSearch) -> SavedSearch:
         search.created_at = now()
         search.id = hashlib.sha256(f"{search.name}|{search.created_at}".encode()).hexdigest()[:16]
         search.seen_at = search.created_at
-        _insert(db, search)
+        insert_search(db, search)
     return search
 
 
 def remove(name: str) -> None:
     """Forget a saved search with its state and hits."""
-    with _db(write=True) as db:
+    with connect(write=True) as db:
         row = db.execute("SELECT id FROM searches WHERE name = ?", (name,)).fetchone()
         if row is None:
             raise UnknownSearch(name)
@@ -440,7 +151,7 @@ def remove(name: str) -> None:
 
 def mark_seen(name: str) -> None:
     """The user has looked at the search's hits: its "new" count starts again from zero."""
-    with _db(write=True) as db:
+    with connect(write=True) as db:
         if db.execute("UPDATE searches SET seen_at = ? WHERE name = ?", (now(), name)).rowcount == 0:
             raise UnknownSearch(name)
 
@@ -451,20 +162,11 @@ def mark_seen(name: str) -> None:
 def read_hits_state() -> dict:
     """Everything, as one dict: {"searches": {search id: {"known": [paper ids], "evaluated_at": ...}},
     "hits": [hit, ...]} (for tests and tools; the page and the CLI ask the database for what they show)."""
-    with _db() as db:
+    with connect() as db:
         return {
-            "searches": _states(db),
+            "searches": states(db),
             "hits": [json.loads(row[0]) for row in db.execute("SELECT hit FROM hits")],
         }
-
-
-def _states(db: sqlite3.Connection) -> dict:
-    return {
-        search_id: {"known": json.loads(known), "name": name, "evaluated_at": evaluated_at}
-        for search_id, name, evaluated_at, known in db.execute(
-            "SELECT search_id, name, evaluated_at, known FROM search_state"
-        )
-    }
 
 
 @contextlib.contextmanager
@@ -473,29 +175,29 @@ def updating_hits() -> Iterator[dict]:
     appended to it are stored when the block ends, each search's state replaced, in one short transaction. Alert
     runs take a file lock, so two that overlap (two index runs in quick succession) evaluate one after the
     other, never from the same state; saving or removing a search meanwhile is not held up."""
-    with _locked("hits"):
-        with _db() as db:
-            state = {"searches": _states(db), "hits": []}
+    with locked("hits"):
+        with connect() as db:
+            state = {"searches": states(db), "hits": []}
         yield state
-        with _db(write=True) as db:
+        with connect(write=True) as db:
             live = {row[0] for row in db.execute("SELECT id FROM searches")}
             db.execute("DELETE FROM search_state")
             for search_id, entry in state["searches"].items():
                 if search_id in live:
-                    _put_state(db, search_id, entry)
-            _insert_hits(db, [hit for hit in state["hits"] if hit["search_id"] in live])
-            _trim(db, {hit["search_id"] for hit in state["hits"]} & live)
+                    put_state(db, search_id, entry)
+            insert_hits(db, [hit for hit in state["hits"] if hit["search_id"] in live])
+            trim(db, {hit["search_id"] for hit in state["hits"]} & live)
 
 
 def write_hits_state(state: dict) -> None:
     """Replace every search's state and all hits with `state` (as read_hits_state gives it)."""
-    with _locked("hits"), _db(write=True) as db:
+    with locked("hits"), connect(write=True) as db:
         db.execute("DELETE FROM search_state")
         db.execute("DELETE FROM hits")
         for search_id, entry in state["searches"].items():
-            _put_state(db, search_id, entry)
-        _insert_hits(db, state["hits"])
-        _trim(db)
+            put_state(db, search_id, entry)
+        insert_hits(db, state["hits"])
+        trim(db)
 
 
 def hits_for(search: SavedSearch, state: dict | None = None) -> list[dict]:
@@ -503,7 +205,7 @@ def hits_for(search: SavedSearch, state: dict | None = None) -> list[dict]:
     if state is not None:
         found = [h for h in state["hits"] if h["search_id"] == search.id]
         return sorted(found, key=lambda h: (h["found_at"], -h.get("rank", 0)), reverse=True)
-    with _db() as db:
+    with connect() as db:
         rows = db.execute(
             "SELECT hit FROM hits WHERE search_id = ? ORDER BY found_at DESC, rank ASC LIMIT ?",
             (search.id, MAX_HITS_PER_SEARCH),
@@ -511,20 +213,12 @@ def hits_for(search: SavedSearch, state: dict | None = None) -> list[dict]:
         return [json.loads(row[0]) for row in rows]
 
 
-def _new_count(db: sqlite3.Connection, search: SavedSearch) -> int:
-    [(count,)] = db.execute(
-        "SELECT COUNT(*) FROM (SELECT 1 FROM hits WHERE search_id = ? AND found_at > ? LIMIT ?)",
-        (search.id, search.seen_at or "", MAX_HITS_PER_SEARCH),
-    )
-    return count
-
-
 def new_count(search: SavedSearch, state: dict | None = None) -> int:
     """Hits found since the user last looked (counted on the (search, time) index)."""
     if state is not None:
         return sum(1 for h in hits_for(search, state) if not search.seen_at or h["found_at"] > search.seen_at)
-    with _db() as db:
-        return _new_count(db, search)
+    with connect() as db:
+        return new_hits_count(db, search)
 
 
 def summary(search: SavedSearch, state: dict | None = None, *, count: int | None = None) -> dict:
@@ -541,7 +235,7 @@ def summary(search: SavedSearch, state: dict | None = None, *, count: int | None
 
 def summaries() -> list[dict]:
     """Every saved search's summary, read in one connection: one indexed count per search."""
-    with _db() as db:
+    with connect() as db:
         rows = db.execute(f"SELECT {SEARCH_COLUMNS} FROM searches ORDER BY position LIMIT ?", (MAX_SEARCHES,))
-        searches = [_search(row) for row in rows]
-        return [summary(search, count=_new_count(db, search)) for search in searches]
+        searches = [search_from_row(row) for row in rows]
+        return [summary(search, count=new_hits_count(db, search)) for search in searches]

@@ -13,7 +13,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from lumina_assets.cli.main import main
-from lumina_assets.search import saved_searches
+from lumina_assets.search import alerts_store, saved_searches
 from lumina_assets.search.alerts import atom_feed
 from lumina_assets.search.api import create_app
 
@@ -286,7 +286,7 @@ def test_terminal_safe_keeps_colours_only_when_asked():
 
 
 def test_a_json_file_far_past_the_caps_is_set_aside_unread(data_dir, monkeypatch):
-    monkeypatch.setattr(saved_searches, "MAX_OLD_FILE_BYTES", 1024)
+    monkeypatch.setattr(alerts_store, "MAX_OLD_FILE_BYTES", 1024)
     folder = saved_searches.alerts_dir()
     folder.mkdir(parents=True)
     (folder / "saved_searches.json").write_text(json.dumps({"searches": [{"name": "ok", "query": "q"}]}))
