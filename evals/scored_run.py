@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from evals import contexts, human_labels, scoring
+from evals import contexts, human_labels, judge_vs_labels, scoring
 from evals.comparison import Primary, paired_comparisons
 from evals.matching import PaperMatcher, match_counts, qrels_exclusions
 
@@ -83,10 +83,12 @@ def score_run(
     scores = scoring.score(
         per_question,
         resamples=bootstrap_resamples,
-        proxy=scoring.proxy_agreement(
+        proxy=judge_vs_labels.proxy_agreement(
             recursive, verdicts, questions, exclude=proxy_exclude, matcher=matcher, form=form
         ),
-        sentence_agreement=scoring.judge_vs_human(recursive, verdicts, questions, rationales, form=form),
+        sentence_agreement=judge_vs_labels.judge_vs_human(
+            recursive, verdicts, questions, rationales, form=form
+        ),
     )
     measures = {**(JUDGED_MEASURES if judged else {}), **OFFLINE_MEASURES}
     comparisons = paired_comparisons(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
@@ -31,7 +32,7 @@ from evals import contexts as context_forms
 from evals import human_labels
 from evals.judge import JudgeInput
 from evals.matching import PaperMatcher, context_key
-from evals.metrics import ContextVerdict, agreement, bootstrap_ci, per_query_ranking, question_cp, question_cr
+from evals.metrics import ContextVerdict, bootstrap_ci, per_query_ranking, question_cp, question_cr
 from evals.providers import contexts_from_rows
 from lumina_assets.core.schemas import Context
 
@@ -113,7 +114,7 @@ def token_budget(recursive: pl.DataFrame, form: str = context_forms.EQUAL) -> in
     return max(1, int(min(medians))) if medians else None
 
 
-def _paper(context: Context, matcher: PaperMatcher) -> str:
+def matched_paper(context: Context, matcher: PaperMatcher) -> str:
     """The collection paper a context is; its own id (or an `unmatched:` key) when it is none of them."""
     found = matcher.match(context).paper_id
     return found or context.paper_id or f"unmatched:{context_key(context)}"
@@ -125,7 +126,7 @@ def _pool_papers(row: dict[str, Any], matcher: PaperMatcher) -> list[str]:
     if refs is None:  # stored before pools kept their titles and DOIs
         refs = [{"paper_id": pid} for pid in row.get("pool_paper_ids") or []]
     return [
-        _paper(
+        matched_paper(
             Context(
                 title=r.get("title") or "",
                 chunks=[],
@@ -137,6 +138,95 @@ def _pool_papers(row: dict[str, Any], matcher: PaperMatcher) -> list[str]:
         )
         for r in refs
     ]
+
+
+def _verdicts(judgments: pl.DataFrame | None) -> dict[str, ContextVerdict]:
+    """The judge's verdicts by pair key; a failed CP verdict keeps only its CR."""
+    return {
+        row["key"]: ContextVerdict(
+            row["relevant"],
+            row["critical"] if row["precision_failure"] is None else None,
+            row["sentences"] if row["precision_failure"] is None else None,
+        )
+        for row in (judgments.iter_rows(named=True) if judgments is not None else [])
+    }
+
+
+def _judged_measures(
+    question_id: str, text: str, contexts: list[Context], verdicts: Mapping[str, ContextVerdict]
+) -> dict[str, Any]:
+    """CR and CP of one question's contexts (judged form), with the failed and unjudged counts."""
+    judged = [verdicts.get(JudgeInput(question_id, text, c).key) if verdicts else None for c in contexts]
+    missing = sum(1 for v in judged if v is None)
+    failed_cr = sum(1 for v in judged if v is not None and v.relevant is None)
+    failed_cp = sum(1 for v in judged if v is not None and v.critical is None)
+    judged = [v if v is not None else ContextVerdict(None, None, None) for v in judged]
+    return {
+        "cr": question_cr(judged),
+        "cp": question_cp(judged),
+        "cr_failures": failed_cr,
+        "cp_failures": failed_cp,
+        "unjudged": missing,
+    }
+
+
+def _length_measures(contexts: list[Context], returned: list[Context]) -> dict[str, Any]:
+    sentences, words = human_labels.length(contexts)
+    _, words_returned = human_labels.length(returned)
+    return {
+        "contexts": len(contexts),
+        "sentences_per_context": sentences,
+        "tokens_per_context": words,
+        "tokens_returned": words_returned,
+    }
+
+
+def _human_measures(
+    labels: list[str], contexts: list[Context], returned: list[Context], budget: int | None
+) -> dict[str, Any]:
+    """Human CP on the judged form, as returned, and length-matched (when there is a budget)."""
+    measures = {
+        "cp_human": human_labels.human_cp(contexts, labels),
+        "cp_human_returned": human_labels.human_cp(returned, labels),
+    }
+    if budget:
+        measures["cp_human_lm"] = human_labels.human_cp(
+            [context_forms.cut(c, budget) for c in returned], labels
+        )
+    return measures
+
+
+@dataclass
+class _RankedRuns:
+    """The matched papers of every (provider, p, depth) and question with qrels, for one ranking pass each."""
+
+    matcher: PaperMatcher
+    deep: Mapping[tuple[str, str], list[Context]]
+    runs: dict[tuple, dict[str, list[str]]] = field(default_factory=dict)
+    pools: dict[tuple, dict[str, list[str]]] = field(default_factory=dict)
+    qrels: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add(
+        self, row: dict[str, Any], question: dict[str, Any], relevant: set[str], contexts, returned
+    ) -> dict[str, Any]:
+        """Records the question's papers; returns its P@p, R@100 (depth 0, from the deep search) and passage@p."""
+        docs = [matched_paper(c, self.matcher) for c in contexts]
+        measures: dict[str, Any] = {"cr_qrels": len(set(docs) & relevant) / row["page_size"]}
+        key = (row["provider"], row["page_size"], row["depth"])
+        self.runs.setdefault(key, {})[row["question_id"]] = docs
+        self.pools.setdefault(key, {})[row["question_id"]] = _pool_papers(row, self.matcher)
+        self.qrels[row["question_id"]] = {pid: 1 for pid in relevant}
+        ranked_deep = self.deep.get((row["provider"], row["question_id"]))
+        if ranked_deep is not None and row["depth"] == 0:
+            found = {matched_paper(c, self.matcher) for c in ranked_deep[:100]}
+            measures["recall_100"] = len(found & relevant) / len(relevant)
+        if question.get("source_passage_id"):
+            ids = {pid for c in returned for pid in c.passage_ids}
+            measures["passage_hit"] = float(question["source_passage_id"] in ids)
+        return measures
+
+    def rankings(self) -> dict[tuple, dict[str, float]]:
+        return _rankings(self.runs, self.pools, self.qrels)
 
 
 def question_scores(
@@ -153,22 +243,12 @@ def question_scores(
 ) -> pl.DataFrame:
     """One row per (provider, page size, depth, question) with every measure above; `form` is the form the judge
     saw (`evals.contexts`), `budget` the length-matched row's."""
-    matcher = matcher or PaperMatcher()
     rationales = rationales or {}
     excluded = qrels_excluded or {}
-    verdicts = {
-        row["key"]: ContextVerdict(
-            row["relevant"],
-            row["critical"] if row["precision_failure"] is None else None,
-            row["sentences"] if row["precision_failure"] is None else None,
-        )
-        for row in (judgments.iter_rows(named=True) if judgments is not None else [])
-    }
+    verdicts = _verdicts(judgments)
     meta = {row["question_id"]: row for row in questions.iter_rows(named=True)}
     rows: list[dict[str, Any]] = []
-    runs: dict[tuple, dict[str, list[str]]] = {}
-    pools: dict[tuple, dict[str, list[str]]] = {}
-    qrels: dict[str, dict[str, int]] = {}
+    ranked_runs = _RankedRuns(matcher or PaperMatcher(), deep or {})
     for row in recursive.iter_rows(named=True):
         question = meta.get(row["question_id"])
         if question is None:
@@ -189,53 +269,20 @@ def question_scores(
             continue
         returned = contexts_from_rows(row["contexts"])
         contexts = [context_forms.judged_form(c, form) for c in returned]
-        judged = [
-            verdicts.get(JudgeInput(row["question_id"], question["text"], c).key) if verdicts else None
-            for c in contexts
-        ]
-        missing = sum(1 for v in judged if v is None)
-        failed_cr = sum(1 for v in judged if v is not None and v.relevant is None)
-        failed_cp = sum(1 for v in judged if v is not None and v.critical is None)
-        judged = [v if v is not None else ContextVerdict(None, None, None) for v in judged]
-        sentences, words = human_labels.length(contexts)
-        _, words_returned = human_labels.length(returned)
         record = {
             **base,
-            "cr": question_cr(judged),
-            "cp": question_cp(judged),
-            "cr_failures": failed_cr,
-            "cp_failures": failed_cp,
-            "unjudged": missing,
-            "contexts": len(contexts),
-            "sentences_per_context": sentences,
-            "tokens_per_context": words,
-            "tokens_returned": words_returned,
+            **_judged_measures(row["question_id"], question["text"], contexts, verdicts),
+            **_length_measures(contexts, returned),
         }
         labels = rationales.get(row["question_id"])
         if labels:
-            record["cp_human"] = human_labels.human_cp(contexts, labels)
-            record["cp_human_returned"] = human_labels.human_cp(returned, labels)
-            if budget:
-                cut = [context_forms.cut(c, budget) for c in returned]
-                record["cp_human_lm"] = human_labels.human_cp(cut, labels)
+            record.update(_human_measures(labels, contexts, returned, budget))
         if relevant and row["provider"] in excluded:
             record["qrels_excluded"] = excluded[row["provider"]]
         elif relevant:
-            docs = [_paper(c, matcher) for c in contexts]
-            record["cr_qrels"] = len(set(docs) & relevant) / row["page_size"]
-            key = (row["provider"], row["page_size"], row["depth"])
-            runs.setdefault(key, {})[row["question_id"]] = docs
-            pools.setdefault(key, {})[row["question_id"]] = _pool_papers(row, matcher)
-            qrels[row["question_id"]] = {pid: 1 for pid in relevant}
-            ranked_deep = (deep or {}).get((row["provider"], row["question_id"]))
-            if ranked_deep is not None and row["depth"] == 0:
-                found = {_paper(c, matcher) for c in ranked_deep[:100]}
-                record["recall_100"] = len(found & relevant) / len(relevant)
-            if question.get("source_passage_id"):
-                ids = {pid for c in returned for pid in c.passage_ids}
-                record["passage_hit"] = float(question["source_passage_id"] in ids)
+            record.update(ranked_runs.add(row, question, relevant, contexts, returned))
         rows.append(record)
-    ranked = _rankings(runs, pools, qrels)
+    ranked = ranked_runs.rankings()
     for record in rows:
         key = (record["provider"], record["page_size"], record["depth"], record["question_id"])
         record.update(ranked.get(key, {}))
@@ -264,88 +311,6 @@ def _rankings(runs, pools, qrels) -> dict[tuple, dict[str, float]]:
                 "rr": values["RR"],
                 "recall_pool": pooled[qid]["R@1000"],
             }
-    return out
-
-
-def proxy_agreement(
-    recursive: pl.DataFrame,
-    judgments: pl.DataFrame | None,
-    questions: pl.DataFrame,
-    *,
-    exclude: set[str] | frozenset[str] = frozenset(),
-    matcher: PaperMatcher | None = None,
-    form: str = context_forms.EQUAL,
-) -> dict[str, dict[str, Any]]:
-    """Per provider: the judge's CR verdicts against qrels on this run's own contexts (questions with qrels, the
-    judge's calibration questions in `exclude` left out), each unique (question, context) pair once."""
-    matcher = matcher or PaperMatcher()
-    verdicts = {
-        row["key"]: row["relevant"]
-        for row in (judgments.iter_rows(named=True) if judgments is not None else [])
-    }
-    if not verdicts:
-        return {}
-    meta = {row["question_id"]: row for row in questions.iter_rows(named=True)}
-    pairs: dict[str, dict[str, tuple[int, int]]] = {}
-    for row in recursive.iter_rows(named=True):
-        question = meta.get(row["question_id"])
-        if question is None or row.get("error") or row["question_id"] in exclude:
-            continue
-        relevant = set(question.get("relevant_paper_ids") or [])
-        if not relevant:
-            continue
-        for context in contexts_from_rows(row["contexts"]):
-            key = JudgeInput(
-                row["question_id"], question["text"], context_forms.judged_form(context, form)
-            ).key
-            verdict = verdicts.get(key)
-            if verdict is not None:
-                pairs.setdefault(row["provider"], {})[key] = (
-                    int(verdict),
-                    int(_paper(context, matcher) in relevant),
-                )
-    out = {}
-    for provider, found in pairs.items():
-        judge, human = zip(*found.values(), strict=True)
-        result = agreement(list(judge), list(human))
-        out[provider] = {"kappa": result.kappa, "pairs": result.n, "positives": result.positives}
-    return out
-
-
-def judge_vs_human(
-    recursive: pl.DataFrame,
-    judgments: pl.DataFrame | None,
-    questions: pl.DataFrame,
-    rationales: Mapping[str, list[str]],
-    form: str = context_forms.EQUAL,
-) -> dict[str, dict[str, Any]]:
-    """Per provider: the judge's CP sentence verdicts against the human rationale labels, over every unique
-    judged context of a question with rationales."""
-    if judgments is None or not judgments.height or not rationales:
-        return {}
-    sentence_verdicts = {
-        row["key"]: row["sentence_verdicts"]
-        for row in judgments.iter_rows(named=True)
-        if row["sentence_verdicts"] is not None and row["precision_failure"] is None
-    }
-    texts = dict(zip(questions["question_id"].to_list(), questions["text"].to_list(), strict=True))
-    pairs: dict[str, dict[str, tuple[list[int], list[int]]]] = {}
-    for row in recursive.iter_rows(named=True):
-        labels = rationales.get(row["question_id"])
-        if not labels or row.get("error") or row["question_id"] not in texts:
-            continue
-        for context in (context_forms.judged_form(c, form) for c in contexts_from_rows(row["contexts"])):
-            key = JudgeInput(row["question_id"], texts[row["question_id"]], context).key
-            if key in sentence_verdicts:
-                pairs.setdefault(row["provider"], {})[key] = (
-                    list(sentence_verdicts[key]),
-                    human_labels.sentence_labels(context, labels),
-                )
-    out = {}
-    for provider, found in pairs.items():
-        result = human_labels.sentence_agreement(list(found.values()))
-        if result is not None:
-            out[provider] = result
     return out
 
 
@@ -391,6 +356,55 @@ SCORE_SCHEMA = {
 }
 
 
+def _judged_cells(scored: list[dict[str, Any]], resamples: int) -> dict[str, Any]:
+    """CR and CP with CIs, and how many verdicts failed or are missing."""
+    cr = bootstrap_ci([r["cr"] for r in scored if r["cr"] is not None], resamples=resamples)
+    cp = bootstrap_ci([r["cp"] for r in scored if r["cp"] is not None], resamples=resamples)
+    return {
+        "cr": cr.mean,
+        "cr_low": cr.low,
+        "cr_high": cr.high,
+        "cp": cp.mean,
+        "cp_low": cp.low,
+        "cp_high": cp.high,
+        "n_scored_cr": cr.n,
+        "n_scored_cp": cp.n,
+        "cr_failures": sum(r["cr_failures"] or 0 for r in scored),
+        "cp_failures": sum(r["cp_failures"] or 0 for r in scored),
+        "unjudged_contexts": sum(r["unjudged"] or 0 for r in scored),
+        "cr_failed_questions": sum(1 for r in scored if r["cr_failures"]),
+        "cp_failed_questions": sum(1 for r in scored if r["cp_failures"]),
+    }
+
+
+def _length_cells(scored: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "questions_without_contexts": sum(1 for r in scored if r["contexts"] == 0),
+        "mean_contexts": _mean([r["contexts"] for r in scored]),
+        "sentences/context": _mean([r["sentences_per_context"] for r in scored]),
+        "tokens/context": _mean([r["tokens_per_context"] for r in scored]),
+        "tokens/context as returned": _mean([r["tokens_returned"] for r in scored]),
+    }
+
+
+def _label_cells(scored: list[dict[str, Any]], resamples: int) -> dict[str, Any]:
+    """The qrels measures over the questions with qrels (a provider left out says why) and human CP, with CIs."""
+    with_qrels = [r for r in scored if r["has_qrels"] and not r["qrels_excluded"]]
+    reasons = sorted({r["qrels_excluded"] for r in scored if r["qrels_excluded"]})
+    row: dict[str, Any] = {
+        "n_qrels": len(with_qrels),
+        "qrels_excluded": "; ".join(reasons) or None,
+        "R@pool": _mean([r["recall_pool"] for r in with_qrels]),
+        "RR": _mean([r["rr"] for r in with_qrels]),
+        "n_human_cp": sum(1 for r in scored if r["cp_human"] is not None),
+    }
+    for column, name in QRELS_MEASURES.items():
+        _interval(row, name, [r[column] for r in with_qrels if r[column] is not None], resamples)
+    for column, name in HUMAN_MEASURES.items():
+        _interval(row, name, [r[column] for r in scored if r[column] is not None], resamples)
+    return row
+
+
 def score(
     per_question: pl.DataFrame,
     *,
@@ -412,51 +426,24 @@ def score(
     for (provider, page_size, depth, question_set), group in sorted(groups.items()):
         scored = [r for r in group if not r["error"]]
         failed = len(group) - len(scored)
-        cr = bootstrap_ci([r["cr"] for r in scored if r["cr"] is not None], resamples=resamples)
-        cp = bootstrap_ci([r["cp"] for r in scored if r["cp"] is not None], resamples=resamples)
-        with_qrels = [r for r in scored if r["has_qrels"] and not r["qrels_excluded"]]
-        reasons = sorted({r["qrels_excluded"] for r in scored if r["qrels_excluded"]})
-        row: dict[str, Any] = {
-            "provider": provider,
-            "page_size": page_size,
-            "depth": depth,
-            "question_set": question_set,
-            "cr": cr.mean,
-            "cr_low": cr.low,
-            "cr_high": cr.high,
-            "cp": cp.mean,
-            "cp_low": cp.low,
-            "cp_high": cp.high,
-            "n": len(scored),
-            "failed": failed,
-            "failure_rate": failed / len(group) if group else 0.0,
-            "n_scored_cr": cr.n,
-            "n_scored_cp": cp.n,
-            "cr_failures": sum(r["cr_failures"] or 0 for r in scored),
-            "cp_failures": sum(r["cp_failures"] or 0 for r in scored),
-            "unjudged_contexts": sum(r["unjudged"] or 0 for r in scored),
-            "questions_without_contexts": sum(1 for r in scored if r["contexts"] == 0),
-            "mean_contexts": _mean([r["contexts"] for r in scored]),
-            "sentences/context": _mean([r["sentences_per_context"] for r in scored]),
-            "tokens/context": _mean([r["tokens_per_context"] for r in scored]),
-            "tokens/context as returned": _mean([r["tokens_returned"] for r in scored]),
-            "cr_failed_questions": sum(1 for r in scored if r["cr_failures"]),
-            "cp_failed_questions": sum(1 for r in scored if r["cp_failures"]),
-            "n_qrels": len(with_qrels),
-            "qrels_excluded": "; ".join(reasons) or None,
-            "R@pool": _mean([r["recall_pool"] for r in with_qrels]),
-            "RR": _mean([r["rr"] for r in with_qrels]),
-            "n_human_cp": sum(1 for r in scored if r["cp_human"] is not None),
-            "proxy_kappa": proxy.get(provider, {}).get("kappa"),
-            "proxy_pairs": proxy.get(provider, {}).get("pairs", 0),
-            "judge_vs_human_kappa": sentence_agreement.get(provider, {}).get("kappa"),
-            "judge_vs_human_sentences": sentence_agreement.get(provider, {}).get("sentences", 0),
-        }
-        for column, name in QRELS_MEASURES.items():
-            _interval(row, name, [r[column] for r in with_qrels if r[column] is not None], resamples)
-        for column, name in HUMAN_MEASURES.items():
-            _interval(row, name, [r[column] for r in scored if r[column] is not None], resamples)
-        out.append(row)
+        out.append(
+            {
+                "provider": provider,
+                "page_size": page_size,
+                "depth": depth,
+                "question_set": question_set,
+                "n": len(scored),
+                "failed": failed,
+                "failure_rate": failed / len(group) if group else 0.0,
+                **_judged_cells(scored, resamples),
+                **_length_cells(scored),
+                **_label_cells(scored, resamples),
+                "proxy_kappa": proxy.get(provider, {}).get("kappa"),
+                "proxy_pairs": proxy.get(provider, {}).get("pairs", 0),
+                "judge_vs_human_kappa": sentence_agreement.get(provider, {}).get("kappa"),
+                "judge_vs_human_sentences": sentence_agreement.get(provider, {}).get("sentences", 0),
+            }
+        )
     return pl.DataFrame(out, schema=SCORE_SCHEMA) if out else pl.DataFrame(schema=SCORE_SCHEMA)
 
 
