@@ -75,6 +75,106 @@ def run_bench_scale(args) -> int:
         return 2
 
 
+def _built_index(args, size: int, pool, dimension: int, say) -> tuple[Path, dict]:
+    """The index of `size` passages under the data dir's bench folder, built (or reused with --reuse), and its
+    build figures."""
+    from bench import scale_harness as scale_bench
+    from lumina_assets.core import settings
+
+    folder = settings.data_dir() / "bench" / f"scale-{size}"
+    marker = folder / "build.json"
+    if args.reuse and marker.exists():
+        built = json.loads(marker.read_text())
+    else:
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        say(f"[{size:,} passages] building ...")
+        built = scale_bench.build_index(folder, size, pool, dimension, ann_min_rows=100_000)
+        marker.write_text(json.dumps(built))
+    say(
+        f"[{size:,} passages] built in {built['build_s']:.0f}s (full-text index {built.get('fts_build_s', 0):.0f}s, "
+        f"peak {built.get('fts_peak_rss_mb', 0):,.0f} MB under a {built.get('fts_cap_mb', 0):,} MB cap), ANN {built['ann_build_s']:.0f}s; whole build peak "
+        f"{built.get('build_peak_rss_mb', 0):,.0f} MB resident; measuring ..."
+    )
+    return folder, built
+
+
+def _measured_stores(args, size: int, folder: Path, queries: list[str], baseline) -> list[tuple[str, dict]]:
+    """Latency and memory of each store searched at this size: the index, in memory, and the baseline."""
+    from bench import scale_harness as scale_bench
+
+    # latency first: the exact-search recall check reads every vector, which pushes the index out of the page
+    # cache and would turn the next first query into a cold-disk one
+    measured_stores = []
+    # one unmeasured process first reads the index into the OS page cache, as a server's earlier run would
+    # have: the figures are a new process's start-up, not this disk's speed (cold: see --cold)
+    if not args.cold:
+        scale_bench.measure_process(folder, queries[:2], "index")
+    stores = ["index"] + (["memory"] if size <= args.memory_up_to else [])
+    stores += ["baseline"] if baseline and size <= args.memory_up_to else []
+    for store in stores:
+        if store == "baseline":
+            measured = scale_bench.measure_baseline(*baseline, folder, queries)
+        else:
+            measured = scale_bench.measure_process(folder, queries, store)
+        measured_stores.append((store, measured))
+    return measured_stores
+
+
+def _figures(args, size: int, built: dict, store: str, measured: dict, recall: float):
+    from bench import scale_harness as scale_bench
+
+    return scale_bench.ScaleFigures(
+        size=size,
+        store=f"{args.baseline} (baseline)" if store == "baseline" else measured["store"],
+        build_s=built["build_s"],
+        ann_build_s=built["ann_build_s"],
+        first_query_s=measured["first_query_s"],
+        rss_mb=measured["rss_mb"],
+        p50_ms=measured["p50_ms"],
+        p95_ms=measured["p95_ms"],
+        recall_at_10=recall if store == "index" else 1.0,  # the other stores search exactly
+        build_peak_rss_mb=built.get("build_peak_rss_mb", 0.0),  # absent from an older --keep marker
+        fts_peak_rss_mb=built.get("fts_peak_rss_mb", 0.0),
+        fts_build_s=built.get("fts_build_s", 0.0),
+        index_cache=measured.get("index_cache", ""),
+    )
+
+
+def _print_table(args, queries: list[str], rows: list, paired_rows: list[tuple[int, dict]]) -> None:
+    cache_state = (
+        "with whatever the page cache holds"
+        if args.cold
+        else "after one unmeasured process warmed the page cache"
+    )
+    print(
+        f"\n{time.strftime('%Y-%m-%d %H:%M')}, {len(queries)} SciFact claims as queries, k=10, query embedding "
+        f"included; first query in a new process {cache_state}"
+    )
+    print(
+        "| passages | store | build s | ANN build s | build peak MB (full-text phase) | first query s | RSS MB | "
+        "p50 ms | p95 ms | recall@10 |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for f in rows:
+        print(
+            f"| {f.size:,} | {f.store} | {f.build_s:.1f} | {f.ann_build_s:.1f} | "
+            f"{f.build_peak_rss_mb:,.0f} ({f.fts_peak_rss_mb:,.0f}) | {f.first_query_s:.2f} | "
+            f"{f.rss_mb:.0f} | {f.p50_ms:.1f} | {f.p95_ms:.1f} | {f.recall_at_10:.3f} |"
+        )
+    for f in rows:
+        if f.index_cache:
+            print(f"{f.size:,} passages, {f.store}: index cache {f.index_cache}")
+    for size, paired in paired_rows:
+        print(
+            f"\n{size:,} passages, paired with {args.baseline} ({paired['queries']} queries each, alternating "
+            f"blocks of 20): p50 {paired['p50_ms']:.2f} vs {paired['baseline_p50_ms']:.2f} ms, p95 "
+            f"{paired['p95_ms']:.2f} vs {paired['baseline_p95_ms']:.2f} ms; median difference "
+            f"{paired['median_difference_ms']:+.2f} ms, faster on {paired['faster_share']:.0%} of queries"
+        )
+
+
 def _bench_scale(args) -> int:
     from bench import scale_harness as scale_bench
     from lumina_assets.core import settings
@@ -98,37 +198,8 @@ def _bench_scale(args) -> int:
         baseline_dir = settings.data_dir() / "bench" / f"baseline-{args.baseline}"
         baseline = scale_bench.export_baseline(args.baseline, baseline_dir), baseline_dir / "data"
     for size in [int(s) for s in args.passages.split(",") if s.strip()]:
-        folder = settings.data_dir() / "bench" / f"scale-{size}"
-        marker = folder / "build.json"
-        if args.reuse and marker.exists():
-            built = json.loads(marker.read_text())
-        else:
-            if folder.exists():
-                shutil.rmtree(folder)
-            folder.mkdir(parents=True)
-            say(f"[{size:,} passages] building ...")
-            built = scale_bench.build_index(folder, size, pool, embedder.dimension, ann_min_rows=100_000)
-            marker.write_text(json.dumps(built))
-        say(
-            f"[{size:,} passages] built in {built['build_s']:.0f}s (full-text index {built.get('fts_build_s', 0):.0f}s, "
-            f"peak {built.get('fts_peak_rss_mb', 0):,.0f} MB under a {built.get('fts_cap_mb', 0):,} MB cap), ANN {built['ann_build_s']:.0f}s; whole build peak "
-            f"{built.get('build_peak_rss_mb', 0):,.0f} MB resident; measuring ..."
-        )
-        # latency first: the exact-search recall check reads every vector, which pushes the index out of the page
-        # cache and would turn the next first query into a cold-disk one
-        measured_stores = []
-        # one unmeasured process first reads the index into the OS page cache, as a server's earlier run would
-        # have: the figures are a new process's start-up, not this disk's speed (cold: see --cold)
-        if not args.cold:
-            scale_bench.measure_process(folder, queries[:2], "index")
-        stores = ["index"] + (["memory"] if size <= args.memory_up_to else [])
-        stores += ["baseline"] if baseline and size <= args.memory_up_to else []
-        for store in stores:
-            if store == "baseline":
-                measured = scale_bench.measure_baseline(*baseline, folder, queries)
-            else:
-                measured = scale_bench.measure_process(folder, queries, store)
-            measured_stores.append((store, measured))
+        folder, built = _built_index(args, size, pool, embedder.dimension, say)
+        measured_stores = _measured_stores(args, size, folder, queries, baseline)
         recall = scale_bench.recall_at_10(
             folder,
             query_vectors,
@@ -138,21 +209,7 @@ def _bench_scale(args) -> int:
             depth=config.candidates,
         )
         for store, measured in measured_stores:
-            figures = scale_bench.ScaleFigures(
-                size=size,
-                store=f"{args.baseline} (baseline)" if store == "baseline" else measured["store"],
-                build_s=built["build_s"],
-                ann_build_s=built["ann_build_s"],
-                first_query_s=measured["first_query_s"],
-                rss_mb=measured["rss_mb"],
-                p50_ms=measured["p50_ms"],
-                p95_ms=measured["p95_ms"],
-                recall_at_10=recall if store == "index" else 1.0,  # the other stores search exactly
-                build_peak_rss_mb=built.get("build_peak_rss_mb", 0.0),  # absent from an older --keep marker
-                fts_peak_rss_mb=built.get("fts_peak_rss_mb", 0.0),
-                fts_build_s=built.get("fts_build_s", 0.0),
-                index_cache=measured.get("index_cache", ""),
-            )
+            figures = _figures(args, size, built, store, measured, recall)
             rows.append(figures)
             if args.json:
                 print(scale_bench.as_json(figures), flush=True)
@@ -165,40 +222,8 @@ def _bench_scale(args) -> int:
         if not (args.keep or args.reuse):
             shutil.rmtree(folder, ignore_errors=True)
     if not args.json:
-        cache_state = (
-            "with whatever the page cache holds"
-            if args.cold
-            else "after one unmeasured process warmed the page cache"
-        )
-        print(
-            f"\n{time.strftime('%Y-%m-%d %H:%M')}, {len(queries)} SciFact claims as queries, k=10, query embedding "
-            f"included; first query in a new process {cache_state}"
-        )
-        print(
-            "| passages | store | build s | ANN build s | build peak MB (full-text phase) | first query s | RSS MB | "
-            "p50 ms | p95 ms | recall@10 |"
-        )
-        print("|---|---|---|---|---|---|---|---|---|---|")
-        for f in rows:
-            print(
-                f"| {f.size:,} | {f.store} | {f.build_s:.1f} | {f.ann_build_s:.1f} | "
-                f"{f.build_peak_rss_mb:,.0f} ({f.fts_peak_rss_mb:,.0f}) | {f.first_query_s:.2f} | "
-                f"{f.rss_mb:.0f} | {f.p50_ms:.1f} | {f.p95_ms:.1f} | {f.recall_at_10:.3f} |"
-            )
-        for f in rows:
-            if f.index_cache:
-                print(f"{f.size:,} passages, {f.store}: index cache {f.index_cache}")
-        for size, paired in paired_rows:
-            print(
-                f"\n{size:,} passages, paired with {args.baseline} ({paired['queries']} queries each, alternating "
-                f"blocks of 20): p50 {paired['p50_ms']:.2f} vs {paired['baseline_p50_ms']:.2f} ms, p95 "
-                f"{paired['p95_ms']:.2f} vs {paired['baseline_p95_ms']:.2f} ms; median difference "
-                f"{paired['median_difference_ms']:+.2f} ms, faster on {paired['faster_share']:.0%} of queries"
-            )
+        _print_table(args, queries, rows, paired_rows)
     return 0
-
-
-# ---------------------------------------------------------------- lumina bench serve
 
 
 def _bench_serve(args) -> int:
