@@ -259,27 +259,15 @@ def _embed_and_write(
             sentences.encode(chosen, embedder, dim, sentence_sizer, progress[1])
 
 
-def _index_passages(
-    db, rows: pl.DataFrame, embedder, config, stats: IndexStats, dim: int, say, sentences=None
-) -> dict:
-    """Upsert passages (pipelined: with the sentence vectors `sentences` owes for them); returns
-    {passage_id: vector} for abstract passages (paper-level abstract vectors)."""
-    table = open_table(db, PASSAGES_TABLE)
+def _changed_rows(table, rows: pl.DataFrame) -> tuple[dict[str, tuple[str, str]], list[int], list[int]]:
+    """(the stored (text hash, row hash) per passage, rows whose text changed or is new, rows whose metadata
+    alone changed)."""
     existing_hash: dict[str, tuple[str, str]] = {}
     if table is not None:
         stored = read_columns(table, ["passage_id", "text_hash", "row_hash"])
-        existing_hash = {
-            pid: (th, rh)
-            for pid, th, rh in zip(
-                stored["passage_id"].to_pylist(),
-                stored["text_hash"].to_pylist(),
-                stored["row_hash"].to_pylist(),
-                strict=True,
-            )
-        }
-    ids = rows["passage_id"].to_list()
-    text_hashes = rows["text_hash"].to_list()
-    row_hashes = rows["row_hash"].to_list()
+        columns = (stored[c].to_pylist() for c in ("passage_id", "text_hash", "row_hash"))
+        existing_hash = {pid: (th, rh) for pid, th, rh in zip(*columns, strict=True)}
+    ids, text_hashes, row_hashes = (rows[c].to_list() for c in ("passage_id", "text_hash", "row_hash"))
     to_embed = [i for i, pid in enumerate(ids) if existing_hash.get(pid, ("", ""))[0] != text_hashes[i]]
     to_refresh = [
         i
@@ -288,32 +276,24 @@ def _index_passages(
         and existing_hash[pid][0] == text_hashes[i]
         and existing_hash[pid][1] != row_hashes[i]
     ]
-    say(f"passages: {len(ids)} upstream, {len(to_embed)} to embed, {len(to_refresh)} metadata-only updates")
-    if sentences is not None and config.pipelined and sentences.todo:
-        say(
-            f"sentence vectors: {len(sentences.todo)} passages owe {sentences.owed}, encoded with their passages"
-        )
-    schema = passage_schema(dim)
-    base_columns = [f.name for f in schema if f.name != "vector"]
+    return existing_hash, to_embed, to_refresh
 
-    pipelined_sentences = sentences if config.pipelined else None
-    # characters to encode in this loop (passages' embedded texts, and their sentences when pipelined): the ETA of
-    # lines that count passages while each batch's sentences are encoded between them
+
+def _embedding_progress(rows: pl.DataFrame, to_embed: list[int], config, say, sentences) -> tuple:
+    """The passages' progress line and its two callbacks (passages encoded, sentences encoded); its ETA counts the
+    characters to encode (passages' embedded texts, and their sentences when pipelined)."""
     texts = rows["embed_text"].to_list()
     chars = {"total": sum(len(texts[i]) for i in to_embed), "done": 0}
-    if pipelined_sentences is not None:
-        owed = pipelined_sentences.pending
-        chars["total"] += sum(len(pipelined_sentences.texts[i]) for i in to_embed if i in owed)
+    if sentences is not None:
+        chars["total"] += sum(len(sentences.texts[i]) for i in to_embed if i in sentences.pending)
     progress = Progress(
         "embedding passages",
         len(to_embed),
         say,
         unit="passages",
         every_s=config.progress_every_s,
-        detail=pipelined_sentences.progress_detail if pipelined_sentences is not None else None,
-        share_done=(lambda: chars["done"] / chars["total"])
-        if pipelined_sentences and chars["total"]
-        else None,
+        detail=sentences.progress_detail if sentences is not None else None,
+        share_done=(lambda: chars["done"] / chars["total"]) if sentences and chars["total"] else None,
     )
 
     def encoded(count: int, length: int) -> None:
@@ -324,6 +304,69 @@ def _index_passages(
         chars["done"] += length
         progress.tick()
 
+    return progress, encoded, sentences_encoded
+
+
+def _refresh_metadata(db, table, rows: pl.DataFrame, to_refresh: list[int], columns, config, stats, dim: int):
+    """Rewrite the rows whose metadata alone changed, keeping their stored vectors; returns the table."""
+    base_columns, schema = columns
+    t0 = time.perf_counter()
+    for start in range(0, len(to_refresh), config.write_batch_rows):
+        batch = rows[to_refresh[start : start + config.write_batch_rows]]
+        stored = read_columns(
+            table, ["passage_id", "vector"], sql_in("passage_id", batch["passage_id"].to_list())
+        )
+        by_id = dict(
+            zip(stored["passage_id"].to_pylist(), vectors_from_arrow(stored["vector"], dim), strict=True)
+        )
+        vectors = np.stack([by_id[pid] for pid in batch["passage_id"].to_list()])
+        data = batch.select(base_columns).to_arrow()
+        data = data.append_column("vector", vector_array(vectors, dim)).cast(schema)
+        table = upsert(db, PASSAGES_TABLE, table, data, "passage_id")
+    stats.passages_metadata_updated = len(to_refresh)
+    stats.write_seconds += time.perf_counter() - t0
+    return table
+
+
+def _ensure_passage_indexes(table, config, stats: IndexStats) -> None:
+    """The full-text, scalar and (past its threshold) ANN indexes of a non-empty passages table."""
+    t0 = time.perf_counter()
+    if table.count_rows():
+        ensure_fts(table, "search_text")
+        for column in ("passage_id", "paper_id", "year"):
+            ensure_scalar(table, column, "BTREE")
+        table.optimize()
+        has_ann, note = ensure_ann(
+            table,
+            "vector",
+            table.count_rows(),
+            min_rows=config.ann_min_rows,
+            retrain_growth=config.ann_retrain_growth,
+        )
+        stats.ann_index = stats.ann_index or has_ann
+        if note:
+            stats.notes.append(note)
+    stats.write_seconds += time.perf_counter() - t0
+
+
+def _index_passages(
+    db, rows: pl.DataFrame, embedder, config, stats: IndexStats, dim: int, say, sentences=None
+) -> None:
+    """Upsert passages (pipelined: with the sentence vectors `sentences` owes for them), prune the passages no
+    longer upstream (config.prune) and keep the table's indexes."""
+    table = open_table(db, PASSAGES_TABLE)
+    existing_hash, to_embed, to_refresh = _changed_rows(table, rows)
+    ids = rows["passage_id"].to_list()
+    say(f"passages: {len(ids)} upstream, {len(to_embed)} to embed, {len(to_refresh)} metadata-only updates")
+    if sentences is not None and config.pipelined and sentences.todo:
+        say(
+            f"sentence vectors: {len(sentences.todo)} passages owe {sentences.owed}, encoded with their passages"
+        )
+    schema = passage_schema(dim)
+    base_columns = [f.name for f in schema if f.name != "vector"]
+    progress, encoded, sentences_encoded = _embedding_progress(
+        rows, to_embed, config, say, sentences if config.pipelined else None
+    )
     writer = BatchWriter(
         db,
         PASSAGES_TABLE,
@@ -352,51 +395,17 @@ def _index_passages(
     table = writer.close()
     stats.write_seconds += time.perf_counter() - t0
     progress.finish()
-
     if to_refresh and table is not None:
-        t0 = time.perf_counter()
-        for start in range(0, len(to_refresh), config.write_batch_rows):
-            batch = rows[to_refresh[start : start + config.write_batch_rows]]
-            stored = read_columns(
-                table, ["passage_id", "vector"], sql_in("passage_id", batch["passage_id"].to_list())
-            )
-            by_id = dict(
-                zip(stored["passage_id"].to_pylist(), vectors_from_arrow(stored["vector"], dim), strict=True)
-            )
-            vectors = np.stack([by_id[pid] for pid in batch["passage_id"].to_list()])
-            data = batch.select(base_columns).to_arrow()
-            data = data.append_column("vector", vector_array(vectors, dim)).cast(schema)
-            table = upsert(db, PASSAGES_TABLE, table, data, "passage_id")
-        stats.passages_metadata_updated = len(to_refresh)
-        stats.write_seconds += time.perf_counter() - t0
-
+        table = _refresh_metadata(db, table, rows, to_refresh, (base_columns, schema), config, stats, dim)
     if table is None:  # nothing upstream yet: an empty table still lets search answer "no results"
         empty = pa.Table.from_pylist([], schema=schema)
         table = db.create_table(PASSAGES_TABLE, data=empty, schema=schema)
-
     if config.prune and existing_hash:
         stale = sorted(set(existing_hash) - set(ids))
         for start in range(0, len(stale), 500):
             table.delete(sql_in("passage_id", stale[start : start + 500]))
         stats.passages_deleted = len(stale)
-
-    t0 = time.perf_counter()
-    if table.count_rows():
-        ensure_fts(table, "search_text")
-        for column in ("passage_id", "paper_id", "year"):
-            ensure_scalar(table, column, "BTREE")
-        table.optimize()
-        has_ann, note = ensure_ann(
-            table,
-            "vector",
-            table.count_rows(),
-            min_rows=config.ann_min_rows,
-            retrain_growth=config.ann_retrain_growth,
-        )
-        stats.ann_index = stats.ann_index or has_ann
-        if note:
-            stats.notes.append(note)
-    stats.write_seconds += time.perf_counter() - t0
+    _ensure_passage_indexes(table, config, stats)
 
 
 def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):

@@ -67,6 +67,52 @@ class Heading:
     title: str
 
 
+def _numbered_heading(
+    match, line: Line, layout: Layout, *, set_off: bool, after_refs: bool
+) -> Heading | None:
+    """A numbered heading ("2.1 Methods", "IV. RESULTS", "A Proofs" past the references), or None; `set_off`: the
+    next line is in another style and prose follows."""
+    number, title = match.group("num"), match.group("title").strip()
+    if not title[:1].isupper() or title.endswith((",", ";")):
+        return None
+    if not (layout.styled(line) or (set_off and line.size >= layout.body_size - 0.6)):
+        return None
+    if number.isalpha() and number not in ROMAN and not (after_refs or title.lower().startswith("appendix")):
+        return None  # "A Study of ..." in bold is not appendix A unless we are past the references
+    if sum(map(str.isdigit, title)) > len(title) / 3:
+        return None
+    return Heading(roman_or_same(number), title.rstrip(" .:"))
+
+
+def _unnumbered_heading(
+    text: str,
+    line: Line,
+    following: Line | None,
+    layout: Layout,
+    *,
+    distinct: bool,
+    prose_follows: bool,
+    started: bool,
+) -> Heading | None:
+    """A known section name set apart, or once the body started a short capitalised line: bold and alone, or in
+    another font over prose in the body font."""
+    alone = following is None
+    if text.lower().rstrip(".:") in KNOWN_HEADINGS and (
+        layout.styled(line) or text.isupper() or alone or distinct
+    ):
+        return Heading("", text.rstrip(" .:"))
+    if not started or len(text.split()) > 8 or not text[:1].isupper() or text.endswith((".", ",", ";", ":")):
+        return None
+    if "," in text:
+        return None
+    if sum(map(str.isdigit, text)) >= 3 or line.size < layout.body_size - 1.2:
+        return None
+    set_apart = distinct and line.font != layout.body_font and following.font == layout.body_font
+    if (line.bold and alone) or (set_apart and prose_follows and len(text) < 60):
+        return Heading("", text)
+    return None
+
+
 def detect_heading(
     line: Line, following: Line | None, block: Block, layout: Layout, *, after_refs: bool, started: bool
 ) -> Heading | None:
@@ -81,33 +127,11 @@ def detect_heading(
     prose_follows = following is not None and sum(len(ln.text.split()) for ln in block.lines[1:]) >= 6 * (
         len(block.lines) - 1
     )
-    alone = following is None
-    lowered = text.lower().rstrip(".:")
     match = NUMBERED.match(text)
     if match:
-        number, title = match.group("num"), match.group("title").strip()
-        if not title[:1].isupper() or title.endswith((",", ";")):
-            return None
-        if not (layout.styled(line) or (distinct and prose_follows and line.size >= layout.body_size - 0.6)):
-            return None
-        if (
-            number.isalpha()
-            and number not in ROMAN
-            and not (after_refs or title.lower().startswith("appendix"))
-        ):
-            return None  # "A Study of ..." in bold is not appendix A unless we are past the references
-        if sum(map(str.isdigit, title)) > len(title) / 3:
-            return None
-        return Heading(roman_or_same(number), title.rstrip(" .:"))
-    if lowered in KNOWN_HEADINGS and (layout.styled(line) or text.isupper() or alone or distinct):
-        return Heading("", text.rstrip(" .:"))
-    if not started or len(text.split()) > 8 or not text[:1].isupper() or text.endswith((".", ",", ";", ":")):
-        return None
-    if "," in text:
-        return None
-    if sum(map(str.isdigit, text)) >= 3 or line.size < layout.body_size - 1.2:
-        return None
-    set_apart = distinct and line.font != layout.body_font and following.font == layout.body_font
-    if (line.bold and alone) or (set_apart and prose_follows and len(text) < 60):
-        return Heading("", text)
-    return None
+        return _numbered_heading(
+            match, line, layout, set_off=distinct and prose_follows, after_refs=after_refs
+        )
+    return _unnumbered_heading(
+        text, line, following, layout, distinct=distinct, prose_follows=prose_follows, started=started
+    )
