@@ -168,11 +168,9 @@ def _first_page_lines(page) -> list[tuple[float, float, float, str, list[dict]]]
     return [item for row in rows for item in sorted(row, key=lambda it: it[4][0]["bbox"][0])]
 
 
-def authors_from_first_page(page) -> list[str]:
-    """The names printed between the title (the largest text in the top half) and the abstract."""
-    lines = [ln for ln in _first_page_lines(page) if ln[0] < page.rect.height * 0.6]
-    if not lines:
-        return []
+def _title_band(lines: list[tuple]) -> tuple[float, float] | None:
+    """(the title's font size, its bottom): the largest text in the lines that are not an arXiv stamp or
+    letter-spaced; None without such lines."""
     titled = [
         ln
         for ln in lines
@@ -181,9 +179,27 @@ def authors_from_first_page(page) -> list[str]:
         and not is_letter_spaced([s["text"] for s in ln[4]])
     ]
     if not titled:
-        return []
+        return None
     title_size = max(ln[2] for ln in titled)
-    title_bottom = max(ln[1] for ln in titled if abs(ln[2] - title_size) < 0.3)
+    return title_size, max(ln[1] for ln in titled if abs(ln[2] - title_size) < 0.3)
+
+
+def _open_piece(pieces: list[str], spans: list[dict], size: float) -> str:
+    """The line's last name when the line does not end with a separator, so the name may run on to the next line."""
+    body = "".join(
+        " " if _is_marker(c) else c for sp in spans if sp["size"] >= size * 0.85 for c in sp["text"]
+    )
+    ends_open = pieces and not re.search(r"(?:[,;&]|\band)[\s\d]*$", body)
+    return pieces[-1] if ends_open and len(pieces[-1].split()) <= 3 else ""
+
+
+def authors_from_first_page(page) -> list[str]:
+    """The names printed between the title (the largest text in the top half) and the abstract."""
+    lines = [ln for ln in _first_page_lines(page) if ln[0] < page.rect.height * 0.6]
+    band = _title_band(lines)
+    if band is None:
+        return []
+    title_size, title_bottom = band
     names: list[str] = []
     carry = ""  # the last piece of the previous author line, when a name may run on to the next line
     for y0, _, size, text, spans in lines:
@@ -202,11 +218,7 @@ def authors_from_first_page(page) -> list[str]:
                 names.pop()
             pieces[0] = f"{carry} {pieces[0]}"
         names += [p for p in pieces if looks_like_name(p)]
-        body = "".join(
-            " " if _is_marker(c) else c for sp in spans if sp["size"] >= size * 0.85 for c in sp["text"]
-        )
-        ends_open = pieces and not re.search(r"(?:[,;&]|\band)[\s\d]*$", body)
-        carry = pieces[-1] if ends_open and len(pieces[-1].split()) <= 3 else ""
+        carry = _open_piece(pieces, spans, size)
     return list(dict.fromkeys(names))
 
 
@@ -306,14 +318,8 @@ def margin_lines(document, zone: float = 0.08) -> list[str]:
     return out
 
 
-def read_header(document, *, file_stem: str = "") -> PdfHeader:
-    """Everything the PDF prints about itself (title excepted: see corpus.local), each field with its source."""
-    from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi
-
-    header = PdfHeader()
-    meta = {k: v for k, v in (document.metadata or {}).items() if isinstance(v, str)}
-    first = document[0] if document.page_count else None
-    first_text = first.get_text("text") if first is not None else ""
+def _header_authors(header: PdfHeader, first, meta: dict[str, str]) -> None:
+    """Authors from the first page's text, else from the document info."""
     if first is not None:
         header.authors = authors_from_first_page(first)
         if header.authors:
@@ -322,28 +328,42 @@ def read_header(document, *, file_stem: str = "") -> PdfHeader:
         header.authors = authors_from_info(meta.get("author"))
         if header.authors:
             header.sources["authors"] = "pdf_info"
+
+
+def _header_doi(
+    header: PdfHeader, first_text: str, meta: dict[str, str], running_doi: str | None, file_stem: str
+) -> None:
+    """The DOI printed on the first page or in the info's subject, else in the running text, else from an ACL
+    Anthology id."""
+    from lumina_assets.core.ids import normalize_doi
+
     doi_match = DOI_IN_TEXT.search(first_text) or DOI_IN_TEXT.search(meta.get("subject") or "")
     if doi_match:
         header.doi = normalize_doi(doi_match.group(1).rstrip("."))
         header.sources["doi"] = "pdf_text" if DOI_IN_TEXT.search(first_text) else "pdf_info"
-    margins = margin_lines(document)
-    running_doi, running_pages = from_running_text(margins)
     if header.doi is None and running_doi:
         header.doi = normalize_doi(running_doi)
         header.sources["doi"] = "pdf_text"
     if header.doi is None and anthology_doi(file_stem, first_text):
         header.doi = normalize_doi(anthology_doi(file_stem, first_text))
         header.sources["doi"] = "anthology_id"
-    header.pages = pages_from_text(first_text) or running_pages
-    if header.pages:
-        header.sources["pages"] = "pdf_text"
+
+
+def _header_arxiv(header: PdfHeader, first_text: str, file_stem: str):
+    """The arXiv id printed (the dated stamp first) or in the file's name; returns the dated stamp's match."""
+    from lumina_assets.core.ids import normalize_arxiv_id
+
     stamp = ARXIV_STAMP_DATED.search(first_text)
     printed = stamp or ARXIV_IN_TEXT.search(first_text[:600])
     from_name = normalize_arxiv_id(file_stem) if file_stem else None
     if printed or from_name:
         header.arxiv_id = printed.group(1) if printed else from_name
         header.sources["arxiv_id"] = ("arxiv_stamp" if stamp else "pdf_text") if printed else "file_name"
-    found = venue_from_text(first_text, margins, meta.get("subject"), document.page_count)
+    return stamp
+
+
+def _header_venue_year(header: PdfHeader, found, stamp, meta: dict[str, str]) -> None:
+    """Venue and year from the text (`found`), else the arXiv stamp; the year at last from the creation date."""
     if found:
         header.venue, header.year, source = found
         header.sources["venue"] = source
@@ -359,4 +379,22 @@ def read_header(document, *, file_stem: str = "") -> PdfHeader:
         if created:
             header.year = int(created.group(1))
             header.sources["year"] = "pdf_info_date"
+
+
+def read_header(document, *, file_stem: str = "") -> PdfHeader:
+    """Everything the PDF prints about itself (title excepted: see corpus.local), each field with its source."""
+    header = PdfHeader()
+    meta = {k: v for k, v in (document.metadata or {}).items() if isinstance(v, str)}
+    first = document[0] if document.page_count else None
+    first_text = first.get_text("text") if first is not None else ""
+    _header_authors(header, first, meta)
+    margins = margin_lines(document)
+    running_doi, running_pages = from_running_text(margins)
+    _header_doi(header, first_text, meta, running_doi, file_stem)
+    header.pages = pages_from_text(first_text) or running_pages
+    if header.pages:
+        header.sources["pages"] = "pdf_text"
+    stamp = _header_arxiv(header, first_text, file_stem)
+    found = venue_from_text(first_text, margins, meta.get("subject"), document.page_count)
+    _header_venue_year(header, found, stamp, meta)
     return header

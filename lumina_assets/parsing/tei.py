@@ -129,46 +129,57 @@ def parse_tei(xml: bytes | str, paper_id: str, parser: str = "grobid") -> Parsed
         raise ParseFailure("bad_tei", f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-def _tei_document(root, paper_id: str, parser: str) -> ParsedPaper:
+def _section_divs(root) -> list:
+    """The body's top-level divs, then the acknowledgement and annex divs of the back matter."""
+    divs = list(root.iterfind("t:text/t:body/t:div", NS))
+    for back in root.iterfind("t:text/t:back/t:div", NS):
+        if back.get("type") in ("acknowledgement", "annex"):
+            divs.extend(back.iterfind("t:div", NS) if back.find("t:div", NS) is not None else [back])
+    return divs
 
+
+def _div_section(
+    div,
+    known_ids: set[str],
+    citations: list[tuple[Section, CitationLink]],
+    formulas: list[tuple[Section, Element]],
+) -> Section:
+    """One div as a section (its paragraphs and pages); its citations and formulas are appended with it."""
+    head = div.find("t:head", NS)
+    number = (head.get("n") or "").rstrip(".") if head is not None else ""
+    section = Section(number=number, title=_text(head), text="")
+    paragraphs: list[str] = []
+    pages: list[int] = _pages(head) if head is not None else []
+    for child in div:
+        if child.tag == f"{{{TEI}}}p":
+            text = _paragraph_text(child)
+            if text:
+                paragraphs.append(text)
+            pages += _pages(child)
+            for ref in child.iterfind(".//t:ref[@type='bibr']", NS):
+                target = (ref.get("target") or "").lstrip("#") or None
+                link = CitationLink(section.number, target if target in known_ids else None, _text(ref))
+                citations.append((section, link))
+            for formula in child.iterfind("t:formula", NS):
+                formulas.append((section, _formula(formula)))
+        elif child.tag == f"{{{TEI}}}formula":
+            formulas.append((section, _formula(child)))
+    section.text = "\n\n".join(paragraphs)
+    if pages:
+        section.page_start, section.page_end = min(pages), max(pages)
+    return section
+
+
+def _tei_document(root, paper_id: str, parser: str) -> ParsedPaper:
     title = _text(root.find("t:teiHeader//t:titleStmt/t:title", NS))
     abstract = "\n\n".join(
         _text(p) for p in root.iterfind("t:teiHeader//t:profileDesc/t:abstract//t:p", NS) if _text(p)
     )
     references = [_reference(b) for b in root.iterfind("t:text/t:back//t:listBibl/t:biblStruct", NS)]
     known_ids = {ref.ref_id for ref in references}
-
-    sections: list[Section] = []
     citations: list[tuple[Section, CitationLink]] = []
     formulas: list[tuple[Section, Element]] = []
-    divs = list(root.iterfind("t:text/t:body/t:div", NS))
-    for back in root.iterfind("t:text/t:back/t:div", NS):
-        if back.get("type") in ("acknowledgement", "annex"):
-            divs.extend(back.iterfind("t:div", NS) if back.find("t:div", NS) is not None else [back])
-    for div in divs:
-        head = div.find("t:head", NS)
-        number = (head.get("n") or "").rstrip(".") if head is not None else ""
-        section = Section(number=number, title=_text(head), text="")
-        paragraphs: list[str] = []
-        pages: list[int] = _pages(head) if head is not None else []
-        for child in div:
-            if child.tag == f"{{{TEI}}}p":
-                text = _paragraph_text(child)
-                if text:
-                    paragraphs.append(text)
-                pages += _pages(child)
-                for ref in child.iterfind(".//t:ref[@type='bibr']", NS):
-                    target = (ref.get("target") or "").lstrip("#") or None
-                    link = CitationLink(section.number, target if target in known_ids else None, _text(ref))
-                    citations.append((section, link))
-                for formula in child.iterfind("t:formula", NS):
-                    formulas.append((section, _formula(formula)))
-            elif child.tag == f"{{{TEI}}}formula":
-                formulas.append((section, _formula(child)))
-        section.text = "\n\n".join(paragraphs)
-        if pages:
-            section.page_start, section.page_end = min(pages), max(pages)
-        sections.append(section)
+    sections = [_div_section(div, known_ids, citations, formulas) for div in _section_divs(root)]
     ensure_unique_numbers(sections)
     for section, link in citations:
         link.section_number = section.number
