@@ -30,16 +30,7 @@ def question_batch(
         return dg.MaterializeResult(metadata={"requests": 0, "state": "every answer is already cached"})
     run_config = {"ops": {"synthetic_questions": {"config": {"count": config.count, "seed": config.seed}}}}
     record = batch_lib.submit(client, requests, partition="", role="questions", run_config=run_config)
-    return dg.MaterializeResult(
-        metadata={
-            "batch_id": record["id"],
-            "backend": record["backend"],
-            "model": record["model"],
-            "requests": len(requests),
-            "status": record["status"],
-            "state": record["state"],
-        }
-    )
+    return dg.MaterializeResult(metadata=_submitted(record, requests=len(requests)))
 
 
 @dg.asset(
@@ -69,14 +60,16 @@ def judge_batch(context: dg.AssetExecutionContext, judge_llm: LLMResource) -> dg
         )
     record = batch_lib.submit(client, requests, partition=name)
     context.log.info(f"batch {record['id']}: {len(requests)} judge requests for {name}")
-    return dg.MaterializeResult(
-        metadata={
-            "batch_id": record["id"],
-            "backend": record["backend"],
-            "model": record["model"],
-            "pairs": len(items),
-            "requests": len(requests),
-            "status": record["status"],
-            "state": record["state"],
-        }
-    )
+    return dg.MaterializeResult(metadata=_submitted(record, pairs=len(items), requests=len(requests)))
+
+
+def _submitted(record: dict, **counts: int) -> dict:
+    """A submitted batch's metadata: its id, backend, model and state, with the counts of what it carries."""
+    return {
+        "batch_id": record["id"],
+        "backend": record["backend"],
+        "model": record["model"],
+        **counts,
+        "status": record["status"],
+        "state": record["state"],
+    }
