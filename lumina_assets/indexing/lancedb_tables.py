@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from lumina_assets.core.names import last_name
 from lumina_assets.core.progress import Progress
+from lumina_assets.core.schemas import CITATION_COLUMNS
 from lumina_assets.indexing.table_ops import (
     ensure_ann,
     ensure_fts,
@@ -160,6 +161,7 @@ def paper_rows(papers: pl.DataFrame) -> pl.DataFrame:
                 "tags": list(row.get("tags") or []),
                 "collections": list(row.get("collections") or []),
                 "library_labels": library_labels(row.get("tags"), row.get("collections")),
+                **{name: row.get(name) or None for name in CITATION_COLUMNS},
             }
         )
     schema = {
@@ -175,6 +177,7 @@ def paper_rows(papers: pl.DataFrame) -> pl.DataFrame:
         "tags": pl.List(pl.String),
         "collections": pl.List(pl.String),
         "library_labels": pl.List(pl.String),
+        **dict.fromkeys(CITATION_COLUMNS, pl.String),
     }
     return pl.DataFrame(rows, schema=schema).unique("paper_id", keep="last", maintain_order=True)
 
@@ -194,6 +197,11 @@ def library_labels(tags, collections) -> list[str]:
 def _labels_key(labels) -> str:
     """Library labels in a row hash, only where a paper has some (hashes of unlabelled papers stay as they were)."""
     return "|labels:" + ";".join(labels) if labels else ""
+
+
+def _citation_key(values) -> str:
+    """Pages and arXiv ids in a row hash, only where a paper has them (other papers' hashes stay as they were)."""
+    return "".join(f"|{name}:{value}" for name, value in zip(CITATION_COLUMNS, values, strict=True) if value)
 
 
 def embedder_identity(embedder) -> str:
@@ -281,6 +289,7 @@ LIBRARY_FIELDS = [
     pa.field("collections", pa.list_(pa.string())),
     pa.field("library_labels", pa.list_(pa.string())),
 ]
+CITATION_FIELDS = [pa.field(name, pa.string()) for name in CITATION_COLUMNS]  # null where unknown
 
 
 def paper_schema() -> pa.Schema:
@@ -297,6 +306,7 @@ def paper_schema() -> pa.Schema:
             pa.field("author_last_names", pa.list_(pa.string())),
             pa.field("venue", pa.string()),
             *LIBRARY_FIELDS,
+            *CITATION_FIELDS,
             pa.field("text_hash", pa.string()),
             pa.field("row_hash", pa.string()),
         ]
@@ -614,6 +624,9 @@ def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
     if table is not None and "library_labels" not in table.schema.names:
         table.add_columns(pa.schema(LIBRARY_FIELDS))  # null until a paper has labels
         stats.notes.append("papers table gained the tags / collections columns")
+    if table is not None and "pages" not in table.schema.names:
+        table.add_columns(pa.schema(CITATION_FIELDS))  # null until a paper's row is written again
+        stats.notes.append("papers table gained the pages / arXiv columns")
     existing: dict[str, tuple[str, str]] = {}
     if table is not None:
         stored = read_columns(table, ["paper_id", "text_hash", "row_hash"])
@@ -637,9 +650,22 @@ def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
         pl.Series(
             "row_hash",
             [
-                _sha("|".join(str(v) for v in row[:7]) + abstract_hash.get(row[0], "") + _labels_key(row[7]))
+                _sha(
+                    "|".join(str(v) for v in row[:7])
+                    + abstract_hash.get(row[0], "")
+                    + _labels_key(row[7])
+                    + _citation_key(row[8:])
+                )
                 for row in meta.select(
-                    "paper_id", "abstract", "doi", "url", "year", "authors", "venue", "library_labels"
+                    "paper_id",
+                    "abstract",
+                    "doi",
+                    "url",
+                    "year",
+                    "authors",
+                    "venue",
+                    "library_labels",
+                    *CITATION_COLUMNS,
                 ).iter_rows()
             ],
             dtype=pl.String,
