@@ -24,6 +24,7 @@ from lumina_assets.corpus import catalogue
 from lumina_assets.corpus.arxiv import parse_feed
 from lumina_assets.corpus.batches import row_hash
 from lumina_assets.corpus.catalogue import Record
+from lumina_assets.corpus.enrich import merge_enrichment
 from lumina_assets.corpus.library import load_library
 from lumina_assets.corpus.local import pdf_metadata
 from lumina_assets.corpus.openalex import work_to_paper
@@ -219,6 +220,22 @@ def test_an_arxiv_result_carries_eprint_archive_prefix_and_primary_class(shared_
 def test_openalex_biblio_gives_pages(shared_data, fixture, pages):
     work = json.loads((shared_data / "api_fixtures/openalex_extracted" / fixture).read_text())
     assert work_to_paper(work).pages == pages
+
+
+def test_enrichment_fills_pages_the_pdf_did_not_print(shared_data):
+    work = work_to_paper(
+        json.loads(
+            (
+                shared_data
+                / "api_fixtures/openalex_extracted/test_doi_search_paper_attributes3__interaction2.json"
+            ).read_text()
+        )
+    )
+    bare = Paper(paper_id="p", title="T", doi=work.doi, metadata_sources=["title:pdf_text"])
+    filled = merge_enrichment(bare, work, "openalex_enriched")
+    assert filled.pages == "46--51" and "pages:openalex_enriched" in filled.metadata_sources
+    printed = dataclasses.replace(bare, pages="47--52", metadata_sources=["pages:pdf_text"])
+    assert merge_enrichment(printed, work, "openalex_enriched").pages == "47--52"  # the PDF's own range stays
 
 
 # ---------------------------------------------------------------- older tables and indexes
