@@ -186,7 +186,7 @@ def _apply_grobid_header(path: Path, grobid_url: str, header, sources: dict[str,
     except (ParseFailure, OSError) as error:
         logging.getLogger(__name__).warning("GROBID header of %s unavailable: %s", path.name, error)
         return None
-    for name in ("authors", "venue", "year", "doi"):
+    for name in ("authors", "venue", "year", "doi", "pages"):
         if found.get(name):
             setattr(header, name, found[name])
             sources[name] = "grobid"

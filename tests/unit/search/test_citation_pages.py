@@ -32,6 +32,7 @@ from lumina_assets.corpus.zotero_export import read_export
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing.connection import connect_lancedb
 from lumina_assets.parsing.chunking import passages_for_paper
+from lumina_assets.parsing.tei import parse_tei_header
 from lumina_assets.search.citation_export import to_bibtex, to_ris
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.engine import SearchEngine
@@ -220,6 +221,17 @@ def test_an_arxiv_result_carries_eprint_archive_prefix_and_primary_class(shared_
 def test_openalex_biblio_gives_pages(shared_data, fixture, pages):
     work = json.loads((shared_data / "api_fixtures/openalex_extracted" / fixture).read_text())
     assert work_to_paper(work).pages == pages
+
+
+def test_a_grobid_header_gives_its_page_range(shared_data):
+    """GROBID 0.6.1's TEI of a journal paper: `<biblScope unit="page" from="1683" to="1688"/>`; a TEI without one
+    gives no pages (the PDF's own range then stands)."""
+    tei = shared_data / "grobid_tei"
+    assert parse_tei_header((tei / "0f318087-b211-4ace-8ac9-3d9372a73c1c.tei.xml").read_bytes())["pages"] == (
+        "1683-1688"
+    )
+    assert normalize_pages("1683-1688") == "1683--1688"
+    assert "pages" not in parse_tei_header((tei / "N18-3011.tei.xml").read_bytes())
 
 
 def test_enrichment_fills_pages_the_pdf_did_not_print(shared_data):
