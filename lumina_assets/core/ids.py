@@ -9,6 +9,7 @@ _DOI_PREFIXES = ("https://doi.org/", "http://doi.org/", "https://dx.doi.org/", "
 _ARXIV_NEW = re.compile(r"(\d{4}\.\d{4,5})(v\d+)?$")
 _ARXIV_OLD = re.compile(r"([a-z\-]+(?:\.[A-Z]{2})?/\d{7})(v\d+)?$", re.IGNORECASE)
 _OPENALEX = re.compile(r"(W\d+)$", re.IGNORECASE)
+_ARXIV_CLASS = re.compile(r"^[a-z][a-z\-]*(?:\.[A-Za-z][A-Za-z\-]*)?$")
 # "84", "84-91", "84--91", "84–91" (en dash), "pp. 84 - 91", "e1002", "S12-S20"; a range's separator is any dash
 _PAGE = r"([A-Za-z]{0,2}\d{1,7})"
 _PAGES = re.compile(
@@ -44,6 +45,12 @@ def normalize_arxiv_id(value: str | None) -> str | None:
         if match:
             return match.group(1)
     return None
+
+
+def normalize_arxiv_class(value: str | None) -> str | None:
+    """An arXiv category as arXiv writes it ("cs.IR", "hep-th", "cond-mat.mes-hall"); None for anything else."""
+    text = (value or "").strip()
+    return text if len(text) <= 32 and _ARXIV_CLASS.match(text) else None
 
 
 def normalize_openalex_id(value: str | None) -> str | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lumina_assets.core.hygiene import clean_text
-from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi, normalize_pages
+from lumina_assets.core.ids import normalize_arxiv_class, normalize_arxiv_id, normalize_doi, normalize_pages
 
 YEAR = re.compile(r"\b(1[5-9]\d\d|20\d\d)\b")
 ARXIV_IN_TEXT = re.compile(r"arxiv\s*[:/]\s*([a-z\-]+/\d{7}|\d{4}\.\d{4,5})(v\d+)?", re.IGNORECASE)
@@ -204,7 +204,7 @@ def _bibtex_item(entry, base: Path) -> LibraryItem:
         abstract=_latex(fields.get("abstract")) or None,
         url=(fields.get("url") or "").strip() or None,
         pages=normalize_pages(_latex(fields.get("pages"))),
-        arxiv_primary_class=_latex(fields.get("primaryclass")) or None,
+        arxiv_primary_class=normalize_arxiv_class(_latex(fields.get("primaryclass"))),
         tags=unique(_latex(k) for k in keywords),
         collections=unique(_latex(g) for g in groups),
         files=pdfs_first(bibtex_files(fields.get("file") or "", base)),

@@ -310,7 +310,7 @@ def margin_lines(document, zone: float = 0.08) -> list[str]:
 
 def read_header(document, *, file_stem: str = "") -> PdfHeader:
     """Everything the PDF prints about itself (title excepted: see corpus.local), each field with its source."""
-    from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi
+    from lumina_assets.core.ids import normalize_arxiv_class, normalize_arxiv_id, normalize_doi
 
     header = PdfHeader()
     meta = {k: v for k, v in (document.metadata or {}).items() if isinstance(v, str)}
@@ -345,8 +345,8 @@ def read_header(document, *, file_stem: str = "") -> PdfHeader:
     if printed or from_name:
         header.arxiv_id = printed.group(1) if printed else from_name
         header.sources["arxiv_id"] = ("arxiv_stamp" if stamp else "pdf_text") if printed else "file_name"
-    if stamp and header.arxiv_id == stamp.group(1):
-        header.arxiv_primary_class = stamp.group("primary").strip()
+    if stamp and header.arxiv_id == stamp.group(1) and normalize_arxiv_class(stamp.group("primary")):
+        header.arxiv_primary_class = normalize_arxiv_class(stamp.group("primary"))
         header.sources["arxiv_primary_class"] = "arxiv_stamp"
     found = venue_from_text(first_text, margins, meta.get("subject"), document.page_count)
     if found:

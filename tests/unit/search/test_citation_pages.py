@@ -18,7 +18,7 @@ from hashing_embedder import HashingEmbedder
 from pybtex.database import parse_string
 from zotero_db import ZoteroDatabase
 
-from lumina_assets.core.ids import normalize_pages
+from lumina_assets.core.ids import normalize_arxiv_class, normalize_pages
 from lumina_assets.core.schemas import PAPERS_TABLE_SCHEMA, PASSAGE_SCHEMA, Paper, rows_to_table
 from lumina_assets.corpus import catalogue
 from lumina_assets.corpus.arxiv import parse_feed
@@ -286,6 +286,18 @@ def test_catalogue_rows_without_the_columns_read_back_and_keep_their_hash():
     catalogue.tables.write(catalogue.tables.CATALOGUE_RECORDS, frame.drop("pages", "arxiv_primary_class"))
     (record,) = catalogue.read_records()
     assert record.paper.pages is None and record.paper.title == "U"
+
+
+def test_arxiv_classes_are_checked():
+    assert [normalize_arxiv_class(v) for v in ("cs.IR", " hep-th ", "cond-mat.mes-hall", "math.AG")] == [
+        "cs.IR",
+        "hep-th",
+        "cond-mat.mes-hall",
+        "math.AG",
+    ]
+    assert [normalize_arxiv_class(v) for v in ("", None, "cs.IR}, note={x", "a" * 40, "\x1b[2J")] == [
+        None
+    ] * 5
 
 
 @pytest.mark.parametrize(
