@@ -9,8 +9,7 @@ line up one to one with the human labels (`sentence_agreement`).
 
 Length: contexts differ in how much text they carry (two passages and their neighbours, one snippet, three
 highlights), and CP rewards short contexts while CR rewards long ones. Every context is described by its sentences
-and word tokens (`\\w+` runs), and `truncate` cuts a context to a token budget at sentence boundaries so every
-provider can be scored again at the same length (the length-matched sensitivity row).
+and word tokens (`\\w+` runs); `evals.contexts` cuts every provider's contexts to one budget by one rule.
 """
 
 from __future__ import annotations
@@ -107,31 +106,6 @@ def human_cp(contexts: Sequence[Context], rationales: Sequence[str]) -> float:
         labels = sentence_labels(context, rationales)
         ratios.append(sum(labels) / len(labels) if labels else 0.0)
     return sum(ratios) / len(ratios)
-
-
-def truncate(context: Context, budget: int) -> Context:
-    """The context cut to `budget` word tokens: whole sentences while they fit, and the first sentence cut to the
-    budget when even it does not; one chunk of the kept text."""
-    kept: list[str] = []
-    used = 0
-    for sentence in sentences_of(context):
-        count = tokens(sentence)
-        if used + count <= budget:
-            kept.append(sentence)
-            used += count
-            continue
-        if not kept and budget > 0:
-            kept.append(" ".join(sentence.split()[:budget]))
-        break
-    return Context(
-        title=context.title,
-        chunks=[" ".join(kept)] if kept else [],
-        doi=context.doi,
-        url=context.url,
-        paper_id=context.paper_id,
-        score=context.score,
-        passage_ids=list(context.passage_ids),
-    )
 
 
 def length(contexts: Sequence[Context]) -> tuple[float | None, float | None]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.core.schemas import Context
 from lumina_assets.parsing.chunking import split_sentences
 
@@ -162,6 +163,8 @@ def _ask_with_retries(
     for attempt in range(max_attempts):
         try:
             answer = ask(attempt)
+        except BudgetExhausted:  # the run stops; the pair is neither judged nor failed
+            raise
         except Exception as exc:  # an API error is a failed attempt, reported by type only (no secrets)
             problem = f"llm error: {type(exc).__name__}"
             continue
@@ -175,11 +178,14 @@ def _ask_with_retries(
 class LLMJudge:
     """The paper's judge through any `core.llm.LLMClient`, at temperature 0."""
 
-    def __init__(self, client, *, max_attempts: int = 3, temperature: float = 0.0, workers: int = 4):
+    def __init__(
+        self, client, *, max_attempts: int = 3, temperature: float = 0.0, workers: int | None = None
+    ):
         self.client = client
         self.max_attempts = max_attempts
         self.temperature = temperature
-        self.workers = workers
+        # the API's configured concurrency (`LLMResource.concurrency`) unless the caller names its own
+        self.workers = workers if workers is not None else getattr(client, "concurrency", 4)
         self.name = f"llm:{client.label}"
         self.is_offline = False
 

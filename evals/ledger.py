@@ -141,3 +141,49 @@ def read_agreement() -> dict[str, Any]:
     """The last measured judge agreement, {} when none was measured."""
     path = agreement_path()
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def plan_path() -> Path:
+    return settings.benchmark_dir() / "plan.json"
+
+
+def write_plan(plan: dict[str, Any]) -> None:
+    """The plan of the run about to start, so its report can set it beside what the run actually sent."""
+    from lumina_assets.core.tables import atomic_replace
+
+    text = json.dumps(plan, indent=2)
+    atomic_replace(plan_path(), lambda temp: temp.write_text(text, encoding="utf-8"))
+
+
+def read_plan() -> dict[str, Any]:
+    path = plan_path()
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+PLAN_ROLES = {  # plan role -> the (asset, role) cost entries that are its actual calls
+    "questions": {("synthetic_questions", "question generator")},
+    "refiner": {("recursive_results", "refiner")},
+    "judge": {("judgments", "judge")},
+}
+
+
+def actual_by_plan_role(providers: list[str]) -> dict[str, dict[str, Any]]:
+    """What the run sent, in the plan's roles: LLM calls and tokens sent per role, the calls its own earlier
+    answers served from the cache (`cache_hits`: a prompt repeated within the run, which the plan counts as a
+    call), and the requests each provider's steps made (sent + answered from the HTTP cache, as the plan counts
+    them)."""
+    wanted = set(providers)
+    llm = {role: {"calls": 0, "cache_hits": 0, "input_tokens": 0, "output_tokens": 0} for role in PLAN_ROLES}
+    for entry in _entries(_costs_dir(), wanted):
+        for role, sources in PLAN_ROLES.items():
+            if (entry["asset"], entry.get("role")) in sources:
+                llm[role]["calls"] += entry["llm_calls"]
+                llm[role]["cache_hits"] += entry["llm_cache_hits"]
+                llm[role]["input_tokens"] += entry["llm_input_tokens"]
+                llm[role]["output_tokens"] += entry["llm_output_tokens"]
+    requests: dict[str, int] = {}
+    for entry in _entries(settings.benchmark_dir() / "requests", wanted):
+        # retries of a throttled or failed request are the same request again
+        made = entry.get("http_requests", 0) - entry.get("http_retries", 0) + entry.get("http_cache_hits", 0)
+        requests[entry["partition"]] = requests.get(entry["partition"], 0) + made
+    return {"llm": llm, "provider_requests": requests}

@@ -21,8 +21,13 @@ def query_terms(text: str) -> dict[str, float]:
 class LexicalIndex:
     """BM25 over a list of texts; `search` gives (text index, score) best first, ties in input order."""
 
-    def __init__(self, texts: Sequence[str]):
-        self.bm25 = BM25([tokenize(text) for text in texts])
+    def __init__(self, texts: Sequence[str], *, k1: float = 1.2, b: float = 0.75):
+        self.bm25 = BM25([tokenize(text) for text in texts], k1=k1, b=b)
+
+    def scores(self, query: str) -> np.ndarray | None:
+        """Every text's score for the query (None for a query with no indexed term)."""
+        terms = query_terms(query)
+        return self.bm25.scores(terms) if terms else None
 
     def search(self, query: str, k: int) -> list[tuple[int, float]]:
         terms = query_terms(query)

@@ -175,4 +175,20 @@ def report_options(manifest: dict[str, Any], comparisons: pl.DataFrame | None) -
         "excluded": manifest.get("excluded", {}),
         "question_sources": manifest.get("question_sources", {}),
         "provider_stats": manifest.get("provider_stats", {}),
+        **_plan_of(manifest),
     }
+
+
+def _plan_of(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The recorded plan and the run's actual counts when the plan was made for this run's providers and grid."""
+    plan = ledger.read_plan()
+    if not plan:
+        return {}
+    same = (
+        set(plan.get("providers", [])) == set(manifest.get("providers", []))
+        and plan.get("depths") == sorted(manifest.get("depths", []))
+        and plan.get("page_sizes") == sorted(manifest.get("page_sizes", []))
+    )
+    if not same:
+        return {}
+    return {"plan": plan, "actual": ledger.actual_by_plan_role(manifest.get("providers", []))}

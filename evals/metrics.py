@@ -31,13 +31,13 @@ class ContextVerdict:
 
 
 def question_cr(verdicts: Sequence[ContextVerdict]) -> float | None:
-    """CR_j; 0.0 for no contexts; None when every context's relevance verdict failed (nothing to score)."""
+    """CR_j over all n_j contexts; 0.0 for no contexts; None when any context's relevance verdict failed: the
+    question is then counted as failed, never scored over fewer contexts than it returned."""
     if not verdicts:
         return 0.0
-    judged = [v.relevant for v in verdicts if v.relevant is not None]
-    if not judged:
+    if any(v.relevant is None for v in verdicts):
         return None
-    return sum(judged) / len(judged)
+    return sum(v.relevant for v in verdicts) / len(verdicts)
 
 
 def context_precision_ratio(critical: int, sentences: int) -> float:
@@ -46,17 +46,13 @@ def context_precision_ratio(critical: int, sentences: int) -> float:
 
 
 def question_cp(verdicts: Sequence[ContextVerdict]) -> float | None:
-    """CP_j; 0.0 for no contexts; None when every context's precision verdict failed."""
+    """CP_j over all n_j contexts; 0.0 for no contexts; None (a failed question, counted) when any context's
+    precision verdict failed."""
     if not verdicts:
         return 0.0
-    ratios = [
-        context_precision_ratio(v.critical, v.sentences)
-        for v in verdicts
-        if v.critical is not None and v.sentences is not None
-    ]
-    if not ratios:
+    if any(v.critical is None or v.sentences is None for v in verdicts):
         return None
-    return sum(ratios) / len(ratios)
+    return sum(context_precision_ratio(v.critical, v.sentences) for v in verdicts) / len(verdicts)
 
 
 @dataclass(frozen=True)

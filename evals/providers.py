@@ -313,11 +313,15 @@ def lumina_api_search_fn(
 
 
 class BM25Provider:
-    """Baseline: the project's BM25 (`evals.lexical`) over the passages table, each passage indexed with its
-    paper's title in front (BEIR's BM25 baseline indexes title + text); passages grouped into per-paper contexts
-    in rank order, their chunks the passage text."""
+    """Baseline `bm25` as BEIR defines it: one document per paper, its title and abstract (the paper's passages in
+    order where the catalogue has no abstract), Okapi BM25 (`evals.lexical`, k1 `K1`, b `B`) over
+    `lumina_assets.search.text.tokenize`. Papers are ranked by that document score alone. A paper's context is its
+    own passages, the one scoring highest against the query by the same BM25 over passages first (ties in paper
+    order), up to `max_chunks_per_context`: the passages judged, not the ranking, come from the passage scores."""
 
     name = "bm25"
+    K1 = 1.2
+    B = 0.75
 
     def __init__(
         self, passages: pl.DataFrame, papers: pl.DataFrame | None = None, *, max_chunks_per_context: int = 3
@@ -329,40 +333,66 @@ class BM25Provider:
         self.passages = passages.select("passage_id", "paper_id", "text").to_dicts()
         meta: dict[str, dict[str, Any]] = {}
         if papers is not None and papers.height:
-            cols = [c for c in ("paper_id", "title", "doi") if c in papers.columns]
+            cols = [c for c in ("paper_id", "title", "doi", "abstract") if c in papers.columns]
             meta = {row["paper_id"]: row for row in papers.select(cols).to_dicts()}
         self.meta = meta
         self.max_chunks = max_chunks_per_context
-        self.index = LexicalIndex(
-            [f"{meta.get(p['paper_id'], {}).get('title') or ''} {p['text']}" for p in self.passages]
-        )
+        self.by_paper: dict[str, list[int]] = {}
+        for index, passage in enumerate(self.passages):
+            self.by_paper.setdefault(passage["paper_id"], []).append(index)
+        self.paper_ids = list(self.by_paper)
+        self.documents = [self._document(paper_id) for paper_id in self.paper_ids]
+        self.index = LexicalIndex(self.documents, k1=self.K1, b=self.B)
+        self.passage_index = LexicalIndex([p["text"] for p in self.passages], k1=self.K1, b=self.B)
+
+    def _document(self, paper_id: str) -> str:
+        meta = self.meta.get(paper_id, {})
+        abstract = (meta.get("abstract") or "").strip()
+        body = abstract or " ".join(self.passages[i]["text"] for i in self.by_paper[paper_id])
+        return f"{meta.get('title') or ''} {body}".strip()
+
+    def describe(self) -> dict[str, Any]:
+        """The full configuration, printed in the report's setup section."""
+        return {"baseline_config": bm25_config(self.max_chunks)}
 
     def search(self, query: str, k: int) -> list[Context]:
-        depth = min(len(self.passages), k * (self.max_chunks + 2))
-        contexts: dict[str, Context] = {}
-        for index, score in self.index.search(query, depth):
+        passage_scores = self.passage_index.scores(query)
+        contexts = []
+        for index, score in self.index.search(query, k):
             if score <= 0:
                 continue
-            passage = self.passages[int(index)]
-            paper_id = passage["paper_id"]
-            if paper_id not in contexts:
-                if len(contexts) >= k:
-                    continue
-                meta = self.meta.get(paper_id, {})
-                doi = meta.get("doi")
-                contexts[paper_id] = Context(
+            paper_id = self.paper_ids[index]
+            members = self.by_paper[paper_id]
+            if passage_scores is not None:
+                members = sorted(members, key=lambda i: -float(passage_scores[i]))  # stable: ties keep order
+            members = members[: self.max_chunks]
+            meta = self.meta.get(paper_id, {})
+            doi = meta.get("doi")
+            contexts.append(
+                Context(
                     title=meta.get("title") or "",
-                    chunks=[],
+                    chunks=[self.passages[i]["text"] for i in members],
                     doi=doi,
                     url=f"https://doi.org/{doi}" if doi else None,
                     paper_id=paper_id,
                     score=float(score),
+                    passage_ids=[self.passages[i]["passage_id"] for i in members],
                 )
-            context = contexts[paper_id]
-            if len(context.chunks) < self.max_chunks:
-                context.chunks.append(passage["text"])
-                context.passage_ids.append(passage["passage_id"])
-        return list(contexts.values())
+            )
+        return contexts
+
+
+def bm25_config(max_chunks: int = 3) -> dict[str, Any]:
+    """The bm25 baseline's configuration as the report prints it (tests pin it)."""
+    return {
+        "method": "Okapi BM25, one document per paper (BEIR's BM25 baseline)",
+        "document": "title + abstract (the paper's passages in order where it has no abstract)",
+        "k1": BM25Provider.K1,
+        "b": BM25Provider.B,
+        "idf": "ln(1 + (N - n + 0.5) / (n + 0.5))",
+        "tokenizer": "lumina_assets.search.text.tokenize (lower-cased \\w+ words, English stop words, Snowball)",
+        "context": f"the paper's passages, best passage BM25 score first, at most {max_chunks}",
+    }
 
 
 def describe(provider) -> dict[str, Any]:
@@ -387,6 +417,7 @@ def contexts_from_rows(rows: Sequence[dict[str, Any]]) -> list[Context]:
             paper_id=r.get("paper_id"),
             score=float(r.get("score") or 0.0),
             passage_ids=list(r.get("passage_ids") or []),
+            ranked_passage_ids=list(r.get("ranked_passage_ids") or []),
         )
         for r in rows
     ]

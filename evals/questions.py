@@ -16,6 +16,7 @@ import polars as pl
 
 from evals.judge import JudgeParseError
 from lumina_assets.core.ids import paper_id_for, short_hash
+from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.corpus import splits
 from lumina_assets.corpus.collections import (
     DEFAULT_SPLIT_ORDER,
@@ -144,6 +145,30 @@ def offline_question(passage_text: str, title: str = "") -> str:
     return "What evidence is there that " + claim + "?"
 
 
+QUESTION_MAX_TOKENS = 300
+
+
+def _titles(papers: pl.DataFrame | None) -> dict[str, str]:
+    if papers is None or not papers.height or "title" not in papers.columns:
+        return {}
+    return dict(zip(papers["paper_id"].to_list(), papers["title"].fill_null("").to_list(), strict=True))
+
+
+def question_prompt(title: str, passage_text: str) -> str:
+    return QUESTION_PROMPT.replace("{title}", title).replace("{passage}", passage_text)
+
+
+def question_prompts(
+    passages: pl.DataFrame, papers: pl.DataFrame | None, *, n: int, seed: int = 7
+) -> list[str]:
+    """The first-attempt prompts `synthetic_questions` sends for these passages (what a batch submits)."""
+    titles = _titles(papers)
+    return [
+        question_prompt(titles.get(p["paper_id"], ""), p["text"])
+        for p in sample_passages(passages, n, seed=seed).iter_rows(named=True)
+    ]
+
+
 def synthetic_questions(
     passages: pl.DataFrame,
     papers: pl.DataFrame | None,
@@ -154,9 +179,7 @@ def synthetic_questions(
     max_attempts: int = 3,
 ) -> tuple[pl.DataFrame, list[dict[str, str]]]:
     """(questions, failures). With an online `llm_client` the question comes from the LLM, else from the template."""
-    titles: dict[str, str] = {}
-    if papers is not None and papers.height and "title" in papers.columns:
-        titles = dict(zip(papers["paper_id"].to_list(), papers["title"].fill_null("").to_list(), strict=True))
+    titles = _titles(papers)
     online = llm_client is not None and not llm_client.is_offline
     generator = f"llm:{llm_client.label}" if online else "offline:template"
     rows, failures = [], []
@@ -164,15 +187,19 @@ def synthetic_questions(
         title = titles.get(passage["paper_id"], "")
         text = None
         if online:
-            prompt = QUESTION_PROMPT.replace("{title}", title).replace("{passage}", passage["text"])
+            prompt = question_prompt(title, passage["text"])
             problem = ""
             for attempt in range(max_attempts):
                 system = None if attempt == 0 else "(retry: answer with <question>...</question> only)"
                 try:
-                    text = parse_question(llm_client.complete(prompt, system=system, max_tokens=300).text)
+                    text = parse_question(
+                        llm_client.complete(prompt, system=system, max_tokens=QUESTION_MAX_TOKENS).text
+                    )
                     break
                 except JudgeParseError as exc:
                     problem = str(exc)
+                except BudgetExhausted:
+                    raise
                 except Exception as exc:
                     problem = f"llm error: {type(exc).__name__}"
             if text is None:

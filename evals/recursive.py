@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from evals.judge import JudgeParseError, load_prompt, render
+from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.core.schemas import Context
 
 _QUERY_TAG = re.compile(r"<query>(.*?)</query>", re.IGNORECASE | re.DOTALL)
@@ -87,6 +88,8 @@ class LLMRefiner:
                 return Refinement(parse_query(answer), self.method, attempts=attempt + 1)
             except JudgeParseError as exc:
                 problem = f"unparseable answer: {exc}"
+            except BudgetExhausted:
+                raise
             except Exception as exc:
                 problem = f"llm error: {type(exc).__name__}"
         return Refinement(None, self.method, failure=problem, attempts=self.max_attempts)
@@ -163,6 +166,7 @@ def _unseen_part(context: Context, seen: set[str], score: float | None) -> Conte
         paper_id=context.paper_id,
         score=score,
         passage_ids=passage_ids,
+        ranked_passage_ids=[p for p in context.ranked_passage_ids if p in passage_ids],
     )
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from evals import providers
 from evals.providers import Provider, ProviderUnavailable
-from lumina_assets.core import settings, tables
+from lumina_assets.core import prices, settings, tables
 
 RECURSIVE_ALIAS = "lumina_recursive"
 EXTERNAL_LLM = "not disclosed by the service"
@@ -40,9 +40,6 @@ class ProviderSpec:
     resource_key: str | None = None
     external: bool = False
     key_env: str | None = None
-    # USD per request sent (None: unknown, shown as unknown) and where the figure comes from
-    request_price_usd: float | None = 0.0
-    price_note: str = "local, no request cost"
     llm: str = "none"  # the LLM the provider's answers depend on, as far as it is known
 
 
@@ -66,9 +63,10 @@ def _lumina(question_llm) -> Provider:
 
 
 def dense_config():
-    """Lumina's engine with its passage vectors as the only retriever: no full text, no paper-level retriever,
-    no reranker or LLM stage. Contexts are built exactly as lumina builds them, so
-    lumina vs dense isolates what the rest of the pipeline adds to dense retrieval."""
+    """Lumina's engine with its passage vectors as the only retriever: no full text, no paper-level retrievers,
+    no reranker or LLM stage, no corpus-graph smoothing, no setting the index recorded.
+    Contexts are built exactly as lumina builds them, so lumina vs dense isolates what the rest of the pipeline adds
+    to dense retrieval."""
     from lumina_assets.search.config import SearchConfig
 
     return SearchConfig().replace(
@@ -77,6 +75,8 @@ def dense_config():
         llm_parser=None,
         llm_multi_query=None,
         rerank=None,
+        neighbour_smoothing=0.0,
+        index_tuning=False,
     )
 
 
@@ -115,8 +115,6 @@ PROVIDERS: dict[str, ProviderSpec] = {
             resource_key="semantic_scholar",
             external=True,
             key_env="SEMANTIC_SCHOLAR_API_KEY",
-            request_price_usd=0.0,
-            price_note="the Graph API is free (rate-limited)",
             llm=EXTERNAL_LLM,
         ),
         ProviderSpec(
@@ -125,8 +123,6 @@ PROVIDERS: dict[str, ProviderSpec] = {
             resource_key="google_scholar",
             external=True,
             key_env="SERPAPI_API_KEY",
-            request_price_usd=None,
-            price_note="SerpAPI bills a monthly plan; the price of one search depends on the plan",
             llm=EXTERNAL_LLM,
         ),
         ProviderSpec(
@@ -135,8 +131,6 @@ PROVIDERS: dict[str, ProviderSpec] = {
             resource_key="exa",
             external=True,
             key_env="EXA_API_KEY",
-            request_price_usd=None,
-            price_note="each Exa response states its price (costDollars), summed when present",
             llm=EXTERNAL_LLM,
         ),
     )
@@ -149,8 +143,8 @@ def partition_keys() -> list[str]:
 
 
 def request_prices() -> dict[str, tuple[float | None, str]]:
-    """Provider -> (USD per request or None when unknown, where that figure comes from)."""
-    return {spec.name: (spec.request_price_usd, spec.price_note) for spec in PROVIDERS.values()}
+    """Provider -> (USD per request or None when unknown, where that figure comes from), from `core.prices`."""
+    return {name: prices.request_price(name) for name in PROVIDERS}
 
 
 def provider_names() -> list[str]:

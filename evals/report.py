@@ -16,12 +16,13 @@ from typing import Any
 
 import polars as pl
 
+from evals import contexts as context_forms
 from evals import report_sections as sections
 from evals.metrics import CP_DEFINITION
 from evals.registry import local_provider_names
 from lumina_assets.core import tables
 
-QRELS_HEADLINE = ("CR@p (qrels)", "nDCG@10", "nDCG@p", "AP@p", "R@p")
+QRELS_HEADLINE = ("P@p (qrels, distinct papers)", "nDCG@10", "nDCG@p", "AP@p", "R@p", "R@100")
 LENGTH_HEADLINE = ("mean_contexts", "sentences/context", "tokens/context")
 # The columns benchmark_scores shows in its metadata, per question set.
 SCORES_HEADLINE = (
@@ -182,8 +183,10 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
         ]
         if not offline:
             cells += [
-                _fmt(row["cr"], row["cr_low"], row["cr_high"]),
-                _fmt(row["cp"], row["cp_low"], row["cp_high"]),
+                _fmt(row["cr"], row["cr_low"], row["cr_high"])
+                + sections.failed_note(row.get("cr_failed_questions")),
+                _fmt(row["cp"], row["cp_low"], row["cp_high"])
+                + sections.failed_note(row.get("cp_failed_questions")),
             ]
         if row["qrels_excluded"]:
             cells += [
@@ -219,7 +222,7 @@ def judge_agreement_table(scores: pl.DataFrame) -> str:
 
 def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: bool = False) -> str:
     frame = _set_frame(scores, question_set)
-    cols = ["nDCG@10", "nDCG@p", "AP@p", "R@p", "R@pool", "RR", "CR@p (qrels)", "CP (human)"]
+    cols = ["nDCG@10", "nDCG@p", "AP@p", "R@p", "R@pool", "RR", "P@p (qrels, distinct papers)", "CP (human)"]
     judged = [] if offline else ["CR", "CP"]
     header = ["provider", "p", "depth", "n", "failed", *judged, "contexts/question", *cols, "n (qrels)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -238,7 +241,7 @@ def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: boo
 def _plot_measures(scores: pl.DataFrame, *, offline: bool) -> list[str]:
     measures = [] if offline else ["cr", "cp"]
     if scores.height and scores["n_qrels"].max():
-        measures += ["CR@p (qrels)", "nDCG@10", "AP@p", "R@p"]
+        measures += ["P@p (qrels, distinct papers)", "nDCG@10", "AP@p", "R@p"]
     return measures
 
 
@@ -366,6 +369,8 @@ def write_report(
     excluded: dict[str, str] | None = None,
     question_sources: dict[str, str] | None = None,
     provider_stats: dict[str, dict[str, int]] | None = None,
+    plan: dict[str, Any] | None = None,
+    actual: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Writes benchmark.md and the PNGs into out_dir; returns paths and the markdown. The report opens with the
     paragraph a reader can quote (`report_sections.headline_paragraph`)."""
@@ -418,6 +423,7 @@ def write_report(
         ]
         parts.append("")
     parts += sections.cost_line(cost)
+    parts += plan_vs_actual(plan, actual)
     parts += [
         f"**Questions:** {', '.join(f'{k}: {v}' for k, v in question_counts.items()) or 'none'}.",
         "",
@@ -440,12 +446,16 @@ def write_report(
         "",
         "**n** = questions scored; a provider call that failed is a failure (`failed`, rate per provider and depth), "
         "left out of the scores, never scored as an empty result. Intervals are 95% percentile bootstrap CIs over "
-        "questions. **CR@p (qrels)** = relevant papers among the contexts / p (p, not the contexts returned); "
+        "questions. **P@p (qrels, distinct papers)** = distinct relevant papers among the contexts / p (p, not the contexts returned); "
         "**nDCG@p**, **AP@p** = rank-graded over the p contexts (one relevant paper at rank 1 scores 1.0); "
         "**R@p** = recall of the relevant papers in the p contexts; **passage@p** = the synthetic question's "
         "source passage is among them; **CP (human)** = mean over contexts of (rationale sentences / sentences), "
         "the paper's CP with the collection's human rationale labels as the verdicts (critical = a sentence a "
         "SciFact annotator marked as evidence for the claim); **tokens** = word tokens (`\\w+` runs).",
+        "",
+        f"**Context form judged:** {context_forms.describe((run or {}).get('context_form', context_forms.EQUAL))}. "
+        "Tokens per context (as judged and as returned) "
+        "stand beside every CR / CP figure; CP (human, as returned) is the whitepaper's form.",
         "",
     ]
     if not judge_offline:
@@ -462,6 +472,7 @@ def write_report(
         parts += [f"![every page size and depth, {focus} questions]({bars.name})", ""]
     if not judge_offline:
         parts += ["## Judge agreement on this run's contexts", "", judge_agreement_table(scores), ""]
+        parts += sections.pooled_section(run or {})
     level_title = "pseudo-relevance feedback level" if prf else "recursion level"
     parts += [
         f"## Every {level_title} ({focus} questions)",
@@ -496,3 +507,32 @@ def results_sample(frame: pl.DataFrame, question_frame: pl.DataFrame, rows: int 
         if sample
         else "_empty_"
     )
+
+
+def plan_vs_actual(plan: dict[str, Any] | None, actual: dict[str, Any] | None) -> list[str]:
+    """The plan `lumina benchmark run` made before the run beside what the run made: LLM calls (sent + answered
+    from the run's own cache) and input tokens per role, requests per provider."""
+    if not plan or not actual:
+        return []
+    lines = [
+        "**Plan vs actual** (the plan `lumina benchmark run` printed before starting; calls include those the "
+        "run's own cache answered):",
+        "",
+        "| what | planned | actual |",
+        "|---|---:|---:|",
+    ]
+    for role, row in plan.get("llm", {}).items():
+        done = actual["llm"].get(role, {})
+        made = done.get("calls", 0) + done.get("cache_hits", 0)
+        lines.append(f"| {role} calls | {row['calls']:,} | {made:,} |")
+        lines.append(f"| {role} input tokens | {row['input_tokens']:,} | {done.get('input_tokens', 0):,} |")
+    for provider, planned in plan.get("provider_requests", {}).items():
+        lines.append(
+            f"| {provider} requests | {planned:,} | {actual['provider_requests'].get(provider, 0):,} |"
+        )
+    usd = plan.get("usd_sync")
+    lines.append(
+        f"| USD (sync list price) | {'unknown' if usd is None else f'${usd:,.2f}'}"
+        f"{'' if plan.get('usd_sync_complete', True) else ' + unknown'} | see the cost line |"
+    )
+    return [*lines, ""]

@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from evals.comparison import Primary, primary_row
+from evals.disclosure import DEFAULTS_INFORMED_BY
 from evals.matching import METHODS, TITLE_THRESHOLD
 
 PRF = "offline:pseudo-relevance-feedback"
@@ -23,6 +24,11 @@ def _num(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
+def failed_note(failed: int | None) -> str:
+    """ ", k questions failed" beside a judged figure whose failed verdicts left k questions unscored."""
+    return f", {failed} question{'s' if failed != 1 else ''} failed" if failed else ""
+
+
 def cannot_claim(run: dict[str, Any], *, offline: bool) -> list[str]:
     """What this run's numbers do not support, from its manifest."""
     out = []
@@ -31,8 +37,8 @@ def cannot_claim(run: dict[str, Any], *, offline: bool) -> list[str]:
     sources = run.get("question_sources", {})
     if "train-heldout" in sources.get("beir", ""):
         out.append(
-            "a pristine held-out result: the held-out half is excluded from tuning from this benchmark on, but "
-            "SearchConfig defaults chosen earlier were compared on the whole train split, this half included"
+            "an untouched held-out result: the held-out half is excluded from tuning, but the defaults were "
+            "chosen with it in view (see Setup, 'Defaults informed by')"
         )
     if run.get("excluded") or run.get("skipped") or run.get("qrels_excluded"):
         out.append("anything about providers skipped, left out of the run or left out of the qrels measures")
@@ -54,6 +60,22 @@ def cannot_claim(run: dict[str, Any], *, offline: bool) -> list[str]:
     return out
 
 
+def split_note(run: dict[str, Any]) -> str:
+    """Which split the BEIR questions come from, as the headline says it."""
+    source = run.get("question_sources", {}).get("beir", "")
+    if "/test" in source or "/dev" in source:
+        return (
+            "the collection's own held-out split, which informed none of Lumina's defaults (a shipped test split is "
+            "preferred over the train split's held-out half whenever the folder has one)"
+        )
+    if "/train-heldout" in source:
+        return (
+            "the held-out half of the train split (this copy of the collection ships no test split; with one, the "
+            "headline would use it)"
+        )
+    return ""
+
+
 def headline_paragraph(
     comparisons: pl.DataFrame | None, run: dict[str, Any], *, offline: bool, primary: Primary | None = None
 ) -> str:
@@ -64,7 +86,7 @@ def headline_paragraph(
     limits = "; ".join(cannot_claim(run, offline=offline))
     if row is None:
         return (
-            f"**Headline.** This run has no primary comparison (declared: {primary.describe()}): it needs "
+            f"**Headline.** This run has no primary comparison (fixed in evals/defaults.py: {primary.describe()}): it needs "
             f"{primary.provider} and at least one baseline scored at p = {primary.page_size}, depth "
             f"{primary.depth}, on BEIR questions held out of Lumina's tuning. Every comparison below is "
             f"exploratory. This run cannot claim: {limits}."
@@ -78,7 +100,7 @@ def headline_paragraph(
         else f"the difference is not significant at the family-wise {primary.alpha:.2f} level"
     )
     return (
-        f"**Headline.** Primary comparison, declared before the run ({primary.describe()}): on n = {row['n']} "
+        f"**Headline.** Primary comparison, fixed in evals/defaults.py ({primary.describe()}): on n = {row['n']} "
         f"questions ({set_name.split(' (')[-1].rstrip(')') if '(' in set_name else set_name}), "
         f"{row['a'].split(' d=')[0]} {primary.label} = {row['mean_a']:.3f} vs {row['b'].split(' d=')[0]} "
         f"{row['mean_b']:.3f} (the best of the baselines), difference {row['diff']:+.3f} "
@@ -87,7 +109,8 @@ def headline_paragraph(
         f"{'' if 'exact' in row['test'] else ' (Monte Carlo sign flips, so a value at their resolution)'}, "
         f"Holm-corrected over the {row['family_size']} "
         f"comparisons of {row['a'].split(' d=')[0]} with each baseline: p = {row['p_holm']:.4f}, so {outcome}. "
-        f"This run cannot claim: {limits}."
+        + (f"Questions: {split_note(run)}. " if split_note(run) else "")
+        + f"This run cannot claim: {limits}."
     )
 
 
@@ -98,13 +121,26 @@ def disclosure_section(run: dict[str, Any]) -> list[str]:
     parts.append("")
     for warning in run.get("warnings", []):
         parts += [f"> **Warning:** {warning}.", ""]
+    parts += [f"**Defaults informed by:** {DEFAULTS_INFORMED_BY}.", ""]
     for name, setup in sorted(run.get("provider_setup", {}).items()):
         config = setup.get("search_config")
         facts = [
             f"{k} `{setup[k]}`"
-            for k in ("index_version", "index_model", "query_model", "index_tuning", "engine", "index_error")
+            for k in (
+                "config_hash",
+                "ranking_code_hash",
+                "index_version",
+                "index_model",
+                "query_model",
+                "index_tuning",
+                "engine",
+                "index_error",
+            )
             if k in setup
         ]
+        baseline = setup.get("baseline_config")
+        if baseline:
+            facts += [f"{k} `{v}`" for k, v in baseline.items()]
         parts += [f"**{name}** searched with " + (", ".join(facts) or "no recorded setup") + "."]
         if config:
             parts += [
@@ -211,16 +247,52 @@ def length_table(scores: pl.DataFrame, question_set: str, budget: int | None) ->
     if frame.height == 0 or not frame["n_human_cp"].max():
         return []
     parts = [
-        f"**Length-matched sensitivity** (depth 0): every provider's contexts cut to {budget} word tokens (the "
-        "smallest provider's median context length), whole sentences first; CP (human) measured again (a judge's "
-        "CR / CP are not re-judged on the cut contexts; qrels measures do not depend on length).",
+        f"**Length-matched sensitivity** (depth 0): CP (human) on the contexts as judged, as each provider returned "
+        f"them (the whitepaper's form), and cut to {budget} word tokens (the smallest provider's median context "
+        "length as judged) by the same rule as the judged form: the provider's highest-ranked passage first, whole "
+        "sentences (a judge's CR / CP are not re-judged on these cuts; qrels measures do not depend on length).",
         "",
-        "| provider | p | tokens/context | CP (human) | CP (human, length-matched) | n |",
-        "|---|---|---|---|---|---|",
+        "| provider | p | tokens/context | CP (human) | tokens/context as returned | CP (human, as returned) | "
+        "CP (human, length-matched) | n |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in frame.iter_rows(named=True):
         parts.append(
             f"| {r['provider']} | {r['page_size']} | {_num(r['tokens/context'], 1)} | {_num(r['CP (human)'])} | "
+            f"{_num(r['tokens/context as returned'], 1)} | {_num(r['CP (human, as returned)'])} | "
             f"{_num(r['CP (human, length-matched)'])} | {r['n_human_cp']} |"
         )
+    return parts + [""]
+
+
+def pooled_section(run: dict[str, Any]) -> list[str]:
+    """Pooled, graded judging (`evals.pooled`): each distinct (question, paper) of every provider's top p judged
+    once; per provider pooled CR / CP, graded and qrels nDCG@p, then Kendall's tau between the rankings."""
+    pooled = run.get("pooled")
+    if not pooled:
+        return []
+    p = pooled["page_size"]
+    parts = [
+        f"## Pooled, graded judging (p = {p}, depth {pooled['depth']}; graded judgments exploratory)",
+        "",
+        f"Every distinct (question, paper) in any provider's top {p} was judged once by `{pooled['judge']}`, "
+        f"whoever returned it: {pooled['pool_items']} pool items over {pooled['questions']} questions, "
+        f"{_num(pooled['tokens_per_item'], 1)} word tokens per judged context, {pooled['relevance_failures']} "
+        f"failed relevance verdicts, {pooled['grade_failures']} failed grades. Binary prompts verbatim from the "
+        "paper; the 0-3 grade follows UMBRELA (evals/prompts/README.md). A question with a failed verdict is counted "
+        "as failed, never scored over fewer papers.",
+        "",
+        f"| provider | tokens/context | pooled CR | pooled CP | n | failed | graded nDCG@{p} | n | qrels nDCG@{p} | n |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in sorted(pooled["providers"].items()):
+        parts.append(
+            f"| {name} | {_num(s.get('tokens_per_context'), 1)} | {_num(s['pooled_cr'])} | {_num(s['pooled_cp'])} | "
+            f"{s['n_judged']} | {s['failed']} | "
+            f"{_num(s['graded_ndcg'])} | {s['n_graded']} | {_num(s['qrels_ndcg'])} | {s['n_qrels']} |"
+        )
+    parts += ["", "Kendall's tau between the provider rankings:", "", "| by | and by | providers | tau | p |"]
+    parts.append("|---|---|---|---|---|")
+    for r in pooled["tau"]:
+        parts.append(f"| {r['a']} | {r['b']} | {r['providers']} | {_num(r['tau'], 2)} | {_num(r['p'], 3)} |")
     return parts + [""]

@@ -13,9 +13,12 @@ from typing import Any
 
 import polars as pl
 
+from evals.contexts import judged_form
+from evals.defaults import CONTEXT_FORM
 from evals.judge import JudgeInput, JudgeResult
 from evals.providers import contexts_from_rows
 from evals.recursive import recursive_search
+from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.core.schemas import Context
 
 CONTEXT_STRUCT = pl.Struct(
@@ -27,6 +30,7 @@ CONTEXT_STRUCT = pl.Struct(
         "paper_id": pl.String,
         "score": pl.Float64,
         "passage_ids": pl.List(pl.String),
+        "ranked_passage_ids": pl.List(pl.String),
     }
 )
 
@@ -86,6 +90,7 @@ def _context_dicts(contexts: Sequence[Context]) -> list[dict[str, Any]]:
             "paper_id": c.paper_id,
             "score": float(c.score),
             "passage_ids": list(c.passage_ids),
+            "ranked_passage_ids": list(c.ranked_passage_ids),
         }
         for c in contexts
     ]
@@ -150,6 +155,8 @@ def run_recursive(
                     refiner=refiner,
                     level0=first,
                 )
+            except BudgetExhausted:
+                raise
             except Exception as exc:  # a refiner bug: every level is a failure, with the reason
                 failure = f"{type(exc).__name__}: {exc}"[:500]
                 for depth in range(max_depth + 1):
@@ -211,8 +218,11 @@ def _recursive_row(
     }
 
 
-def judge_inputs(recursive: pl.DataFrame, questions: pl.DataFrame) -> list[JudgeInput]:
-    """Unique (question, context) pairs across every level and page size: each is judged once."""
+def judge_inputs(
+    recursive: pl.DataFrame, questions: pl.DataFrame, *, form: str = CONTEXT_FORM
+) -> list[JudgeInput]:
+    """Unique (question, context) pairs across every level and page size, each context in the judged form
+    (`evals.contexts`): each is judged once."""
     texts = dict(zip(questions["question_id"].to_list(), questions["text"].to_list(), strict=True))
     unique: dict[str, JudgeInput] = {}
     for row in recursive.iter_rows(named=True):
@@ -220,7 +230,7 @@ def judge_inputs(recursive: pl.DataFrame, questions: pl.DataFrame) -> list[Judge
         if question is None:
             continue
         for context in contexts_from_rows(row["contexts"]):
-            item = JudgeInput(row["question_id"], question, context)
+            item = JudgeInput(row["question_id"], question, judged_form(context, form))
             unique.setdefault(item.key, item)
     return list(unique.values())
 

@@ -199,7 +199,9 @@ def latest() -> str | None:
     return path.read_text(encoding="utf-8").strip() if path.exists() else None
 
 
-def compare_runs(a: str, b: str, measures: tuple[str, ...] = ("nDCG@10", "R@p", "CR@p (qrels)", "cr", "cp")):
+def compare_runs(
+    a: str, b: str, measures: tuple[str, ...] = ("nDCG@10", "R@p", "P@p (qrels, distinct papers)", "cr", "cp")
+):
     """Two stored runs side by side, explicitly: one row per (question set, provider, p, depth) present in both,
     each measure from run a, run b and their difference; `same_questions` says whether the rows are comparable
     question for question."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from evals import human_labels, scoring
+from evals import contexts, human_labels, scoring
 from evals.comparison import Primary, paired_comparisons
 from evals.matching import PaperMatcher, match_counts, qrels_exclusions
 
@@ -19,7 +19,7 @@ OFFLINE_MEASURES = {
     "ndcg10": "nDCG@10",
     "ndcg_p": "nDCG@p",
     "ap_p": "AP@p",
-    "cr_qrels": "CR@p (qrels)",
+    "cr_qrels": "P@p (qrels, distinct papers)",
     "recall_p": "R@p",
     "cp_human": "CP (human)",
     "cp_human_lm": "CP (human, length-matched)",
@@ -61,12 +61,14 @@ def score_run(
     permutation_resamples: int = 10000,
     proxy_exclude: set[str] | frozenset[str] = frozenset(),
     primary: Primary | None = None,
+    deep: dict | None = None,
+    form: str = contexts.EQUAL,
 ) -> ScoredRun:
     matcher = PaperMatcher.from_papers(papers)
     counts = match_counts(recursive, matcher)
     excluded = qrels_exclusions(counts)
     rationales = question_rationales(questions)
-    budget = scoring.token_budget(recursive)
+    budget = scoring.token_budget(recursive, form)
     per_question = scoring.question_scores(
         recursive,
         verdicts,
@@ -75,12 +77,16 @@ def score_run(
         rationales=rationales,
         qrels_excluded=excluded,
         budget=budget,
+        deep=deep,
+        form=form,
     )
     scores = scoring.score(
         per_question,
         resamples=bootstrap_resamples,
-        proxy=scoring.proxy_agreement(recursive, verdicts, questions, exclude=proxy_exclude, matcher=matcher),
-        sentence_agreement=scoring.judge_vs_human(recursive, verdicts, questions, rationales),
+        proxy=scoring.proxy_agreement(
+            recursive, verdicts, questions, exclude=proxy_exclude, matcher=matcher, form=form
+        ),
+        sentence_agreement=scoring.judge_vs_human(recursive, verdicts, questions, rationales, form=form),
     )
     measures = {**(JUDGED_MEASURES if judged else {}), **OFFLINE_MEASURES}
     comparisons = paired_comparisons(

@@ -1,16 +1,22 @@
 """Scores of one benchmark run: per question, then per provider × page size × depth × question set with CIs.
 
 Measures, per question j at page size p (a failed provider call keeps only its `error` and is never scored):
-- judged: CR and CP from the judge's verdicts (`evals.metrics`);
+- judged: CR and CP from the judge's verdicts (`evals.metrics`) on the contexts in the judged form
+  (`evals.contexts`: every provider cut to one token budget by one rule, unless the whitepaper form is asked);
+  a question with a failed verdict is counted as failed for that measure, never scored over fewer contexts;
 - qrels (the collection's relevance judgments, or a synthetic question's source paper), each context matched to
-  a paper of the collection by `evals.matching`: CR@p (qrels) = distinct relevant papers among the contexts / p
-  (p, not the contexts returned: a provider that returns fewer scores less), nDCG@10, nDCG@p and AP@p over the
-  contexts' ranked papers (graded by rank, so one relevant paper can score 1.0 where CR@p cannot pass 1/p), R@p,
-  RR, R@pool (every recursion level's merged contexts), and passage@p for a synthetic question's source passage.
-  A provider none of whose results matched a paper of the collection is left out of these with the reason;
-- human CP, from the collection's rationale sentences (`evals.human_labels`), on the contexts as returned and cut
-  to one token budget for every provider (length-matched);
-- length: contexts per question, sentences and word tokens per context.
+  a paper of the collection by `evals.matching`: P@p (qrels, distinct papers) = distinct relevant papers among
+  the contexts / p (p, not the contexts returned: a provider that returns fewer scores less), nDCG@10 (at
+  p >= 10; a shorter page is scored by nDCG@p alone), nDCG@p and AP@p over the contexts' ranked papers (graded by
+  rank, so one relevant paper can score 1.0), R@p, RR, R@pool (every recursion level's merged contexts), and
+  passage@p for a synthetic question's source passage, and R@100 from a separate top-100 search of the providers
+  on Lumina's index (`evals.deep_recall`; none for external providers). A provider none of whose results matched a
+  paper of the collection is left out of these with the reason;
+- human CP, from the collection's rationale sentences (`evals.human_labels`), on the judged form, on the
+  whitepaper form (as returned), and cut by the same rule to the shortest provider's median length
+  (length-matched);
+- length: contexts per question, sentences and word tokens per context in the judged form, and word tokens per
+  context as returned.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 
 import polars as pl
 
+from evals import contexts as context_forms
 from evals import human_labels
 from evals.judge import JudgeInput
 from evals.matching import PaperMatcher, context_key
@@ -45,6 +52,7 @@ QUESTION_SCORE_SCHEMA = {
     "contexts": pl.Int32,
     "sentences_per_context": pl.Float64,
     "tokens_per_context": pl.Float64,
+    "tokens_returned": pl.Float64,
     "has_qrels": pl.Boolean,
     "qrels_excluded": pl.String,
     "cr_qrels": pl.Float64,
@@ -53,39 +61,50 @@ QUESTION_SCORE_SCHEMA = {
     "ap_p": pl.Float64,
     "recall_p": pl.Float64,
     "recall_pool": pl.Float64,
+    "recall_100": pl.Float64,
     "rr": pl.Float64,
     "passage_hit": pl.Float64,
     "cp_human": pl.Float64,
+    "cp_human_returned": pl.Float64,
     "cp_human_lm": pl.Float64,
 }
 
+# qrels precision over the distinct papers of a page (not the judge's CR): its name in tables and the report
+QRELS_PRECISION = "P@p (qrels, distinct papers)"
 # per-question column -> the name it has in the scores table and the report
 QRELS_MEASURES = {
-    "cr_qrels": "CR@p (qrels)",
+    "cr_qrels": QRELS_PRECISION,
     "ndcg10": "nDCG@10",
     "ndcg_p": "nDCG@p",
     "ap_p": "AP@p",
     "recall_p": "R@p",
+    "recall_100": "R@100",
     "passage_hit": "passage@p",
 }
-HUMAN_MEASURES = {"cp_human": "CP (human)", "cp_human_lm": "CP (human, length-matched)"}
+HUMAN_MEASURES = {
+    "cp_human": "CP (human)",
+    "cp_human_returned": "CP (human, as returned)",
+    "cp_human_lm": "CP (human, length-matched)",
+}
 LENGTH_COLUMNS = {
     "contexts": "contexts/question",
     "sentences_per_context": "sentences/context",
     "tokens_per_context": "tokens/context",
+    "tokens_returned": "tokens/context as returned",
 }
 
 
-def token_budget(recursive: pl.DataFrame) -> int | None:
-    """The length-matched budget: the smallest, over providers, of the median word tokens per context at depth 0
-    (every provider is cut to the shortest provider's typical context); None without contexts."""
+def token_budget(recursive: pl.DataFrame, form: str = context_forms.EQUAL) -> int | None:
+    """The length-matched budget: the smallest, over providers, of the median word tokens per context in the
+    judged form at depth 0 (every provider is cut to the shortest provider's typical context); None without
+    contexts."""
     medians = []
     for provider in sorted(set(recursive["provider"].to_list())) if recursive.height else []:
         rows = recursive.filter(
             (pl.col("provider") == provider) & (pl.col("depth") == 0) & pl.col("error").is_null()
         )
         counts = [
-            sum(human_labels.tokens(chunk) for chunk in c.chunks)
+            sum(human_labels.tokens(chunk) for chunk in context_forms.judged_form(c, form).chunks)
             for contexts in rows["contexts"].to_list()
             for c in contexts_from_rows(contexts or [])
         ]
@@ -129,8 +148,11 @@ def question_scores(
     rationales: Mapping[str, list[str]] | None = None,
     qrels_excluded: Mapping[str, str] | None = None,
     budget: int | None = None,
+    form: str = context_forms.EQUAL,
+    deep: Mapping[tuple[str, str], list[Context]] | None = None,
 ) -> pl.DataFrame:
-    """One row per (provider, page size, depth, question) with every measure above."""
+    """One row per (provider, page size, depth, question) with every measure above; `form` is the form the judge
+    saw (`evals.contexts`), `budget` the length-matched row's."""
     matcher = matcher or PaperMatcher()
     rationales = rationales or {}
     excluded = qrels_excluded or {}
@@ -165,30 +187,36 @@ def question_scores(
         if row.get("error"):
             rows.append({**base, "error": row["error"]})
             continue
-        contexts = contexts_from_rows(row["contexts"])
+        returned = contexts_from_rows(row["contexts"])
+        contexts = [context_forms.judged_form(c, form) for c in returned]
         judged = [
             verdicts.get(JudgeInput(row["question_id"], question["text"], c).key) if verdicts else None
             for c in contexts
         ]
         missing = sum(1 for v in judged if v is None)
+        failed_cr = sum(1 for v in judged if v is not None and v.relevant is None)
+        failed_cp = sum(1 for v in judged if v is not None and v.critical is None)
         judged = [v if v is not None else ContextVerdict(None, None, None) for v in judged]
         sentences, words = human_labels.length(contexts)
+        _, words_returned = human_labels.length(returned)
         record = {
             **base,
             "cr": question_cr(judged),
             "cp": question_cp(judged),
-            "cr_failures": sum(1 for v in judged if v.relevant is None),
-            "cp_failures": sum(1 for v in judged if v.critical is None),
+            "cr_failures": failed_cr,
+            "cp_failures": failed_cp,
             "unjudged": missing,
             "contexts": len(contexts),
             "sentences_per_context": sentences,
             "tokens_per_context": words,
+            "tokens_returned": words_returned,
         }
         labels = rationales.get(row["question_id"])
         if labels:
             record["cp_human"] = human_labels.human_cp(contexts, labels)
+            record["cp_human_returned"] = human_labels.human_cp(returned, labels)
             if budget:
-                cut = [human_labels.truncate(c, budget) for c in contexts]
+                cut = [context_forms.cut(c, budget) for c in returned]
                 record["cp_human_lm"] = human_labels.human_cp(cut, labels)
         if relevant and row["provider"] in excluded:
             record["qrels_excluded"] = excluded[row["provider"]]
@@ -199,8 +227,12 @@ def question_scores(
             runs.setdefault(key, {})[row["question_id"]] = docs
             pools.setdefault(key, {})[row["question_id"]] = _pool_papers(row, matcher)
             qrels[row["question_id"]] = {pid: 1 for pid in relevant}
+            ranked_deep = (deep or {}).get((row["provider"], row["question_id"]))
+            if ranked_deep is not None and row["depth"] == 0:
+                found = {_paper(c, matcher) for c in ranked_deep[:100]}
+                record["recall_100"] = len(found & relevant) / len(relevant)
             if question.get("source_passage_id"):
-                ids = {pid for c in contexts for pid in c.passage_ids}
+                ids = {pid for c in returned for pid in c.passage_ids}
                 record["passage_hit"] = float(question["source_passage_id"] in ids)
         rows.append(record)
     ranked = _rankings(runs, pools, qrels)
@@ -225,7 +257,7 @@ def _rankings(runs, pools, qrels) -> dict[tuple, dict[str, float]]:
         pooled = per_query_ranking(subset, pools.get(key, {}), measures=("R@1000",))
         for qid, values in ranked.items():
             out[(*key, qid)] = {
-                "ndcg10": values["nDCG@10"],
+                "ndcg10": values["nDCG@10"] if page >= 10 else None,  # a page of 5 is scored by nDCG@5 alone
                 "ndcg_p": values[f"nDCG@{page}"],
                 "ap_p": values[f"AP@{page}"],
                 "recall_p": values["R@1000"],
@@ -242,6 +274,7 @@ def proxy_agreement(
     *,
     exclude: set[str] | frozenset[str] = frozenset(),
     matcher: PaperMatcher | None = None,
+    form: str = context_forms.EQUAL,
 ) -> dict[str, dict[str, Any]]:
     """Per provider: the judge's CR verdicts against qrels on this run's own contexts (questions with qrels, the
     judge's calibration questions in `exclude` left out), each unique (question, context) pair once."""
@@ -262,7 +295,9 @@ def proxy_agreement(
         if not relevant:
             continue
         for context in contexts_from_rows(row["contexts"]):
-            key = JudgeInput(row["question_id"], question["text"], context).key
+            key = JudgeInput(
+                row["question_id"], question["text"], context_forms.judged_form(context, form)
+            ).key
             verdict = verdicts.get(key)
             if verdict is not None:
                 pairs.setdefault(row["provider"], {})[key] = (
@@ -282,6 +317,7 @@ def judge_vs_human(
     judgments: pl.DataFrame | None,
     questions: pl.DataFrame,
     rationales: Mapping[str, list[str]],
+    form: str = context_forms.EQUAL,
 ) -> dict[str, dict[str, Any]]:
     """Per provider: the judge's CP sentence verdicts against the human rationale labels, over every unique
     judged context of a question with rationales."""
@@ -298,7 +334,7 @@ def judge_vs_human(
         labels = rationales.get(row["question_id"])
         if not labels or row.get("error") or row["question_id"] not in texts:
             continue
-        for context in contexts_from_rows(row["contexts"]):
+        for context in (context_forms.judged_form(c, form) for c in contexts_from_rows(row["contexts"])):
             key = JudgeInput(row["question_id"], texts[row["question_id"]], context).key
             if key in sentence_verdicts:
                 pairs.setdefault(row["provider"], {})[key] = (
@@ -338,6 +374,9 @@ SCORE_SCHEMA = {
     "mean_contexts": pl.Float64,
     "sentences/context": pl.Float64,
     "tokens/context": pl.Float64,
+    "tokens/context as returned": pl.Float64,
+    "cr_failed_questions": pl.Int32,
+    "cp_failed_questions": pl.Int32,
     "n_qrels": pl.Int32,
     "qrels_excluded": pl.String,
     **{f"{name}{suffix}": pl.Float64 for name in QRELS_MEASURES.values() for suffix in ("", " low", " high")},
@@ -400,6 +439,9 @@ def score(
             "mean_contexts": _mean([r["contexts"] for r in scored]),
             "sentences/context": _mean([r["sentences_per_context"] for r in scored]),
             "tokens/context": _mean([r["tokens_per_context"] for r in scored]),
+            "tokens/context as returned": _mean([r["tokens_returned"] for r in scored]),
+            "cr_failed_questions": sum(1 for r in scored if r["cr_failures"]),
+            "cp_failed_questions": sum(1 for r in scored if r["cp_failures"]),
             "n_qrels": len(with_qrels),
             "qrels_excluded": "; ".join(reasons) or None,
             "R@pool": _mean([r["recall_pool"] for r in with_qrels]),

@@ -9,6 +9,7 @@ import dagster as dg
 from pydantic import Field
 
 from lumina_assets.core import settings
+from lumina_assets.core.ids import short_hash
 from lumina_assets.core.llm import DEFAULT_JUDGE_MODEL, DEFAULT_QUESTION_MODEL, LLMClient
 from resources.env import env_secret, first_secret
 
@@ -44,6 +45,16 @@ class LLMResource(dg.ConfigurableResource):
     timeout: float = 120.0
     max_retries: int = 3
     cache_subdir: str = "llm"
+    requests_per_minute: float = Field(
+        default=0.0,
+        description="most requests per minute this process sends to the API (0: no limit of its own)",
+    )
+    concurrency: int = Field(default=4, description="requests in flight at once (the judge's threads)")
+    budget_usd: float = Field(
+        default=0.0,
+        description="stop calling once the spend counted in `budget_file` reaches this many USD (0: no budget)",
+    )
+    budget_file: str = Field(default="", description="the spend ledger the run's processes share")
 
     def resolved_api_key(self) -> str:
         """`api_key` when given (a dg.EnvVar), else the variable `api_key_env` names (see the class note)."""
@@ -91,7 +102,18 @@ class LLMResource(dg.ConfigurableResource):
             max_retries=self.max_retries,
             http_client=http_client,
             label=self.describe(),
+            requests_per_minute=self.requests_per_minute,
+            concurrency=self.concurrency,
+            rate_file=settings.cache_dir() / "rate_limits" / f"{short_hash(self.describe(), length=16)}.txt",
+            budget=self._budget(),
         )
+
+    def _budget(self):
+        if self.budget_usd <= 0 or not self.budget_file:
+            return None
+        from evals.budget import Budget
+
+        return Budget(self.budget_file, self.budget_usd)
 
 
 def _key_variables(backend: str) -> list[str]:
@@ -117,6 +139,7 @@ class QuestionLLMResource(LLMResource):
     )
     api_key_env: str = "auto"
     base_url_env: str = "auto"
+    requests_per_minute: float = 50.0  # Anthropic's first usage tier
 
 
 class JudgeLLMResource(LLMResource):
@@ -133,9 +156,16 @@ class JudgeLLMResource(LLMResource):
     temperature: float | None = 0.0
     api_key_env: str = "auto"
     base_url_env: str = "auto"
+    requests_per_minute: float = 500.0  # OpenAI's first usage tier for gpt-4o
 
 
-def build_llm_resources() -> dict[str, LLMResource]:
+def build_llm_resources(
+    *,
+    budget_usd: float = 0.0,
+    budget_file: str = "",
+    judge_rpm: float | None = None,
+    question_rpm: float | None = None,
+) -> dict[str, LLMResource]:
     """`question_llm` (anthropic / Claude Sonnet) and `judge_llm` (openai / gpt-4o, temperature 0).
 
     `OPENAI_BASE_URL` (or `OPENAI_COMPATIBLE_BASE_URL`) points the judge at an OpenAI-compatible server (vLLM,
@@ -157,7 +187,17 @@ def build_llm_resources() -> dict[str, LLMResource]:
     # dg.EnvVar so an un-overridden resource shows them as environment references in the UI.
     return {
         "question_llm": QuestionLLMResource(
-            api_key=key_for(question_backend), base_url=base_url_for(question_backend)
+            api_key=key_for(question_backend),
+            base_url=base_url_for(question_backend),
+            budget_usd=budget_usd,
+            budget_file=budget_file,
+            **({"requests_per_minute": question_rpm} if question_rpm is not None else {}),
         ),
-        "judge_llm": JudgeLLMResource(api_key=key_for(judge_backend), base_url=base_url_for(judge_backend)),
+        "judge_llm": JudgeLLMResource(
+            api_key=key_for(judge_backend),
+            base_url=base_url_for(judge_backend),
+            budget_usd=budget_usd,
+            budget_file=budget_file,
+            **({"requests_per_minute": judge_rpm} if judge_rpm is not None else {}),
+        ),
     }

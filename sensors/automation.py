@@ -6,6 +6,7 @@ import dagster as dg
 
 from lumina_assets.core import settings
 from sensors.alerts import alerts_job, alerts_sensor
+from sensors.benchmark_batches import judge_batch_sensor
 from sensors.inbox import inbox_sensor
 from sensors.jobs import JOBS as PIPELINE_JOBS
 from sensors.polling import polling_sensor
@@ -38,7 +39,7 @@ def executor_from_env() -> dg.ExecutorDefinition | None:
     raise ValueError(f"LUMINA_EXECUTOR={choice!r}: use k8s, in_process or leave it unset")
 
 
-SENSORS = [inbox_sensor, polling_sensor, automation_condition_sensor, alerts_sensor]
+SENSORS = [inbox_sensor, polling_sensor, automation_condition_sensor, alerts_sensor, judge_batch_sensor]
 JOBS = [*PIPELINE_JOBS, alerts_job]
 
 __all__ = ["JOBS", "SCHEDULES", "SENSORS", "executor_from_env"]

@@ -24,9 +24,10 @@ def add_commands(commands, bench_commands) -> None:
     beir.add_argument(
         "--subset",
         choices=("all", "tuning", "heldout"),
-        default="all",
-        help="of a train split: every query (default), the tuning half (what an ablation that chooses a setting "
-        "should read) or the held-out half (lumina_assets/corpus/splits.py); a test split is held out whole",
+        default=None,
+        help="of a train split: every query (default), the tuning half (the default with --ablation: what a "
+        "choice of settings may read) or the held-out half (lumina_assets/corpus/splits.py); a test split is "
+        "held out whole",
     )
     beir.add_argument(
         "--k", type=int, default=10, help="cut-off shown in the per-query table (metrics are fixed)"
@@ -116,6 +117,13 @@ def _query_subset(collection, split: str, subset: str):
     )
 
 
+def query_subset_name(args) -> str:
+    """--subset as given; unset, the tuning half for an ablation (it chooses settings) and every query otherwise."""
+    if args.subset:
+        return args.subset
+    return "tuning" if getattr(args, "ablation", False) else "all"
+
+
 def _eval_beir(args) -> int:
     from evals import ablation
     from evals.collection_eval import ensure_eval_index, evaluate_run, query_vector_cache, run_queries
@@ -132,6 +140,7 @@ def _eval_beir(args) -> int:
     except (CollectionError, OSError) as error:
         print(f"cannot load collection: {error}", file=sys.stderr)
         return 2
+    args.subset = query_subset_name(args)
     collection = _query_subset(collection, args.split, args.subset)
     embedder = Embedder()
     log = (

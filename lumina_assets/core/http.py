@@ -13,7 +13,6 @@ applies them at every hop is here."""
 from __future__ import annotations
 
 import email.utils
-import hashlib
 import json
 import logging
 import threading
@@ -27,6 +26,7 @@ from urllib.parse import urlsplit
 import httpx
 import tenacity
 
+from lumina_assets.core.disk_cache import DiskCache
 from lumina_assets.core.hygiene import clean_strings
 from lumina_assets.core.url_safety import (
     CROSS_ORIGIN_HEADERS,
@@ -82,41 +82,6 @@ class CachedResponse:
         if repaired or "\ufffd" in self.text:
             log.warning("%s: invalid UTF-8 or lone surrogates in the JSON body replaced", self.url)
         return value
-
-
-class DiskCache:
-    """Content store of JSON-serializable values keyed by a hash; shared by the HTTP layer and LLM calls."""
-
-    def __init__(self, root: Path | str):
-        self.root = Path(root)
-
-    @staticmethod
-    def key_for(*parts: Any) -> str:
-        blob = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-    def _path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.json"
-
-    def get(self, key: str) -> Any | None:
-        path = self._path(key)
-        if not path.exists():
-            return None
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            log.warning("ignoring unreadable cache entry %s", path)
-            return None
-
-    def delete(self, key: str) -> None:
-        self._path(key).unlink(missing_ok=True)
-
-    def put(self, key: str, value: Any) -> None:
-        from lumina_assets.core.tables import atomic_replace
-
-        text = json.dumps(value, ensure_ascii=False)
-        # atomic: a killed run never leaves half an entry
-        atomic_replace(self._path(key), lambda temp: temp.write_text(text, encoding="utf-8"))
 
 
 class RateLimiter:
@@ -207,7 +172,9 @@ class HttpClient:
         self.max_retries = max_retries
         self.backoff_max = backoff_max
         # exponential from backoff_base, capped, with up to a quarter of backoff_base added at random
-        self._backoff = tenacity.wait_exponential_jitter(backoff_base, backoff_max, jitter=backoff_base / 4)
+        self._backoff = tenacity.wait_exponential_jitter(
+            multiplier=backoff_base, max=backoff_max, jitter=backoff_base / 4
+        )
         self.min_interval = min_interval
         self.cache = DiskCache(cache_dir) if cache_dir else None
         self.sleep = sleep

@@ -12,28 +12,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from lumina_assets.core.http import DiskCache
+from lumina_assets.core import prices
+from lumina_assets.core.disk_cache import DiskCache
+from lumina_assets.core.http import RateLimiter
 
 BACKENDS = ("anthropic", "openai", "openai-compatible", "offline")
 DEFAULT_QUESTION_MODEL = "claude-sonnet-4-6"
 DEFAULT_JUDGE_MODEL = "gpt-4o"
 
-# USD per million (input, output) tokens, public list prices; unknown models cost None (reported as unknown).
-PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4o-2024-08-06": (2.50, 10.00),
-    "gpt-4o-2024-11-20": (2.50, 10.00),
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "claude-sonnet-4-5": (3.00, 15.00),
-    "claude-sonnet-4-5-20250929": (3.00, 15.00),
-    "claude-sonnet-4-6": (3.00, 15.00),
-    "claude-haiku-4-5": (1.00, 5.00),
-    "claude-opus-4-5": (5.00, 25.00),
-}
+# USD per million (input, output) tokens: the one dated price table, `core.prices`.
+PRICES_PER_MTOK = prices.LLM_PER_MTOK
 
 
 # How long a client that could not connect to its endpoint answers LLMUnavailable at once instead of asking again:
@@ -46,6 +37,30 @@ class LLMUnavailable(RuntimeError):
     a moment ago: callers must use their offline path."""
 
 
+class BudgetExhausted(RuntimeError):
+    """The run's counted spend reached its budget: the run stops here, and a rerun resumes from the cache. Never a
+    failed judgment or refinement: callers let it through."""
+
+
+def shared_rate_wait(path: Path, interval: float, sleep: Callable[[float], None] = time.sleep) -> float:
+    """At most one request per `interval` seconds across every process using `path`: each takes the next free
+    slot (wall-clock time, kept in the file under a lock), sleeps until it and returns it."""
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        try:
+            next_free = float(path.read_text(encoding="utf-8") or 0.0)
+        except (FileNotFoundError, ValueError):
+            next_free = 0.0
+        now = time.time()
+        slot = max(now, next_free)
+        path.write_text(repr(slot + interval), encoding="utf-8")
+    if slot > now:
+        sleep(slot - now)
+    return slot
+
+
 def is_connection_error(error: BaseException) -> bool:
     """The SDKs' "could not reach the endpoint" (anthropic / openai `APIConnectionError`, timeouts included),
     told by class name so neither SDK is imported here."""
@@ -53,10 +68,7 @@ def is_connection_error(error: BaseException) -> bool:
 
 
 def estimate_cost(model: str, input_tokens: int, output_tokens: int) -> float | None:
-    price = PRICES_PER_MTOK.get(model)
-    if price is None:
-        return None
-    return (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
+    return prices.llm_cost(model, input_tokens, output_tokens)
 
 
 @dataclass
@@ -125,6 +137,10 @@ class LLMClient:
         label: str | None = None,
         unreachable_retry_s: float = UNREACHABLE_RETRY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        requests_per_minute: float = 0.0,
+        concurrency: int = 4,
+        budget: Any = None,
+        rate_file: str | os.PathLike | None = None,
     ):
         if backend not in BACKENDS:
             raise ValueError(f"unknown LLM backend {backend!r}; expected one of {BACKENDS}")
@@ -142,6 +158,10 @@ class LLMClient:
         self._sdk: Any = None
         self.unreachable_retry_s = unreachable_retry_s
         self._clock = clock
+        self.requests_per_minute = requests_per_minute  # 0: no limit of Lumina's own (the API's still holds)
+        self.rate_file = Path(rate_file) if rate_file else None  # shares the limit with the run's processes
+        self.concurrency = concurrency  # requests a caller may have in flight at once (the judge's threads)
+        self.budget = budget  # a `core.budget.Budget` shared by the run's clients, or None
         self._unreachable: tuple[float, str] | None = (
             None  # (when, error class) of the last failed connection
         )
@@ -204,6 +224,14 @@ class LLMClient:
                 self.usage.add(reply)
                 return reply
         self._refuse_while_unreachable()
+        if self.budget is not None:
+            self.budget.check()
+        if self.requests_per_minute > 0:
+            interval = 60.0 / self.requests_per_minute
+            if self.rate_file is not None:
+                shared_rate_wait(self.rate_file, interval)
+            else:
+                RateLimiter.wait(f"llm:{self.label}", interval, time.sleep, time.monotonic)
         try:
             if self.backend == "anthropic":
                 text, tokens_in, tokens_out = self._anthropic(prompt, params)
@@ -235,6 +263,8 @@ class LLMClient:
                 },
             )
         self.usage.add(reply)
+        if self.budget is not None:
+            self.budget.spend(reply.cost_usd)
         return reply
 
     def _refuse_while_unreachable(self) -> None:

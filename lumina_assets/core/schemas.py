@@ -267,6 +267,9 @@ class Context:
     paper_id: str | None = None
     score: float = 0.0
     passage_ids: list[str] = field(default_factory=list)
+    # the provider's own ranking of its passages, best first, where it differs from the chunks' order (search
+    # shows a paper's passages in reading order); the benchmark cuts contexts best passage first (evals.contexts)
+    ranked_passage_ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -16,8 +16,10 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from evals import defaults, ledger, manifest, registry, runner, runs, scored_run
+from evals import batch as batch_lib
+from evals import deep_recall, defaults, ledger, manifest, pooled, registry, runner, runs, scored_run
 from evals import questions as questions_lib
+from evals import shards as shards_lib
 from evals.comparison import Primary
 from evals.providers import Provider, ProviderUnavailable, describe, http_stats
 from evals.recursive import LLMRefiner, PseudoRelevanceRefiner
@@ -47,6 +49,7 @@ from resources.llm import LLMResource, build_llm_resources
 from resources.providers import build_provider_resources
 
 GROUP = "benchmark"
+BATCH_GROUP = "benchmark_batch"  # opt-in: the whole-group jobs never submit a batch
 
 
 # ---------------------------------------------------------------- config
@@ -76,9 +79,11 @@ class UserQueriesConfig(dg.Config):
 
 
 class ProviderResultsConfig(dg.Config):
-    """k = the largest page size; smaller page sizes are read as its top-p prefix."""
+    """k = the largest page size; smaller page sizes are read as its top-p prefix. `shard_size` > 0 runs the
+    questions in shards of that many (evals.shards): a rerun computes only new or unfinished shards."""
 
     k: int = max(defaults.PAGE_SIZES)
+    shard_size: int = 0
 
 
 class RecursionConfig(dg.Config):
@@ -87,6 +92,7 @@ class RecursionConfig(dg.Config):
     depths: list[int] = list(defaults.DEPTHS)
     page_sizes: list[int] = list(defaults.PAGE_SIZES)
     llm: str = ""
+    shard_size: int = 0
 
 
 class JudgeConfig(dg.Config):
@@ -95,6 +101,8 @@ class JudgeConfig(dg.Config):
     calibration_dir: str = ""
     calibration_queries: int = defaults.CALIBRATION_QUERIES
     max_attempts: int = defaults.JUDGE_MAX_ATTEMPTS
+    shard_size: int = 0
+    context_form: str = defaults.CONTEXT_FORM  # evals.contexts: equal | whitepaper (as ScoresConfig's)
 
 
 class ScoresConfig(dg.Config):
@@ -111,6 +119,7 @@ class ScoresConfig(dg.Config):
     calibration_queries: int = defaults.CALIBRATION_QUERIES
     validation_queries_llm: int = defaults.LLM_VALIDATION_QUERIES
     max_judge_failure_rate: float = 0.05
+    context_form: str = defaults.CONTEXT_FORM  # the form the judgments were made in (JudgeConfig's)
 
 
 # ---------------------------------------------------------------- helpers
@@ -137,6 +146,34 @@ def _request_counters(provider) -> dict[str, Any]:
         **http_stats(provider),
         **{k: v for k, v in stats.items() if k in ("reported_cost_usd", "unpriced_requests")},
     }
+
+
+def _rows_of(frame: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `frame` about the questions of `part`."""
+    return frame.filter(pl.col("question_id").is_in(part["question_id"].implode()))
+
+
+def _sharded(
+    context: dg.AssetExecutionContext,
+    stage: str,
+    table: tables.TableSpec,
+    schema: dict,
+    question_frame: pl.DataFrame,
+    size: int,
+    stamp,
+    compute,
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """`compute` shard by shard (evals.shards), the shards' files combined into the partition's table; returns
+    the table and the shard counts for the metadata."""
+    name = context.partition_key
+    shard_list = shards_lib.assign(question_frame["question_id"].to_list(), size)
+
+    def progress(index: int, total: int, reused: bool) -> None:
+        context.log.info(f"{stage}[{name}] shard {index + 1}/{total} {'reused' if reused else 'done'}")
+
+    done = shards_lib.run(stage, name, question_frame, shard_list, stamp, compute, on_shard=progress)
+    shards_lib.combine(done.paths, table.path(name), schema)
+    return tables.read(table, name), done.metadata()
 
 
 def _provider(context: dg.AssetExecutionContext) -> tuple[Provider | None, str | None]:
@@ -264,8 +301,23 @@ def provider_results(
             data_version=dg.DataVersion("skipped"),
         )
     ledger.clear_skipped("provider_results", name)
-    frame = runner.query_provider(provider, question_frame, config.k)
-    tables.write(tables.PROVIDER_RESULTS, frame, name)
+    shard_counts: dict[str, Any] = {}
+    if config.shard_size > 0:
+        frame, shard_counts = _sharded(
+            context,
+            "provider_results",
+            tables.PROVIDER_RESULTS,
+            runner.PROVIDER_RESULT_SCHEMA,
+            question_frame,
+            config.shard_size,
+            lambda part: {"k": config.k, "provider": describe(provider), "code": runs.CODE_VERSION},
+            lambda part: runner.query_provider(provider, part, config.k),
+        )
+    else:
+        frame = runner.query_provider(provider, question_frame, config.k)
+        tables.write(tables.PROVIDER_RESULTS, frame, name)
+    if name in registry.local_provider_names():  # Recall@100 from a separate top-100 search
+        deep_recall.write(name, deep_recall.collect(provider, question_frame))
     ledger.record_requests("provider_results", name, _request_counters(provider))
     ledger.record_cost("provider_results", name, getattr(provider, "llm_client", None))
     errors = frame.filter(pl.col("error").is_not_null())
@@ -281,6 +333,7 @@ def provider_results(
             "error_samples": dg.MetadataValue.json(errors["error"].head(5).to_list()),
             **http_stats(provider),
             **(provider.stats() if hasattr(provider, "stats") else {}),
+            **shard_counts,
             "sample": dg.MetadataValue.md(results_sample(frame, question_frame)),
         },
         data_version=_version(frame),
@@ -320,16 +373,45 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
         context.log.warning(
             f"recursion LLM is {client.label}: offline pseudo-relevance feedback, labelled so"
         )
-    frame = runner.run_recursive(
-        provider,
-        question_frame,
-        level0 if level0 is not None else pl.DataFrame(schema=runner.PROVIDER_RESULT_SCHEMA),
-        page_sizes=sorted(set(config.page_sizes)),
-        max_depth=max(config.depths),
-        refiner=refiner,
-    )
-    frame = frame.filter(pl.col("depth").is_in(sorted(set(config.depths))))
-    tables.write(tables.RECURSIVE_RESULTS, frame, name)
+    level0 = level0 if level0 is not None else pl.DataFrame(schema=runner.PROVIDER_RESULT_SCHEMA)
+
+    def levels(part: pl.DataFrame) -> pl.DataFrame:
+        frame = runner.run_recursive(
+            provider,
+            part,
+            level0,
+            page_sizes=sorted(set(config.page_sizes)),
+            max_depth=max(config.depths),
+            refiner=refiner,
+        )
+        return frame.filter(pl.col("depth").is_in(sorted(set(config.depths))))
+
+    shard_counts: dict[str, Any] = {}
+    if config.shard_size > 0:
+
+        def stamp(part: pl.DataFrame) -> dict[str, Any]:
+            return {
+                "depths": sorted(set(config.depths)),
+                "page_sizes": sorted(set(config.page_sizes)),
+                "refinement": refiner.method,
+                "provider": describe(provider),
+                "level0": runs.frame_fingerprint(_rows_of(level0, part)),
+                "code": runs.CODE_VERSION,
+            }
+
+        frame, shard_counts = _sharded(
+            context,
+            "recursive_results",
+            tables.RECURSIVE_RESULTS,
+            runner.RECURSIVE_SCHEMA,
+            question_frame,
+            config.shard_size,
+            stamp,
+            levels,
+        )
+    else:
+        frame = levels(question_frame)
+        tables.write(tables.RECURSIVE_RESULTS, frame, name)
     runs.stamp_recursive(
         name,
         questions=question_frame,
@@ -353,6 +435,7 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
             "provider_errors": int(frame.filter(pl.col("error").is_not_null()).height),
             "recursion_llm": client.label,
             **client.usage.as_metadata("recursion_llm"),
+            **shard_counts,
             **http_stats(provider),
             "levels": dg.MetadataValue.md(tables.markdown_sample(summary, summary.columns, rows=50)),
         },
@@ -393,10 +476,33 @@ def judgments(
             metadata={"provider": name, "skipped": True, "reason": reason, "pairs": 0},
             data_version=dg.DataVersion(f"offline-not-judged-{runs.frame_fingerprint(recursive)}"),
         )
-    items = runner.judge_inputs(recursive, question_frame)
-    context.log.info(f"judging {len(items)} unique (question, context) pairs with {judge.name}")
-    frame = runner.judgments_frame(judge.judge_many(items), name)
-    tables.write(tables.JUDGMENTS, frame, name)
+
+    def judge_part(part: pl.DataFrame) -> pl.DataFrame:
+        levels = _rows_of(recursive, part)
+        items = runner.judge_inputs(levels, part, form=config.context_form)
+        context.log.info(f"judging {len(items)} unique (question, context) pairs with {judge.name}")
+        return runner.judgments_frame(judge.judge_many(items), name)
+
+    shard_counts: dict[str, Any] = {}
+    if config.shard_size > 0:
+        frame, shard_counts = _sharded(
+            context,
+            "judgments",
+            tables.JUDGMENTS,
+            runner.JUDGMENT_SCHEMA,
+            question_frame,
+            config.shard_size,
+            lambda part: {
+                "judge": judge.name,
+                "levels": runs.frame_fingerprint(_rows_of(recursive, part)),
+                "form": config.context_form,
+                "code": runs.CODE_VERSION,
+            },
+            judge_part,
+        )
+    else:
+        frame = judge_part(question_frame)
+        tables.write(tables.JUDGMENTS, frame, name)
     runs.stamp_judgments(name, judge=judge.name, recursive=recursive)
     ledger.record_cost("judgments", name, client)
     rel_fail = int(frame["relevance_failure"].is_not_null().sum())
@@ -417,8 +523,78 @@ def judgments(
                 else []
             ),
             **(client.usage.as_metadata("judge_llm") if client is not None else {}),
+            **shard_counts,
         },
         data_version=_version(frame),
+    )
+
+
+@dg.asset(group_name=BATCH_GROUP, code_version="1", deps=[dg.AssetKey("passages")], pool="llm")
+def question_batch(
+    context: dg.AssetExecutionContext, config: SyntheticQuestionsConfig, question_llm: LLMResource
+) -> dg.MaterializeResult:
+    """Submits the question generator's prompts for the passages `synthetic_questions` will sample (same count and
+    seed) as one batch; `judge_batch_sensor` watches it and requests `synthetic_questions` with this config once
+    every answer is in the LLM cache."""
+    passages = load_passages()
+    client = question_llm.get_client()
+    if passages is None or passages.height == 0 or client.is_offline:
+        reason = "no question LLM configured" if client.is_offline else "no passages table yet"
+        return dg.MaterializeResult(metadata={"skipped": True, "reason": reason, "requests": 0})
+    requests = batch_lib.question_requests(passages, load_papers(), client, n=config.count, seed=config.seed)
+    if not requests:
+        return dg.MaterializeResult(metadata={"requests": 0, "state": "every answer is already cached"})
+    run_config = {"ops": {"synthetic_questions": {"config": {"count": config.count, "seed": config.seed}}}}
+    record = batch_lib.submit(client, requests, partition="", role="questions", run_config=run_config)
+    return dg.MaterializeResult(
+        metadata={
+            "batch_id": record["id"],
+            "backend": record["backend"],
+            "model": record["model"],
+            "requests": len(requests),
+            "status": record["status"],
+            "state": record["state"],
+        }
+    )
+
+
+@dg.asset(
+    group_name=BATCH_GROUP,
+    code_version="1",
+    partitions_def=PROVIDERS,
+    deps=[recursive_results],
+    pool="llm",
+)
+def judge_batch(context: dg.AssetExecutionContext, judge_llm: LLMResource) -> dg.MaterializeResult:
+    """Submits the judge prompts of one provider's levels whose answers are not cached yet as one batch (OpenAI
+    Batch API / Anthropic Message Batches, half price) and records its id; `judge_batch_sensor` watches it, puts
+    its answers in the LLM cache, resubmits what it did not answer, and requests `judgments` once all are in. The
+    synchronous judge stays the default: this asset runs only when asked for."""
+    name = context.partition_key
+    recursive = tables.read(tables.RECURSIVE_RESULTS, name)
+    question_frame = tables.read(tables.QUESTIONS)
+    client = judge_llm.get_client()
+    if recursive is None or question_frame is None or client.is_offline:
+        reason = "no LLM judge configured" if client.is_offline else "no recursive results for this provider"
+        return dg.MaterializeResult(metadata={"skipped": True, "reason": reason, "requests": 0})
+    items = runner.judge_inputs(recursive, question_frame, form=defaults.CONTEXT_FORM)
+    requests = batch_lib.judge_requests(items, client)
+    if not requests:
+        return dg.MaterializeResult(
+            metadata={"pairs": len(items), "requests": 0, "state": "every answer is already cached"}
+        )
+    record = batch_lib.submit(client, requests, partition=name)
+    context.log.info(f"batch {record['id']}: {len(requests)} judge requests for {name}")
+    return dg.MaterializeResult(
+        metadata={
+            "batch_id": record["id"],
+            "backend": record["backend"],
+            "model": record["model"],
+            "pairs": len(items),
+            "requests": len(requests),
+            "status": record["status"],
+            "state": record["state"],
+        }
     )
 
 
@@ -467,6 +643,8 @@ def benchmark_scores(
         permutation_resamples=config.permutation_resamples,
         proxy_exclude=calibration_question_ids(config),
         primary=primary,
+        deep=deep_recall.read(run.included),
+        form=config.context_form,
     )
     for name, reason in scored.qrels_excluded.items():
         context.log.warning(f"{name} left out of the qrels measures: {reason}")
@@ -488,6 +666,28 @@ def benchmark_scores(
         token_budget=scored.token_budget,
         primary=primary.describe(),
     )
+    # what `lumina benchmark replay` needs to score the run again from its snapshot alone
+    record["scoring"] = {
+        "judged": not judge.is_offline,
+        "bootstrap_resamples": config.bootstrap_resamples,
+        "permutation_resamples": config.permutation_resamples,
+        "alpha": config.alpha,
+        "proxy_exclude": sorted(calibration_question_ids(config)),
+        "context_form": config.context_form,
+    }
+    if not judge.is_offline:  # each (question, paper) of every provider's top p judged once (evals.pooled)
+        with _setup_failure():
+            pool_judge, pool_client = build_judge(judge_llm, config)
+        record["pooled"] = pooled.pooled_run(
+            recursive,
+            question_frame,
+            load_papers(),
+            pool_judge,
+            page_size=primary.page_size,
+            form=config.context_form,
+        )
+        ledger.record_cost("pooled_judgments", None, pool_client)
+    record["context_form"] = config.context_form
     runs.write_run(record, scores, scored.per_question, comparisons)
     runs.set_latest(record["run_id"])
     total = verdicts.height if verdicts is not None else 0
@@ -574,12 +774,27 @@ ASSETS = [
     judgments,
     benchmark_scores,
     benchmark_report,
+    judge_batch,
+    question_batch,
 ]
 CHECKS = [questions_are_wellformed]
 
 
-def build_resources() -> dict:
-    return {**build_llm_resources(), **build_provider_resources()}
+def build_resources(
+    *,
+    budget_usd: float = 0.0,
+    budget_file: str = "",
+    judge_rpm: float | None = None,
+    question_rpm: float | None = None,
+) -> dict:
+    """The benchmark's resources; a budget (USD, with the ledger file the run's processes share) stops every LLM
+    client of the run once the counted spend reaches it; `*_rpm` override the LLMs' requests per minute."""
+    return {
+        **build_llm_resources(
+            budget_usd=budget_usd, budget_file=budget_file, judge_rpm=judge_rpm, question_rpm=question_rpm
+        ),
+        **build_provider_resources(),
+    }
 
 
 def default_run_config(
@@ -591,6 +806,7 @@ def default_run_config(
     calibration_queries: int = defaults.CALIBRATION_QUERIES,
     providers: list[str] | None = None,
     beir_subset: str = defaults.BEIR_SUBSET,
+    shard_size: int = 0,
 ) -> dict[str, Any]:
     """Run config for the whole group (the CLI and the demo shrink it); `providers` names the run's providers
     (None: every provider partition whose results match the run)."""
@@ -600,9 +816,11 @@ def default_run_config(
         "ops": {
             "synthetic_questions": {"config": {"count": synthetic}},
             "user_queries": {"config": {"beir_queries": beir_queries, "beir_subset": beir_subset}},
-            "provider_results": {"config": {"k": max(page_sizes)}},
-            "recursive_results": {"config": {"depths": depths, "page_sizes": page_sizes}},
-            "judgments": {"config": {"calibration_queries": calibration_queries}},
+            "provider_results": {"config": {"k": max(page_sizes), "shard_size": shard_size}},
+            "recursive_results": {
+                "config": {"depths": depths, "page_sizes": page_sizes, "shard_size": shard_size}
+            },
+            "judgments": {"config": {"calibration_queries": calibration_queries, "shard_size": shard_size}},
             "benchmark_scores": {
                 "config": {
                     "calibration_queries": calibration_queries,

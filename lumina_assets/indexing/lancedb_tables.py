@@ -6,14 +6,11 @@ embedded again only when the text it is embedded from changed (a hash column rec
 reuse the stored vector. Full-text and scalar indexes are created once and brought up to date with `optimize()`;
 an ANN index is created once a table is large enough for brute force to stop being the fast option, and retrained
 only when the table has grown past a factor of its training size.
-
-Why one module over 500 lines: the three tables share one write path (row hashes, embedding only what changed,
-upserts, index upkeep); the pieces are small functions, but splitting them would scatter one upsert protocol.
+Their rows and schemas are built in `indexing.index_rows`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -24,9 +21,19 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from lumina_assets.core.names import last_name
 from lumina_assets.core.progress import Progress
-from lumina_assets.core.schemas import CITATION_COLUMNS
+from lumina_assets.indexing.index_rows import (
+    CITATION_FIELDS,
+    LIBRARY_FIELDS,
+    citation_key,
+    embedder_identity,
+    labels_key,
+    paper_rows,
+    paper_schema,
+    passage_rows,
+    passage_schema,
+    short_hash,
+)
 from lumina_assets.indexing.table_ops import (
     ensure_ann,
     ensure_fts,
@@ -47,22 +54,6 @@ INDEX_FORMAT_VERSION = "1"  # what gets embedded: changing it re-embeds every pa
 TABLES_VERSION = (
     "2"  # columns and indexes around the vectors (2: author last names, acronyms, scalar indexes)
 )
-# what search shows of a passage: the columns fetched for candidates (search.stores) and kept in every index row
-PASSAGE_DISPLAY_FIELDS = [
-    "passage_id",
-    "paper_id",
-    "kind",
-    "section_number",
-    "section_title",
-    "text",
-    "prev_id",
-    "next_id",
-    "title",
-    "doi",
-    "url",
-    "year",
-    "authors",
-]
 
 
 @dataclass
@@ -87,7 +78,7 @@ class IndexConfig:
     sentence_vectors: bool = True  # store passages' sentence vectors (highlighting encodes only the query)
 
     def fingerprint(self) -> str:
-        return _sha(f"{INDEX_FORMAT_VERSION}|{int(self.embed_title)}")
+        return short_hash(f"{INDEX_FORMAT_VERSION}|{int(self.embed_title)}")
 
 
 @dataclass
@@ -111,206 +102,6 @@ class IndexStats:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
-
-
-def paper_url(
-    doi: str | None, arxiv_id: str | None, openalex_id: str | None, pdf_urls: list[str] | None
-) -> str | None:
-    if doi:
-        return f"https://doi.org/{doi}"
-    if arxiv_id:
-        return f"https://arxiv.org/abs/{arxiv_id}"
-    if openalex_id:
-        return f"https://openalex.org/{openalex_id}"
-    if pdf_urls:
-        return pdf_urls[0]
-    return None
-
-
-def passage_embed_text(title: str | None, text: str, *, embed_title: bool) -> str:
-    title = (title or "").strip()
-    if embed_title and title and not text.startswith(title):
-        return f"{title}. {text}"
-    return text
-
-
-# ---------------------------------------------------------------- rows
-
-
-def paper_rows(papers: pl.DataFrame) -> pl.DataFrame:
-    """The per-paper metadata the search engine shows and filters on."""
-    rows = []
-    for row in papers.iter_rows(named=True):
-        rows.append(
-            {
-                "paper_id": row["paper_id"],
-                "title": row.get("title") or "",
-                "abstract": row.get("abstract") or "",
-                "doi": row.get("doi"),
-                "url": paper_url(
-                    row.get("doi"), row.get("arxiv_id"), row.get("openalex_id"), row.get("pdf_urls")
-                ),
-                "year": row.get("year"),
-                "authors": list(row.get("authors") or []),
-                "author_last_names": sorted({n for n in map(last_name, row.get("authors") or []) if n}),
-                "venue": row.get("venue"),
-                "tags": list(row.get("tags") or []),
-                "collections": list(row.get("collections") or []),
-                "library_labels": library_labels(row.get("tags"), row.get("collections")),
-                **{name: row.get(name) or None for name in CITATION_COLUMNS},
-            }
-        )
-    schema = {
-        "paper_id": pl.String,
-        "title": pl.String,
-        "abstract": pl.String,
-        "doi": pl.String,
-        "url": pl.String,
-        "year": pl.Int32,
-        "authors": pl.List(pl.String),
-        "author_last_names": pl.List(pl.String),
-        "venue": pl.String,
-        "tags": pl.List(pl.String),
-        "collections": pl.List(pl.String),
-        "library_labels": pl.List(pl.String),
-        **dict.fromkeys(CITATION_COLUMNS, pl.String),
-    }
-    return pl.DataFrame(rows, schema=schema).unique("paper_id", keep="last", maintain_order=True)
-
-
-def library_labels(tags, collections) -> list[str]:
-    """What `tag:` / `collection:` filters match (lower case): `tag:<tag>`, and for a collection `A/B` the path,
-    each enclosing path and the collection's own name (`collection:a/b`, `collection:a`, `collection:b`), so
-    a filter on a collection takes in its sub-collections, as Zotero can show them."""
-    labels = [f"tag:{t.strip().lower()}" for t in tags or [] if t and t.strip()]
-    for path in collections or []:
-        parts = [p.strip().lower() for p in (path or "").split("/") if p.strip()]
-        labels += [f"collection:{'/'.join(parts[:n])}" for n in range(1, len(parts) + 1)]
-        labels += [f"collection:{parts[-1]}"] if parts else []
-    return sorted(set(labels))
-
-
-def _labels_key(labels) -> str:
-    """Library labels in a row hash, only where a paper has some (hashes of unlabelled papers stay as they were)."""
-    return "|labels:" + ";".join(labels) if labels else ""
-
-
-def _citation_key(values) -> str:
-    """Pages and arXiv ids in a row hash, only where a paper has them (other papers' hashes stay as they were)."""
-    return "".join(f"|{name}:{value}" for name, value in zip(CITATION_COLUMNS, values, strict=True) if value)
-
-
-def embedder_identity(embedder) -> str:
-    """The model behind `embedder` (path or hub name): part of every embedded text's hash, so switching models
-    re-embeds everything instead of mixing two models' vectors in one table."""
-    for candidate in (embedder, getattr(embedder, "inner", None)):
-        for attribute in ("model_id", "model_name_or_path"):
-            name = getattr(candidate, attribute, None)
-            if isinstance(name, str) and name:
-                return name
-    return ""
-
-
-def passage_rows(
-    passages: pl.DataFrame, papers: pl.DataFrame, config: IndexConfig, model: str = ""
-) -> pl.DataFrame:
-    """Passages joined with their paper's metadata, plus the text that gets embedded and its hash (which covers
-    the index config and the embedding `model`)."""
-    meta = paper_rows(papers).select("paper_id", "title", "doi", "url", "year", "authors")
-    frame = passages.unique("passage_id", keep="last", maintain_order=True).join(
-        meta, on="paper_id", how="left"
-    )
-    frame = frame.with_columns(pl.col("title").fill_null(""), pl.col("text").fill_null(""))
-    embed_texts = [
-        passage_embed_text(title, text, embed_title=config.embed_title)
-        for title, text in zip(frame["title"].to_list(), frame["text"].to_list(), strict=True)
-    ]
-    fingerprint = f"{config.fingerprint()}|{model}"
-    frame = frame.with_columns(
-        pl.Series("embed_text", embed_texts, dtype=pl.String),
-        pl.Series("text_hash", [_sha(fingerprint + "|" + t) for t in embed_texts], dtype=pl.String),
-        (pl.col("title") + pl.lit("\n") + pl.col("text")).alias("search_text"),
-    )
-    frame = frame.with_columns(
-        pl.concat_str(
-            [
-                pl.col(c).cast(pl.String).fill_null("")
-                for c in (
-                    "paper_id",
-                    "kind",
-                    "section_number",
-                    "section_title",
-                    "prev_id",
-                    "next_id",
-                    "doi",
-                    "url",
-                )
-            ]
-            + [pl.col("year").cast(pl.String).fill_null(""), pl.col("authors").list.join(";").fill_null("")],
-            separator="|",
-        ).alias("row_hash")
-    )
-    columns = [*PASSAGE_DISPLAY_FIELDS[:6], "search_text", *PASSAGE_DISPLAY_FIELDS[6:]]
-    columns += ["embed_text", "text_hash", "row_hash"]
-    return frame.select(columns)
-
-
-def passage_schema(dim: int) -> pa.Schema:
-    return pa.schema(
-        [
-            pa.field("passage_id", pa.string(), nullable=False),
-            pa.field("paper_id", pa.string(), nullable=False),
-            pa.field("kind", pa.string()),
-            pa.field("section_number", pa.string()),
-            pa.field("section_title", pa.string()),
-            pa.field("text", pa.string()),
-            pa.field("search_text", pa.string()),
-            pa.field("prev_id", pa.string()),
-            pa.field("next_id", pa.string()),
-            pa.field("title", pa.string()),
-            pa.field("doi", pa.string()),
-            pa.field("url", pa.string()),
-            pa.field("year", pa.int32()),
-            pa.field("authors", pa.list_(pa.string())),
-            pa.field("text_hash", pa.string()),
-            pa.field("row_hash", pa.string()),
-            pa.field("vector", pa.list_(pa.float32(), dim)),
-        ]
-    )
-
-
-# a reference library's labels (corpus.library): shown with a paper, and what tag / collection filters match
-LIBRARY_FIELDS = [
-    pa.field("tags", pa.list_(pa.string())),
-    pa.field("collections", pa.list_(pa.string())),
-    pa.field("library_labels", pa.list_(pa.string())),
-]
-CITATION_FIELDS = [pa.field(name, pa.string()) for name in CITATION_COLUMNS]  # null where unknown
-
-
-def paper_schema() -> pa.Schema:
-    return pa.schema(
-        [
-            pa.field("paper_id", pa.string(), nullable=False),
-            pa.field("title", pa.string()),
-            pa.field("abstract", pa.string()),
-            pa.field("search_text", pa.string()),
-            pa.field("doi", pa.string()),
-            pa.field("url", pa.string()),
-            pa.field("year", pa.int32()),
-            pa.field("authors", pa.list_(pa.string())),
-            pa.field("author_last_names", pa.list_(pa.string())),
-            pa.field("venue", pa.string()),
-            *LIBRARY_FIELDS,
-            *CITATION_FIELDS,
-            pa.field("text_hash", pa.string()),
-            pa.field("row_hash", pa.string()),
-        ]
-    )
 
 
 # ---------------------------------------------------------------- indexing
@@ -646,15 +437,15 @@ def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
         abstract_hash[paper_id] = abstract_hash.get(paper_id, "") + pid + th
     meta = meta.with_columns(
         (pl.col("title") + pl.lit("\n") + pl.col("abstract")).alias("search_text"),
-        pl.Series("text_hash", [_sha(t or "") for t in meta["title"].to_list()], dtype=pl.String),
+        pl.Series("text_hash", [short_hash(t or "") for t in meta["title"].to_list()], dtype=pl.String),
         pl.Series(
             "row_hash",
             [
-                _sha(
+                short_hash(
                     "|".join(str(v) for v in row[:7])
                     + abstract_hash.get(row[0], "")
-                    + _labels_key(row[7])
-                    + _citation_key(row[8:])
+                    + labels_key(row[7])
+                    + citation_key(row[8:])
                 )
                 for row in meta.select(
                     "paper_id",
@@ -665,7 +456,7 @@ def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
                     "authors",
                     "venue",
                     "library_labels",
-                    *CITATION_COLUMNS,
+                    *(f.name for f in CITATION_FIELDS),
                 ).iter_rows()
             ],
             dtype=pl.String,

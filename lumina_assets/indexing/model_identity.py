@@ -104,7 +104,7 @@ def weights_fingerprint(model_name_or_path: str) -> str:
 def of_embedder(embedder) -> ModelIdentity:
     """The identity of `embedder` (or of the embedder it wraps, `inner`): name from `model_id` /
     `model_name_or_path`, fingerprint from its `fingerprint` attribute."""
-    from lumina_assets.indexing.lancedb_tables import embedder_identity
+    from lumina_assets.indexing.index_rows import embedder_identity
 
     return ModelIdentity(
         embedder_identity(embedder), _attribute(embedder, "fingerprint"), _attribute(embedder, "form")

@@ -34,12 +34,8 @@ import polars as pl
 import pyarrow as pa
 
 from lumina_assets.indexing import encoder_forms, model_identity
-from lumina_assets.indexing.lancedb_tables import (
-    PASSAGES_TABLE,
-    IndexConfig,
-    embedder_identity,
-    passage_rows,
-)
+from lumina_assets.indexing.index_rows import embedder_identity, passage_rows
+from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE, IndexConfig
 from lumina_assets.indexing.table_ops import (
     ensure_scalar,
     open_table,

@@ -454,6 +454,7 @@ class SearchEngine:
             picks = [p for p in chosen.get(paper_id, []) if p in rows]
             if not picks:
                 continue
+            ranked = list(picks)  # best hit first, each hit followed by its neighbours
             picks.sort(key=reading_key)
             first = rows[picks[0]]
             contexts.append(
@@ -465,6 +466,7 @@ class SearchEngine:
                     paper_id=paper_id,
                     score=float(plan.doc_scores[paper_id]),
                     passage_ids=picks,
+                    ranked_passage_ids=ranked,
                 )
             )
         return contexts

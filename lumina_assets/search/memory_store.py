@@ -16,7 +16,7 @@ from concurrent.futures import Future
 import numpy as np
 import pyarrow as pa
 
-from lumina_assets.indexing.lancedb_tables import PASSAGE_DISPLAY_FIELDS as PASSAGE_FIELDS
+from lumina_assets.indexing.index_rows import PASSAGE_DISPLAY_FIELDS as PASSAGE_FIELDS
 from lumina_assets.search.fusion import Run
 from lumina_assets.search.stores import Filters, IndexNotBuilt, LanceStore, arrow_rows, fts_text
 

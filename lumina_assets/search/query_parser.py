@@ -85,7 +85,7 @@ class ParsedQuery:
 
 
 def library_labels(parsed: ParsedQuery) -> list[str]:
-    """The `tag:` / `collection:` filters as the index's library labels (indexing.lancedb_tables.library_labels)."""
+    """The `tag:` / `collection:` filters as the index's library labels (indexing.index_rows.library_labels)."""
     tags = [f"tag:{t.strip().lower()}" for t in getattr(parsed, "explicit_tags", None) or []]
     collections = getattr(parsed, "explicit_collections", None) or []
     paths = ["/".join(p.strip() for p in c.lower().split("/") if p.strip()) for c in collections]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lumina_assets.indexing.lancedb_tables import PASSAGE_DISPLAY_FIELDS as PASSAGE_FIELDS
+from lumina_assets.indexing.index_rows import PASSAGE_DISPLAY_FIELDS as PASSAGE_FIELDS
 from lumina_assets.indexing.table_ops import sql_in
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.fusion import Run

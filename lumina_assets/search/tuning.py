@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from lumina_assets.indexing import pseudo_queries
-from lumina_assets.indexing.lancedb_tables import PAPERS_TABLE, PASSAGES_TABLE, passage_embed_text
+from lumina_assets.indexing.index_rows import passage_embed_text
+from lumina_assets.indexing.lancedb_tables import PAPERS_TABLE, PASSAGES_TABLE
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.fulltext_mirror import FullTextMirror
 from lumina_assets.search.fusion import Run, fuse, ranked

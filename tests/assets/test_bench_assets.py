@@ -118,7 +118,8 @@ def test_offline_benchmark_report(scifact_slice, injected_lumina, data_dir):
     assert sorted(set(overall["depth"])) == [0, 1, 2]
     assert set((overall["n"] + overall["failed"]).to_list()) == {6}
     beir = scores.filter(pl.col("question_set") == "beir")
-    assert beir["nDCG@10"].null_count() == 0 and beir["R@p"].is_between(0, 1).all()
+    assert beir["nDCG@p"].null_count() == 0 and beir["R@p"].is_between(0, 1).all()
+    assert beir["nDCG@10"].null_count() == beir.height  # a page of 3 is scored by nDCG@3 alone
 
     first_run = (data_dir / "benchmark" / "runs" / "LATEST").read_text()
     report = (data_dir / "reports" / "benchmark.md").read_text(encoding="utf-8")
@@ -134,7 +135,11 @@ def test_offline_benchmark_report(scifact_slice, injected_lumina, data_dir):
     # the offline comparison uses qrels only: no judged CR / CP column or paired test in the headline
     headline = _headline(report)
     assert "### synthetic" in headline and "### beir" in headline
-    assert "CR@p (qrels) [95% CI]" in headline and "| CR |" not in headline and "| CP |" not in headline
+    assert (
+        "P@p (qrels, distinct papers) [95% CI]" in headline
+        and "| CR |" not in headline
+        and "| CP |" not in headline
+    )
     comparisons = pl.read_parquet(data_dir / "benchmark" / "runs" / first_run / "comparisons.parquet")
     assert comparisons.height > 0 and set(comparisons["measure"]) <= set(OFFLINE_MEASURES.values())
     assert "paired sign-flip permutation" in set(comparisons["test"].str.replace(r" \(exact\)", ""))

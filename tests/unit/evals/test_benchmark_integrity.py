@@ -70,7 +70,7 @@ def test_provider_error_at_depth_two_is_counted_and_leaves_other_depths_scored()
     assert table["R@p"].to_list() == [1.0, 1.0, 1.0, 1.0]
     # each level's first context is a passage of P1: one paper, so it fills one of the p slots at every depth
     # (fused by paper, never two slots), and CR@p stays 1/p
-    assert table["CR@p (qrels)"].to_list() == pytest.approx([1 / 3] * 4)
+    assert table["P@p (qrels, distinct papers)"].to_list() == pytest.approx([1 / 3] * 4)
 
 
 def test_qrels_match_external_contexts_by_doi():

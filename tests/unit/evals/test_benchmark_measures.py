@@ -9,7 +9,7 @@ import json
 import polars as pl
 import pytest
 
-from evals import human_labels, runner, scoring
+from evals import contexts, human_labels, runner, scoring
 from evals.comparison import Primary, holm, paired_comparisons, primary_row
 from evals.judge import context_sentences
 from evals.questions import load_beir_queries
@@ -185,16 +185,18 @@ def test_human_cp_from_rationale_pairs(scifact, shared_data):
     row = scoring.question_scores(frame, None, questions, rationales=rationales, budget=budget).row(
         0, named=True
     )
-    assert row["cp_human"] == pytest.approx(sum(marks) / len(marks) / 2)
+    assert row["cp_human_returned"] == pytest.approx(sum(marks) / len(marks) / 2)  # the whitepaper's form
+    judged = [contexts.judged_form(c) for c in (abstract, unrelated)]  # the equal form the judge sees
+    assert row["cp_human"] == pytest.approx(human_labels.human_cp(judged, labels))
     assert row["cp_human_lm"] is not None and row["tokens_per_context"] > budget * 0.5
 
 
 def test_length_budget_cuts_at_sentences():
     context = Context("t", ["One two three. Four five six seven. Eight nine."])
     assert human_labels.length([context]) == (3, 9)
-    assert human_labels.truncate(context, 7).chunks == ["One two three. Four five six seven."]
-    assert human_labels.truncate(context, 2).chunks == ["One two"]  # the first sentence cut when nothing fits
-    assert context_sentences(human_labels.truncate(context, 5)) == ["One two three."]
+    assert contexts.cut(context, 7).chunks == ["One two three. Four five six seven."]
+    assert contexts.cut(context, 2).chunks == ["One two"]  # the first sentence cut when nothing fits
+    assert context_sentences(contexts.cut(context, 5)) == ["One two three."]
 
 
 def test_held_out_half_of_scifact_train_is_fixed_by_id(shared_data):

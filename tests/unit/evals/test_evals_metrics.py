@@ -37,10 +37,12 @@ def test_cp_is_mean_of_critical_sentence_fractions():
     assert question_cp([ContextVerdict(1, 1, 1), ContextVerdict(0, 0, 0)]) == pytest.approx(0.5)
 
 
-def test_failed_verdicts_are_excluded_never_scored():
+def test_a_failed_verdict_fails_the_question_never_shrinks_n_j():
     mixed = [ContextVerdict(1, 1, 2), ContextVerdict(None, None, None), ContextVerdict(0, 0, 2)]
-    assert question_cr(mixed) == pytest.approx(0.5)  # 1 of the 2 judged, not 1 of 3
-    assert question_cp(mixed) == pytest.approx(0.25)
+    assert question_cr(mixed) is None  # not 1 of the 2 judged: the question is counted as failed
+    assert question_cp(mixed) is None
+    precision_failed = [ContextVerdict(1, 1, 2), ContextVerdict(1, None, None)]
+    assert question_cr(precision_failed) == pytest.approx(1.0) and question_cp(precision_failed) is None
     all_failed = [ContextVerdict(None, None, None)]
     assert question_cr(all_failed) is None
     assert question_cp(all_failed) is None

@@ -175,7 +175,7 @@ def test_semantic_scholar_snippets_match_scifact_by_corpus_id(scifact, data_dir)
     row = counts.row(0, named=True)
     assert (row["results"], row["matched"], row["unmatched"], row["by S2 corpus id"]) == (8, 4, 4, 4)
     assert per_question["recall_p"].to_list() == [1.0] * 4  # every relevant paper found: > 0, not 0 by DOI
-    assert per_question["ndcg10"].min() == pytest.approx(1.0)  # each at rank 1
+    assert per_question["ndcg_p"].min() == pytest.approx(1.0)  # each at rank 1
     assert per_question["cr_qrels"].to_list() == [pytest.approx(1 / 5)] * 4  # 1 relevant of p = 5
 
 
@@ -202,7 +202,7 @@ def test_exa_titles_match_after_normalization(scifact, data_dir):
     provider = ExaProvider(resource.get_client(transport=serve(bodies)))
     _, counts, per_question = scored(provider, questions, papers)
     assert counts.row(0, named=True)["by title"] == 4
-    assert per_question["ndcg10"].min() > 0
+    assert per_question["ndcg_p"].min() > 0
     assert provider.stats() == {"reported_cost_usd": pytest.approx(0.02), "unpriced_requests": 0}
 
 
@@ -218,7 +218,7 @@ def test_unmatchable_provider_is_left_out_with_the_reason_not_scored_zero(scifac
     frame, counts, per_question = scored(Elsewhere(), questions, papers)
     reasons = qrels_exclusions(counts)
     assert "none of its 20 results matched" in reasons["elsewhere"]
-    assert per_question["ndcg10"].null_count() == per_question.height  # not 0: not scored
+    assert per_question["ndcg_p"].null_count() == per_question.height  # not 0: not scored
     table = scoring.score(per_question, resamples=20).filter(pl.col("question_set") == "beir")
     assert table["n_qrels"].to_list() == [0] and table["nDCG@10"].to_list() == [None]
     assert "qrels cannot score it" in table["qrels_excluded"][0]

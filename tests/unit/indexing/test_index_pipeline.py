@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 from hashing_embedder import HashingEmbedder
 
+from lumina_assets.indexing import index_rows
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing.connection import connect_lancedb
 from lumina_assets.indexing.sentence_vectors import SENTENCES_TABLE
@@ -72,7 +73,7 @@ def test_the_pipelined_build_gives_the_same_index_as_the_sequential_one(tmp_path
     # each passage's vector is its own text's, and each sentence vector its own sentence's
     columns = pipelined[0]
     texts = [
-        indexing.passage_embed_text(title, text, embed_title=True)
+        index_rows.passage_embed_text(title, text, embed_title=True)
         for title, text in zip(columns["title"], columns["text"], strict=True)
     ]
     assert np.allclose(pipelined[1], HashingEmbedder().encode(texts), atol=1e-6)

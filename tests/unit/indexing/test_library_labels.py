@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 from hashing_embedder import HashingEmbedder
 
+from lumina_assets.indexing import index_rows
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing.connection import connect_lancedb
 from lumina_assets.parsing.chunking import passages_for_paper
@@ -88,7 +89,7 @@ def test_unlabelled_papers_keep_their_row_hashes():
     _, papers = tables({})
     rows = indexing.paper_rows(papers)
     assert rows["library_labels"].to_list() == [[], [], []]
-    assert indexing.library_labels(["A b"], ["X/Y"]) == [
+    assert index_rows.library_labels(["A b"], ["X/Y"]) == [
         "collection:x",
         "collection:x/y",
         "collection:y",

@@ -7,18 +7,17 @@ import json
 import re
 
 import pytest
+from tuning_split import tuning_qrels, tuning_queries
 
 from evals import ablation
 from lumina_assets.cli.main import main
 
 
 def scifact_cut(shared_data, target, claims: int, others: int):
-    """`claims` SciFact train claims, their relevant abstracts and `others` other abstracts, in BEIR layout."""
+    """`claims` tuning-half SciFact train claims (`corpus.splits`), their relevant abstracts and `others` other
+    abstracts, in BEIR layout."""
     root = shared_data / "scifact"
-    qrels: dict[str, list[str]] = {}
-    for line in (root / "qrels" / "train.tsv").read_text().splitlines()[1:]:
-        qid, doc, _ = line.split("\t")
-        qrels.setdefault(qid, []).append(doc)
+    qrels = {qid: list(docs) for qid, docs in tuning_qrels(root).items()}
     queries = list(qrels)[:claims]
     wanted = {d for q in queries for d in qrels[q]}
     kept, taken = [], 0
@@ -30,13 +29,9 @@ def scifact_cut(shared_data, target, claims: int, others: int):
                 taken += doc not in wanted
     (target / "qrels").mkdir(parents=True)
     (target / "corpus.jsonl").write_text("\n".join(kept) + "\n")
+    texts = tuning_queries(root)
     (target / "queries.jsonl").write_text(
-        "\n".join(
-            line
-            for line in (root / "queries.jsonl").read_text().splitlines()
-            if json.loads(line)["_id"] in queries
-        )
-        + "\n"
+        "\n".join(json.dumps({"_id": q, "text": texts[q]}) for q in queries) + "\n"
     )
     rows = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t1" for q in queries for d in qrels[q]]
     (target / "qrels" / "train.tsv").write_text("\n".join(rows) + "\n")
@@ -81,5 +76,3 @@ def test_compare_to_baseline_pairs_queries():
     same = rows["same"].versus_baseline
     assert same.p_value > 0.5 and same.low < 0 < same.high
     assert ablation.paired_column(rows["better"]).startswith("+0.1000 [")
-
-

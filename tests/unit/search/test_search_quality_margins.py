@@ -3,34 +3,12 @@ plain reciprocal rank fusion by a stated margin, so a pipeline collapsed to one 
 fusion replaced by RRF, fails here. Nothing is pinned to a number the code produced: each assertion compares two
 rankings of the same queries by SciFact's own relevance judgments.
 
-The subset (fixed): the relevant abstracts of the first SciFact train claims, taken in qrels order while they add up
-to at most 300 abstracts (415 claims), plus other abstracts drawn with a seeded shuffle of the rest of the corpus up
-to 600: random distractors, so neither retriever's own false positives are favoured. Indexed once (no sentence
-vectors: retrieval reads none), queries embedded once in a batch.
-
-Indexed like `passage_index` keeps an index (with the paper neighbour graph), so the default includes corpus-graph
-smoothing. Measured on this subset (bundled MiniLM in its int8 ONNX form, the one chosen on a CPU with VNNI;
-2026-11-23, load average 9-11), nDCG@10: default 0.8630 (0.8690 with smoothing off: on these 415 claims, one or two
-relevant abstracts each among random distractors, smoothing costs 0.006); plain RRF 0.8495; the default's
-retrievers fused by RRF 0.8517 (search never smooths RRF: smoothed, it scored 0.7936, its flat scores letting the
-neighbours' share dominate); passage BM25 alone 0.8246; paper BM25 alone 0.8294; passage, title and abstract vectors 0.8267; passage
-vectors alone 0.8320; paper abstract vectors alone 0.8204; the default without passage vectors 0.8289. In the fp32
-form (`LUMINA_EMBEDDING_FORM=fp32`, CPUs without VNNI, and the form the test suite pins): default 0.8631 (0.8668
-unsmoothed), smallest gap to a single retriever 0.0320 (passage vectors, 0.8311), to plain RRF 0.0125 (0.8506), to
-its own retrievers under RRF 0.0130 (0.8501).
-
-The author and year boosts are measured on the same claims with a cue naming their first relevant paper's author or
-years ("... by Grace Hopper", "... published between 2003 and 2005"), over synthetic authors and years given to the
-subset's papers (SciFact has none; each name is shared by 6-7 papers, each year by ~20): nDCG@10 0.9425 with the
-author boost against 0.8631 without it, 0.9213 with the year boost against 0.8631 (fp32; int8 0.9427 / 0.9221
-against 0.8635).
-
-Not caught here: dropping one of the two BM25 retrievers (passage, paper full text). On abstracts a paper is one or
-two passages, so the two carry the same evidence, and without either one the default scores 0.8733 / 0.8734 on this
-subset, above the default (measured before smoothing was on; on all 809 claims dropping paper full text costs 0.005:
-docs/search-quality.md). Nor is switching smoothing off (it costs 0.006 here, and gains on collections whose questions
-have many relevant papers): tests/unit/search/test_neighbour_graph.py checks that the default smooths with the
-index's graph, exactly as `NeighbourGraph.smooth` does."""
+The subset (fixed) reads the tuning half of SciFact train only (`lumina_assets.corpus.splits.tuning_ids`; the
+held-out half is the benchmark's): the relevant abstracts of the first tuning claims, in qrels order, while they add
+up to at most 300 abstracts, plus other abstracts drawn with a seeded shuffle of the rest of the corpus up to 600
+(random distractors, so neither retriever's own false positives are favoured). Indexed like `passage_index` keeps an
+index (with the paper neighbour graph), so the default includes corpus-graph smoothing. The figures measured on it,
+and what it does not catch, are in docs/search-quality.md ("The margin tests")."""
 
 from __future__ import annotations
 
@@ -38,10 +16,11 @@ import random
 
 import polars as pl
 import pytest
+from tuning_split import tuning_qrels, tuning_queries
 
 from evals.ablation import BASELINE, COMPARISONS
 from evals.collection_eval import evaluate_run, query_vector_cache, run_queries
-from lumina_assets.corpus.collections import Collection, collection_tables, read_qrels, read_queries
+from lumina_assets.corpus.collections import Collection, collection_tables
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing.connection import connect_lancedb
 from lumina_assets.indexing.embedding import Embedder
@@ -102,18 +81,17 @@ def embedder() -> Embedder:
     return Embedder(batch_size=32)
 
 
-@pytest.fixture(scope="module")
-def scifact_subset(shared_data) -> Collection:
+def scifact_subset_of(root) -> Collection:
+    """The fixed subset above, from a SciFact BEIR folder: tuning-half claims only."""
     from lumina_assets.corpus.collections import iter_corpus_records
 
-    root = shared_data / "scifact"
     corpus = {
         record["_id"]: {"title": record["title"], "text": record["text"]}
         for _, record, _ in iter_corpus_records(root)
         if record is not None
     }
-    queries = read_queries(root)
-    qrels = read_qrels(root / "qrels" / "train.tsv")
+    queries = tuning_queries(root)
+    qrels = tuning_qrels(root)
     chosen: list[str] = []
     kept: dict[str, str] = {}
     for qid, docs in qrels.items():
@@ -126,6 +104,11 @@ def scifact_subset(shared_data) -> Collection:
     random.Random(SEED).shuffle(others)
     chosen += others[: N_DOCS - len(chosen)]
     return Collection("scifact", {d: corpus[d] for d in chosen}, kept, {q: qrels[q] for q in kept})
+
+
+@pytest.fixture(scope="module")
+def scifact_subset(shared_data) -> Collection:
+    return scifact_subset_of(shared_data / "scifact")
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +145,7 @@ def ndcg(index_uri, embedder, scifact_subset):
 def test_the_subset_is_the_fixed_one(scifact_subset):
     """The figures above belong to this subset: a change in how it is drawn must be seen, not silently re-measured."""
     assert len(scifact_subset.corpus) == N_DOCS
-    assert len(scifact_subset.queries) == 415
+    assert len(scifact_subset.queries) == 344
     relevant = {doc for docs in scifact_subset.qrels.values() for doc in docs}
     assert len(relevant) <= RELEVANT_DOCS and relevant <= set(scifact_subset.corpus)
 

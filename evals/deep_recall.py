@@ -1,0 +1,80 @@
+"""Recall@100 for the providers that search Lumina's own index: each BEIR question with qrels is asked once more
+for the top `defaults.RECALL_DEPTH` papers, apart from the page-size runs (a deeper search can order the top ten
+differently, so the scored pages never come from it). Only the ranked papers' references are kept, one file per
+provider under the benchmark folder, read back by `benchmark_scores`. External providers are not asked (their
+APIs bill per result or cap the page size)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import polars as pl
+
+from evals import defaults
+from evals.providers import contexts_from_rows
+from lumina_assets.core import settings
+from lumina_assets.core.schemas import Context
+
+REF = pl.Struct({"title": pl.String, "doi": pl.String, "url": pl.String, "paper_id": pl.String})
+SCHEMA = {"question_id": pl.String, "provider": pl.String, "refs": pl.List(REF), "error": pl.String}
+
+
+def _path(provider: str):
+    return settings.benchmark_dir() / "deep_recall" / f"{provider}.parquet"
+
+
+def collect(provider, questions: pl.DataFrame, depth: int = defaults.RECALL_DEPTH) -> pl.DataFrame:
+    """Each question with qrels asked for `depth` papers; a failed call keeps its error (never scored)."""
+    from evals.runner import query_provider
+
+    with_qrels = questions.filter(pl.col("relevant_paper_ids").list.len() > 0)
+    frame = query_provider(provider, with_qrels, depth) if with_qrels.height else None
+    rows = []
+    for row in frame.iter_rows(named=True) if frame is not None else []:
+        refs = [
+            {"title": c.title, "doi": c.doi, "url": c.url, "paper_id": c.paper_id}
+            for c in contexts_from_rows(row["contexts"])
+        ]
+        rows.append(
+            {
+                "question_id": row["question_id"],
+                "provider": provider.name,
+                "refs": refs,
+                "error": row["error"],
+            }
+        )
+    return pl.DataFrame(rows, schema=SCHEMA) if rows else pl.DataFrame(schema=SCHEMA)
+
+
+def write(provider: str, frame: pl.DataFrame) -> None:
+    path = _path(provider)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.write_parquet(path)
+
+
+def stored(provider: str) -> pl.DataFrame | None:
+    """The provider's deep ranking as written by `write`, or None."""
+    path = _path(provider)
+    return pl.read_parquet(path) if path.exists() else None
+
+
+def contexts_of(frame: pl.DataFrame) -> dict[tuple[str, str], list[Context]]:
+    """(provider, question id) -> the deep ranking as contexts without text (failed searches left out)."""
+    out: dict[tuple[str, str], list[Context]] = {}
+    for row in frame.iter_rows(named=True):
+        if row["error"] is None:
+            out[(row["provider"], row["question_id"])] = [
+                Context(title=r["title"] or "", chunks=[], doi=r["doi"], url=r["url"], paper_id=r["paper_id"])
+                for r in row["refs"]
+            ]
+    return out
+
+
+def read(providers: Iterable[str]) -> dict[tuple[str, str], list[Context]]:
+    """`contexts_of` for every provider that has a deep ranking stored."""
+    out: dict[tuple[str, str], list[Context]] = {}
+    for provider in providers:
+        frame = stored(provider)
+        if frame is not None:
+            out.update(contexts_of(frame))
+    return out

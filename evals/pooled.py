@@ -1,0 +1,314 @@
+"""Pooled, graded judging: per question, the distinct papers in every provider's top p are judged once, whoever
+returned them, by the paper's binary prompts (the headline CR / CP prompts, verbatim) and by a graded 0-3 relevance
+prompt in the style of UMBRELA (`evals/prompts/graded_relevance.txt`, exploratory; see evals/prompts/README.md).
+
+Pool: the papers of every provider's top p at one depth (0 by default), a paper identified by the collection paper
+it matches (`evals.matching`) or, outside the collection, by its own id. The text judged for a paper is the same for
+every provider that returned it: the equal-form context (`evals.contexts`) of the provider that ranked the paper
+highest, ties broken by provider name, so each (question, paper) is asked once.
+
+From the pool, per provider: pooled CR and CP (the paper's measures on the pooled verdicts), nDCG@p on the graded judgments
+(trec_eval's linear gains through `evals.metrics.per_query_ranking`; a question whose pool has no paper graded
+above 0 has no nDCG) and, where qrels exist, nDCG@p on them; and Kendall's tau (scipy) between the provider
+rankings these give: by the LLM judge, by the graded judge and by the qrels.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from evals import contexts as context_forms
+from evals.judge import JudgeInput, JudgeParseError, format_context_for_relevance, load_prompt, render
+from evals.matching import PaperMatcher
+from evals.metrics import per_query_ranking
+from evals.providers import contexts_from_rows
+from lumina_assets.core.schemas import Context
+
+GRADES = (0, 1, 2, 3)
+_GRADE = re.compile(r"##\s*final\s+score\s*:\s*\**\s*(\d+)", re.IGNORECASE)
+
+
+def graded_prompt(question: str, context: Context) -> str:
+    return render(
+        load_prompt("graded_relevance"), question=question, context=format_context_for_relevance(context)
+    )
+
+
+def parse_grade(answer: str) -> int:
+    """The grade of the one `##final score: N` line, N in 0..3; none, several or out of range is malformed."""
+    found = {int(m) for m in _GRADE.findall(answer or "")}
+    if len(found) != 1 or not found <= set(GRADES):
+        raise JudgeParseError(
+            f"expected one '##final score: N' with N in 0..3, found {sorted(found) or 'none'}"
+        )
+    return found.pop()
+
+
+@dataclass
+class PoolItem:
+    """One (question, paper) of a pool: the context judged for it and the providers whose top p held it."""
+
+    question_id: str
+    question: str
+    paper: str
+    context: Context
+    providers: tuple[str, ...]
+
+    @property
+    def judge_input(self) -> JudgeInput:
+        return JudgeInput(self.question_id, self.question, self.context)
+
+
+def paper_of(context: Context, matcher: PaperMatcher) -> str:
+    """The collection paper a context is, else its own id (or DOI, URL, title)."""
+    found = matcher.match(context).paper_id
+    return found or context.paper_id or context.doi or context.url or f"title:{context.title.strip().lower()}"
+
+
+def rankings(
+    recursive: pl.DataFrame, *, page_size: int, depth: int = 0, matcher: PaperMatcher | None = None
+) -> dict[str, dict[str, list[tuple[str, Context]]]]:
+    """provider -> question id -> its top p as (paper, context), in rank order, one entry per paper."""
+    matcher = matcher or PaperMatcher()
+    out: dict[str, dict[str, list[tuple[str, Context]]]] = {}
+    rows = recursive.filter(
+        (pl.col("page_size") == page_size) & (pl.col("depth") == depth) & pl.col("error").is_null()
+    )
+    for row in rows.iter_rows(named=True):
+        ranked: dict[str, Context] = {}
+        for context in contexts_from_rows(row["contexts"])[:page_size]:
+            ranked.setdefault(paper_of(context, matcher), context)
+        out.setdefault(row["provider"], {})[row["question_id"]] = list(ranked.items())
+    return out
+
+
+def build_pool(
+    recursive: pl.DataFrame,
+    questions: pl.DataFrame,
+    *,
+    page_size: int,
+    depth: int = 0,
+    matcher: PaperMatcher | None = None,
+    form: str = context_forms.EQUAL,
+) -> list[PoolItem]:
+    """Every distinct (question, paper) of every provider's top p, once, with the context judged for it."""
+    texts = dict(zip(questions["question_id"].to_list(), questions["text"].to_list(), strict=True))
+    best: dict[tuple[str, str], tuple[int, str, Context]] = {}
+    holders: dict[tuple[str, str], set[str]] = {}
+    for provider, by_question in rankings(
+        recursive, page_size=page_size, depth=depth, matcher=matcher
+    ).items():
+        for question_id, ranked in by_question.items():
+            if question_id not in texts:
+                continue
+            for rank, (paper, context) in enumerate(ranked):
+                key = (question_id, paper)
+                holders.setdefault(key, set()).add(provider)
+                if key not in best or (rank, provider) < best[key][:2]:
+                    best[key] = (rank, provider, context)
+    return [
+        PoolItem(
+            question_id=question_id,
+            question=texts[question_id],
+            paper=paper,
+            context=context_forms.judged_form(best[(question_id, paper)][2], form),
+            providers=tuple(sorted(holders[(question_id, paper)])),
+        )
+        for question_id, paper in sorted(best)
+    ]
+
+
+POOL_SCHEMA = {
+    "question_id": pl.String,
+    "paper": pl.String,
+    "providers": pl.List(pl.String),
+    "key": pl.String,
+    "relevant": pl.Int8,
+    "relevance_failure": pl.String,
+    "critical": pl.Int32,
+    "sentences": pl.Int32,
+    "precision_failure": pl.String,
+    "grade": pl.Int8,
+    "grade_failure": pl.String,
+    "tokens": pl.Int32,
+}
+
+
+def ask_grade(judge, item: PoolItem) -> tuple[int | None, str | None]:
+    """(grade, None), or (None, the reason) after `judge.max_attempts` failed answers: the LLM judge's client at its
+    temperature, a retry asked as a fresh call (as the binary prompts are), never a grade guessed."""
+    prompt = graded_prompt(item.question, item.context)
+    problem = "no attempt"
+    for attempt in range(judge.max_attempts):
+        system = None if attempt == 0 else f"(retry {attempt}: follow the required answer format exactly)"
+        try:
+            answer = judge.client.complete(prompt, temperature=judge.temperature, system=system).text
+        except Exception as exc:  # an API error is a failed attempt, named by type only (no secrets)
+            problem = f"llm error: {type(exc).__name__}"
+            continue
+        try:
+            return parse_grade(answer), None
+        except JudgeParseError as exc:
+            problem = f"unparseable answer: {exc}"
+    return None, problem
+
+
+def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
+    """Each pool item judged once: the binary prompts through `judge.judge_many` (an LLM or the offline judge) and,
+    with an LLM judge, the graded prompt (offline there is no graded judge: grade null, `not measured`)."""
+    from evals.human_labels import tokens
+
+    results = judge.judge_many([item.judge_input for item in items]) if items else []
+    rows = []
+    for item, result in zip(items, results, strict=True):
+        grade, grade_failure = None, "not measured (offline judge)"
+        if not getattr(judge, "is_offline", True):
+            grade, grade_failure = ask_grade(judge, item)
+        rows.append(
+            {
+                "question_id": item.question_id,
+                "paper": item.paper,
+                "providers": list(item.providers),
+                "key": result.key,
+                "relevant": result.relevant,
+                "relevance_failure": result.relevance_failure,
+                "critical": result.critical,
+                "sentences": result.sentences,
+                "precision_failure": result.precision_failure,
+                "grade": grade,
+                "grade_failure": grade_failure,
+                "tokens": sum(tokens(chunk) for chunk in item.context.chunks),
+            }
+        )
+    return pl.DataFrame(rows, schema=POOL_SCHEMA) if rows else pl.DataFrame(schema=POOL_SCHEMA)
+
+
+def provider_scores(
+    recursive: pl.DataFrame,
+    pool: pl.DataFrame,
+    *,
+    page_size: int,
+    depth: int = 0,
+    matcher: PaperMatcher | None = None,
+    qrels: Mapping[str, Mapping[str, int]] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Per provider, over the questions the pool judged: pooled CR and CP (the paper's CR_j and CP_j from the pooled
+    binary verdicts of its top p papers; a question with a failed verdict is counted in `failed`, never scored over
+    fewer papers), graded nDCG@p and, where `qrels` has the question, qrels nDCG@p; each with its n."""
+    verdicts = {(r["question_id"], r["paper"]): r for r in pool.iter_rows(named=True)}
+    graded: dict[str, dict[str, int]] = {}
+    for r in verdicts.values():
+        if r["grade"] is not None:
+            graded.setdefault(r["question_id"], {})[r["paper"]] = int(r["grade"])
+    judged_questions = {q for q, _ in verdicts}
+    out: dict[str, dict[str, Any]] = {}
+    measure = f"nDCG@{page_size}"
+    for provider, by_question in rankings(
+        recursive, page_size=page_size, depth=depth, matcher=matcher
+    ).items():
+        cr, cp, lengths, failures = [], [], [], 0
+        runs = {
+            q: [paper for paper, _ in ranked] for q, ranked in by_question.items() if q in judged_questions
+        }
+        for question_id, papers in runs.items():
+            found = [verdicts.get((question_id, p)) for p in papers]
+            lengths += [float(v["tokens"]) for v in found if v is not None]
+            if any(v is None or v["relevance_failure"] or v["precision_failure"] for v in found):
+                failures += 1  # counted, never scored over fewer papers
+                continue
+            cr.append(sum(v["relevant"] for v in found) / len(found) if found else 0.0)
+            cp.append(
+                sum(v["critical"] / v["sentences"] if v["sentences"] else 0.0 for v in found) / len(found)
+                if found
+                else 0.0
+            )
+        graded_ndcg = per_query_ranking(
+            {q: graded[q] for q in runs if q in graded}, runs, measures=(measure,)
+        )
+        qrels_ndcg = per_query_ranking(
+            {q: dict(qrels[q]) for q in runs if qrels and q in qrels}, runs, measures=(measure,)
+        )
+        out[provider] = {
+            "pooled_cr": _mean(cr),
+            "pooled_cp": _mean(cp),
+            "n_judged": len(cr),
+            "tokens_per_context": _mean(lengths),
+            "failed": failures,
+            "graded_ndcg": _mean([v[measure] for v in graded_ndcg.values()]),
+            "n_graded": len(graded_ndcg),
+            "qrels_ndcg": _mean([v[measure] for v in qrels_ndcg.values()]),
+            "n_qrels": len(qrels_ndcg),
+        }
+    return out
+
+
+RANKED_BY = {"pooled_cr": "LLM judge (pooled CR)", "graded_ndcg": "graded judge", "qrels_ndcg": "qrels"}
+
+
+def ranking_agreement(scores: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Kendall's tau-b (scipy) between the provider rankings by each pair of `RANKED_BY` measures, over the
+    providers that have both; a pair with fewer than two such providers has no tau."""
+    from scipy.stats import kendalltau
+
+    names = list(RANKED_BY)
+    out = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            providers = sorted(p for p, s in scores.items() if s.get(a) is not None and s.get(b) is not None)
+            tau = p_value = None
+            if len(providers) >= 2:
+                result = kendalltau([scores[p][a] for p in providers], [scores[p][b] for p in providers])
+                if result.statistic == result.statistic:  # NaN when one ranking is all ties
+                    tau, p_value = float(result.statistic), float(result.pvalue)
+            out.append(
+                {"a": RANKED_BY[a], "b": RANKED_BY[b], "providers": len(providers), "tau": tau, "p": p_value}
+            )
+    return out
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def pooled_run(
+    recursive: pl.DataFrame,
+    questions: pl.DataFrame,
+    papers: pl.DataFrame | None,
+    judge,
+    *,
+    page_size: int,
+    depth: int = 0,
+    form: str = context_forms.EQUAL,
+) -> dict[str, Any]:
+    """The pooled, graded judging of one run at page size p and `depth`, as the run manifest keeps it (`pooled` in
+    run.json, `report_sections.pooled_section`): pool size, per-provider scores and the rankings' tau."""
+    matcher = PaperMatcher.from_papers(papers)
+    qrels = {
+        row["question_id"]: {paper: 1 for paper in row["relevant_paper_ids"]}
+        for row in questions.iter_rows(named=True)
+        if row.get("relevant_paper_ids")
+    }
+    items = build_pool(recursive, questions, page_size=page_size, depth=depth, matcher=matcher, form=form)
+    judged = judge_pool(items, judge)
+    scores = provider_scores(
+        recursive, judged, page_size=page_size, depth=depth, matcher=matcher, qrels=qrels
+    )
+    return {
+        "page_size": page_size,
+        "depth": depth,
+        "judge": judge.name,
+        "pool_items": judged.height,
+        "questions": judged["question_id"].n_unique() if judged.height else 0,
+        "tokens_per_item": _mean([float(t) for t in judged["tokens"].to_list()]) if judged.height else None,
+        "relevance_failures": int(judged["relevance_failure"].is_not_null().sum()) if judged.height else 0,
+        "grade_failures": int(
+            (judged["grade"].is_null() & judged["grade_failure"].is_not_null()).sum() if judged.height else 0
+        ),
+        "providers": scores,
+        "tau": ranking_agreement(scores),
+    }

@@ -1,0 +1,231 @@
+"""One benchmark run as one self-contained archive, and its replay offline.
+
+`write_snapshot(run, path)` packs what a reader needs to check a published table: the run's manifest and scoring
+parameters, its questions with their qrels, the collection's papers (to match results to qrels), every provider's
+levels (the contexts each returned at each page size and depth) and raw HTTP responses, every verdict with the
+hash of the exact prompt it answered and the judge model, the cost and judge-agreement records, the score tables
+and the report. `replay(path)` scores the run again from the archive alone (no LLM, no HTTP: nothing here opens
+a connection), writes the report into the data dir's reports/ as a run does, and says whether the score tables
+are identical to the archived ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from evals import contexts, deep_recall, ledger, runs
+from lumina_assets.core import settings, tables
+
+FORMAT = "lumina-benchmark-snapshot/1"
+
+
+def _prompt_hashes(levels: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+    """key -> sha256 of the Context Relevance and Context Precision prompts each pair was judged with."""
+    from evals.judge import JudgeInput, context_sentences, precision_prompt, relevance_prompt
+    from evals.providers import contexts_from_rows
+
+    texts = dict(zip(questions["question_id"], questions["text"], strict=True))
+    rows: dict[str, dict[str, str]] = {}
+    for row in levels.iter_rows(named=True):
+        question = texts.get(row["question_id"])
+        if question is None:
+            continue
+        for context in contexts_from_rows(row["contexts"]):
+            item = JudgeInput(row["question_id"], question, context)
+            if item.key in rows:
+                continue
+            sentences = context_sentences(context)
+            rows[item.key] = {
+                "key": item.key,
+                "relevance_prompt_sha256": hashlib.sha256(
+                    relevance_prompt(question, context).encode("utf-8")
+                ).hexdigest(),
+                "precision_prompt_sha256": hashlib.sha256(
+                    precision_prompt(question, context, sentences).encode("utf-8")
+                ).hexdigest()
+                if sentences
+                else None,
+            }
+    schema = {"key": pl.String, "relevance_prompt_sha256": pl.String, "precision_prompt_sha256": pl.String}
+    return pl.DataFrame(list(rows.values()), schema=schema)
+
+
+def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mtime = 0
+    archive.addfile(info, io.BytesIO(data))
+
+
+def _add_frame(archive: tarfile.TarFile, name: str, frame: pl.DataFrame) -> None:
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer)
+    _add_bytes(archive, name, buffer.getvalue())
+
+
+def write_snapshot(run: str, path: Path) -> dict[str, Any]:
+    """The archive of a stored run (see the module note); returns what it holds."""
+    manifest, scores, per_question = runs.read_run(run)
+    providers = manifest.get("providers", [])
+    questions = tables.read(tables.QUESTIONS)
+    if questions is None or runs.questions_fingerprint(questions) != manifest.get("questions"):
+        raise ValueError(f"the stored questions are not run {run}'s any more: snapshot it before they change")
+    papers = tables.read(tables.PAPERS)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    contents: dict[str, Any] = {"format": FORMAT, "run_id": run, "providers": providers, "files": []}
+    with tarfile.open(path, "w:gz") as archive:
+
+        def add_frame(name: str, frame: pl.DataFrame) -> None:
+            _add_frame(archive, name, frame)
+            contents["files"].append(name)
+
+        def add_json(name: str, value: Any) -> None:
+            _add_bytes(
+                archive, name, json.dumps(value, indent=2, sort_keys=True, default=str).encode("utf-8")
+            )
+            contents["files"].append(name)
+
+        add_json("run.json", manifest)
+        add_frame("questions.parquet", questions)
+        add_frame(
+            "qrels.parquet",
+            questions.select("question_id", "kind", "relevant_paper_ids").filter(
+                pl.col("relevant_paper_ids").list.len() > 0
+            ),
+        )
+        if papers is not None:
+            add_frame("papers.parquet", papers)
+        depths, page_sizes = manifest["depths"], manifest["page_sizes"]
+        for provider in providers:
+            levels = tables.read(tables.RECURSIVE_RESULTS, provider)
+            levels = levels.filter(pl.col("depth").is_in(depths) & pl.col("page_size").is_in(page_sizes))
+            add_frame(f"levels/{provider}.parquet", levels)
+            level0 = tables.read(tables.PROVIDER_RESULTS, provider)
+            if level0 is not None:
+                add_frame(f"provider_results/{provider}.parquet", level0)
+            deep = deep_recall.stored(provider)
+            if deep is not None:
+                add_frame(f"deep_recall/{provider}.parquet", deep)
+            verdicts = tables.read(tables.JUDGMENTS, provider)
+            if verdicts is not None:
+                verdicts = verdicts.join(_prompt_hashes(levels, questions), on="key", how="left")
+                add_frame(f"verdicts/{provider}.parquet", verdicts)
+            raw = settings.cache_dir() / "http" / provider
+            for file in sorted(raw.rglob("*.json")) if raw.is_dir() else []:
+                name = f"raw/{provider}/{file.relative_to(raw).as_posix()}"
+                _add_bytes(archive, name, file.read_bytes())
+                contents["files"].append(name)
+        add_frame("scores.parquet", scores)
+        add_frame("question_scores.parquet", per_question)
+        comparisons = runs.read_comparisons(run)
+        if comparisons is not None:
+            add_frame("comparisons.parquet", comparisons)
+        add_json("cost.json", ledger.run_cost(providers, _request_prices()))
+        add_json("judge_agreement.json", ledger.read_agreement())
+        report = settings.reports_dir() / "runs" / run / "benchmark.md"
+        if report.exists():
+            _add_bytes(archive, "report/benchmark.md", report.read_bytes())
+            contents["files"].append("report/benchmark.md")
+        add_json("snapshot.json", {k: v for k, v in contents.items() if k != "files"})
+    return contents
+
+
+def _request_prices():
+    from evals.registry import request_prices
+
+    return request_prices()
+
+
+def _read(folder: Path, name: str) -> pl.DataFrame | None:
+    path = folder / name
+    return pl.read_parquet(path) if path.exists() else None
+
+
+def replay(path: Path) -> dict[str, Any]:
+    """Score the archived run again offline, write its report under the data dir's reports/, and compare the
+    score tables with the archived ones: {"run_id", "identical", "report", "differences"}."""
+    from evals.comparison import Primary
+    from evals.manifest import report_options
+    from evals.report import write_report
+    from evals.scored_run import score_run
+
+    with tempfile.TemporaryDirectory() as temp:
+        folder = Path(temp)
+        with tarfile.open(path, "r:gz") as archive:
+            archive.extractall(folder, filter="data")
+        meta = json.loads((folder / "snapshot.json").read_text(encoding="utf-8"))
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{path} is not a {FORMAT} archive")
+        manifest = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+        scoring = manifest.get("scoring") or {}
+        questions = pl.read_parquet(folder / "questions.parquet")
+        papers = _read(folder, "papers.parquet")
+        levels = [pl.read_parquet(p) for p in sorted((folder / "levels").glob("*.parquet"))]
+        verdicts = [
+            pl.read_parquet(p).drop("relevance_prompt_sha256", "precision_prompt_sha256", strict=False)
+            for p in sorted((folder / "verdicts").glob("*.parquet"))
+        ]
+        verdicts = [v for v in verdicts if v.height]
+        # the order the run scored them in: its providers' order
+        order = {name: i for i, name in enumerate(manifest.get("providers", []))}
+        levels.sort(key=lambda f: order.get(f["provider"][0] if f.height else "", 0))
+        scored = score_run(
+            pl.concat(levels, how="diagonal_relaxed"),
+            pl.concat(verdicts, how="diagonal_relaxed") if verdicts else None,
+            questions,
+            papers,
+            judged=scoring.get("judged", not manifest.get("judge_offline", True)),
+            bootstrap_resamples=scoring.get("bootstrap_resamples", 2000),
+            permutation_resamples=scoring.get("permutation_resamples", 10000),
+            proxy_exclude=set(scoring.get("proxy_exclude", [])),
+            primary=Primary(alpha=scoring.get("alpha", Primary().alpha)),
+            deep={
+                key: ranking
+                for p in sorted((folder / "deep_recall").glob("*.parquet"))
+                for key, ranking in deep_recall.contexts_of(pl.read_parquet(p)).items()
+            },
+            form=scoring.get("context_form", manifest.get("context_form", contexts.EQUAL)),
+        )
+        archived = pl.read_parquet(folder / "scores.parquet")
+        differences = _differences(archived, scored.scores)
+        run = manifest["run_id"]
+        runs.write_run(manifest, scored.scores, scored.per_question, scored.comparisons)
+        options = report_options(manifest, scored.comparisons)
+        options["cost"] = json.loads((folder / "cost.json").read_text(encoding="utf-8"))
+        options["agreement"] = json.loads((folder / "judge_agreement.json").read_text(encoding="utf-8"))
+        options.pop("plan", None)
+        options.pop("actual", None)
+        result = write_report(scored.scores, out_dir=settings.reports_dir() / "runs" / run, **options)
+        write_report(scored.scores, out_dir=settings.reports_dir(), **options)  # the latest, as a run does
+        runs.set_latest(run)
+    return {
+        "run_id": run,
+        "identical": not differences,
+        "differences": differences,
+        "report": str(result["report"]),
+    }
+
+
+def _differences(archived: pl.DataFrame, replayed: pl.DataFrame) -> list[str]:
+    """What differs between two score tables, [] when they are identical (same rows, columns and values)."""
+    if archived.columns != replayed.columns:
+        return [f"columns differ: {archived.columns} vs {replayed.columns}"]
+    if archived.height != replayed.height:
+        return [f"{archived.height} rows archived, {replayed.height} replayed"]
+    from polars.testing import assert_frame_equal
+
+    differences = []
+    for column in archived.columns:
+        try:
+            assert_frame_equal(archived.select(column), replayed.select(column), check_exact=True)
+        except AssertionError:
+            differences.append(f"column {column} differs")
+    return differences
