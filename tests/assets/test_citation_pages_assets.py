@@ -111,3 +111,8 @@ def test_zotero_pages_and_arxiv_class_reach_exported_files(tmp_path, shared_data
     ammar_record, shen_record = rispy.loads(to_ris(found))
     assert (ammar_record["start_page"], ammar_record["end_page"]) == ("84", "91")
     assert shen_record["accession_number"] == "arXiv:2304.02623" and "start_page" not in shen_record
+    # one paper's citation (the page's "copy BibTeX", GET /api/papers/{id}/export) carries them too
+    (single,) = parse_string(to_bibtex([service.paper(SHEN)]), "bibtex").entries.values()
+    assert (single.fields["eprint"], single.fields["primaryClass"]) == ("2304.02623", "cs.CL")
+    (single,) = parse_string(to_bibtex([service.paper(AMMAR)]), "bibtex").entries.values()
+    assert single.fields["pages"] == "84--91"
