@@ -23,7 +23,9 @@ import pyarrow as pa
 
 from lumina_assets.core.progress import Progress
 from lumina_assets.indexing.index_rows import (
+    CITATION_FIELDS,
     LIBRARY_FIELDS,
+    citation_key,
     embedder_identity,
     labels_key,
     paper_rows,
@@ -413,6 +415,9 @@ def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
     if table is not None and "library_labels" not in table.schema.names:
         table.add_columns(pa.schema(LIBRARY_FIELDS))  # null until a paper has labels
         stats.notes.append("papers table gained the tags / collections columns")
+    if table is not None and "pages" not in table.schema.names:
+        table.add_columns(pa.schema(CITATION_FIELDS))  # null until a paper's row is written again
+        stats.notes.append("papers table gained the pages / arXiv columns")
     existing: dict[str, tuple[str, str]] = {}
     if table is not None:
         stored = read_columns(table, ["paper_id", "text_hash", "row_hash"])
@@ -437,10 +442,21 @@ def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
             "row_hash",
             [
                 short_hash(
-                    "|".join(str(v) for v in row[:7]) + abstract_hash.get(row[0], "") + labels_key(row[7])
+                    "|".join(str(v) for v in row[:7])
+                    + abstract_hash.get(row[0], "")
+                    + labels_key(row[7])
+                    + citation_key(row[8:])
                 )
                 for row in meta.select(
-                    "paper_id", "abstract", "doi", "url", "year", "authors", "venue", "library_labels"
+                    "paper_id",
+                    "abstract",
+                    "doi",
+                    "url",
+                    "year",
+                    "authors",
+                    "venue",
+                    "library_labels",
+                    *(f.name for f in CITATION_FIELDS),
                 ).iter_rows()
             ],
             dtype=pl.String,

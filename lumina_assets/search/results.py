@@ -23,6 +23,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from lumina_assets.core.schemas import CITATION_COLUMNS
 from lumina_assets.search.evidence import EvidenceScorer
 from lumina_assets.search.explain import RETRIEVER_LABELS, applied_boosts, constraints, short_title
 from lumina_assets.search.overview import Reference, build_overview
@@ -117,6 +118,7 @@ class SearchService:
         columns = [
             c
             for c in ("paper_id", "title", "doi", "url", "year", "authors", "venue", "tags", "collections")
+            + CITATION_COLUMNS
             if c in store.paper_columns
         ]
         query = store.papers_table.search().where(sql_in("paper_id", paper_ids)).select(columns)
@@ -219,6 +221,7 @@ class SearchService:
                     "collections": list(paper.get("collections") or []),
                     "doi": paper.get("doi") or context.doi,
                     "url": paper.get("url") or context.url,
+                    **{key: paper.get(key) for key in CITATION_COLUMNS},  # None where the index has no column
                     "pdf": f"/pdf/{sha}/{pdf_name(paper.get('title') or context.title)}" if sha else None,
                     "pdf_sha256": sha,
                     "cited_by_count": cited_by.get(context.paper_id, 0),
@@ -387,7 +390,7 @@ class SearchService:
             "paper_id": paper_id,
             "title": found.get("title"),
             "authors": list(found.get("authors") or []),
-            **{key: found.get(key) for key in ("year", "venue", "doi", "url")},
+            **{key: found.get(key) for key in ("year", "venue", "doi", "url", *CITATION_COLUMNS)},
             "cited_by_count": self.files.cited_by_counts([paper_id]).get(paper_id, 0),
             "passages": [],
         }
