@@ -183,9 +183,12 @@ class SearchEngine:
 
     # -- public API
 
-    def search(self, query: str, k: int = 10) -> list[Context]:
-        """Top-k contexts for `query`. Empty, unusable or filtered-out queries give []; never raises on input."""
-        plan = self._plan(query)
+    def search(
+        self, query: str, k: int = 10, *, constrain: Callable[[ParsedQuery], ParsedQuery] | None = None
+    ) -> list[Context]:
+        """Top-k contexts for `query`. Empty, unusable or filtered-out queries give []; never raises on input.
+        `constrain` adjusts the parsed query before filtering (structured filters applied as given)."""
+        plan = self._plan(query, constrain)
         if plan is None:
             return []
         depth = max(k, self.config.rerank_depth) if self.config.rerank is not None else k
@@ -360,7 +363,7 @@ class SearchEngine:
             by_paper.setdefault(paper_of[passage_id], []).append(passage_id)
         return by_paper, scores
 
-    def _plan(self, query: str) -> Plan | None:
+    def _plan(self, query: str, constrain=None) -> Plan | None:
         cfg = self.config
         trace = SearchTrace()
         self.last_trace = trace
@@ -376,6 +379,8 @@ class SearchEngine:
         self._check_model(store)
 
         parsed = self._parse(query, store)
+        if constrain is not None:
+            parsed = constrain(parsed)
         trace.parsed = parsed
         text = parsed.text or query
         if not tokenize(text):

@@ -84,6 +84,15 @@ class ParsedQuery:
         return " and ".join(wanted)
 
 
+def unquote(value: str) -> str:
+    """A filter value without its one pair of enclosing quotes: apostrophes that belong to the value (`'90s`,
+    `"'quoted'"`, `O'Brien`) are kept."""
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        value = value[1:-1]
+    return value.strip()
+
+
 def library_labels(parsed: ParsedQuery) -> list[str]:
     """The `tag:` / `collection:` filters as the index's library labels (indexing.lancedb_tables.library_labels)."""
     tags = [f"tag:{t.strip().lower()}" for t in getattr(parsed, "explicit_tags", None) or []]
@@ -103,7 +112,7 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
     explicit_authors: list[str] = []
     for pattern, kind in ((_AUTHOR_EXPLICIT, "explicit"), (_AUTHOR_ET_AL, "et_al"), (_AUTHOR_BY, "by")):
         for match in list(pattern.finditer(text)):
-            name = match.group(1).strip().strip("\"'")
+            name = unquote(match.group(1))
             if kind == "by" and (known_authors is None or not known_authors(last_name(name))):
                 continue
             authors.append(name)
@@ -112,11 +121,11 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
             text = text.replace(match.group(0), " ", 1)
     explicit_venues: list[str] = []
     for match in list(_VENUE_EXPLICIT.finditer(text)):
-        explicit_venues.append(match.group(1).strip().strip("\"'"))
+        explicit_venues.append(unquote(match.group(1)))
         text = text.replace(match.group(0), " ", 1)
     labels: dict[str, list[str]] = {"tag": [], "collection": []}
     for match in list(_LABEL_EXPLICIT.finditer(text)):
-        labels[match.group(1).lower()].append(match.group(2).strip().strip("\"'").strip())
+        labels[match.group(1).lower()].append(unquote(match.group(2)))
         text = text.replace(match.group(0), " ", 1)
     year_min = year_max = None
     year_explicit = False

@@ -146,8 +146,32 @@ class SearchRequest:
         }
         return {name: value for name, value in named.items() if value is not None}
 
+    def constrain(self, parsed):
+        """`parsed` (the engine's ParsedQuery of the query text) with the structured filter fields applied as
+        given: a field that is set replaces whatever the query text said for that kind of filter (the year range as
+        a whole, the author, the venue, the tag, the collection); kinds the fields leave unset keep the text's
+        syntax. The fields never pass through the query parser, so no text can widen, narrow or garble them."""
+        from dataclasses import replace
+
+        changes: dict = {}
+        if self.year_min is not None or self.year_max is not None:
+            changes.update(year_min=self.year_min, year_max=self.year_max, year_explicit=True)
+        if self.author:
+            changes.update(
+                explicit_authors=[self.author],
+                authors=[a for a in parsed.authors if a not in parsed.explicit_authors] + [self.author],
+            )
+        if self.venue:
+            changes["explicit_venues"] = [self.venue]
+        if self.tag:
+            changes["explicit_tags"] = [self.tag]
+        if self.collection:
+            changes["explicit_collections"] = [self.collection]
+        return replace(parsed, **changes) if changes else parsed
+
     def engine_query(self) -> str:
-        """The query with UI filters written as explicit (strict) syntax."""
+        """The query with UI filters written as explicit syntax: how the search reads to a person (the engine
+        gets the fields themselves through `constrain`)."""
         parts = [self.query]
         if self.year_min is not None and self.year_max is not None:
             parts.append(f"year:{self.year_min}..{self.year_max}")

@@ -129,9 +129,9 @@ class SearchService:
         bonus: dict[str, float] = {}
         pool = max(DATE_SORT_POOL, depth + 1) if request.sort == "date" else depth + 1
         with self.pool.engine() as engine:
-            contexts = engine.search(request.engine_query(), k=pool)
+            contexts = engine.search(request.query, k=pool, constrain=request.constrain)
             if request.widen and contexts:
-                contexts, via, bonus = self._widen(engine, request.engine_query(), contexts, pool)
+                contexts, via, bonus = self._widen(engine, request, contexts, pool)
             trace = engine.last_trace
             store = engine.store()
             if request.sort == "date":
@@ -301,7 +301,7 @@ class SearchService:
                 links.setdefault(other, []).append((context.paper_id, "cites"))
         return {p: found for p, found in links.items() if any(t != p for t, _ in found)}
 
-    def _widen(self, engine, query: str, contexts: list, depth: int):
+    def _widen(self, engine, request: SearchRequest, contexts: list, depth: int):
         """The query widened along in-corpus citations: papers the top results cite or are cited by join the
         candidates; one search restricted to candidates + linked papers scores them all with the same pipeline
         (retrievers, fusion, boosts); then each paper gains `WIDEN_BONUS` × the score of every top result it is
@@ -317,7 +317,7 @@ class SearchService:
             return contexts, {}, {}
         pool = [c.paper_id for c in contexts] + new
         with _only_papers(engine, pool):
-            rescored = engine.search(query, k=len(pool))
+            rescored = engine.search(request.query, k=len(pool), constrain=request.constrain)
         score_of = {c.paper_id: c.score for c in rescored}
         bonus = {
             p: WIDEN_BONUS * sum(score_of.get(t, 0.0) for t, _ in found if t != p)
