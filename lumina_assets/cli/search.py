@@ -44,6 +44,26 @@ def add_commands(commands, bench_commands) -> None:
     )
     bench.set_defaults(handler=_bench_search)
 
+    line = bench_commands.add_parser(
+        "relevance-line",
+        help="share of relevant / non-relevant results each relevance line keeps, on judged collections",
+    )
+    line.add_argument(
+        "directories",
+        nargs="*",
+        help="BEIR or SMART folders (default ../shared/data/scifact and ../shared/data/cisi)",
+    )
+    line.add_argument("--split", default="train", help="qrels split of BEIR folders (default train)")
+    line.add_argument("--depth", type=int, default=20, help="results judged per query (default 20)")
+    line.add_argument(
+        "--off-topic-queries",
+        type=int,
+        default=100,
+        help="queries of each collection also run over the other collections' indexes (default 100)",
+    )
+    line.add_argument("--save", default=None, help="write every judged result as JSON lines here")
+    line.set_defaults(handler=_bench_relevance_line)
+
 
 # ---------------------------------------------------------------- lumina search
 
@@ -126,7 +146,15 @@ def render_results(answer: dict, *, color: bool = False, width: int = 400) -> st
             value = f"{value.get('min') or '…'}–{value.get('max') or '…'}"
         how = "filter (strict)" if item["mode"] == "filter" else f"boost only; `{item['as_filter']}` filters"
         lines.append(f"understood: {item['kind']} {value}: {how}")
+    if answer.get("relevance_line") is not None:
+        count = answer.get("matching", 0)
+        more = "" if answer.get("matching_complete", True) else "+"
+        lines.append(f"{count}{more} {'paper matches' if count == 1 else 'papers match'}")
+    divided = False
     for result in answer["results"]:
+        if result.get("matching") is False and not divided:
+            divided = True
+            lines.append(f"{dim}── less related (below the relevance line) ──{off}")
         lines.append(f"{result['rank']:>2}. {bold}{result['title']}{off}")
         meta = []
         if result.get("authors"):
@@ -163,6 +191,8 @@ def _explain(result: dict) -> str:
     explanation = result["explanation"]
     found = ", ".join(f["label"] for f in explanation["found_by"]) or "—"
     parts = [f"score {result['score']:.3f} ({explanation['fusion']} fusion) · found by {found}"]
+    if result.get("relevance") is not None:
+        parts.append(f"relevance {result['relevance']:.2f}")
     if explanation["boosts"]:
         parts.append("boosts: " + ", ".join(explanation["boosts"]))
     if explanation.get("best_evidence_score") is not None:
@@ -277,6 +307,97 @@ def _bench_search(args) -> int:
         f"  + stored sentence vectors (evidence highlighting): {sentences['sentences']} sentences in "
         f"{sentences['seconds']:.1f} s"
     )
+    return 0
+
+
+def _bench_relevance_line(args) -> int:
+    """Per collection (a train split's tuning half only), the kept shares at candidate lines on the cosine the
+    relevance line uses, beside the same on the fused score (not comparable across queries, for contrast)."""
+    import dataclasses
+
+    from evals.collection_eval import doc_id_for_paper, ensure_eval_index
+    from lumina_assets.core import settings
+    from lumina_assets.corpus import splits
+    from lumina_assets.corpus.collections import load_collection
+    from lumina_assets.indexing.embedding import Embedder
+    from lumina_assets.search import relevance
+    from lumina_assets.search.engine import SearchEngine
+
+    shared = settings.shared_data_dir()
+    directories = args.directories or [shared / "scifact", shared / "cisi"]
+    embedder = Embedder()
+    judged: dict[str, list] = {}
+    engines, asked = {}, {}
+    for directory in directories:
+        collection = load_collection(directory, split=args.split)
+        ids, _ = splits.select(collection.queries, args.split, splits.TUNING)
+        if not (Path(directory) / "qrels").is_dir():  # a SMART collection (CISI): no split, every query
+            ids = list(collection.queries)
+        uri, _, _ = ensure_eval_index(collection, embedder)
+        engine = SearchEngine(uri, embedder)
+        engine.warm_up()
+        queries = {q: collection.queries[q] for q in ids}
+        engines[collection.name], asked[collection.name] = engine, queries
+        judged[collection.name] = relevance.judged_results(
+            engine,
+            queries,
+            collection.qrels,
+            args.depth,
+            doc_id=lambda paper_id, name=collection.name: doc_id_for_paper(name, paper_id),
+        )
+        relevant = sum(r.relevant for r in judged[collection.name])
+        print(
+            f"{collection.name}: {len(queries)} queries, top {args.depth}: {len(judged[collection.name])} results, "
+            f"{relevant} judged relevant"
+        )
+    off_topic: dict[
+        str, list
+    ] = {}  # one collection's queries over another's index: every result is off topic
+    for index_name, engine in engines.items():
+        for query_name, queries in asked.items():
+            if query_name != index_name:
+                sample = dict(list(queries.items())[: args.off_topic_queries])
+                name = f"{query_name} queries on {index_name}"
+                off_topic[name] = relevance.judged_results(engine, sample, None, args.depth)
+    if args.save:
+        with open(args.save, "w") as out:
+            for name, results in judged.items():
+                for result in results:
+                    out.write(json.dumps({"collection": name, **dataclasses.asdict(result)}) + "\n")
+            for name, results in off_topic.items():
+                for result in results:
+                    out.write(json.dumps({"collection": name, **dataclasses.asdict(result)}) + "\n")
+    names = list(judged)
+    print("\n| line (cosine) | " + " | ".join(f"{n}: relevant kept / others kept" for n in names) + " |")
+    print("|---|" + "---|" * len(names))
+    crossed = list(off_topic)
+    print(
+        "\n| line (cosine) | "
+        + " | ".join(f"{n}: relevant kept / others kept" for n in names)
+        + "".join(f" | {n}: kept" for n in crossed)
+        + " |"
+    )
+    print("|---|" + "---|" * (len(names) + len(crossed)))
+    for line in [round(0.15 + 0.025 * i, 3) for i in range(15)]:
+        cells = [relevance.kept_shares(judged[n], line) for n in names]
+        mark = " (the line)" if abs(line - relevance.RELEVANCE_LINE) < 1e-9 else ""
+        print(
+            f"| {line:.3f}{mark} | "
+            + " | ".join(f"{a:.1%} / {b:.1%}" for a, b in cells)
+            + "".join(f" | {relevance.kept_shares(off_topic[n], line)[1]:.1%}" for n in crossed)
+            + " |"
+        )
+    for name in names:
+        fitted = relevance.fit_line(judged[name])
+        print(f"{name}: highest cosine line keeping 90 % of its relevant results: {fitted:.2f}")
+        fused = relevance.fit_line(judged[name], score=lambda r: r.fused)
+        others = [n for n in names if n != name]
+        for other in others:
+            kept = relevance.kept_shares(judged[other], fused, score=lambda r: r.fused)
+            print(
+                f"  fused-score line fitted the same way on {name} ({fused:.2f}) keeps on {other}: "
+                f"{kept[0]:.1%} of the relevant, {kept[1]:.1%} of the others"
+            )
     return 0
 
 

@@ -126,8 +126,8 @@ class SearchRequest:
             raise BadRequest("year_min is after year_max")
         author = _text(data.get("author"), "author")
         venue = _text(data.get("venue"), "venue")
-        overview = _flag(data.get("overview", True), "overview", from_query=from_query)
-        widen = _flag(data.get("widen", False), "widen", from_query=from_query)
+        overview = flag(data.get("overview", True), "overview", from_query=from_query)
+        widen = flag(data.get("widen", False), "widen", from_query=from_query)
         sort = data.get("sort") or "relevance"
         if sort not in SORTS:
             raise BadRequest(f"sort must be one of {', '.join(SORTS)}")
@@ -190,7 +190,8 @@ class SearchRequest:
         return " ".join(parts)
 
 
-def _flag(value, name: str, *, from_query: bool) -> bool:
+def flag(value, name: str, *, from_query: bool) -> bool:
+    """A boolean field: a JSON boolean, or from a query string true / false / 1 / 0."""
     if isinstance(value, bool):
         return value
     if from_query and isinstance(value, str) and value.lower() in FLAG_WORDS:

@@ -26,6 +26,7 @@ from lumina_assets.search.evidence import EvidenceScorer
 from lumina_assets.search.explain import RETRIEVER_LABELS, applied_boosts, constraints, short_title
 from lumina_assets.search.overview import Reference, build_overview
 from lumina_assets.search.paper_files import PaperFiles
+from lumina_assets.search.relevance import line_for, partition, relevance_scores
 from lumina_assets.search.request import SearchRequest
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ DENSE_RESULTS = 10  # results whose sentences get dense (model) scores; further 
 DATE_SORT_POOL = (
     200  # sort=date orders this many most relevant papers by year (the deepest a request may page)
 )
+MATCH_POOL = 50  # papers ranked per search so that the count above the relevance line is not just one page's
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -128,14 +130,21 @@ class SearchService:
         via: dict[str, list[str]] = {}
         bonus: dict[str, float] = {}
         pool = max(DATE_SORT_POOL, depth + 1) if request.sort == "date" else depth + 1
+        if not request.widen:  # (widening ranks its own pool: the papers shown and the ones they link to)
+            pool = max(pool, MATCH_POOL)
         with self.pool.engine() as engine:
             contexts = engine.search(request.query, k=pool, constrain=request.constrain)
             if request.widen and contexts:
                 contexts, via, bonus = self._widen(engine, request, contexts, pool)
             trace = engine.last_trace
             store = engine.store()
+            line = line_for(engine.embedder)
+            relevance = relevance_scores(engine, contexts)
             if request.sort == "date":
                 contexts = self._newest_first(store, contexts)
+        # the results above the relevance line first (each part in its own order), the less related after them
+        matching, less_related = partition(contexts, relevance, line)
+        contexts = matching + less_related
         has_more = len(contexts) > depth
         contexts_all = contexts
         contexts = contexts[(request.page - 1) * request.k : depth]
@@ -221,6 +230,10 @@ class SearchService:
                     "pdf_sha256": sha,
                     "cited_by_count": cited_by.get(context.paper_id, 0),
                     "score": round(float(context.score), 6),
+                    "relevance": round(relevance[context.paper_id], 4)
+                    if context.paper_id in relevance
+                    else None,
+                    "matching": rank <= len(matching),
                     "via": via.get(context.paper_id, []),
                     "explanation": {
                         "found_by": [
@@ -245,7 +258,7 @@ class SearchService:
             )
         overview = None
         if request.overview and references:
-            top_papers = {r["paper_id"] for r in results[:5]}
+            top_papers = {r["paper_id"] for r in results[:5] if r["matching"]}
             overview = build_overview(
                 highlight_query,
                 [r for r in references if r.paper_id in top_papers],
@@ -261,6 +274,11 @@ class SearchService:
             "page": request.page,
             "sort": request.sort,
             "has_more": has_more,
+            # how many papers are above the relevance line (`matching_complete` false: at least this many, every
+            # ranked candidate was above it); `relevance_line` is None where the model has no fitted line
+            "matching": len(matching),
+            "matching_complete": bool(less_related) or len(contexts) < pool,
+            "relevance_line": line,
             "message": trace.message,
             "constraints": constraints(parsed, self.config),
             "filters": {
