@@ -31,6 +31,15 @@ def add_commands(commands, bench_commands) -> None:
         default="auto",
         help="evidence in bold (ANSI) on a terminal (auto), or [[marked]] in plain text (never)",
     )
+    search.add_argument(
+        "--server",
+        default="http://127.0.0.1:8765",
+        help="a running `lumina serve` to ask first (default http://127.0.0.1:8765); used only when it serves the "
+        "same index, otherwise the search runs in this process",
+    )
+    search.add_argument(
+        "--in-process", action="store_true", help="always search in this process (never ask a server)"
+    )
     search.set_defaults(handler=_search)
 
     bench = bench_commands.add_parser(
@@ -95,6 +104,13 @@ def _search(args) -> int:
         print(f"-k counts papers: give 1 to {MAX_K} (got {args.k})", file=sys.stderr)
         return 2
     uri = args.db or settings.lancedb_uri()
+    if not args.in_process:
+        asked = ask_server(args.server, uri, args.query, args.k)
+        if isinstance(asked, str):
+            print(f"Cannot search: {asked}.", file=sys.stderr)
+            return 2
+        if asked is not None:
+            return _print_answer(asked, args)
     try:
         config = configured(SearchConfig())
     except ValueError as error:
@@ -106,8 +122,13 @@ def _search(args) -> int:
     answer = None
     try:
         engine = SearchEngine(uri, config=config, background_loading=False)
-        if args.json:
+        if args.json:  # the engine's contexts, those above the relevance line first
+            from lumina_assets.search.relevance import line_for, partition, relevance_scores
+
             contexts = engine.search(args.query, k=args.k)
+            contexts = sum(
+                partition(contexts, relevance_scores(engine, contexts), line_for(engine.embedder)), []
+            )
         else:  # the API's view of the search: metadata, sections, pages, highlighted evidence, explained scores
             service = SearchService(lambda: engine, pool_size=1)
             answer = service.search(
@@ -130,9 +151,64 @@ def _search(args) -> int:
     if not contexts:
         print(f"No results ({message or 'nothing matched'}).")
         return 0
+    return _print_answer(answer, args)
+
+
+def _print_answer(answer: dict, args) -> int:
+    """The API's answer as `lumina search` prints it (text, or with --json the contexts format)."""
+    if args.json:
+        contexts = [
+            {
+                "title": r["title"],
+                "chunks": [p["text"] for p in r["passages"]],
+                "doi": r.get("doi"),
+                "url": r.get("url"),
+                "paper_id": r["paper_id"],
+                "score": r["score"],
+                "passage_ids": [p["passage_id"] for p in r["passages"]],
+            }
+            for r in answer["results"]
+        ]
+        print(json.dumps(contexts, ensure_ascii=False))
+        return 0
+    if not answer["results"]:
+        print(f"No results ({answer.get('message') or 'nothing matched'}).")
+        return 0
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
     print(render_results(answer, color=color))
     return 0
+
+
+def ask_server(base: str, uri: str, query: str, k: int, timeout: float = 60.0) -> dict | str | None:
+    """The answer of a running `lumina serve` on the same index (its health names the index by
+    `request.index_key`); the server's refusal as a message; None when no such server answers (search in
+    process). A GET: the server never calls an LLM for one."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from lumina_assets.search.request import index_key
+
+    base = base.rstrip("/")
+    if not base.startswith(("http://127.0.0.1", "http://localhost", "http://[::1]")):
+        return None  # only a server on this machine: the query stays here
+    try:
+        with urllib.request.urlopen(f"{base}/api/health", timeout=0.5) as response:
+            health = json.loads(response.read())
+        if health.get("index_key") != index_key(uri) or health.get("index") != "ready":
+            return None
+        fields = urllib.parse.urlencode({"q": query, "k": k, "overview": "false"})
+        with urllib.request.urlopen(f"{base}/api/search?{fields}", timeout=timeout) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        if 400 <= error.code < 500:
+            try:
+                return str(json.loads(error.read()).get("error") or error)
+            except (ValueError, AttributeError):
+                return str(error)
+        return None
+    except (OSError, ValueError):  # nothing listening, too slow, or not a Lumina server
+        return None
 
 
 def render_results(answer: dict, *, color: bool = False, width: int = 400) -> str:
@@ -368,8 +444,6 @@ def _bench_relevance_line(args) -> int:
                 for result in results:
                     out.write(json.dumps({"collection": name, **dataclasses.asdict(result)}) + "\n")
     names = list(judged)
-    print("\n| line (cosine) | " + " | ".join(f"{n}: relevant kept / others kept" for n in names) + " |")
-    print("|---|" + "---|" * len(names))
     crossed = list(off_topic)
     print(
         "\n| line (cosine) | "
@@ -387,15 +461,15 @@ def _bench_relevance_line(args) -> int:
             + "".join(f" | {relevance.kept_shares(off_topic[n], line)[1]:.1%}" for n in crossed)
             + " |"
         )
+    share = f"{relevance.KEEP_RELEVANT:.0%}"
     for name in names:
         fitted = relevance.fit_line(judged[name])
-        print(f"{name}: highest cosine line keeping 90 % of its relevant results: {fitted:.2f}")
+        print(f"{name}: the highest cosine line keeping {share} of its relevant results: {fitted:.2f}")
         fused = relevance.fit_line(judged[name], score=lambda r: r.fused)
-        others = [n for n in names if n != name]
-        for other in others:
+        for other in (n for n in names if n != name):
             kept = relevance.kept_shares(judged[other], fused, score=lambda r: r.fused)
             print(
-                f"  fused-score line fitted the same way on {name} ({fused:.2f}) keeps on {other}: "
+                f"  a fused-score line fitted the same way on {name} ({fused:.2f}) keeps on {other}: "
                 f"{kept[0]:.1%} of the relevant, {kept[1]:.1%} of the others"
             )
     return 0

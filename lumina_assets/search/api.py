@@ -47,7 +47,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from lumina_assets.search.citation_export import FORMATS, export, export_filename
 from lumina_assets.search.memory_store import empty_index_message
 from lumina_assets.search.relevance import exported
-from lumina_assets.search.request import BadRequest, SearchRequest, decode_json_body, flag
+from lumina_assets.search.request import BadRequest, SearchRequest, decode_json_body, flag, index_key
 from lumina_assets.search.results import SearchService
 
 log = logging.getLogger(__name__)
@@ -187,9 +187,12 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
         except Exception as error:  # the server is up even when the index cannot be opened
             log.warning("health: cannot open the index: %s", error)
             return JSONResponse({"status": "ok", "index": "unavailable"})
+        served = index_key(service.db_uri) if getattr(service, "db_uri", None) else None
         if empty:
-            return JSONResponse({"status": "ok", "index": "empty", "message": empty_index_message()})
-        return JSONResponse({"status": "ok", "index": "ready"})
+            return JSONResponse(
+                {"status": "ok", "index": "empty", "message": empty_index_message(), "index_key": served}
+            )
+        return JSONResponse({"status": "ok", "index": "ready", "index_key": served})
 
     async def read_request(request: Request, extra: frozenset[str] = frozenset()):
         """(SearchRequest, the `extra` fields' values) from a JSON POST or a GET's query string; an error

@@ -31,7 +31,7 @@ from lumina_assets.search.fusion import Run, fuse, ranked
 from lumina_assets.search.index_cache import IndexCachePolicy, index_cache_policy
 from lumina_assets.search.memory_store import empty_index_message, open_store
 from lumina_assets.search.neighbour_graph import GraphCache
-from lumina_assets.search.query_parser import ParsedQuery, library_labels, parse_query
+from lumina_assets.search.query_parser import ParsedQuery, author_match, library_labels, parse_query
 from lumina_assets.search.stores import Filters, IndexModelMismatch, IndexNotBuilt, LanceStore
 from lumina_assets.search.text import WORD, tokenize
 from lumina_assets.search.tuned_settings import TunedConfig
@@ -444,7 +444,6 @@ class SearchEngine:
             return scores
         meta = store.papers(list(scores))
         boosted = dict(scores)
-        wanted = {last_name(a) for a in parsed.authors}
         low = parsed.year_min if parsed.year_min is not None else -(10**6)
         high = parsed.year_max if parsed.year_max is not None else 10**6
         years = [m["year"] for m in meta.values() if m.get("year")]
@@ -455,8 +454,8 @@ class SearchEngine:
             paper = meta.get(paper_id, {})
             year = paper.get("year")
             factor = 1.0
-            if wants_authors and wanted & {last_name(a) for a in paper.get("authors") or []}:
-                factor *= 1.0 + cfg.author_boost
+            if wants_authors:  # "X et al." prefers papers with X as first author (query_parser.author_match)
+                factor *= 1.0 + cfg.author_boost * author_match(parsed, paper.get("authors"))
             if year_boost and year and low <= year <= high:
                 factor *= 1.0 + cfg.year_boost
             if cfg.recency_weight > 0 and year:

@@ -29,6 +29,14 @@ CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def index_key(db_uri: str) -> str:
+    """A short hash of the index a server answers from (in `/api/health`): `lumina search` compares it with its
+    own index's before asking the server, and the path itself stays out of the response."""
+    import hashlib
+
+    return hashlib.sha256(str(db_uri).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
 class BadRequest(ValueError):
     """A request the API refuses, with the message the client sees."""
 

@@ -95,6 +95,7 @@ class SearchService:
     ):
         self.pool = EnginePool(engine_factory, pool_size)
         first = self.pool.engines[0]
+        self.db_uri = getattr(first, "db_uri", None)  # which index this service answers from
         self.scorer = scorer or EvidenceScorer(first.embedder, stored=stored_sentences(first))
         self.llm_client = llm_client
         self.files = files or PaperFiles()
