@@ -33,7 +33,7 @@ def add_commands(commands, bench_commands) -> None:
         action="store_true",
         help="do not store missing sentence vectors in the background (evidence is then encoded per request)",
     )
-    serve.set_defaults(handler=_serve)
+    serve.set_defaults(handler=_serve_then_exit)
 
     bench = bench_commands.add_parser(
         "responsiveness",
@@ -130,8 +130,30 @@ def _serve(args) -> int:
     elif service.scorer.stored is None or service.scorer.stored.lookup_table() is None:
         print("no stored sentence vectors: evidence sentences are encoded per request", file=sys.stderr)
     print(f"Lumina search on http://{args.host}:{args.port}/  (index {uri}; Ctrl-C stops)", flush=True)
-    uvicorn.run(create_app(service, allowed_hosts=hosts), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(
+        create_app(service, allowed_hosts=hosts),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        timeout_graceful_shutdown=GRACE_SECONDS,
+    )
     return 0
+
+
+GRACE_SECONDS = 1  # after Ctrl-C, open requests get this long before their connections are closed
+
+
+def _serve_then_exit(args) -> int:
+    """`lumina serve`, then exit at once: a search still running in a worker thread is abandoned rather than
+    waited for (the interpreter would join its thread pools first), so Ctrl-C ends the server within
+    GRACE_SECONDS plus the shutdown itself. The server only reads the index; a background sentence-vector
+    store is cut between its batches' commits."""
+    import os
+
+    code = _serve(args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def unavailable_address(host: str, port: int) -> str | None:

@@ -54,13 +54,13 @@ def _paper_rows(pdfs, batch: str, first_seen: str):
 
 
 def _manual_pdf(path) -> None:
-    """A software manual as a PDF: Python's own reference text for the tarfile module, a page per 3,000
-    characters (real text about software, nothing about papers or search)."""
-    text = pydoc.render_doc(tarfile, renderer=pydoc.plaintext)[:9000]
+    """A software manual as a PDF: Python's own reference text for the tarfile module, 60 lines a page (real
+    text about software, nothing about papers or search)."""
+    lines = pydoc.render_doc(tarfile, renderer=pydoc.plaintext).splitlines()[:180]
     document = pymupdf.open()
-    for start in range(0, len(text), 3000):
+    for start in range(0, len(lines), 60):
         page = document.new_page()
-        page.insert_textbox(pymupdf.Rect(50, 50, 560, 800), text[start : start + 3000], fontsize=8)
+        page.insert_text((50, 60), "\n".join(line[:100] for line in lines[start : start + 60]), fontsize=9)
     document.set_metadata({"title": "tarfile - Read and write tar archive files"})
     document.save(path)
 
