@@ -73,6 +73,15 @@ def add_commands(commands, bench_commands) -> None:
     line.add_argument("--save", default=None, help="write every judged result as JSON lines here")
     line.set_defaults(handler=_bench_relevance_line)
 
+    inbox = bench_commands.add_parser(
+        "inbox", help="where the time goes from a PDF dropped into the inbox to a searchable paper"
+    )
+    inbox.add_argument("pdf", nargs="?", default=None, help="the PDF (default: the shared SPECTER PDF)")
+    inbox.add_argument(
+        "--db", default=None, help="an index to add it to (a copy is used; default: a new one)"
+    )
+    inbox.set_defaults(handler=_bench_inbox)
+
 
 # ---------------------------------------------------------------- lumina search
 
@@ -89,10 +98,7 @@ def configured(config):
 def _search(args) -> int:
     from lumina_assets.cli.messages import BUILD_INDEX, lumina_command
     from lumina_assets.core import settings
-    from lumina_assets.search.config import SearchConfig
-    from lumina_assets.search.engine import SearchEngine
     from lumina_assets.search.request import MAX_K
-    from lumina_assets.search.stores import IndexModelMismatch, IndexNotBuilt
 
     if not args.query.strip():
         print(
@@ -111,6 +117,10 @@ def _search(args) -> int:
             return 2
         if asked is not None:
             return _print_answer(asked, args)
+    from lumina_assets.search.config import SearchConfig  # the model and index load only from here on
+    from lumina_assets.search.engine import SearchEngine
+    from lumina_assets.search.stores import IndexModelMismatch, IndexNotBuilt
+
     try:
         config = configured(SearchConfig())
     except ValueError as error:
@@ -452,7 +462,7 @@ def _bench_relevance_line(args) -> int:
         + " |"
     )
     print("|---|" + "---|" * (len(names) + len(crossed)))
-    for line in [round(0.15 + 0.025 * i, 3) for i in range(15)]:
+    for line in sorted({round(0.15 + 0.025 * i, 3) for i in range(15)} | {relevance.RELEVANCE_LINE}):
         cells = [relevance.kept_shares(judged[n], line) for n in names]
         mark = " (the line)" if abs(line - relevance.RELEVANCE_LINE) < 1e-9 else ""
         print(
@@ -472,6 +482,95 @@ def _bench_relevance_line(args) -> int:
                 f"  a fused-score line fitted the same way on {name} ({fused:.2f}) keeps on {other}: "
                 f"{kept[0]:.1%} of the relevant, {kept[1]:.1%} of the others"
             )
+    return 0
+
+
+def _bench_inbox(args) -> int:
+    """The stages between an inbox drop and a searchable paper, each timed as the pipeline runs it: the sensors'
+    fixed waits (configured), a run's step start (a fresh process importing the code location, what each step of
+    the default multiprocess executor pays), metadata + parse + chunk, and the index update with sentence
+    vectors (model load apart); then one search for the paper's title."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    import polars as pl
+
+    from lumina_assets.core import settings
+    from lumina_assets.core.schemas import PASSAGE_SCHEMA, rows_to_table
+    from lumina_assets.corpus.local import pdf_metadata
+    from lumina_assets.indexing import lancedb_tables as indexing
+    from lumina_assets.indexing.connection import connect_lancedb
+    from lumina_assets.indexing.embedding import Embedder
+    from lumina_assets.parsing.chunking import model_token_counter, passages_for_paper
+    from lumina_assets.parsing.pymupdf_parser import PyMuPdfParser
+    from lumina_assets.search.engine import SearchEngine
+    from sensors.automation import automation_condition_sensor
+    from sensors.inbox import INBOX_SETTLE_SECONDS, evaluate_inbox, inbox_sensor
+
+    pdf = Path(args.pdf) if args.pdf else settings.shared_data_dir() / "pdfs" / "2020.acl-main.207.pdf"
+    rows: list[tuple[str, float]] = []
+    with tempfile.TemporaryDirectory() as folder:
+        inbox = Path(folder) / "inbox"
+        inbox.mkdir()
+        shutil.copy(pdf, inbox / pdf.name)
+        started = time.perf_counter()
+        result = evaluate_inbox(inbox, None, settle_seconds=0)
+        rows.append(("inbox sensor: one evaluation (scan, run request)", time.perf_counter() - started))
+        assert result.run_requests, "the sensor saw no PDF"
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import lumina_assets.definitions"], check=True)
+        step_start = time.perf_counter() - started
+        rows.append(("a run step's start: a fresh process importing the code location", step_start))
+        started = time.perf_counter()
+        paper = pdf_metadata(pdf)
+        parsed = PyMuPdfParser().parse(pdf, paper.paper_id)
+        passages = passages_for_paper(paper.paper_id, parsed=parsed, count_tokens=model_token_counter())
+        rows.append((f"metadata + parse + chunk ({len(passages)} passages)", time.perf_counter() - started))
+        started = time.perf_counter()
+        embedder = Embedder()
+        embedder.encode(["load the model"])
+        rows.append(("embedding model load", time.perf_counter() - started))
+        uri = str(Path(folder) / "lancedb")
+        if args.db:
+            shutil.copytree(args.db, uri)
+        fields = ("paper_id", "title", "abstract", "authors", "year", "venue", "doi")
+        papers = pl.DataFrame([{k: getattr(paper, k) for k in fields}])
+        frame = pl.from_arrow(rows_to_table([p.to_row() for p in passages], PASSAGE_SCHEMA))
+        db = connect_lancedb(uri)
+        if args.db:  # the index keeps what it holds: the new paper joins its upstream tables
+            old_papers = pl.from_arrow(db.open_table(indexing.PAPERS_TABLE).to_arrow().select(list(fields)))
+            table = db.open_table(indexing.PASSAGES_TABLE).to_arrow()
+            old = pl.from_arrow(table.select([c for c in PASSAGE_SCHEMA.names if c in table.schema.names]))
+            papers = pl.concat([old_papers, papers], how="diagonal_relaxed")
+            frame = pl.concat([old, frame], how="diagonal_relaxed")
+        started = time.perf_counter()
+        indexing.index_corpus(db, frame, papers, embedder, log_fn=lambda line: None)
+        rows.append(("index update: passages, full text, sentence vectors", time.perf_counter() - started))
+        started = time.perf_counter()
+        found = SearchEngine(uri, embedder, background_loading=False).search(paper.title or "x", k=3)
+        rows.append(("first search in a new process's engine", time.perf_counter() - started))
+        assert any(c.paper_id == paper.paper_id for c in found), "the paper is not searchable"
+    inbox_every = inbox_sensor.minimum_interval_seconds or 30
+    automation_every = automation_condition_sensor.minimum_interval_seconds or 30
+    work = sum(seconds for _, seconds in rows)
+    print(f"{pdf.name}: from the inbox to searchable")
+    print("| stage | seconds |")
+    print("|---|---|")
+    for name, seconds in rows:
+        print(f"| {name} | {seconds:.2f} |")
+    print(
+        f"| inbox sensor: settle wait (a file unchanged this long is taken) | {INBOX_SETTLE_SECONDS:.0f} (fixed) |"
+    )
+    print(f"| inbox sensor: next tick | 0–{inbox_every} (interval) |")
+    print(
+        f"| automation sensor: next tick, per hop from `papers` to the index | 0–{automation_every} (interval) |"
+    )
+    waits = INBOX_SETTLE_SECONDS + inbox_every / 2 + automation_every / 2
+    print(
+        f"measured work {work:.1f} s (one step start counted; the multiprocess executor pays one per step); "
+        f"with the sensors' average waits {work + waits:.1f} s"
+    )
     return 0
 
 

@@ -6,8 +6,8 @@ prefers the paper Cohan wrote first in 2020."""
 from __future__ import annotations
 
 import pydoc
+import re
 import shutil
-import tarfile
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
@@ -54,14 +54,14 @@ def _paper_rows(pdfs, batch: str, first_seen: str):
 
 
 def _manual_pdf(path) -> None:
-    """A software manual as a PDF: Python's own reference text for the tarfile module, 60 lines a page (real
-    text about software, nothing about papers or search)."""
-    lines = pydoc.render_doc(tarfile, renderer=pydoc.plaintext).splitlines()[:180]
+    """A software manual as a PDF: Python's own reference for its regular expression module, 60 lines a page
+    (real text about software; it says "search" often, as the manual in the report said "search" and "agent")."""
+    lines = pydoc.render_doc(re, renderer=pydoc.plaintext).splitlines()[:180]
     document = pymupdf.open()
     for start in range(0, len(lines), 60):
         page = document.new_page()
         page.insert_text((50, 60), "\n".join(line[:100] for line in lines[start : start + 60]), fontsize=9)
-    document.set_metadata({"title": "tarfile - Read and write tar archive files"})
+    document.set_metadata({"title": "re - Support for regular expressions"})
     document.save(path)
 
 
@@ -136,7 +136,7 @@ def test_a_manual_dropped_into_the_library_raises_no_alert(library, tmp_path):
         return result.asset_materializations_for_node("alert_hits")[0].metadata["new_hits"].value
 
     assert run_alerts() == 0  # what the search showed when it was saved is no alert
-    manual = tmp_path / "tarfile-manual.pdf"
+    manual = tmp_path / "re-manual.pdf"
     _manual_pdf(manual)
     later = (datetime.now(UTC) + timedelta(seconds=2)).isoformat(timespec="seconds")
     new_papers, new_passages = _paper_rows([manual], "batch-2", later)
