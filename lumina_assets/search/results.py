@@ -9,8 +9,10 @@ store, so concurrent requests each get their own trace) and returns a JSON-ready
   filter or the query without it);
 - an overview citing the returned passages (LLM when configured, else extractive, labelled);
 - pagination (page, k, has_more).
-UI filters (year range, author, venue) become the query's explicit syntax (`year:2020..2023`, `author:"…"`,
-`venue:"…"`), so they filter exactly as typed constraints do.
+- the relevance line (search.relevance): per result its relevance score and whether it matches, the count of
+  matching papers; the matching results come first.
+UI filters (year range, author, venue, tag, collection) are applied to the parsed query as given
+(`SearchRequest.constrain`), replacing filter syntax of the same kind in the query text.
 """
 
 from __future__ import annotations
