@@ -236,6 +236,10 @@ class SearchEngine:
         if parsed.explicit_authors:
             names = sorted({last_name(a) for a in parsed.explicit_authors} - {""})
             paper_ids = tuple(store.papers_by_author(names, cfg.author_filter_max_papers))
+        elif getattr(parsed, "first_authors", None) and not parsed.keywords:
+            # "Cohan et al. 2020" and nothing else: the cited author's papers are the candidates, if any
+            names = sorted({last_name(a) for a in parsed.first_authors} - {""})
+            paper_ids = tuple(store.papers_by_author(names, cfg.author_filter_max_papers)) or None
         if getattr(parsed, "explicit_venues", None):  # `venue:ACL`: only that venue's papers
             venue_ids = store.papers_by_venue(parsed.explicit_venues, cfg.author_filter_max_papers)
             admitted = set(venue_ids)
@@ -427,6 +431,11 @@ class SearchEngine:
         trace.timings_ms["retrieve"] = (time.perf_counter() - t0) * 1000
         trace.runs, trace.candidates = runs, cfg.candidates
 
+        if filters.paper_ids and not parsed.explicit_authors and getattr(parsed, "first_authors", None):
+            if (
+                not parsed.keywords
+            ):  # "Cohan et al. 2020" alone: the author's papers, ordered by the cues only
+                doc_scores = dict.fromkeys(filters.paper_ids, 1.0)
         doc_scores = self._boost(store, parsed, doc_scores)
         trace.timings_ms["total"] = (time.perf_counter() - started) * 1000
         doc_scores = {paper_id: score for paper_id, score in doc_scores.items() if score > 0}

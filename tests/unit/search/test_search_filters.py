@@ -179,3 +179,99 @@ def test_venue_acl_finds_the_acl_papers_and_not_naacl(service):
 )
 def test_venue_matching_by_tokens_and_known_names(wanted, venue, expected):
     assert venue_matches(venue, wanted) is expected
+
+
+FILLER = [
+    ("Protein folding with attention", "Attention layers predict residue contacts from embeddings."),
+    (
+        "Sepsis mortality in intensive care",
+        "Clinical notes of each document predicted mortality in septic shock.",
+    ),
+    (
+        "Vitamin D and fracture risk",
+        "Supplements did not reduce fractures in older adults (document review).",
+    ),
+    ("Graphene transistors at high frequency", "A graphene channel switches at terahertz rates."),
+    ("Coral bleaching and ocean heat", "Marine heatwaves bleached most reef corals."),
+    ("Monetary policy and inflation expectations", "Rate announcements moved survey expectations."),
+]
+
+
+@pytest.fixture(scope="module")
+def cohan(tmp_path_factory) -> SearchService:
+    """SPECTER (2020, Cohan first) beside a 2023 paper where Cohan is the sixth author, on the same topic (as in
+    the report, where it ranked above SPECTER), and a paper by someone else."""
+    papers = [
+        dict(
+            paper_id="specter",
+            title="SPECTER: document-level representation learning",
+            abstract="We learn document embeddings from citations.",
+            authors=["Arman Cohan", "Sergey Feldman", "Iz Beltagy", "Doug Downey", "Daniel S. Weld"],
+            year=2020,
+        ),
+        dict(
+            paper_id="later",
+            title="Scientific document embeddings revisited",
+            abstract="We revisit scientific document embeddings learned from citations (Cohan et al., 2020).",
+            authors=[
+                "Amanpreet Singh",
+                "Mike D'Arcy",
+                "Sergey Feldman",
+                "Doug Downey",
+                "Iz Beltagy",
+                "Arman Cohan",
+            ],
+            year=2023,
+        ),
+    ] + [  # papers on other topics, so that fusion's scale is not set by three papers alone
+        dict(paper_id=f"other{i}", title=title, abstract=abstract, authors=["Jane Doe"], year=2020)
+        for i, (title, abstract) in enumerate(FILLER)
+    ]
+    rows = [
+        p.to_row()
+        for paper in papers
+        for p in passages_for_paper(paper["paper_id"], title=paper["title"], abstract=paper["abstract"])
+    ]
+    uri = str(tmp_path_factory.mktemp("cohan") / "lancedb")
+    indexing.index_corpus(
+        connect_lancedb(uri),
+        pl.from_arrow(rows_to_table(rows, PASSAGE_SCHEMA)),
+        pl.DataFrame([{**p, "source": "test"} for p in papers]),
+        HashingEmbedder(),
+    )
+    embedder = HashingEmbedder()
+    return SearchService(lambda: SearchEngine(uri, embedder, SearchConfig()), pool_size=1)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Cohan et al. 2020",
+        "Cohan et al. (2020)",
+        "Cohan et al., 2020",
+        "Cohan et al. 2020 document embeddings",
+        "document embeddings from citations Cohan et al. 2020",
+    ],
+)
+def test_an_author_year_citation_prefers_the_first_author_paper_of_that_year(cohan, query):
+    answer = cohan.search(SearchRequest.from_mapping({"query": query, "overview": False}))
+    ranked = [r["paper_id"] for r in answer["results"]]
+    assert ranked[0] == "specter", ranked
+    boosts = {r["paper_id"]: r["explanation"]["boosts"] for r in answer["results"]}
+    assert boosts["specter"] == ["author Cohan ×2", "year 2020 in the asked range ×1.5"]
+    # a later author: a quarter of the author boost, and no year boost
+    assert boosts.get("later", ["author Cohan ×1.25"]) == ["author Cohan ×1.25"]
+    if "embeddings" not in query:  # the citation alone: the cited author's papers are the candidates
+        assert set(ranked) <= {"specter", "later"}
+
+
+def test_an_author_year_citation_is_parsed_as_cues():
+    parsed = parse_query("Cohan et al. 2020 citation embeddings")
+    assert (parsed.authors, parsed.first_authors, parsed.year_min, parsed.year_max) == (
+        ["Cohan"],
+        ["Cohan"],
+        2020,
+        2020,
+    )
+    assert not parsed.year_explicit and parsed.text == "citation embeddings"
+    assert parse_query("Cohan et al. 2020").text == "Cohan 2020"  # nothing else to search: the name and year
