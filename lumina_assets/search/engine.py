@@ -31,7 +31,13 @@ from lumina_assets.search.fusion import Run, fuse, ranked
 from lumina_assets.search.index_cache import IndexCachePolicy, index_cache_policy
 from lumina_assets.search.memory_store import empty_index_message, open_store
 from lumina_assets.search.neighbour_graph import GraphCache
-from lumina_assets.search.query_parser import ParsedQuery, author_match, library_labels, parse_query
+from lumina_assets.search.query_parser import (
+    ParsedQuery,
+    author_match,
+    citation_only,
+    library_labels,
+    parse_query,
+)
 from lumina_assets.search.stores import Filters, IndexModelMismatch, IndexNotBuilt, LanceStore
 from lumina_assets.search.text import WORD, tokenize
 from lumina_assets.search.tuned_settings import TunedConfig
@@ -236,8 +242,7 @@ class SearchEngine:
         if parsed.explicit_authors:
             names = sorted({last_name(a) for a in parsed.explicit_authors} - {""})
             paper_ids = tuple(store.papers_by_author(names, cfg.author_filter_max_papers))
-        elif getattr(parsed, "first_authors", None) and not parsed.keywords:
-            # "Cohan et al. 2020" and nothing else: the cited author's papers are the candidates, if any
+        elif citation_only(parsed):  # "Cohan et al. 2020" alone: the cited author's papers, if any
             names = sorted({last_name(a) for a in parsed.first_authors} - {""})
             paper_ids = tuple(store.papers_by_author(names, cfg.author_filter_max_papers)) or None
         if getattr(parsed, "explicit_venues", None):  # `venue:ACL`: only that venue's papers
@@ -431,11 +436,8 @@ class SearchEngine:
         trace.timings_ms["retrieve"] = (time.perf_counter() - t0) * 1000
         trace.runs, trace.candidates = runs, cfg.candidates
 
-        if filters.paper_ids and not parsed.explicit_authors and getattr(parsed, "first_authors", None):
-            if (
-                not parsed.keywords
-            ):  # "Cohan et al. 2020" alone: the author's papers, ordered by the cues only
-                doc_scores = dict.fromkeys(filters.paper_ids, 1.0)
+        if citation_only(parsed) and filters.paper_ids:  # "Cohan et al. 2020" alone: the author's papers,
+            doc_scores = dict.fromkeys(filters.paper_ids, 1.0)  # ordered by the cues only
         doc_scores = self._boost(store, parsed, doc_scores)
         trace.timings_ms["total"] = (time.perf_counter() - started) * 1000
         doc_scores = {paper_id: score for paper_id, score in doc_scores.items() if score > 0}

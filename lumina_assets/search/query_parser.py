@@ -112,6 +112,12 @@ def author_match(parsed: ParsedQuery, paper_authors) -> float:
     return CO_AUTHOR_SHARE
 
 
+def citation_only(parsed: ParsedQuery) -> bool:
+    """Whether the query is an author citation and nothing else ("Cohan et al. 2020"): no topic words to match."""
+    first = getattr(parsed, "first_authors", None)
+    return bool(first) and not parsed.keywords and not parsed.explicit_authors
+
+
 def library_labels(parsed: ParsedQuery) -> list[str]:
     """The `tag:` / `collection:` filters as the index's library labels (indexing.lancedb_tables.library_labels)."""
     tags = [f"tag:{t.strip().lower()}" for t in getattr(parsed, "explicit_tags", None) or []]
