@@ -592,10 +592,6 @@ def _bench_inbox_daemon(pdf: Path, limit: float) -> int:
     import subprocess
     import tempfile
 
-    folder = Path(tempfile.mkdtemp(prefix="lumina-inbox-bench-"))
-    os.environ["LUMINA_DATA_DIR"], os.environ["DAGSTER_HOME"] = str(folder / "data"), str(folder / "dagster")
-    (folder / "dagster").mkdir()
-    (folder / "dagster" / "dagster.yaml").write_text("")
     import dagster as dg
 
     from lumina_assets.core import settings
@@ -604,14 +600,22 @@ def _bench_inbox_daemon(pdf: Path, limit: float) -> int:
     from lumina_assets.search.engine import SearchEngine
     from lumina_assets.search.stores import IndexNotBuilt
 
+    folder = Path(tempfile.mkdtemp(prefix="lumina-inbox-bench-"))
+    data, home, lancedb = folder / "data", folder / "dagster", str(folder / "data" / "lancedb")
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    env = settings.child_environment(
+        LUMINA_DATA_DIR=str(data), DAGSTER_HOME=str(home), LUMINA_LANCEDB_URI=lancedb
+    )
     root = Path(__file__).resolve().parents[2]
     lumina = [sys.executable, "-m", "lumina_assets.cli.main"]
-    subprocess.run([*lumina, "pools", "apply"], check=True, capture_output=True)
+    subprocess.run([*lumina, "pools", "apply"], check=True, capture_output=True, env=env)
     daemon_bin = Path(sys.executable).parent / "dagster-daemon"
     log = open(folder / "daemon.log", "w")  # noqa: SIM115 (open while the daemon runs)
     daemon = subprocess.Popen(
         [str(daemon_bin), "run", "-w", str(root / "workspace.yaml")],
         cwd=root,
+        env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -622,9 +626,9 @@ def _bench_inbox_daemon(pdf: Path, limit: float) -> int:
     found_after = None
     try:
         time.sleep(15)  # the daemon's first ticks
-        settings.inbox_dir().mkdir(parents=True, exist_ok=True)
+        (data / "inbox").mkdir(parents=True, exist_ok=True)
         dropped = time.time()
-        shutil.copy(pdf, settings.inbox_dir() / pdf.name)
+        shutil.copy(pdf, data / "inbox" / pdf.name)
         while time.time() - dropped < limit and found_after is None:
             time.sleep(2)
             try:
@@ -643,7 +647,7 @@ def _bench_inbox_daemon(pdf: Path, limit: float) -> int:
             os.killpg(daemon.pid, signal.SIGKILL)
             daemon.wait()
         log.close()
-    instance = dg.DagsterInstance.get()
+    instance = dg.DagsterInstance.from_config(str(home))
     print(f"{pdf.name} dropped at 0 s into a fresh instance's inbox (times from the drop)")
     print("| run / step | starts at | seconds |")
     print("|---|---|---|")
