@@ -598,6 +598,7 @@ def _bench_inbox_daemon(pdf: Path, limit: float) -> int:
     from lumina_assets.corpus.local import pdf_metadata
     from lumina_assets.indexing.embedding import Embedder
     from lumina_assets.search.engine import SearchEngine
+    from lumina_assets.search.memory_store import clear_open_stores
     from lumina_assets.search.stores import IndexNotBuilt
 
     folder = Path(tempfile.mkdtemp(prefix="lumina-inbox-bench-"))
@@ -631,10 +632,9 @@ def _bench_inbox_daemon(pdf: Path, limit: float) -> int:
         shutil.copy(pdf, data / "inbox" / pdf.name)
         while time.time() - dropped < limit and found_after is None:
             time.sleep(2)
+            clear_open_stores()  # a store opened while the index was still empty would be reused as it was
             try:
-                engine = SearchEngine(
-                    settings.lancedb_uri(), embedder, refresh_seconds=0, background_loading=False
-                )
+                engine = SearchEngine(lancedb, embedder, refresh_seconds=0, background_loading=False)
                 if any(c.paper_id == paper_id for c in engine.search(title, k=5)):
                     found_after = time.time() - dropped
             except IndexNotBuilt:
