@@ -9,9 +9,11 @@ store, so concurrent requests each get their own trace) and returns a JSON-ready
   filter or the query without it);
 - an overview citing the returned passages (LLM when configured, else extractive, labelled);
 - pagination (page, k, has_more);
+- the relevance line (search.relevance): per result its relevance score and whether it matches, the count of
+  matching papers; the matching results come first;
 - `explain`: the configuration the search ran with, after the index's tuned record (`tuned_settings.effective`).
-UI filters (year range, author, venue) become the query's explicit syntax (`year:2020..2023`, `author:"…"`,
-`venue:"…"`), so they filter exactly as typed constraints do.
+UI filters (year range, author, venue, tag, collection) are applied to the parsed query as given
+(`SearchRequest.constrain`), replacing filter syntax of the same kind in the query text.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from lumina_assets.search.evidence import EvidenceScorer
 from lumina_assets.search.explain import RETRIEVER_LABELS, applied_boosts, constraints, short_title
 from lumina_assets.search.overview import Reference, build_overview
 from lumina_assets.search.paper_files import PaperFiles
+from lumina_assets.search.relevance import line_for, partition, relevance_scores
 from lumina_assets.search.request import SearchRequest
 
 log = logging.getLogger(__name__)
@@ -41,6 +44,7 @@ DENSE_RESULTS = 10  # results whose sentences get dense (model) scores; further 
 DATE_SORT_POOL = (
     200  # sort=date orders this many most relevant papers by year (the deepest a request may page)
 )
+MATCH_POOL = 50  # papers ranked per search so that the count above the relevance line is not just one page's
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -95,6 +99,7 @@ class SearchService:
     ):
         self.pool = EnginePool(engine_factory, pool_size)
         first = self.pool.engines[0]
+        self.db_uri = getattr(first, "db_uri", None)  # which index this service answers from
         self.scorer = scorer or EvidenceScorer(first.embedder, stored=stored_sentences(first))
         self.llm_client = llm_client
         self.files = files or PaperFiles()
@@ -131,15 +136,22 @@ class SearchService:
         via: dict[str, list[str]] = {}
         bonus: dict[str, float] = {}
         pool = max(DATE_SORT_POOL, depth + 1) if request.sort == "date" else depth + 1
+        if not request.widen:  # (widening ranks its own pool: the papers shown and the ones they link to)
+            pool = max(pool, MATCH_POOL)
         with self.pool.engine() as engine:
-            contexts = engine.search(request.engine_query(), k=pool)
+            contexts = engine.search(request.query, k=pool, constrain=request.constrain)
             if request.widen and contexts:
-                contexts, via, bonus = self._widen(engine, request.engine_query(), contexts, pool)
+                contexts, via, bonus = self._widen(engine, request, contexts, pool)
             trace = engine.last_trace
             store = engine.store()
             config, explain = engine.config, engine.effective_config()  # after the index's tuned record
+            line = line_for(engine.embedder)
+            relevance = relevance_scores(engine, contexts)
             if request.sort == "date":
                 contexts = self._newest_first(store, contexts)
+        # the results above the relevance line first (each part in its own order), the less related after them
+        matching, less_related = partition(contexts, relevance, line)
+        contexts = matching + less_related
         has_more = len(contexts) > depth
         contexts_all = contexts
         contexts = contexts[(request.page - 1) * request.k : depth]
@@ -226,6 +238,10 @@ class SearchService:
                     "pdf_sha256": sha,
                     "cited_by_count": cited_by.get(context.paper_id, 0),
                     "score": round(float(context.score), 6),
+                    "relevance": round(relevance[context.paper_id], 4)
+                    if context.paper_id in relevance
+                    else None,
+                    "matching": rank <= len(matching),
                     "via": via.get(context.paper_id, []),
                     "explanation": {
                         "found_by": [
@@ -250,7 +266,7 @@ class SearchService:
             )
         overview = None
         if request.overview and references:
-            top_papers = {r["paper_id"] for r in results[:5]}
+            top_papers = {r["paper_id"] for r in results[:5] if r["matching"]}
             overview = build_overview(
                 highlight_query,
                 [r for r in references if r.paper_id in top_papers],
@@ -266,6 +282,11 @@ class SearchService:
             "page": request.page,
             "sort": request.sort,
             "has_more": has_more,
+            # how many papers are above the relevance line (`matching_complete` false: at least this many, every
+            # ranked candidate was above it); `relevance_line` is None where the model has no fitted line
+            "matching": len(matching),
+            "matching_complete": bool(less_related) or len(contexts) < pool,
+            "relevance_line": line,
             "message": trace.message,
             "constraints": constraints(parsed, config),
             "filters": {
@@ -307,7 +328,7 @@ class SearchService:
                 links.setdefault(other, []).append((context.paper_id, "cites"))
         return {p: found for p, found in links.items() if any(t != p for t, _ in found)}
 
-    def _widen(self, engine, query: str, contexts: list, depth: int):
+    def _widen(self, engine, request: SearchRequest, contexts: list, depth: int):
         """The query widened along in-corpus citations: papers the top results cite or are cited by join the
         candidates; one search restricted to candidates + linked papers scores them all with the same pipeline
         (retrievers, fusion, boosts); then each paper gains `WIDEN_BONUS` × the score of every top result it is
@@ -323,7 +344,7 @@ class SearchService:
             return contexts, {}, {}
         pool = [c.paper_id for c in contexts] + new
         with _only_papers(engine, pool):
-            rescored = engine.search(query, k=len(pool))
+            rescored = engine.search(request.query, k=len(pool), constrain=request.constrain)
         score_of = {c.paper_id: c.score for c in rescored}
         bonus = {
             p: WIDEN_BONUS * sum(score_of.get(t, 0.0) for t, _ in found if t != p)
