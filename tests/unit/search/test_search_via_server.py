@@ -61,9 +61,9 @@ def test_the_server_of_the_same_index_answers(server, capsys):
     uri, base = server
     answer = ask_server(base, uri, "citation graph embeddings", 2)
     assert isinstance(answer, dict) and answer["results"][0]["paper_id"] == "doi:10.1/a"
-    assert _print_answer(answer, SimpleNamespace(json=False, color="never")) == 0
+    assert _print_answer(answer, SimpleNamespace(json=False, color="never", explain=False)) == 0
     assert "Citation graphs for document embeddings" in capsys.readouterr().out
-    assert _print_answer(answer, SimpleNamespace(json=True, color="never")) == 0
+    assert _print_answer(answer, SimpleNamespace(json=True, color="never", explain=False)) == 0
     contexts = json.loads(capsys.readouterr().out)
     assert contexts[0]["paper_id"] == "doi:10.1/a" and contexts[0]["chunks"]
 
