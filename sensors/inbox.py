@@ -119,11 +119,17 @@ def evaluate_inbox(
     )
 
 
+# How often the inbox is looked at and how long a file must stay unchanged before it is taken: a scan is one
+# directory listing, so looking often costs nothing; a copy in progress keeps changing the file's mtime.
+INBOX_INTERVAL_SECONDS = 5
+INBOX_SETTLE_SECONDS = 3.0
+
+
 def build_inbox_sensor(
     *,
     name: str = "inbox_sensor",
-    minimum_interval_seconds: int = 30,
-    settle_seconds: float = 10.0,
+    minimum_interval_seconds: int = INBOX_INTERVAL_SECONDS,
+    settle_seconds: float = INBOX_SETTLE_SECONDS,
     max_files: int = 1000,
     default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
 ) -> dg.SensorDefinition:

@@ -32,6 +32,9 @@ def add_commands(commands, bench_commands) -> None:
     export.add_argument("--tag", default=None, help="only papers with this tag in your imported library")
     export.add_argument("--collection", default=None, help="only papers in this collection of your library")
     export.add_argument("--db", default=None, help="LanceDB URI (default: settings.lancedb_uri())")
+    export.add_argument(
+        "--all", action="store_true", help="also the results below the relevance line (less related)"
+    )
     export.set_defaults(handler=_export)
 
 
@@ -65,6 +68,9 @@ def _export(args) -> int:
     except (IndexModelMismatch, ValueError) as error:
         print(f"Cannot search this index: {error}.", file=sys.stderr)
         return 2
+    from lumina_assets.search.relevance import exported
+
+    answer["results"] = exported(answer["results"], args.all)
     text = export(answer["results"], args.format)
     if args.output:
         try:

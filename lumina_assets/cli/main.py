@@ -22,6 +22,10 @@ COMMAND_MODULES = (
     "lumina_assets.cli.alerts",
 )
 
+# a command a person waits on is parsed with its own module alone: importing every other command's module costs
+# more than a search through a running server
+LIGHT_COMMANDS = {"search": ("lumina_assets.cli.search",)}
+
 
 class Parser(argparse.ArgumentParser):
     """A usage error is one line that names the command's --help, not the usage block (subcommands inherit this)."""
@@ -30,12 +34,12 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (`{self.prog} --help` lists what it takes)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
     parser = Parser(prog="lumina", description="Lumina: passage-level academic search and its benchmark")
     commands = parser.add_subparsers(dest="command", required=True)
     bench = commands.add_parser("bench", help="speed and quality benchmarks that print figures")
     bench_commands = bench.add_subparsers(dest="bench_command", required=True)
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(name).add_commands(commands, bench_commands)
     for name in checkout_bench_modules():
         importlib.import_module(name).add_commands(commands, bench_commands)
@@ -59,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     that closes the pipe early (`lumina status | head -1`) ends the command quietly."""
     command = "lumina"
     try:
-        args = build_parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else argv
+        args = build_parser(LIGHT_COMMANDS.get(words[0] if words else "", COMMAND_MODULES)).parse_args(argv)
         # e.g. "lumina bench search": the command and its subcommand (bench_command, eval_command, ...)
         command = " ".join(
             ["lumina", args.command]

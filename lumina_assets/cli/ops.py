@@ -5,7 +5,7 @@ import sys
 import time
 
 from lumina_assets.core import settings, tables
-from lumina_assets.core.hygiene import display_name
+from lumina_assets.core.hygiene import display_name, path_text
 
 SUMMARY_KEYS = (
     "papers", "new_papers", "rejected", "failures", "pdfs", "parsed", "passages", "rows", "questions",
@@ -194,7 +194,8 @@ def _print_status() -> None:
     print(f"  {index_status()}")
     print(search_config_status())
     chosen = settings.from_environment()
-    print(f"  settings from the environment: {', '.join(f'{k}={v}' for k, v in chosen.items()) or 'none'}")
+    shown = ", ".join(f"{k}={path_text(str(v))}" for k, v in chosen.items())  # a path may not be UTF-8
+    print(f"  settings from the environment: {shown or 'none'}")
     reports = sorted(settings.reports_dir().glob("*.md")) if settings.reports_dir().exists() else []
     for report in reports[-3:]:
         print(f"  report: {report}")

@@ -9,6 +9,13 @@ _DOI_PREFIXES = ("https://doi.org/", "http://doi.org/", "https://dx.doi.org/", "
 _ARXIV_NEW = re.compile(r"(\d{4}\.\d{4,5})(v\d+)?$")
 _ARXIV_OLD = re.compile(r"([a-z\-]+(?:\.[A-Z]{2})?/\d{7})(v\d+)?$", re.IGNORECASE)
 _OPENALEX = re.compile(r"(W\d+)$", re.IGNORECASE)
+_ARXIV_CLASS = re.compile(r"^[a-z][a-z\-]*(?:\.[A-Za-z][A-Za-z\-]*)?$")
+# "84", "84-91", "84--91", "84–91" (en dash), "pp. 84 - 91", "e1002", "S12-S20"; a range's separator is any dash
+_PAGE = r"([A-Za-z]{0,2}\d{1,7})"
+_PAGES = re.compile(
+    r"^(?:pp?\.?|pages?)?\s*" + _PAGE + r"(?:\s*(?:-{1,3}|[\u2010-\u2015\u2212])\s*" + _PAGE + r")?\.?$",
+    re.IGNORECASE,
+)
 
 
 def normalize_doi(value: str | None) -> str | None:
@@ -40,12 +47,39 @@ def normalize_arxiv_id(value: str | None) -> str | None:
     return None
 
 
+def normalize_arxiv_class(value: str | None) -> str | None:
+    """An arXiv category as arXiv writes it ("cs.IR", "hep-th", "cond-mat.mes-hall"); None for anything else."""
+    text = (value or "").strip()
+    return text if len(text) <= 32 and _ARXIV_CLASS.match(text) else None
+
+
 def normalize_openalex_id(value: str | None) -> str | None:
     """`W123` from `https://openalex.org/W123` or `W123`."""
     if not value:
         return None
     match = _OPENALEX.search(value.strip())
     return match.group(1).upper() if match else None
+
+
+def normalize_pages(first: object, last: object = None) -> str | None:
+    """A paper's pages in its venue as BibTeX writes them: "84--91" for a range, "84" for one page or an article
+    number. Takes a printed range ("84–91", "pp. 84-91") or a first and a last page (OpenAlex `biblio`); a last
+    page written short ("1234-56") is expanded. None for what is not a page range (a list of ranges, a backwards
+    range, free text)."""
+    text = str(first).strip() if first not in (None, "") else ""
+    if last not in (None, ""):
+        text = f"{text}-{str(last).strip()}" if text else ""
+    match = _PAGES.match(text)
+    if not match:
+        return None
+    start, end = match.group(1), match.group(2)
+    if end and start.isdigit() and end.isdigit() and len(end) < len(start):
+        end = start[: len(start) - len(end)] + end  # "1234-56" is 1234--1256
+    if not end or end == start:
+        return start
+    if start.isdigit() and end.isdigit() and int(end) < int(start):
+        return None
+    return f"{start}--{end}"
 
 
 def short_hash(*parts: str, length: int = 16) -> str:

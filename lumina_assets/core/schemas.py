@@ -40,6 +40,8 @@ class Paper:
     metadata_sources: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)  # the user's own labels, from their reference library
     collections: list[str] = field(default_factory=list)  # library collections ("Thesis/Chapter 2")
+    pages: str | None = None  # in its venue, as BibTeX writes them ("84--91"; core.ids.normalize_pages)
+    arxiv_primary_class: str | None = None  # arXiv's primary category ("cs.IR")
 
     def to_row(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -68,7 +70,12 @@ PAPER_FIELDS = [
     pa.field("metadata_sources", pa.list_(pa.string())),
     pa.field("tags", pa.list_(pa.string())),
     pa.field("collections", pa.list_(pa.string())),
+    pa.field("pages", pa.string()),
+    pa.field("arxiv_primary_class", pa.string()),
 ]
+# what a citation of a paper needs beyond the metadata a result shows (search.citation_export): kept in the index's
+# paper rows and in every search result, None where unknown
+CITATION_COLUMNS = ("pages", "arxiv_id", "arxiv_primary_class")
 # Columns the `papers` table adds to the record: when it was first seen, its ingest batch, a content hash.
 PAPERS_TABLE_SCHEMA = pa.schema(
     PAPER_FIELDS

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lumina_assets.core.http import HttpClient
-from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi, paper_id_for
+from lumina_assets.core.ids import normalize_arxiv_class, normalize_arxiv_id, normalize_doi, paper_id_for
 from lumina_assets.core.schemas import Paper
 
 DEFAULT_BASE_URL = "https://export.arxiv.org/api"
@@ -50,6 +50,8 @@ def entry_to_paper(entry: ET.Element) -> Paper:
         if link.get("title") == "pdf" or link.get("type") == "application/pdf"
     ]
     categories = [c.get("term", "") for c in entry.findall("atom:category", NS) if c.get("term")]
+    primary = entry.find("arxiv:primary_category", NS)  # "cs.IR": BibTeX's primaryClass
+    primary_class = normalize_arxiv_class(primary.get("term")) if primary is not None else None
     return Paper(
         paper_id=paper_id_for(doi=doi, arxiv_id=arxiv_id),
         title=_text(entry.find("atom:title", NS)),
@@ -63,6 +65,7 @@ def entry_to_paper(entry: ET.Element) -> Paper:
         abstract=_text(entry.find("atom:summary", NS)) or None,
         pdf_urls=[u.replace("http://", "https://", 1) for u in pdf_urls if u],
         language="en",
+        arxiv_primary_class=primary_class,
         source="arxiv",
         source_id=arxiv_id,
     )

@@ -17,13 +17,15 @@ from lumina_assets.core.schemas import PAPER_FIELDS, Paper
 from lumina_assets.corpus.catalogue import Record
 
 PAPER_COLUMNS = [f.name for f in PAPER_FIELDS]
-LABEL_COLUMNS = ("tags", "collections")
+# columns added after rows were first hashed: they count only where a paper has a value, so older rows keep their hash
+LATER_COLUMNS = ("tags", "collections", "pages", "arxiv_primary_class")
 
 
 def row_hash(row: dict) -> str:
-    """A paper row's content hash over the paper columns (not the batch bookkeeping added to it). Library labels
-    count only where a paper has some, so rows written before they existed keep their hash."""
-    relevant = {k: row.get(k) for k in PAPER_COLUMNS if k not in LABEL_COLUMNS or row.get(k)}
+    """A paper row's content hash over the paper columns (not the batch bookkeeping added to it). Library labels,
+    pages and the arXiv class count only where a paper has them, so rows written before they existed keep their
+    hash."""
+    relevant = {k: row.get(k) for k in PAPER_COLUMNS if k not in LATER_COLUMNS or row.get(k)}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 

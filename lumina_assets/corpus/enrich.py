@@ -16,7 +16,16 @@ log = logging.getLogger(__name__)
 # sources an API answer may overwrite (GROBID, what the PDF itself said, or nothing)
 WEAKER_SOURCES = {"grobid", "pdf_text", "pdf_info", "pdf_info_date", "arxiv_stamp", "file_name", None}
 ENRICHED_FIELDS = ("title", "authors", "year", "publication_date", "venue", "abstract", "doi", "arxiv_id")
-FILLED_FIELDS = ("openalex_id", "keywords", "citation_count", "pdf_urls", "references", "language")
+FILLED_FIELDS = (
+    "openalex_id",
+    "keywords",
+    "citation_count",
+    "pdf_urls",
+    "references",
+    "language",
+    "pages",
+    "arxiv_primary_class",
+)
 
 
 def sources_of(paper: Paper) -> dict[str, str]:

@@ -2,7 +2,7 @@
 RIS, CSL-JSON) with its attached files. `LUMINA_CORPUS` may name either (with or without a `zotero:` prefix); the
 catalogue records its papers under the origin `zotero:<absolute path>`, and like a corpus folder it only grows.
 
-The library's own metadata (title, authors, venue, year, DOI, abstract, tags, collections) is the strongest
+The library's own metadata (title, authors, venue, year, DOI, abstract, pages, tags, collections) is the strongest
 source there is: it wins over what the PDF heuristics (or GROBID) read from the attached PDF, and each field says
 so in `metadata_sources` (`title:zotero`). The PDF still gives the full text, its hash and whatever the library
 left empty. An item without a PDF enters with its abstract; one with neither is left to the catalogue's filters.
@@ -22,7 +22,19 @@ from lumina_assets.corpus.zotero_sqlite import is_data_folder, read_data_folder
 from lumina_assets.parsing.preflight import PdfLimits
 
 SOURCE = "zotero"
-LIBRARY_FIELDS = ("title", "authors", "year", "venue", "doi", "arxiv_id", "abstract", "tags", "collections")
+LIBRARY_FIELDS = (
+    "title",
+    "authors",
+    "year",
+    "venue",
+    "doi",
+    "arxiv_id",
+    "abstract",
+    "pages",
+    "arxiv_primary_class",
+    "tags",
+    "collections",
+)
 
 
 def is_library(path: Path) -> bool:
@@ -53,6 +65,9 @@ def library_paper(item: LibraryItem, pdf: Paper | None, library_name: str) -> Pa
         year=item.year or base.year,
         venue=item.venue or base.venue,
         abstract=item.abstract or base.abstract,
+        pages=item.pages or base.pages,
+        arxiv_primary_class=item.arxiv_primary_class
+        or (base.arxiv_primary_class if arxiv_id == base.arxiv_id else None),
         pdf_urls=[item.url] if item.url and item.url.lower().endswith(".pdf") else [],
         source=SOURCE,
         source_id=item.key,

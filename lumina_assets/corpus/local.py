@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lumina_assets.core import settings
 from lumina_assets.core.hygiene import cap_metadata, clean_text, display_name, is_utf8_path, path_text
-from lumina_assets.core.ids import normalize_arxiv_id, paper_id_for
+from lumina_assets.core.ids import normalize_arxiv_id, normalize_pages, paper_id_for
 from lumina_assets.core.sandbox import run_limited
 from lumina_assets.core.schemas import Paper
 from lumina_assets.corpus.collections import is_beir_corpus, iter_corpus_records
@@ -186,7 +186,7 @@ def _apply_grobid_header(path: Path, grobid_url: str, header, sources: dict[str,
     except (ParseFailure, OSError) as error:
         logging.getLogger(__name__).warning("GROBID header of %s unavailable: %s", path.name, error)
         return None
-    for name in ("authors", "venue", "year", "doi"):
+    for name in ("authors", "venue", "year", "doi", "pages"):
         if found.get(name):
             setattr(header, name, found[name])
             sources[name] = "grobid"
@@ -267,6 +267,9 @@ def pdf_metadata(
         abstract = _abstract_from_text(first_page)
         if abstract:
             sources["abstract"] = "pdf_text"
+        pages = normalize_pages(header.pages)
+        if not pages:
+            sources.pop("pages", None)
         paper = Paper(
             paper_id=paper_id_for(doi=header.doi, arxiv_id=header.arxiv_id, file_sha256=sha),
             title=re.sub(r"\s+", " ", clean_title(title)).strip(),
@@ -276,6 +279,8 @@ def pdf_metadata(
             year=header.year,
             venue=clean_text(header.venue) if header.venue else None,
             abstract=abstract,
+            pages=pages,
+            arxiv_primary_class=header.arxiv_primary_class if header.arxiv_id else None,
             source="local_pdf",
             source_id=shown,
             local_path=str(path.resolve()),

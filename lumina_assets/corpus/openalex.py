@@ -9,7 +9,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from lumina_assets.core.http import HttpClient
-from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi, normalize_openalex_id, paper_id_for
+from lumina_assets.core.ids import (
+    normalize_arxiv_id,
+    normalize_doi,
+    normalize_openalex_id,
+    normalize_pages,
+    paper_id_for,
+)
 from lumina_assets.core.schemas import Paper
 
 log = logging.getLogger(__name__)
@@ -18,7 +24,7 @@ DEFAULT_BASE_URL = "https://api.openalex.org"
 SELECT_FIELDS = (
     "id,doi,title,display_name,publication_year,publication_date,ids,language,primary_location,"
     "best_oa_location,locations,open_access,authorships,keywords,concepts,cited_by_count,"
-    "referenced_works,abstract_inverted_index,type"
+    "referenced_works,abstract_inverted_index,type,biblio"
 )
 
 
@@ -80,6 +86,7 @@ def work_to_paper(work: dict[str, Any], *, crawl_depth: int = 0) -> Paper:
     ]
     keywords = [k.get("display_name") for k in work.get("keywords") or [] if k.get("display_name")]
     year = work.get("publication_year")
+    biblio = work.get("biblio") or {}
     return Paper(
         paper_id=paper_id_for(doi=doi, arxiv_id=arxiv_id, openalex_id=openalex_id),
         title=title,
@@ -100,6 +107,7 @@ def work_to_paper(work: dict[str, Any], *, crawl_depth: int = 0) -> Paper:
             if w
         ],
         language=work.get("language"),
+        pages=normalize_pages(biblio.get("first_page"), biblio.get("last_page")),
         source="openalex",
         source_id=openalex_id,
         crawl_depth=crawl_depth,

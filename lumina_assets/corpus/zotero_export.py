@@ -4,7 +4,7 @@ bibtexparser v2), RIS (rispy) or CSL-JSON, with attached files resolved relative
 Zotero writes attachments as `file = {Full Text PDF:files/12/name.pdf:application/pdf;Snapshot:...}` in BibTeX
 (`description:path:mime type`, `;` between files, `\\:` / `\\;` / `\\\\` escaped) and as `L1  - files/12/name.pdf`
 lines in RIS; an absolute path (an export without "Export Files") is taken as it is. Tags come from BibTeX
-`keywords`, RIS `KW`, CSL `keyword`; collections from a BibTeX `groups` field (JabRef / Better BibTeX), when
+`keywords`, RIS `KW`, CSL `keyword`; pages from BibTeX `pages`, RIS `SP` / `EP`, CSL `page`; collections from a BibTeX `groups` field (JabRef / Better BibTeX), when
 present. A record the parser cannot read is reported with its reason, never fatal."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lumina_assets.core.hygiene import clean_text
-from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi
+from lumina_assets.core.ids import normalize_arxiv_class, normalize_arxiv_id, normalize_doi, normalize_pages
 
 YEAR = re.compile(r"\b(1[5-9]\d\d|20\d\d)\b")
 ARXIV_IN_TEXT = re.compile(r"arxiv\s*[:/]\s*([a-z\-]+/\d{7}|\d{4}\.\d{4,5})(v\d+)?", re.IGNORECASE)
@@ -36,6 +36,8 @@ class LibraryItem:
     arxiv_id: str | None = None
     abstract: str | None = None
     url: str | None = None
+    pages: str | None = None  # "84--91" (core.ids.normalize_pages)
+    arxiv_primary_class: str | None = None
     tags: list[str] = field(default_factory=list)
     collections: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)  # attachments, PDFs first
@@ -201,6 +203,8 @@ def _bibtex_item(entry, base: Path) -> LibraryItem:
         else arxiv_in(fields.get("note"), fields.get("url"), fields.get("journal")),
         abstract=_latex(fields.get("abstract")) or None,
         url=(fields.get("url") or "").strip() or None,
+        pages=normalize_pages(_latex(fields.get("pages"))),
+        arxiv_primary_class=normalize_arxiv_class(_latex(fields.get("primaryclass"))),
         tags=unique(_latex(k) for k in keywords),
         collections=unique(_latex(g) for g in groups),
         files=pdfs_first(bibtex_files(fields.get("file") or "", base)),
@@ -255,6 +259,7 @@ def _ris_item(number: int, record: dict, base: Path) -> LibraryItem:
         arxiv_id=arxiv_in(*(record.get("urls") or []), record.get("notes")),
         abstract=clean_text(record.get("abstract") or record.get("notes_abstract") or "").strip() or None,
         url=(record.get("urls") or [None])[0],
+        pages=normalize_pages(record.get("start_page"), record.get("end_page")),
         tags=unique(record.get("keywords") or []),
         files=pdfs_first(files),
     )
@@ -312,7 +317,7 @@ def _csl_problem(record: dict) -> str | None:
         value = record.get(name)
         if value is not None and not isinstance(value, str):
             return f"{name} must be text (got {type(value).__name__})"
-    for name in ("id", "number"):
+    for name in ("id", "number", "page"):
         value = record.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, str | int)):
             return f"{name} must be text or a number (got {type(value).__name__})"
@@ -379,6 +384,7 @@ def read_csl_json(path: Path) -> ExportRead:
                 arxiv_id=arxiv_in(record.get("URL"), record.get("number"), record.get("note")),
                 abstract=clean_text(record.get("abstract") or "").strip() or None,
                 url=record.get("URL"),
+                pages=normalize_pages(record.get("page")),
                 tags=unique(re.split(r"[;,]", keywords)),
                 files=pdfs_first(files),
             )

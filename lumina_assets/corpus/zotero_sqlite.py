@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from lumina_assets.core.hygiene import display_name
-from lumina_assets.core.ids import normalize_doi
+from lumina_assets.core.ids import normalize_doi, normalize_pages
 from lumina_assets.corpus.zotero_export import (
     ExportRead,
     LibraryItem,
@@ -301,6 +301,7 @@ def _read_items(folder: Path, db: sqlite3.Connection) -> ExportRead:
                 arxiv_id=arxiv_in(fields.get("archiveID"), fields.get("extra"), fields.get("url")),
                 abstract=fields.get("abstractNote", "").strip() or None,
                 url=fields.get("url") or None,
+                pages=normalize_pages(fields.get("pages")),
                 tags=unique(tags.get(item_id, [])),
                 collections=unique(collections.get(item_id, [])),
                 files=pdfs_first(files.get(item_id, [])),

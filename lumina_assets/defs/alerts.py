@@ -51,6 +51,7 @@ def alert_hits(
 ) -> dg.MaterializeResult:
     from lumina_assets.search.config import SearchConfig
     from lumina_assets.search.engine import SearchEngine
+    from lumina_assets.search.relevance import matching_contexts
     from lumina_assets.search.stores import IndexNotBuilt
 
     searches = saved_searches.load()
@@ -73,7 +74,7 @@ def alert_hits(
                 )
             try:
                 request = search.request()
-                contexts = engine.search(request.engine_query(), k=search.k)
+                contexts = matching_contexts(engine, request, search.k)  # above the relevance line
             except (BadRequest, IndexNotBuilt) as error:  # rules tightened since it was saved; no index yet
                 skipped.append(f"{search.name}: {error}")
                 continue

@@ -10,6 +10,7 @@ import polars as pl
 import pyarrow as pa
 
 from lumina_assets.core.names import last_name
+from lumina_assets.core.schemas import CITATION_COLUMNS
 
 if TYPE_CHECKING:
     from lumina_assets.indexing.lancedb_tables import IndexConfig
@@ -78,6 +79,7 @@ def paper_rows(papers: pl.DataFrame) -> pl.DataFrame:
                 "tags": list(row.get("tags") or []),
                 "collections": list(row.get("collections") or []),
                 "library_labels": library_labels(row.get("tags"), row.get("collections")),
+                **{name: row.get(name) or None for name in CITATION_COLUMNS},
             }
         )
     schema = {
@@ -93,6 +95,7 @@ def paper_rows(papers: pl.DataFrame) -> pl.DataFrame:
         "tags": pl.List(pl.String),
         "collections": pl.List(pl.String),
         "library_labels": pl.List(pl.String),
+        **dict.fromkeys(CITATION_COLUMNS, pl.String),
     }
     return pl.DataFrame(rows, schema=schema).unique("paper_id", keep="last", maintain_order=True)
 
@@ -112,6 +115,12 @@ def library_labels(tags, collections) -> list[str]:
 def labels_key(labels) -> str:
     """Library labels in a row hash, only where a paper has some (hashes of unlabelled papers stay as they were)."""
     return "|labels:" + ";".join(labels) if labels else ""
+
+
+def citation_key(values) -> str:
+    """Pages and arXiv ids (CITATION_COLUMNS' values) in a row hash, only where a paper has them (other papers'
+    hashes stay as they were)."""
+    return "".join(f"|{name}:{value}" for name, value in zip(CITATION_COLUMNS, values, strict=True) if value)
 
 
 def embedder_identity(embedder) -> str:
@@ -199,6 +208,7 @@ LIBRARY_FIELDS = [
     pa.field("collections", pa.list_(pa.string())),
     pa.field("library_labels", pa.list_(pa.string())),
 ]
+CITATION_FIELDS = [pa.field(name, pa.string()) for name in CITATION_COLUMNS]  # null where unknown
 
 
 def paper_schema() -> pa.Schema:
@@ -215,6 +225,7 @@ def paper_schema() -> pa.Schema:
             pa.field("author_last_names", pa.list_(pa.string())),
             pa.field("venue", pa.string()),
             *LIBRARY_FIELDS,
+            *CITATION_FIELDS,
             pa.field("text_hash", pa.string()),
             pa.field("row_hash", pa.string()),
         ]

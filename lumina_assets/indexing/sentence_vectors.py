@@ -71,7 +71,7 @@ class SentencePlan:
     either way each passage is encoded once, with the same sentences and rows."""
 
     def __init__(self, db, passage_ids: Sequence[str], texts: Sequence[str], model: str, *, background=True):
-        from lumina_assets.indexing.lancedb_tables import BatchWriter
+        from lumina_assets.indexing.passage_table import BatchWriter
         from lumina_assets.indexing.table_ops import open_table
         from lumina_assets.parsing.chunking import sentence_spans
 

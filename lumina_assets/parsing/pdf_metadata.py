@@ -19,7 +19,8 @@ DOI_IN_TEXT = re.compile(r"(?:doi\s*[:.]?\s*|doi\.org/)(10\.\d{4,9}/[^\s\"<>,;]+
 ARXIV_IN_TEXT = re.compile(r"arXiv:\s*(\d{4}\.\d{4,5})(v\d+)?", re.IGNORECASE)
 # the stamp arXiv prints in the margin of its PDFs: "arXiv:2501.10120v1  [cs.IR]  17 Jan 2025"
 ARXIV_STAMP_DATED = re.compile(
-    r"arXiv:\s*(\d{4}\.\d{4,5})(?:v\d+)?\s+\[[^\]]{1,30}\]\s+\d{1,2}\s+[A-Z][a-z]{2}\s+((?:19|20)\d\d)"
+    r"arXiv:\s*(\d{4}\.\d{4,5})(?:v\d+)?\s+\[(?P<primary>[^\]]{1,30})\]\s+\d{1,2}\s+[A-Z][a-z]{2}\s+"
+    r"(?P<year>(?:19|20)\d\d)"
 )
 _PROCEEDINGS = re.compile(
     r"((?:In\s+)?Proceedings of (?:the )?[^\n]{3,200}?)(?:,\s*(?:pages|pp\.|page)\b|,?\s*$|\s*\((?:19|20)\d\d\))",
@@ -90,6 +91,7 @@ class PdfHeader:
     doi: str | None = None
     arxiv_id: str | None = None
     pages: str | None = None  # "2270–2282", as printed
+    arxiv_primary_class: str | None = None  # "cs.IR", from the arXiv stamp
     sources: dict[str, str] = field(
         default_factory=dict
     )  # field -> pdf_text | pdf_info | arxiv_stamp | file_name | anthology_id
@@ -350,8 +352,9 @@ def _header_doi(
 
 
 def _header_arxiv(header: PdfHeader, first_text: str, file_stem: str):
-    """The arXiv id printed (the dated stamp first) or in the file's name; returns the dated stamp's match."""
-    from lumina_assets.core.ids import normalize_arxiv_id
+    """The arXiv id printed (the dated stamp first) or in the file's name, and the stamp's primary class; returns
+    the dated stamp's match."""
+    from lumina_assets.core.ids import normalize_arxiv_class, normalize_arxiv_id
 
     stamp = ARXIV_STAMP_DATED.search(first_text)
     printed = stamp or ARXIV_IN_TEXT.search(first_text[:600])
@@ -359,6 +362,9 @@ def _header_arxiv(header: PdfHeader, first_text: str, file_stem: str):
     if printed or from_name:
         header.arxiv_id = printed.group(1) if printed else from_name
         header.sources["arxiv_id"] = ("arxiv_stamp" if stamp else "pdf_text") if printed else "file_name"
+    if stamp and header.arxiv_id == stamp.group(1) and normalize_arxiv_class(stamp.group("primary")):
+        header.arxiv_primary_class = normalize_arxiv_class(stamp.group("primary"))
+        header.sources["arxiv_primary_class"] = "arxiv_stamp"
     return stamp
 
 
@@ -372,7 +378,7 @@ def _header_venue_year(header: PdfHeader, found, stamp, meta: dict[str, str]) ->
     elif stamp:
         header.venue = "arXiv"
         header.sources["venue"] = "arxiv_stamp"
-        header.year = int(stamp.group(2))
+        header.year = int(stamp.group("year"))
         header.sources["year"] = "arxiv_stamp"
     if header.year is None:
         created = re.match(r"D:(\d{4})", meta.get("creationDate") or "")

@@ -218,7 +218,7 @@ def _formula(node) -> Element:
 
 
 def parse_tei_header(xml: bytes | str) -> dict:
-    """Title, authors, venue, year and DOI from a GROBID TEI header (`processHeaderDocument` or the full text's
+    """Title, authors, venue, year, DOI and page range ("1683-1688") from a GROBID TEI header (`processHeaderDocument` or the full text's
     header); empty fields left out. Raises ParseFailure("bad_tei") like `parse_tei`."""
     from lumina_assets.parsing.base import ParseFailure as _Failure
 
@@ -241,4 +241,8 @@ def parse_tei_header(xml: bytes | str) -> dict:
         year = re.match(r"(\d{4})", (date.get("when") or "") if date is not None else "")
         header["year"] = int(year.group(1)) if year else None
         header["doi"] = _text(source.find(".//t:idno[@type='DOI']", NS)).lower() or None
+        scope = source.find("t:monogr/t:imprint/t:biblScope[@unit='page']", NS)
+        if scope is not None:
+            first, last = scope.get("from") or _text(scope), scope.get("to")
+            header["pages"] = f"{first}-{last}" if first and last else first
     return {k: v for k, v in header.items() if v not in (None, "", [])}

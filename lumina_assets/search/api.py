@@ -46,7 +46,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lumina_assets.search.citation_export import FORMATS, export, export_filename
 from lumina_assets.search.memory_store import empty_index_message
-from lumina_assets.search.request import BadRequest, SearchRequest, decode_json_body
+from lumina_assets.search.relevance import exported
+from lumina_assets.search.request import BadRequest, SearchRequest, decode_json_body, flag, index_key
 from lumina_assets.search.results import SearchService
 
 log = logging.getLogger(__name__)
@@ -186,9 +187,12 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
         except Exception as error:  # the server is up even when the index cannot be opened
             log.warning("health: cannot open the index: %s", error)
             return JSONResponse({"status": "ok", "index": "unavailable"})
+        served = index_key(service.db_uri) if getattr(service, "db_uri", None) else None
         if empty:
-            return JSONResponse({"status": "ok", "index": "empty", "message": empty_index_message()})
-        return JSONResponse({"status": "ok", "index": "ready"})
+            return JSONResponse(
+                {"status": "ok", "index": "empty", "message": empty_index_message(), "index_key": served}
+            )
+        return JSONResponse({"status": "ok", "index": "ready", "index_key": served})
 
     async def read_request(request: Request, extra: frozenset[str] = frozenset()):
         """(SearchRequest, the `extra` fields' values) from a JSON POST or a GET's query string; an error
@@ -234,22 +238,29 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
         return answer if isinstance(answer, Response) else JSONResponse(answer)
 
     async def export_results(request: Request) -> Response:
-        read = await read_request(request, frozenset({"format"}))
+        read = await read_request(request, frozenset({"format", "all"}))
         if isinstance(read, Response):
             return read
         parsed, extras = read
         fmt = extras["format"] or "bibtex"
         if fmt not in FORMATS:
             return _error(422, f"format must be one of {', '.join(FORMATS)}")
+        try:  # `all`: also the results under the relevance line
+            include_all = extras["all"] not in (None, "") and flag(
+                extras["all"], "all", from_query=request.method != "POST"
+            )
+        except BadRequest as error:
+            return _error(422, str(error))
         answer = await run_search(replace(parsed, overview=False), use_llm=False)
         if isinstance(answer, Response):
             return answer
+        results = exported(answer["results"], include_all)
         return Response(
-            export(answer["results"], fmt),
+            export(results, fmt),
             media_type=FORMATS[fmt].media_type,
             headers={
                 "Content-Disposition": f'attachment; filename="{export_filename(parsed.query, fmt)}"',
-                "X-Result-Count": str(len(answer["results"])),
+                "X-Result-Count": str(len(results)),
             },
         )
 

@@ -31,7 +31,13 @@ from lumina_assets.search.fusion import Run, fuse, ranked
 from lumina_assets.search.index_cache import IndexCachePolicy, index_cache_policy
 from lumina_assets.search.memory_store import empty_index_message, open_store
 from lumina_assets.search.neighbour_graph import GraphCache
-from lumina_assets.search.query_parser import ParsedQuery, library_labels, parse_query
+from lumina_assets.search.query_parser import (
+    ParsedQuery,
+    author_match,
+    citation_only,
+    library_labels,
+    parse_query,
+)
 from lumina_assets.search.stores import Filters, IndexModelMismatch, IndexNotBuilt, LanceStore
 from lumina_assets.search.text import tokenize
 from lumina_assets.search.tuned_settings import TunedConfig
@@ -184,9 +190,12 @@ class SearchEngine:
 
     # -- public API
 
-    def search(self, query: str, k: int = 10) -> list[Context]:
-        """Top-k contexts for `query`. Empty, unusable or filtered-out queries give []; never raises on input."""
-        plan = self._plan(query)
+    def search(
+        self, query: str, k: int = 10, *, constrain: Callable[[ParsedQuery], ParsedQuery] | None = None
+    ) -> list[Context]:
+        """Top-k contexts for `query`. Empty, unusable or filtered-out queries give []; never raises on input.
+        `constrain` adjusts the parsed query before filtering (structured filters applied as given)."""
+        plan = self._plan(query, constrain)
         if plan is None:
             return []
         depth = max(k, self.config.rerank_depth) if self.config.rerank is not None else k
@@ -234,6 +243,9 @@ class SearchEngine:
         if parsed.explicit_authors:
             names = sorted({last_name(a) for a in parsed.explicit_authors} - {""})
             paper_ids = tuple(store.papers_by_author(names, cfg.author_filter_max_papers))
+        elif citation_only(parsed):  # "Cohan et al. 2020" alone: the cited author's papers, if any
+            names = sorted({last_name(a) for a in parsed.first_authors} - {""})
+            paper_ids = tuple(store.papers_by_author(names, cfg.author_filter_max_papers)) or None
         if getattr(parsed, "explicit_venues", None):  # `venue:ACL`: only that venue's papers
             venue_ids = store.papers_by_venue(parsed.explicit_venues, cfg.author_filter_max_papers)
             admitted = set(venue_ids)
@@ -326,7 +338,7 @@ class SearchEngine:
             by_paper.setdefault(paper_of[passage_id], []).append(passage_id)
         return by_paper, scores
 
-    def _plan(self, query: str) -> Plan | None:
+    def _plan(self, query: str, constrain=None) -> Plan | None:
         cfg = self.config
         trace = SearchTrace()
         self.last_trace = trace
@@ -342,6 +354,8 @@ class SearchEngine:
         self._check_model(store)
 
         parsed = self._parse(query, store)
+        if constrain is not None:
+            parsed = constrain(parsed)
         trace.parsed = parsed
         text = parsed.text or query
         if not tokenize(text):
@@ -380,6 +394,8 @@ class SearchEngine:
         trace.timings_ms["retrieve"] = (time.perf_counter() - t0) * 1000
         trace.runs, trace.candidates = runs, cfg.candidates
 
+        if citation_only(parsed) and filters.paper_ids:  # "Cohan et al. 2020" alone: the author's papers,
+            doc_scores = dict.fromkeys(filters.paper_ids, 1.0)  # ordered by the cues only
         doc_scores = self._boost(store, parsed, doc_scores)
         trace.timings_ms["total"] = (time.perf_counter() - started) * 1000
         doc_scores = {paper_id: score for paper_id, score in doc_scores.items() if score > 0}
@@ -397,7 +413,6 @@ class SearchEngine:
             return scores
         meta = store.papers(list(scores))
         boosted = dict(scores)
-        wanted = {last_name(a) for a in parsed.authors}
         low = parsed.year_min if parsed.year_min is not None else -(10**6)
         high = parsed.year_max if parsed.year_max is not None else 10**6
         years = [m["year"] for m in meta.values() if m.get("year")]
@@ -408,8 +423,8 @@ class SearchEngine:
             paper = meta.get(paper_id, {})
             year = paper.get("year")
             factor = 1.0
-            if wants_authors and wanted & {last_name(a) for a in paper.get("authors") or []}:
-                factor *= 1.0 + cfg.author_boost
+            if wants_authors:  # "X et al." prefers papers with X as first author (query_parser.author_match)
+                factor *= 1.0 + cfg.author_boost * author_match(parsed, paper.get("authors"))
             if year_boost and year and low <= year <= high:
                 factor *= 1.0 + cfg.year_boost
             if cfg.recency_weight > 0 and year:

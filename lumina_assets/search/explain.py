@@ -4,6 +4,7 @@ boost, with the syntax that makes a boost a filter), the boosts applied to a pap
 from __future__ import annotations
 
 from lumina_assets.core.names import last_name
+from lumina_assets.search.query_parser import author_match
 
 
 def constraints(parsed, config) -> list[dict]:
@@ -57,9 +58,10 @@ def applied_boosts(parsed, config, paper: dict) -> list[str]:
     applied = []
     boost_authors = [a for a in parsed.authors if a not in parsed.explicit_authors]
     paper_names = {last_name(a) for a in paper.get("authors") or []}
+    share = author_match(parsed, paper.get("authors")) if boost_authors else 0.0
     for author in boost_authors:
         if last_name(author) in paper_names:
-            applied.append(f"author {author} ×{1 + config.author_boost:g}")
+            applied.append(f"author {author} ×{1 + config.author_boost * share:g}")
     year = paper.get("year")
     if parsed.has_year and not parsed.year_explicit and config.year_mode == "boost" and year:
         low = parsed.year_min if parsed.year_min is not None else -(10**6)

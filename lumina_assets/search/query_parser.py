@@ -31,7 +31,12 @@ _NAME = r"[A-Z][a-zA-Z'\u00C0-\u024F\-]+"
 _AUTHOR_EXPLICIT = re.compile(r"\bauthor\s*:\s*(\"[^\"]+\"|'[^']+'|\S+)", re.I)
 _VENUE_EXPLICIT = re.compile(r"\bvenue\s*:\s*(\"[^\"]+\"|'[^']+'|\S+)", re.I)
 _LABEL_EXPLICIT = re.compile(r"\b(tag|collection)\s*:\s*(\"[^\"]+\"|'[^']+'|\S+)", re.I)  # a library's labels
-_AUTHOR_ET_AL = re.compile(rf"\b((?:{_NAME}\s+)?{_NAME})\s+et\s+al\.?", re.U)
+# "Cohan et al.", "Cohan et al. 2020", "Cohan et al. (2020)", "Cohan et al., 2020": the first author, and the year
+_AUTHOR_ET_AL = re.compile(
+    rf"\b((?:{_NAME}\s+)?{_NAME})\s+et\s+al\.?(?:,?\s*\(?{_YEAR}[a-z]?\)?(?![\w-]))?", re.U
+)
+# "X et al." names the first author: a paper with X further down earns this share of the author boost
+CO_AUTHOR_SHARE = 0.25
 _AUTHOR_BY = re.compile(
     rf"\b(?:papers?\s+|work\s+|articles?\s+|studies\s+)?by\s+((?:[A-Z]\.\s*)*{_NAME}(?:\s+{_NAME})?)", re.U
 )
@@ -68,6 +73,7 @@ class ParsedQuery:
     explicit_venues: list[str] = field(default_factory=list)  # `venue:"Nature Medicine"`: a filter
     explicit_tags: list[str] = field(default_factory=list)  # `tag:to-read`: a filter (reference library)
     explicit_collections: list[str] = field(default_factory=list)  # `collection:"Thesis/Ch 2"`: a filter
+    first_authors: list[str] = field(default_factory=list)  # "Cohan et al.": cited as the first author
 
     @property
     def has_year(self) -> bool:
@@ -82,6 +88,34 @@ class ParsedQuery:
             [f"in collection {', '.join(self.explicit_collections)}"] if self.explicit_collections else []
         )
         return " and ".join(wanted)
+
+
+def unquote(value: str) -> str:
+    """A filter value without its one pair of enclosing quotes: apostrophes that belong to the value (`'90s`,
+    `"'quoted'"`, `O'Brien`) are kept."""
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        value = value[1:-1]
+    return value.strip()
+
+
+def author_match(parsed: ParsedQuery, paper_authors) -> float:
+    """How much of the author boost a paper earns: 1 when a cued author is among its authors (as the first author
+    where the query cites "X et al."), `CO_AUTHOR_SHARE` when an "X et al." author is only a later author, else 0."""
+    names = [last_name(a) for a in paper_authors or []]
+    wanted = {last_name(a) for a in parsed.authors} - {""}
+    if not names or not wanted & set(names):
+        return 0.0
+    first = {last_name(a) for a in getattr(parsed, "first_authors", None) or []}
+    if names[0] in wanted or (wanted - first) & set(names):
+        return 1.0
+    return CO_AUTHOR_SHARE
+
+
+def citation_only(parsed: ParsedQuery) -> bool:
+    """Whether the query is an author citation and nothing else ("Cohan et al. 2020"): no topic words to match."""
+    first = getattr(parsed, "first_authors", None)
+    return bool(first) and not parsed.keywords and not parsed.explicit_authors
 
 
 def library_labels(parsed: ParsedQuery) -> list[str]:
@@ -101,22 +135,28 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
     text = query
     authors: list[str] = []
     explicit_authors: list[str] = []
+    first_authors: list[str] = []
+    cited_year = None  # "Cohan et al. 2020": a year cue (boost) for the cited paper
     for pattern, kind in ((_AUTHOR_EXPLICIT, "explicit"), (_AUTHOR_ET_AL, "et_al"), (_AUTHOR_BY, "by")):
         for match in list(pattern.finditer(text)):
-            name = match.group(1).strip().strip("\"'")
+            name = unquote(match.group(1))
             if kind == "by" and (known_authors is None or not known_authors(last_name(name))):
                 continue
             authors.append(name)
             if kind == "explicit":
                 explicit_authors.append(name)
+            if kind == "et_al":
+                first_authors.append(name)
+                if match.group(2) and cited_year is None:
+                    cited_year = int(match.group(2))
             text = text.replace(match.group(0), " ", 1)
     explicit_venues: list[str] = []
     for match in list(_VENUE_EXPLICIT.finditer(text)):
-        explicit_venues.append(match.group(1).strip().strip("\"'"))
+        explicit_venues.append(unquote(match.group(1)))
         text = text.replace(match.group(0), " ", 1)
     labels: dict[str, list[str]] = {"tag": [], "collection": []}
     for match in list(_LABEL_EXPLICIT.finditer(text)):
-        labels[match.group(1).lower()].append(match.group(2).strip().strip("\"'").strip())
+        labels[match.group(1).lower()].append(unquote(match.group(2)))
         text = text.replace(match.group(0), " ", 1)
     year_min = year_max = None
     year_explicit = False
@@ -156,8 +196,13 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
         text = text.replace(match.group(0), " ", 1)
         if kind in ("between", "in", "op"):
             break
+    if cited_year is not None and year_min is None and year_max is None:
+        year_min = year_max = cited_year
     text = re.sub(r"\s+", " ", text).strip(" ,;")
     keywords = [w for w in WORD.findall(text.lower()) if w not in stopwords() and len(w) > 1]
+    # "Cohan et al. 2020" alone: its names and year are what there is to match
+    if not keywords and first_authors:
+        text = re.sub(r"\s+", " ", re.sub(r"\bet\s+al\.?,?|[()]", " ", query)).strip(" ,;")
     return ParsedQuery(
         query,
         text,
@@ -170,4 +215,5 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
         explicit_venues=[v for v in explicit_venues if v],
         explicit_tags=[t for t in labels["tag"] if t],
         explicit_collections=[c for c in labels["collection"] if c],
+        first_authors=first_authors,
     )

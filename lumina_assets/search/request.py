@@ -29,6 +29,14 @@ CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def index_key(db_uri: str) -> str:
+    """A short hash of the index a server answers from (in `/api/health`): `lumina search` compares it with its
+    own index's before asking the server, and the path itself stays out of the response."""
+    import hashlib
+
+    return hashlib.sha256(str(db_uri).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
 class BadRequest(ValueError):
     """A request the API refuses, with the message the client sees."""
 
@@ -126,8 +134,8 @@ class SearchRequest:
             raise BadRequest("year_min is after year_max")
         author = _text(data.get("author"), "author")
         venue = _text(data.get("venue"), "venue")
-        overview = _flag(data.get("overview", True), "overview", from_query=from_query)
-        widen = _flag(data.get("widen", False), "widen", from_query=from_query)
+        overview = flag(data.get("overview", True), "overview", from_query=from_query)
+        widen = flag(data.get("widen", False), "widen", from_query=from_query)
         sort = data.get("sort") or "relevance"
         if sort not in SORTS:
             raise BadRequest(f"sort must be one of {', '.join(SORTS)}")
@@ -146,8 +154,32 @@ class SearchRequest:
         }
         return {name: value for name, value in named.items() if value is not None}
 
+    def constrain(self, parsed):
+        """`parsed` (the engine's ParsedQuery of the query text) with the structured filter fields applied as
+        given: a field that is set replaces whatever the query text said for that kind of filter (the year range as
+        a whole, the author, the venue, the tag, the collection); kinds the fields leave unset keep the text's
+        syntax. The fields never pass through the query parser, so no text can widen, narrow or garble them."""
+        from dataclasses import replace
+
+        changes: dict = {}
+        if self.year_min is not None or self.year_max is not None:
+            changes.update(year_min=self.year_min, year_max=self.year_max, year_explicit=True)
+        if self.author:
+            changes.update(
+                explicit_authors=[self.author],
+                authors=[a for a in parsed.authors if a not in parsed.explicit_authors] + [self.author],
+            )
+        if self.venue:
+            changes["explicit_venues"] = [self.venue]
+        if self.tag:
+            changes["explicit_tags"] = [self.tag]
+        if self.collection:
+            changes["explicit_collections"] = [self.collection]
+        return replace(parsed, **changes) if changes else parsed
+
     def engine_query(self) -> str:
-        """The query with UI filters written as explicit (strict) syntax."""
+        """The query with UI filters written as explicit syntax: how the search reads to a person (the engine
+        gets the fields themselves through `constrain`)."""
         parts = [self.query]
         if self.year_min is not None and self.year_max is not None:
             parts.append(f"year:{self.year_min}..{self.year_max}")
@@ -166,7 +198,8 @@ class SearchRequest:
         return " ".join(parts)
 
 
-def _flag(value, name: str, *, from_query: bool) -> bool:
+def flag(value, name: str, *, from_query: bool) -> bool:
+    """A boolean field: a JSON boolean, or from a query string true / false / 1 / 0."""
     if isinstance(value, bool):
         return value
     if from_query and isinstance(value, str) and value.lower() in FLAG_WORDS:

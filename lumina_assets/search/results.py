@@ -9,9 +9,11 @@ store, so concurrent requests each get their own trace) and returns a JSON-ready
   filter or the query without it);
 - an overview citing the returned passages (LLM when configured, else extractive, labelled);
 - pagination (page, k, has_more);
+- the relevance line (search.relevance): per result its relevance score and whether it matches, the count of
+  matching papers; the matching results come first;
 - `explain`: the configuration the search ran with, after the index's tuned record (`tuned_settings.effective`).
-UI filters (year range, author, venue) become the query's explicit syntax (`year:2020..2023`, `author:"…"`,
-`venue:"…"`), so they filter exactly as typed constraints do.
+UI filters (year range, author, venue, tag, collection) are applied to the parsed query as given
+(`SearchRequest.constrain`), replacing filter syntax of the same kind in the query text.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from lumina_assets.core.schemas import CITATION_COLUMNS
 from lumina_assets.search.evidence import EvidenceScorer
 from lumina_assets.search.explain import RETRIEVER_LABELS, applied_boosts, constraints, short_title
 from lumina_assets.search.overview import Reference, build_overview
 from lumina_assets.search.paper_files import PaperFiles
+from lumina_assets.search.relevance import line_for, partition, relevance_scores
 from lumina_assets.search.request import SearchRequest
 
 log = logging.getLogger(__name__)
@@ -40,6 +44,7 @@ DENSE_RESULTS = 10  # results whose sentences get dense (model) scores; further 
 DATE_SORT_POOL = (
     200  # sort=date orders this many most relevant papers by year (the deepest a request may page)
 )
+MATCH_POOL = 50  # papers ranked per search so that the count above the relevance line is not just one page's
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -94,6 +99,7 @@ class SearchService:
     ):
         self.pool = EnginePool(engine_factory, pool_size)
         first = self.pool.engines[0]
+        self.db_uri = getattr(first, "db_uri", None)  # which index this service answers from
         self.scorer = scorer or EvidenceScorer(first.embedder, stored=stored_sentences(first))
         self.llm_client = llm_client
         self.files = files or PaperFiles()
@@ -117,6 +123,7 @@ class SearchService:
         columns = [
             c
             for c in ("paper_id", "title", "doi", "url", "year", "authors", "venue", "tags", "collections")
+            + CITATION_COLUMNS
             if c in store.paper_columns
         ]
         query = store.papers_table.search().where(sql_in("paper_id", paper_ids)).select(columns)
@@ -129,15 +136,22 @@ class SearchService:
         via: dict[str, list[str]] = {}
         bonus: dict[str, float] = {}
         pool = max(DATE_SORT_POOL, depth + 1) if request.sort == "date" else depth + 1
+        if not request.widen:  # (widening ranks its own pool: the papers shown and the ones they link to)
+            pool = max(pool, MATCH_POOL)
         with self.pool.engine() as engine:
-            contexts = engine.search(request.engine_query(), k=pool)
+            contexts = engine.search(request.query, k=pool, constrain=request.constrain)
             if request.widen and contexts:
-                contexts, via, bonus = self._widen(engine, request.engine_query(), contexts, pool)
+                contexts, via, bonus = self._widen(engine, request, contexts, pool)
             trace = engine.last_trace
             store = engine.store()
             config, explain = engine.config, engine.effective_config()  # after the index's tuned record
+            line = line_for(engine.embedder)
+            relevance = relevance_scores(engine, contexts)
             if request.sort == "date":
                 contexts = self._newest_first(store, contexts)
+        # the results above the relevance line first (each part in its own order), the less related after them
+        matching, less_related = partition(contexts, relevance, line)
+        contexts = matching + less_related
         has_more = len(contexts) > depth
         contexts_all = contexts
         contexts = contexts[(request.page - 1) * request.k : depth]
@@ -219,10 +233,15 @@ class SearchService:
                     "collections": list(paper.get("collections") or []),
                     "doi": paper.get("doi") or context.doi,
                     "url": paper.get("url") or context.url,
+                    **{key: paper.get(key) for key in CITATION_COLUMNS},  # None where the index has no column
                     "pdf": f"/pdf/{sha}/{pdf_name(paper.get('title') or context.title)}" if sha else None,
                     "pdf_sha256": sha,
                     "cited_by_count": cited_by.get(context.paper_id, 0),
                     "score": round(float(context.score), 6),
+                    "relevance": round(relevance[context.paper_id], 4)
+                    if context.paper_id in relevance
+                    else None,
+                    "matching": rank <= len(matching),
                     "via": via.get(context.paper_id, []),
                     "explanation": {
                         "found_by": [
@@ -247,7 +266,7 @@ class SearchService:
             )
         overview = None
         if request.overview and references:
-            top_papers = {r["paper_id"] for r in results[:5]}
+            top_papers = {r["paper_id"] for r in results[:5] if r["matching"]}
             overview = build_overview(
                 highlight_query,
                 [r for r in references if r.paper_id in top_papers],
@@ -263,6 +282,11 @@ class SearchService:
             "page": request.page,
             "sort": request.sort,
             "has_more": has_more,
+            # how many papers are above the relevance line (`matching_complete` false: at least this many, every
+            # ranked candidate was above it); `relevance_line` is None where the model has no fitted line
+            "matching": len(matching),
+            "matching_complete": bool(less_related) or len(contexts) < pool,
+            "relevance_line": line,
             "message": trace.message,
             "constraints": constraints(parsed, config),
             "filters": {
@@ -304,7 +328,7 @@ class SearchService:
                 links.setdefault(other, []).append((context.paper_id, "cites"))
         return {p: found for p, found in links.items() if any(t != p for t, _ in found)}
 
-    def _widen(self, engine, query: str, contexts: list, depth: int):
+    def _widen(self, engine, request: SearchRequest, contexts: list, depth: int):
         """The query widened along in-corpus citations: papers the top results cite or are cited by join the
         candidates; one search restricted to candidates + linked papers scores them all with the same pipeline
         (retrievers, fusion, boosts); then each paper gains `WIDEN_BONUS` × the score of every top result it is
@@ -320,7 +344,7 @@ class SearchService:
             return contexts, {}, {}
         pool = [c.paper_id for c in contexts] + new
         with _only_papers(engine, pool):
-            rescored = engine.search(query, k=len(pool))
+            rescored = engine.search(request.query, k=len(pool), constrain=request.constrain)
         score_of = {c.paper_id: c.score for c in rescored}
         bonus = {
             p: WIDEN_BONUS * sum(score_of.get(t, 0.0) for t, _ in found if t != p)
@@ -387,7 +411,7 @@ class SearchService:
             "paper_id": paper_id,
             "title": found.get("title"),
             "authors": list(found.get("authors") or []),
-            **{key: found.get(key) for key in ("year", "venue", "doi", "url")},
+            **{key: found.get(key) for key in ("year", "venue", "doi", "url", *CITATION_COLUMNS)},
             "cited_by_count": self.files.cited_by_counts([paper_id]).get(paper_id, 0),
             "passages": [],
         }

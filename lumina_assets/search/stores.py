@@ -316,16 +316,21 @@ class LanceStore:
         return [r["paper_id"] for r in query_rows(query.limit(limit))]
 
     def papers_by_venue(self, venues, limit) -> list[str]:
-        """Papers whose venue contains any of `venues` (case-insensitive substring match)."""
-        if not venues or "venue" not in self.paper_columns:
+        """Papers whose venue is any of `venues`, by whole words or a known name of the venue (search.venues)."""
+        from lumina_assets.search.venues import prefilter_terms, venue_matches
+
+        terms = sorted({t for v in venues or [] for t in prefilter_terms(v)})
+        if not terms or "venue" not in self.paper_columns:
             return []
-        clauses = " OR ".join(
-            "strpos(lower(venue), '" + v.lower().replace("'", "''") + "') > 0" for v in venues if v
+        clauses = " OR ".join("strpos(lower(venue), '" + t.replace("'", "''") + "') > 0" for t in terms)
+        query = (
+            self.papers_table.search()
+            .where(f"venue IS NOT NULL AND ({clauses})")
+            .select(["paper_id", "venue"])
         )
-        if not clauses:
-            return []
-        query = self.papers_table.search().where(f"venue IS NOT NULL AND ({clauses})").select(["paper_id"])
-        return [r["paper_id"] for r in query_rows(query.limit(limit))]
+        rows = query_rows(query.limit(max(limit, 1) * 20))
+        found = [r["paper_id"] for r in rows if any(venue_matches(r["venue"], v) for v in venues)]
+        return found[:limit]
 
     def papers_with_labels(self, labels, limit) -> list[str]:
         """Papers carrying every one of `labels` (`tag:x`, `collection:a/b`, lower case: indexing's

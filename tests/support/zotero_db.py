@@ -45,6 +45,7 @@ FIELDS = {
     8: "url",
     16: "extra",
     26: "DOI",
+    32: "pages",
     38: "publicationTitle",
     39: "proceedingsTitle",
 }
