@@ -48,14 +48,14 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
 
 def checkout_bench_modules() -> tuple[str, ...]:
     """The developer benches in the checkout's `bench/` folder (not installed with the package): `lumina bench
-    scale|serve|embed|parse|incremental` where the checkout is there, nothing otherwise."""
+    scale|serve|embed|parse|incremental|search|relevance-line|inbox` where the checkout is there, nothing otherwise."""
     from lumina_assets.core.settings import PROJECT_ROOT
 
     if not (PROJECT_ROOT / "bench" / "__init__.py").is_file():
         return ()
     if str(PROJECT_ROOT) not in sys.path:
         sys.path.append(str(PROJECT_ROOT))
-    return ("bench.scale", "bench.embed", "bench.parse", "bench.incremental")
+    return ("bench.scale", "bench.embed", "bench.parse", "bench.incremental", "bench.search")
 
 
 def main(argv: list[str] | None = None) -> int:
