@@ -128,7 +128,7 @@ def synthetic_batch(
     start: int, count: int, pool, rng: np.random.Generator, dim: int
 ) -> tuple[pa.Table, np.ndarray]:
     """`count` passages (5 per paper) with the index's passage columns, and their vectors."""
-    from lumina_assets.indexing.lancedb_tables import passage_schema
+    from lumina_assets.indexing.index_rows import passage_schema
     from lumina_assets.indexing.table_ops import vector_array
 
     sentences, vectors, starts = pool
