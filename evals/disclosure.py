@@ -5,7 +5,6 @@ two roles share a model (a judge grading its own rewrites, a search LLM answerin
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
@@ -30,16 +29,8 @@ NO_LLM = ("none", "offline", "offline:template", "offline:pseudo-relevance-feedb
 
 
 def describe_search_config(config) -> dict[str, Any]:
-    """SearchConfig as JSON values; a model-backed stage (a callable) is named by its function, None when off."""
-    out: dict[str, Any] = {}
-    for item in dataclasses.fields(config):
-        value = getattr(config, item.name)
-        if callable(value):
-            value = getattr(value, "__qualname__", type(value).__name__).split(".<locals>")[0]
-        elif isinstance(value, dict):
-            value = {str(k): v for k, v in value.items()}
-        out[item.name] = value
-    return out
+    """SearchConfig as JSON values (`SearchConfig.as_json`)."""
+    return config.as_json()
 
 
 def config_hash(config: Mapping[str, Any]) -> str:

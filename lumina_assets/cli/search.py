@@ -122,26 +122,15 @@ def _search(args) -> int:
         return 2
     message = engine.last_trace.message
     explain = engine.effective_config() if args.explain else None
-    if args.json:
-        found = [c.to_dict() for c in contexts]
-        body = {"results": found, "explain": explain} if explain else found
-        print(terminal_safe(json.dumps(body, ensure_ascii=False)))
-        return 0
-    if not contexts:
-        print(terminal_safe(f"No results ({message or 'nothing matched'})."))
-    else:
-        color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
-        print(terminal_safe(render_results(answer, color=color), keep_colors=color))
-    if explain:
-        print(terminal_safe(render_explain(explain)))
-    return 0
+    found = [c.to_dict() for c in contexts] if args.json else contexts
+    return _print(args, found, answer, message, explain)
 
 
 def _print_answer(answer: dict, args) -> int:
     """A running server's answer as `lumina search` prints it (text, or with --json the contexts format)."""
-    explain = answer.get("explain") if args.explain else None
+    found = answer["results"]
     if args.json:
-        contexts = [
+        found = [
             {
                 "title": r["title"],
                 "chunks": [p["text"] for p in r["passages"]],
@@ -151,13 +140,19 @@ def _print_answer(answer: dict, args) -> int:
                 "score": r["score"],
                 "passage_ids": [p["passage_id"] for p in r["passages"]],
             }
-            for r in answer["results"]
+            for r in found
         ]
-        body = {"results": contexts, "explain": explain} if explain else contexts
+    return _print(args, found, answer, answer.get("message"), answer.get("explain") if args.explain else None)
+
+
+def _print(args, found: list, answer: dict | None, message: str | None, explain: dict | None) -> int:
+    """The results (with --json, `found` as JSON), or why there are none; then the effective configuration."""
+    if args.json:
+        body = {"results": found, "explain": explain} if explain else found
         print(terminal_safe(json.dumps(body, ensure_ascii=False)))
         return 0
-    if not answer["results"]:
-        print(terminal_safe(f"No results ({answer.get('message') or 'nothing matched'})."))
+    if not found:
+        print(terminal_safe(f"No results ({message or 'nothing matched'})."))
     else:
         color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
         print(terminal_safe(render_results(answer, color=color), keep_colors=color))
