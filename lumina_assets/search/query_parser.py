@@ -132,88 +132,126 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
     "by X" is ambiguous in scientific text ("activated by Notch"), so it counts as an author only when
     `known_authors(last_name)` says the index has such an author; otherwise the words stay in the query.
     """
-    text = query
-    authors: list[str] = []
-    explicit_authors: list[str] = []
-    first_authors: list[str] = []
-    cited_year = None  # "Cohan et al. 2020": a year cue (boost) for the cited paper
+    text, cited = _read_authors(query, known_authors)
+    text, explicit_venues = _read_venues(text)
+    text, labels = _read_labels(text)
+    text, year_min, year_max, year_explicit = _read_years(text, statement=_is_statement(query))
+    if cited.year is not None and year_min is None and year_max is None:
+        year_min = year_max = cited.year
+    text = re.sub(r"\s+", " ", text).strip(" ,;")
+    keywords = [w for w in WORD.findall(text.lower()) if w not in stopwords() and len(w) > 1]
+    # "Cohan et al. 2020" alone: its names and year are what there is to match
+    if not keywords and cited.first:
+        text = re.sub(r"\s+", " ", re.sub(r"\bet\s+al\.?,?|[()]", " ", query)).strip(" ,;")
+    return ParsedQuery(
+        query,
+        text,
+        cited.all,
+        year_min,
+        year_max,
+        keywords,
+        year_explicit=year_explicit,
+        explicit_authors=cited.explicit,
+        explicit_venues=[v for v in explicit_venues if v],
+        explicit_tags=[t for t in labels["tag"] if t],
+        explicit_collections=[c for c in labels["collection"] if c],
+        first_authors=cited.first,
+    )
+
+
+@dataclass
+class _Authors:
+    """The authors a query names: all of them, the `author:` filters, the "X et al." first authors, and the
+    year of the first "X et al. 2020" citation (a year cue for the cited paper)."""
+
+    all: list[str] = field(default_factory=list)
+    explicit: list[str] = field(default_factory=list)
+    first: list[str] = field(default_factory=list)
+    year: int | None = None
+
+
+def _read_authors(text: str, known_authors: Callable[[str], bool] | None) -> tuple[str, _Authors]:
+    """`author:X`, "X et al. (2020)" and "by X" (X a known author), each removed from the text."""
+    found = _Authors()
     for pattern, kind in ((_AUTHOR_EXPLICIT, "explicit"), (_AUTHOR_ET_AL, "et_al"), (_AUTHOR_BY, "by")):
         for match in list(pattern.finditer(text)):
             name = unquote(match.group(1))
             if kind == "by" and (known_authors is None or not known_authors(last_name(name))):
                 continue
-            authors.append(name)
+            found.all.append(name)
             if kind == "explicit":
-                explicit_authors.append(name)
+                found.explicit.append(name)
             if kind == "et_al":
-                first_authors.append(name)
-                if match.group(2) and cited_year is None:
-                    cited_year = int(match.group(2))
+                found.first.append(name)
+                if match.group(2) and found.year is None:
+                    found.year = int(match.group(2))
             text = text.replace(match.group(0), " ", 1)
-    explicit_venues: list[str] = []
+    return text, found
+
+
+def _read_venues(text: str) -> tuple[str, list[str]]:
+    """`venue:X` filters, removed from the text."""
+    venues: list[str] = []
     for match in list(_VENUE_EXPLICIT.finditer(text)):
-        explicit_venues.append(unquote(match.group(1)))
+        venues.append(unquote(match.group(1)))
         text = text.replace(match.group(0), " ", 1)
+    return text, venues
+
+
+def _read_labels(text: str) -> tuple[str, dict[str, list[str]]]:
+    """`tag:X` / `collection:X` filters (a reference library's labels), removed from the text."""
     labels: dict[str, list[str]] = {"tag": [], "collection": []}
     for match in list(_LABEL_EXPLICIT.finditer(text)):
         labels[match.group(1).lower()].append(unquote(match.group(2)))
         text = text.replace(match.group(0), " ", 1)
+    return text, labels
+
+
+def _read_years(text: str, *, statement: bool) -> tuple[str, int | None, int | None, bool]:
+    """Year ranges and cues ("between 2010 and 2015", "after 2018", `year>=2016`), removed from the text.
+    Returns (text, year_min, year_max, year_explicit); a statement's years are content, not filters."""
     year_min = year_max = None
     year_explicit = False
-    statement = _is_statement(query)
     for pattern, kind in _YEAR_PATTERNS:
         match = pattern.search(text)
         if not match:
             continue
         if statement and not _EXPLICIT_YEAR.search(match.group(0)):
             continue  # "incidence fell from 2009 to 2014." states a fact: its years are content, not a filter
-        if kind == "between":
-            first, second = sorted((int(match.group(1)), int(match.group(2))))
-            year_min, year_max = first, second
-        elif kind == "before":
-            year_max = int(match.group(1)) - 1
-        elif kind == "until":
-            year_max = int(match.group(1))
-        elif kind == "after":
-            year_min = int(match.group(1)) + 1
-        elif kind == "since":
-            year_min = int(match.group(1))
-        elif kind == "in":
-            year_min = year_max = int(match.group(1))
-        elif kind == "op":
-            op, year = match.group(1), int(match.group(2))
-            if op in (">=",):
-                year_min = year
-            elif op == ">":
-                year_min = year + 1
-            elif op == "<=":
-                year_max = year
-            elif op == "<":
-                year_max = year - 1
-            else:
-                year_min = year_max = year
+        year_min, year_max = _year_bounds(kind, match, year_min, year_max)
         year_explicit = year_explicit or bool(_YEAR_SYNTAX.match(match.group(0)))
         text = text.replace(match.group(0), " ", 1)
         if kind in ("between", "in", "op"):
             break
-    if cited_year is not None and year_min is None and year_max is None:
-        year_min = year_max = cited_year
-    text = re.sub(r"\s+", " ", text).strip(" ,;")
-    keywords = [w for w in WORD.findall(text.lower()) if w not in stopwords() and len(w) > 1]
-    # "Cohan et al. 2020" alone: its names and year are what there is to match
-    if not keywords and first_authors:
-        text = re.sub(r"\s+", " ", re.sub(r"\bet\s+al\.?,?|[()]", " ", query)).strip(" ,;")
-    return ParsedQuery(
-        query,
-        text,
-        authors,
-        year_min,
-        year_max,
-        keywords,
-        year_explicit=year_explicit,
-        explicit_authors=explicit_authors,
-        explicit_venues=[v for v in explicit_venues if v],
-        explicit_tags=[t for t in labels["tag"] if t],
-        explicit_collections=[c for c in labels["collection"] if c],
-        first_authors=first_authors,
-    )
+    return text, year_min, year_max, year_explicit
+
+
+def _year_bounds(kind: str, match: re.Match, year_min: int | None, year_max: int | None):
+    """(year_min, year_max) after one year pattern of `kind` matched; the bound it does not set is kept."""
+    if kind == "between":
+        return tuple(sorted((int(match.group(1)), int(match.group(2)))))
+    if kind == "op":
+        return _op_bounds(match.group(1), int(match.group(2)), year_min, year_max)
+    year = int(match.group(1))
+    if kind == "before":
+        return year_min, year - 1
+    if kind == "until":
+        return year_min, year
+    if kind == "after":
+        return year + 1, year_max
+    if kind == "since":
+        return year, year_max
+    return year, year  # "in"
+
+
+def _op_bounds(op: str, year: int, year_min: int | None, year_max: int | None):
+    """(year_min, year_max) after `year<op><year>` syntax (`>=`, `>`, `<=`, `<`, `=` or `:`)."""
+    if op == ">=":
+        return year, year_max
+    if op == ">":
+        return year + 1, year_max
+    if op == "<=":
+        return year_min, year
+    if op == "<":
+        return year_min, year - 1
+    return year, year
