@@ -35,7 +35,7 @@ from lumina_assets.search.results import SearchService
 from resources.embedder import EmbedderResource
 from resources.lancedb import LanceDBResource
 
-SPECTER, PASA, FES = "pdf:f4b6d4e5d82f64e1", "arxiv:2501.10120", "doi:10.1186/s12984-016-0129-6"
+SPECTER, PASA, FES = "doi:10.18653/v1/2020.acl-main.207", "arxiv:2501.10120", "doi:10.1186/s12984-016-0129-6"
 NO_SENTENCES = indexing.IndexConfig(sentence_vectors=False)  # evidence is encoded per request: a faster build
 
 
