@@ -151,7 +151,9 @@ def _serve_then_exit(args) -> int:
     import os
 
     code = _serve(args)
-    if code:  # refused before serving (no index, a bad address): nothing to abandon, return as any command does
+    if (
+        code
+    ):  # refused before serving (no index, a bad address): nothing to abandon, return as any command does
         return code
     sys.stdout.flush()
     sys.stderr.flush()
