@@ -164,6 +164,7 @@ PLAN_ROLES = {  # plan role -> the (asset, role) cost entries that are its actua
     "questions": {("synthetic_questions", "question generator")},
     "refiner": {("recursive_results", "refiner")},
     "judge": {("judgments", "judge")},
+    "pooled": {("pooled_judgments", "pooled_judgments")},  # `evals.pooled`, recorded by benchmark_scores
 }
 
 

@@ -8,6 +8,12 @@ Counts follow the run's own steps (`evals.runner`, `evals.recursive`):
 - refiner: one call per refined level, page size and question (none offline: pseudo-relevance feedback);
 - judge: two calls (CR and CP) per distinct (question, context) pair, one verdict shared by every provider, depth
   and page size that returned the same context (`JudgeInput.key`); the offline judge judges nothing.
+- pooled (a judge line of its own, `evals.pooled`, run by `benchmark_scores` with an LLM judge): per question, each
+  distinct paper in any provider's top p (the primary page size) at depth 0 is asked the graded prompt once; its CR
+  and CP prompts are the judge step's own (answered from the cache) unless its context is not among the judge's
+  pairs. Counted exactly from stored levels and the LLM cache, else estimated as questions x providers x p x
+  `POOL_DISTINCT_SHARE` (none when p or depth 0 is not in the grid). Pooled judging is synchronous: it has no
+  batch path, so its batch price is its list price.
 
 Where a provider's levels are already stored for these questions and this grid, its judge pairs are counted
 exactly from them, across providers, and a pair whose verdicts are in the LLM cache costs no call ("after
@@ -27,11 +33,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from evals.defaults import PRIMARY_PAGE_SIZE
 from evals.judge import load_prompt
 from lumina_assets.core import prices
 
 CHARS_PER_TOKEN = 4.0
-OUTPUT_TOKENS = {"questions": 30.0, "refiner": 25.0, "relevance": 6.0, "precision_per_sentence": 7.0}
+OUTPUT_TOKENS = {
+    "questions": 30.0,
+    "refiner": 25.0,
+    "relevance": 6.0,
+    "precision_per_sentence": 7.0,
+    "graded": 6.0,
+}
+# the share of a provider's top-p papers in no other provider's top p, for the pooled estimate
+POOL_DISTINCT_SHARE = 0.8
 JSON_OVERHEAD_CHARS = 60.0  # the {"title", "chunks", "doi"} wrapping of one context
 SENTENCE_NUMBER_CHARS = 4.0  # "12. " before each sentence of a CP prompt
 DEFAULT_QUESTION_CHARS = 110.0
@@ -105,6 +120,9 @@ class PlanInputs:
     passage_chars: float = DEFAULT_PASSAGE_CHARS
     # measured judge pairs, when every provider's levels are stored: (pairs before sharing, distinct, uncached)
     exact_pairs: tuple[int, int, int] | None = None
+    # measured pooled judging, likewise: (pool items, CR / CP calls, graded calls) not in the cache
+    exact_pool: tuple[int, int, int] | None = None
+    pool_page_size: int = PRIMARY_PAGE_SIZE
     skipped: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -221,6 +239,44 @@ def _judge_usage(
     return usage, pairs
 
 
+def _pooled_usage(
+    inputs: PlanInputs, providers: list[str], mean_chars: float, mean_sentences: float
+) -> tuple[_Usage, dict[str, Any]]:
+    """Pooled judging's calls and tokens (module note): graded prompts, and CR / CP prompts the judge step does
+    not ask, at the judge's model; synchronous only."""
+    p = inputs.pool_page_size
+    if inputs.judge_llm.offline:
+        items, binary, graded, source = 0, 0, 0, "none: pooled judging runs with an LLM judge only"
+    elif inputs.exact_pool is not None:
+        items, binary, graded = inputs.exact_pool
+        source = "counted from the stored levels and the LLM cache"
+    elif p not in inputs.page_sizes or 0 not in inputs.depths:
+        items, binary, graded, source = 0, 0, 0, f"none: p = {p} at depth 0 is not in the grid"
+    else:
+        share = POOL_DISTINCT_SHARE if len(providers) > 1 else 1.0
+        items = graded = inputs.questions * len(providers) * p * share
+        binary = 0
+        source = (
+            f"estimated: each provider fills its top {p} with distinct papers, {share:.0%} of them in no other "
+            "provider's top p; their CR / CP prompts are the judge's own (cached)"
+        )
+    q_chars = inputs.question_chars + mean_chars + JSON_OVERHEAD_CHARS
+    graded_in = tokens(_template_chars("graded_relevance") + q_chars)
+    binary_in = (
+        tokens(_template_chars("context_relevance") + q_chars)
+        + tokens(_template_chars("context_precision") + q_chars + SENTENCE_NUMBER_CHARS * mean_sentences)
+    ) / 2
+    binary_out = (OUTPUT_TOKENS["relevance"] + OUTPUT_TOKENS["precision_per_sentence"] * mean_sentences) / 2
+    usage = _Usage(
+        inputs.judge_llm,
+        graded + binary,
+        graded_in * graded + binary_in * binary,
+        OUTPUT_TOKENS["graded"] * graded + binary_out * binary,
+        batchable=False,
+    )
+    return usage, {"page_size": p, "items": int(round(items)), "source": source}
+
+
 def _refiner_usage(
     inputs: PlanInputs, providers: list[str], page_sizes: list[int], max_depth: int, mean_chars: float
 ) -> _Usage:
@@ -299,13 +355,16 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
         sum(s.sentences for s in shapes.values()) / len(shapes) if shapes else FALLBACK_SHAPE.sentences
     )
     judge, pairs = _judge_usage(inputs, providers, mean_chars, mean_sentences)
+    pooled, pool = _pooled_usage(inputs, providers, mean_chars, mean_sentences)
     usages = {
         "questions": _question_usage(inputs),
         "judge": judge,
+        "pooled": pooled,
         "refiner": _refiner_usage(inputs, providers, page_sizes, max_depth, mean_chars),
     }
     llm = {name: _llm_row(usage) for name, usage in usages.items()}
     llm["judge"]["pairs"] = pairs
+    llm["pooled"]["pool"] = pool
 
     sync_total, sync_complete = _usd_total(llm, provider_rows, "usd_sync")
     batch_total, batch_complete = _usd_total(llm, provider_rows, "usd_batch")
@@ -370,6 +429,11 @@ def format_plan(plan: dict[str, Any]) -> str:
         f"  judge pairs: {pairs['before_sharing']:,} (question, context) pairs before sharing, {pairs['distinct']:,} "
         f"distinct, {pairs['to_judge']:,} to judge ({pairs['source']}); sharing one verdict across providers, "
         f"depths and page sizes saves {plan['llm']['judge']['calls_saved_by_sharing']:,} calls"
+    )
+    pool = plan["llm"]["pooled"]["pool"]
+    lines.append(
+        f"  pooled: {pool['items']:,} (question, paper) pool items at p = {pool['page_size']}, depth 0 "
+        f"({pool['source']}); synchronous only (no batch path), at the judge's model"
     )
     lines.append("\nprovider requests:")
     for name, row in plan["provider"].items():

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from evals.defaults import CONTEXT_FORM
+from evals.defaults import CONTEXT_FORM, PRIMARY_PAGE_SIZE
 from evals.plan import (
     DEFAULT_PASSAGE_CHARS,
     DEFAULT_QUESTION_CHARS,
@@ -63,20 +63,14 @@ def context_shape(levels, *, sample_rows: int = 5000, form: str = CONTEXT_FORM) 
     )
 
 
-def exact_judge_pairs(
-    levels_by_provider: Mapping[str, Any],
-    question_texts: Mapping[str, str],
-    judge_client,
-    form: str = CONTEXT_FORM,
-) -> tuple[int, int, int]:
-    """(pairs before sharing, distinct pairs, distinct pairs not in the LLM cache) over stored levels, each
-    context in the form the judge sees it."""
+def _judge_pairs(levels_by_provider: Mapping[str, Any], question_texts: Mapping[str, str], form: str):
+    """(pairs before sharing, the distinct judge inputs by key) over stored levels, in the form the judge sees."""
     from evals.contexts import judged_form
-    from evals.judge import JudgeInput, context_sentences, precision_prompt, relevance_prompt
+    from evals.judge import JudgeInput
     from evals.providers import contexts_from_rows
 
     naive = 0
-    distinct: dict[str, JudgeInput] = {}
+    distinct: dict[str, Any] = {}
     for levels in levels_by_provider.values():
         for row in levels.iter_rows(named=True):
             question = question_texts.get(row["question_id"])
@@ -86,19 +80,77 @@ def exact_judge_pairs(
                 naive += 1
                 item = JudgeInput(row["question_id"], question, judged_form(context, form))
                 distinct.setdefault(item.key, item)
-    uncached = 0
-    for item in distinct.values():
-        if judge_client is None or judge_client.cache is None:
-            uncached += 1
-            continue
-        sentences = context_sentences(item.context)
-        prompts = [relevance_prompt(item.question, item.context)]
-        if sentences:
-            prompts.append(precision_prompt(item.question, item.context, sentences))
-        params = {"temperature": 0.0, "max_tokens": judge_client.max_tokens, "system": None}
-        if any(judge_client.cache.get(judge_client.cache_key(p, params)) is None for p in prompts):
-            uncached += 1
+    return naive, distinct
+
+
+def _binary_prompts(item) -> list[str]:
+    """The judge's first-attempt prompts for one (question, context): CR, and CP when it has sentences."""
+    from evals.judge import context_sentences, precision_prompt, relevance_prompt
+
+    sentences = context_sentences(item.context)
+    prompts = [relevance_prompt(item.question, item.context)]
+    if sentences:
+        prompts.append(precision_prompt(item.question, item.context, sentences))
+    return prompts
+
+
+def _uncached(judge_client, prompts: Sequence[str]) -> list[str]:
+    """The prompts whose answers are not in the LLM cache (all of them without a cache)."""
+    if judge_client is None or judge_client.cache is None:
+        return list(prompts)
+    params = {"temperature": 0.0, "max_tokens": judge_client.max_tokens, "system": None}
+    return [p for p in prompts if judge_client.cache.get(judge_client.cache_key(p, params)) is None]
+
+
+def exact_judge_pairs(
+    levels_by_provider: Mapping[str, Any],
+    question_texts: Mapping[str, str],
+    judge_client,
+    form: str = CONTEXT_FORM,
+) -> tuple[int, int, int]:
+    """(pairs before sharing, distinct pairs, distinct pairs not in the LLM cache) over stored levels, each
+    context in the form the judge sees it."""
+    naive, distinct = _judge_pairs(levels_by_provider, question_texts, form)
+    uncached = sum(1 for item in distinct.values() if _uncached(judge_client, _binary_prompts(item)))
     return naive, len(distinct), uncached
+
+
+def exact_pool_calls(
+    levels_by_provider: Mapping[str, Any],
+    question_texts: Mapping[str, str],
+    judge_client,
+    *,
+    page_size: int = PRIMARY_PAGE_SIZE,
+    form: str = CONTEXT_FORM,
+) -> tuple[int, int, int]:
+    """(pool items, binary calls, graded calls) pooled judging (`evals.pooled`) will send over stored levels:
+    every distinct (question, paper) of any provider's top p at depth 0, its graded prompt unless cached, and its
+    CR / CP prompts unless cached or asked by the judge step before it (the same question and context)."""
+    from evals import pooled
+    from evals.matching import PaperMatcher
+    from evals.setup import load_papers
+
+    frames = [levels for levels in levels_by_provider.values() if levels.height]
+    if not frames:
+        return 0, 0, 0
+    questions = pl.DataFrame(
+        {"question_id": list(question_texts), "text": list(question_texts.values())},
+        schema={"question_id": pl.String, "text": pl.String},
+    )
+    items = pooled.build_pool(
+        pl.concat(frames, how="diagonal_relaxed"),
+        questions,
+        page_size=page_size,
+        matcher=PaperMatcher.from_papers(load_papers()),
+        form=form,
+    )
+    _, judged = _judge_pairs(levels_by_provider, question_texts, form)
+    binary = graded = 0
+    for item in items:
+        if item.judge_input.key not in judged:
+            binary += len(_uncached(judge_client, _binary_prompts(item.judge_input)))
+        graded += len(_uncached(judge_client, [pooled.graded_prompt(item.question, item.context)]))
+    return len(items), binary, graded
 
 
 def llm_role(resource, *, assume_keys: bool = False) -> LLMRole:
@@ -222,13 +274,14 @@ def inputs_from_environment(
     question_chars = sum(len(t) for t in texts.values()) / len(texts) if texts else DEFAULT_QUESTION_CHARS
     shapes, stored = stored_levels(providers, skipped, texts, depths, page_sizes)
     judge = llm_role(resources["judge_llm"], assume_keys=assume_keys)
-    exact = None
+    exact = pool = None
     live = [p for p in providers if p not in skipped]
     complete = live and set(stored) == set(live) and texts and len(texts) == synthetic + beir + user_queries
     if count_stored and complete and not judge.offline:
         client = resources["judge_llm"].get_client()
         client = None if client.is_offline else client
         exact = exact_judge_pairs(stored, texts, client)
+        pool = exact_pool_calls(stored, texts, client)
     refiner_key = "question_llm" if recursion_llm.lower() == "question" else "judge_llm"
     return PlanInputs(
         synthetic=synthetic,
@@ -245,6 +298,7 @@ def inputs_from_environment(
         question_chars=question_chars,
         passage_chars=mean_passage_chars() or DEFAULT_PASSAGE_CHARS,
         exact_pairs=exact,
+        exact_pool=pool,
         skipped=skipped,
     )
 

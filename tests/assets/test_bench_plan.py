@@ -11,7 +11,7 @@ import pytest
 from benchmark_slice import materialize_stages, write_scifact_slice
 from mocked_benchmark_apis import StandInLLM, resources_with
 
-from evals import ledger, plan_inputs
+from evals import ledger, plan_inputs, runs
 from evals import plan as plan_lib
 from evals.budget import Budget
 from lumina_assets.core import tables
@@ -21,7 +21,7 @@ from lumina_assets.defs import benchmark
 pytestmark = pytest.mark.slow
 
 
-GRID = {"synthetic": 2, "beir": 3, "depths": [0, 1], "page_sizes": [2, 3]}
+GRID = {"synthetic": 2, "beir": 3, "depths": [0, 1], "page_sizes": [3, 10]}  # 10: the pool's p
 
 
 def run_config(folder):
@@ -74,6 +74,7 @@ def test_plan_predicts_a_small_run(scifact_slice, data_dir):
         resources, providers
     )  # nothing but the questions stored: the judge pairs are estimated
     assert "estimated" in before["llm"]["judge"]["pairs"]["source"]
+    assert before["llm"]["pooled"]["pool"]["source"].startswith("estimated")
     materialize_stages(resources, config, [(LEVELS, providers)], instance)
     after = make_plan(resources, providers)  # every provider's levels stored: the judge pairs are counted
     assert after["llm"]["judge"]["pairs"]["source"].startswith("counted")
@@ -98,7 +99,7 @@ def test_plan_predicts_a_small_run(scifact_slice, data_dir):
     judge_out = after["llm"]["judge"]["output_tokens"]
     assert judge_out == pytest.approx(actual["llm"]["judge"]["output_tokens"], rel=0.2)
 
-    # page size 2 is a prefix of 3 and depth 1 repeats depth 0's contexts where equal: one verdict each
+    # page size 3 is a prefix of 10 and depth 1 repeats depth 0's contexts where equal: one verdict each
     pairs = after["llm"]["judge"]["pairs"]
     assert pairs["before_sharing"] > pairs["distinct"]
     assert after["llm"]["judge"]["calls_saved_by_sharing"] == 2 * (
@@ -118,6 +119,16 @@ def test_plan_predicts_a_small_run(scifact_slice, data_dir):
         resources, config, [([benchmark.benchmark_scores, benchmark.benchmark_report], [None])], instance
     )
     report = (data_dir / "reports" / "benchmark.md").read_text(encoding="utf-8")
+    # pooled judging: the plan made before judging counted the pool and the calls benchmark_scores sent (the
+    # graded prompts; the CR / CP prompts of the pool are the judge step's, answered from the cache)
+    pool = after["llm"]["pooled"]["pool"]
+    assert pool["source"].startswith("counted")
+    assert pool["items"] == runs.read_run(runs.latest())[0]["pooled"]["pool_items"] > 0
+    pooled_sent = ledger.actual_by_plan_role(providers)["llm"]["pooled"]
+    assert after["llm_calls"]["pooled"] == pooled_sent["calls"] == pool["items"]
+    assert after["llm"]["pooled"]["input_tokens"] == pytest.approx(pooled_sent["input_tokens"], rel=0.2)
+    assert after["llm"]["pooled"]["usd_batch"] == after["llm"]["pooled"]["usd_sync"] > 0  # no batch path
+    assert make_plan(resources, providers)["llm_calls"]["pooled"] == 0  # now every pool prompt is cached
     assert "**Plan vs actual**" in report
     assert f"| refiner calls | {refined * 2} | {refined * 2} |" in report
     assert f"| exa requests | {questions * 3} | {questions * 3} |" in report
@@ -168,9 +179,18 @@ def test_full_grid_plan_prints_every_role_and_api():
     assert judge["usd_batch"] == pytest.approx(judge["usd_sync"] / 2, rel=1e-3)
     assert plan["llm"]["refiner"]["usd_batch"] == plan["llm"]["refiner"]["usd_sync"]  # sequential: no batch
     assert plan["usd_sync_complete"] is False  # SerpAPI and Exa have no list price per request
+    pooled = plan["llm"]["pooled"]  # estimated: 20,000 questions x 4 providers x p = 10 x the distinct share
+    assert pooled["calls"] == pooled["pool"]["items"] == round(20_000 * 4 * 10 * plan_lib.POOL_DISTINCT_SHARE)
+    assert pooled["usd_batch"] == pooled["usd_sync"] > 0  # pooled judging has no batch path
     assert plan["apis"]["openai"]["minutes"] == pytest.approx(plan["apis"]["openai"]["requests"] / 500)
     text = plan_lib.format_plan(plan)
     assert "unknown" in text and "semantic_scholar" in text and "saves" in text
+    assert "pooled" in text and "no batch path" in text and "80%" in text
+    no_pool = plan_lib.build_plan(plan_lib.PlanInputs(**{**inputs.__dict__, "page_sizes": [5]}))
+    assert (
+        no_pool["llm_calls"]["pooled"] == 0
+        and "not in the grid" in no_pool["llm"]["pooled"]["pool"]["source"]
+    )
     unknown = plan_lib.build_plan(
         plan_lib.PlanInputs(**{**inputs.__dict__, "judge_llm": plan_lib.LLMRole("openai", "no-such-model")})
     )

@@ -50,6 +50,8 @@ class StandInLLM:
             text = " ".join(f"{i}. <{'critical' if i == 1 else 'not_critical'}>" for i in range(1, count + 1))
         elif "absolutely essential and irreplaceable" in prompt:
             text = "<highly_relevant>" if "vitamin" in prompt.lower() else "<not_relevant>"
+        elif "##final score: N" in prompt:  # the graded relevance prompt of pooled judging
+            text = "##final score: 2" if "vitamin" in prompt.lower() else "##final score: 0"
         elif "suggest a refined search query" in prompt:
             text = "<query>refined mechanism evidence</query>"
         else:
