@@ -124,8 +124,8 @@ def exact_pool_calls(
     form: str = CONTEXT_FORM,
 ) -> tuple[int, int, int]:
     """(pool items, binary calls, graded calls) pooled judging (`evals.pooled`) will send over stored levels:
-    every distinct (question, paper) of any provider's top p at depth 0, its graded prompt unless cached, and its
-    CR / CP prompts unless cached or asked by the judge step before it (the same question and context)."""
+    every distinct (question, paper) of any provider's top p at depth 0; each distinct graded prompt of theirs
+    unless cached, and their CR / CP prompts unless cached or asked by the judge step before it."""
     from evals import pooled
     from evals.matching import PaperMatcher
     from evals.setup import load_papers
@@ -145,12 +145,17 @@ def exact_pool_calls(
         form=form,
     )
     _, judged = _judge_pairs(levels_by_provider, question_texts, form)
-    binary = graded = 0
+    binary: set[str] = set()  # a prompt two items share (same question text and context) is sent once
+    graded: set[str] = set()
     for item in items:
         if item.judge_input.key not in judged:
-            binary += len(_uncached(judge_client, _binary_prompts(item.judge_input)))
-        graded += len(_uncached(judge_client, [pooled.graded_prompt(item.question, item.context)]))
-    return len(items), binary, graded
+            binary.update(_binary_prompts(item.judge_input))
+        graded.add(pooled.graded_prompt(item.question, item.context))
+    return (
+        len(items),
+        len(_uncached(judge_client, sorted(binary))),
+        len(_uncached(judge_client, sorted(graded))),
+    )
 
 
 def llm_role(resource, *, assume_keys: bool = False) -> LLMRole:
