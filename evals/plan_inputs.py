@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,12 +107,12 @@ def exact_judge_pairs(
     question_texts: Mapping[str, str],
     judge_client,
     form: str = CONTEXT_FORM,
-) -> tuple[int, int, int]:
-    """(pairs before sharing, distinct pairs, distinct pairs not in the LLM cache) over stored levels, each
-    context in the form the judge sees it."""
+) -> tuple[int, int, int, set[str]]:
+    """(pairs before sharing, distinct pairs, distinct pairs not in the LLM cache, the distinct pairs' keys) over
+    stored levels, each context in the form the judge sees it."""
     naive, distinct = _judge_pairs(levels_by_provider, question_texts, form)
     uncached = sum(1 for item in distinct.values() if _uncached(judge_client, _binary_prompts(item)))
-    return naive, len(distinct), uncached
+    return naive, len(distinct), uncached, set(distinct)
 
 
 def exact_pool_calls(
@@ -122,10 +122,12 @@ def exact_pool_calls(
     *,
     page_size: int = PRIMARY_PAGE_SIZE,
     form: str = CONTEXT_FORM,
+    judged: Collection[str] | None = None,
 ) -> tuple[int, int, int]:
     """(pool items, binary calls, graded calls) pooled judging (`evals.pooled`) will send over stored levels:
     every distinct (question, paper) of any provider's top p at depth 0; each distinct graded prompt of theirs
-    unless cached, and their CR / CP prompts unless cached or asked by the judge step before it."""
+    unless cached, and their CR / CP prompts unless cached or asked by the judge step before it (`judged`: the keys
+    of its pairs, when the caller has them)."""
     from evals import pooled
     from evals.matching import PaperMatcher
     from evals.setup import load_papers
@@ -144,7 +146,8 @@ def exact_pool_calls(
         matcher=PaperMatcher.from_papers(load_papers()),
         form=form,
     )
-    _, judged = _judge_pairs(levels_by_provider, question_texts, form)
+    if judged is None:
+        judged = _judge_pairs(levels_by_provider, question_texts, form)[1]
     binary: set[str] = set()  # a prompt two items share (same question text and context) is sent once
     graded: set[str] = set()
     for item in items:
@@ -285,8 +288,8 @@ def inputs_from_environment(
     if count_stored and complete and not judge.offline:
         client = resources["judge_llm"].get_client()
         client = None if client.is_offline else client
-        exact = exact_judge_pairs(stored, texts, client)
-        pool = exact_pool_calls(stored, texts, client)
+        *exact, judged = exact_judge_pairs(stored, texts, client)
+        pool = exact_pool_calls(stored, texts, client, judged=judged)
     refiner_key = "question_llm" if recursion_llm.lower() == "question" else "judge_llm"
     return PlanInputs(
         synthetic=synthetic,
@@ -302,7 +305,7 @@ def inputs_from_environment(
         shapes=shapes,
         question_chars=question_chars,
         passage_chars=mean_passage_chars() or DEFAULT_PASSAGE_CHARS,
-        exact_pairs=exact,
+        exact_pairs=tuple(exact) if exact else None,
         exact_pool=pool,
         skipped=skipped,
     )
