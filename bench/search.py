@@ -196,9 +196,8 @@ def _bench_relevance_line(args) -> int:
             f"{collection.name}: {len(queries)} queries, top {args.depth}: {len(judged[collection.name])} results, "
             f"{relevant} judged relevant"
         )
-    off_topic: dict[
-        str, list
-    ] = {}  # one collection's queries over another's index: every result is off topic
+    # one collection's queries over another's index: every result is off topic
+    off_topic: dict[str, list] = {}
     for index_name, engine in engines.items():
         for query_name, queries in asked.items():
             if query_name != index_name:
