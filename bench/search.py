@@ -356,11 +356,12 @@ def _bench_inbox_daemon(pdf: Path, limit: float) -> int:
     folder = Path(tempfile.mkdtemp(prefix="lumina-inbox-bench-"))
     data, home, lancedb = folder / "data", folder / "dagster", str(folder / "data" / "lancedb")
     home.mkdir()
-    (home / "dagster.yaml").write_text("")
+    root = Path(__file__).resolve().parents[1]
+    # the instance `make ui` runs (run queue, pools, automation), not Dagster's defaults
+    (home / "dagster.yaml").write_text((root / ".dagster_home" / "dagster.yaml").read_text(encoding="utf-8"))
     env = settings.child_environment(
         LUMINA_DATA_DIR=str(data), DAGSTER_HOME=str(home), LUMINA_LANCEDB_URI=lancedb
     )
-    root = Path(__file__).resolve().parents[1]
     lumina = [sys.executable, "-m", "lumina_assets.cli.main"]
     subprocess.run([*lumina, "pools", "apply"], check=True, capture_output=True, env=env)
     daemon_bin = Path(sys.executable).parent / "dagster-daemon"

@@ -19,24 +19,30 @@ automation_condition_sensor = dg.AutomationConditionSensorDefinition(
     "lumina_automation",
     target=dg.AssetSelection.all(),
     default_status=dg.DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=30,
+    # a tick evaluates a handful of conditions (about a second of the daemon's time); every 10 s keeps the wait
+    # between an ingest run and its parse and index runs short
+    minimum_interval_seconds=10,
     description="Eager automation: new ingest batches go through parsing, passages and the index.",
 )
 
 
-def executor_from_env() -> dg.ExecutorDefinition | None:
-    """`LUMINA_EXECUTOR=k8s`: every step in its own Kubernetes pod (sensors/k8s.py; `LUMINA_K8S_GPU` puts the
-    embedding step on GPU nodes); `in_process` for debugging; unset: Dagster's default multiprocess executor."""
+def executor_from_env() -> dg.ExecutorDefinition:
+    """How a run launched by the UI or the daemon runs its steps (`LUMINA_EXECUTOR`).
+
+    `in_process` (the default): one after another in the run's process. On one machine a step in a process of its
+    own only adds a start (one to three seconds each: an inbox drop passes through about ten steps) and its parts
+    share the cores one process already uses. `multiprocess`: a process per step. `k8s`: a pod per step
+    (sensors/k8s.py; `LUMINA_K8S_GPU` puts the embedding step on GPU nodes), where the fan-out pays."""
     choice = settings.get().orchestration.executor
-    if choice in ("", "multiprocess", "default"):
-        return None
     if choice == "in_process":
         return dg.in_process_executor
+    if choice == "multiprocess":
+        return dg.multiprocess_executor
     if choice == "k8s":
         from sensors.k8s import k8s_executor  # dagster-k8s: the `k8s` extra, installed in the image
 
         return k8s_executor()
-    raise ValueError(f"LUMINA_EXECUTOR={choice!r}: use k8s, in_process or leave it unset")
+    raise ValueError(f"LUMINA_EXECUTOR={choice!r}: use in_process, multiprocess or k8s")
 
 
 SENSORS = [inbox_sensor, polling_sensor, automation_condition_sensor, alerts_sensor, judge_batch_sensor]

@@ -314,7 +314,7 @@ class BenchmarkSettings(_Group):
 
 
 def _executor(value: Any) -> Any:
-    return "multiprocess" if isinstance(value, str) and value.lower() == "default" else _lower(value)
+    return "in_process" if isinstance(value, str) and value.lower() == "default" else _lower(value)
 
 
 class OrchestrationSettings(_Group):
@@ -327,8 +327,9 @@ class OrchestrationSettings(_Group):
     )
     executor: Annotated[Literal["multiprocess", "in_process", "k8s"], BeforeValidator(_executor)] = _env(
         "LUMINA_EXECUTOR",
-        "multiprocess",
-        "`k8s` for `k8s_job_executor`, `in_process` for debugging",
+        "in_process",
+        "how a run launched by the UI or the daemon runs its steps: `in_process` (one after another in the run's "
+        "process), `multiprocess` (a process per step), `k8s` (`k8s_job_executor`, a pod per step)",
     )
     k8s_gpus: int = _env(
         "LUMINA_K8S_GPU",

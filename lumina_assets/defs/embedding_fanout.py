@@ -12,6 +12,7 @@ part numbers (mapping keys) live in the index's LanceDB database, so pods share 
 storage folder.
 """
 
+import multiprocessing
 import os
 
 import dagster as dg
@@ -69,7 +70,7 @@ def _share_cores(db, plan_id: str, part: int) -> int:
     if not hasattr(os, "sched_setaffinity"):
         return os.cpu_count() or 1
     available = sorted(os.sched_getaffinity(0))
-    if settings.get().orchestration.executor not in ("", "multiprocess", "default"):
+    if multiprocessing.parent_process() is None:  # not a step process of the multiprocess executor
         return len(available)
     mine = staged_vectors.part_cores(part, staged_vectors.plan_size(db, plan_id), available)
     if len(mine) < len(available):

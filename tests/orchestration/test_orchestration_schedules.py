@@ -117,9 +117,9 @@ def test_shipped_instance_config_loads(tmp_path):
 
 def test_executor_choice(monkeypatch):
     monkeypatch.delenv("LUMINA_EXECUTOR", raising=False)
-    assert executor_from_env() is None
-    monkeypatch.setenv("LUMINA_EXECUTOR", "in_process")
-    assert executor_from_env() is dg.in_process_executor
+    assert executor_from_env() is dg.in_process_executor  # one machine: no process start per step
+    monkeypatch.setenv("LUMINA_EXECUTOR", "multiprocess")
+    assert executor_from_env() is dg.multiprocess_executor
     monkeypatch.setenv("LUMINA_EXECUTOR", "celery-maybe")
     with pytest.raises(ValueError, match="LUMINA_EXECUTOR"):
         executor_from_env()

@@ -73,7 +73,7 @@ def test_values_are_typed_and_normalised(monkeypatch, tmp_path):
     assert current.network.openalex_url == "http://mirror.internal/openalex"
     assert current.search.index_cache_mb == "unbounded"
     assert current.embedding.embed_parts is None
-    assert current.orchestration.executor == "multiprocess"
+    assert current.orchestration.executor == "in_process"  # empty: the default
     monkeypatch.setenv("LUMINA_INDEX_CACHE_MB", "512")
     assert settings.get().search.index_cache_mb == 512
 
