@@ -8,8 +8,7 @@ the ONNX export in fp32 and int8 (the forms an index can be built in, indexing/e
 sentence-transformers under torch's bf16 autocast (measured only: it would be kept if it were the fastest).
 
 Quality: one eval index per collection and form (evals/collection_eval.py, reused across runs), searched with the
-global default search setting (no per-index tuning, which could choose differently per form and hide the vectors'
-own effect); `ndcg_delta_<collection>` is the form's nDCG@10 minus fp32's. The chosen form is the fastest whose
+default search setting; `ndcg_delta_<collection>` is the form's nDCG@10 minus fp32's. The chosen form is the fastest whose
 deltas are within QUALITY_TOLERANCE on every collection measured.
 """
 
@@ -198,7 +197,7 @@ def measure_quality(
         for form in forms:
             embedder = Embedder(form=form, device="cpu")
             uri, seconds, reused = ensure_eval_index(collection, embedder, log_fn=log)
-            engine = SearchEngine(uri, embedder, SearchConfig(index_tuning=False))
+            engine = SearchEngine(uri, embedder, SearchConfig())
             run, _ = run_queries(engine, collection)
             ndcg = evaluate_run(run, collection.qrels)["ndcg@10"]
             result.ndcg.setdefault(name, {})[form] = round(ndcg, 4)

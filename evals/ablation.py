@@ -1,9 +1,8 @@
 """`lumina eval beir --ablation`: the pipeline beside its own parts and the simplest thing a search engineer would
 try first, on one collection, each row with a paired test against plain reciprocal rank fusion.
 
-Rows: plain RRF (k = 60) of the same two retrievers (passage BM25 + passage vectors), each retriever alone, the
-global defaults, the setting the index tuned for itself (what search uses), then each stage switched on or off.
-Every row but the self-tuned one ignores the index's tuned setting, so it measures what its name says.
+Rows: the defaults (what search uses), plain RRF (k = 60) of the same two retrievers (passage BM25 + passage
+vectors), each retriever alone, then each stage switched off.
 """
 
 from __future__ import annotations
@@ -14,29 +13,25 @@ from dataclasses import dataclass
 from evals.metrics import PairedTest, paired_test, per_query_ranking
 
 BASELINE = "plain RRF (BM25 + MiniLM, k=60)"
-SELF_TUNED = "self-tuned (default)"
-_GLOBAL = {"index_tuning": False}
+DEFAULTS = "defaults"
 _RRF_WEIGHTS = {"passage_vectors": 1.0, "passage_fulltext": 1.0}
 _UNSMOOTHED = {"neighbour_smoothing": 0.0}  # a retriever alone, or plain RRF, is just that: no corpus graph
 
 COMPARISONS: dict[str, dict] = {
-    SELF_TUNED: {},
+    DEFAULTS: {},
     BASELINE: {
-        **_GLOBAL,
         **_UNSMOOTHED,
         "fusion": "rrf",
         "rrf_k": 60,
         "paper_fulltext": False,
         "weights": _RRF_WEIGHTS,
     },
-    "BM25 alone (passages)": {**_GLOBAL, **_UNSMOOTHED, "passage_vectors": False, "paper_fulltext": False},
+    "BM25 alone (passages)": {**_UNSMOOTHED, "passage_vectors": False, "paper_fulltext": False},
     "MiniLM alone (passage vectors)": {
-        **_GLOBAL,
         **_UNSMOOTHED,
         "passage_fulltext": False,
         "paper_fulltext": False,
     },
-    "global defaults (no tuning)": dict(_GLOBAL),
 }
 
 STAGES: dict[str, dict] = {
@@ -49,8 +44,8 @@ STAGES: dict[str, dict] = {
 
 
 def ablation_rows() -> dict[str, dict]:
-    """Configuration changes per row, in print order (the self-tuned pipeline first: it is what search runs)."""
-    return {**COMPARISONS, **{name: {**_GLOBAL, **changes} for name, changes in STAGES.items()}}
+    """Configuration changes per row, in print order (the defaults first: they are what search runs)."""
+    return {**COMPARISONS, **STAGES}
 
 
 @dataclass(frozen=True)
@@ -105,20 +100,3 @@ def table_lines(
             f"{metrics['mrr@10']:.4f} | {paired.get(name, '')} | {p50:.1f} | {p95:.1f} |"
         )
     return lines
-
-
-def tune_eval_index(uri: str, embedder, log=None):
-    """The eval index's search setting, tuned once the way `passage_index` tunes (pseudo-queries within a fifth
-    of the index's embedding time): (record, tuned now, the index's embedding seconds)."""
-    import json
-    from pathlib import Path
-
-    from lumina_assets.indexing.connection import connect_lancedb
-    from lumina_assets.search import tuning
-
-    marker = Path(uri).parent / "complete.json"
-    info = json.loads(marker.read_text()) if marker.exists() else {}
-    embed_seconds = float(info.get("embed_seconds", 0.0))
-    budget = tuning.query_budget(embed_seconds, int(info.get("passages", 0)))
-    record, tuned_now = tuning.tune_index(connect_lancedb(uri), embedder, limit=budget, log_fn=log)
-    return record, tuned_now, embed_seconds

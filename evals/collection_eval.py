@@ -50,13 +50,15 @@ def eval_index_dir(collection: Collection, embedder, index_config) -> Path:
 def ensure_eval_index(
     collection: Collection, embedder, index_config=None, *, log_fn=None
 ) -> tuple[str, float, bool]:
-    """The collection's LanceDB index, built once: (uri, index_seconds, reused).
+    """The collection's LanceDB index, built once, with the paper neighbour graph search smooths with, as
+    `passage_index` keeps it: (uri, index_seconds, reused).
 
     A `complete.json` marker is written last, so an interrupted build is redone rather than reused half-done.
     """
     from lumina_assets.corpus.collections import collection_tables
     from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.lancedb_tables import IndexConfig, index_corpus
+    from lumina_assets.search.neighbour_graph import keep_graph
 
     # retrieval evaluation needs no sentence vectors (evidence highlighting does: `lumina eval pinpoint` and
     # `bench serve` add them to this index once, incrementally); the folder does not depend on it
@@ -66,6 +68,7 @@ def ensure_eval_index(
     uri = str(folder / "lancedb")
     if marker.exists():
         info = json.loads(marker.read_text())
+        keep_graph(connect_lancedb(uri))
         return uri, float(info.get("index_seconds", 0.0)), True
     if folder.exists():
         shutil.rmtree(folder)
@@ -73,7 +76,9 @@ def ensure_eval_index(
     started = time.perf_counter()
     papers, passages = collection_tables(collection, embedder.token_counter())
     chunk_seconds = time.perf_counter() - started
-    stats = index_corpus(connect_lancedb(uri), passages, papers, embedder, index_config, log_fn=log_fn)
+    db = connect_lancedb(uri)
+    stats = index_corpus(db, passages, papers, embedder, index_config, log_fn=log_fn)
+    keep_graph(db)
     total = time.perf_counter() - started
     info = {
         "collection": collection.name,

@@ -54,9 +54,8 @@ def ranking_code_hash(paths: Iterable[str] = RANKING_CODE, root: Path = _ROOT) -
 
 
 def engine_setup(search_fn: Callable) -> dict[str, Any]:
-    """The SearchEngine behind a bound `search` method: its configuration as it searched (with any setting the
-    index recorded applied), that recorded setting, the index's table versions and the embedding model that built
-    the index and the one that encodes queries. Through `lumina serve`'s API (no
+    """The SearchEngine behind a bound `search` method: its configuration as it searched, the index's table
+    versions and the embedding model that built the index and the one that encodes queries. Through `lumina serve`'s API (no
     engine here) only that is said."""
     engine = getattr(search_fn, "__self__", None)
     if engine is None or not hasattr(engine, "config"):
@@ -67,11 +66,6 @@ def engine_setup(search_fn: Callable) -> dict[str, Any]:
         "config_hash": config_hash(config),
         "ranking_code_hash": ranking_code_hash(),
     }
-    record = getattr(
-        getattr(engine, "tuning", None), "record", None
-    )  # the setting the index recorded, if any
-    if record is not None and hasattr(record, "describe"):
-        out["index_tuning"] = record.describe()
     try:
         from lumina_assets.indexing import model_identity
         from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE, index_version

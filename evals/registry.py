@@ -76,7 +76,6 @@ def dense_config():
         llm_multi_query=None,
         rerank=None,
         neighbour_smoothing=0.0,
-        index_tuning=False,
     )
 
 

@@ -132,7 +132,6 @@ def disclosure_section(run: dict[str, Any]) -> list[str]:
                 "index_version",
                 "index_model",
                 "query_model",
-                "index_tuning",
                 "engine",
                 "index_error",
             )

@@ -149,7 +149,6 @@ def _eval_beir(args) -> int:
         else (lambda message: None)
     )
     uri, index_seconds, reused = ensure_eval_index(collection, embedder, log_fn=log)
-    tuned, tuned_now, embed_seconds = ablation.tune_eval_index(uri, embedder, log)
     overrides = _parse_overrides(args.set)
     try:
         config = configured(SearchConfig(**overrides))
@@ -161,16 +160,7 @@ def _eval_beir(args) -> int:
         f"({splits.describe(args.split, args.subset)}); "
         f"index {'reused' if reused else 'built'} at {uri} ({index_seconds:.1f} s to build)"
     )
-    if tuned is not None:
-        spent = (
-            f"tuned now in {tuned.seconds:.1f} s" if tuned_now else f"tuned earlier in {tuned.seconds:.1f} s"
-        )
-        print(
-            f"search setting: {tuned.describe()}; pseudo-query nDCG@10 {tuned.score:.4f} "
-            f"(defaults {tuned.default_score:.4f}, {tuned.queries} pseudo-queries); {spent}, "
-            f"index embedding {embed_seconds:.1f} s"
-        )
-    variants = ablation.ablation_rows() if args.ablation else {ablation.SELF_TUNED: {}}
+    variants = ablation.ablation_rows() if args.ablation else {ablation.DEFAULTS: {}}
     result = None
     cache = None
     rows = []
@@ -199,7 +189,6 @@ def _eval_beir(args) -> int:
                 "split": args.split,
                 "subset": splits.describe(args.split, args.subset),
                 "index_reused": reused,
-                "search_setting": tuned.describe() if tuned is not None else "defaults",
             }
     comparisons = ablation.compare_to_baseline(per_query) if ablation.BASELINE in per_query else []
     print("\n".join(ablation.table_lines(rows, comparisons)))

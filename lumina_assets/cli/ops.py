@@ -163,19 +163,12 @@ def index_status() -> str:
 
 
 def search_config_status() -> str:
-    """The configuration a search process would run with: the defaults and the environment's model stages, with the
-    index's tuned record applied (`lumina search --explain` shows the same for one search)."""
+    """The configuration a search process runs with by default (`lumina search --explain` shows the one of a
+    search)."""
     from lumina_assets.cli.search import render_explain
-    from lumina_assets.indexing.connection import connect_lancedb
-    from lumina_assets.search import tuned_settings
     from lumina_assets.search.config import SearchConfig
 
-    given = SearchConfig()
-    try:
-        record = tuned_settings.read_record(connect_lancedb(settings.lancedb_uri()))
-    except Exception:  # noqa: BLE001 - status reports, never fails on an unreadable index
-        record = None
-    explain = tuned_settings.effective(tuned_settings.apply(given, record), given, record)
+    explain = SearchConfig().explain()
     return "\n".join(f"  {line}" for line in render_explain(explain).splitlines())
 
 

@@ -29,7 +29,7 @@ def add_commands(commands, bench_commands) -> None:
     search.add_argument(
         "--explain",
         action="store_true",
-        help="also print the configuration the search ran with, after the index's tuned record",
+        help="also print the configuration the search ran with and what of it was set explicitly",
     )
     search.add_argument(
         "--color",
@@ -162,16 +162,11 @@ def _print(args, found: list, answer: dict | None, message: str | None, explain:
 
 
 def render_explain(explain: dict) -> str:
-    """The effective configuration in lines: the tunable fields with where each value came from, then the rest."""
-    config, sources = explain["config"], explain["sources"]
-    lines = [f"Search configuration (index tuning {'on' if explain['index_tuning'] else 'off'}):"]
-    lines.append(f"  tuned record: {explain['tuned_record'] or 'none'}")
-    for name, source in sources.items():
-        field, _, key = name.partition(".")
-        value = config[field][key] if key else config[field]
-        lines.append(f"  {name} = {value} ({source})")
-    rest = ", ".join(f"{k}={v}" for k, v in config.items() if k not in {n.partition(".")[0] for n in sources})
-    lines.append(textwrap.fill(rest, 110, initial_indent="  other fields: ", subsequent_indent="    "))
+    """The configuration a search ran with, in lines: what was set explicitly, then every field."""
+    config, explicit = explain["config"], explain.get("explicit") or []
+    lines = ["Search configuration:", f"  set explicitly: {', '.join(explicit) or 'nothing (the defaults)'}"]
+    fields = ", ".join(f"{k}={v}" for k, v in config.items())
+    lines.append(textwrap.fill(fields, 110, initial_indent="  fields: ", subsequent_indent="    "))
     return "\n".join(lines)
 
 

@@ -8,9 +8,8 @@ from lumina_assets.core import settings, tables
 from lumina_assets.defs import batch_holds
 from lumina_assets.defs import parsing as parse_stage
 from lumina_assets.indexing import lancedb_tables as indexing
-from lumina_assets.indexing import model_identity, pseudo_queries, staged_vectors
-from lumina_assets.search import tuning
-from lumina_assets.search.neighbour_graph import MAX_GRAPH_PAPERS, graph_rows
+from lumina_assets.indexing import model_identity, staged_vectors
+from lumina_assets.search.neighbour_graph import MAX_GRAPH_PAPERS, graph_rows, keep_graph
 from resources.embedder import EmbedderResource
 from resources.lancedb import LanceDBResource
 
@@ -61,45 +60,18 @@ def _papers_per_batch(batches) -> dict[str, int]:
     return dict(zip(counts["ingest_batch"].to_list(), counts["count"].to_list(), strict=True))
 
 
-def _citing_sentences(papers: pl.DataFrame) -> list:
-    """Citation pseudo-queries from the parsed papers (read only when the index is tuned)."""
-    parsed = tables.read_all(tables.PARSED_PAPERS)
-    if parsed is None or "parsed_json" not in parsed.columns:
-        return []
-    doi = pl.col("doi") if "doi" in papers.columns else pl.lit(None, dtype=pl.String).alias("doi")
-    rows = papers.select("paper_id", doi, "title").iter_rows()
-    return pseudo_queries.citation_queries_from_parsed(
-        parsed["parsed_json"].to_list(), rows, tuning.MAX_QUERIES // 2
-    )
-
-
-def _tune_search(db, papers: pl.DataFrame, embedder, stats, log) -> dict:
-    """Choose the index's search setting from its pseudo-queries (search/tuning.py) when the index is new or has
-    grown enough; the metadata says what is in force, its pseudo-query score and what tuning cost."""
-    budget = tuning.query_budget(stats.embed_seconds, stats.passages_embedded)
-    record, tuned_now = tuning.tune_index(
-        db, embedder, limit=budget, citations=lambda: _citing_sentences(papers), log_fn=log
-    )
-    if record is None:
-        return {"search_setting": "defaults (empty index)"}
-    metadata = {
-        "search_setting": record.describe(),
-        "search_setting_pseudo_query_ndcg10": round(record.score, 4),
-        "search_defaults_pseudo_query_ndcg10": round(record.default_score, 4),
-        "search_tuning_queries": dg.MetadataValue.json({"total": record.queries, **record.kinds}),
-        "search_tuned_now": tuned_now,
-        "search_tuning_seconds": round(record.seconds, 2) if tuned_now else 0.0,
-    }
-    if tuned_now and stats.embed_seconds:
-        metadata["search_tuning_share_of_embedding"] = round(record.seconds / stats.embed_seconds, 3)
+def _graph_metadata(db) -> dict:
+    """Keep the paper neighbour graph up to date (search smooths with it); the metadata says whether it is on."""
+    keep_graph(db)
     graph_papers = graph_rows(db)
-    metadata["neighbour_smoothing"] = (
-        f"on: paper neighbour graph of {graph_papers} papers (search adds a share of each paper's nearest "
-        "papers' scores)"
-        if graph_papers
-        else f"off: no paper neighbour graph (built for indexes of at most {MAX_GRAPH_PAPERS:,} papers)"
-    )
-    return metadata
+    return {
+        "neighbour_smoothing": (
+            f"on: paper neighbour graph of {graph_papers} papers (search adds a share of each paper's nearest "
+            "papers' scores)"
+            if graph_papers
+            else f"off: no paper neighbour graph (built for indexes of at most {MAX_GRAPH_PAPERS:,} papers)"
+        )
+    }
 
 
 def _sentence_cost(stats) -> dict:
@@ -152,7 +124,7 @@ def passage_index(
         log_fn=context.log.info,
     )
     staged_vectors.discard_staged(db)  # the index holds them now
-    search_tuning = _tune_search(db, papers, index_embedder, stats, context.log.info)
+    neighbour_graph = _graph_metadata(db)
     passages_table = indexing.open_table(db, indexing.PASSAGES_TABLE)
     sample = passages_table.search().select(["passage_id", "title", "text"]).limit(5).to_polars()
     if isinstance(sample, pl.LazyFrame):
@@ -185,7 +157,7 @@ def passage_index(
             "table_versions": indexing.index_version(db),
             "held_batches": dg.MetadataValue.md(batch_holds.holds_markdown(holds, held_papers)),
             "held_papers": sum(held_papers[batch] for batch in holds),
-            **search_tuning,
+            **neighbour_graph,
             "sample": dg.MetadataValue.md(tables.markdown_sample(sample, ["passage_id", "title", "text"])),
         },
         data_version=dg.DataVersion(indexing.index_version(db)),

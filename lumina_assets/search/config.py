@@ -1,8 +1,8 @@
 """`SearchConfig`: every stage of the search pipeline as a switch, so evaluations can measure each one's share.
 
-A config remembers which fields its caller set (`explicit`): the index's tuned record (`search.tuned_settings`) fills
-only the others, so a value set explicitly wins even when it equals the default. `weights` given in part are merged
-over the default weights, and only the retrievers named count as set.
+A config remembers which fields its caller set (`explicit`), so every answer can say what it ran with and what of it
+was asked for (`explain`). `weights` given in part are merged over the default weights, and only the retrievers
+named count as set.
 """
 
 from __future__ import annotations
@@ -47,9 +47,6 @@ class SearchConfig:
     paper_fulltext: bool = True
     candidates: int = 200  # papers per retriever that fusion sees
     fulltext_candidates: int = 0  # passages and papers each full-text run returns; 0: candidates
-    # the setting the index records (`search.tuned_settings`, chosen from the corpus at index time) replaces the
-    # defaults of weights / candidates / fusion fields left unset here; False: the global defaults alone
-    index_tuning: bool = True
     # fusion
     fusion: Fusion = "weighted"  # weighted: min-max normalized scores over each retriever's candidates
     rrf_k: int = 60
@@ -124,12 +121,6 @@ class SearchConfig:
         new._set(changes)
         return new
 
-    def filled(self, **changes: Any) -> SearchConfig:
-        """A copy with `changes` that do not count as set by the caller (the index's tuned record fills them)."""
-        new = self.replace(**changes)
-        new._explicit = self._explicit
-        return new
-
     def as_json(self) -> dict[str, Any]:
         """Every field as a JSON value; a model-backed stage (a callable) by its function's name, None when off."""
         out: dict[str, Any] = {}
@@ -141,6 +132,11 @@ class SearchConfig:
                 value = {str(k): v for k, v in value.items()}
             out[item.name] = value
         return out
+
+    def explain(self) -> dict[str, Any]:
+        """What a search ran with, for every answer (`explain`), `lumina search --explain` and `lumina status`:
+        every field's value and the fields its caller set (the rest are the defaults)."""
+        return {"config": self.as_json(), "explicit": sorted(self.explicit)}
 
     def smooths(self) -> bool:
         """Whether fused scores are smoothed over the corpus graph (where the index holds one)."""

@@ -40,7 +40,6 @@ from lumina_assets.search.query_parser import (
 )
 from lumina_assets.search.stores import Filters, IndexModelMismatch, IndexNotBuilt, LanceStore
 from lumina_assets.search.text import tokenize
-from lumina_assets.search.tuned_settings import TunedConfig
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +125,6 @@ class SearchEngine:
         self._query_model = None  # model_identity.ModelIdentity of the embedder, computed on the first query
         self._unchecked_warned = False
         self.last_trace = SearchTrace()
-        self.tuning = TunedConfig()  # the setting the index records, applied on each re-check
         self.graphs, self.graph = GraphCache(), None  # the index's paper neighbours, when smoothing is on
 
     # -- plumbing
@@ -167,15 +165,13 @@ class SearchEngine:
                 and (self.cache_policy.preload if self.cache_policy else True),
                 mirrors=self.background_loading,
             )
-            self.config = self.tuning.config_for(self.config, self.db)
             self.graph = self.graphs.get(self.db) if self.config.smooths() else None
             self._store_checked_at = now
         return self._store
 
     def effective_config(self) -> dict:
-        """The configuration searches run with, after the index's tuned record (`tuned_settings.effective`)."""
-        self.store()
-        return self.tuning.effective(self.config)
+        """The configuration searches run with (`SearchConfig.explain`)."""
+        return self.config.explain()
 
     def warm_up(self) -> None:
         """Open the indexes and run one query so that first-query latency is not model or index loading."""

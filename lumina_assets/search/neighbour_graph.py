@@ -8,9 +8,8 @@ paper's vector: the mean of its passage vectors), computed once at index time an
 
 On by default (`SearchConfig.neighbour_smoothing` 0.2, k = 3, weighted fusion only) wherever the index holds the
 graph: where a question has many relevant papers that resemble each other it lifts them together, where it has one
-or two it changes little. Neither the corpus nor the index-time tuner's pseudo-queries (one relevant paper each) can
-tell which kind of questions an index will get, so smoothing is not tuned per corpus (docs/search-quality.md). The
-graph is kept for corpora up to `MAX_GRAPH_PAPERS`; above that an index has none and search fuses without smoothing.
+or two it changes little (docs/search-quality.md). `passage_index` keeps the graph (`keep_graph`) for corpora up to
+`MAX_GRAPH_PAPERS`; above that an index has none and search fuses without smoothing.
 """
 
 from __future__ import annotations
@@ -199,6 +198,28 @@ def graph_rows(db) -> int:
 
     table = open_table(db, GRAPH_TABLE)
     return table.count_rows() if table is not None else 0
+
+
+def keep_graph(db) -> bool:
+    """Store the graph for a corpus small enough for an exact one when the stored graph does not cover every paper
+    (new, or papers added since); True when it was written. Smoothing is a search option
+    (`SearchConfig.neighbour_smoothing`), so the graph is kept whether or not a search uses it."""
+    from lumina_assets.indexing.lancedb_tables import PAPERS_TABLE, PASSAGES_TABLE
+    from lumina_assets.indexing.table_ops import open_table, read_columns, vectors_from_arrow
+
+    papers, passages = open_table(db, PAPERS_TABLE), open_table(db, PASSAGES_TABLE)
+    count = papers.count_rows() if papers is not None else 0
+    if count > MAX_GRAPH_PAPERS and graph_rows(db):
+        # grown past the exact graph's size: a graph of the earlier papers would smooth them and not the new ones
+        db.drop_table(GRAPH_TABLE)
+        return False
+    if not count or count > MAX_GRAPH_PAPERS or graph_rows(db) == count or passages is None:
+        return False
+    rows = read_columns(passages, ["paper_id", "vector"])
+    if not len(rows["paper_id"]):
+        return False
+    write_graph(db, NeighbourGraph.build(vectors_from_arrow(rows["vector"]), rows["paper_id"].to_pylist()))
+    return True
 
 
 class GraphCache:

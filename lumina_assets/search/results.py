@@ -11,7 +11,7 @@ store, so concurrent requests each get their own trace) and returns a JSON-ready
 - pagination (page, k, has_more);
 - the relevance line (search.relevance): per result its relevance score and whether it matches, the count of
   matching papers; the matching results come first;
-- `explain`: the configuration the search ran with, after the index's tuned record (`tuned_settings.effective`).
+- `explain`: the configuration the search ran with and what of it the caller set (`SearchConfig.explain`).
 UI filters (year range, author, venue, tag, collection) are applied to the parsed query as given
 (`SearchRequest.constrain`), replacing filter syntax of the same kind in the query text.
 """
@@ -181,7 +181,7 @@ class SearchService:
                 contexts, via, bonus = self._widen(engine, request, contexts, pool)
             trace = engine.last_trace
             store = engine.store()
-            config, explain = engine.config, engine.effective_config()  # after the index's tuned record
+            config, explain = engine.config, engine.effective_config()
             line = line_for(engine.embedder)
             relevance = relevance_scores(engine, contexts)
             if request.sort == "date":

@@ -90,7 +90,7 @@ def test_baseline_configurations_are_pinned(monkeypatch):
         "passage_fulltext": False,
         "paper_fulltext": False,
     }
-    assert dense["neighbour_smoothing"] == 0.0 and dense["index_tuning"] is False
+    assert dense["neighbour_smoothing"] == 0.0
     assert dense["rerank"] is None and dense["llm_parser"] is None and dense["llm_multi_query"] is None
 
 

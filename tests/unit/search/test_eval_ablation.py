@@ -1,4 +1,4 @@
-"""`lumina eval beir --ablation`: plain RRF, each retriever alone, the global defaults and the self-tuned pipeline
+"""`lumina eval beir --ablation`: the defaults, plain RRF, each retriever alone and each stage switched off
 side by side on a tiny SciFact cut, each with a paired test against plain RRF; the paired math on known numbers."""
 
 from __future__ import annotations
@@ -47,8 +47,6 @@ def tiny_beir(tmp_path_factory, shared_data):
 def test_ablation_prints_every_comparison_with_a_paired_test(tiny_beir, data_dir, capsys):
     assert main(["eval", "beir", str(tiny_beir), "--split", "train", "--ablation"]) == 0
     out = capsys.readouterr().out
-    # 30 abstracts are too few to tune: the index keeps the global defaults and the output says why
-    assert re.search(r"search setting: defaults \((corpus|tuning budget) too small.*global defaults\)", out)
     table = {line.split(" | ")[0].strip("| "): line for line in out.splitlines() if line.startswith("| ")}
     for name in ablation.ablation_rows():
         assert name in table, name
@@ -57,9 +55,7 @@ def test_ablation_prints_every_comparison_with_a_paired_test(tiny_beir, data_dir
     for name in ablation.COMPARISONS:
         if name != ablation.BASELINE:
             assert paired.search(table[name]), table[name]
-    # with nothing adopted, self-tuned and the global defaults are the same pipeline
     ndcg = {name: float(line.split(" | ")[1]) for name, line in table.items() if name in ablation.COMPARISONS}
-    assert ndcg[ablation.SELF_TUNED] == ndcg["global defaults (no tuning)"]
     assert ndcg["BM25 alone (passages)"] != ndcg["MiniLM alone (passage vectors)"]
 
 

@@ -10,7 +10,7 @@ from hashing_embedder import HashingEmbedder
 
 from lumina_assets.corpus.collections import Collection, collection_tables, load_beir
 from lumina_assets.indexing.connection import connect_lancedb
-from lumina_assets.search import neighbour_graph, tuning
+from lumina_assets.search import neighbour_graph
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.fusion import fuse, ranked
 from lumina_assets.search.neighbour_graph import GraphCache, NeighbourGraph, nearest, paper_matrix
@@ -65,26 +65,26 @@ def _index(tmp_path, shared_data, documents: int):
     return db, papers, passages
 
 
-def test_tuning_keeps_the_graph_with_the_index_and_search_smooths_with_it(tmp_path, shared_data):
+def test_the_graph_is_kept_with_the_index_and_search_smooths_with_it(tmp_path, shared_data):
     from lumina_assets.search.engine import SearchEngine
 
     db, papers, _ = _index(tmp_path, shared_data, 60)
     assert neighbour_graph.read_graph(db) is None
-    tuning.tune_index(db, HashingEmbedder(), limit=tuning.MIN_QUERIES - 1)
+    assert neighbour_graph.keep_graph(db)
     graph = neighbour_graph.read_graph(db)
     assert graph is not None and len(graph) == papers.height
     some_paper = next(iter(graph.neighbours))
     neighbours, sims = graph.neighbours[some_paper]
     assert len(neighbours) == neighbour_graph.STORED_NEIGHBOURS and some_paper not in neighbours
     assert sims == sorted(sims, reverse=True)
-    assert not tuning.keep_graph(db)  # every paper covered: not rewritten
+    assert not neighbour_graph.keep_graph(db)  # every paper covered: not rewritten
 
     uri = str(tmp_path / "db")
     query = "cells in the immune system"
-    unsmoothed = SearchEngine(uri, HashingEmbedder(), SearchConfig(index_tuning=False, neighbour_smoothing=0))
+    unsmoothed = SearchEngine(uri, HashingEmbedder(), SearchConfig(neighbour_smoothing=0))
     plain = unsmoothed.rank_documents(query, 10)
     assert unsmoothed.graph is None  # smoothing off: the graph is not even read
-    engine = SearchEngine(uri, HashingEmbedder(), SearchConfig(index_tuning=False))  # the default smooths
+    engine = SearchEngine(uri, HashingEmbedder(), SearchConfig())  # the default smooths
     smoothed = engine.rank_documents(query, 10)
     assert engine.graph is not None and smoothed != plain
     cfg = engine.config
@@ -100,52 +100,50 @@ def test_tuning_keeps_the_graph_with_the_index_and_search_smooths_with_it(tmp_pa
     assert smoothed == expected
 
     # RRF's flat scores are not smoothed (its constants were chosen for weighted fusion)
-    rrf = SearchEngine(uri, HashingEmbedder(), SearchConfig(index_tuning=False, fusion="rrf"))
-    rrf_off = SearchEngine(
-        uri, HashingEmbedder(), SearchConfig(index_tuning=False, fusion="rrf", neighbour_smoothing=0)
-    )
+    rrf = SearchEngine(uri, HashingEmbedder(), SearchConfig(fusion="rrf"))
+    rrf_off = SearchEngine(uri, HashingEmbedder(), SearchConfig(fusion="rrf", neighbour_smoothing=0))
     assert rrf.rank_documents(query, 10) == rrf_off.rank_documents(query, 10) and rrf.graph is None
 
 
-def test_papers_added_after_tuning_get_neighbours_and_the_cache_sees_the_new_graph(tmp_path, shared_data):
+def test_papers_added_later_get_neighbours_and_the_cache_sees_the_new_graph(tmp_path, shared_data):
     from lumina_assets.indexing import lancedb_tables as indexing
 
     db, _, _ = _index(tmp_path, shared_data, 40)
-    tuning.tune_index(db, HashingEmbedder(), limit=tuning.MIN_QUERIES - 1)
+    neighbour_graph.keep_graph(db)
     cache = GraphCache()
     assert len(cache.get(db)) == 40
     corpus = dict(list(load_beir(shared_data / "scifact", "train").corpus.items())[:45])  # the 40 and 5 more
     papers, passages = collection_tables(Collection("scifact", corpus, {}, {}))
     indexing.index_corpus(db, passages, papers, HashingEmbedder())
-    tuning.tune_index(db, HashingEmbedder(), limit=tuning.MIN_QUERIES - 1)  # recorded setting kept
+    assert neighbour_graph.keep_graph(db)  # the 5 new papers are not covered: rewritten
     assert len(cache.get(db)) == 45
 
 
 def test_a_corpus_too_large_for_an_exact_graph_gets_none(tmp_path, shared_data, monkeypatch):
     db, _, _ = _index(tmp_path, shared_data, 20)
-    monkeypatch.setattr(tuning, "MAX_GRAPH_PAPERS", 19)
-    assert not tuning.keep_graph(db) and neighbour_graph.read_graph(db) is None
+    monkeypatch.setattr(neighbour_graph, "MAX_GRAPH_PAPERS", 19)
+    assert not neighbour_graph.keep_graph(db) and neighbour_graph.read_graph(db) is None
 
 
 def test_a_corpus_grown_past_the_graph_size_loses_its_old_graph(tmp_path, shared_data, monkeypatch):
     """A graph of the earlier papers only would lift them (their neighbours score) and never the new ones."""
     db, _, _ = _index(tmp_path, shared_data, 20)
-    assert tuning.keep_graph(db) and len(neighbour_graph.read_graph(db)) == 20
-    monkeypatch.setattr(tuning, "MAX_GRAPH_PAPERS", 19)  # as if the corpus had grown past the limit
-    assert not tuning.keep_graph(db) and neighbour_graph.read_graph(db) is None
+    assert neighbour_graph.keep_graph(db) and len(neighbour_graph.read_graph(db)) == 20
+    monkeypatch.setattr(neighbour_graph, "MAX_GRAPH_PAPERS", 19)  # as if the corpus had grown past the limit
+    assert not neighbour_graph.keep_graph(db) and neighbour_graph.read_graph(db) is None
     assert neighbour_graph.graph_rows(db) == 0
 
 
 def test_an_index_without_a_graph_is_searched_by_fusion_alone(tmp_path, shared_data):
-    """A corpus too large for an exact graph (or indexed without tuning) keeps no `paper_neighbours` table: the
+    """A corpus too large for an exact graph keeps no `paper_neighbours` table: the
     default then ranks exactly as with smoothing off."""
     from lumina_assets.search.engine import SearchEngine
 
     db, _, _ = _index(tmp_path, shared_data, 30)
     assert neighbour_graph.read_graph(db) is None
     uri, query = str(tmp_path / "db"), "cells in the immune system"
-    default = SearchEngine(uri, HashingEmbedder(), SearchConfig(index_tuning=False))
-    off = SearchEngine(uri, HashingEmbedder(), SearchConfig(index_tuning=False, neighbour_smoothing=0))
+    default = SearchEngine(uri, HashingEmbedder(), SearchConfig())
+    off = SearchEngine(uri, HashingEmbedder(), SearchConfig(neighbour_smoothing=0))
     ranked_default, ranked_off = default.rank_documents(query, 10), off.rank_documents(query, 10)
     assert [p for p, _ in ranked_default] == [p for p, _ in ranked_off]
     assert [s for _, s in ranked_default] == pytest.approx([s for _, s in ranked_off], rel=1e-6)

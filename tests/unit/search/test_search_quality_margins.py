@@ -24,7 +24,7 @@ from lumina_assets.corpus.collections import Collection, collection_tables
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing.connection import connect_lancedb
 from lumina_assets.indexing.embedding import Embedder
-from lumina_assets.search import tuning
+from lumina_assets.search import neighbour_graph
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.engine import SearchEngine
 
@@ -47,10 +47,8 @@ RETRIEVERS = ["passage_vectors", "passage_fulltext", "paper_fulltext"]
 
 
 def _only(*kept: str) -> dict:
-    """These retrievers and no other, with the global defaults (no corpus-graph smoothing, whatever the index
-    tuned)."""
+    """These retrievers and no other, without corpus-graph smoothing."""
     return {
-        "index_tuning": False,
         "neighbour_smoothing": 0.0,
         **{name: name in kept for name in RETRIEVERS},
     }
@@ -124,7 +122,9 @@ def index_uri(tmp_path_factory, scifact_subset, embedder) -> str:
     config = indexing.IndexConfig(sentence_vectors=False)
     db = connect_lancedb(uri)
     indexing.index_corpus(db, passages, papers, embedder, config)
-    assert tuning.keep_graph(db)  # the paper neighbour graph, as passage_index keeps it: the default smooths
+    assert neighbour_graph.keep_graph(
+        db
+    )  # the paper neighbour graph, as passage_index keeps it: the default smooths
     return uri
 
 
