@@ -8,7 +8,8 @@ each API given `--rpm API=N` to N requests per minute as a real API does (a toke
 requests; a request over it is answered 429 at once, with the `Retry-After` until the next token), and appends one
 JSON line per request to `--log` (api, a hash of the request, status, time; `why: rate` on a 429 for exceeding
 the rate), so a test can count what it received and which successful requests came twice. The LLM answers follow each benchmark prompt's required format
-(Context Relevance, Context Precision, Recursion, question generation); usage counts the subword tokens of the
+(Context Relevance, Context Precision, the graded relevance of pooled judging, Recursion, question
+generation); usage counts the subword tokens of the
 prompt and the answer.
 """
 
@@ -62,11 +63,24 @@ def llm_answer(prompt: str) -> str:
         )
     if "absolutely essential and irreplaceable" in prompt:
         return "<highly_relevant>" if digest % 3 == 0 else "<not_relevant>"
+    if "##final score: N" in prompt:
+        return f"##final score: {digest % 4}"
     if "suggest a refined search query" in prompt:
         words = re.findall(r"[A-Za-z]{6,}", prompt.split("the search result is:", 1)[-1])
         picked = sorted(set(words), key=lambda w: hashlib.sha256((w + str(digest)).encode()).hexdigest())[:4]
         return f"<query>{' '.join(picked) or 'evidence'}</query>"
     return f"<question>Which evidence supports finding {digest % 9973}?</question>"
+
+
+def prompt_role(prompt: str) -> str:
+    """Which benchmark prompt a chat request carries: refiner, judge (CR, CP), graded (pooled) or question."""
+    if "suggest a refined search query" in prompt:
+        return "refiner"
+    if "##final score: N" in prompt:
+        return "graded"
+    if "Sentences: " in prompt or "absolutely essential and irreplaceable" in prompt:
+        return "judge"
+    return "question"
 
 
 def _results(query: str, n: int) -> list[tuple[str, str, str]]:
@@ -95,8 +109,9 @@ class StandIn(BaseHTTPRequestHandler):
     def log_message(self, *args):  # quiet
         return
 
-    def _log(self, api: str, key: str, status: int, why: str | None = None) -> None:
-        entry = {"api": api, "key": key, "status": status, "t": time.time(), **({"why": why} if why else {})}
+    def _log(self, api: str, key: str, status: int, why: str | None = None, role: str | None = None) -> None:
+        entry = {"api": api, "key": key, "status": status, "t": time.time()}
+        entry.update({name: value for name, value in (("why", why), ("role", role)) if value})
         with StandIn.lock, open(self.config.log, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry) + "\n")
 
@@ -163,9 +178,12 @@ class StandIn(BaseHTTPRequestHandler):
             self._log("unknown", key, 404)
             self._send(404, {"error": {"message": f"no route {url.path}"}})
             return
+        role = None
+        if api in ("openai", "anthropic") and body:
+            role = prompt_role(str(json.loads(body)["messages"][-1]["content"]))
         wait = self._over_rate(api)
         if wait is not None:
-            self._log(api, key, 429, "rate")
+            self._log(api, key, 429, "rate", role)
             self._send(
                 429,
                 {"error": {"message": "rate limit exceeded", "type": "rate_limit_error"}},
@@ -175,7 +193,7 @@ class StandIn(BaseHTTPRequestHandler):
         time.sleep(self.config.latency_ms / 1000.0)
         fault = self._fault()
         if fault == 429:
-            self._log(api, key, 429)
+            self._log(api, key, 429, "injected", role)
             self._send(
                 429,
                 {"error": {"message": "rate limited", "type": "rate_limit_error"}},
@@ -183,7 +201,7 @@ class StandIn(BaseHTTPRequestHandler):
             )
             return
         if fault:
-            self._log(api, key, fault)
+            self._log(api, key, fault, role=role)
             self._send(fault, {"error": {"message": "server error", "type": "api_error"}})
             return
         payload = json.loads(body) if body else {}
@@ -198,7 +216,7 @@ class StandIn(BaseHTTPRequestHandler):
             response = self._serpapi(query["q"][0], int(query.get("num", ["10"])[0]))
         else:
             response = self._exa(payload["query"], int(payload.get("numResults", 10)))
-        self._log(api, key, 200)
+        self._log(api, key, 200, role=role)
         self._send(200, response)
 
     def do_GET(self):  # noqa: N802
