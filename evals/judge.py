@@ -237,7 +237,8 @@ class LLMJudge:
         return map_in_threads(self.judge_one, items, self.workers)
 
     def relevance_verdicts(self, pairs: Sequence[tuple[str, Context]]) -> list[int | None]:
-        return [self.judge_relevance(q, c)[0] for q, c in pairs]
+        """CR verdicts of `pairs`, `workers` at a time, in the order given."""
+        return map_in_threads(lambda pair: self.judge_relevance(*pair)[0], pairs, self.workers)
 
 
 # ---------------------------------------------------------------- offline judge

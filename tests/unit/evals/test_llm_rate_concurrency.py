@@ -103,6 +103,14 @@ def test_the_judge_keeps_its_concurrency_in_flight(data_dir):
     assert handler.most == 8 and handler.sent == 64
 
 
+def test_validation_verdicts_come_in_order_from_the_judges_threads(data_dir):
+    handler = InFlight(together=4)
+    judge = LLMJudge(_client(handler, concurrency=4))
+    pairs = [(item.question, item.context) for item in _items(12)]
+    assert judge.relevance_verdicts(pairs) == [1] * 12
+    assert handler.most == 4 and handler.sent == 12
+
+
 def test_the_client_never_has_more_in_flight_than_its_concurrency(data_dir):
     handler = InFlight()
     judge = LLMJudge(_client(handler, concurrency=3), workers=12)  # more threads than the client allows
