@@ -2,9 +2,12 @@
 
 Writes the SciFact corpus as the collection, N user questions (SciFact claims, repeated with a variant number
 past the 1,109 there are), starts the stand-ins (tests/support/api_standins.py: OpenAI chat for the judge and the
-refiner, Exa; latency, 429 + Retry-After, 5xx), prints `lumina benchmark plan`, runs `lumina benchmark run` with
-providers bm25 and exa, and prints wall time, requests per API and status, repeated successful requests, the
-judge's achieved rate against its configured limit, the run's peak RSS and plan vs actual.
+refiner, Exa; latency, 429 + Retry-After, 5xx, and each API held to the rate it allows: the OpenAI stand-in to
+--judge-rpm, which Lumina's judge is configured with, Exa to --exa-rpm, Exa's documented 10 requests/s that Lumina
+ships with), prints `lumina benchmark plan`, runs `lumina benchmark run` with providers bm25 and exa, and prints
+wall time, requests per API and status, repeated successful requests, per role (judge, refiner, graded, exa) the
+requests per minute achieved against the rate allowed, over its whole span and while it was busy (its stages:
+bursts of requests), the pooled-judging share, the run's peak RSS and plan vs actual.
 """
 
 from __future__ import annotations
@@ -44,6 +47,38 @@ def write_inputs(data_dir: Path, questions: int) -> Path:
     return path
 
 
+GAP_S = 3.0  # a pause this long between two requests of one role ends a burst (a stage of the run)
+
+
+def bursts(times: list[float]) -> list[tuple[float, float, int]]:
+    """(start, end, requests) of each run of requests with no pause longer than GAP_S."""
+    out: list[tuple[float, float, int]] = []
+    for t in sorted(times):
+        if out and t - out[-1][1] <= GAP_S:
+            out[-1] = (out[-1][0], t, out[-1][2] + 1)
+        else:
+            out.append((t, t, 1))
+    return out
+
+
+def achieved_rates(times: list[float], allowed_rpm: float) -> dict[str, float | int]:
+    """Requests per minute over the whole span of `times` and over its bursts only (idle gaps left out), each
+    also as a share of the rate allowed."""
+    spans = bursts(times)
+    span_min = (max(times) - min(times)) / 60 if len(times) > 1 else 0.0
+    busy_min = sum(b - a for a, b, n in spans if n > 1) / 60
+    busy_n = sum(n for _, _, n in spans if n > 1)
+    over_span = len(times) / span_min if span_min else 0.0
+    while_busy = busy_n / busy_min if busy_min else 0.0
+    return {
+        "requests": len(times),
+        "rpm_over_span": round(over_span),
+        "share_over_span": round(over_span / allowed_rpm, 3) if allowed_rpm else 0.0,
+        "rpm_while_busy": round(while_busy),
+        "share_while_busy": round(while_busy / allowed_rpm, 3) if allowed_rpm else 0.0,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=1000)
@@ -51,6 +86,15 @@ def main() -> int:
     parser.add_argument("--depths", default="0,1")
     parser.add_argument("--page-sizes", default="10")
     parser.add_argument("--judge-rpm", type=float, default=6000.0, help="the judge's configured limit")
+    parser.add_argument(
+        "--judge-concurrency",
+        type=int,
+        default=0,
+        help="judge requests in flight (default: derived from the rate)",
+    )
+    parser.add_argument(
+        "--exa-rpm", type=float, default=600.0, help="the rate the Exa stand-in allows (Lumina's Exa default)"
+    )
     parser.add_argument("--latency-ms", type=float, default=40.0)
     parser.add_argument("--throttle-every", type=int, default=50)
     parser.add_argument("--error-rate", type=float, default=0.01)
@@ -68,6 +112,7 @@ def main() -> int:
     options = [
         "--providers", args.providers, "--synthetic", "0", "--beir-queries", "-1", "--depths", args.depths,
         "--page-sizes", args.page_sizes, "--judge-rpm", str(args.judge_rpm), "--calibration-queries", "3",
+        *(["--judge-concurrency", str(args.judge_concurrency)] if args.judge_concurrency else []),
     ]  # fmt: skip
     cli = [
         sys.executable,
@@ -79,6 +124,7 @@ def main() -> int:
         latency_ms=args.latency_ms,
         throttle_every=args.throttle_every,
         error_rate=args.error_rate,
+        rpm={"openai": args.judge_rpm, "exa": args.exa_rpm},
     ) as server:
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         env.update(
@@ -116,11 +162,30 @@ def main() -> int:
     from evals import ledger
 
     actual = ledger.actual_by_plan_role([p.strip() for p in args.providers.split(",")])
-    by_status = collections.Counter((r["api"], r["status"]) for r in requests)
+    by_status = collections.Counter(
+        (r["api"], f"{r['status']}{' ' + r['why'] if r.get('why') else ''}") for r in requests
+    )
     successes = collections.Counter((r["api"], r["key"]) for r in requests if r["status"] == 200)
-    judge = [r["t"] for r in requests if r["api"] == "openai"]
-    judge_minutes = (max(judge) - min(judge)) / 60 if len(judge) > 1 else 0.0
-    achieved = len(judge) / judge_minutes if judge_minutes else 0.0
+    allowed = {"openai": args.judge_rpm, "exa": args.exa_rpm}
+    rates = {}
+    for role, api in (("judge", "openai"), ("refiner", "openai"), ("graded", "openai"), ("exa", "exa")):
+        times = [r["t"] for r in requests if r["api"] == api and r.get("role", "exa") == role]
+        rates[role] = achieved_rates(times, allowed[api])
+    rates["openai (every role)"] = achieved_rates(
+        [r["t"] for r in requests if r["api"] == "openai"], allowed["openai"]
+    )
+    t0 = min((r["t"] for r in requests), default=0.0)
+    stages = {
+        role: [(round(a - t0), round(b - t0), n) for a, b, n in bursts([r["t"] for r in requests if r.get("role", r["api"]) == role])]
+        for role in ("refiner", "judge", "graded", "exa")
+    }  # fmt: skip
+    from evals import runs
+
+    run_id = runs.latest()
+    pooled = runs.read_run(run_id)[0].get("pooled") or {} if run_id else {}
+    providers = [p.strip() for p in args.providers.split(",")]
+    top = max(int(p) for p in args.page_sizes.split(","))
+    graded_sent = len({r["key"] for r in requests if r.get("role") == "graded" and r["status"] == 200})
     figures = {
         "questions": args.questions,
         "providers": args.providers,
@@ -130,8 +195,13 @@ def main() -> int:
         "peak_rss_mb": round(peak_rss_mb),
         "requests": {f"{api} {status}": n for (api, status), n in sorted(by_status.items())},
         "repeated_successes": sum(n - 1 for n in successes.values() if n > 1),
-        "judge_rpm_configured": args.judge_rpm,
-        "judge_rpm_achieved": round(achieved),
+        "allowed_rpm": allowed,
+        "judge_concurrency": args.judge_concurrency or "derived",
+        "achieved_rpm": rates,
+        "stages (start s, end s, requests)": stages,
+        "pool_items": pooled.get("pool_items"),
+        "pooled_graded_prompts_sent": graded_sent,
+        "pooled_share": round(graded_sent / (args.questions * len(providers) * top), 3),
         "plan_llm_calls": plan["llm_calls"],
         "actual_llm_calls": {r: v["calls"] + v["cache_hits"] for r, v in actual["llm"].items()},
         "plan_input_tokens": {r: v["input_tokens"] for r, v in plan["llm"].items()},

@@ -16,13 +16,13 @@ import json
 import re
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from importlib import resources as importlib_resources
 from typing import Any
 
 import numpy as np
 
+from lumina_assets.core.concurrency import map_in_threads
 from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.core.schemas import Context
 from lumina_assets.parsing.chunking import split_sentences
@@ -184,7 +184,8 @@ class LLMJudge:
         self.client = client
         self.max_attempts = max_attempts
         self.temperature = temperature
-        # the API's configured concurrency (`LLMResource.concurrency`) unless the caller names its own
+        # the client's concurrency (`LLMResource.resolved_concurrency`, derived from its rate limit) unless the
+        # caller names its own: enough pairs in flight to keep the API at its configured rate
         self.workers = workers if workers is not None else getattr(client, "concurrency", 4)
         self.name = f"llm:{client.label}"
         self.is_offline = False
@@ -232,13 +233,12 @@ class LLMJudge:
         )
 
     def judge_many(self, items: Sequence[JudgeInput]) -> list[JudgeResult]:
-        if self.workers <= 1 or len(items) <= 1:
-            return [self.judge_one(item) for item in items]
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            return list(pool.map(self.judge_one, items))
+        """Every pair judged, `workers` pairs at a time, in the order given."""
+        return map_in_threads(self.judge_one, items, self.workers)
 
     def relevance_verdicts(self, pairs: Sequence[tuple[str, Context]]) -> list[int | None]:
-        return [self.judge_relevance(q, c)[0] for q, c in pairs]
+        """CR verdicts of `pairs`, `workers` at a time, in the order given."""
+        return map_in_threads(lambda pair: self.judge_relevance(*pair)[0], pairs, self.workers)
 
 
 # ---------------------------------------------------------------- offline judge

@@ -27,6 +27,7 @@ from evals.judge import JudgeInput, JudgeParseError, format_context_for_relevanc
 from evals.matching import PaperMatcher
 from evals.metrics import per_query_ranking
 from evals.providers import contexts_from_rows
+from lumina_assets.core.concurrency import map_in_threads
 from lumina_assets.core.schemas import Context
 
 GRADES = (0, 1, 2, 3)
@@ -164,11 +165,12 @@ def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
     from evals.human_labels import tokens
 
     results = judge.judge_many([item.judge_input for item in items]) if items else []
+    if getattr(judge, "is_offline", True):
+        grades = [(None, "not measured (offline judge)")] * len(items)
+    else:  # as many in flight as the judge's binary prompts
+        grades = map_in_threads(lambda item: ask_grade(judge, item), items, getattr(judge, "workers", 1))
     rows = []
-    for item, result in zip(items, results, strict=True):
-        grade, grade_failure = None, "not measured (offline judge)"
-        if not getattr(judge, "is_offline", True):
-            grade, grade_failure = ask_grade(judge, item)
+    for item, result, (grade, grade_failure) in zip(items, results, grades, strict=True):
         rows.append(
             {
                 "question_id": item.question_id,

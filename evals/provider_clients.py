@@ -8,6 +8,7 @@ the HTTP layer redacts and keeps out of cache keys.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from lumina_assets.core.http import HttpClient
@@ -18,8 +19,9 @@ S2_PAPER_FIELDS = "title,abstract,tldr,externalIds,url,year,authors,openAccessPd
 class SemanticScholarClient:
     """Graph API: `/snippet/search` for passages, `/paper/search` (title + abstract) as the fallback."""
 
-    def __init__(self, http: HttpClient):
+    def __init__(self, http: HttpClient, *, concurrency: int = 1):
         self.http = http
+        self.concurrency = concurrency
 
     def snippet_search(self, query: str, limit: int) -> dict[str, Any]:
         return self.http.get_json("/snippet/search", params={"query": query, "limit": limit})
@@ -35,9 +37,10 @@ class SemanticScholarClient:
 class SerpApiScholarClient:
     """SerpAPI `engine=google_scholar`: organic results whose snippets are the contexts' chunks."""
 
-    def __init__(self, http: HttpClient, api_key: str):
+    def __init__(self, http: HttpClient, api_key: str, *, concurrency: int = 1):
         self.http = http
         self._api_key = api_key
+        self.concurrency = concurrency
 
     def search(self, query: str, num: int) -> dict[str, Any]:
         params = {
@@ -53,10 +56,23 @@ class SerpApiScholarClient:
 class ExaClient:
     """Exa `/search` with `contents.highlights`: the highlights are the contexts' chunks."""
 
-    def __init__(self, http: HttpClient, *, category: str = "research paper", highlight_sentences: int = 3):
+    def __init__(
+        self,
+        http: HttpClient,
+        *,
+        category: str = "research paper",
+        highlight_sentences: int = 3,
+        concurrency: int = 1,
+    ):
         self.http = http
         self.category = category
         self.highlight_sentences = highlight_sentences
+        self.concurrency = concurrency
+        self._last = threading.local()
+
+    def fetched(self) -> bool | None:
+        """Whether this thread's last search was sent (not answered from the cache); None before any."""
+        return getattr(self._last, "fetched", None)
 
     def search(self, query: str, num_results: int) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -67,4 +83,6 @@ class ExaClient:
         }
         if self.category:
             body["category"] = self.category
-        return self.http.post_json("/search", body)
+        response = self.http.request("POST", "/search", json_body=body)
+        self._last.fetched = not response.from_cache
+        return self.http.decode_json(response)

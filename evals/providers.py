@@ -8,6 +8,7 @@ Nothing is ever faked.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -211,17 +212,18 @@ class ExaProvider:
         self.client = client
         self.cost_usd = 0.0
         self.unpriced_requests = 0
+        self._lock = threading.Lock()  # searches run in several threads
 
     def search(self, query: str, k: int) -> list[Context]:
-        http = getattr(self.client, "http", None)
-        sent = http.stats.requests if http is not None else None
         payload = self.client.search(query, num_results=k)
-        if http is not None and http.stats.requests != sent:
+        fetched = getattr(self.client, "fetched", None)
+        if fetched is not None and fetched():  # this thread's request was sent, not answered from the cache
             total = (payload.get("costDollars") or {}).get("total")
-            if isinstance(total, int | float):
-                self.cost_usd += float(total)
-            else:
-                self.unpriced_requests += 1
+            with self._lock:
+                if isinstance(total, int | float):
+                    self.cost_usd += float(total)
+                else:
+                    self.unpriced_requests += 1
         return map_exa(payload, k)
 
     def stats(self) -> dict[str, float | int]:

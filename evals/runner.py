@@ -8,6 +8,7 @@ counted (failure rate per provider and depth) and left out of every score, never
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from evals.defaults import CONTEXT_FORM
 from evals.judge import JudgeInput, JudgeResult
 from evals.providers import contexts_from_rows
 from evals.recursive import recursive_search
+from lumina_assets.core.concurrency import map_in_threads
 from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.core.schemas import Context
 
@@ -96,29 +98,53 @@ def _context_dicts(contexts: Sequence[Context]) -> list[dict[str, Any]]:
     ]
 
 
+def provider_concurrency(provider) -> int:
+    """Searches of `provider` in flight at once: its API client's configured concurrency; 1 for a provider
+    without one (the local ones, searched one query at a time)."""
+    return max(1, int(getattr(getattr(provider, "client", None), "concurrency", 1) or 1))
+
+
+class _Bounded:
+    """`provider` with at most `limit` searches in flight, whatever number of threads asks it."""
+
+    def __init__(self, provider, limit: int):
+        self._provider = provider
+        self._slots = threading.BoundedSemaphore(limit)
+        self.name = provider.name
+
+    def search(self, query: str, k: int) -> list[Context]:
+        with self._slots:
+            return self._provider.search(query, k)
+
+
 def query_provider(
     provider, questions: pl.DataFrame, k: int, *, on_progress: Callable[[int], None] | None = None
 ) -> pl.DataFrame:
-    """Level 0 for every question at page size k. A failed request is recorded in `error`, not raised."""
-    rows = []
-    for index, question in enumerate(questions.iter_rows(named=True)):
+    """Level 0 for every question at page size k, `provider_concurrency` questions at a time. A failed request is
+    recorded in `error`, not raised."""
+    done = [0]
+    lock = threading.Lock()
+
+    def one(question: dict[str, Any]) -> dict[str, Any]:
         error = None
         try:
             contexts = provider.search(question["text"], k)[:k]
         except Exception as exc:  # one failing question must not lose the others; the reason is kept
             contexts, error = [], f"{type(exc).__name__}: {exc}"[:500]
-        rows.append(
-            {
-                "question_id": question["question_id"],
-                "provider": provider.name,
-                "query": question["text"],
-                "k": k,
-                "contexts": _context_dicts(contexts),
-                "error": error,
-            }
-        )
         if on_progress:
-            on_progress(index + 1)
+            with lock:
+                done[0] += 1
+                on_progress(done[0])
+        return {
+            "question_id": question["question_id"],
+            "provider": provider.name,
+            "query": question["text"],
+            "k": k,
+            "contexts": _context_dicts(contexts),
+            "error": error,
+        }
+
+    rows = map_in_threads(one, questions.iter_rows(named=True), provider_concurrency(provider))
     return (
         pl.DataFrame(rows, schema=PROVIDER_RESULT_SCHEMA)
         if rows
@@ -137,63 +163,61 @@ def run_recursive(
 ) -> pl.DataFrame:
     """Every level 0..max_depth for every question and page size. Level 0 is the stored provider result (its top p);
     a page size above the stored k, or a stored level 0 that failed, queries afresh. A provider error is recorded
-    on the levels it affects (see recursive_search), never as an empty result."""
+    on the levels it affects (see recursive_search), never as an empty result.
+
+    Questions run side by side: enough threads for the provider's and the refiner's concurrency together, each
+    API never asked more than its own at a time (the refiner's client bounds its calls itself)."""
     stored = {row["question_id"]: row for row in level0.iter_rows(named=True)} if level0 is not None else {}
-    rows = []
-    for question in questions.iter_rows(named=True):
-        for page_size in page_sizes:
-            base = stored.get(question["question_id"])
-            first = None
-            if base is not None and base["k"] >= page_size and not base["error"]:
-                first = contexts_from_rows(base["contexts"])[:page_size]
-            try:
-                levels = recursive_search(
-                    provider,
-                    question["text"],
-                    max_depth=max_depth,
-                    page_size=page_size,
-                    refiner=refiner,
-                    level0=first,
+    searches = provider_concurrency(provider)
+    bounded = _Bounded(provider, searches)
+    refiner_calls = int(getattr(getattr(refiner, "client", None), "concurrency", 0) or 0)
+
+    def one(job: tuple[dict[str, Any], int]) -> list[dict[str, Any]]:
+        question, page_size = job
+        base = stored.get(question["question_id"])
+        first = None
+        if base is not None and base["k"] >= page_size and not base["error"]:
+            first = contexts_from_rows(base["contexts"])[:page_size]
+        try:
+            levels = recursive_search(
+                bounded,
+                question["text"],
+                max_depth=max_depth,
+                page_size=page_size,
+                refiner=refiner,
+                level0=first,
+            )
+        except BudgetExhausted:
+            raise
+        except Exception as exc:  # a refiner bug: every level is a failure, with the reason
+            failure = f"{type(exc).__name__}: {exc}"[:500]
+            return [
+                _recursive_row(
+                    question, provider.name, page_size, depth, None, "error", failure, 0, 0, [], failure, []
                 )
-            except BudgetExhausted:
-                raise
-            except Exception as exc:  # a refiner bug: every level is a failure, with the reason
-                failure = f"{type(exc).__name__}: {exc}"[:500]
-                for depth in range(max_depth + 1):
-                    rows.append(
-                        _recursive_row(
-                            question,
-                            provider.name,
-                            page_size,
-                            depth,
-                            None,
-                            "error",
-                            failure,
-                            0,
-                            0,
-                            [],
-                            failure,
-                            [],
-                        )
-                    )
-                continue
-            for level in levels:
-                rows.append(
-                    _recursive_row(
-                        question,
-                        provider.name,
-                        page_size,
-                        level.depth,
-                        level.query,
-                        level.refinement,
-                        level.failure,
-                        level.new_chunks,
-                        len(level.fresh),
-                        level.contexts,
-                        level.error,
-                        level.pool,
-                    )
-                )
+                for depth in range(max_depth + 1)
+            ]
+        return [
+            _recursive_row(
+                question,
+                provider.name,
+                page_size,
+                level.depth,
+                level.query,
+                level.refinement,
+                level.failure,
+                level.new_chunks,
+                len(level.fresh),
+                level.contexts,
+                level.error,
+                level.pool,
+            )
+            for level in levels
+        ]
+
+    jobs = [(question, page_size) for question in questions.iter_rows(named=True) for page_size in page_sizes]
+    workers = searches + refiner_calls if max_depth > 0 else searches
+    rows = [row for rows in map_in_threads(one, jobs, workers) for row in rows]
     return pl.DataFrame(rows, schema=RECURSIVE_SCHEMA) if rows else pl.DataFrame(schema=RECURSIVE_SCHEMA)
 
 

@@ -10,7 +10,12 @@ from pydantic import Field
 
 from lumina_assets.core import settings
 from lumina_assets.core.ids import short_hash
-from lumina_assets.core.llm import DEFAULT_JUDGE_MODEL, DEFAULT_QUESTION_MODEL, LLMClient
+from lumina_assets.core.llm import (
+    DEFAULT_JUDGE_MODEL,
+    DEFAULT_QUESTION_MODEL,
+    LLMClient,
+    derived_concurrency,
+)
 from resources.env import env_secret, first_secret
 
 
@@ -49,7 +54,14 @@ class LLMResource(dg.ConfigurableResource):
         default=0.0,
         description="most requests per minute this process sends to the API (0: no limit of its own)",
     )
-    concurrency: int = Field(default=4, description="requests in flight at once (the judge's threads)")
+    concurrency: int = Field(
+        default=0,
+        description="requests in flight at once (the threads of the judge, the refiner and pooled judging); "
+        "0: requests_per_minute / 60 × expected_latency_s, so the configured rate can be reached",
+    )
+    expected_latency_s: float = Field(
+        default=2.0, description="typical seconds one request takes; sizes the derived concurrency"
+    )
     budget_usd: float = Field(
         default=0.0,
         description="stop calling once the spend counted in `budget_file` reaches this many USD (0: no budget)",
@@ -74,6 +86,12 @@ class LLMResource(dg.ConfigurableResource):
             )
             return first_secret([name] if name else [])
         return first_secret([self.base_url_env])
+
+    def resolved_concurrency(self) -> int:
+        """`concurrency` when set, else derived from the rate limit and the expected latency."""
+        if self.concurrency > 0:
+            return self.concurrency
+        return derived_concurrency(self.requests_per_minute, self.expected_latency_s)
 
     def effective_backend(self) -> str:
         if self.backend == "offline":
@@ -103,7 +121,7 @@ class LLMResource(dg.ConfigurableResource):
             http_client=http_client,
             label=self.describe(),
             requests_per_minute=self.requests_per_minute,
-            concurrency=self.concurrency,
+            concurrency=self.resolved_concurrency(),
             rate_file=settings.cache_dir() / "rate_limits" / f"{short_hash(self.describe(), length=16)}.txt",
             budget=self._budget(),
         )
@@ -140,6 +158,7 @@ class QuestionLLMResource(LLMResource):
     api_key_env: str = "auto"
     base_url_env: str = "auto"
     requests_per_minute: float = 50.0  # Anthropic's first usage tier
+    expected_latency_s: float = 4.0  # a question written from a passage
 
 
 class JudgeLLMResource(LLMResource):
@@ -165,6 +184,7 @@ def build_llm_resources(
     budget_file: str = "",
     judge_rpm: float | None = None,
     question_rpm: float | None = None,
+    judge_concurrency: int | None = None,
 ) -> dict[str, LLMResource]:
     """`question_llm` (anthropic / Claude Sonnet) and `judge_llm` (openai / gpt-4o, temperature 0).
 
@@ -199,5 +219,6 @@ def build_llm_resources(
             budget_usd=budget_usd,
             budget_file=budget_file,
             **({"requests_per_minute": judge_rpm} if judge_rpm is not None else {}),
+            **({"concurrency": judge_concurrency} if judge_concurrency else {}),
         ),
     }

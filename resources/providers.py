@@ -17,6 +17,7 @@ from evals.provider_clients import ExaClient, SemanticScholarClient, SerpApiScho
 from evals.registry import PROVIDERS, external_specs
 from lumina_assets.core import settings
 from lumina_assets.core.http import HttpClient
+from lumina_assets.core.llm import derived_concurrency
 from resources.env import env_secret
 from resources.http import HttpApiResource
 
@@ -27,6 +28,19 @@ class _ProviderResource(HttpApiResource):
     provider: ClassVar[str]  # its name in evals.registry
     api_key: str = ""
     base_url: str = ""
+    concurrency: int = Field(
+        default=0,
+        description="searches in flight at once; 0: the rate min_interval_s allows × expected_latency_s",
+    )
+    expected_latency_s: float = Field(
+        default=1.0, description="typical seconds one search takes; sizes the derived concurrency"
+    )
+
+    def resolved_concurrency(self) -> int:
+        if self.concurrency > 0:
+            return self.concurrency
+        rpm = 60.0 / self.min_interval_s if self.min_interval_s > 0 else 0.0
+        return derived_concurrency(rpm, self.expected_latency_s)
 
     def available(self) -> bool:
         return bool(self.resolved_api_key())
@@ -51,7 +65,7 @@ class SemanticScholarResource(_ProviderResource):
 
     def get_client(self, transport: httpx.BaseTransport | None = None) -> SemanticScholarClient:
         headers = {"x-api-key": key} if (key := self.resolved_api_key()) else {}
-        return SemanticScholarClient(self._http(headers, transport))
+        return SemanticScholarClient(self._http(headers, transport), concurrency=self.resolved_concurrency())
 
 
 class SerpApiScholarResource(_ProviderResource):
@@ -64,22 +78,28 @@ class SerpApiScholarResource(_ProviderResource):
     api_key_env: str = PROVIDERS[provider].key_env
 
     def get_client(self, transport: httpx.BaseTransport | None = None) -> SerpApiScholarClient:
-        return SerpApiScholarClient(self._http({}, transport), self.resolved_api_key())
+        return SerpApiScholarClient(
+            self._http({}, transport), self.resolved_api_key(), concurrency=self.resolved_concurrency()
+        )
 
 
 class ExaResource(_ProviderResource):
-    """Exa neural search (`x-api-key` header)."""
+    """Exa neural search (`x-api-key` header; 10 requests/s to `/search` by default)."""
 
     provider: ClassVar[str] = "exa"
     base_url: str = Field(
         default_factory=lambda: settings.get().network.exa_url, description="LUMINA_EXA_URL"
     )
+    min_interval_s: float = 0.1
+    expected_latency_s: float = 1.5
     api_key_env: str = PROVIDERS[provider].key_env
     category: str = "research paper"
 
     def get_client(self, transport: httpx.BaseTransport | None = None) -> ExaClient:
         headers = {"x-api-key": key} if (key := self.resolved_api_key()) else {}
-        return ExaClient(self._http(headers, transport), category=self.category)
+        return ExaClient(
+            self._http(headers, transport), category=self.category, concurrency=self.resolved_concurrency()
+        )
 
 
 RESOURCE_CLASSES = {

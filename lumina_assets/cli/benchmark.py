@@ -105,6 +105,12 @@ def _add_run_options(parser, defaults, registry) -> None:
         help="requests per minute to the judge's API, shared by the run's processes (default: judge_llm's)",
     )
     parser.add_argument(
+        "--judge-concurrency",
+        type=int,
+        default=None,
+        help="judge / refiner requests in flight at once (default: judge_llm's, derived from its rate limit)",
+    )
+    parser.add_argument(
         "--question-rpm",
         type=float,
         default=None,
@@ -195,9 +201,8 @@ def plan_benchmark(args: argparse.Namespace) -> int:
     import json
 
     from evals import plan as plan_lib
-    from lumina_assets.defs import benchmark
 
-    plan = _plan(args, benchmark.build_resources(**_limits(args)))
+    plan = _plan(args, _resources(args))
     print(json.dumps(plan, indent=2) if args.json else plan_lib.format_plan(plan))
     if args.budget > 0 and plan["usd_sync"] > args.budget:
         print(f"over the budget of ${args.budget:,.2f}: `run` would refuse it", file=sys.stderr)
@@ -206,6 +211,19 @@ def plan_benchmark(args: argparse.Namespace) -> int:
 
 def _limits(args: argparse.Namespace) -> dict:
     return {"judge_rpm": args.judge_rpm, "question_rpm": args.question_rpm}
+
+
+def _resources(args: argparse.Namespace, **budget) -> dict:
+    """The benchmark's resources with the command's limits; `--judge-concurrency` replaces the judge's."""
+    from lumina_assets.defs import benchmark
+    from resources.llm import build_llm_resources
+
+    resources = benchmark.build_resources(**budget, **_limits(args))
+    if getattr(args, "judge_concurrency", None):
+        resources["judge_llm"] = build_llm_resources(
+            **budget, **_limits(args), judge_concurrency=args.judge_concurrency
+        )["judge_llm"]
+    return resources
 
 
 def _budget_file(args: argparse.Namespace) -> str:
@@ -241,7 +259,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
 
     instance = project_instance()
     budget_file = _budget_file(args) if args.budget > 0 else ""
-    resources = benchmark.build_resources(budget_usd=args.budget, budget_file=budget_file, **_limits(args))
+    resources = _resources(args, budget_usd=args.budget, budget_file=budget_file)
     providers = _providers(args)
     plan = _plan(args, resources, exact=False)  # the estimate: quick whatever the size of what is stored
     if args.budget > 0:

@@ -7,6 +7,7 @@ through `dg.EnvVar` (see `build_llm_resources`) and are never logged, cached or 
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -42,13 +43,22 @@ class BudgetExhausted(RuntimeError):
     failed judgment or refinement: callers let it through."""
 
 
+_RATE_FILE_LOCKS: dict[str, threading.Lock] = {}
+_RATE_FILE_LOCKS_GUARD = threading.Lock()
+
+
 def shared_rate_wait(path: Path, interval: float, sleep: Callable[[float], None] = time.sleep) -> float:
     """At most one request per `interval` seconds across every process using `path`: each takes the next free
-    slot (wall-clock time, kept in the file under a lock), sleeps until it and returns it."""
+    slot (wall-clock time, kept in the file under a lock), sleeps until it and returns it.
+
+    The threads of one process queue on an in-process lock first, so the file lock (which polls while another
+    holder has it) is only contended between processes."""
     from filelock import FileLock
 
+    with _RATE_FILE_LOCKS_GUARD:
+        local = _RATE_FILE_LOCKS.setdefault(str(path), threading.Lock())
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
+    with local, FileLock(str(path) + ".lock", poll_interval=0.002):
         try:
             next_free = float(path.read_text(encoding="utf-8") or 0.0)
         except (FileNotFoundError, ValueError):
@@ -59,6 +69,18 @@ def shared_rate_wait(path: Path, interval: float, sleep: Callable[[float], None]
     if slot > now:
         sleep(slot - now)
     return slot
+
+
+DEFAULT_CONCURRENCY = 4  # in flight at once where no rate is configured to size it from
+MAX_DERIVED_CONCURRENCY = 256
+
+
+def derived_concurrency(requests_per_minute: float, latency_s: float) -> int:
+    """Requests in flight that keep an API at its configured rate: rate × latency (Little's law), rounded up,
+    between 1 and MAX_DERIVED_CONCURRENCY; DEFAULT_CONCURRENCY where no rate is configured."""
+    if requests_per_minute <= 0 or latency_s <= 0:
+        return DEFAULT_CONCURRENCY
+    return max(1, min(MAX_DERIVED_CONCURRENCY, math.ceil(requests_per_minute / 60.0 * latency_s)))
 
 
 def is_connection_error(error: BaseException) -> bool:
@@ -138,7 +160,7 @@ class LLMClient:
         unreachable_retry_s: float = UNREACHABLE_RETRY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         requests_per_minute: float = 0.0,
-        concurrency: int = 4,
+        concurrency: int = DEFAULT_CONCURRENCY,
         budget: Any = None,
         rate_file: str | os.PathLike | None = None,
     ):
@@ -156,11 +178,14 @@ class LLMClient:
         self._api_key = api_key
         self._http_client = http_client
         self._sdk: Any = None
+        self._sdk_lock = threading.Lock()  # threads asking at once build one SDK client
         self.unreachable_retry_s = unreachable_retry_s
         self._clock = clock
         self.requests_per_minute = requests_per_minute  # 0: no limit of Lumina's own (the API's still holds)
         self.rate_file = Path(rate_file) if rate_file else None  # shares the limit with the run's processes
-        self.concurrency = concurrency  # requests a caller may have in flight at once (the judge's threads)
+        # requests in flight at once: callers run this many threads, and the client never sends more at a time
+        self.concurrency = max(1, int(concurrency))
+        self._in_flight = threading.BoundedSemaphore(self.concurrency)
         self.budget = budget  # a `core.budget.Budget` shared by the run's clients, or None
         self._unreachable: tuple[float, str] | None = (
             None  # (when, error class) of the last failed connection
@@ -171,23 +196,55 @@ class LLMClient:
         return self.backend == "offline"
 
     def _client(self) -> Any:
-        if self._sdk is not None:
+        with self._sdk_lock:
+            if self._sdk is None:
+                self._sdk = self._build_sdk()
             return self._sdk
+
+    def _build_sdk(self) -> Any:
         common: dict[str, Any] = {"max_retries": self.max_retries, "timeout": self.timeout}
-        if self._http_client is not None:
-            common["http_client"] = self._http_client
+        http_client = self._http_client
+        if self.requests_per_minute > 0:
+            # every attempt the SDK sends, its own retries of 429 and 5xx included, takes a slot of the limit
+            if http_client is None:
+                http_client = self._default_http_client()
+            hooks = http_client.event_hooks
+            hooks["request"] = [*hooks.get("request", []), self._take_slot]
+            http_client.event_hooks = hooks
+        if http_client is not None:
+            common["http_client"] = http_client
         if self.base_url:
             common["base_url"] = self.base_url
         if self.backend == "anthropic":
             import anthropic
 
-            self._sdk = anthropic.Anthropic(api_key=self._api_key, **common)
-        else:
-            import openai
+            return anthropic.Anthropic(api_key=self._api_key, **common)
+        import openai
 
-            # openai-compatible servers (vLLM, Ollama, llama.cpp) often need no key; the SDK insists on one.
-            self._sdk = openai.OpenAI(api_key=self._api_key or "not-needed", **common)
-        return self._sdk
+        # openai-compatible servers (vLLM, Ollama, llama.cpp) often need no key; the SDK insists on one.
+        return openai.OpenAI(api_key=self._api_key or "not-needed", **common)
+
+    def _default_http_client(self) -> Any:
+        """The SDK's own default HTTP client, with room for `concurrency` pooled connections."""
+        import httpx2
+
+        if self.backend == "anthropic":
+            from anthropic import DefaultHttpxClient
+        else:
+            from openai import DefaultHttpxClient
+        keep = max(100, self.concurrency)
+        return DefaultHttpxClient(
+            limits=httpx2.Limits(max_connections=max(1000, keep), max_keepalive_connections=keep)
+        )
+
+    def _take_slot(self, request: Any = None) -> None:
+        """Wait for this API's next request slot: shared by the run's processes through `rate_file`, else by the
+        clients of this process."""
+        interval = 60.0 / self.requests_per_minute
+        if self.rate_file is not None:
+            shared_rate_wait(self.rate_file, interval)
+        else:
+            RateLimiter.wait(f"llm:{self.label}", interval, time.sleep, time.monotonic)
 
     def cache_key(self, prompt: str, params: dict[str, Any]) -> str:
         """Two endpoints serving one model name (a gateway and a local server, say) never share answers; the
@@ -224,19 +281,14 @@ class LLMClient:
                 self.usage.add(reply)
                 return reply
         self._refuse_while_unreachable()
-        if self.budget is not None:
-            self.budget.check()
-        if self.requests_per_minute > 0:
-            interval = 60.0 / self.requests_per_minute
-            if self.rate_file is not None:
-                shared_rate_wait(self.rate_file, interval)
-            else:
-                RateLimiter.wait(f"llm:{self.label}", interval, time.sleep, time.monotonic)
         try:
-            if self.backend == "anthropic":
-                text, tokens_in, tokens_out = self._anthropic(prompt, params)
-            else:
-                text, tokens_in, tokens_out = self._openai(prompt, params)
+            with self._in_flight:
+                if self.budget is not None:
+                    self.budget.check()
+                if self.backend == "anthropic":
+                    text, tokens_in, tokens_out = self._anthropic(prompt, params)
+                else:
+                    text, tokens_in, tokens_out = self._openai(prompt, params)
         except Exception as error:  # an answer, even an error status, means the endpoint is there
             self._unreachable = (self._clock(), type(error).__name__) if is_connection_error(error) else None
             raise

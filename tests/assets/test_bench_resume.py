@@ -21,7 +21,7 @@ from lumina_assets.core import settings
 
 pytestmark = pytest.mark.slow
 
-JUDGE_WORKERS = 4  # evals.judge.LLMJudge's default concurrency: the most requests in flight at a kill
+JUDGE_WORKERS = 4  # the judge's configured concurrency (--judge-concurrency): the most in flight at a kill
 
 
 def _env(data_dir: Path, home: Path, server: StandInServer, scifact: Path) -> dict[str, str]:
@@ -59,6 +59,8 @@ COMMAND = [
     "5",
     "--calibration-queries",
     "3",
+    "--judge-concurrency",
+    str(JUDGE_WORKERS),
 ]
 
 

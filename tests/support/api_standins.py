@@ -3,10 +3,13 @@
 (`GET /graph/v1/snippet/search`), SerpAPI Google Scholar (`GET /search.json`) and Exa search (`POST /search`).
 
 Run as a script (a test starts it with start_new_session=True and stops it by PID). It answers after a latency,
-throttles every Nth request with 429 and a `Retry-After`, fails a seeded share of requests with 500/503, and
-appends one JSON line per request to `--log` (api, a hash of the request, status), so a test can count what it
-received and which successful requests came twice. The LLM answers follow each benchmark prompt's required format
-(Context Relevance, Context Precision, Recursion, question generation); usage counts the subword tokens of the
+throttles every Nth request with 429 and a `Retry-After`, fails a seeded share of requests with 500/503, holds
+each API given `--rpm API=N` to N requests per minute as a real API does (a token bucket holding one second of
+requests; a request over it is answered 429 at once, with the `Retry-After` until the next token), and appends one
+JSON line per request to `--log` (api, a hash of the request, status, time; `why: rate` on a 429 for exceeding
+the rate), so a test can count what it received and which successful requests came twice. The LLM answers follow each benchmark prompt's required format
+(Context Relevance, Context Precision, the graded relevance of pooled judging, Recursion, question
+generation); usage counts the subword tokens of the
 prompt and the answer.
 """
 
@@ -60,11 +63,24 @@ def llm_answer(prompt: str) -> str:
         )
     if "absolutely essential and irreplaceable" in prompt:
         return "<highly_relevant>" if digest % 3 == 0 else "<not_relevant>"
+    if "##final score: N" in prompt:
+        return f"##final score: {digest % 4}"
     if "suggest a refined search query" in prompt:
         words = re.findall(r"[A-Za-z]{6,}", prompt.split("the search result is:", 1)[-1])
         picked = sorted(set(words), key=lambda w: hashlib.sha256((w + str(digest)).encode()).hexdigest())[:4]
         return f"<query>{' '.join(picked) or 'evidence'}</query>"
     return f"<question>Which evidence supports finding {digest % 9973}?</question>"
+
+
+def prompt_role(prompt: str) -> str:
+    """Which benchmark prompt a chat request carries: refiner, judge (CR, CP), graded (pooled) or question."""
+    if "suggest a refined search query" in prompt:
+        return "refiner"
+    if "##final score: N" in prompt:
+        return "graded"
+    if "Sentences: " in prompt or "absolutely essential and irreplaceable" in prompt:
+        return "judge"
+    return "question"
 
 
 def _results(query: str, n: int) -> list[tuple[str, str, str]]:
@@ -93,9 +109,11 @@ class StandIn(BaseHTTPRequestHandler):
     def log_message(self, *args):  # quiet
         return
 
-    def _log(self, api: str, key: str, status: int) -> None:
+    def _log(self, api: str, key: str, status: int, why: str | None = None, role: str | None = None) -> None:
+        entry = {"api": api, "key": key, "status": status, "t": time.time()}
+        entry.update({name: value for name, value in (("why", why), ("role", role)) if value})
         with StandIn.lock, open(self.config.log, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"api": api, "key": key, "status": status, "t": time.time()}) + "\n")
+            handle.write(json.dumps(entry) + "\n")
 
     def _send(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode("utf-8")
@@ -106,6 +124,24 @@ class StandIn(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+
+    buckets: dict[str, list[float]] = {}  # api -> [tokens, last refill]
+
+    def _over_rate(self, api: str) -> float | None:
+        """Seconds until the API's next token when this request exceeds its `--rpm`, else None (a token taken)."""
+        rpm = self.config.rpm.get(api)
+        if not rpm:
+            return None
+        rate, capacity = rpm / 60.0, max(1.0, rpm / 60.0)
+        with StandIn.lock:
+            now = time.monotonic()
+            tokens, last = StandIn.buckets.get(api, [capacity, now])
+            tokens = min(capacity, tokens + (now - last) * rate)
+            if tokens >= 1.0:
+                StandIn.buckets[api] = [tokens - 1.0, now]
+                return None
+            StandIn.buckets[api] = [tokens, now]
+            return (1.0 - tokens) / rate
 
     def _fault(self) -> int | None:
         """429 every Nth request, 500/503 for a seeded share, else None."""
@@ -142,10 +178,22 @@ class StandIn(BaseHTTPRequestHandler):
             self._log("unknown", key, 404)
             self._send(404, {"error": {"message": f"no route {url.path}"}})
             return
+        role = None
+        if api in ("openai", "anthropic") and body:
+            role = prompt_role(str(json.loads(body)["messages"][-1]["content"]))
+        wait = self._over_rate(api)
+        if wait is not None:
+            self._log(api, key, 429, "rate", role)
+            self._send(
+                429,
+                {"error": {"message": "rate limit exceeded", "type": "rate_limit_error"}},
+                {"retry-after": f"{wait:.3f}"},
+            )
+            return
         time.sleep(self.config.latency_ms / 1000.0)
         fault = self._fault()
         if fault == 429:
-            self._log(api, key, 429)
+            self._log(api, key, 429, "injected", role)
             self._send(
                 429,
                 {"error": {"message": "rate limited", "type": "rate_limit_error"}},
@@ -153,7 +201,7 @@ class StandIn(BaseHTTPRequestHandler):
             )
             return
         if fault:
-            self._log(api, key, fault)
+            self._log(api, key, fault, role=role)
             self._send(fault, {"error": {"message": "server error", "type": "api_error"}})
             return
         payload = json.loads(body) if body else {}
@@ -168,7 +216,7 @@ class StandIn(BaseHTTPRequestHandler):
             response = self._serpapi(query["q"][0], int(query.get("num", ["10"])[0]))
         else:
             response = self._exa(payload["query"], int(payload.get("numResults", 10)))
-        self._log(api, key, 200)
+        self._log(api, key, 200, role=role)
         self._send(200, response)
 
     def do_GET(self):  # noqa: N802
@@ -476,7 +524,11 @@ def main() -> None:
         "--batch-fail-every", type=int, default=0, help="every Nth request of the first batch fails"
     )
     parser.add_argument("--batch-expire-first", action="store_true", help="the first batch expires half done")
+    parser.add_argument(
+        "--rpm", action="append", default=[], help="API=N: hold that API (openai, exa, ...) to N requests/min"
+    )
     args = parser.parse_args()
+    args.rpm = {api: float(n) for api, n in (item.split("=", 1) for item in args.rpm)}
     StandIn.config = args
     StandIn.rng = random.Random(args.seed)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), StandIn)
@@ -500,6 +552,7 @@ class StandInServer:
         error_rate: float = 0.0,
         retry_after: str = "0.2",
         seed: int = 0,
+        rpm: dict[str, float] | None = None,
         extra: tuple[str, ...] = (),
     ):
         self.log_path = log_path
@@ -514,6 +567,7 @@ class StandInServer:
             retry_after,
             "--seed",
             str(seed),
+            *(f"--rpm={api}={n}" for api, n in (rpm or {}).items()),
             *extra,
         ]
         self.process = None
