@@ -64,15 +64,18 @@ class ContextShape:
     source: str = "default"
 
 
+# Contexts as the judge sees them in the default equal form (`evals.contexts`: the first CONTEXT_TOKENS words): the
+# local providers' lengths and sentences as measured on the SciFact demo's stored levels (docs/benchmark.md); the
+# external providers' snippets are shorter than that cut, so they are judged as returned.
 DEFAULT_SHAPES: dict[str, ContextShape] = {
-    "lumina": ContextShape(1300.0, 9.0, 0.4),
-    "dense": ContextShape(1300.0, 9.0, 0.4),
-    "bm25": ContextShape(1100.0, 8.0, 0.4),
+    "lumina": ContextShape(800.0, 4.8, 0.4),
+    "dense": ContextShape(800.0, 5.1, 0.4),
+    "bm25": ContextShape(810.0, 4.6, 0.4),
     "semantic_scholar": ContextShape(600.0, 4.0, 0.5),
     "google_scholar": ContextShape(250.0, 2.0, 0.6),
     "exa": ContextShape(700.0, 5.0, 0.5),
 }
-FALLBACK_SHAPE = ContextShape(1000.0, 7.0, 0.5)
+FALLBACK_SHAPE = ContextShape(800.0, 5.0, 0.5)
 
 # The API each external provider sends its requests to.
 PROVIDER_APIS = {"semantic_scholar": "semantic_scholar", "google_scholar": "serpapi", "exa": "exa"}
