@@ -28,6 +28,7 @@ from evals.matching import PaperMatcher
 from evals.metrics import per_query_ranking
 from evals.providers import contexts_from_rows
 from lumina_assets.core.concurrency import map_in_threads
+from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.core.schemas import Context
 
 GRADES = (0, 1, 2, 3)
@@ -149,6 +150,10 @@ def ask_grade(judge, item: PoolItem) -> tuple[int | None, str | None]:
         system = None if attempt == 0 else f"(retry {attempt}: follow the required answer format exactly)"
         try:
             answer = judge.client.complete(prompt, temperature=judge.temperature, system=system).text
+        except (
+            BudgetExhausted
+        ):  # the run stops at its budget (resumable); the item is neither graded nor failed
+            raise
         except Exception as exc:  # an API error is a failed attempt, named by type only (no secrets)
             problem = f"llm error: {type(exc).__name__}"
             continue

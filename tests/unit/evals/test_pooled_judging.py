@@ -178,3 +178,17 @@ def test_an_unparseable_grade_is_retried_then_recorded_as_failed(recursive):
     judged = pooled.judge_pool(pool, LLMJudge(llm, workers=1, max_attempts=2))
     assert judged["grade"][0] is None and "unparseable" in judged["grade_failure"][0]
     assert sum(n for key, n in llm.asked.items() if key[0] == "graded-bad") == 2
+
+
+def test_a_budget_reached_while_grading_stops_the_run_instead_of_failing_the_grade(recursive):
+    from lumina_assets.core.llm import BudgetExhausted
+
+    class Spent(StandInLLM):
+        def complete(self, prompt, *, temperature=0.0, system=None):
+            if "##final score" in prompt:
+                raise BudgetExhausted("budget reached")
+            return super().complete(prompt, temperature=temperature, system=system)
+
+    pool = pooled.build_pool(recursive, QUESTIONS, page_size=3)[:1]
+    with pytest.raises(BudgetExhausted):
+        pooled.judge_pool(pool, LLMJudge(Spent(), workers=1, max_attempts=2))
