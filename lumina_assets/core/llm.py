@@ -7,6 +7,7 @@ through `dg.EnvVar` (see `build_llm_resources`) and are never logged, cached or 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -186,6 +187,8 @@ class LLMClient:
         # requests in flight at once: callers run this many threads, and the client never sends more at a time
         self.concurrency = max(1, int(concurrency))
         self._in_flight = threading.BoundedSemaphore(self.concurrency)
+        self._asking_guard = threading.Lock()
+        self._asking_locks: dict[str, list] = {}  # cache key -> [lock, waiting threads]
         self.budget = budget  # a `core.budget.Budget` shared by the run's clients, or None
         self._unreachable: tuple[float, str] | None = (
             None  # (when, error class) of the last failed connection
@@ -266,20 +269,50 @@ class LLMClient:
             raise LLMUnavailable("offline LLM backend: use the caller's offline path")
         params = {"temperature": temperature, "max_tokens": max_tokens or self.max_tokens, "system": system}
         key = self.cache_key(prompt, params)
-        if self.cache is not None:
-            hit = self.cache.get(key)
-            if hit is not None:
-                reply = LLMReply(
-                    text=hit["text"],
-                    input_tokens=hit["input_tokens"],
-                    output_tokens=hit["output_tokens"],
-                    cost_usd=hit.get("cost_usd"),
-                    cached=True,
-                    backend=self.backend,
-                    model=self.model,
-                )
-                self.usage.add(reply)
-                return reply
+        cached = self._from_cache(key)
+        if cached is not None:
+            return cached
+        # one call per prompt at a time: a thread asking what another is asking waits for that answer (the cache)
+        with self._asking(key):
+            cached = self._from_cache(key)
+            if cached is not None:
+                return cached
+            return self._call(key, prompt, params)
+
+    def _from_cache(self, key: str) -> LLMReply | None:
+        if self.cache is None:
+            return None
+        hit = self.cache.get(key)
+        if hit is None:
+            return None
+        reply = LLMReply(
+            text=hit["text"],
+            input_tokens=hit["input_tokens"],
+            output_tokens=hit["output_tokens"],
+            cost_usd=hit.get("cost_usd"),
+            cached=True,
+            backend=self.backend,
+            model=self.model,
+        )
+        self.usage.add(reply)
+        return reply
+
+    @contextlib.contextmanager
+    def _asking(self, key: str):
+        """Held while `key`'s prompt is being asked in this process."""
+        with self._asking_guard:
+            entry = self._asking_locks.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._asking_guard:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._asking_locks[key]
+
+    def _call(self, key: str, prompt: str, params: dict[str, Any]) -> LLMReply:
         self._refuse_while_unreachable()
         try:
             with self._in_flight:

@@ -244,3 +244,36 @@ def test_recursion_overlaps_questions_but_a_local_provider_searches_one_at_a_tim
     assert levels.height == 20 and levels["error"].null_count() == 20
     assert levels.filter(pl.col("depth") == 1)["query"].to_list() == [f"topic {i} refined" for i in range(10)]
     assert provider.calls.most == 1
+
+
+def test_threads_asking_the_same_prompt_at_once_send_it_once(tmp_path):
+    """Two page sizes or providers can refine or judge the same prompt at the same moment: one request goes out,
+    the others wait for its answer and read it from the cache."""
+    started = threading.Event()
+    release = threading.Event()
+
+    class Slow(InFlight):
+        def __call__(self, request):
+            started.set()
+            release.wait(timeout=30)
+            return super().__call__(request)
+
+    handler = Slow()
+    client = _client(handler, concurrency=8, cache_dir=tmp_path / "cache")
+    replies = []
+
+    def ask():
+        replies.append(client.complete("the same question?", temperature=0.0))
+
+    threads = [threading.Thread(target=ask) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    assert started.wait(timeout=30)
+    release.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert handler.sent == 1
+    assert len(replies) == 6 and sum(not r.cached for r in replies) == 1
+    assert client.usage.calls == 1 and client.usage.cache_hits == 5
+    client.complete("another question?", temperature=0.0)
+    assert handler.sent == 2  # a different prompt is not held back
