@@ -58,6 +58,8 @@ def llm_answer(prompt: str) -> str:
         return " ".join(
             f"{i}. <{'critical' if (digest >> i) % 4 == 0 else 'not_critical'}>" for i in range(1, count + 1)
         )
+    if "##final score: N" in prompt:  # the pooled judging's graded relevance prompt
+        return f"##final score: {digest % 4}"
     if "absolutely essential and irreplaceable" in prompt:
         return "<highly_relevant>" if digest % 3 == 0 else "<not_relevant>"
     if "suggest a refined search query" in prompt:
