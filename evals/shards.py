@@ -10,6 +10,7 @@ then the shards' files concatenated by polars' streaming engine: no frame of the
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,16 @@ class ShardRun:
             "shards_computed": len(self.computed),
             "shards_reused": len(self.reused),
         }
+
+    def version(self) -> str:
+        """A content version of the combined table: the SHA-256 of its shards' files, in shard order, each read
+        in blocks (a shard reused or recomputed to the same content keeps it; no frame is built)."""
+        digest = hashlib.sha256()
+        for path in self.paths:
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        return digest.hexdigest()[:24]
 
 
 def run(

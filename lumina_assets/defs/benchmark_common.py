@@ -67,9 +67,10 @@ def sharded(
     size: int,
     stamp,
     compute,
-) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """`compute` shard by shard (evals.shards), the shards' files combined into the partition's table; returns
-    the table and the shard counts for the metadata."""
+) -> tuple[pl.LazyFrame, dict[str, Any], dg.DataVersion]:
+    """`compute` shard by shard (evals.shards), the shards' files combined into the partition's table by streaming;
+    returns a lazy scan of that table (never read whole here), the shard counts for the metadata and the data
+    version (of the shards' files)."""
     name = context.partition_key
     shard_list = shards_lib.assign(question_frame["question_id"].to_list(), size)
 
@@ -91,7 +92,7 @@ def sharded(
 
     done = shards_lib.run(stage, name, question_frame, shard_list, stamp, compute, on_shard=progress)
     shards_lib.combine(done.paths, table.path(name), schema)
-    return tables.read(table, name), done.metadata()
+    return pl.scan_parquet(table.path(name)), done.metadata(), dg.DataVersion(f"shards-{done.version()}")
 
 
 def provider_for(context: dg.AssetExecutionContext) -> tuple[Provider | None, str | None]:
