@@ -309,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         "batch_requests": sum(len(r["requests"]) for r in records),
         "batch_answered": sum(r["answered"] for r in records),
         "largest_batch": max((len(r["requests"]) for r in records), default=0),
+        "batch_input_tokens": sum(r.get("input_tokens", 0) for r in records),
+        "batch_output_tokens": sum(r.get("output_tokens", 0) for r in records),
         "sensor_ticks": driven["sensor_ticks"],
         "requests": {f"{api} {status}": n for (api, status), n in sorted(by_status.items())},
         "repeated_successes": sum(

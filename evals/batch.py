@@ -309,10 +309,13 @@ def poll(client, record: dict[str, Any]) -> dict[str, Any]:
     if ended:
         asked = set(record["requests"])
         answered: set[str] = set()
+        record["input_tokens"] = record["output_tokens"] = 0
         for custom_id, text, tokens_in, tokens_out in rows:
             if custom_id not in asked:
                 continue
             answered.add(custom_id)
+            record["input_tokens"] += tokens_in
+            record["output_tokens"] += tokens_out
             if client.cache is not None:
                 client.cache.put(
                     custom_id,

@@ -106,7 +106,7 @@ def stale_reason(
     depths: list[int],
     page_sizes: list[int],
     judge: str,
-    recursive: pl.DataFrame | None,
+    recursive: pl.DataFrame | pl.LazyFrame | None,
 ) -> str | None:
     """Why a provider's stored results are not part of this run (None when they are)."""
     levels = read_stamp("recursive_results", provider)
