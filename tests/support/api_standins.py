@@ -311,7 +311,8 @@ class StandIn(BaseHTTPRequestHandler):
     def _openai_batch_outcome(self, batch_id: str) -> tuple[str, str, str | None, int, int]:
         """(status, output file, error file, answered, failed) of an ended batch; its files written once."""
         batch = StandIn.batches[batch_id]
-        lines = [json.loads(x) for x in StandIn.files[batch["input"]].splitlines() if x.strip()]
+        # the input is read once and let go: a run of many large batches keeps only their outputs
+        lines = [json.loads(x) for x in StandIn.files.pop(batch["input"]).splitlines() if x.strip()]
         status, answered, failures = self._batch_outcome(batch, [x["custom_id"] for x in lines])
         out, errors = [], []
         for x in lines:
