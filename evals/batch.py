@@ -16,7 +16,6 @@ requests and 200 MB per input file, Anthropic's Message Batches 100,000 requests
 
 from __future__ import annotations
 
-import io
 import json
 import time
 from collections.abc import Iterable, Iterator
@@ -136,6 +135,45 @@ def _line(client, request: BatchRequest) -> bytes:
     return (json.dumps(body) + "\n").encode("utf-8")
 
 
+class _Pending:
+    """The requests of one batch being filled, written to disk as they come (the upload's JSONL and the prompts'
+    file), so a full batch costs its ids in memory, not its prompts."""
+
+    def __init__(self, client):
+        import tempfile
+
+        folder = records_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.client = client
+        self.input = Path(tempfile.mkstemp(dir=folder, suffix=".input.partial")[1])
+        self.prompts = Path(tempfile.mkstemp(dir=folder, suffix=".requests.partial")[1])
+        self._input = self.input.open("wb")
+        self._prompts = self.prompts.open("w", encoding="utf-8")
+        self.ids: list[str] = []
+        self.size = 0
+        self.kept: list[BatchRequest] = []  # Anthropic's SDK takes the requests themselves
+
+    def add(self, request: BatchRequest, line: bytes) -> None:
+        self._input.write(line)
+        self._prompts.write(
+            json.dumps({"custom_id": request.custom_id, "prompt": request.prompt, "params": request.params})
+            + "\n"
+        )
+        self.ids.append(request.custom_id)
+        self.size += len(line)
+        if self.client.backend == "anthropic":
+            self.kept.append(request)
+
+    def close(self) -> None:
+        self._input.close()
+        self._prompts.close()
+
+    def discard(self) -> None:
+        self.close()
+        self.input.unlink(missing_ok=True)
+        self.prompts.unlink(missing_ok=True)
+
+
 def submit_all(
     client,
     requests: Iterable[BatchRequest],
@@ -148,24 +186,27 @@ def submit_all(
 ) -> list[dict[str, Any]]:
     """Submit `requests` (any iterable: a run's shards one after the other) as as many batches as the limits ask:
     at most `max_requests` requests and `max_bytes` bytes of input each (0: the API's documented limit). Each batch
-    is submitted as soon as it is full, so no more than one batch's requests are held at once."""
+    is submitted as soon as it is full and its requests wait on disk, so memory holds no batch's prompts."""
     if client.backend not in BATCH_BACKENDS:
         raise ValueError(f"{client.backend} has no batch API (openai and anthropic do)")
     limit_requests, limit_bytes = LIMITS[client.backend]
     max_requests = min(max_requests or limit_requests, limit_requests)
     max_bytes = min(max_bytes or limit_bytes, limit_bytes)
     records: list[dict[str, Any]] = []
-    pending: list[tuple[BatchRequest, bytes]] = []
-    size = 0
-    for request in requests:
-        line = _line(client, request)
-        if pending and (len(pending) >= max_requests or size + len(line) > max_bytes):
+    pending = _Pending(client)
+    try:
+        for request in requests:
+            line = _line(client, request)
+            if pending.ids and (len(pending.ids) >= max_requests or pending.size + len(line) > max_bytes):
+                records.append(
+                    _submit(client, pending, partition=partition, role=role, run_config=run_config)
+                )
+                pending = _Pending(client)
+            pending.add(request, line)
+        if pending.ids:
             records.append(_submit(client, pending, partition=partition, role=role, run_config=run_config))
-            pending, size = [], 0
-        pending.append((request, line))
-        size += len(line)
-    if pending:
-        records.append(_submit(client, pending, partition=partition, role=role, run_config=run_config))
+    finally:
+        pending.discard()
     return records
 
 
@@ -182,27 +223,31 @@ def submit(
     may hold are refused: `submit_all` cuts them."""
     if client.backend not in BATCH_BACKENDS:
         raise ValueError(f"{client.backend} has no batch API (openai and anthropic do)")
-    pending = [(r, _line(client, r)) for r in requests]
     limit_requests, limit_bytes = LIMITS[client.backend]
-    if len(pending) > limit_requests or sum(len(line) for _, line in pending) > limit_bytes:
-        raise ValueError(f"more than one {client.backend} batch holds: submit them with submit_all")
-    return _submit(client, pending, partition=partition, role=role, run_config=run_config)
+    pending = _Pending(client)
+    try:
+        for request in requests:
+            pending.add(request, _line(client, request))
+        if len(pending.ids) > limit_requests or pending.size > limit_bytes:
+            raise ValueError(f"more than one {client.backend} batch holds: submit them with submit_all")
+        return _submit(client, pending, partition=partition, role=role, run_config=run_config)
+    finally:
+        pending.discard()
 
 
 def _submit(
     client,
-    pending: list[tuple[BatchRequest, bytes]],
+    pending: _Pending,
     *,
     partition: str,
     role: str,
     run_config: dict[str, Any] | None,
 ) -> dict[str, Any]:
     sdk = client._client()
-    requests = [r for r, _ in pending]
+    pending.close()
     if client.backend == "openai":
-        lines = b"".join(line for _, line in pending)
-        uploaded = sdk.files.create(file=("judge.jsonl", io.BytesIO(lines)), purpose="batch")
-        del lines
+        with pending.input.open("rb") as handle:
+            uploaded = sdk.files.create(file=("judge.jsonl", handle), purpose="batch")
         batch = sdk.batches.create(
             input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
         )
@@ -223,20 +268,12 @@ def _submit(
                         ),
                     },
                 }
-                for r in requests
+                for r in pending.kept
             ]
         )
         batch_id, status = batch.id, batch.processing_status
-    atomic_replace(
-        _requests_path(batch_id),
-        lambda temp: temp.write_text(
-            "".join(
-                json.dumps({"custom_id": r.custom_id, "prompt": r.prompt, "params": r.params}) + "\n"
-                for r in requests
-            ),
-            encoding="utf-8",
-        ),
-    )
+    pending.prompts.replace(_requests_path(batch_id))
+    pending.input.unlink(missing_ok=True)
     record = {
         "id": batch_id,
         "backend": client.backend,
@@ -246,7 +283,7 @@ def _submit(
         "state": OPEN,
         "status": status,
         "submitted_at": time.time(),
-        "requests": [r.custom_id for r in requests],
+        "requests": pending.ids,
         "answered": 0,
         "missing": [],
         "resubmitted_as": None,

@@ -94,6 +94,7 @@ def test_a_run_over_the_request_limit_is_cut_into_batches_that_all_complete(
         assert metadata["batches"].value == len(records) == math.ceil(requests / LIMIT)
         assert all(len(r["requests"]) <= LIMIT for r in records)
         assert sum(len(r["requests"]) for r in records) == requests
+        assert not list((data_dir / "benchmark" / "batches").glob("*.partial"))  # nothing left half written
         result = _tick(instance, resources)
         assert [r.partition_key for r in result.run_requests] == ["exa"]  # once every batch has ended
         records = _records(data_dir)
