@@ -23,6 +23,8 @@ from lumina_assets.core import settings
 from lumina_assets.core.ids import short_hash
 from lumina_assets.core.tables import atomic_replace
 
+ROW_GROUP = 500  # rows per row group of a combined table
+
 
 def _write_text(path: Path, text: str) -> None:
     atomic_replace(path, lambda temp: temp.write_text(text, encoding="utf-8"))
@@ -122,4 +124,5 @@ def combine(paths: Sequence[Path], target: Path, schema: dict[str, Any]) -> None
         atomic_replace(target, pl.DataFrame(schema=schema).write_parquet)
         return
     lazy = pl.concat([pl.scan_parquet(p) for p in paths], how="diagonal_relaxed")
-    atomic_replace(target, lambda temp: lazy.sink_parquet(temp))
+    # row groups of a shard's size: a later read of some questions (or an aggregate) decodes a group at a time
+    atomic_replace(target, lambda temp: lazy.sink_parquet(temp, row_group_size=ROW_GROUP))

@@ -191,7 +191,7 @@ def provider_results(
             (lengths == 0).sum().alias("questions_without_contexts"),
             pl.col("error").is_not_null().sum().alias("errors"),
         )
-        .collect()
+        .collect(engine="streaming")
         .row(0, named=True)
     )
     errors = levels.filter(pl.col("error").is_not_null()).select("error").head(5).collect()
@@ -299,14 +299,14 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
     ledger.record_cost("recursive_results", name, client)
     ledger.record_cost("recursive_results", name, getattr(provider, "llm_client", None), role="search LLM")
     ledger.record_requests("recursive_results", name, request_counters(provider))
-    summary = level_summary(table).collect()
+    summary = level_summary(table).collect(engine="streaming")
     counts = (
         table.select(
             pl.len().alias("rows"),
             pl.col("failure").is_not_null().sum().alias("refinement_failures"),
             pl.col("error").is_not_null().sum().alias("provider_errors"),
         )
-        .collect()
+        .collect(engine="streaming")
         .row(0, named=True)
     )
     return dg.MaterializeResult(
@@ -396,7 +396,7 @@ def judgments(
             pl.col("relevance_failure").is_not_null().sum().alias("relevance_failures"),
             pl.col("precision_failure").is_not_null().sum().alias("precision_failures"),
         )
-        .collect()
+        .collect(engine="streaming")
         .row(0, named=True)
     )
     failures = (

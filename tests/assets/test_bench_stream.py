@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import dagster as dg
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 from benchmark_slice import write_scifact_slice
 from mocked_benchmark_apis import StandInLLM, resources_with
 
-from evals import runner, runs, scored_run, scoring
+from evals import runner, runs, scored_run, scoring, shards
 from lumina_assets.core import settings, tables
 from lumina_assets.defs import benchmark
 
@@ -63,10 +64,15 @@ def test_stages_see_one_shard_and_version_by_shard_files(shared_data, data_dir, 
         return judge_inputs(levels, questions, **kwargs)
 
     monkeypatch.setattr(runner, "judge_inputs", recording)
+    monkeypatch.setattr(shards, "ROW_GROUP", SHARD)
     resources = resources_with(StandInLLM())
     instance = dg.DagsterInstance.ephemeral()
     first = _materialize(resources, _config(folder), instance)
     assert len(seen) == 3 and all(0 < len(q) <= SHARD for q in seen)  # one shard's levels per call
+    # the combined tables are written in row groups of a shard, so a slice of questions decodes a group at a time
+    for table in (tables.PROVIDER_RESULTS, tables.RECURSIVE_RESULTS):
+        groups = pq.ParquetFile(table.path("exa")).metadata
+        assert groups.num_row_groups == 3 and groups.num_rows == 6
     # every shard reused: the same data versions
     assert _materialize(resources, _config(folder), instance) == first
     # one shard's verdicts changed on disk and its stamp gone: recomputed, the version follows the content
