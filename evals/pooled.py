@@ -23,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from evals import contexts as context_forms
+from evals import human_labels
 from evals.judge import JudgeInput, JudgeParseError, format_context_for_relevance, load_prompt, render
 from evals.matching import PaperMatcher
 from evals.metrics import per_query_ranking
@@ -342,6 +343,7 @@ def pooled_run(
             tokens += [float(t) for t in judged["tokens"].to_list()]
             relevance_failures += int(judged["relevance_failure"].is_not_null().sum())
             grade_failures += int((judged["grade"].is_null() & judged["grade_failure"].is_not_null()).sum())
+        human_labels.clear_caches()  # the next slice's contexts are others
     scores = scores_of(values)
     return {
         "page_size": page_size,

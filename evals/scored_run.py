@@ -95,6 +95,7 @@ def score_run(
         counts_parts.append(match_counts(rows, matcher))
         for provider, values in scoring.token_counts(rows, form).items():
             lengths.setdefault(provider, []).extend(values)
+        human_labels.clear_caches()
     counts = _sum_counts(counts_parts)
     excluded = qrels_exclusions(counts)
     rationales = question_rationales(questions)
@@ -123,6 +124,7 @@ def score_run(
             rows, part_verdicts, part, rationales, form=form
         ).items():
             sentences.setdefault(provider, {}).update(pairs)
+        human_labels.clear_caches()  # the next slice's contexts are others
     per_question = _provider_order(per_question, recursive)
     scores = scoring.score(
         per_question,
