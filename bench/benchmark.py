@@ -80,6 +80,11 @@ def achieved_rates(times: list[float], allowed_rpm: float) -> dict[str, float | 
 
 
 def main() -> int:
+    if "--batch" in sys.argv[1:]:  # the batch path at size: bench/benchmark_batch.py
+        sys.path.insert(0, str(ROOT / "bench"))
+        from benchmark_batch import main as batch_main
+
+        return batch_main(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=1000)
     parser.add_argument("--providers", default="bm25,exa")

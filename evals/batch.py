@@ -6,14 +6,19 @@ Relevance and Context Precision prompt), each under its LLM-cache key as `custom
 answer it holds is written into the LLM cache under that key, so the judging step that follows finds them all
 there and sends nothing (a malformed answer is retried synchronously, as ever). A request the batch did not answer
 (errored, expired, canceled) is listed as missing and submitted again, alone. Records of submitted batches live
-under data/benchmark/batches/, one JSON file per batch, written atomically.
+under data/benchmark/batches/, one JSON file per batch (its request ids and state), written atomically, with the
+batch's prompts beside it in a JSONL file, so no record carries prompts and a resubmission reads only its own.
+
+A run larger than one batch may hold is cut into several (`submit_all`): at most `max_requests` requests and
+`max_bytes` bytes of input each, by default the API's documented limits (`LIMITS`: OpenAI's Batch API takes 50,000
+requests and 200 MB per input file, Anthropic's Message Batches 100,000 requests and 256 MB).
 """
 
 from __future__ import annotations
 
-import io
 import json
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,8 @@ from lumina_assets.core.tables import atomic_replace
 OPEN = "open"
 ENDED = "ended"
 BATCH_BACKENDS = ("openai", "anthropic")
+# (requests, bytes of input) one batch may hold, as each API documents them
+LIMITS = {"openai": (50_000, 200 * 1024 * 1024), "anthropic": (100_000, 256 * 1024 * 1024)}
 
 
 @dataclass
@@ -33,22 +40,31 @@ class BatchRequest:
     params: dict[str, Any]
 
 
-def judge_requests(items, client, *, temperature: float = 0.0) -> list[BatchRequest]:
-    """The first-attempt prompts of every (question, context) pair whose answers are not in the LLM cache yet."""
+def judge_requests(
+    items, client, *, temperature: float = 0.0, graded=(), seen: set[str] | None = None
+) -> list[BatchRequest]:
+    """The first-attempt prompts of every (question, context) pair whose answers are not in the LLM cache yet, and
+    the graded relevance prompt of each of `graded` (the pooled judging's items, `evals.pooled`). `seen`: keys
+    already taken by an earlier call (a run's earlier shards), skipped and extended."""
     from evals.judge import context_sentences, precision_prompt, relevance_prompt
+    from evals.pooled import graded_prompt
 
     params = {"temperature": temperature, "max_tokens": client.max_tokens, "system": None}
-    requests: dict[str, BatchRequest] = {}
+    seen = set() if seen is None else seen
+    requests: list[BatchRequest] = []
+    prompts: list[str] = []
     for item in items:
-        prompts = [relevance_prompt(item.question, item.context)]
+        prompts.append(relevance_prompt(item.question, item.context))
         sentences = context_sentences(item.context)
         if sentences:
             prompts.append(precision_prompt(item.question, item.context, sentences))
-        for prompt in prompts:
-            key = client.cache_key(prompt, params)
-            if key not in requests and (client.cache is None or client.cache.get(key) is None):
-                requests[key] = BatchRequest(key, prompt, params)
-    return list(requests.values())
+    prompts += [graded_prompt(item.question, item.context) for item in graded]
+    for prompt in prompts:
+        key = client.cache_key(prompt, params)
+        if key not in seen and (client.cache is None or client.cache.get(key) is None):
+            seen.add(key)
+            requests.append(BatchRequest(key, prompt, params))
+    return requests
 
 
 def question_requests(passages, papers, client, *, n: int, seed: int) -> list[BatchRequest]:
@@ -76,6 +92,20 @@ def write_record(record: dict[str, Any]) -> None:
     )
 
 
+def _requests_path(batch_id: str) -> Path:
+    return records_dir() / f"{batch_id}.requests.jsonl"
+
+
+def read_requests(record: dict[str, Any], ids: Iterable[str] | None = None) -> Iterator[BatchRequest]:
+    """The requests of a recorded batch (those of `ids` only, when given), read line by line from its file."""
+    wanted = None if ids is None else set(ids)
+    with _requests_path(record["id"]).open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            if wanted is None or row["custom_id"] in wanted:
+                yield BatchRequest(row["custom_id"], row["prompt"], row["params"])
+
+
 def open_records() -> list[dict[str, Any]]:
     folder = records_dir()
     records = (
@@ -97,6 +127,89 @@ def _chat_body(client, request: BatchRequest) -> dict[str, Any]:
     return body
 
 
+def _line(client, request: BatchRequest) -> bytes:
+    """One request as a line of the OpenAI Batch API's input file (its size counts against the byte limit of
+    either API)."""
+    body = {"custom_id": request.custom_id, "method": "POST", "url": "/v1/chat/completions"}
+    body["body"] = _chat_body(client, request)
+    return (json.dumps(body) + "\n").encode("utf-8")
+
+
+class _Pending:
+    """The requests of one batch being filled, written to disk as they come (the upload's JSONL and the prompts'
+    file), so a full batch costs its ids in memory, not its prompts."""
+
+    def __init__(self, client):
+        import tempfile
+
+        folder = records_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.client = client
+        self.input = Path(tempfile.mkstemp(dir=folder, suffix=".input.partial")[1])
+        self.prompts = Path(tempfile.mkstemp(dir=folder, suffix=".requests.partial")[1])
+        self._input = self.input.open("wb")
+        self._prompts = self.prompts.open("w", encoding="utf-8")
+        self.ids: list[str] = []
+        self.size = 0
+        self.kept: list[BatchRequest] = []  # Anthropic's SDK takes the requests themselves
+
+    def add(self, request: BatchRequest, line: bytes) -> None:
+        self._input.write(line)
+        self._prompts.write(
+            json.dumps({"custom_id": request.custom_id, "prompt": request.prompt, "params": request.params})
+            + "\n"
+        )
+        self.ids.append(request.custom_id)
+        self.size += len(line)
+        if self.client.backend == "anthropic":
+            self.kept.append(request)
+
+    def close(self) -> None:
+        self._input.close()
+        self._prompts.close()
+
+    def discard(self) -> None:
+        self.close()
+        self.input.unlink(missing_ok=True)
+        self.prompts.unlink(missing_ok=True)
+
+
+def submit_all(
+    client,
+    requests: Iterable[BatchRequest],
+    *,
+    partition: str,
+    role: str = "judge",
+    run_config: dict[str, Any] | None = None,
+    max_requests: int = 0,
+    max_bytes: int = 0,
+) -> list[dict[str, Any]]:
+    """Submit `requests` (any iterable: a run's shards one after the other) as as many batches as the limits ask:
+    at most `max_requests` requests and `max_bytes` bytes of input each (0: the API's documented limit). Each batch
+    is submitted as soon as it is full and its requests wait on disk, so memory holds no batch's prompts."""
+    if client.backend not in BATCH_BACKENDS:
+        raise ValueError(f"{client.backend} has no batch API (openai and anthropic do)")
+    limit_requests, limit_bytes = LIMITS[client.backend]
+    max_requests = min(max_requests or limit_requests, limit_requests)
+    max_bytes = min(max_bytes or limit_bytes, limit_bytes)
+    records: list[dict[str, Any]] = []
+    pending = _Pending(client)
+    try:
+        for request in requests:
+            line = _line(client, request)
+            if pending.ids and (len(pending.ids) >= max_requests or pending.size + len(line) > max_bytes):
+                records.append(
+                    _submit(client, pending, partition=partition, role=role, run_config=run_config)
+                )
+                pending = _Pending(client)
+            pending.add(request, line)
+        if pending.ids:
+            records.append(_submit(client, pending, partition=partition, role=role, run_config=run_config))
+    finally:
+        pending.discard()
+    return records
+
+
 def submit(
     client,
     requests: list[BatchRequest],
@@ -106,24 +219,35 @@ def submit(
     run_config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Submit `requests` as one batch through the client's backend and record it (state open). `role` is judge
-    or questions; `run_config` is what the step that reads the answers runs with."""
+    or questions; `run_config` is what the step that reads the answers runs with. More requests than one batch
+    may hold are refused: `submit_all` cuts them."""
     if client.backend not in BATCH_BACKENDS:
         raise ValueError(f"{client.backend} has no batch API (openai and anthropic do)")
+    limit_requests, limit_bytes = LIMITS[client.backend]
+    pending = _Pending(client)
+    try:
+        for request in requests:
+            pending.add(request, _line(client, request))
+        if len(pending.ids) > limit_requests or pending.size > limit_bytes:
+            raise ValueError(f"more than one {client.backend} batch holds: submit them with submit_all")
+        return _submit(client, pending, partition=partition, role=role, run_config=run_config)
+    finally:
+        pending.discard()
+
+
+def _submit(
+    client,
+    pending: _Pending,
+    *,
+    partition: str,
+    role: str,
+    run_config: dict[str, Any] | None,
+) -> dict[str, Any]:
     sdk = client._client()
+    pending.close()
     if client.backend == "openai":
-        lines = "".join(
-            json.dumps(
-                {
-                    "custom_id": r.custom_id,
-                    "method": "POST",
-                    "url": "/v1/chat/completions",
-                    "body": _chat_body(client, r),
-                }
-            )
-            + "\n"
-            for r in requests
-        )
-        uploaded = sdk.files.create(file=("judge.jsonl", io.BytesIO(lines.encode("utf-8"))), purpose="batch")
+        with pending.input.open("rb") as handle:
+            uploaded = sdk.files.create(file=("judge.jsonl", handle), purpose="batch")
         batch = sdk.batches.create(
             input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
         )
@@ -144,10 +268,12 @@ def submit(
                         ),
                     },
                 }
-                for r in requests
+                for r in pending.kept
             ]
         )
         batch_id, status = batch.id, batch.processing_status
+    pending.prompts.replace(_requests_path(batch_id))
+    pending.input.unlink(missing_ok=True)
     record = {
         "id": batch_id,
         "backend": client.backend,
@@ -157,7 +283,7 @@ def submit(
         "state": OPEN,
         "status": status,
         "submitted_at": time.time(),
-        "requests": {r.custom_id: {"prompt": r.prompt, "params": r.params} for r in requests},
+        "requests": pending.ids,
         "answered": 0,
         "missing": [],
         "resubmitted_as": None,
@@ -167,53 +293,67 @@ def submit(
     return record
 
 
-def _answers(client, batch_id: str) -> tuple[str, dict[str, tuple[str, int, int]], bool]:
-    """(status, custom_id -> (text, input tokens, output tokens) of the succeeded requests, ended?)."""
+def _answers(client, batch_id: str) -> tuple[str, bool, Iterator[tuple[str, str, int, int]]]:
+    """(status, ended?, the succeeded requests as (custom_id, text, input tokens, output tokens), read as they
+    stream in: an output file is never held whole)."""
     sdk = client._client()
-    answers: dict[str, tuple[str, int, int]] = {}
     if client.backend == "openai":
         batch = sdk.batches.retrieve(batch_id)
         ended = batch.status in ("completed", "expired", "failed", "cancelled")
-        if ended and batch.output_file_id:
-            for line in sdk.files.content(batch.output_file_id).text.splitlines():
-                if not line.strip():
-                    continue
-                row = json.loads(line)
-                response = row.get("response") or {}
-                if response.get("status_code") == 200 and not row.get("error"):
-                    body = response["body"]
-                    usage = body.get("usage") or {}
-                    answers[row["custom_id"]] = (
-                        body["choices"][0]["message"]["content"] or "",
-                        int(usage.get("prompt_tokens") or 0),
-                        int(usage.get("completion_tokens") or 0),
-                    )
-        return batch.status, answers, ended
+
+        def openai_rows() -> Iterator[tuple[str, str, int, int]]:
+            if not (ended and batch.output_file_id):
+                return
+            with sdk.files.with_streaming_response.content(batch.output_file_id) as response:
+                for line in response.iter_lines():
+                    if not line.strip():
+                        continue
+                    row = json.loads(line)
+                    answer = row.get("response") or {}
+                    if answer.get("status_code") == 200 and not row.get("error"):
+                        body = answer["body"]
+                        usage = body.get("usage") or {}
+                        yield (
+                            row["custom_id"],
+                            body["choices"][0]["message"]["content"] or "",
+                            int(usage.get("prompt_tokens") or 0),
+                            int(usage.get("completion_tokens") or 0),
+                        )
+
+        return batch.status, ended, openai_rows()
     batch = sdk.messages.batches.retrieve(batch_id)
     ended = batch.processing_status == "ended"
-    if ended:
+
+    def anthropic_rows() -> Iterator[tuple[str, str, int, int]]:
+        if not ended:
+            return
         for row in sdk.messages.batches.results(batch_id):
             if row.result.type == "succeeded":
                 message = row.result.message
                 text = "".join(
                     getattr(b, "text", "") for b in message.content if getattr(b, "type", "") == "text"
                 )
-                answers[row.custom_id] = (
-                    text,
-                    int(message.usage.input_tokens),
-                    int(message.usage.output_tokens),
-                )
-    return batch.processing_status, answers, ended
+                yield row.custom_id, text, int(message.usage.input_tokens), int(message.usage.output_tokens)
+
+    return batch.processing_status, ended, anthropic_rows()
 
 
 def poll(client, record: dict[str, Any]) -> dict[str, Any]:
-    """Check one open batch; when it has ended, put its answers into the LLM cache (at the batch price), list
-    the requests it did not answer and close the record. Returns the updated record."""
-    status, answers, ended = _answers(client, record["id"])
+    """Check one open batch; when it has ended, put its answers into the LLM cache (at the batch price) as they
+    stream in, list the requests it did not answer and close the record. Returns the updated record."""
+    status, ended, rows = _answers(client, record["id"])
     record["status"] = status
     if ended:
-        for custom_id, (text, tokens_in, tokens_out) in answers.items():
-            if custom_id in record["requests"] and client.cache is not None:
+        asked = set(record["requests"])
+        answered: set[str] = set()
+        record["input_tokens"] = record["output_tokens"] = 0
+        for custom_id, text, tokens_in, tokens_out in rows:
+            if custom_id not in asked:
+                continue
+            answered.add(custom_id)
+            record["input_tokens"] += tokens_in
+            record["output_tokens"] += tokens_out
+            if client.cache is not None:
                 client.cache.put(
                     custom_id,
                     {
@@ -226,8 +366,8 @@ def poll(client, record: dict[str, Any]) -> dict[str, Any]:
                         "batch": record["id"],
                     },
                 )
-        record["answered"] = len([c for c in answers if c in record["requests"]])
-        record["missing"] = [c for c in record["requests"] if c not in answers]
+        record["answered"] = len(answered)
+        record["missing"] = [c for c in record["requests"] if c not in answered]
         record["state"] = ENDED
         record["ended_at"] = time.time()
     write_record(record)
@@ -238,13 +378,9 @@ def resubmit_missing(client, record: dict[str, Any]) -> dict[str, Any] | None:
     """A new batch of the requests an ended batch did not answer (None when it answered all)."""
     if not record["missing"]:
         return None
-    requests = [
-        BatchRequest(c, record["requests"][c]["prompt"], record["requests"][c]["params"])
-        for c in record["missing"]
-    ]
     new = submit(
         client,
-        requests,
+        list(read_requests(record, record["missing"])),
         partition=record["partition"],
         role=record["role"],
         run_config=record.get("run_config"),

@@ -16,6 +16,7 @@ from lumina_assets.core import settings
 from lumina_assets.core.schemas import Context
 
 REF = pl.Struct({"title": pl.String, "doi": pl.String, "url": pl.String, "paper_id": pl.String})
+CHUNK = 200  # questions searched before their contexts are reduced to references
 SCHEMA = {"question_id": pl.String, "provider": pl.String, "refs": pl.List(REF), "error": pl.String}
 
 
@@ -28,21 +29,23 @@ def collect(provider, questions: pl.DataFrame, depth: int = defaults.RECALL_DEPT
     from evals.runner import query_provider
 
     with_qrels = questions.filter(pl.col("relevant_paper_ids").list.len() > 0)
-    frame = query_provider(provider, with_qrels, depth) if with_qrels.height else None
     rows = []
-    for row in frame.iter_rows(named=True) if frame is not None else []:
-        refs = [
-            {"title": c.title, "doi": c.doi, "url": c.url, "paper_id": c.paper_id}
-            for c in contexts_from_rows(row["contexts"])
-        ]
-        rows.append(
-            {
-                "question_id": row["question_id"],
-                "provider": provider.name,
-                "refs": refs,
-                "error": row["error"],
-            }
-        )
+    # a slice of questions at a time: only the references are kept, never every question's 100 texts at once
+    for start in range(0, with_qrels.height, CHUNK):
+        frame = query_provider(provider, with_qrels.slice(start, CHUNK), depth)
+        for row in frame.iter_rows(named=True):
+            refs = [
+                {"title": c.title, "doi": c.doi, "url": c.url, "paper_id": c.paper_id}
+                for c in contexts_from_rows(row["contexts"])
+            ]
+            rows.append(
+                {
+                    "question_id": row["question_id"],
+                    "provider": provider.name,
+                    "refs": refs,
+                    "error": row["error"],
+                }
+            )
     return pl.DataFrame(rows, schema=SCHEMA) if rows else pl.DataFrame(schema=SCHEMA)
 
 

@@ -32,18 +32,20 @@ MIN_CONTAINED_CHARS = 30  # a piece of a rationale sentence this long counts (a 
 _TOKEN = re.compile(r"\w+")
 
 
-# A run scores the same contexts at every page size and depth: sentences, normal forms and verdicts are cached.
-@functools.lru_cache(maxsize=500_000)
+# A run scores the same contexts at every page size and depth: sentences, normal forms and verdicts are cached. The
+# scoring reads a slice of questions at a time and clears them after each (`clear_caches`), and the bounds keep any
+# other caller's memory from growing with the number of questions.
+@functools.lru_cache(maxsize=100_000)
 def _norm(text: str) -> str:
     return " ".join(_TOKEN.findall(text.lower()))
 
 
-@functools.lru_cache(maxsize=500_000)
+@functools.lru_cache(maxsize=100_000)
 def tokens(text: str) -> int:
     return len(_TOKEN.findall(text))
 
 
-@functools.lru_cache(maxsize=200_000)
+@functools.lru_cache(maxsize=20_000)
 def _sentences(chunks: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(context_sentences(Context(title="", chunks=list(chunks))))
 
@@ -75,7 +77,7 @@ def is_rationale(sentence: str, rationales: Sequence[str]) -> bool:
     return _is_rationale(sentence, tuple(rationales))
 
 
-@functools.lru_cache(maxsize=500_000)
+@functools.lru_cache(maxsize=100_000)
 def _is_rationale(sentence: str, rationales: tuple[str, ...]) -> bool:
     text = _norm(sentence)
     if not text:
@@ -89,6 +91,12 @@ def _is_rationale(sentence: str, rationales: tuple[str, ...]) -> bool:
         if fuzz.ratio(text, other) >= SENTENCE_THRESHOLD:
             return True
     return False
+
+
+def clear_caches() -> None:
+    """Empty the caches above: a slice of questions scored, its contexts are not asked about again."""
+    for cached in (_norm, tokens, _sentences, _is_rationale):
+        cached.cache_clear()
 
 
 def sentence_labels(context: Context, rationales: Sequence[str]) -> list[int]:

@@ -29,6 +29,32 @@ def proxy_agreement(
 ) -> dict[str, dict[str, Any]]:
     """Per provider: the judge's CR verdicts against qrels on this run's own contexts (questions with qrels, the
     judge's calibration questions in `exclude` left out), each unique (question, context) pair once."""
+    return proxy_from_pairs(
+        proxy_pairs(recursive, judgments, questions, exclude=exclude, matcher=matcher, form=form)
+    )
+
+
+def proxy_from_pairs(pairs: Mapping[str, Mapping[str, tuple[int, int]]]) -> dict[str, dict[str, Any]]:
+    """`proxy_agreement` from its pairs (a run read a slice of questions at a time merges the slices' pairs: a pair
+    key names its question, so slices never share one)."""
+    out = {}
+    for provider, found in pairs.items():
+        judge, human = zip(*found.values(), strict=True)
+        result = agreement(list(judge), list(human))
+        out[provider] = {"kappa": result.kappa, "pairs": result.n, "positives": result.positives}
+    return out
+
+
+def proxy_pairs(
+    recursive: pl.DataFrame,
+    judgments: pl.DataFrame | None,
+    questions: pl.DataFrame,
+    *,
+    exclude: set[str] | frozenset[str] = frozenset(),
+    matcher: PaperMatcher | None = None,
+    form: str = context_forms.EQUAL,
+) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per provider, pair key -> (the judge's CR verdict, qrels' label) of `proxy_agreement`."""
     matcher = matcher or PaperMatcher()
     verdicts = {
         row["key"]: row["relevant"]
@@ -55,12 +81,7 @@ def proxy_agreement(
                     int(verdict),
                     int(matched_paper(context, matcher) in relevant),
                 )
-    out = {}
-    for provider, found in pairs.items():
-        judge, human = zip(*found.values(), strict=True)
-        result = agreement(list(judge), list(human))
-        out[provider] = {"kappa": result.kappa, "pairs": result.n, "positives": result.positives}
-    return out
+    return pairs
 
 
 def judge_vs_human(
@@ -72,6 +93,29 @@ def judge_vs_human(
 ) -> dict[str, dict[str, Any]]:
     """Per provider: the judge's CP sentence verdicts against the human rationale labels, over every unique
     judged context of a question with rationales."""
+    return sentences_from_pairs(sentence_pairs(recursive, judgments, questions, rationales, form=form))
+
+
+def sentences_from_pairs(
+    pairs: Mapping[str, Mapping[str, tuple[list[int], list[int]]]],
+) -> dict[str, dict[str, Any]]:
+    """`judge_vs_human` from its pairs (slices' pairs merged, as `proxy_from_pairs`)."""
+    out = {}
+    for provider, found in pairs.items():
+        result = human_labels.sentence_agreement(list(found.values()))
+        if result is not None:
+            out[provider] = result
+    return out
+
+
+def sentence_pairs(
+    recursive: pl.DataFrame,
+    judgments: pl.DataFrame | None,
+    questions: pl.DataFrame,
+    rationales: Mapping[str, list[str]],
+    form: str = context_forms.EQUAL,
+) -> dict[str, dict[str, tuple[list[int], list[int]]]]:
+    """Per provider, pair key -> (the judge's sentence verdicts, the human labels) of `judge_vs_human`."""
     if judgments is None or not judgments.height or not rationales:
         return {}
     sentence_verdicts = {
@@ -92,9 +136,4 @@ def judge_vs_human(
                     list(sentence_verdicts[key]),
                     human_labels.sentence_labels(context, labels),
                 )
-    out = {}
-    for provider, found in pairs.items():
-        result = human_labels.sentence_agreement(list(found.values()))
-        if result is not None:
-            out[provider] = result
-    return out
+    return pairs

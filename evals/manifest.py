@@ -22,8 +22,8 @@ class RunSelection:
     """The provider partitions of one run: their recursion levels and verdicts on the run's grid, and every stored
     partition left out with the reason."""
 
-    recursive: pl.DataFrame | None
-    verdicts: pl.DataFrame | None
+    recursive: pl.DataFrame | pl.LazyFrame | None  # select_run: lazy scans, read a slice at a time
+    verdicts: pl.DataFrame | pl.LazyFrame | None
     included: list[str]
     excluded: dict[str, str] = field(default_factory=dict)
 
@@ -44,7 +44,8 @@ def select_run(
     fingerprint = runs.questions_fingerprint(question_frame)
     included, excluded, levels, verdicts = [], {}, [], []
     for name in wanted:
-        recursive = tables.read(tables.RECURSIVE_RESULTS, name)
+        path = tables.RECURSIVE_RESULTS.path(name)
+        recursive = pl.scan_parquet(path) if path.exists() else None
         reason = runs.stale_reason(
             name,
             questions=fingerprint,
@@ -58,11 +59,13 @@ def select_run(
             continue
         included.append(name)
         levels.append(recursive.filter(pl.col("depth").is_in(depths) & pl.col("page_size").is_in(page_sizes)))
-        verdicts.append(tables.read(tables.JUDGMENTS, name))
+        judged_path = tables.JUDGMENTS.path(name)
+        if judged_path.exists():
+            verdicts.append(pl.scan_parquet(judged_path))
     for name in stored:
         if name not in wanted:
             excluded[name] = "not among this run's providers"
-    judged = [v for v in verdicts if v is not None and v.height]
+    judged = [v for v in verdicts if v.select(pl.len()).collect().item()]
     return RunSelection(
         recursive=pl.concat(levels, how="diagonal_relaxed") if levels else None,
         verdicts=pl.concat(judged, how="diagonal_relaxed") if judged else None,
@@ -102,7 +105,16 @@ def build_manifest(
     fingerprint = runs.questions_fingerprint(question_frame)
     recursive = selection.recursive
     refinements = (
-        sorted({r for r in recursive["refinement"].to_list() if r not in ("none", "error")})
+        sorted(
+            {
+                r
+                for r in recursive.lazy()
+                .select(pl.col("refinement").unique())
+                .collect()["refinement"]
+                .to_list()
+                if r not in ("none", "error")
+            }
+        )
         if recursive is not None
         else []
     )

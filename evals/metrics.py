@@ -68,6 +68,17 @@ class Estimate:
         return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
 
+RESAMPLE_CELLS = 2_000_000  # draws held at once by a bootstrap or permutation test
+
+
+def _blocks(resamples: int, n: int) -> list[int]:
+    """Resamples drawn a block of rows at a time, so memory stays flat in the number of questions. Blocks have an
+    even number of rows: the generator then draws exactly the numbers one call of every row would (numpy draws
+    small integers two from each 64-bit word), so the resamples are the one-call draw's."""
+    rows = max(2, RESAMPLE_CELLS // max(n, 1) // 2 * 2)
+    return [min(rows, resamples - start) for start in range(0, resamples, rows)]
+
+
 def bootstrap_ci(
     values: Sequence[float], *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0
 ) -> Estimate:
@@ -78,7 +89,12 @@ def bootstrap_ci(
     if data.size == 1:
         return Estimate(float(data[0]), float(data[0]), float(data[0]), 1)
     rng = np.random.default_rng(seed)
-    means = rng.choice(data, size=(resamples, data.size), replace=True).mean(axis=1)
+    means = np.concatenate(
+        [
+            rng.choice(data, size=(rows, data.size), replace=True).mean(axis=1)
+            for rows in _blocks(resamples, data.size)
+        ]
+    )
     alpha = (1 - confidence) / 2
     low, high = np.quantile(means, [alpha, 1 - alpha])
     return Estimate(float(data.mean()), float(low), float(high), int(data.size))
@@ -230,8 +246,12 @@ def paired_test(
         exact = True
     else:
         rng = np.random.default_rng(seed)
-        signs = rng.choice([-1.0, 1.0], size=(resamples, n))
-        means = np.abs((signs * diffs).mean(axis=1))
+        means = np.concatenate(
+            [
+                np.abs((rng.choice([-1.0, 1.0], size=(rows, n)) * diffs).mean(axis=1))
+                for rows in _blocks(resamples, n)
+            ]
+        )
         p_value = float(((means >= observed - tolerance).sum() + 1) / (resamples + 1))
         exact = False
     sd = float(diffs.std(ddof=1)) if n > 1 else 0.0

@@ -23,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from evals import contexts as context_forms
+from evals import human_labels
 from evals.judge import JudgeInput, JudgeParseError, format_context_for_relevance, load_prompt, render
 from evals.matching import PaperMatcher
 from evals.metrics import per_query_ranking
@@ -207,29 +208,48 @@ def provider_scores(
     """Per provider, over the questions the pool judged: pooled CR and CP (the paper's CR_j and CP_j from the pooled
     binary verdicts of its top p papers; a question with a failed verdict is counted in `failed`, never scored over
     fewer papers), graded nDCG@p and, where `qrels` has the question, qrels nDCG@p; each with its n."""
+    return scores_of(
+        provider_values(recursive, pool, page_size=page_size, depth=depth, matcher=matcher, qrels=qrels)
+    )
+
+
+def provider_values(
+    recursive: pl.DataFrame,
+    pool: pl.DataFrame,
+    *,
+    page_size: int,
+    depth: int = 0,
+    matcher: PaperMatcher | None = None,
+    qrels: Mapping[str, Mapping[str, int]] | None = None,
+    into: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Per provider, the per-question values `provider_scores` averages (CR, CP, context tokens, graded and qrels
+    nDCG@p) and the failed count, added to `into` (a run read a slice of questions at a time adds each slice's)."""
+    out = {} if into is None else into
     verdicts = {(r["question_id"], r["paper"]): r for r in pool.iter_rows(named=True)}
     graded: dict[str, dict[str, int]] = {}
     for r in verdicts.values():
         if r["grade"] is not None:
             graded.setdefault(r["question_id"], {})[r["paper"]] = int(r["grade"])
     judged_questions = {q for q, _ in verdicts}
-    out: dict[str, dict[str, Any]] = {}
     measure = f"nDCG@{page_size}"
     for provider, by_question in rankings(
         recursive, page_size=page_size, depth=depth, matcher=matcher
     ).items():
-        cr, cp, lengths, failures = [], [], [], 0
+        values = out.setdefault(
+            provider, {"cr": [], "cp": [], "lengths": [], "failed": 0, "graded": [], "qrels": []}
+        )
         runs = {
             q: [paper for paper, _ in ranked] for q, ranked in by_question.items() if q in judged_questions
         }
         for question_id, papers in runs.items():
             found = [verdicts.get((question_id, p)) for p in papers]
-            lengths += [float(v["tokens"]) for v in found if v is not None]
+            values["lengths"] += [float(v["tokens"]) for v in found if v is not None]
             if any(v is None or v["relevance_failure"] or v["precision_failure"] for v in found):
-                failures += 1  # counted, never scored over fewer papers
+                values["failed"] += 1  # counted, never scored over fewer papers
                 continue
-            cr.append(sum(v["relevant"] for v in found) / len(found) if found else 0.0)
-            cp.append(
+            values["cr"].append(sum(v["relevant"] for v in found) / len(found) if found else 0.0)
+            values["cp"].append(
                 sum(v["critical"] / v["sentences"] if v["sentences"] else 0.0 for v in found) / len(found)
                 if found
                 else 0.0
@@ -240,18 +260,27 @@ def provider_scores(
         qrels_ndcg = per_query_ranking(
             {q: dict(qrels[q]) for q in runs if qrels and q in qrels}, runs, measures=(measure,)
         )
-        out[provider] = {
-            "pooled_cr": _mean(cr),
-            "pooled_cp": _mean(cp),
-            "n_judged": len(cr),
-            "tokens_per_context": _mean(lengths),
-            "failed": failures,
-            "graded_ndcg": _mean([v[measure] for v in graded_ndcg.values()]),
-            "n_graded": len(graded_ndcg),
-            "qrels_ndcg": _mean([v[measure] for v in qrels_ndcg.values()]),
-            "n_qrels": len(qrels_ndcg),
-        }
+        values["graded"] += [v[measure] for v in graded_ndcg.values()]
+        values["qrels"] += [v[measure] for v in qrels_ndcg.values()]
     return out
+
+
+def scores_of(values: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`provider_scores` from `provider_values`."""
+    return {
+        provider: {
+            "pooled_cr": _mean(v["cr"]),
+            "pooled_cp": _mean(v["cp"]),
+            "n_judged": len(v["cr"]),
+            "tokens_per_context": _mean(v["lengths"]),
+            "failed": v["failed"],
+            "graded_ndcg": _mean(v["graded"]),
+            "n_graded": len(v["graded"]),
+            "qrels_ndcg": _mean(v["qrels"]),
+            "n_qrels": len(v["qrels"]),
+        }
+        for provider, v in values.items()
+    }
 
 
 RANKED_BY = {"pooled_cr": "LLM judge (pooled CR)", "graded_ndcg": "graded judge", "qrels_ndcg": "qrels"}
@@ -283,7 +312,7 @@ def _mean(values: list[float]) -> float | None:
 
 
 def pooled_run(
-    recursive: pl.DataFrame,
+    recursive: pl.DataFrame | pl.LazyFrame,
     questions: pl.DataFrame,
     papers: pl.DataFrame | None,
     judge,
@@ -291,31 +320,47 @@ def pooled_run(
     page_size: int,
     depth: int = 0,
     form: str = context_forms.EQUAL,
+    slice_questions: int = 500,
 ) -> dict[str, Any]:
     """The pooled, graded judging of one run at page size p and `depth`, as the run manifest keeps it (`pooled` in
-    run.json, `report_sections.pooled_section`): pool size, per-provider scores and the rankings' tau."""
+    run.json, `report_sections.pooled_section`): pool size, per-provider scores and the rankings' tau. A pool is
+    per question, so the run is read, pooled and judged `slice_questions` questions at a time (a lazy scan is never
+    read whole); only the per-question values are kept."""
     matcher = PaperMatcher.from_papers(papers)
-    qrels = {
-        row["question_id"]: {paper: 1 for paper in row["relevant_paper_ids"]}
-        for row in questions.iter_rows(named=True)
-        if row.get("relevant_paper_ids")
-    }
-    items = build_pool(recursive, questions, page_size=page_size, depth=depth, matcher=matcher, form=form)
-    judged = judge_pool(items, judge)
-    scores = provider_scores(
-        recursive, judged, page_size=page_size, depth=depth, matcher=matcher, qrels=qrels
-    )
+    lazy = recursive.lazy().filter((pl.col("page_size") == page_size) & (pl.col("depth") == depth))
+    values: dict[str, dict[str, Any]] = {}
+    items = questions_judged = relevance_failures = grade_failures = 0
+    tokens: list[float] = []
+    for start in range(0, questions.height, max(slice_questions, 1)):
+        part = questions.slice(start, slice_questions)
+        rows = lazy.filter(pl.col("question_id").is_in(part["question_id"].implode())).collect()
+        qrels = {
+            row["question_id"]: {paper: 1 for paper in row["relevant_paper_ids"]}
+            for row in part.iter_rows(named=True)
+            if row.get("relevant_paper_ids")
+        }
+        pool = build_pool(rows, part, page_size=page_size, depth=depth, matcher=matcher, form=form)
+        judged = judge_pool(pool, judge)
+        provider_values(
+            rows, judged, page_size=page_size, depth=depth, matcher=matcher, qrels=qrels, into=values
+        )
+        if judged.height:
+            items += judged.height
+            questions_judged += judged["question_id"].n_unique()
+            tokens += [float(t) for t in judged["tokens"].to_list()]
+            relevance_failures += int(judged["relevance_failure"].is_not_null().sum())
+            grade_failures += int((judged["grade"].is_null() & judged["grade_failure"].is_not_null()).sum())
+        human_labels.clear_caches()  # the next slice's contexts are others
+    scores = scores_of(values)
     return {
         "page_size": page_size,
         "depth": depth,
         "judge": judge.name,
-        "pool_items": judged.height,
-        "questions": judged["question_id"].n_unique() if judged.height else 0,
-        "tokens_per_item": _mean([float(t) for t in judged["tokens"].to_list()]) if judged.height else None,
-        "relevance_failures": int(judged["relevance_failure"].is_not_null().sum()) if judged.height else 0,
-        "grade_failures": int(
-            (judged["grade"].is_null() & judged["grade_failure"].is_not_null()).sum() if judged.height else 0
-        ),
+        "pool_items": items,
+        "questions": questions_judged,
+        "tokens_per_item": _mean(tokens),
+        "relevance_failures": relevance_failures,
+        "grade_failures": grade_failures,
         "providers": scores,
         "tau": ranking_agreement(scores),
     }

@@ -28,17 +28,26 @@ def questions_fingerprint(questions: pl.DataFrame | None) -> str:
     return short_hash(json.dumps(pairs), length=16)
 
 
-def frame_fingerprint(frame: pl.DataFrame | None) -> str:
-    if frame is None or frame.height == 0:
+FINGERPRINT_SLICE = 2000  # rows serialized at a time
+
+
+def frame_fingerprint(frame: pl.DataFrame | pl.LazyFrame | None) -> str:
+    """A content hash of a levels table that ignores row order: each row's key columns and contexts hashed alone,
+    the sorted row hashes hashed together. A lazy scan is read a slice at a time, so a whole run's table is never
+    held as Python values."""
+    if frame is None:
         return "empty"
-    keys = [c for c in ("question_id", "page_size", "depth", "query", "error") if c in frame.columns]
-    rows = sorted(json.dumps(r, default=str) for r in frame.select(keys).iter_rows())
-    contexts = (
-        sorted(json.dumps(r, default=str) for r in frame.select("contexts").iter_rows())
-        if "contexts" in frame.columns
-        else []
-    )
-    return short_hash(json.dumps(rows), json.dumps(contexts), length=16)
+    lazy = frame.lazy()
+    columns = lazy.collect_schema().names()
+    keys = [c for c in ("question_id", "page_size", "depth", "query", "error", "contexts") if c in columns]
+    height = lazy.select(pl.len()).collect().item()
+    if height == 0:
+        return "empty"
+    digests: list[str] = []
+    for start in range(0, height, FINGERPRINT_SLICE):
+        part = lazy.slice(start, FINGERPRINT_SLICE).select(keys).collect()
+        digests += [short_hash(json.dumps(row, default=str), length=32) for row in part.iter_rows()]
+    return short_hash(*sorted(digests), length=16)
 
 
 def _stamp_path(stage: str, provider: str) -> Path:
@@ -65,7 +74,7 @@ def stamp_recursive(
     depths: list[int],
     page_sizes: list[int],
     refinement: str,
-    levels: pl.DataFrame,
+    levels: pl.DataFrame | pl.LazyFrame,
     provider_stats: dict[str, int],
     provider_info: dict[str, Any] | None = None,
 ) -> None:
@@ -85,7 +94,7 @@ def stamp_recursive(
     )
 
 
-def stamp_judgments(provider: str, *, judge: str, recursive: pl.DataFrame) -> None:
+def stamp_judgments(provider: str, *, judge: str, recursive: pl.DataFrame | pl.LazyFrame) -> None:
     """Which judge judged which recursive levels (the offline run, which judges nothing, stamps it too)."""
     write_stamp("judgments", provider, {"judge": judge, "recursive": frame_fingerprint(recursive)})
 
@@ -97,7 +106,7 @@ def stale_reason(
     depths: list[int],
     page_sizes: list[int],
     judge: str,
-    recursive: pl.DataFrame | None,
+    recursive: pl.DataFrame | pl.LazyFrame | None,
 ) -> str | None:
     """Why a provider's stored results are not part of this run (None when they are)."""
     levels = read_stamp("recursive_results", provider)

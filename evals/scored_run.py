@@ -5,6 +5,7 @@ judge against qrels and human labels, and run the paired comparisons (primary fa
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import polars as pl
 
 from evals import contexts, human_labels, judge_vs_labels, scoring
 from evals.comparison import Primary, paired_comparisons
-from evals.matching import PaperMatcher, match_counts, qrels_exclusions
+from evals.matching import MATCH_COUNT_SCHEMA, PaperMatcher, match_counts, qrels_exclusions
 
 OFFLINE_MEASURES = {
     "ndcg10": "nDCG@10",
@@ -50,9 +51,26 @@ def question_rationales(questions: pl.DataFrame) -> dict[str, list[str]]:
     return out
 
 
+SLICE_QUESTIONS = 500  # questions scored at a time
+
+
+def _slices(
+    recursive: pl.LazyFrame, verdicts: pl.LazyFrame | None, questions: pl.DataFrame, size: int
+) -> Iterator[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame | None]]:
+    """(questions, their levels of every provider, their verdicts), `size` questions at a time."""
+    for start in range(0, questions.height, max(size, 1)):
+        part = questions.slice(start, size)
+        wanted = pl.col("question_id").is_in(part["question_id"].implode())
+        yield (
+            part,
+            recursive.filter(wanted).collect(),
+            verdicts.filter(wanted).collect() if verdicts is not None else None,
+        )
+
+
 def score_run(
-    recursive: pl.DataFrame,
-    verdicts: pl.DataFrame | None,
+    recursive: pl.DataFrame | pl.LazyFrame,
+    verdicts: pl.DataFrame | pl.LazyFrame | None,
     questions: pl.DataFrame,
     papers: pl.DataFrame | None,
     *,
@@ -63,32 +81,56 @@ def score_run(
     primary: Primary | None = None,
     deep: dict | None = None,
     form: str = contexts.EQUAL,
+    slice_questions: int = SLICE_QUESTIONS,
 ) -> ScoredRun:
+    """The run scored a slice of questions at a time (every measure of a question reads its own levels and
+    verdicts): a first pass counts the matches and the context lengths the qrels exclusions and the length-matched
+    budget need, a second scores each question and collects the judge-agreement pairs. Only per-question values
+    are kept, so a lazy scan of a whole run is never read whole."""
+    recursive = recursive.lazy()
+    verdicts = verdicts.lazy() if verdicts is not None else None
     matcher = PaperMatcher.from_papers(papers)
-    counts = match_counts(recursive, matcher)
+    counts_parts, lengths = [], {}
+    for _, rows, _ in _slices(recursive, None, questions, slice_questions):
+        counts_parts.append(match_counts(rows, matcher))
+        for provider, values in scoring.token_counts(rows, form).items():
+            lengths.setdefault(provider, []).extend(values)
+        human_labels.clear_caches()
+    counts = _sum_counts(counts_parts)
     excluded = qrels_exclusions(counts)
     rationales = question_rationales(questions)
-    budget = scoring.token_budget(recursive, form)
-    per_question = scoring.question_scores(
-        recursive,
-        verdicts,
-        questions,
-        matcher=matcher,
-        rationales=rationales,
-        qrels_excluded=excluded,
-        budget=budget,
-        deep=deep,
-        form=form,
-    )
+    budget = scoring.budget_of(lengths)
+    per_question, proxy, sentences = [], {}, {}
+    for part, rows, part_verdicts in _slices(recursive, verdicts, questions, slice_questions):
+        per_question.append(
+            scoring.question_scores(
+                rows,
+                part_verdicts,
+                part,
+                matcher=matcher,
+                rationales=rationales,
+                qrels_excluded=excluded,
+                budget=budget,
+                deep=deep,
+                form=form,
+            )
+        )
+        found = judge_vs_labels.proxy_pairs(
+            rows, part_verdicts, part, exclude=proxy_exclude, matcher=matcher, form=form
+        )
+        for provider, pairs in found.items():
+            proxy.setdefault(provider, {}).update(pairs)
+        for provider, pairs in judge_vs_labels.sentence_pairs(
+            rows, part_verdicts, part, rationales, form=form
+        ).items():
+            sentences.setdefault(provider, {}).update(pairs)
+        human_labels.clear_caches()  # the next slice's contexts are others
+    per_question = _provider_order(per_question, recursive)
     scores = scoring.score(
         per_question,
         resamples=bootstrap_resamples,
-        proxy=judge_vs_labels.proxy_agreement(
-            recursive, verdicts, questions, exclude=proxy_exclude, matcher=matcher, form=form
-        ),
-        sentence_agreement=judge_vs_labels.judge_vs_human(
-            recursive, verdicts, questions, rationales, form=form
-        ),
+        proxy=judge_vs_labels.proxy_from_pairs(proxy),
+        sentence_agreement=judge_vs_labels.sentences_from_pairs(sentences),
     )
     measures = {**(JUDGED_MEASURES if judged else {}), **OFFLINE_MEASURES}
     comparisons = paired_comparisons(
@@ -102,4 +144,37 @@ def score_run(
         qrels_excluded=excluded,
         token_budget=budget,
         rationale_questions=len(rationales),
+    )
+
+
+def _sum_counts(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """The slices' match counts as one row per provider (each count summed: a result is one question's)."""
+    filled = [p for p in parts if p.height]
+    if not filled:
+        return parts[0] if parts else pl.DataFrame(schema=MATCH_COUNT_SCHEMA)
+    frame = pl.concat(filled)
+    numbers = [c for c in frame.columns if c != "provider"]
+    return (
+        frame.group_by("provider", maintain_order=True)
+        .agg(pl.col(c).sum() for c in numbers)
+        .sort("provider")
+        .cast(MATCH_COUNT_SCHEMA)
+    )
+
+
+def _provider_order(parts: list[pl.DataFrame], recursive: pl.LazyFrame) -> pl.DataFrame:
+    """The slices' per-question rows in the levels' provider order (as one pass over the levels made them), each
+    provider's rows in question order."""
+    filled = [p for p in parts if p.height]
+    if not filled:
+        return parts[0] if parts else pl.DataFrame(schema=scoring.QUESTION_SCORE_SCHEMA)
+    frame = pl.concat(filled, how="diagonal_relaxed")
+    providers = (
+        recursive.select(pl.col("provider").unique(maintain_order=True)).collect()["provider"].to_list()
+    )
+    rank = {name: i for i, name in enumerate(providers)}
+    return (
+        frame.with_columns(pl.col("provider").replace_strict(rank, default=len(rank)).alias("_order"))
+        .sort("_order", maintain_order=True)
+        .drop("_order")
     )

@@ -95,23 +95,32 @@ LENGTH_COLUMNS = {
 }
 
 
+def token_counts(recursive: pl.DataFrame, form: str = context_forms.EQUAL) -> dict[str, list[int]]:
+    """Per provider, the word tokens of each of its depth-0 contexts in the judged form (what `token_budget` takes
+    the median of; a run read a slice at a time adds the slices' lists)."""
+    out: dict[str, list[int]] = {}
+    if not recursive.height:
+        return out
+    rows = recursive.filter((pl.col("depth") == 0) & pl.col("error").is_null())
+    for provider, contexts in zip(rows["provider"].to_list(), rows["contexts"].to_list(), strict=True):
+        out.setdefault(provider, []).extend(
+            sum(human_labels.tokens(chunk) for chunk in context_forms.judged_form(c, form).chunks)
+            for c in contexts_from_rows(contexts or [])
+        )
+    return out
+
+
+def budget_of(counts: Mapping[str, list[int]]) -> int | None:
+    """The smallest, over providers, of the median of `token_counts`; None without contexts."""
+    medians = [statistics.median(values) for _, values in sorted(counts.items()) if values]
+    return max(1, int(min(medians))) if medians else None
+
+
 def token_budget(recursive: pl.DataFrame, form: str = context_forms.EQUAL) -> int | None:
     """The length-matched budget: the smallest, over providers, of the median word tokens per context in the
     judged form at depth 0 (every provider is cut to the shortest provider's typical context); None without
     contexts."""
-    medians = []
-    for provider in sorted(set(recursive["provider"].to_list())) if recursive.height else []:
-        rows = recursive.filter(
-            (pl.col("provider") == provider) & (pl.col("depth") == 0) & pl.col("error").is_null()
-        )
-        counts = [
-            sum(human_labels.tokens(chunk) for chunk in context_forms.judged_form(c, form).chunks)
-            for contexts in rows["contexts"].to_list()
-            for c in contexts_from_rows(contexts or [])
-        ]
-        if counts:
-            medians.append(statistics.median(counts))
-    return max(1, int(min(medians))) if medians else None
+    return budget_of(token_counts(recursive, form))
 
 
 def matched_paper(context: Context, matcher: PaperMatcher) -> str:

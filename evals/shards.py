@@ -10,6 +10,7 @@ then the shards' files concatenated by polars' streaming engine: no frame of the
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ import polars as pl
 from lumina_assets.core import settings
 from lumina_assets.core.ids import short_hash
 from lumina_assets.core.tables import atomic_replace
+
+ROW_GROUP = 500  # rows per row group of a combined table
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -58,6 +61,16 @@ class ShardRun:
             "shards_computed": len(self.computed),
             "shards_reused": len(self.reused),
         }
+
+    def version(self) -> str:
+        """A content version of the combined table: the SHA-256 of its shards' files, in shard order, each read
+        in blocks (a shard reused or recomputed to the same content keeps it; no frame is built)."""
+        digest = hashlib.sha256()
+        for path in self.paths:
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        return digest.hexdigest()[:24]
 
 
 def run(
@@ -111,4 +124,5 @@ def combine(paths: Sequence[Path], target: Path, schema: dict[str, Any]) -> None
         atomic_replace(target, pl.DataFrame(schema=schema).write_parquet)
         return
     lazy = pl.concat([pl.scan_parquet(p) for p in paths], how="diagonal_relaxed")
-    atomic_replace(target, lambda temp: lazy.sink_parquet(temp))
+    # row groups of a shard's size: a later read of some questions (or an aggregate) decodes a group at a time
+    atomic_replace(target, lambda temp: lazy.sink_parquet(temp, row_group_size=ROW_GROUP))

@@ -17,7 +17,7 @@ from evals import deep_recall, ledger, registry, runner, runs
 from evals import questions as questions_lib
 from evals.providers import describe, http_stats
 from evals.recursive import LLMRefiner, PseudoRelevanceRefiner
-from evals.report import OFFLINE_JUDGE_NOT_USED, failed_judgments, level_summary, results_sample
+from evals.report import OFFLINE_JUDGE_NOT_USED, level_summary, results_sample
 from evals.setup import (
     beir_folder_candidates,
     build_judge,
@@ -32,6 +32,7 @@ from lumina_assets.defs.benchmark_common import (
     provider_for,
     request_counters,
     rows_of,
+    scan,
     setup_failure,
     sharded,
 )
@@ -164,7 +165,7 @@ def provider_results(
     ledger.clear_skipped("provider_results", name)
     shard_counts: dict[str, Any] = {}
     if config.shard_size > 0:
-        frame, shard_counts = sharded(
+        levels, shard_counts, version = sharded(
             context,
             "provider_results",
             tables.PROVIDER_RESULTS,
@@ -177,27 +178,38 @@ def provider_results(
     else:
         frame = runner.query_provider(provider, question_frame, config.k)
         tables.write(tables.PROVIDER_RESULTS, frame, name)
+        levels, version = frame.lazy(), data_version(frame)
     if name in registry.local_provider_names():  # Recall@100 from a separate top-100 search
         deep_recall.write(name, deep_recall.collect(provider, question_frame))
     ledger.record_requests("provider_results", name, request_counters(provider))
     ledger.record_cost("provider_results", name, getattr(provider, "llm_client", None))
-    errors = frame.filter(pl.col("error").is_not_null())
-    lengths = frame["contexts"].list.len()
+    lengths = pl.col("contexts").list.len()
+    counts = (
+        levels.select(
+            pl.len().alias("questions"),
+            lengths.mean().alias("mean_contexts"),
+            (lengths == 0).sum().alias("questions_without_contexts"),
+            pl.col("error").is_not_null().sum().alias("errors"),
+        )
+        .collect(engine="streaming")
+        .row(0, named=True)
+    )
+    errors = levels.filter(pl.col("error").is_not_null()).select("error").head(5).collect()
     return dg.MaterializeResult(
         metadata={
             "provider": name,
-            "questions": frame.height,
+            "questions": counts["questions"],
             "k": config.k,
-            "mean_contexts": float(lengths.mean()) if frame.height else 0.0,
-            "questions_without_contexts": int((lengths == 0).sum()),
-            "errors": errors.height,
-            "error_samples": dg.MetadataValue.json(errors["error"].head(5).to_list()),
+            "mean_contexts": float(counts["mean_contexts"] or 0.0),
+            "questions_without_contexts": int(counts["questions_without_contexts"]),
+            "errors": int(counts["errors"]),
+            "error_samples": dg.MetadataValue.json(errors["error"].to_list()),
             **http_stats(provider),
             **(provider.stats() if hasattr(provider, "stats") else {}),
             **shard_counts,
-            "sample": dg.MetadataValue.md(results_sample(frame, question_frame)),
+            "sample": dg.MetadataValue.md(results_sample(levels.head(5).collect(), question_frame)),
         },
-        data_version=data_version(frame),
+        data_version=version,
     )
 
 
@@ -215,7 +227,7 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
     all levels fused by reciprocal rank, and the merged pool's size and papers."""
     name = context.partition_key
     question_frame = tables.read(tables.QUESTIONS)
-    level0 = tables.read(tables.PROVIDER_RESULTS, name)
+    level0 = scan(tables.PROVIDER_RESULTS, name)  # read a shard's rows at a time
     provider, skipped = provider_for(context)
     if provider is None:
         tables.write(tables.RECURSIVE_RESULTS, pl.DataFrame(schema=runner.RECURSIVE_SCHEMA), name)
@@ -234,13 +246,13 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
         context.log.warning(
             f"recursion LLM is {client.label}: offline pseudo-relevance feedback, labelled so"
         )
-    level0 = level0 if level0 is not None else pl.DataFrame(schema=runner.PROVIDER_RESULT_SCHEMA)
+    level0 = level0 if level0 is not None else pl.DataFrame(schema=runner.PROVIDER_RESULT_SCHEMA).lazy()
 
     def levels(part: pl.DataFrame) -> pl.DataFrame:
         frame = runner.run_recursive(
             provider,
             part,
-            level0,
+            rows_of(level0, part),
             page_sizes=sorted(set(config.page_sizes)),
             max_depth=max(config.depths),
             refiner=refiner,
@@ -260,7 +272,7 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
                 "code": runs.CODE_VERSION,
             }
 
-        frame, shard_counts = sharded(
+        table, shard_counts, version = sharded(
             context,
             "recursive_results",
             tables.RECURSIVE_RESULTS,
@@ -273,34 +285,44 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
     else:
         frame = levels(question_frame)
         tables.write(tables.RECURSIVE_RESULTS, frame, name)
+        table, version = frame.lazy(), data_version(frame)
     runs.stamp_recursive(
         name,
         questions=question_frame,
         depths=config.depths,
         page_sizes=config.page_sizes,
         refinement=refiner.method,
-        levels=frame,
+        levels=table,
         provider_stats=provider.stats() if hasattr(provider, "stats") else {},
         provider_info=describe(provider),
     )
     ledger.record_cost("recursive_results", name, client)
     ledger.record_cost("recursive_results", name, getattr(provider, "llm_client", None), role="search LLM")
     ledger.record_requests("recursive_results", name, request_counters(provider))
-    summary = level_summary(frame)
+    summary = level_summary(table).collect(engine="streaming")
+    counts = (
+        table.select(
+            pl.len().alias("rows"),
+            pl.col("failure").is_not_null().sum().alias("refinement_failures"),
+            pl.col("error").is_not_null().sum().alias("provider_errors"),
+        )
+        .collect(engine="streaming")
+        .row(0, named=True)
+    )
     return dg.MaterializeResult(
         metadata={
             "provider": name,
             "refinement": refiner.method,
-            "rows": frame.height,
-            "refinement_failures": int(frame.filter(pl.col("failure").is_not_null()).height),
-            "provider_errors": int(frame.filter(pl.col("error").is_not_null()).height),
+            "rows": counts["rows"],
+            "refinement_failures": int(counts["refinement_failures"]),
+            "provider_errors": int(counts["provider_errors"]),
             "recursion_llm": client.label,
             **client.usage.as_metadata("recursion_llm"),
             **shard_counts,
             **http_stats(provider),
             "levels": dg.MetadataValue.md(tables.markdown_sample(summary, summary.columns, rows=50)),
         },
-        data_version=data_version(frame),
+        data_version=version,
     )
 
 
@@ -316,9 +338,9 @@ def judgments(
 ) -> dg.MaterializeResult:
     """CR and CP verdicts for every unique (question, context) pair of one provider's levels."""
     name = context.partition_key
-    recursive = tables.read(tables.RECURSIVE_RESULTS, name)
+    recursive = scan(tables.RECURSIVE_RESULTS, name)  # read a shard's rows at a time
     question_frame = tables.read(tables.QUESTIONS)
-    if recursive is None or recursive.height == 0 or question_frame is None:
+    if recursive is None or recursive.select(pl.len()).collect().item() == 0 or question_frame is None:
         tables.write(tables.JUDGMENTS, pl.DataFrame(schema=runner.JUDGMENT_SCHEMA), name)
         return dg.MaterializeResult(
             metadata={"skipped": True, "reason": "no recursive results for this provider"},
@@ -346,7 +368,7 @@ def judgments(
 
     shard_counts: dict[str, Any] = {}
     if config.shard_size > 0:
-        frame, shard_counts = sharded(
+        verdicts, shard_counts, version = sharded(
             context,
             "judgments",
             tables.JUDGMENTS,
@@ -364,29 +386,39 @@ def judgments(
     else:
         frame = judge_part(question_frame)
         tables.write(tables.JUDGMENTS, frame, name)
+        verdicts, version = frame.lazy(), data_version(frame)
     runs.stamp_judgments(name, judge=judge.name, recursive=recursive)
     ledger.record_cost("judgments", name, client)
-    rel_fail = int(frame["relevance_failure"].is_not_null().sum())
-    cp_fail = int(frame["precision_failure"].is_not_null().sum())
-    failures = failed_judgments(frame)
+    counts = (
+        verdicts.select(
+            pl.len().alias("pairs"),
+            pl.col("relevant").sum().alias("relevant"),
+            pl.col("relevance_failure").is_not_null().sum().alias("relevance_failures"),
+            pl.col("precision_failure").is_not_null().sum().alias("precision_failures"),
+        )
+        .collect(engine="streaming")
+        .row(0, named=True)
+    )
+    failures = (
+        verdicts.filter(pl.col("relevance_failure").is_not_null() | pl.col("precision_failure").is_not_null())
+        .select("relevance_failure", "precision_failure")
+        .head(5)
+        .collect()
+    )
     return dg.MaterializeResult(
         metadata={
             "provider": name,
             "judge": judge.name,
             "offline_judge": judge.is_offline,
-            "pairs": frame.height,
-            "relevant": int(frame["relevant"].sum() or 0),
-            "relevance_failures": rel_fail,
-            "precision_failures": cp_fail,
-            "failure_samples": dg.MetadataValue.json(
-                failures.select("relevance_failure", "precision_failure").head(5).to_dicts()
-                if failures is not None
-                else []
-            ),
+            "pairs": counts["pairs"],
+            "relevant": int(counts["relevant"] or 0),
+            "relevance_failures": int(counts["relevance_failures"]),
+            "precision_failures": int(counts["precision_failures"]),
+            "failure_samples": dg.MetadataValue.json(failures.to_dicts()),
             **(client.usage.as_metadata("judge_llm") if client is not None else {}),
             **shard_counts,
         },
-        data_version=data_version(frame),
+        data_version=version,
     )
 
 

@@ -5,10 +5,12 @@ is in the LLM cache."""
 import dagster as dg
 
 from evals import batch as batch_lib
-from evals import defaults, runner
+from evals import defaults, pooled, runner
+from evals.matching import PaperMatcher
 from evals.setup import load_papers, load_passages
 from lumina_assets.core import tables
-from lumina_assets.defs.benchmark_config import BATCH_GROUP, SyntheticQuestionsConfig
+from lumina_assets.defs.benchmark_common import question_parts, rows_of, scan
+from lumina_assets.defs.benchmark_config import BATCH_GROUP, JudgeBatchConfig, SyntheticQuestionsConfig
 from lumina_assets.defs.partitions import PROVIDERS
 from resources.llm import LLMResource
 
@@ -29,38 +31,75 @@ def question_batch(
     if not requests:
         return dg.MaterializeResult(metadata={"requests": 0, "state": "every answer is already cached"})
     run_config = {"ops": {"synthetic_questions": {"config": {"count": config.count, "seed": config.seed}}}}
-    record = batch_lib.submit(client, requests, partition="", role="questions", run_config=run_config)
-    return dg.MaterializeResult(metadata=_submitted(record, requests=len(requests)))
+    records = batch_lib.submit_all(client, requests, partition="", role="questions", run_config=run_config)
+    return dg.MaterializeResult(
+        metadata={**_submitted(records[0], requests=len(requests)), "batches": len(records)}
+    )
 
 
 @dg.asset(
     group_name=BATCH_GROUP,
-    code_version="1",
+    code_version="2",
     partitions_def=PROVIDERS,
     deps=[dg.AssetKey("recursive_results")],
     pool="llm",
 )
-def judge_batch(context: dg.AssetExecutionContext, judge_llm: LLMResource) -> dg.MaterializeResult:
-    """Submits the judge prompts of one provider's levels whose answers are not cached yet as one batch (OpenAI
-    Batch API / Anthropic Message Batches, half price) and records its id; `judge_batch_sensor` watches it, puts
-    its answers in the LLM cache, resubmits what it did not answer, and requests `judgments` once all are in. The
-    synchronous judge stays the default: this asset runs only when asked for."""
+def judge_batch(
+    context: dg.AssetExecutionContext, config: JudgeBatchConfig, judge_llm: LLMResource
+) -> dg.MaterializeResult:
+    """Submits the judge prompts of one provider's levels whose answers are not cached yet (OpenAI Batch API /
+    Anthropic Message Batches, half price), with the pooled judging's graded prompts of its top p at depth 0, and
+    records the batches' ids; `judge_batch_sensor` watches them, puts their answers in the LLM cache, resubmits what
+    they did not answer, and requests `judgments` once all are in. The levels are read a slice of questions at a
+    time and a batch is submitted as soon as it is full (the API's limits), so memory does not grow with the run.
+    The synchronous judge stays the default: this asset runs only when asked for."""
     name = context.partition_key
-    recursive = tables.read(tables.RECURSIVE_RESULTS, name)
+    levels = scan(tables.RECURSIVE_RESULTS, name)
     question_frame = tables.read(tables.QUESTIONS)
     client = judge_llm.get_client()
-    if recursive is None or question_frame is None or client.is_offline:
+    if levels is None or question_frame is None or client.is_offline:
         reason = "no LLM judge configured" if client.is_offline else "no recursive results for this provider"
         return dg.MaterializeResult(metadata={"skipped": True, "reason": reason, "requests": 0})
-    items = runner.judge_inputs(recursive, question_frame, form=defaults.CONTEXT_FORM)
-    requests = batch_lib.judge_requests(items, client)
-    if not requests:
-        return dg.MaterializeResult(
-            metadata={"pairs": len(items), "requests": 0, "state": "every answer is already cached"}
-        )
-    record = batch_lib.submit(client, requests, partition=name)
-    context.log.info(f"batch {record['id']}: {len(requests)} judge requests for {name}")
-    return dg.MaterializeResult(metadata=_submitted(record, pairs=len(items), requests=len(requests)))
+    matcher = PaperMatcher.from_papers(load_papers())
+    seen: set[str] = set()
+    counts = {"pairs": 0, "pool_items": 0, "requests": 0}
+
+    def requests():
+        for part in question_parts(question_frame, config.chunk_questions):
+            rows = rows_of(levels, part)
+            items = runner.judge_inputs(rows, part, form=config.context_form)
+            pool = pooled.build_pool(
+                rows,
+                part,
+                page_size=defaults.PRIMARY_PAGE_SIZE,
+                depth=defaults.PRIMARY_DEPTH,
+                matcher=matcher,
+                form=config.context_form,
+            )
+            new = batch_lib.judge_requests(items, client, graded=pool, seen=seen)
+            counts["pairs"] += len(items)
+            counts["pool_items"] += len(pool)
+            counts["requests"] += len(new)
+            yield from new
+
+    records = batch_lib.submit_all(
+        client,
+        requests(),
+        partition=name,
+        max_requests=config.max_requests,
+        max_bytes=config.max_bytes,
+    )
+    if not records:
+        return dg.MaterializeResult(metadata={**counts, "state": "every answer is already cached"})
+    for record in records:
+        context.log.info(f"batch {record['id']}: {len(record['requests'])} judge requests for {name}")
+    return dg.MaterializeResult(
+        metadata={
+            **_submitted(records[0], **counts),
+            "batches": len(records),
+            "batch_ids": dg.MetadataValue.json([r["id"] for r in records]),
+        }
+    )
 
 
 def _submitted(record: dict, **counts: int) -> dict:

@@ -1,7 +1,10 @@
 """What the benchmark assets share: the data version of a table, setup failures as run failures, a provider's
-request counters, sharded computation (evals.shards) and the partition's provider."""
+request counters, sharded computation (evals.shards), a table read a slice of questions at a time, and the
+partition's provider."""
 
 import contextlib
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -37,9 +40,22 @@ def request_counters(provider) -> dict[str, Any]:
     }
 
 
-def rows_of(frame: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
-    """The rows of `frame` about the questions of `part`."""
-    return frame.filter(pl.col("question_id").is_in(part["question_id"].implode()))
+def rows_of(frame: pl.DataFrame | pl.LazyFrame, part: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `frame` about the questions of `part` (a lazy scan is read for those rows only)."""
+    rows = frame.filter(pl.col("question_id").is_in(part["question_id"].implode()))
+    return rows.collect() if isinstance(rows, pl.LazyFrame) else rows
+
+
+def scan(table: tables.TableSpec, name: str | None = None) -> pl.LazyFrame | None:
+    """A lazy scan of a stored table (None when it is not written yet): read a part at a time, never whole."""
+    path = table.path(name)
+    return pl.scan_parquet(path) if Path(path).exists() else None
+
+
+def question_parts(question_frame: pl.DataFrame, size: int) -> Iterator[pl.DataFrame]:
+    """The questions `size` at a time, in order."""
+    for start in range(0, question_frame.height, max(size, 1)):
+        yield question_frame.slice(start, size)
 
 
 def sharded(
@@ -51,18 +67,32 @@ def sharded(
     size: int,
     stamp,
     compute,
-) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """`compute` shard by shard (evals.shards), the shards' files combined into the partition's table; returns
-    the table and the shard counts for the metadata."""
+) -> tuple[pl.LazyFrame, dict[str, Any], dg.DataVersion]:
+    """`compute` shard by shard (evals.shards), the shards' files combined into the partition's table by streaming;
+    returns a lazy scan of that table (never read whole here), the shard counts for the metadata and the data
+    version (of the shards' files)."""
     name = context.partition_key
     shard_list = shards_lib.assign(question_frame["question_id"].to_list(), size)
 
     def progress(index: int, total: int, reused: bool) -> None:
         context.log.info(f"{stage}[{name}] shard {index + 1}/{total} {'reused' if reused else 'done'}")
+        # the shard's progress on the asset's partition, in the UI beside its materializations
+        context.log_event(
+            dg.AssetObservation(
+                asset_key=context.asset_key,
+                partition=name,
+                metadata={
+                    "shard": index + 1,
+                    "shards": total,
+                    "questions": len(shard_list[index]),
+                    "state": "reused" if reused else "computed",
+                },
+            )
+        )
 
     done = shards_lib.run(stage, name, question_frame, shard_list, stamp, compute, on_shard=progress)
     shards_lib.combine(done.paths, table.path(name), schema)
-    return tables.read(table, name), done.metadata()
+    return pl.scan_parquet(table.path(name)), done.metadata(), dg.DataVersion(f"shards-{done.version()}")
 
 
 def provider_for(context: dg.AssetExecutionContext) -> tuple[Provider | None, str | None]:

@@ -61,6 +61,17 @@ class JudgeConfig(dg.Config):
     context_form: str = defaults.CONTEXT_FORM  # evals.contexts: equal | whitepaper (as ScoresConfig's)
 
 
+class JudgeBatchConfig(dg.Config):
+    """`judge_batch`: the judge's prompts (and the pooled judging's graded prompts) of one provider, read
+    `chunk_questions` questions at a time, cut into batches of at most `max_requests` requests and `max_bytes`
+    bytes of input (0: the API's documented limits, evals.batch.LIMITS)."""
+
+    max_requests: int = 0
+    max_bytes: int = 0
+    chunk_questions: int = 500
+    context_form: str = defaults.CONTEXT_FORM
+
+
 class ScoresConfig(dg.Config):
     """One benchmark run: `providers` (empty: every provider partition whose results match this run's questions,
     grid, judge and code version), `depths` and `page_sizes` (the grid every provider must have)."""

@@ -6,7 +6,7 @@ import polars as pl
 
 from evals import deep_recall, ledger, manifest, pooled, runs, scored_run
 from evals.comparison import Primary
-from evals.report import SCORES_HEADLINE, failed_judgments, write_report
+from evals.report import SCORES_HEADLINE, write_report
 from evals.report_plots import image_markdown
 from evals.setup import build_judge, calibration_question_ids, judge_agreement, load_papers
 from lumina_assets.core import settings, tables
@@ -44,8 +44,8 @@ def benchmark_scores(
         context.log.info(f"{name} not in this run: {reason}")
     skipped = manifest.skipped_providers(config.providers)
     run.excluded = {k: v for k, v in run.excluded.items() if k not in skipped}
-    recursive, verdicts = run.recursive, run.verdicts
-    if recursive is None or not recursive.height:
+    recursive, verdicts = run.recursive, run.verdicts  # lazy scans: read a slice of questions at a time
+    if recursive is None or not recursive.select(pl.len()).collect().item():
         raise dg.Failure(
             "nothing to score in this run: materialize provider_results, recursive_results and judgments for "
             f"the run's providers with the same questions and grid (left out: {run.excluded})"
@@ -108,9 +108,16 @@ def benchmark_scores(
     record["context_form"] = config.context_form
     runs.write_run(record, scores, scored.per_question, comparisons)
     runs.set_latest(record["run_id"])
-    total = verdicts.height if verdicts is not None else 0
-    failures = failed_judgments(verdicts)
-    failed = failures.height if failures is not None else 0
+    total, failed = (
+        verdicts.select(
+            pl.len(),
+            (pl.col("relevance_failure").is_not_null() | pl.col("precision_failure").is_not_null()).sum(),
+        )
+        .collect()
+        .row(0)
+        if verdicts is not None
+        else (0, 0)
+    )
     rate = failed / total if total else 0.0
     check = dg.AssetCheckResult(
         check_name="judge_failure_rate",

@@ -61,6 +61,8 @@ def llm_answer(prompt: str) -> str:
         return " ".join(
             f"{i}. <{'critical' if (digest >> i) % 4 == 0 else 'not_critical'}>" for i in range(1, count + 1)
         )
+    if "##final score: N" in prompt:  # the pooled judging's graded relevance prompt
+        return f"##final score: {digest % 4}"
     if "absolutely essential and irreplaceable" in prompt:
         return "<highly_relevant>" if digest % 3 == 0 else "<not_relevant>"
     if "##final score: N" in prompt:
@@ -295,7 +297,18 @@ class StandIn(BaseHTTPRequestHandler):
             with StandIn.lock:
                 ordinal = len(StandIn.batches) + 1
             batch_id = f"batch_{ordinal:04d}"
-            StandIn.batches[batch_id] = {"ordinal": ordinal, "polls": 0, "input": request["input_file_id"]}
+            content = StandIn.files[request["input_file_id"]]
+            lines = content.count(b"\n")
+            over = lines > self.config.batch_max_requests or len(content) > self.config.batch_max_bytes
+            StandIn.batches[batch_id] = {
+                "ordinal": ordinal,
+                "polls": 0,
+                "input": request["input_file_id"],
+                "total": lines,
+                # as the Batch API validates an input file: over its limits the batch fails, nothing is run
+                "invalid": f"{lines} requests, {len(content)} bytes: over the limits" if over else None,
+                "done": None,
+            }
             self._log("openai_batches", key, 200)
             self._send(200, self._openai_batch_object(batch_id))
             return
@@ -309,44 +322,24 @@ class StandIn(BaseHTTPRequestHandler):
 
     def _openai_batch_object(self, batch_id: str) -> dict:
         batch = StandIn.batches[batch_id]
-        lines = [json.loads(x) for x in StandIn.files[batch["input"]].decode().splitlines() if x.strip()]
         status, output_file, error_file = "in_progress", None, None
         done = failed = 0
-        if batch["polls"] > self.config.batch_polls:
-            status, answered, failures = self._batch_outcome(batch, [x["custom_id"] for x in lines])
-            out, errors = [], []
-            for x in lines:
-                if x["custom_id"] in answered:
-                    completion = self._openai(x["body"])
-                    out.append(
-                        {
-                            "id": "batch_req_" + x["custom_id"][:8],
-                            "custom_id": x["custom_id"],
-                            "response": {"status_code": 200, "request_id": "req", "body": completion},
-                            "error": None,
-                        }
-                    )
-                else:
-                    code = "batch_expired" if status == "expired" else "server_error"
-                    errors.append(
-                        {
-                            "id": "batch_req_" + x["custom_id"][:8],
-                            "custom_id": x["custom_id"],
-                            "response": None,
-                            "error": {"code": code, "message": "not processed"},
-                        }
-                    )
-            output_file = f"file-out-{batch_id}"
-            StandIn.files[output_file] = "".join(json.dumps(o) + "\n" for o in out).encode()
-            if errors:
-                error_file = f"file-err-{batch_id}"
-                StandIn.files[error_file] = "".join(json.dumps(e) + "\n" for e in errors).encode()
-            done, failed = len(out), len(failures)
+        errors_field = None
+        if batch["invalid"]:
+            status = "failed"
+            errors_field = {
+                "object": "list",
+                "data": [{"code": "invalid_file", "message": batch["invalid"], "param": None, "line": None}],
+            }
+        elif batch["polls"] > self.config.batch_polls:
+            if batch["done"] is None:  # the outcome is computed once, when the batch first ends
+                batch["done"] = self._openai_batch_outcome(batch_id)
+            status, output_file, error_file, done, failed = batch["done"]
         return {
             "id": batch_id,
             "object": "batch",
             "endpoint": "/v1/chat/completions",
-            "errors": None,
+            "errors": errors_field,
             "input_file_id": batch["input"],
             "completion_window": "24h",
             "status": status,
@@ -357,11 +350,47 @@ class StandIn(BaseHTTPRequestHandler):
             "expires_at": 86401,
             "completed_at": 2 if status == "completed" else None,
             "expired_at": 2 if status == "expired" else None,
-            "failed_at": None,
+            "failed_at": 2 if status == "failed" else None,
             "cancelled_at": None,
-            "request_counts": {"total": len(lines), "completed": done, "failed": failed},
+            "request_counts": {"total": batch["total"], "completed": done, "failed": failed},
             "metadata": {},
         }
+
+    def _openai_batch_outcome(self, batch_id: str) -> tuple[str, str, str | None, int, int]:
+        """(status, output file, error file, answered, failed) of an ended batch; its files written once."""
+        batch = StandIn.batches[batch_id]
+        # the input is read once and let go: a run of many large batches keeps only their outputs
+        lines = [json.loads(x) for x in StandIn.files.pop(batch["input"]).splitlines() if x.strip()]
+        status, answered, failures = self._batch_outcome(batch, [x["custom_id"] for x in lines])
+        out, errors = [], []
+        for x in lines:
+            if x["custom_id"] in answered:
+                completion = self._openai(x["body"])
+                out.append(
+                    {
+                        "id": "batch_req_" + x["custom_id"][:8],
+                        "custom_id": x["custom_id"],
+                        "response": {"status_code": 200, "request_id": "req", "body": completion},
+                        "error": None,
+                    }
+                )
+            else:
+                code = "batch_expired" if status == "expired" else "server_error"
+                errors.append(
+                    {
+                        "id": "batch_req_" + x["custom_id"][:8],
+                        "custom_id": x["custom_id"],
+                        "response": None,
+                        "error": {"code": code, "message": "not processed"},
+                    }
+                )
+        output_file = f"file-out-{batch_id}"
+        StandIn.files[output_file] = "".join(json.dumps(o) + "\n" for o in out).encode()
+        error_file = None
+        if errors:
+            error_file = f"file-err-{batch_id}"
+            StandIn.files[error_file] = "".join(json.dumps(e) + "\n" for e in errors).encode()
+        return status, output_file, error_file, len(out), len(failures)
 
     def _anthropic_batch(self, method: str, path: str, body: bytes, key: str) -> None:
         parts = path.strip("/").split("/")  # v1 messages batches [id [results]]
@@ -526,6 +555,15 @@ def main() -> None:
     parser.add_argument("--batch-expire-first", action="store_true", help="the first batch expires half done")
     parser.add_argument(
         "--rpm", action="append", default=[], help="API=N: hold that API (openai, exa, ...) to N requests/min"
+    )
+    parser.add_argument(
+        "--batch-max-requests", type=int, default=50_000, help="requests an OpenAI batch input file may hold"
+    )
+    parser.add_argument(
+        "--batch-max-bytes",
+        type=int,
+        default=200 * 1024 * 1024,
+        help="bytes an OpenAI batch input file may hold",
     )
     args = parser.parse_args()
     args.rpm = {api: float(n) for api, n in (item.split("=", 1) for item in args.rpm)}

@@ -1,0 +1,341 @@
+"""`python bench/benchmark.py --batch --questions 10000`: the benchmark's batch path at size against local stand-ins.
+
+Writes N user questions (SciFact claims, repeated with a variant number past the 1,109 there are) into a fresh data
+dir holding an indexed collection (`--index-from`: a data dir whose papers, passages and lancedb index are copied;
+default: the SciFact corpus written as papers + passages, which serves bm25 but not lumina), starts the stand-ins
+(tests/support/api_standins.py: the OpenAI Batch API with its files endpoint for the judge, Exa), prints
+`lumina benchmark plan`, then drives the benchmark group as Dagster runs it, in a child process: the questions,
+each provider's `provider_results` and `recursive_results` (in shards), its `judge_batch`, ticks of
+`judge_batch_sensor` until it requests `judgments` for every provider, those runs, `benchmark_scores` and
+`benchmark_report`. Prints wall time and peak RSS per step (the step's own peak: VmHWM, reset between steps) and in
+all, requests per API, batches submitted, and plan vs actual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
+
+CLI = [
+    sys.executable,
+    "-c",
+    "import sys; from lumina_assets.cli.main import main; sys.exit(main(sys.argv[1:]))",
+]
+
+
+def _options(args: argparse.Namespace) -> list[str]:
+    return [
+        "--providers", args.providers, "--synthetic", "0", "--beir-queries", "-1", "--depths", args.depths,
+        "--page-sizes", args.page_sizes, "--judge-rpm", str(args.judge_rpm), "--calibration-queries", "3",
+        "--shard-size", str(args.shard_size),
+    ]  # fmt: skip
+
+
+def write_inputs(data_dir: Path, questions: int, index_from: str) -> Path:
+    """The collection (copied from `index_from`, else the SciFact corpus as papers + passages) and a user query
+    file of `questions` claims; returns the file."""
+    os.environ["LUMINA_DATA_DIR"] = str(data_dir)
+    from lumina_assets.core import settings
+
+    folder = settings.shared_data_dir() / "scifact"
+    if index_from:
+        source = Path(index_from)
+        shutil.copytree(source / "lancedb", data_dir / "lancedb")
+        for name in ("models",):
+            if (source / name).exists():
+                shutil.copytree(source / name, data_dir / name)
+        (data_dir / "tables").mkdir(exist_ok=True)
+        for name in ("papers.parquet", "passages", "passages_state", "papers.inputs"):
+            path = source / "tables" / name
+            if path.is_dir():
+                shutil.copytree(path, data_dir / "tables" / name)
+            elif path.exists():
+                shutil.copy2(path, data_dir / "tables" / name)
+    else:
+        from benchmark_slice import write_scifact_slice
+
+        folder = write_scifact_slice(settings.shared_data_dir(), claims=0, distractors=10_000)
+    claims = [
+        json.loads(line)["text"] for line in (folder / "queries.jsonl").read_text().splitlines() if line
+    ]
+    lines = [
+        claims[i % len(claims)] + ("" if i < len(claims) else f" (variant {i // len(claims)})")
+        for i in range(questions)
+    ]
+    path = data_dir.parent / "questions.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _rss_mb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _reset_peak() -> None:
+    """Reset this process's peak RSS (VmHWM) so the next step's peak is its own (Linux: clear_refs 5)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def drive(args: argparse.Namespace) -> int:
+    """The child: the benchmark group step by step as Dagster runs it, with the batch judge; writes figures."""
+    import resource
+
+    import dagster as dg
+
+    from lumina_assets.cli.runner import instance as project_instance
+    from lumina_assets.cli.runner import materialize_step
+    from lumina_assets.defs import benchmark
+    from sensors.benchmark_batches import judge_batch_sensor
+
+    providers = [p.strip() for p in args.providers.split(",") if p.strip()]
+    depths = [int(d) for d in args.depths.split(",")]
+    page_sizes = [int(p) for p in args.page_sizes.split(",")]
+    resources = benchmark.build_resources(judge_rpm=args.judge_rpm)
+    config = benchmark.default_run_config(
+        synthetic=0,
+        beir_queries=-1,
+        depths=depths,
+        page_sizes=page_sizes,
+        calibration_queries=3,
+        providers=providers,
+        shard_size=args.shard_size,
+    )
+    config["ops"]["judge_batch"] = {"config": {"chunk_questions": args.shard_size or 500}}
+    instance = project_instance()
+    assets = benchmark.ASSETS + benchmark.CHECKS
+    steps: list[dict] = []
+    started = time.monotonic()
+
+    def step(selection, partition=None, run_config=None) -> None:
+        names = sorted(a.key.to_user_string() for a in selection)
+        ops = {k: v for k, v in (run_config or config)["ops"].items() if k in names}
+        _reset_peak()
+        begun = time.monotonic()
+        report = materialize_step(
+            assets,
+            selection,
+            instance=instance,
+            resources=resources,
+            partition=partition,
+            run_config={"ops": ops},
+        )
+        figures = {
+            "step": "+".join(names) + (f"[{partition}]" if partition else ""),
+            "wall_s": round(time.monotonic() - begun, 1),
+            "peak_rss_mb": round(_rss_mb("VmHWM")),
+            "rss_after_mb": round(_rss_mb("VmRSS")),
+            "ok": report.success,
+        }
+        steps.append(figures)
+        print(json.dumps(figures), flush=True)
+        if not report.success:
+            raise SystemExit(f"step {figures['step']} failed: {report.error}")
+
+    step([benchmark.synthetic_questions, benchmark.user_queries, benchmark.questions])
+    for provider in providers:
+        step([benchmark.provider_results], provider)
+        step([benchmark.recursive_results], provider)
+    for provider in providers:
+        step([benchmark.judge_batch], provider)
+
+    definitions = dg.Definitions(assets=assets, sensors=[judge_batch_sensor], resources=resources)
+    judged: set[str] = set()
+    ticks = 0
+    while judged != set(providers):
+        _reset_peak()
+        begun = time.monotonic()
+        context = dg.build_sensor_context(
+            instance=instance,
+            definitions=definitions,
+            resources={"judge_llm": resources["judge_llm"], "question_llm": resources["question_llm"]},
+        )
+        result = judge_batch_sensor.evaluate_tick(context)
+        ticks += 1
+        events = [
+            {k: e.metadata[k].value for k in ("batch_id", "status", "requests", "answered", "missing")}
+            for e in result.asset_events or []
+        ]
+        print(
+            json.dumps(
+                {
+                    "tick": ticks,
+                    "wall_s": round(time.monotonic() - begun, 1),
+                    "peak_rss_mb": round(_rss_mb("VmHWM")),
+                    "batches": events,
+                    "skip": result.skip_message,
+                }
+            ),
+            flush=True,
+        )
+        steps.append({"step": f"sensor tick {ticks}", "wall_s": round(time.monotonic() - begun, 1),
+                      "peak_rss_mb": round(_rss_mb("VmHWM"))})  # fmt: skip
+        for request in result.run_requests or []:
+            run_config = {"ops": {**config["ops"], **(request.run_config or {}).get("ops", {})}}
+            step([benchmark.judgments], request.partition_key, run_config)
+            judged.add(request.partition_key)
+        if result.skip_message == "no open batch" and judged != set(providers):
+            raise SystemExit(f"no open batch, but judgments not requested for {set(providers) - judged}")
+        if judged != set(providers):
+            time.sleep(args.poll_seconds)
+    step([benchmark.benchmark_scores, benchmark.benchmark_report])
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    figures = {
+        "wall_s": round(time.monotonic() - started, 1),
+        "peak_rss_mb": round(max(usage.ru_maxrss, children.ru_maxrss) / 1024),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime + children.ru_utime + children.ru_stime, 1),
+        "sensor_ticks": ticks,
+        "steps": steps,
+    }
+    Path(args.figures).write_text(json.dumps(figures, indent=2), encoding="utf-8")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batch", action="store_true", help="(the flag bench/benchmark.py hands over with)")
+    parser.add_argument("--questions", type=int, default=1000)
+    parser.add_argument("--providers", default="lumina,exa")
+    parser.add_argument("--depths", default="0")
+    parser.add_argument("--page-sizes", default="10")
+    parser.add_argument("--shard-size", type=int, default=500)
+    parser.add_argument("--judge-rpm", type=float, default=6000.0, help="the synchronous judge's limit")
+    parser.add_argument("--latency-ms", type=float, default=40.0)
+    parser.add_argument("--throttle-every", type=int, default=50)
+    parser.add_argument("--error-rate", type=float, default=0.01)
+    parser.add_argument("--batch-polls", type=int, default=1, help="polls a stand-in batch stays in progress")
+    parser.add_argument("--poll-seconds", type=float, default=2.0, help="between the sensor's ticks")
+    parser.add_argument("--index-from", default="", help="a data dir with an indexed collection to copy")
+    parser.add_argument("--work", default="", help="working folder (default: a new temporary one)")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--drive", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--figures", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.drive:
+        return drive(args)
+
+    from api_standins import StandInServer
+
+    work = Path(args.work or tempfile.mkdtemp(prefix="lumina-bench-batch-"))
+    data_dir = work / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (work / "dagster_home").mkdir(exist_ok=True)
+    query_file = write_inputs(data_dir, args.questions, args.index_from)
+    load_start = os.getloadavg()
+    with StandInServer(
+        work / "requests.jsonl",
+        latency_ms=args.latency_ms,
+        throttle_every=args.throttle_every,
+        error_rate=args.error_rate,
+        extra=("--batch-polls", str(args.batch_polls)),
+    ) as server:
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        env.update(
+            {
+                "LUMINA_DATA_DIR": str(data_dir),
+                "DAGSTER_HOME": str(work / "dagster_home"),
+                "LUMINA_USER_QUERIES": str(query_file),
+                "LUMINA_ALLOW_PRIVATE_URLS": "1",
+                "LUMINA_JUDGE_BACKEND": "openai",
+                "LUMINA_JUDGE_MODEL": "gpt-4o",
+                "OPENAI_API_KEY": "stand-in",
+                "OPENAI_BASE_URL": server.url + "/v1",
+                "LUMINA_QUESTION_BACKEND": "offline",
+                "LUMINA_EXA_URL": server.url,
+                "EXA_API_KEY": "stand-in",
+                "PYTHONPATH": str(ROOT),
+            }
+        )
+        env.pop("LUMINA_CORPUS", None)
+        env.pop("OPENAI_COMPATIBLE_BASE_URL", None)
+        planned = subprocess.run(
+            [*CLI, "benchmark", "plan", *_options(args), "--json"], env=env, capture_output=True, text=True
+        )
+        if planned.returncode != 0:
+            print(planned.stderr[-3000:], file=sys.stderr)
+            return planned.returncode
+        plan = json.loads(planned.stdout)
+        figures_path = work / "figures.json"
+        child = [
+            sys.executable, __file__, "--drive", "--figures", str(figures_path), "--providers", args.providers,
+            "--depths", args.depths, "--page-sizes", args.page_sizes, "--shard-size", str(args.shard_size),
+            "--judge-rpm", str(args.judge_rpm), "--poll-seconds", str(args.poll_seconds),
+        ]  # fmt: skip
+        started = time.monotonic()
+        run = subprocess.run(child, env=env)
+        wall = time.monotonic() - started
+        requests = server.requests()
+    if run.returncode != 0:
+        return run.returncode
+    driven = json.loads(figures_path.read_text(encoding="utf-8"))
+
+    from evals import ledger
+
+    actual = ledger.actual_by_plan_role([p.strip() for p in args.providers.split(",")])
+    records = [
+        json.loads(p.read_text(encoding="utf-8"))
+        for p in sorted((data_dir / "benchmark" / "batches").glob("*.json"))
+    ]
+    by_status = collections.Counter((r["api"], r["status"]) for r in requests)
+    successes = collections.Counter((r["api"], r["key"]) for r in requests if r["status"] == 200)
+    figures = {
+        "questions": args.questions,
+        "providers": args.providers,
+        "depths": args.depths,
+        "page_sizes": args.page_sizes,
+        "shard_size": args.shard_size,
+        "wall_s": round(wall, 1),
+        "peak_rss_mb": driven["peak_rss_mb"],
+        "cpu_s": driven["cpu_s"],
+        "steps": {s["step"]: [s["wall_s"], s["peak_rss_mb"]] for s in driven["steps"]},
+        "batches": len(records),
+        "batch_requests": sum(len(r["requests"]) for r in records),
+        "batch_answered": sum(r["answered"] for r in records),
+        "largest_batch": max((len(r["requests"]) for r in records), default=0),
+        "batch_input_tokens": sum(r.get("input_tokens", 0) for r in records),
+        "batch_output_tokens": sum(r.get("output_tokens", 0) for r in records),
+        "sensor_ticks": driven["sensor_ticks"],
+        "requests": {f"{api} {status}": n for (api, status), n in sorted(by_status.items())},
+        "repeated_successes": sum(
+            n - 1
+            for (api, _), n in successes.items()
+            if n > 1 and api not in ("openai_batches", "openai_files")
+        ),
+        "plan_llm_calls": plan["llm_calls"],
+        "actual_llm_calls": {r: v["calls"] + v["cache_hits"] for r, v in actual["llm"].items()},
+        "plan_input_tokens": {r: v["input_tokens"] for r, v in plan["llm"].items()},
+        "actual_input_tokens": {r: v["input_tokens"] for r, v in actual["llm"].items()},
+        "plan_usd_batch": plan.get("usd_batch"),
+        "plan_provider_requests": plan["provider_requests"],
+        "actual_provider_requests": actual["provider_requests"],
+        "load_start": load_start,
+        "load_end": os.getloadavg(),
+        "work": str(work),
+    }
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        for key, value in figures.items():
+            print(f"{key:>26}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
