@@ -246,7 +246,7 @@ def _pooled_usage(
     inputs: PlanInputs, providers: list[str], mean_chars: float, mean_sentences: float
 ) -> tuple[_Usage, dict[str, Any]]:
     """Pooled judging's calls and tokens (module note): graded prompts, and CR / CP prompts the judge step does
-    not ask, at the judge's model; synchronous only."""
+    not ask, at the judge's model; `judge_batch` carries the graded prompts, so they can be batched."""
     p = inputs.pool_page_size
     if inputs.judge_llm.offline:
         items, binary, graded, source = 0, 0, 0, "none: pooled judging runs with an LLM judge only"
@@ -275,7 +275,7 @@ def _pooled_usage(
         graded + binary,
         graded_in * graded + binary_in * binary,
         OUTPUT_TOKENS["graded"] * graded + binary_out * binary,
-        batchable=False,
+        batchable=True,
     )
     return usage, {"page_size": p, "items": int(round(items)), "source": source}
 
@@ -436,7 +436,7 @@ def format_plan(plan: dict[str, Any]) -> str:
     pool = plan["llm"]["pooled"]["pool"]
     lines.append(
         f"  pooled: {pool['items']:,} (question, paper) pool items at p = {pool['page_size']}, depth 0 "
-        f"({pool['source']}); synchronous only (no batch path), at the judge's model"
+        f"({pool['source']}), at the judge's model"
     )
     lines.append("\nprovider requests:")
     for name, row in plan["provider"].items():
