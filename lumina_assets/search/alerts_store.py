@@ -158,19 +158,23 @@ def _prepare(db: sqlite3.Connection) -> None:
         return
     if version > VERSION:
         raise sqlite3.DatabaseError(f"written by a newer Lumina (store version {version})")
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("BEGIN IMMEDIATE")
-    try:
+    # one process makes the store at a time: switching a new file to WAL answers "locked" at once, without waiting
+    # for the busy timeout, while another process holds it
+    with locked("store-setup"):
         [(version,)] = db.execute("PRAGMA user_version")  # another process may have made it meanwhile
-        if version != VERSION:
+        if version == VERSION:
+            return
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("BEGIN IMMEDIATE")
+        try:
             for statement in TABLES:
                 db.execute(statement)
             _migrate_json(db)
             db.execute(f"PRAGMA user_version = {VERSION}")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
 
 
 # ---------------------------------------------------------------- the JSON files of earlier versions
