@@ -207,21 +207,32 @@ def main() -> int:
         "pool_items": pooled.get("pool_items"),
         "pooled_graded_prompts_sent": graded_sent,
         "pooled_share": round(graded_sent / (args.questions * len(providers) * top), 3),
+        **plan_vs_actual(plan, actual),
+        "load": os.getloadavg(),
+        "work": str(work),
+    }
+    print_figures(figures, as_json=args.json)
+    return 0
+
+
+def plan_vs_actual(plan: dict, actual: dict) -> dict:
+    """The plan's calls, tokens and provider requests beside the run's (`ledger.actual_by_plan_role`)."""
+    return {
         "plan_llm_calls": plan["llm_calls"],
         "actual_llm_calls": {r: v["calls"] + v["cache_hits"] for r, v in actual["llm"].items()},
         "plan_input_tokens": {r: v["input_tokens"] for r, v in plan["llm"].items()},
         "actual_input_tokens": {r: v["input_tokens"] for r, v in actual["llm"].items()},
         "plan_provider_requests": plan["provider_requests"],
         "actual_provider_requests": actual["provider_requests"],
-        "load": os.getloadavg(),
-        "work": str(work),
     }
-    if args.json:
+
+
+def print_figures(figures: dict, *, as_json: bool) -> None:
+    if as_json:
         print(json.dumps(figures, indent=2))
     else:
         for key, value in figures.items():
             print(f"{key:>26}: {value}")
-    return 0
 
 
 if __name__ == "__main__":

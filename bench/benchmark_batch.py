@@ -286,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         return run.returncode
     driven = json.loads(figures_path.read_text(encoding="utf-8"))
 
+    from bench.benchmark import plan_vs_actual, print_figures
     from evals import ledger
 
     actual = ledger.actual_by_plan_role([p.strip() for p in args.providers.split(",")])
@@ -318,22 +319,13 @@ def main(argv: list[str] | None = None) -> int:
             for (api, _), n in successes.items()
             if n > 1 and api not in ("openai_batches", "openai_files")
         ),
-        "plan_llm_calls": plan["llm_calls"],
-        "actual_llm_calls": {r: v["calls"] + v["cache_hits"] for r, v in actual["llm"].items()},
-        "plan_input_tokens": {r: v["input_tokens"] for r, v in plan["llm"].items()},
-        "actual_input_tokens": {r: v["input_tokens"] for r, v in actual["llm"].items()},
+        **plan_vs_actual(plan, actual),
         "plan_usd_batch": plan.get("usd_batch"),
-        "plan_provider_requests": plan["provider_requests"],
-        "actual_provider_requests": actual["provider_requests"],
         "load_start": load_start,
         "load_end": os.getloadavg(),
         "work": str(work),
     }
-    if args.json:
-        print(json.dumps(figures, indent=2))
-    else:
-        for key, value in figures.items():
-            print(f"{key:>26}: {value}")
+    print_figures(figures, as_json=args.json)
     return 0
 
 
