@@ -35,6 +35,11 @@ def write_inputs(data_dir: Path, questions: int) -> Path:
     from lumina_assets.core import settings
 
     folder = write_scifact_slice(settings.shared_data_dir(), claims=0, distractors=10_000)
+    return write_questions(folder, data_dir.parent / "questions.txt", questions)
+
+
+def write_questions(folder: Path, path: Path, questions: int) -> Path:
+    """`questions` user queries at `path`: the BEIR folder's claims, repeated with a variant number past its count."""
     claims = [
         json.loads(line)["text"] for line in (folder / "queries.jsonl").read_text().splitlines() if line
     ]
@@ -42,7 +47,6 @@ def write_inputs(data_dir: Path, questions: int) -> Path:
         claims[i % len(claims)] + ("" if i < len(claims) else f" (variant {i // len(claims)})")
         for i in range(questions)
     ]
-    path = data_dir.parent / "questions.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 

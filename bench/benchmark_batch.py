@@ -66,16 +66,9 @@ def write_inputs(data_dir: Path, questions: int, index_from: str) -> Path:
         from benchmark_slice import write_scifact_slice
 
         folder = write_scifact_slice(settings.shared_data_dir(), claims=0, distractors=10_000)
-    claims = [
-        json.loads(line)["text"] for line in (folder / "queries.jsonl").read_text().splitlines() if line
-    ]
-    lines = [
-        claims[i % len(claims)] + ("" if i < len(claims) else f" (variant {i // len(claims)})")
-        for i in range(questions)
-    ]
-    path = data_dir.parent / "questions.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    from bench.benchmark import write_questions
+
+    return write_questions(folder, data_dir.parent / "questions.txt", questions)
 
 
 def _rss_mb(field: str) -> float:
