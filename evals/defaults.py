@@ -9,6 +9,7 @@ from __future__ import annotations
 DEPTHS = (0, 1, 2, 3)  # recursion depths scored
 PAGE_SIZES = (5, 10)  # page sizes p; provider_results asks each provider for the largest
 SYNTHETIC_QUESTIONS = 12  # questions generated from sampled passages
+SHARD_SIZE = 500  # questions per shard, the unit of work of the per-question benchmark assets (evals.shards)
 BEIR_QUERIES = 0  # BEIR queries with qrels: 0 = every held-out one, N > 0 = a seeded sample of N, < 0 = none
 # SciFact train queries per split the offline judge is calibrated on; the judging and the scoring steps must use
 # the same value, so the agreement is measured on the judge that judged.

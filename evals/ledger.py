@@ -58,13 +58,18 @@ def record_requests(asset: str, partition: str, counters: dict[str, Any]) -> Non
     path.write_text(json.dumps({"asset": asset, "partition": partition, **counters}), encoding="utf-8")
 
 
+def provider_of(partition: str) -> str:
+    """The provider of a partition key (`provider` or `provider|shard`)."""
+    return partition.split("|")[0]
+
+
 def _entries(folder: Path, partitions: set[str]) -> list[dict[str, Any]]:
     """The entries of this run: its providers' partitions and the unpartitioned steps."""
     entries = []
     for path in sorted(folder.glob("*.json")) if folder.exists() else []:
         entry = json.loads(path.read_text(encoding="utf-8"))
         partition = entry.get("partition", path.name.split(".")[1])
-        if partition in (None, "all") or partition in partitions:
+        if partition in (None, "all") or provider_of(partition) in partitions:
             entries.append(entry)
     return entries
 
@@ -89,7 +94,7 @@ def run_cost(providers: list[str], request_prices: dict[str, tuple[float | None,
             row["usd"] += entry["llm_estimated_cost_usd"]
     requests: dict[str, dict[str, Any]] = {}
     for entry in _entries(settings.benchmark_dir() / "requests", wanted):
-        provider = entry["partition"]
+        provider = provider_of(entry["partition"])
         price, note = request_prices.get(provider, (None, "no price known"))
         row = requests.setdefault(provider, {"requests": 0, "cache_hits": 0, "usd": 0.0, "price": note})
         sent = entry.get("http_requests", 0)
@@ -186,5 +191,6 @@ def actual_by_plan_role(providers: list[str]) -> dict[str, dict[str, Any]]:
     for entry in _entries(settings.benchmark_dir() / "requests", wanted):
         # retries of a throttled or failed request are the same request again
         made = entry.get("http_requests", 0) - entry.get("http_retries", 0) + entry.get("http_cache_hits", 0)
-        requests[entry["partition"]] = requests.get(entry["partition"], 0) + made
+        provider = provider_of(entry["partition"])
+        requests[provider] = requests.get(provider, 0) + made
     return {"llm": llm, "provider_requests": requests}

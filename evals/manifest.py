@@ -47,13 +47,10 @@ def select_run(
         path = tables.RECURSIVE_RESULTS.path(name)
         recursive = pl.scan_parquet(path) if path.exists() else None
         reason = runs.stale_reason(
-            name,
-            questions=fingerprint,
-            depths=depths,
-            page_sizes=page_sizes,
-            judge=judge_name,
-            recursive=recursive,
+            name, questions=fingerprint, depths=depths, page_sizes=page_sizes, judge=judge_name
         )
+        if reason is None and recursive is None:
+            reason = "no recursive results"
         if reason is not None:
             excluded[name] = reason
             continue

@@ -1,7 +1,8 @@
 """A benchmark run: the one set of (questions, providers, grid, judge, code version) a report's rows come from.
 
-Each provider partition leaves a stamp of what it was computed from (recursive_results: the questions' fingerprint,
-depths, page sizes, code version; judgments: the judge and the recursive results it judged). `benchmark_scores`
+Each provider leaves a stamp of what its shards were computed from, rewritten as each shard partition finishes
+(recursive_results: the questions' fingerprint once every shard has them, depths, page sizes, code version, and
+what its levels hold; judgments: the judge and the levels it judged). `benchmark_scores`
 takes a provider into the run only when its stamps match the run, so rows of an earlier run (another grid, other
 questions, another judge, or a provider not asked for) never enter a new report. Every run keeps its scores and
 report under its own id, so an earlier run stays readable and a comparison of two runs is explicit."""
@@ -70,43 +71,39 @@ def read_stamp(stage: str, provider: str) -> dict[str, Any]:
 def stamp_recursive(
     provider: str,
     *,
-    questions: pl.DataFrame,
+    questions: str,
     depths: list[int],
     page_sizes: list[int],
     refinement: str,
-    levels: pl.DataFrame | pl.LazyFrame,
+    data: str,
     provider_stats: dict[str, int],
     provider_info: dict[str, Any] | None = None,
 ) -> None:
-    """What a provider's recursive levels were computed from, for `stale_reason` and the run manifest."""
+    """What a provider's recursive levels were computed from (`questions`: the fingerprint of the questions every
+    shard was computed for) and hold (`data`), for `stale_reason` and the run manifest."""
     write_stamp(
         "recursive_results",
         provider,
         {
-            "questions": questions_fingerprint(questions),
+            "questions": questions,
             "depths": sorted(set(depths)),
             "page_sizes": sorted(set(page_sizes)),
             "refinement": refinement,
-            "data": frame_fingerprint(levels),
+            "data": data,
             "provider_stats": provider_stats,
             "provider_info": provider_info or {},
         },
     )
 
 
-def stamp_judgments(provider: str, *, judge: str, recursive: pl.DataFrame | pl.LazyFrame) -> None:
-    """Which judge judged which recursive levels (the offline run, which judges nothing, stamps it too)."""
-    write_stamp("judgments", provider, {"judge": judge, "recursive": frame_fingerprint(recursive)})
+def stamp_judgments(provider: str, *, judge: str, recursive: str) -> None:
+    """Which judge judged which recursive levels (`recursive`: their `data` when judged); the offline run, which
+    judges nothing, stamps it too."""
+    write_stamp("judgments", provider, {"judge": judge, "recursive": recursive})
 
 
 def stale_reason(
-    provider: str,
-    *,
-    questions: str,
-    depths: list[int],
-    page_sizes: list[int],
-    judge: str,
-    recursive: pl.DataFrame | pl.LazyFrame | None,
+    provider: str, *, questions: str, depths: list[int], page_sizes: list[int], judge: str
 ) -> str | None:
     """Why a provider's stored results are not part of this run (None when they are)."""
     levels = read_stamp("recursive_results", provider)
@@ -118,13 +115,11 @@ def stale_reason(
     if levels.get("skipped"):
         return f"skipped: {levels['skipped']}"
     if levels.get("questions") != questions:
-        return "computed for other questions"
+        return "computed for other questions (or not every shard of these is computed)"
     missing_depths = sorted(set(depths) - set(levels.get("depths", [])))
     missing_pages = sorted(set(page_sizes) - set(levels.get("page_sizes", [])))
     if missing_depths or missing_pages:
         return f"grid lacks depths {missing_depths} / page sizes {missing_pages}"
-    if levels.get("data") != frame_fingerprint(recursive):
-        return "recursive results changed since they were stamped"
     if not verdicts or verdicts.get("recursive") != levels.get("data"):
         return "judgments are not of the current recursive results"
     if verdicts.get("judge") != judge:

@@ -1,11 +1,12 @@
-"""Questions cut into shards, so a large run is done (and redone) a shard at a time.
+"""Questions cut into shards, the benchmark's unit of work: each provider × shard is one Dagster partition.
 
-A shard is a fixed list of question ids. The list of shards is append-only (`shards.json` under
-data/benchmark/shards/): questions added later fill new shards and never move an old one, so a rerun with more
-questions computes only the new shards. Each stage writes one file per provider and shard, atomically, with a
-stamp of what it was computed from (the shard's question texts and the stage's settings); a shard whose file and
-stamp match is skipped, so a rerun after a failure redoes only the shards that did not finish. The stage's table is
-then the shards' files concatenated by polars' streaming engine: no frame of the whole run is built by the stage.
+A shard is a fixed list of question ids, named by its place in the list (`00000`, `00001`, ...). The list is
+append-only (`shards.json` under data/benchmark/shards/): questions added later fill new shards and never move an
+old one, so a rerun with more questions has new shard partitions to compute and finds the old ones done. Each
+stage writes one file per provider and shard, atomically, with a stamp of what it was computed from (the shard's
+question texts and the stage's settings) and of what it holds (`data`: a fingerprint of its rows); a shard whose
+file and stamp match is reused without a call. A provider's table is its current shards' files concatenated by
+polars' streaming engine, rewritten (under a lock) after each shard: no frame of the whole run is built.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+from filelock import FileLock
 
 from lumina_assets.core import settings
 from lumina_assets.core.ids import short_hash
@@ -34,95 +35,124 @@ def _root() -> Path:
     return settings.benchmark_dir() / "shards"
 
 
-def assign(question_ids: Sequence[str], size: int) -> list[list[str]]:
-    """The shards holding `question_ids`: the recorded ones first (unchanged), then new shards of `size` for
-    questions in none of them, in the order given."""
+def _recorded() -> list[list[str]]:
     path = _root() / "shards.json"
-    shards: list[list[str]] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+
+
+def key(index: int) -> str:
+    return f"{index:05d}"
+
+
+def assign(question_ids: Sequence[str], size: int) -> list[str]:
+    """The keys of the shards holding `question_ids`, after appending new shards of `size` for questions in none
+    of the recorded ones (in the order given)."""
+    shards = _recorded()
     known = {q for shard in shards for q in shard}
     new = [q for q in dict.fromkeys(question_ids) if q not in known]
-    for start in range(0, len(new), size):
+    for start in range(0, len(new), max(size, 1)):
         shards.append(new[start : start + size])
     if new:
-        _write_text(path, json.dumps(shards))
+        with FileLock(str(_root() / "shards.json.lock")):
+            _write_text(_root() / "shards.json", json.dumps(shards))
+    return current(question_ids, shards)
+
+
+def current(question_ids: Sequence[str], shards: list[list[str]] | None = None) -> list[str]:
+    """The keys of the recorded shards holding any of `question_ids`, in order."""
     wanted = set(question_ids)
-    return [shard for shard in shards if wanted.intersection(shard)]
+    return [key(i) for i, shard in enumerate(shards or _recorded()) if wanted.intersection(shard)]
 
 
-@dataclass
-class ShardRun:
-    computed: list[int] = field(default_factory=list)
-    reused: list[int] = field(default_factory=list)
-    paths: list[Path] = field(default_factory=list)
+def part(questions: pl.DataFrame, shard: str) -> pl.DataFrame:
+    """The rows of `questions` in `shard`, in the shard's order."""
+    shards = _recorded()
+    ids = shards[int(shard)] if int(shard) < len(shards) else []
+    order = pl.DataFrame(
+        {"question_id": ids, "_order": range(len(ids))}, schema_overrides={"_order": pl.Int64}
+    )
+    return questions.join(order, on="question_id").sort("_order").drop("_order")
 
-    def metadata(self) -> dict[str, Any]:
-        return {
-            "shards": len(self.paths),
-            "shards_computed": len(self.computed),
-            "shards_reused": len(self.reused),
-        }
 
-    def version(self) -> str:
-        """A content version of the combined table: the SHA-256 of its shards' files, in shard order, each read
-        in blocks (a shard reused or recomputed to the same content keeps it; no frame is built)."""
-        digest = hashlib.sha256()
-        for path in self.paths:
-            with path.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-        return digest.hexdigest()[:24]
+def path(stage: str, provider: str, shard: str) -> Path:
+    return _root() / stage / provider / f"{shard}.parquet"
+
+
+def stamp_of(stage: str, provider: str, shard: str) -> dict[str, Any]:
+    stamp = path(stage, provider, shard).with_suffix(".json")
+    return json.loads(stamp.read_text(encoding="utf-8")) if stamp.exists() else {}
+
+
+def questions_hash(part: pl.DataFrame) -> str:
+    return short_hash(*[f"{q}\x1f{t}" for q, t in zip(part["question_id"], part["text"], strict=True)])
 
 
 def run(
     stage: str,
     provider: str,
-    questions: pl.DataFrame,
-    shards: list[list[str]],
-    settings_stamp: Callable[[pl.DataFrame], dict[str, Any]],
+    shard: str,
+    part: pl.DataFrame,
+    settings_stamp: dict[str, Any],
     compute: Callable[[pl.DataFrame], pl.DataFrame],
-    on_shard: Callable[[int, int, bool], None] | None = None,
-) -> ShardRun:
-    """`compute(questions of one shard)` for every shard whose file is missing or stale (`settings_stamp(questions
-    of the shard)`: what else its result depends on); returns which shards were computed and reused and the files
-    in shard order."""
-    result = ShardRun()
-    by_id = {qid: i for i, qid in enumerate(questions["question_id"].to_list())}
-    folder = _root() / stage / provider
-    for index, shard in enumerate(shards):
-        rows = [by_id[q] for q in shard if q in by_id]
-        part = questions[rows]
-        stamp = {
-            "questions": short_hash(
-                *[f"{q}\x1f{t}" for q, t in zip(part["question_id"], part["text"], strict=True)]
-            ),
-            **settings_stamp(part),
-        }
-        path = folder / f"{index:05d}.parquet"
-        stamp_path = path.with_suffix(".json")
-        fresh = (
-            path.exists()
-            and stamp_path.exists()
-            and json.loads(stamp_path.read_text(encoding="utf-8"))
-            == json.loads(json.dumps(stamp, default=str))
-        )
-        if fresh:
-            result.reused.append(index)
-        else:
-            frame = compute(part)
-            atomic_replace(path, frame.write_parquet)
-            _write_text(stamp_path, json.dumps(stamp, default=str))
-            result.computed.append(index)
-        result.paths.append(path)
-        if on_shard:
-            on_shard(index, len(shards), fresh)
-    return result
+) -> bool:
+    """`compute(part)` into the shard's file unless its file and stamp (`settings_stamp`: what else the result
+    depends on) are already there; True when it was reused."""
+    from evals.runs import frame_fingerprint
+
+    target = path(stage, provider, shard)
+    stamp = json.loads(json.dumps({"questions": questions_hash(part), **settings_stamp}, default=str))
+    stored = stamp_of(stage, provider, shard)
+    if target.exists() and {k: v for k, v in stored.items() if k != "data"} == stamp:
+        return True
+    frame = compute(part)
+    atomic_replace(target, frame.write_parquet)
+    _write_text(target.with_suffix(".json"), json.dumps({**stamp, "data": frame_fingerprint(frame)}))
+    return False
 
 
-def combine(paths: Sequence[Path], target: Path, schema: dict[str, Any]) -> None:
-    """The shards' files as one table at `target`, streamed (atomic)."""
+def lock(stage: str, provider: str) -> FileLock:
+    """Held while a provider's table of a stage is rewritten and stamped, so the last shard to finish writes a
+    table with every finished shard."""
+    (_root() / stage).mkdir(parents=True, exist_ok=True)
+    return FileLock(str(_root() / stage / f"{provider}.lock"))
+
+
+def combine(stage: str, provider: str, shards: Sequence[str], target: Path, schema: dict[str, Any]) -> None:
+    """The files of `shards` that exist, as one table at `target`, streamed (hold `lock`)."""
+    paths = [p for p in (path(stage, provider, s) for s in shards) if p.exists()]
     if not paths:
         atomic_replace(target, pl.DataFrame(schema=schema).write_parquet)
         return
     lazy = pl.concat([pl.scan_parquet(p) for p in paths], how="diagonal_relaxed")
     # row groups of a shard's size: a later read of some questions (or an aggregate) decodes a group at a time
     atomic_replace(target, lambda temp: lazy.sink_parquet(temp, row_group_size=ROW_GROUP))
+
+
+PER_SHARD = ("questions", "data", "level0", "levels")  # stamp fields that differ from shard to shard
+
+
+def complete(stage: str, provider: str, questions: pl.DataFrame) -> bool:
+    """Every shard of `questions` computed for its current questions, all with the same settings."""
+    settings_seen = set()
+    for shard in current(questions["question_id"].to_list()):
+        stamp = stamp_of(stage, provider, shard)
+        if stamp.get("questions") != questions_hash(part(questions, shard)):
+            return False
+        settings_seen.add(json.dumps({k: v for k, v in stamp.items() if k not in PER_SHARD}, sort_keys=True))
+    return len(settings_seen) <= 1
+
+
+def version(paths: Sequence[Path]) -> str:
+    """A content version of files: the SHA-256 of their bytes, in order, each read in blocks."""
+    digest = hashlib.sha256()
+    for file in paths:
+        with file.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:24]
+
+
+def fingerprint(stage: str, provider: str, shards: Sequence[str], field: str = "data") -> str:
+    """One hash of a stamp field over `shards` (missing stamps count as missing): what a provider's stage holds
+    (`data`) or was computed from (`levels`)."""
+    return short_hash(*[str(stamp_of(stage, provider, s).get(field, "missing")) for s in shards], length=16)

@@ -22,6 +22,12 @@ def add_commands(commands, bench_commands) -> None:
     sub = bench.add_subparsers(dest="benchmark_command", required=True)
     run = sub.add_parser("run", help="materialize the benchmark group and print the headline table")
     _add_run_options(run, defaults, registry)
+    run.add_argument(
+        "--poll-seconds",
+        type=float,
+        default=60.0,
+        help="with --batch: seconds between polls of the open batches",
+    )
     run.set_defaults(handler=run_benchmark)
     plan = sub.add_parser(
         "plan", help="calls, tokens, USD and wall time the run with these options would take (calls nothing)"
@@ -95,8 +101,20 @@ def _add_run_options(parser, defaults, registry) -> None:
     parser.add_argument(
         "--shard-size",
         type=int,
-        default=0,
-        help="run the questions in shards of N: a rerun computes only new or unfinished shards (0: no shards)",
+        default=defaults.SHARD_SIZE,
+        help="questions per new shard (each provider × shard is a partition; recorded shards never change)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="provider × shard steps run at once, in as many processes (a provider's searches one at a time; "
+        "the judge's concurrency is split between them)",
+    )
+    parser.add_argument(
+        "--batch",
+        action="store_true",
+        help="judge through the batch APIs: submit, poll until every batch ended, then judge from the cache",
     )
     parser.add_argument(
         "--judge-rpm",
@@ -250,16 +268,130 @@ def _check_budget(args: argparse.Namespace, plan: dict) -> str | None:
     return None
 
 
+SEARCHING = ("provider_results", "recursive_results")  # the steps that call the provider's search API
+_WORKER: dict = {}  # a step process's resources and instance, built once (`_init_worker`)
+
+
+def _init_worker(args: argparse.Namespace, budget: dict) -> None:
+    """A step process: the run's resources, the judge's concurrency split between the `--workers` processes."""
+    from lumina_assets.cli.runner import instance
+    from resources.llm import build_llm_resources
+
+    resources = _resources(args, **budget)
+    share = max(1, resources["judge_llm"].resolved_concurrency() // max(1, args.workers))
+    resources["judge_llm"] = build_llm_resources(**budget, **_limits(args), judge_concurrency=share)[
+        "judge_llm"
+    ]
+    _WORKER.update(resources=resources, instance=instance())
+
+
+def _worker_step(stage: str, partition: str, run_config: dict) -> bool:
+    from lumina_assets.defs import benchmark
+
+    selection = [a for a in benchmark.ASSETS if a.key.to_user_string() == stage]
+    return _step(
+        benchmark.ASSETS + benchmark.CHECKS, selection, run_config, partition_key=partition, **_WORKER
+    )
+
+
+def _shard_steps(args, chains, stages, run_config, budget: dict, stop) -> bool:
+    """Each (provider, shard) chain's `stages` in order, `args.workers` steps at once in as many processes, so one
+    provider's shard is judged while another's is searched. A provider's searching steps run one at a time (its
+    rate limit and concurrency hold whichever process searches) and the judge's concurrency is split between the
+    processes (its rate file is shared). A failed step ends its chain, the others go on; `stop()` (the budget)
+    ends the submitting. Returns whether every step succeeded."""
+    import concurrent.futures as cf
+    import multiprocessing
+
+    from lumina_assets.defs.partitions import provider_shard_key
+
+    workers = max(1, args.workers)
+    pool = None
+    if workers > 1:
+        pool = cf.ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker,
+            initargs=(args, budget),
+        )
+    else:
+        _init_worker(args, budget)
+    progress = dict.fromkeys(chains, 0)
+    running: dict[cf.Future, tuple[tuple[str, str], str, float]] = {}
+    ok, stopped = True, False
+
+    def next_step():
+        busy = {chain for chain, _, _ in running.values()}
+        searching = {chain[0] for chain, stage, _ in running.values() if stage in SEARCHING}
+        for chain in chains:
+            if chain in busy or progress[chain] >= len(stages):
+                continue
+            stage = stages[progress[chain]]
+            if stage not in SEARCHING or chain[0] not in searching:
+                return chain, stage
+        return None
+
+    try:
+        while True:
+            while not stopped and len(running) < workers and (step := next_step()):
+                chain, stage = step
+                key = provider_shard_key(*chain)
+                future: cf.Future = cf.Future()
+                if pool is not None:
+                    future = pool.submit(_worker_step, stage, key, run_config)
+                else:
+                    future.set_result(_worker_step(stage, key, run_config))
+                running[future] = (chain, stage, time.monotonic())
+            if not running:
+                return ok
+            for future in cf.wait(running, return_when=cf.FIRST_COMPLETED)[0]:
+                chain, stage, began = running.pop(future)
+                done = future.result()
+                progress[chain] = progress[chain] + 1 if done else len(stages)
+                ok = ok and done
+                state = "done" if done else "failed"
+                print(f"[benchmark] {stage} {provider_shard_key(*chain)} {state} in {time.monotonic() - began:.0f}s", flush=True)  # fmt: skip
+            stopped = stopped or stop()
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+def _await_batches(resources, instance, partitions: list[str], poll_seconds: float) -> None:
+    """Ticks of `judge_batch_sensor` (poll, put the answers in the LLM cache, resubmit what a batch missed) until
+    no batch of these partitions is open."""
+    import dagster as dg
+
+    from evals import batch
+    from lumina_assets.defs import benchmark
+    from sensors.benchmark_batches import judge_batch_sensor
+
+    definitions = dg.Definitions(assets=benchmark.ASSETS, sensors=[judge_batch_sensor], resources=resources)
+    llms = {k: resources[k] for k in ("judge_llm", "question_llm")}
+    while True:
+        context = dg.build_sensor_context(
+            instance=instance, instance_ref=instance.get_ref(), definitions=definitions, resources=llms
+        )
+        for event in judge_batch_sensor.evaluate_tick(context).asset_events or []:
+            shown = {k: event.metadata[k].value for k in ("batch_id", "status", "answered", "missing")}
+            print(f"[benchmark] batch {shown}", flush=True)
+        if not any(r["partition"] in partitions for r in batch.open_records()):
+            return
+        time.sleep(poll_seconds)
+
+
 def run_benchmark(args: argparse.Namespace) -> int:
-    from evals import ledger
+    from evals import ledger, shards
     from evals.budget import Budget
     from lumina_assets.cli.runner import instance as project_instance
-    from lumina_assets.core import settings
+    from lumina_assets.core import settings, tables
     from lumina_assets.defs import benchmark
+    from lumina_assets.defs.partitions import provider_shard_key
 
     instance = project_instance()
     budget_file = _budget_file(args) if args.budget > 0 else ""
-    resources = _resources(args, budget_usd=args.budget, budget_file=budget_file)
+    budget = {"budget_usd": args.budget, "budget_file": budget_file}
+    resources = _resources(args, **budget)
     providers = _providers(args)
     plan = _plan(args, resources, exact=False)  # the estimate: quick whatever the size of what is stored
     if args.budget > 0:
@@ -280,15 +412,16 @@ def run_benchmark(args: argparse.Namespace) -> int:
         flush=True,
     )
 
-    def budget_reached() -> bool:
-        if not budget_file or Budget(budget_file, args.budget).spent() < args.budget:
-            return False
+    def budget_spent() -> bool:
+        return bool(budget_file) and Budget(budget_file, args.budget).spent() >= args.budget
+
+    def stopped() -> int:
         print(
             f"[benchmark] budget ${args.budget:,.2f} reached: stopped; every answer so far is cached, so "
             "rerunning with a larger --budget resumes without repeating a call",
             file=sys.stderr,
         )
-        return True
+        return 3
 
     config = benchmark.default_run_config(
         synthetic=args.synthetic,
@@ -304,13 +437,17 @@ def run_benchmark(args: argparse.Namespace) -> int:
     started = time.monotonic()
     question_assets = [benchmark.synthetic_questions, benchmark.user_queries, benchmark.questions]
     if not _step(assets, question_assets, config, instance=instance, resources=resources):
-        return 3 if budget_reached() else 1
-    provider_assets = [benchmark.provider_results, benchmark.recursive_results, benchmark.judgments]
-    for provider in providers:
-        print(f"[benchmark] provider {provider}", flush=True)
-        _step(assets, provider_assets, config, partition_key=provider, instance=instance, resources=resources)
-        if budget_reached():
-            return 3
+        return stopped() if budget_spent() else 1
+    current = shards.current(tables.read(tables.QUESTIONS)["question_id"].to_list())
+    chains = [(provider, shard) for shard in current for provider in providers]
+    print(f"[benchmark] {len(current)} shards × {len(providers)} providers", flush=True)
+    stages = ("provider_results", "recursive_results", "judge_batch" if args.batch else "judgments")
+    _shard_steps(args, chains, stages, config, budget, budget_spent)
+    if args.batch and not budget_spent():
+        _await_batches(resources, instance, [provider_shard_key(*c) for c in chains], args.poll_seconds)
+        _shard_steps(args, chains, ("judgments",), config, budget, budget_spent)
+    if budget_spent():
+        return stopped()
     if not _step(
         assets,
         [benchmark.benchmark_scores, benchmark.benchmark_report],

@@ -11,7 +11,7 @@ import dagster as dg
 
 from lumina_assets.core import settings
 from lumina_assets.defs.loggers import TERMINAL_LOGGER
-from lumina_assets.defs.partitions import INGEST_BATCHES
+from lumina_assets.defs.partitions import INGEST_BATCHES, PROVIDER_SHARDS, current_provider_shards
 
 
 def live_source_urls() -> list[str]:
@@ -93,9 +93,9 @@ def job_for(defs: dg.Definitions, keys: list[dg.AssetKey]) -> str | None:
 def _partition_keys(partitions, instance: dg.DagsterInstance) -> list[str | None]:
     if partitions is None:
         return [None]
-    if isinstance(partitions, dg.DynamicPartitionsDefinition):
-        return list(instance.get_dynamic_partitions(partitions.name))
-    return list(partitions.get_partition_keys())
+    if partitions == PROVIDER_SHARDS:  # the shards of the current questions, not every shard ever recorded
+        return list(current_provider_shards())
+    return list(partitions.get_partition_keys(dynamic_partitions_store=instance))
 
 
 def materialize_step(

@@ -8,13 +8,13 @@ the opt-in batch submissions `benchmark_batch`.
 """
 
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 import polars as pl
 
 from evals import deep_recall, ledger, registry, runner, runs
 from evals import questions as questions_lib
+from evals import shards as shards_lib
 from evals.providers import describe, http_stats
 from evals.recursive import LLMRefiner, PseudoRelevanceRefiner
 from evals.report import OFFLINE_JUDGE_NOT_USED, level_summary, results_sample
@@ -31,22 +31,22 @@ from lumina_assets.defs.benchmark_common import (
     data_version,
     provider_for,
     request_counters,
-    rows_of,
-    scan,
+    run_shard,
     setup_failure,
-    sharded,
+    upstream,
 )
 from lumina_assets.defs.benchmark_config import (
     GROUP,
     JudgeConfig,
     ProviderResultsConfig,
+    QuestionsConfig,
     RecursionConfig,
     SyntheticQuestionsConfig,
     UserQueriesConfig,
 )
 from lumina_assets.defs.benchmark_config import default_run_config as default_run_config
 from lumina_assets.defs.benchmark_run import benchmark_report, benchmark_scores
-from lumina_assets.defs.partitions import PROVIDERS
+from lumina_assets.defs.partitions import PROVIDER_SHARDS, SHARDS, split_key
 from resources.llm import LLMResource, build_llm_resources
 from resources.providers import build_provider_resources
 
@@ -117,16 +117,22 @@ def user_queries(context: dg.AssetExecutionContext, config: UserQueriesConfig) -
 
 
 @dg.asset(group_name=GROUP, code_version="1", deps=[synthetic_questions, user_queries])
-def questions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-    """Every benchmark question (synthetic + user + BEIR) with its provenance and relevant paper ids."""
+def questions(context: dg.AssetExecutionContext, config: QuestionsConfig) -> dg.MaterializeResult:
+    """Every benchmark question (synthetic + user + BEIR) with its provenance and relevant paper ids, cut into
+    shards (evals.shards: new questions fill new shards), each shard a partition of the per-question assets."""
     frame = questions_lib.merge_questions(
         [tables.read(tables.SYNTHETIC_QUESTIONS), tables.read(tables.USER_QUERIES)]
     )
     tables.write(tables.QUESTIONS, frame)
+    shards = shards_lib.assign(frame["question_id"].to_list(), config.shard_size)
+    new = [s for s in shards if not context.instance.has_dynamic_partition(SHARDS.name, s)]
+    context.instance.add_dynamic_partitions(SHARDS.name, new)
     counts = dict(frame.group_by("kind").len().iter_rows()) if frame.height else {}
     return dg.MaterializeResult(
         metadata={
             "questions": frame.height,
+            "shards": dg.MetadataValue.json(shards),
+            "new_shards": len(new),
             "by_kind": dg.MetadataValue.json(counts),
             "with_qrels": int(frame.filter(pl.col("relevant_paper_ids").list.len() > 0).height),
             "sample": dg.MetadataValue.md(
@@ -137,10 +143,27 @@ def questions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     )
 
 
+def _skipped(context, stage: str, schema: dict, reason: str) -> dg.MaterializeResult:
+    """A provider that cannot run (no key, no index): its table empty, the reason in the metadata."""
+    name = split_key(context.partition_key)[0]
+    context.log.warning(f"{name} skipped: {reason}")
+    tables.write(getattr(tables, stage.upper()), pl.DataFrame(schema=schema), name)
+    return dg.MaterializeResult(
+        metadata={"skipped": True, "reason": reason, "questions": 0}, data_version=dg.DataVersion("skipped")
+    )
+
+
+def _questions() -> pl.DataFrame:
+    question_frame = tables.read(tables.QUESTIONS)
+    if question_frame is None:
+        raise dg.Failure("no questions yet: materialize `questions` first")
+    return question_frame
+
+
 @dg.asset(
     group_name=GROUP,
-    code_version="1",
-    partitions_def=PROVIDERS,
+    code_version="2",
+    partitions_def=PROVIDER_SHARDS,
     deps=[questions, dg.AssetKey("passage_index")],
     pool="benchmark_search",
     required_resource_keys=registry.resource_keys(),
@@ -148,41 +171,37 @@ def questions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
 def provider_results(
     context: dg.AssetExecutionContext, config: ProviderResultsConfig
 ) -> dg.MaterializeResult:
-    """Zero-shot (level 0) contexts for every question from one provider; a provider without a key is skipped."""
-    name = context.partition_key
-    question_frame = tables.read(tables.QUESTIONS)
-    if question_frame is None:
-        raise dg.Failure("no questions yet: materialize `questions` first")
+    """Zero-shot (level 0) contexts for one shard of questions from one provider; a provider without a key is
+    skipped."""
+    name, shard = split_key(context.partition_key)
+    question_frame = _questions()
     provider, skipped = provider_for(context)
     if provider is None:
-        context.log.warning(f"{name} skipped: {skipped}")
-        tables.write(tables.PROVIDER_RESULTS, pl.DataFrame(schema=runner.PROVIDER_RESULT_SCHEMA), name)
         ledger.mark_skipped("provider_results", name, skipped)
-        return dg.MaterializeResult(
-            metadata={"skipped": True, "reason": skipped, "questions": 0},
-            data_version=dg.DataVersion("skipped"),
-        )
+        return _skipped(context, "provider_results", runner.PROVIDER_RESULT_SCHEMA, skipped)
     ledger.clear_skipped("provider_results", name)
-    shard_counts: dict[str, Any] = {}
-    if config.shard_size > 0:
-        levels, shard_counts, version = sharded(
-            context,
-            "provider_results",
-            tables.PROVIDER_RESULTS,
-            runner.PROVIDER_RESULT_SCHEMA,
-            question_frame,
-            config.shard_size,
-            lambda part: {"k": config.k, "provider": describe(provider), "code": runs.CODE_VERSION},
-            lambda part: runner.query_provider(provider, part, config.k),
-        )
-    else:
-        frame = runner.query_provider(provider, question_frame, config.k)
-        tables.write(tables.PROVIDER_RESULTS, frame, name)
-        levels, version = frame.lazy(), data_version(frame)
+    settings_stamp = {"provider": describe(provider), "code": runs.CODE_VERSION}
+    levels, shard_metadata, version = run_shard(
+        context,
+        "provider_results",
+        tables.PROVIDER_RESULTS,
+        runner.PROVIDER_RESULT_SCHEMA,
+        question_frame,
+        lambda part: {"k": config.k, **settings_stamp},
+        lambda part: runner.query_provider(provider, part, config.k),
+    )
     if name in registry.local_provider_names():  # Recall@100 from a separate top-100 search
-        deep_recall.write(name, deep_recall.collect(provider, question_frame))
-    ledger.record_requests("provider_results", name, request_counters(provider))
-    ledger.record_cost("provider_results", name, getattr(provider, "llm_client", None))
+        run_shard(
+            context,
+            "deep_recall",
+            tables.TableSpec("deep_recall", "benchmark", partitioned=True),
+            deep_recall.SCHEMA,
+            question_frame,
+            lambda part: settings_stamp,
+            lambda part: deep_recall.collect(provider, part),
+        )
+    ledger.record_requests("provider_results", context.partition_key, request_counters(provider))
+    ledger.record_cost("provider_results", context.partition_key, getattr(provider, "llm_client", None))
     lengths = pl.col("contexts").list.len()
     counts = (
         levels.select(
@@ -191,13 +210,13 @@ def provider_results(
             (lengths == 0).sum().alias("questions_without_contexts"),
             pl.col("error").is_not_null().sum().alias("errors"),
         )
-        .collect(engine="streaming")
+        .collect()
         .row(0, named=True)
     )
     errors = levels.filter(pl.col("error").is_not_null()).select("error").head(5).collect()
     return dg.MaterializeResult(
         metadata={
-            "provider": name,
+            **shard_metadata,
             "questions": counts["questions"],
             "k": config.k,
             "mean_contexts": float(counts["mean_contexts"] or 0.0),
@@ -206,7 +225,6 @@ def provider_results(
             "error_samples": dg.MetadataValue.json(errors["error"].to_list()),
             **http_stats(provider),
             **(provider.stats() if hasattr(provider, "stats") else {}),
-            **shard_counts,
             "sample": dg.MetadataValue.md(results_sample(levels.head(5).collect(), question_frame)),
         },
         data_version=version,
@@ -215,28 +233,23 @@ def provider_results(
 
 @dg.asset(
     group_name=GROUP,
-    code_version="1",
-    partitions_def=PROVIDERS,
+    code_version="2",
+    partitions_def=PROVIDER_SHARDS,
     deps=[provider_results],
     pool="benchmark_search",
     required_resource_keys={"question_llm", "judge_llm", *registry.resource_keys()},
 )
 def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig) -> dg.MaterializeResult:
-    """Levels 0..max(depths) for every page size: the Recursion Prompt (the judge's LLM by default, or offline
-    pseudo-relevance feedback) refines the query from the previous level's results; each level stores the top p of
-    all levels fused by reciprocal rank, and the merged pool's size and papers."""
-    name = context.partition_key
-    question_frame = tables.read(tables.QUESTIONS)
-    level0 = scan(tables.PROVIDER_RESULTS, name)  # read a shard's rows at a time
+    """Levels 0..max(depths) for every page size, for one shard of questions from one provider: the Recursion
+    Prompt (the judge's LLM by default, or offline pseudo-relevance feedback) refines the query from the previous
+    level's results; each level stores the top p of all levels fused by reciprocal rank, and the merged pool's
+    size and papers."""
+    name, shard = split_key(context.partition_key)
     provider, skipped = provider_for(context)
     if provider is None:
-        tables.write(tables.RECURSIVE_RESULTS, pl.DataFrame(schema=runner.RECURSIVE_SCHEMA), name)
         runs.write_stamp("recursive_results", name, {"skipped": skipped})
-        return dg.MaterializeResult(
-            metadata={"skipped": True, "reason": skipped}, data_version=dg.DataVersion("skipped")
-        )
-    if question_frame is None:
-        raise dg.Failure("no questions yet: materialize `questions` first")
+        return _skipped(context, "recursive_results", runner.RECURSIVE_SCHEMA, skipped)
+    question_frame = _questions()
     llm_choice = (config.llm or settings.get().benchmark.recursion_llm).lower()
     client = getattr(
         context.resources, "question_llm" if llm_choice == "question" else "judge_llm"
@@ -246,79 +259,74 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
         context.log.warning(
             f"recursion LLM is {client.label}: offline pseudo-relevance feedback, labelled so"
         )
-    level0 = level0 if level0 is not None else pl.DataFrame(schema=runner.PROVIDER_RESULT_SCHEMA).lazy()
+    level0 = upstream("provider_results", context, runner.PROVIDER_RESULT_SCHEMA)
+    depths, page_sizes = sorted(set(config.depths)), sorted(set(config.page_sizes))
 
     def levels(part: pl.DataFrame) -> pl.DataFrame:
         frame = runner.run_recursive(
             provider,
             part,
-            rows_of(level0, part),
-            page_sizes=sorted(set(config.page_sizes)),
-            max_depth=max(config.depths),
+            level0.collect(),
+            page_sizes=page_sizes,
+            max_depth=max(depths),
             refiner=refiner,
         )
-        return frame.filter(pl.col("depth").is_in(sorted(set(config.depths))))
+        return frame.filter(pl.col("depth").is_in(depths))
 
-    shard_counts: dict[str, Any] = {}
-    if config.shard_size > 0:
-
-        def stamp(part: pl.DataFrame) -> dict[str, Any]:
-            return {
-                "depths": sorted(set(config.depths)),
-                "page_sizes": sorted(set(config.page_sizes)),
-                "refinement": refiner.method,
-                "provider": describe(provider),
-                "level0": runs.frame_fingerprint(rows_of(level0, part)),
-                "code": runs.CODE_VERSION,
-            }
-
-        table, shard_counts, version = sharded(
-            context,
-            "recursive_results",
-            tables.RECURSIVE_RESULTS,
-            runner.RECURSIVE_SCHEMA,
-            question_frame,
-            config.shard_size,
-            stamp,
-            levels,
+    def stamp_provider(current: list[str]) -> None:  # what the provider's levels are, for evals.runs
+        complete = shards_lib.complete("recursive_results", name, question_frame)
+        runs.stamp_recursive(
+            name,
+            questions=runs.questions_fingerprint(question_frame) if complete else "incomplete",
+            depths=depths,
+            page_sizes=page_sizes,
+            refinement=refiner.method,
+            data=shards_lib.fingerprint("recursive_results", name, current),
+            provider_stats=provider.stats() if hasattr(provider, "stats") else {},
+            provider_info=describe(provider),
         )
-    else:
-        frame = levels(question_frame)
-        tables.write(tables.RECURSIVE_RESULTS, frame, name)
-        table, version = frame.lazy(), data_version(frame)
-    runs.stamp_recursive(
-        name,
-        questions=question_frame,
-        depths=config.depths,
-        page_sizes=config.page_sizes,
-        refinement=refiner.method,
-        levels=table,
-        provider_stats=provider.stats() if hasattr(provider, "stats") else {},
-        provider_info=describe(provider),
+
+    table, shard_metadata, version = run_shard(
+        context,
+        "recursive_results",
+        tables.RECURSIVE_RESULTS,
+        runner.RECURSIVE_SCHEMA,
+        question_frame,
+        lambda part: {
+            "depths": depths,
+            "page_sizes": page_sizes,
+            "refinement": refiner.method,
+            "provider": describe(provider),
+            "level0": shards_lib.stamp_of("provider_results", name, shard).get("data"),
+            "code": runs.CODE_VERSION,
+        },
+        levels,
+        after=stamp_provider,
     )
-    ledger.record_cost("recursive_results", name, client)
-    ledger.record_cost("recursive_results", name, getattr(provider, "llm_client", None), role="search LLM")
-    ledger.record_requests("recursive_results", name, request_counters(provider))
-    summary = level_summary(table).collect(engine="streaming")
+    ledger.record_cost("recursive_results", context.partition_key, client)
+    ledger.record_cost(
+        "recursive_results", context.partition_key, getattr(provider, "llm_client", None), role="search LLM"
+    )
+    ledger.record_requests("recursive_results", context.partition_key, request_counters(provider))
+    summary = level_summary(table).collect()
     counts = (
         table.select(
             pl.len().alias("rows"),
             pl.col("failure").is_not_null().sum().alias("refinement_failures"),
             pl.col("error").is_not_null().sum().alias("provider_errors"),
         )
-        .collect(engine="streaming")
+        .collect()
         .row(0, named=True)
     )
     return dg.MaterializeResult(
         metadata={
-            "provider": name,
+            **shard_metadata,
             "refinement": refiner.method,
             "rows": counts["rows"],
             "refinement_failures": int(counts["refinement_failures"]),
             "provider_errors": int(counts["provider_errors"]),
             "recursion_llm": client.label,
             **client.usage.as_metadata("recursion_llm"),
-            **shard_counts,
             **http_stats(provider),
             "levels": dg.MetadataValue.md(tables.markdown_sample(summary, summary.columns, rows=50)),
         },
@@ -328,67 +336,57 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
 
 @dg.asset(
     group_name=GROUP,
-    code_version="1",
-    partitions_def=PROVIDERS,
+    code_version="2",
+    partitions_def=PROVIDER_SHARDS,
     deps=[recursive_results],
     pool="llm",
 )
 def judgments(
     context: dg.AssetExecutionContext, config: JudgeConfig, judge_llm: LLMResource
 ) -> dg.MaterializeResult:
-    """CR and CP verdicts for every unique (question, context) pair of one provider's levels."""
-    name = context.partition_key
-    recursive = scan(tables.RECURSIVE_RESULTS, name)  # read a shard's rows at a time
+    """CR and CP verdicts for every unique (question, context) pair of one provider's levels for one shard of
+    questions."""
+    name, shard = split_key(context.partition_key)
     question_frame = tables.read(tables.QUESTIONS)
-    if recursive is None or recursive.select(pl.len()).collect().item() == 0 or question_frame is None:
-        tables.write(tables.JUDGMENTS, pl.DataFrame(schema=runner.JUDGMENT_SCHEMA), name)
-        return dg.MaterializeResult(
-            metadata={"skipped": True, "reason": "no recursive results for this provider"},
-            data_version=dg.DataVersion("skipped"),
+    if question_frame is None or not shards_lib.path("recursive_results", name, shard).exists():
+        return _skipped(
+            context, "judgments", runner.JUDGMENT_SCHEMA, "no recursive results for this provider"
         )
+    recursive = upstream("recursive_results", context, runner.RECURSIVE_SCHEMA)
     with setup_failure():
         judge, client = build_judge(judge_llm, config)
     if judge.is_offline:
         # The only offline judge embeds with the model Lumina retrieves with: its verdicts would favour one of the
         # providers under test, so offline runs compare providers on qrels alone and judge nothing.
-        tables.write(tables.JUDGMENTS, pl.DataFrame(schema=runner.JUDGMENT_SCHEMA), name)
-        runs.stamp_judgments(name, judge=judge.name, recursive=recursive)
-        reason = f"no LLM judge configured; {OFFLINE_JUDGE_NOT_USED}"
-        context.log.info(f"judgments for {name}: {reason}")
-        return dg.MaterializeResult(
-            metadata={"provider": name, "skipped": True, "reason": reason, "pairs": 0},
-            data_version=dg.DataVersion(f"offline-not-judged-{runs.frame_fingerprint(recursive)}"),
-        )
+        context.log.info(f"judgments for {name}: no LLM judge configured; {OFFLINE_JUDGE_NOT_USED}")
 
     def judge_part(part: pl.DataFrame) -> pl.DataFrame:
-        levels = rows_of(recursive, part)
-        items = runner.judge_inputs(levels, part, form=config.context_form)
+        if judge.is_offline:
+            return pl.DataFrame(schema=runner.JUDGMENT_SCHEMA)
+        items = runner.judge_inputs(recursive.collect(), part, form=config.context_form)
         context.log.info(f"judging {len(items)} unique (question, context) pairs with {judge.name}")
         return runner.judgments_frame(judge.judge_many(items), name)
 
-    shard_counts: dict[str, Any] = {}
-    if config.shard_size > 0:
-        verdicts, shard_counts, version = sharded(
-            context,
-            "judgments",
-            tables.JUDGMENTS,
-            runner.JUDGMENT_SCHEMA,
-            question_frame,
-            config.shard_size,
-            lambda part: {
-                "judge": judge.name,
-                "levels": runs.frame_fingerprint(rows_of(recursive, part)),
-                "form": config.context_form,
-                "code": runs.CODE_VERSION,
-            },
-            judge_part,
-        )
-    else:
-        frame = judge_part(question_frame)
-        tables.write(tables.JUDGMENTS, frame, name)
-        verdicts, version = frame.lazy(), data_version(frame)
-    runs.stamp_judgments(name, judge=judge.name, recursive=recursive)
-    ledger.record_cost("judgments", name, client)
+    def stamp_provider(current: list[str]) -> None:
+        levels = shards_lib.fingerprint("judgments", name, current, field="levels")
+        runs.stamp_judgments(name, judge=judge.name, recursive=levels)
+
+    verdicts, shard_metadata, version = run_shard(
+        context,
+        "judgments",
+        tables.JUDGMENTS,
+        runner.JUDGMENT_SCHEMA,
+        question_frame,
+        lambda part: {
+            "judge": judge.name,
+            "levels": shards_lib.stamp_of("recursive_results", name, shard).get("data"),
+            "form": config.context_form,
+            "code": runs.CODE_VERSION,
+        },
+        judge_part,
+        after=stamp_provider,
+    )
+    ledger.record_cost("judgments", context.partition_key, client)
     counts = (
         verdicts.select(
             pl.len().alias("pairs"),
@@ -396,7 +394,7 @@ def judgments(
             pl.col("relevance_failure").is_not_null().sum().alias("relevance_failures"),
             pl.col("precision_failure").is_not_null().sum().alias("precision_failures"),
         )
-        .collect(engine="streaming")
+        .collect()
         .row(0, named=True)
     )
     failures = (
@@ -407,16 +405,16 @@ def judgments(
     )
     return dg.MaterializeResult(
         metadata={
-            "provider": name,
+            **shard_metadata,
             "judge": judge.name,
             "offline_judge": judge.is_offline,
+            **({"reason": f"no LLM judge configured; {OFFLINE_JUDGE_NOT_USED}"} if judge.is_offline else {}),
             "pairs": counts["pairs"],
             "relevant": int(counts["relevant"] or 0),
             "relevance_failures": int(counts["relevance_failures"]),
             "precision_failures": int(counts["precision_failures"]),
             "failure_samples": dg.MetadataValue.json(failures.to_dicts()),
             **(client.usage.as_metadata("judge_llm") if client is not None else {}),
-            **shard_counts,
         },
         data_version=version,
     )

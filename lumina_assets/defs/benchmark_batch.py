@@ -3,15 +3,15 @@
 is in the LLM cache."""
 
 import dagster as dg
+import polars as pl
 
 from evals import batch as batch_lib
-from evals import defaults, pooled, runner
+from evals import defaults, pooled, runner, shards
 from evals.matching import PaperMatcher
 from evals.setup import load_papers, load_passages
 from lumina_assets.core import tables
-from lumina_assets.defs.benchmark_common import question_parts, rows_of, scan
 from lumina_assets.defs.benchmark_config import BATCH_GROUP, JudgeBatchConfig, SyntheticQuestionsConfig
-from lumina_assets.defs.partitions import PROVIDERS
+from lumina_assets.defs.partitions import PROVIDER_SHARDS, split_key
 from resources.llm import LLMResource
 
 
@@ -39,53 +39,43 @@ def question_batch(
 
 @dg.asset(
     group_name=BATCH_GROUP,
-    code_version="2",
-    partitions_def=PROVIDERS,
+    code_version="3",
+    partitions_def=PROVIDER_SHARDS,
     deps=[dg.AssetKey("recursive_results")],
     pool="llm",
 )
 def judge_batch(
     context: dg.AssetExecutionContext, config: JudgeBatchConfig, judge_llm: LLMResource
 ) -> dg.MaterializeResult:
-    """Submits the judge prompts of one provider's levels whose answers are not cached yet (OpenAI Batch API /
-    Anthropic Message Batches, half price), with the pooled judging's graded prompts of its top p at depth 0, and
-    records the batches' ids; `judge_batch_sensor` watches them, puts their answers in the LLM cache, resubmits what
-    they did not answer, and requests `judgments` once all are in. The levels are read a slice of questions at a
-    time and a batch is submitted as soon as it is full (the API's limits), so memory does not grow with the run.
-    The synchronous judge stays the default: this asset runs only when asked for."""
-    name = context.partition_key
-    levels = scan(tables.RECURSIVE_RESULTS, name)
+    """Submits the judge prompts of one provider's levels for one shard of questions whose answers are not cached
+    yet (OpenAI Batch API / Anthropic Message Batches, half price), with the pooled judging's graded prompts of its
+    top p at depth 0, and records the batches' ids; `judge_batch_sensor` watches them, puts their answers in the
+    LLM cache, resubmits what they did not answer, and requests `judgments` for the partition once all are in. The
+    synchronous judge stays the default: this asset runs only when asked for."""
+    name, shard = split_key(context.partition_key)
+    level_file = shards.path("recursive_results", name, shard)
     question_frame = tables.read(tables.QUESTIONS)
     client = judge_llm.get_client()
-    if levels is None or question_frame is None or client.is_offline:
-        reason = "no LLM judge configured" if client.is_offline else "no recursive results for this provider"
+    if not level_file.exists() or question_frame is None or client.is_offline:
+        reason = "no LLM judge configured" if client.is_offline else "no recursive results for this partition"
         return dg.MaterializeResult(metadata={"skipped": True, "reason": reason, "requests": 0})
-    matcher = PaperMatcher.from_papers(load_papers())
-    seen: set[str] = set()
-    counts = {"pairs": 0, "pool_items": 0, "requests": 0}
-
-    def requests():
-        for part in question_parts(question_frame, config.chunk_questions):
-            rows = rows_of(levels, part)
-            items = runner.judge_inputs(rows, part, form=config.context_form)
-            pool = pooled.build_pool(
-                rows,
-                part,
-                page_size=defaults.PRIMARY_PAGE_SIZE,
-                depth=defaults.PRIMARY_DEPTH,
-                matcher=matcher,
-                form=config.context_form,
-            )
-            new = batch_lib.judge_requests(items, client, graded=pool, seen=seen)
-            counts["pairs"] += len(items)
-            counts["pool_items"] += len(pool)
-            counts["requests"] += len(new)
-            yield from new
-
+    part = shards.part(question_frame, shard)
+    rows = pl.read_parquet(level_file)
+    items = runner.judge_inputs(rows, part, form=config.context_form)
+    pool = pooled.build_pool(
+        rows,
+        part,
+        page_size=defaults.PRIMARY_PAGE_SIZE,
+        depth=defaults.PRIMARY_DEPTH,
+        matcher=PaperMatcher.from_papers(load_papers()),
+        form=config.context_form,
+    )
+    requests = batch_lib.judge_requests(items, client, graded=pool, seen=set())
+    counts = {"pairs": len(items), "pool_items": len(pool), "requests": len(requests)}
     records = batch_lib.submit_all(
         client,
-        requests(),
-        partition=name,
+        requests,
+        partition=context.partition_key,
         max_requests=config.max_requests,
         max_bytes=config.max_bytes,
     )

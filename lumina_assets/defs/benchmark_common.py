@@ -1,9 +1,9 @@
 """What the benchmark assets share: the data version of a table, setup failures as run failures, a provider's
-request counters, sharded computation (evals.shards), a table read a slice of questions at a time, and the
-partition's provider."""
+request counters, one provider × shard partition's computation (evals.shards), a table read a slice of questions
+at a time, and the partition's provider."""
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from evals import shards as shards_lib
 from evals.providers import Provider, ProviderUnavailable, http_stats
 from evals.setup import SetupError
 from lumina_assets.core import tables
+from lumina_assets.defs.partitions import split_key
 
 
 def data_version(frame: pl.DataFrame) -> dg.DataVersion:
@@ -52,47 +53,39 @@ def scan(table: tables.TableSpec, name: str | None = None) -> pl.LazyFrame | Non
     return pl.scan_parquet(path) if Path(path).exists() else None
 
 
-def question_parts(question_frame: pl.DataFrame, size: int) -> Iterator[pl.DataFrame]:
-    """The questions `size` at a time, in order."""
-    for start in range(0, question_frame.height, max(size, 1)):
-        yield question_frame.slice(start, size)
-
-
-def sharded(
+def run_shard(
     context: dg.AssetExecutionContext,
     stage: str,
     table: tables.TableSpec,
     schema: dict,
     question_frame: pl.DataFrame,
-    size: int,
-    stamp,
-    compute,
+    stamp: Callable[[pl.DataFrame], dict[str, Any]],
+    compute: Callable[[pl.DataFrame], pl.DataFrame],
+    after: Callable[[list[str]], None] | None = None,
 ) -> tuple[pl.LazyFrame, dict[str, Any], dg.DataVersion]:
-    """`compute` shard by shard (evals.shards), the shards' files combined into the partition's table by streaming;
-    returns a lazy scan of that table (never read whole here), the shard counts for the metadata and the data
-    version (of the shards' files)."""
-    name = context.partition_key
-    shard_list = shards_lib.assign(question_frame["question_id"].to_list(), size)
+    """`compute` for the partition's shard of questions (evals.shards: reused when its file and stamp match), then,
+    under the stage's lock, the provider's table rewritten from its current shards' files and `after(current
+    shards)` (the provider's stamps). Returns a lazy scan of the shard's rows, the metadata and the data version
+    (of the shard's file)."""
+    provider, shard = split_key(context.partition_key)
+    part = shards_lib.part(question_frame, shard)
+    reused = shards_lib.run(stage, provider, shard, part, stamp(part), compute)
+    current = shards_lib.current(question_frame["question_id"].to_list())
+    with shards_lib.lock(stage, provider):
+        shards_lib.combine(stage, provider, current, table.path(provider), schema)
+        if after:
+            after(current)
+    state = "reused" if reused else "computed"
+    context.log.info(f"{stage}[{provider}] shard {shard} ({part.height} questions) {state}")
+    file = shards_lib.path(stage, provider, shard)
+    metadata = {"provider": provider, "shard": shard, "shard_questions": part.height, "state": state}
+    return pl.scan_parquet(file), metadata, dg.DataVersion(f"shard-{shards_lib.version([file])}")
 
-    def progress(index: int, total: int, reused: bool) -> None:
-        context.log.info(f"{stage}[{name}] shard {index + 1}/{total} {'reused' if reused else 'done'}")
-        # the shard's progress on the asset's partition, in the UI beside its materializations
-        context.log_event(
-            dg.AssetObservation(
-                asset_key=context.asset_key,
-                partition=name,
-                metadata={
-                    "shard": index + 1,
-                    "shards": total,
-                    "questions": len(shard_list[index]),
-                    "state": "reused" if reused else "computed",
-                },
-            )
-        )
 
-    done = shards_lib.run(stage, name, question_frame, shard_list, stamp, compute, on_shard=progress)
-    shards_lib.combine(done.paths, table.path(name), schema)
-    return pl.scan_parquet(table.path(name)), done.metadata(), dg.DataVersion(f"shards-{done.version()}")
+def upstream(stage: str, context: dg.AssetExecutionContext, schema: dict) -> pl.LazyFrame:
+    """The partition's shard of an upstream stage (empty when it is not computed)."""
+    file = shards_lib.path(stage, *split_key(context.partition_key))
+    return pl.scan_parquet(file) if file.exists() else pl.DataFrame(schema=schema).lazy()
 
 
 def provider_for(context: dg.AssetExecutionContext) -> tuple[Provider | None, str | None]:
@@ -100,6 +93,6 @@ def provider_for(context: dg.AssetExecutionContext) -> tuple[Provider | None, st
     names (the asset requires all of them: `registry.resource_keys()`)."""
     resources = {key: getattr(context.resources, key) for key in registry.resource_keys()}
     try:
-        return registry.build_provider(context.partition_key, resources), None
+        return registry.build_provider(split_key(context.partition_key)[0], resources), None
     except ProviderUnavailable as exc:
         return None, str(exc)

@@ -34,12 +34,16 @@ class UserQueriesConfig(dg.Config):
     seed: int = 11
 
 
+class QuestionsConfig(dg.Config):
+    """`shard_size`: questions per new shard (evals.shards); recorded shards never change."""
+
+    shard_size: int = defaults.SHARD_SIZE
+
+
 class ProviderResultsConfig(dg.Config):
-    """k = the largest page size; smaller page sizes are read as its top-p prefix. `shard_size` > 0 runs the
-    questions in shards of that many (evals.shards): a rerun computes only new or unfinished shards."""
+    """k = the largest page size; smaller page sizes are read as its top-p prefix."""
 
     k: int = max(defaults.PAGE_SIZES)
-    shard_size: int = 0
 
 
 class RecursionConfig(dg.Config):
@@ -48,7 +52,6 @@ class RecursionConfig(dg.Config):
     depths: list[int] = list(defaults.DEPTHS)
     page_sizes: list[int] = list(defaults.PAGE_SIZES)
     llm: str = ""
-    shard_size: int = 0
 
 
 class JudgeConfig(dg.Config):
@@ -57,18 +60,16 @@ class JudgeConfig(dg.Config):
     calibration_dir: str = ""
     calibration_queries: int = defaults.CALIBRATION_QUERIES
     max_attempts: int = defaults.JUDGE_MAX_ATTEMPTS
-    shard_size: int = 0
     context_form: str = defaults.CONTEXT_FORM  # evals.contexts: equal | whitepaper (as ScoresConfig's)
 
 
 class JudgeBatchConfig(dg.Config):
-    """`judge_batch`: the judge's prompts (and the pooled judging's graded prompts) of one provider, read
-    `chunk_questions` questions at a time, cut into batches of at most `max_requests` requests and `max_bytes`
-    bytes of input (0: the API's documented limits, evals.batch.LIMITS)."""
+    """`judge_batch`: the judge's prompts (and the pooled judging's graded prompts) of one provider × shard, cut
+    into batches of at most `max_requests` requests and `max_bytes` bytes of input (0: the API's documented
+    limits, evals.batch.LIMITS)."""
 
     max_requests: int = 0
     max_bytes: int = 0
-    chunk_questions: int = 500
     context_form: str = defaults.CONTEXT_FORM
 
 
@@ -98,7 +99,7 @@ def default_run_config(
     calibration_queries: int = defaults.CALIBRATION_QUERIES,
     providers: list[str] | None = None,
     beir_subset: str = defaults.BEIR_SUBSET,
-    shard_size: int = 0,
+    shard_size: int = defaults.SHARD_SIZE,
 ) -> dict[str, Any]:
     """Run config for the whole group (the CLI and the demo shrink it); `providers` names the run's providers
     (None: every provider partition whose results match the run)."""
@@ -108,11 +109,10 @@ def default_run_config(
         "ops": {
             "synthetic_questions": {"config": {"count": synthetic}},
             "user_queries": {"config": {"beir_queries": beir_queries, "beir_subset": beir_subset}},
-            "provider_results": {"config": {"k": max(page_sizes), "shard_size": shard_size}},
-            "recursive_results": {
-                "config": {"depths": depths, "page_sizes": page_sizes, "shard_size": shard_size}
-            },
-            "judgments": {"config": {"calibration_queries": calibration_queries, "shard_size": shard_size}},
+            "questions": {"config": {"shard_size": shard_size}},
+            "provider_results": {"config": {"k": max(page_sizes)}},
+            "recursive_results": {"config": {"depths": depths, "page_sizes": page_sizes}},
+            "judgments": {"config": {"calibration_queries": calibration_queries}},
             "benchmark_scores": {
                 "config": {
                     "calibration_queries": calibration_queries,

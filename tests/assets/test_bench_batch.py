@@ -53,6 +53,7 @@ def _tick(instance, resources):
     )
     context = dg.build_sensor_context(
         instance=instance,
+        instance_ref=instance.get_ref(),  # what the daemon has: run requests name dynamic shard partitions
         definitions=definitions,
         resources={"judge_llm": resources["judge_llm"], "question_llm": resources["question_llm"]},
     )
@@ -85,7 +86,7 @@ def _run_batch_flow(server, backend, folder, instance):
         for e in t.asset_events or []
     ]
     assert (first_id, "in_progress") in states
-    assert [r.partition_key for r in ticks[-1].run_requests] == ["exa"]
+    assert [r.partition_key for r in ticks[-1].run_requests] == ["exa|00000"]
     assert all(not t.run_requests for t in ticks[:-1])  # nothing requested while a batch was open
     return resources, config, first_id, requests
 
@@ -104,7 +105,7 @@ def test_openai_batch_partial_failure_resubmits_only_the_missing(shared_data, da
     folder = write_scifact_slice(shared_data, claims=3, distractors=20)
     extra = ("--batch-polls", "1", "--batch-fail-every", "4")
     with StandInServer(tmp_path / "requests.jsonl", latency_ms=1, extra=extra) as server:
-        instance = dg.DagsterInstance.ephemeral()
+        instance = dg.DagsterInstance.local_temp(str(tmp_path))
         resources, config, first_id, requests = _run_batch_flow(server, "openai", folder, instance)
         records = {r["id"]: r for r in map(_load, (data_dir / "benchmark" / "batches").glob("*.json"))}
         first = records[first_id]
@@ -121,7 +122,7 @@ def test_anthropic_batch_expiry_resubmits_the_unanswered(shared_data, data_dir, 
     folder = write_scifact_slice(shared_data, claims=3, distractors=20)
     extra = ("--batch-polls", "1", "--batch-expire-first")
     with StandInServer(tmp_path / "requests.jsonl", latency_ms=1, extra=extra) as server:
-        instance = dg.DagsterInstance.ephemeral()
+        instance = dg.DagsterInstance.local_temp(str(tmp_path))
         resources, config, first_id, requests = _run_batch_flow(server, "anthropic", folder, instance)
         records = {r["id"]: r for r in map(_load, (data_dir / "benchmark" / "batches").glob("*.json"))}
         first = records[first_id]
@@ -143,7 +144,7 @@ def test_question_batch_feeds_synthetic_questions(shared_data, data_dir, tmp_pat
         resources["question_llm"] = LLMResource(
             backend="openai", model="gpt-4o", api_key="sk-test", base_url=server.url + "/v1"
         )
-        instance = dg.DagsterInstance.ephemeral()
+        instance = dg.DagsterInstance.local_temp(str(tmp_path))
         config = {"ops": {"question_batch": {"config": {"count": 4, "seed": 3}}}}
         submitted = materialize_stages(resources, config, [([benchmark.question_batch], [None])], instance)
         metadata = submitted.asset_materializations_for_node("question_batch")[0].metadata

@@ -1,6 +1,6 @@
 """A run larger than one batch may hold: `judge_batch` cuts it at the request and byte limits (the OpenAI stand-in
-fails a batch over them, as the Batch API does), reads the levels a slice of questions at a time, and the sensor's
-flow then answers every request with no synchronous call."""
+fails a batch over them, as the Batch API does), reads the levels a shard of questions at a time (one partition
+each), and the sensor's flow then answers every request with no synchronous call."""
 
 from __future__ import annotations
 
@@ -36,8 +36,10 @@ def _resources(server: StandInServer) -> dict:
     }
 
 
-def _config(folder, **judge_batch) -> dict:
-    config = benchmark.default_run_config(synthetic=0, beir_queries=4, depths=[0], page_sizes=[3])
+def _config(folder, shard_size=500, **judge_batch) -> dict:
+    config = benchmark.default_run_config(
+        synthetic=0, beir_queries=4, depths=[0], page_sizes=[3], shard_size=shard_size
+    )
     config["ops"]["user_queries"]["config"]["beir_dir"] = str(folder)
     config["ops"]["judge_batch"] = {"config": judge_batch}
     return config
@@ -47,6 +49,7 @@ def _tick(instance, resources):
     definitions = dg.Definitions(assets=benchmark.ASSETS, sensors=[judge_batch_sensor], resources=resources)
     context = dg.build_sensor_context(
         instance=instance,
+        instance_ref=instance.get_ref(),
         definitions=definitions,
         resources={"judge_llm": resources["judge_llm"], "question_llm": resources["question_llm"]},
     )
@@ -83,20 +86,25 @@ def test_a_run_over_the_request_limit_is_cut_into_batches_that_all_complete(
     monkeypatch.setattr(runner, "judge_inputs", recording)
     extra = ("--batch-polls", "0", "--batch-max-requests", str(LIMIT))
     with StandInServer(tmp_path / "requests.jsonl", latency_ms=1, extra=extra) as server:
-        instance = dg.DagsterInstance.ephemeral()
-        config = _config(folder, max_requests=LIMIT, chunk_questions=2)
+        instance = dg.DagsterInstance.local_temp(str(tmp_path))
+        config = _config(folder, shard_size=2, max_requests=LIMIT)
         resources, metadata = _levels_then_batch(server, folder, instance, config)
-        requests = metadata["requests"].value
-        # the levels were read two questions at a time, never whole
-        assert len(seen_questions) >= 2 and all(len(q) <= 2 for q in seen_questions)
+        # the levels were read a shard (two questions) at a time, never whole
+        assert len(seen_questions) == 2 and all(len(q) <= 2 for q in seen_questions)
         records = _records(data_dir)
-        assert requests > LIMIT
-        assert metadata["batches"].value == len(records) == math.ceil(requests / LIMIT)
+        by_partition = collections.Counter()
+        for record in records:
+            by_partition[record["partition"]] += len(record["requests"])
+        assert sorted(by_partition) == ["exa|00000", "exa|00001"]
+        assert sum(by_partition.values()) > LIMIT
+        assert len(records) == sum(math.ceil(n / LIMIT) for n in by_partition.values())
+        assert metadata["batches"].value == math.ceil(by_partition["exa|00001"] / LIMIT)
         assert all(len(r["requests"]) <= LIMIT for r in records)
-        assert sum(len(r["requests"]) for r in records) == requests
         assert not list((data_dir / "benchmark" / "batches").glob("*.partial"))  # nothing left half written
         result = _tick(instance, resources)
-        assert [r.partition_key for r in result.run_requests] == ["exa"]  # once every batch has ended
+        # once every batch of a partition has ended
+        assert sorted(r.partition_key for r in result.run_requests) == ["exa|00000", "exa|00001"]
+        requests = sum(by_partition.values())
         records = _records(data_dir)
         assert {r["status"] for r in records} == {"completed"}
         assert sum(r["answered"] for r in records) == requests and not any(r["missing"] for r in records)
@@ -110,7 +118,7 @@ def test_the_byte_limit_cuts_batches_too(shared_data, data_dir, tmp_path):
     max_bytes = 12_000
     extra = ("--batch-polls", "0", "--batch-max-bytes", str(max_bytes))
     with StandInServer(tmp_path / "requests.jsonl", latency_ms=1, extra=extra) as server:
-        instance = dg.DagsterInstance.ephemeral()
+        instance = dg.DagsterInstance.local_temp(str(tmp_path))
         resources, metadata = _levels_then_batch(
             server, folder, instance, _config(folder, max_bytes=max_bytes)
         )

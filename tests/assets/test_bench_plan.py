@@ -4,11 +4,12 @@ budget's stop and resume, on a real SciFact slice with a stand-in LLM endpoint a
 from __future__ import annotations
 
 import json
+import shutil
 
 import dagster as dg
 import polars as pl
 import pytest
-from benchmark_slice import materialize_stages, write_scifact_slice
+from benchmark_slice import materialize_stages, shard_keys, write_scifact_slice
 from mocked_benchmark_apis import StandInLLM, resources_with
 
 from evals import ledger, plan_inputs, runs
@@ -139,19 +140,11 @@ def test_plan_predicts_a_small_run(scifact_slice, data_dir):
     assert f"| exa requests | {questions * 3} | {questions * 3} |" in report
 
     # a provider returning the same contexts as another shares its verdicts: no judge call
-    tables.write(
-        tables.RECURSIVE_RESULTS, pl.read_parquet(tables.RECURSIVE_RESULTS.path("exa")), "semantic_scholar"
-    )
+    shards = data_dir / "benchmark" / "shards" / "recursive_results"
+    shutil.copytree(shards / "exa", shards / "semantic_scholar")
     calls = llm.calls
-    benchmark_judgments = dg.materialize(
-        benchmark.ASSETS + benchmark.CHECKS,
-        selection=[benchmark.judgments],
-        partition_key="semantic_scholar",
-        resources=resources,
-        instance=instance,
-        run_config={"ops": {"judgments": config["ops"]["judgments"]}},
-    )
-    assert benchmark_judgments.success and llm.calls == calls
+    materialize_stages(resources, config, [([benchmark.judgments], ["semantic_scholar"])], instance)
+    assert llm.calls == calls
     shared = pl.read_parquet(tables.JUDGMENTS.path("semantic_scholar"))
     assert shared.height == pl.read_parquet(tables.JUDGMENTS.path("exa")).height
 
@@ -221,7 +214,7 @@ def test_budget_stops_the_run_and_a_rerun_resumes(scifact_slice, data_dir):
     stopped = dg.materialize(
         benchmark.ASSETS + benchmark.CHECKS,
         selection=[benchmark.judgments],
-        partition_key="exa",
+        partition_key=shard_keys("exa")[0],
         resources=resources,
         instance=instance,
         run_config={"ops": {"judgments": config["ops"]["judgments"]}},

@@ -8,7 +8,7 @@ import dagster as dg
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from benchmark_slice import write_scifact_slice
+from benchmark_slice import materialize_stages, shard_keys, write_scifact_slice
 from mocked_benchmark_apis import StandInLLM, resources_with
 
 from evals import runner, runs, scored_run, scoring, shards
@@ -30,27 +30,20 @@ def _config(folder):
 
 
 def _materialize(resources, config, instance) -> dict[str, str]:
-    """Questions, then the sharded stages for exa; each stage's data version."""
+    """Questions, then the per-shard stages for exa; each stage's and shard's data version."""
     versions = {}
-    for selection, partition in [
-        ([benchmark.user_queries, benchmark.synthetic_questions, benchmark.questions], None),
-        ([benchmark.provider_results], "exa"),
-        ([benchmark.recursive_results], "exa"),
-        ([benchmark.judgments], "exa"),
-    ]:
-        names = {a.key.to_user_string() for a in selection}
-        result = dg.materialize(
-            benchmark.ASSETS + benchmark.CHECKS,
-            selection=selection,
-            partition_key=partition,
-            resources=resources,
-            instance=instance,
-            run_config={"ops": {k: v for k, v in config["ops"].items() if k in names}},
-        )
-        assert result.success
-        for event in result.get_asset_materialization_events():
-            key = event.asset_key.to_user_string()
-            versions[key] = event.step_materialization_data.materialization.tags["dagster/data_version"]
+    stages = [([benchmark.user_queries, benchmark.synthetic_questions, benchmark.questions], [None])]
+    stages += [([asset], ["exa"]) for asset in (benchmark.provider_results, benchmark.recursive_results)]
+    stages += [([benchmark.judgments], ["exa"])]
+    for stage in stages:
+        materialize_stages(resources, config, [stage], instance)
+    for asset in (benchmark.provider_results, benchmark.recursive_results, benchmark.judgments):
+        for key in shard_keys("exa"):
+            records = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=asset.key, asset_partitions=[key]), limit=1
+            ).records
+            tags = records[0].asset_materialization.tags
+            versions[f"{asset.key.to_user_string()}[{key}]"] = tags["dagster/data_version"]
     return versions
 
 
@@ -80,10 +73,11 @@ def test_stages_see_one_shard_and_version_by_shard_files(shared_data, data_dir, 
     frame = pl.read_parquet(shard)
     shard.with_suffix(".json").unlink()
     third = _materialize(resources, _config(folder), instance)
-    assert third["judgments"] == first["judgments"]  # recomputed to the same content
-    # a shard's file changed under a fresh stamp: reused as it is, and the partition's version moves
+    assert third == first  # recomputed to the same content
+    # a shard's file changed under a fresh stamp: reused as it is, and that partition's version moves alone
     frame.with_columns(pl.lit(None, dtype=pl.Int8).alias("relevant")).write_parquet(shard)
-    assert _materialize(resources, _config(folder), instance)["judgments"] != first["judgments"]
+    fourth = _materialize(resources, _config(folder), instance)
+    assert {k for k in first if fourth[k] != first[k]} == {"judgments[exa|00001]"}
 
 
 def test_levels_fingerprint_streams_and_ignores_row_order(shared_data, data_dir, monkeypatch):

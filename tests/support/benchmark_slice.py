@@ -11,6 +11,7 @@ import polars as pl
 from lumina_assets.core import tables
 from lumina_assets.corpus.collections import load_beir
 from lumina_assets.defs import benchmark
+from lumina_assets.defs.partitions import PROVIDER_SHARDS, current_provider_shards
 from lumina_assets.parsing.chunking import passages_for_paper
 
 
@@ -40,13 +41,21 @@ def write_scifact_slice(shared_data: Path, *, claims: int, distractors: int) -> 
     return folder
 
 
+def shard_keys(provider: str) -> list[str]:
+    """The provider × shard partitions of the stored questions."""
+    return [k for k in current_provider_shards() if k.startswith(provider + "|")]
+
+
 def materialize_stages(resources, config, stages, instance) -> dg.ExecuteInProcessResult:
     """Each (assets, partition keys) stage in order, with the run config of those assets; every run must succeed.
+    A provider's name as the key of a provider × shard asset stands for each shard of the stored questions.
     Returns the last run's result."""
     result = None
     for selection, partitions in stages:
         names = {a.key.to_user_string() for a in selection}
-        for partition in partitions:
+        sharded = selection[0].partitions_def == PROVIDER_SHARDS
+        keys = [k for p in partitions for k in (shard_keys(p) if sharded and "|" not in p else [p])]
+        for partition in keys:
             result = dg.materialize(
                 benchmark.ASSETS + benchmark.CHECKS,
                 selection=selection,

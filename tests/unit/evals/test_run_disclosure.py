@@ -151,11 +151,11 @@ def test_manifest_warns_and_the_headline_says_what_the_run_cannot_claim(data_dir
     )
     runs.stamp_recursive(
         "lumina",
-        questions=questions,
+        questions=runs.questions_fingerprint(questions),
         depths=[0, 1],
         page_sizes=[5],
         refinement="llm:openai:gpt-4o",
-        levels=levels,
+        data=runs.frame_fingerprint(levels),
         provider_stats={},
         provider_info={"llm": "llm:anthropic:claude-sonnet-4-6", "index_version": "passages:3,papers:2"},
     )
