@@ -11,6 +11,7 @@ from sensors.inbox import inbox_sensor
 from sensors.jobs import JOBS as PIPELINE_JOBS
 from sensors.polling import polling_sensor
 from sensors.schedules import SCHEDULES
+from sensors.schedules import SENSORS as SCHEDULED_SENSORS
 
 # Evaluates the assets' automation conditions (AutomationCondition.eager(), and for the partitioned parse assets
 # those in sensors/conditions.py), so a new ingest batch flows from `papers` to the index with no manual step. Shipped RUNNING: in OSS
@@ -45,7 +46,14 @@ def executor_from_env() -> dg.ExecutorDefinition:
     raise ValueError(f"LUMINA_EXECUTOR={choice!r}: use in_process, multiprocess or k8s")
 
 
-SENSORS = [inbox_sensor, polling_sensor, automation_condition_sensor, alerts_sensor, judge_batch_sensor]
+SENSORS = [
+    inbox_sensor,
+    polling_sensor,
+    automation_condition_sensor,
+    alerts_sensor,
+    judge_batch_sensor,
+    *SCHEDULED_SENSORS,
+]
 JOBS = [*PIPELINE_JOBS, alerts_job]
 
 __all__ = ["JOBS", "SCHEDULES", "SENSORS", "executor_from_env"]

@@ -2,7 +2,7 @@
 step it is on the Runs page (`parse_batch` for batch-20261122-...) instead of `__ephemeral_asset_job__`.
 
 One job per asset group, split where the partitioning changes (the benchmark: questions, then one run per
-provider, then scoring); `crawl_corpus` and `run_benchmark` (whole groups) are what the schedules start, and
+provider × shard, then scoring); `crawl_corpus` and `run_benchmark` (whole groups) are what the schedules start, and
 `ingest_inbox` what the inbox does by hand."""
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ benchmark_questions_job = dg.define_asset_job(
 benchmark_providers_job = dg.define_asset_job(
     name="benchmark_providers",
     selection=dg.AssetSelection.assets("provider_results", "recursive_results", "judgments"),
-    description="One provider (the partition): zero-shot results, recursive levels and judgments.",
+    description="One provider × shard of questions (the partition): zero-shot results, recursive levels and "
+    "judgments.",
     tags={"lumina/job": "benchmark"},
 )
 

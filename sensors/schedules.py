@@ -1,6 +1,7 @@
 """Schedules: the nightly crawl of the corpus group and the weekly benchmark (their jobs are in sensors/jobs.py).
 
-The weekly benchmark asks for one run per provider partition. A scheduled crawl names its ingest batch after the day
+The weekly benchmark asks for its questions, then `benchmark_shards_sensor` for one run per provider × shard and
+the scoring. A scheduled crawl names its ingest batch after the day
 (`crawl-YYYYMMDD`); the `papers` asset registers that partition key when it first sees it. Without a reachable source
 the nightly tick is skipped with the reason (never a failed run)."""
 
@@ -9,11 +10,11 @@ from __future__ import annotations
 import dagster as dg
 
 from lumina_assets.core.http import redact_url, unreachable_reason
-from lumina_assets.defs.partitions import INGEST_BATCH_TAG, PROVIDERS
+from lumina_assets.defs.partitions import INGEST_BATCH_TAG
 from resources.arxiv import ArxivResource
 from resources.corpus import CorpusResource
 from resources.openalex import OpenAlexResource
-from sensors.jobs import benchmark_job, crawl_job
+from sensors.jobs import benchmark_providers_job, benchmark_questions_job, benchmark_scoring_job, crawl_job
 
 
 def crawl_batch_key(scheduled_date) -> str:
@@ -72,29 +73,56 @@ def nightly_crawl_schedule(
     )
 
 
+WEEKLY = "weekly_benchmark"
+QUESTIONS_TAG = "lumina/questions"  # the storage id of the `questions` materialization a shard run follows
+
+
 @dg.schedule(
-    job=benchmark_job,
+    job=benchmark_questions_job,
     cron_schedule="0 4 * * 0",
     execution_timezone="UTC",
     # Stopped by default: a benchmark with real judges spends LLM and search-API credit; switch it on in the UI.
     default_status=dg.DefaultScheduleStatus.STOPPED,
-    description="Weekly benchmark (Sunday 04:00 UTC): one run per provider partition. A provider without its key "
-    "is skipped with a message, which is a successful run.",
+    description="Weekly benchmark (Sunday 04:00 UTC): the questions, then (benchmark_shards_sensor) one run per "
+    "provider × shard and the scoring. A provider without its key is skipped with a message, which is a "
+    "successful run.",
 )
-def weekly_benchmark_schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
-    """One run of the benchmark group per provider: provider_results, recursive_results and judgments are
-    partitioned by provider, so a run must name its partition. Each run also refreshes the questions (a seeded
-    sample and cached LLM answers, so every provider's run gets the same set) and re-scores over every provider's
-    judgments on disk, so the report written by the week's last run covers all of them."""
+def weekly_benchmark_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+    """The week's questions (a seeded sample and cached LLM answers): `questions` registers their shard partitions,
+    which exist only once it has run, so `benchmark_shards_sensor` asks for the per-shard runs after it."""
     week = f"{context.scheduled_execution_time:%G-W%V}"
-    return [
-        dg.RunRequest(
-            run_key=f"benchmark-{week}-{provider}",
-            partition_key=provider,
-            tags={"lumina/trigger": "weekly_benchmark", "lumina/week": week},
-        )
-        for provider in PROVIDERS.get_partition_keys()
-    ]
+    return dg.RunRequest(run_key=f"benchmark-{week}", tags={"lumina/trigger": WEEKLY, "lumina/week": week})
+
+
+@dg.sensor(
+    jobs=[benchmark_providers_job, benchmark_scoring_job],
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
+def benchmark_shards_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+    """After the weekly questions run: one run per provider × shard of those questions, then, once every one of
+    them has ended, the scoring run (which scores the providers whose shards all succeeded)."""
+    from lumina_assets.defs.partitions import current_provider_shards
+
+    records = context.instance.fetch_materializations(dg.AssetKey("questions"), limit=1).records
+    run = context.instance.get_run_by_id(records[0].run_id) if records else None
+    if run is None or run.tags.get("lumina/trigger") != WEEKLY:
+        return dg.SkipReason("no weekly benchmark questions to follow")
+    questions = str(records[0].storage_id)
+    tags = {"lumina/trigger": WEEKLY, QUESTIONS_TAG: questions}
+    if context.cursor not in (questions, f"{questions}-scored"):
+        requests = [
+            dg.RunRequest(run_key=f"{questions}-{key}", job_name=benchmark_providers_job.name, partition_key=key, tags=tags)
+            for key in current_provider_shards()
+        ]  # fmt: skip
+        return dg.SensorResult(run_requests=requests, cursor=questions)
+    shard_runs = context.instance.get_runs(filters=dg.RunsFilter(tags={QUESTIONS_TAG: questions}))
+    launched = len(shard_runs) >= len(current_provider_shards())
+    if context.cursor != questions or not launched or not all(r.is_finished for r in shard_runs):
+        return dg.SkipReason("waiting for the shard runs")
+    scoring = dg.RunRequest(run_key=f"{questions}-scores", job_name=benchmark_scoring_job.name, tags=tags)
+    return dg.SensorResult(run_requests=[scoring], cursor=f"{questions}-scored")
 
 
 SCHEDULES = [nightly_crawl_schedule, weekly_benchmark_schedule]
+SENSORS = [benchmark_shards_sensor]

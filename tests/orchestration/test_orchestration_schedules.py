@@ -75,8 +75,8 @@ def test_schedule_cadence():
     )
     next_week = weekly_benchmark_schedule(dg.build_schedule_context(scheduled_execution_time=weekly[1]))
     # a second evaluation in the same week launches nothing new; the next week does
-    assert [r.run_key for r in one_week] == [r.run_key for r in same_week]
-    assert not {r.run_key for r in one_week} & {r.run_key for r in next_week}
+    assert one_week.run_key == same_week.run_key
+    assert one_week.run_key != next_week.run_key
 
 
 def test_shipped_automation_is_on_and_live_calls_are_opt_in():

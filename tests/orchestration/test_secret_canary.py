@@ -286,7 +286,7 @@ def test_no_secret_leaves_through_logs_events_metadata_files_or_other_origins(
         ([benchmark.synthetic_questions, benchmark.user_queries, benchmark.questions], [None]),
         (
             [benchmark.provider_results, benchmark.recursive_results, benchmark.judgments],
-            ["semantic_scholar", "google_scholar", "exa"],
+            ["semantic_scholar|00000", "google_scholar|00000", "exa|00000"],  # 4 questions: one shard
         ),
         ([benchmark.benchmark_scores, benchmark.benchmark_report], [None]),
     ]

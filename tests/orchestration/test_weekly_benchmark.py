@@ -1,7 +1,8 @@
 """The weekly benchmark schedule switched on, through the daemon's code path: evaluate the schedule at its tick
-(`build_schedule_context`), then launch every run it requests, as requested (job, partition, tags), on an
-ephemeral instance. Offline: lumina and bm25 run over a small real index; semantic_scholar, google_scholar and exa
-have no key and are skipped with a message, which is a successful run."""
+(`build_schedule_context`) and `benchmark_shards_sensor` after it, then launch every run they request, as
+requested (job, partition, tags): the questions, one run per provider × shard, the scoring. Offline: lumina and
+bm25 run over a small real index; semantic_scholar, google_scholar and exa have no key and are skipped with a
+message, which is a successful run."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from benchmark_slice import write_scifact_slice
 from lumina_assets.core import settings, tables
 from lumina_assets.defs.partitions import PROVIDERS
 from lumina_assets.indexing import lancedb_tables as indexing
-from sensors.schedules import weekly_benchmark_schedule
+from sensors.schedules import benchmark_shards_sensor, weekly_benchmark_schedule
 
 pytestmark = pytest.mark.slow
 PROVIDER_KEYS = (
@@ -42,25 +43,11 @@ def small_index(shared_data, data_dir):
     return shared_data / "scifact"
 
 
-def test_weekly_benchmark_runs_every_provider_to_success(small_index, monkeypatch):
-    for name in PROVIDER_KEYS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("LUMINA_CORPUS", str(small_index))  # BEIR queries with qrels join the questions
-    # every held-out query by default (388 of SciFact train); the schedule's mechanics need a dozen of them
-    monkeypatch.setenv("LUMINA_BEIR_QUERIES", "12")
-    from lumina_assets.definitions import build_definitions
-
-    defs = build_definitions()
-    instance = dg.DagsterInstance.ephemeral()
-    tick = datetime(2026, 11, 22, 4, 0, tzinfo=UTC)
-    context = dg.build_schedule_context(instance=instance, scheduled_execution_time=tick)
-    requests = list(weekly_benchmark_schedule(context))
-
-    assert sorted(r.partition_key for r in requests) == sorted(PROVIDERS.get_partition_keys())
-    assert len({r.run_key for r in requests}) == len(requests)
-    job = defs.resolve_job_def(weekly_benchmark_schedule.job_name)
+def _launch(defs, instance, requests) -> dict[str, dict]:
+    """Each request as the daemon launches it (job, partition, tags); partition -> provider_results' metadata."""
     outcomes = {}
     for request in requests:
+        job = defs.resolve_job_def(request.job_name or weekly_benchmark_schedule.job_name)
         result = job.execute_in_process(
             instance=instance,
             partition_key=request.partition_key,
@@ -70,18 +57,51 @@ def test_weekly_benchmark_runs_every_provider_to_success(small_index, monkeypatc
         )
         failures = [e.message for e in result.all_events if e.is_step_failure]
         assert result.success, (request.partition_key, failures)
-        outcomes[request.partition_key] = result.asset_materializations_for_node("provider_results")[
-            0
-        ].metadata
+        if request.partition_key:
+            metadata = result.asset_materializations_for_node("provider_results")[0].metadata
+            outcomes[request.partition_key.split("|")[0]] = metadata
+    return outcomes
+
+
+def test_weekly_benchmark_runs_every_provider_to_success(small_index, monkeypatch, tmp_path):
+    for name in PROVIDER_KEYS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LUMINA_CORPUS", str(small_index))  # BEIR queries with qrels join the questions
+    # every held-out query by default (388 of SciFact train); the schedule's mechanics need a dozen of them
+    monkeypatch.setenv("LUMINA_BEIR_QUERIES", "12")
+    from lumina_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    instance = dg.DagsterInstance.local_temp(str(tmp_path))  # persistent, as the daemon's: sensors read it
+    tick = datetime(2026, 11, 22, 4, 0, tzinfo=UTC)
+    context = dg.build_schedule_context(instance=instance, scheduled_execution_time=tick)
+    _launch(defs, instance, [weekly_benchmark_schedule(context)])  # the questions, with their shards
+
+    def sensor_tick(cursor):
+        context = dg.build_sensor_context(
+            instance=instance, instance_ref=instance.get_ref(), definitions=defs, cursor=cursor
+        )
+        return benchmark_shards_sensor.evaluate_tick(context)
+
+    shards = sensor_tick(None)
+    keys = sorted(r.partition_key for r in shards.run_requests)
+    assert keys == sorted(f"{p}|00000" for p in PROVIDERS.get_partition_keys())  # 12 questions: one shard
+    assert len({r.run_key for r in shards.run_requests}) == len(keys)
+    assert not sensor_tick(shards.cursor).run_requests  # the shard runs have not run yet: no scoring
+    outcomes = _launch(defs, instance, shards.run_requests)
+    scoring = sensor_tick(shards.cursor)
+    assert [r.job_name for r in scoring.run_requests] == ["benchmark_scoring"]
+    _launch(defs, instance, scoring.run_requests)
+    assert not sensor_tick(scoring.cursor).run_requests  # once per week's questions
 
     for provider in ("semantic_scholar", "google_scholar", "exa"):
         assert outcomes[provider]["skipped"].value is True
         assert "_API_KEY is not set" in outcomes[provider]["reason"].value
     for provider in ("lumina", "bm25"):
         assert outcomes[provider]["questions"].value > 0 and outcomes[provider]["errors"].value == 0
-    # The week's last run scored every provider that ran.
+    # The scoring run scored every provider that ran.
     scores = tables.read(tables.BENCHMARK_SCORES)
     assert {"lumina", "bm25"} <= set(scores["provider"].to_list())
     runs = instance.get_runs()
-    assert {r.job_name for r in runs} == {"run_benchmark"}
-    assert sorted(r.tags["dagster/partition"] for r in runs) == sorted(PROVIDERS.get_partition_keys())
+    assert {r.job_name for r in runs} == {"benchmark_questions", "benchmark_providers", "benchmark_scoring"}
+    assert {r.tags["lumina/trigger"] for r in runs} == {"weekly_benchmark"}
