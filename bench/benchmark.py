@@ -104,6 +104,8 @@ def main() -> int:
     parser.add_argument(
         "--exa-rpm", type=float, default=600.0, help="the rate the Exa stand-in allows (Lumina's Exa default)"
     )
+    parser.add_argument("--shard-size", type=int, default=500, help="questions per shard (a unit of work)")
+    parser.add_argument("--workers", type=int, default=2, help="provider × shard steps at once")
     parser.add_argument("--latency-ms", type=float, default=40.0)
     parser.add_argument("--throttle-every", type=int, default=50)
     parser.add_argument("--error-rate", type=float, default=0.01)
@@ -121,6 +123,7 @@ def main() -> int:
     options = [
         "--providers", args.providers, "--synthetic", "0", "--beir-queries", "-1", "--depths", args.depths,
         "--page-sizes", args.page_sizes, "--judge-rpm", str(args.judge_rpm), "--calibration-queries", "3",
+        "--shard-size", str(args.shard_size), "--workers", str(args.workers),
         *(["--judge-concurrency", str(args.judge_concurrency)] if args.judge_concurrency else []),
     ]  # fmt: skip
     cli = [
@@ -197,6 +200,8 @@ def main() -> int:
     graded_sent = len({r["key"] for r in requests if r.get("role") == "graded" and r["status"] == 200})
     figures = {
         "questions": args.questions,
+        "shard_size": args.shard_size,
+        "workers": args.workers,
         "providers": args.providers,
         "depths": args.depths,
         "page_sizes": args.page_sizes,

@@ -4,11 +4,10 @@ Writes N user questions (SciFact claims, repeated with a variant number past the
 dir holding an indexed collection (`--index-from`: a data dir whose papers, passages and lancedb index are copied;
 default: the SciFact corpus written as papers + passages, which serves bm25 but not lumina), starts the stand-ins
 (tests/support/api_standins.py: the OpenAI Batch API with its files endpoint for the judge, Exa), prints
-`lumina benchmark plan`, then drives the benchmark group as Dagster runs it, in a child process: the questions,
-each provider's `provider_results` and `recursive_results` (in shards), its `judge_batch`, ticks of
-`judge_batch_sensor` until it requests `judgments` for every provider, those runs, `benchmark_scores` and
-`benchmark_report`. Prints wall time and peak RSS per step (the step's own peak: VmHWM, reset between steps) and in
-all, requests per API, batches submitted, and plan vs actual.
+`lumina benchmark plan`, then `lumina benchmark run --batch`: the questions, each provider × shard's
+`provider_results`, `recursive_results` and `judge_batch`, ticks of `judge_batch_sensor` until no batch is open,
+`judgments` from the cache, `benchmark_scores` and `benchmark_report`. Prints wall time, the peak RSS of the run's
+processes, requests per API, batches submitted, and plan vs actual.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ import argparse
 import collections
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -71,136 +71,6 @@ def write_inputs(data_dir: Path, questions: int, index_from: str) -> Path:
     return write_questions(folder, data_dir.parent / "questions.txt", questions)
 
 
-def _rss_mb(field: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def _reset_peak() -> None:
-    """Reset this process's peak RSS (VmHWM) so the next step's peak is its own (Linux: clear_refs 5)."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
-
-
-def drive(args: argparse.Namespace) -> int:
-    """The child: the benchmark group step by step as Dagster runs it, with the batch judge; writes figures."""
-    import resource
-
-    import dagster as dg
-
-    from lumina_assets.cli.runner import instance as project_instance
-    from lumina_assets.cli.runner import materialize_step
-    from lumina_assets.defs import benchmark
-    from sensors.benchmark_batches import judge_batch_sensor
-
-    providers = [p.strip() for p in args.providers.split(",") if p.strip()]
-    depths = [int(d) for d in args.depths.split(",")]
-    page_sizes = [int(p) for p in args.page_sizes.split(",")]
-    resources = benchmark.build_resources(judge_rpm=args.judge_rpm)
-    config = benchmark.default_run_config(
-        synthetic=0,
-        beir_queries=-1,
-        depths=depths,
-        page_sizes=page_sizes,
-        calibration_queries=3,
-        providers=providers,
-        shard_size=args.shard_size,
-    )
-    config["ops"]["judge_batch"] = {"config": {"chunk_questions": args.shard_size or 500}}
-    instance = project_instance()
-    assets = benchmark.ASSETS + benchmark.CHECKS
-    steps: list[dict] = []
-    started = time.monotonic()
-
-    def step(selection, partition=None, run_config=None) -> None:
-        names = sorted(a.key.to_user_string() for a in selection)
-        ops = {k: v for k, v in (run_config or config)["ops"].items() if k in names}
-        _reset_peak()
-        begun = time.monotonic()
-        report = materialize_step(
-            assets,
-            selection,
-            instance=instance,
-            resources=resources,
-            partition=partition,
-            run_config={"ops": ops},
-        )
-        figures = {
-            "step": "+".join(names) + (f"[{partition}]" if partition else ""),
-            "wall_s": round(time.monotonic() - begun, 1),
-            "peak_rss_mb": round(_rss_mb("VmHWM")),
-            "rss_after_mb": round(_rss_mb("VmRSS")),
-            "ok": report.success,
-        }
-        steps.append(figures)
-        print(json.dumps(figures), flush=True)
-        if not report.success:
-            raise SystemExit(f"step {figures['step']} failed: {report.error}")
-
-    step([benchmark.synthetic_questions, benchmark.user_queries, benchmark.questions])
-    for provider in providers:
-        step([benchmark.provider_results], provider)
-        step([benchmark.recursive_results], provider)
-    for provider in providers:
-        step([benchmark.judge_batch], provider)
-
-    definitions = dg.Definitions(assets=assets, sensors=[judge_batch_sensor], resources=resources)
-    judged: set[str] = set()
-    ticks = 0
-    while judged != set(providers):
-        _reset_peak()
-        begun = time.monotonic()
-        context = dg.build_sensor_context(
-            instance=instance,
-            definitions=definitions,
-            resources={"judge_llm": resources["judge_llm"], "question_llm": resources["question_llm"]},
-        )
-        result = judge_batch_sensor.evaluate_tick(context)
-        ticks += 1
-        events = [
-            {k: e.metadata[k].value for k in ("batch_id", "status", "requests", "answered", "missing")}
-            for e in result.asset_events or []
-        ]
-        print(
-            json.dumps(
-                {
-                    "tick": ticks,
-                    "wall_s": round(time.monotonic() - begun, 1),
-                    "peak_rss_mb": round(_rss_mb("VmHWM")),
-                    "batches": events,
-                    "skip": result.skip_message,
-                }
-            ),
-            flush=True,
-        )
-        steps.append({"step": f"sensor tick {ticks}", "wall_s": round(time.monotonic() - begun, 1),
-                      "peak_rss_mb": round(_rss_mb("VmHWM"))})  # fmt: skip
-        for request in result.run_requests or []:
-            run_config = {"ops": {**config["ops"], **(request.run_config or {}).get("ops", {})}}
-            step([benchmark.judgments], request.partition_key, run_config)
-            judged.add(request.partition_key)
-        if result.skip_message == "no open batch" and judged != set(providers):
-            raise SystemExit(f"no open batch, but judgments not requested for {set(providers) - judged}")
-        if judged != set(providers):
-            time.sleep(args.poll_seconds)
-    step([benchmark.benchmark_scores, benchmark.benchmark_report])
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    figures = {
-        "wall_s": round(time.monotonic() - started, 1),
-        "peak_rss_mb": round(max(usage.ru_maxrss, children.ru_maxrss) / 1024),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime + children.ru_utime + children.ru_stime, 1),
-        "sensor_ticks": ticks,
-        "steps": steps,
-    }
-    Path(args.figures).write_text(json.dumps(figures, indent=2), encoding="utf-8")
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", action="store_true", help="(the flag bench/benchmark.py hands over with)")
@@ -218,11 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--index-from", default="", help="a data dir with an indexed collection to copy")
     parser.add_argument("--work", default="", help="working folder (default: a new temporary one)")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--drive", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--figures", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=2, help="provider × shard steps at once")
     args = parser.parse_args(argv)
-    if args.drive:
-        return drive(args)
 
     from api_standins import StandInServer
 
@@ -265,19 +132,17 @@ def main(argv: list[str] | None = None) -> int:
             print(planned.stderr[-3000:], file=sys.stderr)
             return planned.returncode
         plan = json.loads(planned.stdout)
-        figures_path = work / "figures.json"
-        child = [
-            sys.executable, __file__, "--drive", "--figures", str(figures_path), "--providers", args.providers,
-            "--depths", args.depths, "--page-sizes", args.page_sizes, "--shard-size", str(args.shard_size),
-            "--judge-rpm", str(args.judge_rpm), "--poll-seconds", str(args.poll_seconds),
-        ]  # fmt: skip
         started = time.monotonic()
-        run = subprocess.run(child, env=env)
+        run = subprocess.run(
+            [*CLI, "benchmark", "run", *_options(args), "--batch", "--workers", str(args.workers),
+             "--poll-seconds", str(args.poll_seconds)],
+            env=env,
+        )  # fmt: skip
         wall = time.monotonic() - started
         requests = server.requests()
+    peak_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     if run.returncode != 0:
         return run.returncode
-    driven = json.loads(figures_path.read_text(encoding="utf-8"))
 
     from bench.benchmark import plan_vs_actual, print_figures
     from evals import ledger
@@ -296,16 +161,13 @@ def main(argv: list[str] | None = None) -> int:
         "page_sizes": args.page_sizes,
         "shard_size": args.shard_size,
         "wall_s": round(wall, 1),
-        "peak_rss_mb": driven["peak_rss_mb"],
-        "cpu_s": driven["cpu_s"],
-        "steps": {s["step"]: [s["wall_s"], s["peak_rss_mb"]] for s in driven["steps"]},
+        "peak_rss_mb": round(peak_rss_mb),
         "batches": len(records),
         "batch_requests": sum(len(r["requests"]) for r in records),
         "batch_answered": sum(r["answered"] for r in records),
         "largest_batch": max((len(r["requests"]) for r in records), default=0),
         "batch_input_tokens": sum(r.get("input_tokens", 0) for r in records),
         "batch_output_tokens": sum(r.get("output_tokens", 0) for r in records),
-        "sensor_ticks": driven["sensor_ticks"],
         "requests": {f"{api} {status}": n for (api, status), n in sorted(by_status.items())},
         "repeated_successes": sum(
             n - 1

@@ -51,6 +51,20 @@ def benchmark_scores(
             f"the run's providers with the same questions and grid (left out: {run.excluded})"
         )
     primary = Primary(alpha=config.alpha)
+    pooled_run = None
+    if not judge.is_offline:  # each (question, paper) of every provider's top p judged once (evals.pooled);
+        # first, so the judge's API stays busy after the judgments, and the scoring's local work comes after it
+        with setup_failure():
+            pool_judge, pool_client = build_judge(judge_llm, config)
+        pooled_run = pooled.pooled_run(
+            recursive,
+            question_frame,
+            load_papers(),
+            pool_judge,
+            page_size=primary.page_size,
+            form=config.context_form,
+        )
+        ledger.record_cost("pooled_judgments", None, pool_client)
     scored = scored_run.score_run(
         recursive,
         verdicts,
@@ -93,18 +107,8 @@ def benchmark_scores(
         "proxy_exclude": sorted(calibration_question_ids(config)),
         "context_form": config.context_form,
     }
-    if not judge.is_offline:  # each (question, paper) of every provider's top p judged once (evals.pooled)
-        with setup_failure():
-            pool_judge, pool_client = build_judge(judge_llm, config)
-        record["pooled"] = pooled.pooled_run(
-            recursive,
-            question_frame,
-            load_papers(),
-            pool_judge,
-            page_size=primary.page_size,
-            form=config.context_form,
-        )
-        ledger.record_cost("pooled_judgments", None, pool_client)
+    if pooled_run is not None:
+        record["pooled"] = pooled_run
     record["context_form"] = config.context_form
     runs.write_run(record, scores, scored.per_question, comparisons)
     runs.set_latest(record["run_id"])

@@ -13,7 +13,7 @@ import pytest
 from api_standins import StandInServer
 from benchmark_slice import materialize_stages, write_scifact_slice
 
-from evals import batch
+from evals import batch, ledger
 from lumina_assets.core import tables
 from lumina_assets.defs import benchmark
 from resources.llm import LLMResource
@@ -161,3 +161,42 @@ def test_question_batch_feeds_synthetic_questions(shared_data, data_dir, tmp_pat
         assert collections.Counter(r["api"] for r in server.requests())["openai"] == sync_before
         questions = pl.read_parquet(tables.SYNTHETIC_QUESTIONS.path())
         assert questions.height == 4 and set(questions["generator"]) == {"llm:openai:gpt-4o"}
+
+
+def test_cli_batch_run_submits_polls_resubmits_and_judges_from_the_cache(
+    shared_data, data_dir, tmp_path, monkeypatch, capsys
+):
+    """`lumina benchmark run --batch`: the judge's prompts go through the Batch API stand-in (a partly failed
+    batch resubmitted for what it missed), the sensor's ticks poll until every batch ended, and the judging and
+    the pooled judging then send no synchronous call."""
+    from lumina_assets.cli.main import main
+
+    folder = write_scifact_slice(shared_data, claims=4, distractors=20)
+    extra = ("--batch-polls", "1", "--batch-fail-every", "4")
+    with StandInServer(tmp_path / "requests.jsonl", latency_ms=1, extra=extra) as server:
+        for name, value in {
+            "LUMINA_CORPUS": str(folder),
+            "LUMINA_JUDGE_BACKEND": "openai",
+            "LUMINA_JUDGE_MODEL": "gpt-4o",
+            "OPENAI_API_KEY": "sk-test",
+            "OPENAI_BASE_URL": server.url + "/v1",
+            "LUMINA_QUESTION_BACKEND": "offline",
+            "LUMINA_EXA_URL": server.url,
+            "EXA_API_KEY": "exa-test",
+        }.items():
+            monkeypatch.setenv(name, value)
+        options = ["--providers", "exa", "--synthetic", "0", "--beir-queries", "4", "--depths", "0"]
+        options += ["--page-sizes", "10", "--calibration-queries", "3", "--shard-size", "2", "--workers", "1"]
+        assert main(["benchmark", "run", *options, "--batch", "--poll-seconds", "0.1"]) == 0
+    out = capsys.readouterr().out
+    records = {r["id"]: r for r in map(_load, (data_dir / "benchmark" / "batches").glob("*.json"))}
+    assert {r["partition"] for r in records.values()} == {"exa|00000", "exa|00001"}
+    assert {r["state"] for r in records.values()} == {batch.ENDED}
+    resubmitted = [r for r in records.values() if r["resubmitted_as"]]
+    assert resubmitted and all(records[r["resubmitted_as"]]["missing"] == [] for r in resubmitted)
+    assert "'status': 'in_progress'" in out  # the sensor's ticks polled an open batch
+    actual = ledger.actual_by_plan_role(["exa"])["llm"]
+    assert actual["judge"]["calls"] == 0 < actual["judge"]["cache_hits"]  # every verdict from a batch
+    assert actual["pooled"]["calls"] == 0 < actual["pooled"]["cache_hits"]
+    report = (data_dir / "reports" / "benchmark.md").read_text(encoding="utf-8")
+    assert "| exa |" in report
