@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lumina_assets.core import settings
+from lumina_assets.core import settings, tables
 
 
 def _costs_dir() -> Path:
@@ -64,12 +64,18 @@ def provider_of(partition: str) -> str:
 
 
 def _entries(folder: Path, partitions: set[str]) -> list[dict[str, Any]]:
-    """The entries of this run: its providers' partitions and the unpartitioned steps."""
+    """The entries of this run: its providers' partitions (of the current questions' shards) and the
+    unpartitioned steps."""
+    from evals import shards
+
+    questions = tables.read(tables.QUESTIONS)
+    current = set(shards.current(questions["question_id"].to_list())) if questions is not None else set()
     entries = []
     for path in sorted(folder.glob("*.json")) if folder.exists() else []:
         entry = json.loads(path.read_text(encoding="utf-8"))
         partition = entry.get("partition", path.name.split(".")[1])
-        if partition in (None, "all") or provider_of(partition) in partitions:
+        shard = partition.partition("|")[2] if partition else ""
+        if partition in (None, "all") or (provider_of(partition) in partitions and shard in current | {""}):
             entries.append(entry)
     return entries
 

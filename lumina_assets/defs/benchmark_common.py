@@ -1,10 +1,8 @@
 """What the benchmark assets share: the data version of a table, setup failures as run failures, a provider's
-request counters, one provider × shard partition's computation (evals.shards), a table read a slice of questions
-at a time, and the partition's provider."""
+request counters, one provider × shard partition's computation (evals.shards) and the partition's provider."""
 
 import contextlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -39,18 +37,6 @@ def request_counters(provider) -> dict[str, Any]:
         **http_stats(provider),
         **{k: v for k, v in stats.items() if k in ("reported_cost_usd", "unpriced_requests")},
     }
-
-
-def rows_of(frame: pl.DataFrame | pl.LazyFrame, part: pl.DataFrame) -> pl.DataFrame:
-    """The rows of `frame` about the questions of `part` (a lazy scan is read for those rows only)."""
-    rows = frame.filter(pl.col("question_id").is_in(part["question_id"].implode()))
-    return rows.collect() if isinstance(rows, pl.LazyFrame) else rows
-
-
-def scan(table: tables.TableSpec, name: str | None = None) -> pl.LazyFrame | None:
-    """A lazy scan of a stored table (None when it is not written yet): read a part at a time, never whole."""
-    path = table.path(name)
-    return pl.scan_parquet(path) if Path(path).exists() else None
 
 
 def run_shard(
