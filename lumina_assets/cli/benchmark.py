@@ -294,6 +294,16 @@ def _worker_step(stage: str, partition: str, run_config: dict) -> bool:
     )
 
 
+def next_step(chains, stages, progress: dict, running: list) -> tuple | None:
+    """The next (chain, stage) to start: a searching step first (they pace the slower search APIs; the judge's
+    work piles up meanwhile), never a second one of a provider already searching, nor a chain already running."""
+    busy = {chain for chain, _ in running}
+    searching = {chain[0] for chain, stage in running if stage in SEARCHING}
+    ready = [(c, stages[progress[c]]) for c in chains if c not in busy and progress[c] < len(stages)]
+    ready = [(c, stage) for c, stage in ready if stage not in SEARCHING or c[0] not in searching]
+    return min(ready, key=lambda step: step[1] not in SEARCHING, default=None)
+
+
 def _shard_steps(args, chains, stages, run_config, budget: dict, stop) -> bool:
     """Each (provider, shard) chain's `stages` in order, `args.workers` steps at once in as many processes, so one
     provider's shard is judged while another's is searched. A provider's searching steps run one at a time (its
@@ -320,20 +330,12 @@ def _shard_steps(args, chains, stages, run_config, budget: dict, stop) -> bool:
     running: dict[cf.Future, tuple[tuple[str, str], str, float]] = {}
     ok, stopped = True, False
 
-    def next_step():
-        busy = {chain for chain, _, _ in running.values()}
-        searching = {chain[0] for chain, stage, _ in running.values() if stage in SEARCHING}
-        for chain in chains:
-            if chain in busy or progress[chain] >= len(stages):
-                continue
-            stage = stages[progress[chain]]
-            if stage not in SEARCHING or chain[0] not in searching:
-                return chain, stage
-        return None
-
     try:
         while True:
-            while not stopped and len(running) < workers and (step := next_step()):
+            while not stopped and len(running) < workers:
+                step = next_step(chains, stages, progress, [(c, stage) for c, stage, _ in running.values()])
+                if step is None:
+                    break
                 chain, stage = step
                 key = provider_shard_key(*chain)
                 future: cf.Future = cf.Future()

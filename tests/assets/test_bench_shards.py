@@ -100,3 +100,25 @@ def test_new_questions_run_only_new_shard_partitions(shared_data, data_dir, monk
     assert result.asset_materializations_for_node("judgments")[0].metadata["state"].value == "computed"
     assert llm.calls == calls + sent_for_new_shard  # its verdicts were cached
     assert pl.read_parquet(tables.JUDGMENTS.path("exa")).height == verdicts.height
+
+
+def test_the_runner_overlaps_judging_with_searching_one_search_per_provider():
+    """`lumina benchmark run` runs provider × shard steps side by side: searching steps first, never two of one
+    provider at once (its rate limit is per process), and a shard's judging beside another's searching."""
+    from lumina_assets.cli.benchmark import next_step
+
+    stages = ("provider_results", "recursive_results", "judgments")
+    chains = [("bm25", "00000"), ("exa", "00000"), ("bm25", "00001"), ("exa", "00001")]
+    progress = dict.fromkeys(chains, 0)
+    assert next_step(chains, stages, progress, []) == (("bm25", "00000"), "provider_results")
+    running = [(("bm25", "00000"), "provider_results")]
+    assert next_step(chains, stages, progress, running) == (("exa", "00000"), "provider_results")
+    running.append((("exa", "00000"), "provider_results"))
+    assert next_step(chains, stages, progress, running) is None  # both providers are searching
+    # exa's first shard searched: its judging waits while exa's next shard is searched, then runs beside it
+    progress.update({("bm25", "00000"): 3, ("bm25", "00001"): 3, ("exa", "00000"): 2})
+    assert next_step(chains, stages, progress, []) == (("exa", "00001"), "provider_results")
+    running = [(("exa", "00001"), "provider_results")]
+    assert next_step(chains, stages, progress, running) == (("exa", "00000"), "judgments")
+    progress[("exa", "00001")] = 3
+    assert next_step(chains, stages, progress, [(("exa", "00000"), "judgments")]) is None  # all done or running
