@@ -51,9 +51,13 @@ def benchmark_scores(
             f"the run's providers with the same questions and grid (left out: {run.excluded})"
         )
     primary = Primary(alpha=config.alpha)
+    # the judge's calls first (its validation, the pooled judging), so its API stays busy after the judgments and
+    # the scoring's local work comes after them
+    with setup_failure():
+        agreement = judge_agreement(judge_llm, config, llm_queries=config.validation_queries_llm)
+    ledger.write_agreement(agreement)
     pooled_run = None
-    if not judge.is_offline:  # each (question, paper) of every provider's top p judged once (evals.pooled);
-        # first, so the judge's API stays busy after the judgments, and the scoring's local work comes after it
+    if not judge.is_offline:  # each (question, paper) of every provider's top p judged once (evals.pooled)
         with setup_failure():
             pool_judge, pool_client = build_judge(judge_llm, config)
         pooled_run = pooled.pooled_run(
@@ -82,9 +86,6 @@ def benchmark_scores(
         context.log.warning(f"{name} left out of the qrels measures: {reason}")
     scores, comparisons = scored.scores, scored.comparisons
     tables.write(tables.BENCHMARK_SCORES, scores)
-    with setup_failure():
-        agreement = judge_agreement(judge_llm, config, llm_queries=config.validation_queries_llm)
-    ledger.write_agreement(agreement)
     record = manifest.build_manifest(
         run,
         question_frame,
