@@ -347,11 +347,12 @@ def judgments(
     """CR and CP verdicts for every unique (question, context) pair of one provider's levels for one shard of
     questions."""
     name, shard = split_key(context.partition_key)
-    question_frame = tables.read(tables.QUESTIONS)
-    if question_frame is None or not shards_lib.path("recursive_results", name, shard).exists():
-        return _skipped(
-            context, "judgments", runner.JUDGMENT_SCHEMA, "no recursive results for this provider"
-        )
+    question_frame = _questions()
+    if not shards_lib.path("recursive_results", name, shard).exists():
+        skipped = runs.read_stamp("recursive_results", name).get("skipped")
+        if not skipped:
+            raise dg.Failure(f"no recursive results for {context.partition_key} yet: materialize them first")
+        return _skipped(context, "judgments", runner.JUDGMENT_SCHEMA, skipped)
     recursive = upstream("recursive_results", context, runner.RECURSIVE_SCHEMA)
     with setup_failure():
         judge, client = build_judge(judge_llm, config)
