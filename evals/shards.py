@@ -142,13 +142,12 @@ def complete(stage: str, provider: str, questions: pl.DataFrame) -> bool:
     return len(settings_seen) <= 1
 
 
-def version(paths: Sequence[Path]) -> str:
-    """A content version of files: the SHA-256 of their bytes, in order, each read in blocks."""
+def version(file: Path) -> str:
+    """A content version of a file: the SHA-256 of its bytes, read in blocks."""
     digest = hashlib.sha256()
-    for file in paths:
-        with file.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+    with file.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
     return digest.hexdigest()[:24]
 
 

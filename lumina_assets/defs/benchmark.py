@@ -205,7 +205,6 @@ def provider_results(
     lengths = pl.col("contexts").list.len()
     counts = (
         levels.select(
-            pl.len().alias("questions"),
             lengths.mean().alias("mean_contexts"),
             (lengths == 0).sum().alias("questions_without_contexts"),
             pl.col("error").is_not_null().sum().alias("errors"),
@@ -217,7 +216,6 @@ def provider_results(
     return dg.MaterializeResult(
         metadata={
             **shard_metadata,
-            "questions": counts["questions"],
             "k": config.k,
             "mean_contexts": float(counts["mean_contexts"] or 0.0),
             "questions_without_contexts": int(counts["questions_without_contexts"]),

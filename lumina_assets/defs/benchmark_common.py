@@ -64,8 +64,8 @@ def run_shard(
     state = "reused" if reused else "computed"
     context.log.info(f"{stage}[{provider}] shard {shard} ({part.height} questions) {state}")
     file = shards_lib.path(stage, provider, shard)
-    metadata = {"provider": provider, "shard": shard, "shard_questions": part.height, "state": state}
-    return pl.scan_parquet(file), metadata, dg.DataVersion(f"shard-{shards_lib.version([file])}")
+    metadata = {"provider": provider, "shard": shard, "questions": part.height, "state": state}
+    return pl.scan_parquet(file), metadata, dg.DataVersion(f"shard-{shards_lib.version(file)}")
 
 
 def upstream(stage: str, context: dg.AssetExecutionContext, schema: dict) -> pl.LazyFrame:
