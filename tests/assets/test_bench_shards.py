@@ -121,4 +121,5 @@ def test_the_runner_overlaps_judging_with_searching_one_search_per_provider():
     running = [(("exa", "00001"), "provider_results")]
     assert next_step(chains, stages, progress, running) == (("exa", "00000"), "judgments")
     progress[("exa", "00001")] = 3
-    assert next_step(chains, stages, progress, [(("exa", "00000"), "judgments")]) is None  # all done or running
+    # every step is done or running
+    assert next_step(chains, stages, progress, [(("exa", "00000"), "judgments")]) is None
