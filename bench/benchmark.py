@@ -7,7 +7,8 @@ refiner, Exa; latency, 429 + Retry-After, 5xx, and each API held to the rate it 
 ships with), prints `lumina benchmark plan`, runs `lumina benchmark run` with providers bm25 and exa, and prints
 wall time, requests per API and status, repeated successful requests, per role (judge, refiner, graded, exa) the
 requests per minute achieved against the rate allowed, over its whole span and while it was busy (its stages:
-bursts of requests), the pooled-judging share, the run's peak RSS and plan vs actual.
+bursts of requests), each API's share of its rate over the run (first request to last), the pooled-judging
+share, the run's peak RSS and plan vs actual. `--shard-size` and `--workers` are passed to the run.
 """
 
 from __future__ import annotations
@@ -187,6 +188,10 @@ def main() -> int:
         [r["t"] for r in requests if r["api"] == "openai"], allowed["openai"]
     )
     t0 = min((r["t"] for r in requests), default=0.0)
+    run_min = (max((r["t"] for r in requests), default=t0) - t0) / 60
+    for api in allowed:  # over the run: from the first request to any API to the last
+        sent = sum(1 for r in requests if r["api"] == api)
+        rates[f"{api} over the run"] = round(sent / run_min / allowed[api], 3) if run_min else 0.0
     stages = {
         role: [(round(a - t0), round(b - t0), n) for a, b, n in bursts([r["t"] for r in requests if r.get("role", r["api"]) == role])]
         for role in ("refiner", "judge", "graded", "exa")
