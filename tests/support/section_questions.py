@@ -9,7 +9,20 @@ import json
 import math
 from pathlib import Path
 
+from lumina_assets.corpus.local import pdf_metadata
+from lumina_assets.parsing.pymupdf_parser import PyMuPdfParser
+
 QUESTIONS = Path(__file__).with_name("section_questions.jsonl")
+
+
+def parse_pdfs(folder: Path) -> list:
+    """(paper record, parsed paper) for each PDF of `folder`, in name order."""
+    parser = PyMuPdfParser()
+    return [
+        (paper, parser.parse(pdf, paper.paper_id))
+        for pdf in sorted(folder.glob("*.pdf"))
+        for paper in [pdf_metadata(pdf)]
+    ]
 
 
 def load_questions() -> list[dict]:
