@@ -144,6 +144,23 @@ def test_every_attempt_takes_a_slot_of_the_shared_limit(data_dir, tmp_path, monk
     assert len(slots) == 2
 
 
+def test_an_http_client_shared_by_clients_of_one_limit_takes_one_slot_per_attempt(
+    data_dir, tmp_path, monkeypatch
+):
+    """The judge, the refiner and pooled judging are clients of one limit; given one HTTP client, each request
+    takes one slot, not one per client that hooked it."""
+    slots = []
+    monkeypatch.setattr(llm_lib, "shared_rate_wait", lambda path, interval: slots.append(path))
+    shared = httpx2.Client(
+        transport=httpx2.MockTransport(lambda r: openai_chat_response("<highly_relevant>"))
+    )
+    rate = {"requests_per_minute": 600, "rate_file": tmp_path / "rate.txt", "http_client": shared}
+    clients = [LLMClient(backend="openai", model="gpt-4o", api_key="k", **rate) for _ in range(3)]
+    for i, client in enumerate(clients):
+        client.complete(f"prompt {i}")
+    assert slots == [tmp_path / "rate.txt"] * 3
+
+
 THREADED = """
 import json, sys, threading
 from pathlib import Path
