@@ -309,13 +309,21 @@ class LLMClient:
 
     @contextlib.contextmanager
     def _asking(self, key: str):
-        """Held while `key`'s prompt is being asked in this process."""
+        """Held while `key`'s prompt is being asked: in this process (a lock per key) and in every process sharing
+        the cache (a lock file, removed before it is released: filelock's next holder then takes a fresh one)."""
+        from filelock import FileLock
+
         with self._asking_guard:
             entry = self._asking_locks.setdefault(key, [threading.Lock(), 0])
             entry[1] += 1
+        path = self.cache.root / "asking" / f"{key}.lock" if self.cache is not None else None
         try:
-            with entry[0]:
-                yield
+            with entry[0], FileLock(str(path)) if path else contextlib.nullcontext():
+                try:
+                    yield
+                finally:
+                    if path:
+                        path.unlink(missing_ok=True)
         finally:
             with self._asking_guard:
                 entry[1] -= 1
