@@ -22,8 +22,9 @@ share `new_per_depth` of p new contexts per page size (measured from stored leve
 default per provider). Retries of unparseable answers are not counted.
 
 Tokens are estimated as characters / 4 over the rendered prompt templates with the mean question and context
-lengths (measured from stored tables when there are any, else the defaults below); output tokens per call are fixed
-estimates per role. Prices come from `core.prices`; a model or API without a list price is unknown, not free.
+lengths (measured from stored tables when there are any, else the defaults below; contexts as judged in the judge's
+prompts, as returned in the refiner's); output tokens per call are fixed estimates per role. Prices come from
+`core.prices`; a model or API without a list price is unknown, not free.
 """
 
 from __future__ import annotations
