@@ -22,8 +22,9 @@ share `new_per_depth` of p new contexts per page size (measured from stored leve
 default per provider). Retries of unparseable answers are not counted.
 
 Tokens are estimated as characters / 4 over the rendered prompt templates with the mean question and context
-lengths (measured from stored tables when there are any, else the defaults below); output tokens per call are fixed
-estimates per role. Prices come from `core.prices`; a model or API without a list price is unknown, not free.
+lengths (measured from stored tables when there are any, else the defaults below; contexts as judged in the judge's
+prompts, as returned in the refiner's); output tokens per call are fixed estimates per role. Prices come from
+`core.prices`; a model or API without a list price is unknown, not free.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any
 
 from evals.defaults import PRIMARY_PAGE_SIZE
 from evals.judge import load_prompt
+from evals.provider_clients import EXA_HIGHLIGHT_CHARACTERS
 from lumina_assets.core import prices
 
 CHARS_PER_TOKEN = 4.0
@@ -58,22 +60,46 @@ DEFAULT_TITLE_CHARS = 90.0
 class ContextShape:
     """What one provider's contexts look like, for the token and judge-pair estimates."""
 
-    chars: float  # title + chunks
+    chars: float  # title + chunks, as judged
     sentences: float
     new_per_depth: float  # share of a depth's p contexts not in the depth before
     source: str = "default"
+    returned: float = 0.0  # title + chunks as returned, which the refiner reads (0: as judged)
+
+    @property
+    def returned_chars(self) -> float:
+        return self.returned or self.chars
 
 
-# Contexts as the judge sees them in the default equal form (`evals.contexts`: the first CONTEXT_TOKENS words): the
-# local providers' lengths and sentences as measured on the SciFact demo's stored levels (docs/benchmark.md); the
-# external providers' snippets are shorter than that cut, so they are judged as returned.
+# Contexts as the judge sees them in the default equal form (`evals.contexts`: whole sentences within CONTEXT_TOKENS
+# words). A context longer than that is cut to about CUT_CHUNK_CHARS characters in CUT_SENTENCES sentences plus its
+# title: the local providers' lengths and sentences as measured on the SciFact demo's stored levels
+# (docs/benchmark.md); an external provider's context is its documented length (`judged_shape`), cut the same way.
+CUT_CHUNK_CHARS = 703.0  # the measured 800 characters of a cut context less SciFact's mean title (97)
+CUT_SENTENCES = 4.8
+S2_SNIPPET_CHARS = 3250.0  # /snippet/search: snippets of "approximately 500 words" (S2 API docs), always cut
+# Google Scholar's snippet as SerpAPI returns it: the mean of the documented ones (184, 181 and 286 characters: the
+# recorded response in shared/data/api_fixtures and SerpAPI's organic results example)
+SERPAPI_SNIPPET_CHARS = 217.0
+
+
+def judged_shape(chunk_chars: float, new_per_depth: float) -> ContextShape:
+    """A context returned with `chunk_chars` characters of text, as the equal form judges it."""
+    kept = min(chunk_chars, CUT_CHUNK_CHARS)
+    sentences = max(1.0, CUT_SENTENCES * kept / CUT_CHUNK_CHARS)
+    return ContextShape(
+        DEFAULT_TITLE_CHARS + kept, sentences, new_per_depth, returned=DEFAULT_TITLE_CHARS + chunk_chars
+    )
+
+
 DEFAULT_SHAPES: dict[str, ContextShape] = {
-    "lumina": ContextShape(800.0, 4.8, 0.4),
-    "dense": ContextShape(800.0, 5.1, 0.4),
-    "bm25": ContextShape(810.0, 4.6, 0.4),
-    "semantic_scholar": ContextShape(600.0, 4.0, 0.5),
-    "google_scholar": ContextShape(250.0, 2.0, 0.6),
-    "exa": ContextShape(700.0, 5.0, 0.5),
+    # as returned: 203, 204 and 219 word tokens (docs/benchmark.md) at SciFact's 6.7 characters each, and a title
+    "lumina": ContextShape(800.0, 4.8, 0.4, returned=1460.0),
+    "dense": ContextShape(800.0, 5.1, 0.4, returned=1465.0),
+    "bm25": ContextShape(810.0, 4.6, 0.4, returned=1565.0),
+    "semantic_scholar": judged_shape(S2_SNIPPET_CHARS, 0.5),
+    "google_scholar": judged_shape(SERPAPI_SNIPPET_CHARS, 0.6),
+    "exa": judged_shape(EXA_HIGHLIGHT_CHARACTERS, 0.5),  # the one highlight Lumina asks Exa for
 }
 FALLBACK_SHAPE = ContextShape(800.0, 5.0, 0.5)
 
@@ -283,7 +309,8 @@ def _pooled_usage(
 def _refiner_usage(
     inputs: PlanInputs, providers: list[str], page_sizes: list[int], max_depth: int, mean_chars: float
 ) -> _Usage:
-    """The Recursion Prompt with one level's p contexts, once per refined level, page size, question and provider."""
+    """The Recursion Prompt with one level's p contexts as returned, once per refined level, page size, question and
+    provider."""
     refiner_on = not inputs.refiner_llm.offline and max_depth > 0
     calls = inputs.questions * len(page_sizes) * max_depth * len(providers) if refiner_on else 0
     mean_p = sum(page_sizes) / len(page_sizes) if page_sizes else 0
@@ -354,6 +381,9 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
 
     shapes = {p: inputs.shapes.get(p) or DEFAULT_SHAPES.get(p, FALLBACK_SHAPE) for p in providers}
     mean_chars = sum(s.chars for s in shapes.values()) / len(shapes) if shapes else FALLBACK_SHAPE.chars
+    returned_chars = (
+        sum(s.returned_chars for s in shapes.values()) / len(shapes) if shapes else FALLBACK_SHAPE.chars
+    )
     mean_sentences = (
         sum(s.sentences for s in shapes.values()) / len(shapes) if shapes else FALLBACK_SHAPE.sentences
     )
@@ -363,7 +393,7 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
         "questions": _question_usage(inputs),
         "judge": judge,
         "pooled": pooled,
-        "refiner": _refiner_usage(inputs, providers, page_sizes, max_depth, mean_chars),
+        "refiner": _refiner_usage(inputs, providers, page_sizes, max_depth, returned_chars),
     }
     llm = {name: _llm_row(usage) for name, usage in usages.items()}
     llm["judge"]["pairs"] = pairs

@@ -91,11 +91,18 @@ def test_plan_predicts_a_small_run(scifact_slice, data_dir):
     assert actual["provider_requests"] == {"exa": questions * 3, "bm25": 0}  # bm25 is local: no HTTP request
     # the judge: exact once the levels are stored (before them it is an estimate, see evals.plan)
     assert after["llm_calls"]["judge"] == actual["llm"]["judge"]["calls"] > 0
-    # tokens within 20 % for every role
+    # tokens within 20 % per call for every role, planned before any level was stored (context lengths from the
+    # documented API behaviour: Exa's one highlight of the maxCharacters Lumina asks for) and after; per call sent,
+    # since the run's cache answers the prompts its synthetic questions repeat (the stand-in writes one text)
     for role in ("questions", "refiner", "judge"):
-        planned, sent = after["llm"][role], actual["llm"][role]
-        assert sent["input_tokens"] > 0
-        assert planned["input_tokens"] == pytest.approx(sent["input_tokens"], rel=0.2), role
+        sent = actual["llm"][role]
+        assert sent["calls"] > 0
+        for plan in (before, after):
+            per_call = plan["llm"][role]["input_tokens"] / plan["llm"][role]["calls"]
+            assert per_call == pytest.approx(sent["input_tokens"] / sent["calls"], rel=0.2), role
+    assert after["llm"]["judge"]["input_tokens"] == pytest.approx(
+        actual["llm"]["judge"]["input_tokens"], rel=0.2
+    )
     judge_out = after["llm"]["judge"]["output_tokens"]
     assert judge_out == pytest.approx(actual["llm"]["judge"]["output_tokens"], rel=0.2)
 
