@@ -11,8 +11,8 @@ Counts follow the run's own steps (`evals.runner`, `evals.recursive`):
 - pooled (a judge line of its own, `evals.pooled`, run by `benchmark_scores` with an LLM judge): per question, each
   distinct paper in any provider's top p (the primary page size) at depth 0 is asked the graded prompt once; its CR
   and CP prompts are the judge step's own (answered from the cache) unless its context is not among the judge's
-  pairs. Counted exactly from stored levels and the LLM cache, else estimated as questions x providers x p x
-  `POOL_DISTINCT_SHARE` (none when p or depth 0 is not in the grid). Pooled judging is synchronous: it has no
+  pairs. Counted exactly from stored levels and the LLM cache, else estimated as questions x p x (local providers x
+  `LOCAL_POOL_SHARE` + external providers) (none when p or depth 0 is not in the grid). Pooled judging is synchronous: it has no
   batch path, so its batch price is its list price.
 
 Where a provider's levels are already stored for these questions and this grid, its judge pairs are counted
@@ -47,8 +47,10 @@ OUTPUT_TOKENS = {
     "precision_per_sentence": 7.0,
     "graded": 6.0,
 }
-# the share of a provider's top-p papers in no other provider's top p, for the pooled estimate
-POOL_DISTINCT_SHARE = 0.8
+# The pooled estimate: of n local providers' top-p papers (one index, so they overlap), the share that is distinct.
+# Measured on SciFact train's tuning half (300 claims, p 5 and 10; docs/benchmark.md). An external provider's top p is
+# assumed distinct from every other provider's (web results; not measured: it needs keys).
+LOCAL_POOL_SHARE = {1: 1.0, 2: 0.73, 3: 0.58}
 JSON_OVERHEAD_CHARS = 60.0  # the {"title", "chunks", "doi"} wrapping of one context
 SENTENCE_NUMBER_CHARS = 4.0  # "12. " before each sentence of a CP prompt
 DEFAULT_QUESTION_CHARS = 110.0
@@ -268,6 +270,11 @@ def _judge_usage(
     return usage, pairs
 
 
+def _is_local(inputs: PlanInputs, provider: str) -> bool:
+    api = inputs.provider_apis.get(provider)
+    return api is None or api.api == "local"
+
+
 def _pooled_usage(
     inputs: PlanInputs, providers: list[str], mean_chars: float, mean_sentences: float
 ) -> tuple[_Usage, dict[str, Any]]:
@@ -282,12 +289,16 @@ def _pooled_usage(
     elif p not in inputs.page_sizes or 0 not in inputs.depths:
         items, binary, graded, source = 0, 0, 0, f"none: p = {p} at depth 0 is not in the grid"
     else:
-        share = POOL_DISTINCT_SHARE if len(providers) > 1 else 1.0
-        items = graded = inputs.questions * len(providers) * p * share
+        local = sum(1 for name in providers if _is_local(inputs, name))
+        pooled_papers = (
+            local * LOCAL_POOL_SHARE.get(local, min(LOCAL_POOL_SHARE.values())) + len(providers) - local
+        )
+        items = graded = inputs.questions * p * pooled_papers
         binary = 0
         source = (
-            f"estimated: each provider fills its top {p} with distinct papers, {share:.0%} of them in no other "
-            "provider's top p; their CR / CP prompts are the judge's own (cached)"
+            f"estimated: per question {pooled_papers:.2f} x p distinct papers ({local} local provider(s) sharing "
+            f"one index, {len(providers) - local} external assumed distinct); their CR / CP prompts are the judge's "
+            "own (cached)"
         )
     q_chars = inputs.question_chars + mean_chars + JSON_OVERHEAD_CHARS
     graded_in = tokens(_template_chars("graded_relevance") + q_chars)

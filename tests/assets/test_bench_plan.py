@@ -4,6 +4,7 @@ budget's stop and resume, on a real SciFact slice with a stand-in LLM endpoint a
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import dagster as dg
 import polars as pl
@@ -191,13 +192,17 @@ def test_full_grid_plan_prints_every_role_and_api():
     assert judge["usd_batch"] == pytest.approx(judge["usd_sync"] / 2, rel=1e-3)
     assert plan["llm"]["refiner"]["usd_batch"] == plan["llm"]["refiner"]["usd_sync"]  # sequential: no batch
     assert plan["usd_sync_complete"] is False  # SerpAPI and Exa have no list price per request
-    pooled = plan["llm"]["pooled"]  # estimated: 20,000 questions x 4 providers x p = 10 x the distinct share
-    assert pooled["calls"] == pooled["pool"]["items"] == round(20_000 * 4 * 10 * plan_lib.POOL_DISTINCT_SHARE)
+    pooled = plan["llm"]["pooled"]  # estimated: 20,000 questions x p = 10 x (1 local + 3 external providers)
+    assert pooled["calls"] == pooled["pool"]["items"] == 20_000 * 10 * 4
     assert pooled["usd_batch"] == pytest.approx(pooled["usd_sync"] / 2, rel=1e-3) and pooled["usd_sync"] > 0
     assert plan["apis"]["openai"]["minutes"] == pytest.approx(plan["apis"]["openai"]["requests"] / 500)
     text = plan_lib.format_plan(plan)
     assert "unknown" in text and "semantic_scholar" in text and "saves" in text
-    assert "pooled" in text and "80%" in text
+    assert "pooled" in text and "3 external assumed distinct" in text
+    # local providers search one index, so their top p overlap: fewer distinct papers per provider
+    local = plan_lib.build_plan(replace(inputs, providers=["lumina", "bm25", "dense"], provider_apis={}))
+    share = plan_lib.LOCAL_POOL_SHARE[3]
+    assert local["llm"]["pooled"]["pool"]["items"] == round(20_000 * 10 * 3 * share) < 20_000 * 10 * 3
     no_pool = plan_lib.build_plan(plan_lib.PlanInputs(**{**inputs.__dict__, "page_sizes": [5]}))
     assert (
         no_pool["llm_calls"]["pooled"] == 0
