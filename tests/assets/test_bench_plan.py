@@ -191,7 +191,7 @@ def test_full_grid_plan_prints_every_role_and_api():
     assert judge["calls"] == 2 * judge["pairs"]["distinct"] < 2 * judge["pairs"]["before_sharing"]
     assert judge["usd_batch"] == pytest.approx(judge["usd_sync"] / 2, rel=1e-3)
     assert plan["llm"]["refiner"]["usd_batch"] == plan["llm"]["refiner"]["usd_sync"]  # sequential: no batch
-    assert plan["usd_sync_complete"] is False  # SerpAPI and Exa have no list price per request
+    assert plan["usd_sync_complete"] is False  # SerpAPI has no list price per request
     pooled = plan["llm"]["pooled"]  # estimated: 20,000 questions x p = 10 x (1 local + 3 external providers)
     assert pooled["calls"] == pooled["pool"]["items"] == 20_000 * 10 * 4
     assert pooled["usd_batch"] == pytest.approx(pooled["usd_sync"] / 2, rel=1e-3) and pooled["usd_sync"] > 0
