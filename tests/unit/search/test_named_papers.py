@@ -75,9 +75,10 @@ def _engine(uri: str, **changes) -> SearchEngine:
     return SearchEngine(uri, HashingEmbedder(), SearchConfig(**changes), background_loading=False)
 
 
-def test_the_word_naming_a_paper_does_not_choose_its_passages(uri):
+@pytest.mark.parametrize("store", ["memory", "index"])
+def test_the_word_naming_a_paper_does_not_choose_its_passages(uri, store):
     query = "how does ZORBA learn from links"
-    named, kept = _engine(uri), _engine(uri, passages_without_paper_name=False)
+    named, kept = _engine(uri, store=store), _engine(uri, store=store, passages_without_paper_name=False)
     shown, before = named.search(query, k=2), kept.search(query, k=2)
     assert [c.paper_id for c in shown] == [c.paper_id for c in before] and shown[0].paper_id == "pdf:zorba"
     assert shown[0].ranked_passage_ids[0] == "pdf:zorba#2:0"
