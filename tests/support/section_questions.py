@@ -1,4 +1,5 @@
-"""Questions about the seven shared PDFs, each answered by one section or one passage (`section_questions.jsonl`:
+"""Questions about the seven shared PDFs, each answered by one section or one passage (`section_questions.jsonl`,
+`named_questions.jsonl`:
 `target` is a passage id, or a passage id without its `:<n>` for a whole section; `title_words` says whether the
 query shares a word with the section title), and where a search shows the answer: the passages of its results in
 the order shown (results by rank, each result's passages best first)."""
@@ -13,6 +14,8 @@ from lumina_assets.corpus.local import pdf_metadata
 from lumina_assets.parsing.pymupdf_parser import PyMuPdfParser
 
 QUESTIONS = Path(__file__).with_name("section_questions.jsonl")
+# questions that name a paper ("how does S2ORC link ..."), written from the parsed sections before any search
+NAMED_QUESTIONS = Path(__file__).with_name("named_questions.jsonl")
 
 
 def parse_pdfs(folder: Path) -> list:
@@ -25,8 +28,8 @@ def parse_pdfs(folder: Path) -> list:
     ]
 
 
-def load_questions() -> list[dict]:
-    return [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
+def load_questions(path: Path = QUESTIONS) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def answers(target: str, passage_id: str) -> bool:
