@@ -18,25 +18,9 @@ from evals.providers import contexts_from_rows
 from evals.scoring import matched_paper
 
 
-def proxy_agreement(
-    recursive: pl.DataFrame,
-    judgments: pl.DataFrame | None,
-    questions: pl.DataFrame,
-    *,
-    exclude: set[str] | frozenset[str] = frozenset(),
-    matcher: PaperMatcher | None = None,
-    form: str = context_forms.EQUAL,
-) -> dict[str, dict[str, Any]]:
-    """Per provider: the judge's CR verdicts against qrels on this run's own contexts (questions with qrels, the
-    judge's calibration questions in `exclude` left out), each unique (question, context) pair once."""
-    return proxy_from_pairs(
-        proxy_pairs(recursive, judgments, questions, exclude=exclude, matcher=matcher, form=form)
-    )
-
-
 def proxy_from_pairs(pairs: Mapping[str, Mapping[str, tuple[int, int]]]) -> dict[str, dict[str, Any]]:
-    """`proxy_agreement` from its pairs (a run read a slice of questions at a time merges the slices' pairs: a pair
-    key names its question, so slices never share one)."""
+    """Per provider, the judge's CR verdicts against qrels on this run's own contexts, from `proxy_pairs` (a run
+    read a slice of questions at a time merges the slices' pairs: a pair key names its question)."""
     out = {}
     for provider, found in pairs.items():
         judge, human = zip(*found.values(), strict=True)
@@ -54,7 +38,8 @@ def proxy_pairs(
     matcher: PaperMatcher | None = None,
     form: str = context_forms.EQUAL,
 ) -> dict[str, dict[str, tuple[int, int]]]:
-    """Per provider, pair key -> (the judge's CR verdict, qrels' label) of `proxy_agreement`."""
+    """Per provider, pair key -> (the judge's CR verdict, qrels' label), over questions with qrels (the judge's
+    calibration questions in `exclude` left out), each unique (question, context) pair once."""
     matcher = matcher or PaperMatcher()
     verdicts = {
         row["key"]: row["relevant"]
@@ -84,22 +69,11 @@ def proxy_pairs(
     return pairs
 
 
-def judge_vs_human(
-    recursive: pl.DataFrame,
-    judgments: pl.DataFrame | None,
-    questions: pl.DataFrame,
-    rationales: Mapping[str, list[str]],
-    form: str = context_forms.EQUAL,
-) -> dict[str, dict[str, Any]]:
-    """Per provider: the judge's CP sentence verdicts against the human rationale labels, over every unique
-    judged context of a question with rationales."""
-    return sentences_from_pairs(sentence_pairs(recursive, judgments, questions, rationales, form=form))
-
-
 def sentences_from_pairs(
     pairs: Mapping[str, Mapping[str, tuple[list[int], list[int]]]],
 ) -> dict[str, dict[str, Any]]:
-    """`judge_vs_human` from its pairs (slices' pairs merged, as `proxy_from_pairs`)."""
+    """Per provider, the judge's CP sentence verdicts against the human rationale labels, from `sentence_pairs`
+    (slices' pairs merged, as `proxy_from_pairs`)."""
     out = {}
     for provider, found in pairs.items():
         result = human_labels.sentence_agreement(list(found.values()))
@@ -115,7 +89,8 @@ def sentence_pairs(
     rationales: Mapping[str, list[str]],
     form: str = context_forms.EQUAL,
 ) -> dict[str, dict[str, tuple[list[int], list[int]]]]:
-    """Per provider, pair key -> (the judge's sentence verdicts, the human labels) of `judge_vs_human`."""
+    """Per provider, pair key -> (the judge's sentence verdicts, the human labels), over every unique judged
+    context of a question with rationales."""
     if judgments is None or not judgments.height or not rationales:
         return {}
     sentence_verdicts = {

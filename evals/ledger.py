@@ -177,20 +177,23 @@ PLAN_ROLES = {  # plan role -> the (asset, role) cost entries that are its actua
     "judge": {("judgments", "judge")},
     "pooled": {("pooled_judgments", "pooled_judgments")},  # `evals.pooled`, recorded by benchmark_scores
 }
+# Roles whose plan counts every call, cached or not; the judge's and pooled judging's plans count only prompts not
+# in the cache, so their cache hits (verdicts another provider's pair or the judge step already asked) are not calls.
+COUNTED_BEFORE_CACHE = {"questions", "refiner"}
 
 
 def actual_by_plan_role(providers: list[str]) -> dict[str, dict[str, Any]]:
     """What the run sent, in the plan's roles: LLM calls and tokens sent per role, the calls its own earlier
-    answers served from the cache (`cache_hits`: a prompt repeated within the run, which the plan counts as a
-    call), and the requests each provider's steps made (sent + answered from the HTTP cache, as the plan counts
-    them)."""
+    answers served from the cache where the plan counts them as calls (`cache_hits`: a prompt repeated within the
+    run, `COUNTED_BEFORE_CACHE` roles only), and the requests each provider's steps made (sent + answered from the
+    HTTP cache, as the plan counts them)."""
     wanted = set(providers)
     llm = {role: {"calls": 0, "cache_hits": 0, "input_tokens": 0, "output_tokens": 0} for role in PLAN_ROLES}
     for entry in _entries(_costs_dir(), wanted):
         for role, sources in PLAN_ROLES.items():
             if (entry["asset"], entry.get("role")) in sources:
                 llm[role]["calls"] += entry["llm_calls"]
-                llm[role]["cache_hits"] += entry["llm_cache_hits"]
+                llm[role]["cache_hits"] += entry["llm_cache_hits"] if role in COUNTED_BEFORE_CACHE else 0
                 llm[role]["input_tokens"] += entry["llm_input_tokens"]
                 llm[role]["output_tokens"] += entry["llm_output_tokens"]
     requests: dict[str, int] = {}

@@ -11,8 +11,8 @@ Counts follow the run's own steps (`evals.runner`, `evals.recursive`):
 - pooled (a judge line of its own, `evals.pooled`, run by `benchmark_scores` with an LLM judge): per question, each
   distinct paper in any provider's top p (the primary page size) at depth 0 is asked the graded prompt once; its CR
   and CP prompts are the judge step's own (answered from the cache) unless its context is not among the judge's
-  pairs. Counted exactly from stored levels and the LLM cache, else estimated as questions x providers x p x
-  `POOL_DISTINCT_SHARE` (none when p or depth 0 is not in the grid). Pooled judging is synchronous: it has no
+  pairs. Counted exactly from stored levels and the LLM cache, else estimated as questions x p x (local providers x
+  `LOCAL_POOL_SHARE` + external providers) (none when p or depth 0 is not in the grid). Pooled judging is synchronous: it has no
   batch path, so its batch price is its list price.
 
 Where a provider's levels are already stored for these questions and this grid, its judge pairs are counted
@@ -22,8 +22,9 @@ share `new_per_depth` of p new contexts per page size (measured from stored leve
 default per provider). Retries of unparseable answers are not counted.
 
 Tokens are estimated as characters / 4 over the rendered prompt templates with the mean question and context
-lengths (measured from stored tables when there are any, else the defaults below); output tokens per call are fixed
-estimates per role. Prices come from `core.prices`; a model or API without a list price is unknown, not free.
+lengths (measured from stored tables when there are any, else the defaults below; contexts as judged in the judge's
+prompts, as returned in the refiner's); output tokens per call are fixed estimates per role. Prices come from
+`core.prices`; a model or API without a list price is unknown, not free.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any
 
 from evals.defaults import PRIMARY_PAGE_SIZE
 from evals.judge import load_prompt
+from evals.provider_clients import EXA_HIGHLIGHT_CHARACTERS
 from lumina_assets.core import prices
 
 CHARS_PER_TOKEN = 4.0
@@ -45,8 +47,10 @@ OUTPUT_TOKENS = {
     "precision_per_sentence": 7.0,
     "graded": 6.0,
 }
-# the share of a provider's top-p papers in no other provider's top p, for the pooled estimate
-POOL_DISTINCT_SHARE = 0.8
+# The pooled estimate: of n local providers' top-p papers (one index, so they overlap), the share that is distinct.
+# Measured on SciFact train's tuning half (300 claims, p 5 and 10; docs/benchmark.md). An external provider's top p is
+# assumed distinct from every other provider's (web results; not measured: it needs keys).
+LOCAL_POOL_SHARE = {1: 1.0, 2: 0.73, 3: 0.58}
 JSON_OVERHEAD_CHARS = 60.0  # the {"title", "chunks", "doi"} wrapping of one context
 SENTENCE_NUMBER_CHARS = 4.0  # "12. " before each sentence of a CP prompt
 DEFAULT_QUESTION_CHARS = 110.0
@@ -58,22 +62,46 @@ DEFAULT_TITLE_CHARS = 90.0
 class ContextShape:
     """What one provider's contexts look like, for the token and judge-pair estimates."""
 
-    chars: float  # title + chunks
+    chars: float  # title + chunks, as judged
     sentences: float
     new_per_depth: float  # share of a depth's p contexts not in the depth before
     source: str = "default"
+    returned: float = 0.0  # title + chunks as returned, which the refiner reads (0: as judged)
+
+    @property
+    def returned_chars(self) -> float:
+        return self.returned or self.chars
 
 
-# Contexts as the judge sees them in the default equal form (`evals.contexts`: the first CONTEXT_TOKENS words): the
-# local providers' lengths and sentences as measured on the SciFact demo's stored levels (docs/benchmark.md); the
-# external providers' snippets are shorter than that cut, so they are judged as returned.
+# Contexts as the judge sees them in the default equal form (`evals.contexts`: whole sentences within CONTEXT_TOKENS
+# words). A context longer than that is cut to about CUT_CHUNK_CHARS characters in CUT_SENTENCES sentences plus its
+# title: the local providers' lengths and sentences as measured on the SciFact demo's stored levels
+# (docs/benchmark.md); an external provider's context is its documented length (`judged_shape`), cut the same way.
+CUT_CHUNK_CHARS = 703.0  # the measured 800 characters of a cut context less SciFact's mean title (97)
+CUT_SENTENCES = 4.8
+S2_SNIPPET_CHARS = 3250.0  # /snippet/search: snippets of "approximately 500 words" (S2 API docs), always cut
+# Google Scholar's snippet as SerpAPI returns it: the mean of the documented ones (184, 181 and 286 characters: the
+# recorded response in shared/data/api_fixtures and SerpAPI's organic results example)
+SERPAPI_SNIPPET_CHARS = 217.0
+
+
+def judged_shape(chunk_chars: float, new_per_depth: float) -> ContextShape:
+    """A context returned with `chunk_chars` characters of text, as the equal form judges it."""
+    kept = min(chunk_chars, CUT_CHUNK_CHARS)
+    sentences = max(1.0, CUT_SENTENCES * kept / CUT_CHUNK_CHARS)
+    return ContextShape(
+        DEFAULT_TITLE_CHARS + kept, sentences, new_per_depth, returned=DEFAULT_TITLE_CHARS + chunk_chars
+    )
+
+
 DEFAULT_SHAPES: dict[str, ContextShape] = {
-    "lumina": ContextShape(800.0, 4.8, 0.4),
-    "dense": ContextShape(800.0, 5.1, 0.4),
-    "bm25": ContextShape(810.0, 4.6, 0.4),
-    "semantic_scholar": ContextShape(600.0, 4.0, 0.5),
-    "google_scholar": ContextShape(250.0, 2.0, 0.6),
-    "exa": ContextShape(700.0, 5.0, 0.5),
+    # as returned: 203, 204 and 219 word tokens (docs/benchmark.md) at SciFact's 6.7 characters each, and a title
+    "lumina": ContextShape(800.0, 4.8, 0.4, returned=1460.0),
+    "dense": ContextShape(800.0, 5.1, 0.4, returned=1465.0),
+    "bm25": ContextShape(810.0, 4.6, 0.4, returned=1565.0),
+    "semantic_scholar": judged_shape(S2_SNIPPET_CHARS, 0.5),
+    "google_scholar": judged_shape(SERPAPI_SNIPPET_CHARS, 0.6),
+    "exa": judged_shape(EXA_HIGHLIGHT_CHARACTERS, 0.5),  # the one highlight Lumina asks Exa for
 }
 FALLBACK_SHAPE = ContextShape(800.0, 5.0, 0.5)
 
@@ -242,6 +270,11 @@ def _judge_usage(
     return usage, pairs
 
 
+def _is_local(inputs: PlanInputs, provider: str) -> bool:
+    api = inputs.provider_apis.get(provider)
+    return api is None or api.api == "local"
+
+
 def _pooled_usage(
     inputs: PlanInputs, providers: list[str], mean_chars: float, mean_sentences: float
 ) -> tuple[_Usage, dict[str, Any]]:
@@ -256,12 +289,16 @@ def _pooled_usage(
     elif p not in inputs.page_sizes or 0 not in inputs.depths:
         items, binary, graded, source = 0, 0, 0, f"none: p = {p} at depth 0 is not in the grid"
     else:
-        share = POOL_DISTINCT_SHARE if len(providers) > 1 else 1.0
-        items = graded = inputs.questions * len(providers) * p * share
+        local = sum(1 for name in providers if _is_local(inputs, name))
+        pooled_papers = (
+            local * LOCAL_POOL_SHARE.get(local, min(LOCAL_POOL_SHARE.values())) + len(providers) - local
+        )
+        items = graded = inputs.questions * p * pooled_papers
         binary = 0
         source = (
-            f"estimated: each provider fills its top {p} with distinct papers, {share:.0%} of them in no other "
-            "provider's top p; their CR / CP prompts are the judge's own (cached)"
+            f"estimated: per question {pooled_papers:.2f} x p distinct papers ({local} local provider(s) sharing "
+            f"one index, {len(providers) - local} external assumed distinct); their CR / CP prompts are the judge's "
+            "own (cached)"
         )
     q_chars = inputs.question_chars + mean_chars + JSON_OVERHEAD_CHARS
     graded_in = tokens(_template_chars("graded_relevance") + q_chars)
@@ -283,7 +320,8 @@ def _pooled_usage(
 def _refiner_usage(
     inputs: PlanInputs, providers: list[str], page_sizes: list[int], max_depth: int, mean_chars: float
 ) -> _Usage:
-    """The Recursion Prompt with one level's p contexts, once per refined level, page size, question and provider."""
+    """The Recursion Prompt with one level's p contexts as returned, once per refined level, page size, question and
+    provider."""
     refiner_on = not inputs.refiner_llm.offline and max_depth > 0
     calls = inputs.questions * len(page_sizes) * max_depth * len(providers) if refiner_on else 0
     mean_p = sum(page_sizes) / len(page_sizes) if page_sizes else 0
@@ -354,6 +392,9 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
 
     shapes = {p: inputs.shapes.get(p) or DEFAULT_SHAPES.get(p, FALLBACK_SHAPE) for p in providers}
     mean_chars = sum(s.chars for s in shapes.values()) / len(shapes) if shapes else FALLBACK_SHAPE.chars
+    returned_chars = (
+        sum(s.returned_chars for s in shapes.values()) / len(shapes) if shapes else FALLBACK_SHAPE.chars
+    )
     mean_sentences = (
         sum(s.sentences for s in shapes.values()) / len(shapes) if shapes else FALLBACK_SHAPE.sentences
     )
@@ -363,7 +404,7 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
         "questions": _question_usage(inputs),
         "judge": judge,
         "pooled": pooled,
-        "refiner": _refiner_usage(inputs, providers, page_sizes, max_depth, mean_chars),
+        "refiner": _refiner_usage(inputs, providers, page_sizes, max_depth, returned_chars),
     }
     llm = {name: _llm_row(usage) for name, usage in usages.items()}
     llm["judge"]["pairs"] = pairs

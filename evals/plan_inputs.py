@@ -28,15 +28,15 @@ _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
 
 
 def context_shape(levels, *, sample_rows: int = 5000, form: str = CONTEXT_FORM) -> ContextShape | None:
-    """A provider's mean context length and sentences as the judge sees them (`form`), and new contexts per depth,
-    from its stored levels."""
+    """A provider's mean context length and sentences as the judge sees them (`form`), its mean length as returned,
+    and new contexts per depth, from its stored levels."""
     from evals.contexts import judged_form
     from evals.providers import contexts_from_rows
 
     if levels is None or levels.height == 0:
         return None
     rows = levels.head(sample_rows).to_dicts()
-    lengths, sentences = [], []
+    lengths, sentences, returned = [], [], []
     by_level: dict[tuple[str, int, int], set[str]] = {}
     for row in rows:
         keys = set()
@@ -44,6 +44,7 @@ def context_shape(levels, *, sample_rows: int = 5000, form: str = CONTEXT_FORM) 
             judged = judged_form(context, form)
             text = " ".join(judged.chunks or [])
             lengths.append(len(judged.title or "") + len(text))
+            returned.append(len(context.title or "") + len(" ".join(context.chunks or [])))
             sentences.append(max(1, len(_SENTENCE_END.findall(text))))
             keys.add(json.dumps([context.title, context.doi, context.chunks]))
         by_level[(row["question_id"], row["page_size"], row["depth"])] = keys
@@ -60,6 +61,7 @@ def context_shape(levels, *, sample_rows: int = 5000, form: str = CONTEXT_FORM) 
         sentences=sum(sentences) / len(sentences),
         new_per_depth=new / total if total else FALLBACK_SHAPE.new_per_depth,
         source="measured on the stored levels",
+        returned=sum(returned) / len(returned),
     )
 
 

@@ -14,6 +14,9 @@ from typing import Any
 from lumina_assets.core.http import HttpClient
 
 S2_PAPER_FIELDS = "title,abstract,tldr,externalIds,url,year,authors,openAccessPdf"
+# Exa's highlight length (`maxCharacters`, which replaced its deprecated numSentences and highlightsPerUrl; source in
+# docs/benchmark.md): one excerpt a little longer than the equal form's CONTEXT_TOKENS words, judged at full budget
+EXA_HIGHLIGHT_CHARACTERS = 1000
 
 
 class SemanticScholarClient:
@@ -54,19 +57,19 @@ class SerpApiScholarClient:
 
 
 class ExaClient:
-    """Exa `/search` with `contents.highlights`: the highlights are the contexts' chunks."""
+    """Exa `/search` with `contents.highlights`: the highlight is the context's chunk."""
 
     def __init__(
         self,
         http: HttpClient,
         *,
         category: str = "research paper",
-        highlight_sentences: int = 3,
+        highlight_characters: int = EXA_HIGHLIGHT_CHARACTERS,
         concurrency: int = 1,
     ):
         self.http = http
         self.category = category
-        self.highlight_sentences = highlight_sentences
+        self.highlight_characters = highlight_characters
         self.concurrency = concurrency
         self._last = threading.local()
 
@@ -79,7 +82,7 @@ class ExaClient:
             "query": query,
             "numResults": num_results,
             "type": "auto",
-            "contents": {"highlights": {"numSentences": self.highlight_sentences, "highlightsPerUrl": 3}},
+            "contents": {"highlights": {"maxCharacters": self.highlight_characters}},
         }
         if self.category:
             body["category"] = self.category

@@ -94,15 +94,6 @@ def level_summary(recursive: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def failed_judgments(verdicts: pl.DataFrame | None) -> pl.DataFrame | None:
-    """The verdict rows whose relevance or precision judgment failed (None when nothing was judged)."""
-    if verdicts is None or not verdicts.height:
-        return None
-    return verdicts.filter(
-        pl.col("relevance_failure").is_not_null() | pl.col("precision_failure").is_not_null()
-    )
-
-
 def _fmt(mean: float | None, low: float | None, high: float | None) -> str:
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "n/a"

@@ -87,12 +87,6 @@ HUMAN_MEASURES = {
     "cp_human_returned": "CP (human, as returned)",
     "cp_human_lm": "CP (human, length-matched)",
 }
-LENGTH_COLUMNS = {
-    "contexts": "contexts/question",
-    "sentences_per_context": "sentences/context",
-    "tokens_per_context": "tokens/context",
-    "tokens_returned": "tokens/context as returned",
-}
 
 
 def token_counts(recursive: pl.DataFrame, form: str = context_forms.EQUAL) -> dict[str, list[int]]:

@@ -27,8 +27,9 @@ from lumina_assets.core import settings, tables
 FORMAT = "lumina-benchmark-snapshot/1"
 
 
-def _prompt_hashes(levels: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
-    """key -> sha256 of the Context Relevance and Context Precision prompts each pair was judged with."""
+def _prompt_hashes(levels: pl.DataFrame, questions: pl.DataFrame, form: str) -> pl.DataFrame:
+    """key -> sha256 of the Context Relevance and Context Precision prompts each pair was judged with (its context
+    in the run's `form`)."""
     from evals.judge import JudgeInput, context_sentences, precision_prompt, relevance_prompt
     from evals.providers import contexts_from_rows
 
@@ -38,7 +39,7 @@ def _prompt_hashes(levels: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFram
         question = texts.get(row["question_id"])
         if question is None:
             continue
-        for context in contexts_from_rows(row["contexts"]):
+        for context in (contexts.judged_form(c, form) for c in contexts_from_rows(row["contexts"])):
             item = JudgeInput(row["question_id"], question, context)
             if item.key in rows:
                 continue
@@ -104,6 +105,9 @@ def write_snapshot(run: str, path: Path) -> dict[str, Any]:
         if papers is not None:
             add_frame("papers.parquet", papers)
         depths, page_sizes = manifest["depths"], manifest["page_sizes"]
+        form = (manifest.get("scoring") or {}).get(
+            "context_form", manifest.get("context_form", contexts.EQUAL)
+        )
         for provider in providers:
             levels = tables.read(tables.RECURSIVE_RESULTS, provider)
             levels = levels.filter(pl.col("depth").is_in(depths) & pl.col("page_size").is_in(page_sizes))
@@ -116,7 +120,7 @@ def write_snapshot(run: str, path: Path) -> dict[str, Any]:
                 add_frame(f"deep_recall/{provider}.parquet", deep)
             verdicts = tables.read(tables.JUDGMENTS, provider)
             if verdicts is not None:
-                verdicts = verdicts.join(_prompt_hashes(levels, questions), on="key", how="left")
+                verdicts = verdicts.join(_prompt_hashes(levels, questions, form), on="key", how="left")
                 add_frame(f"verdicts/{provider}.parquet", verdicts)
             raw = settings.cache_dir() / "http" / provider
             for file in sorted(raw.rglob("*.json")) if raw.is_dir() else []:

@@ -109,19 +109,31 @@ class RateLimiter:
 
 @dataclass
 class HttpStats:
+    """One client's counters; its requests run in many threads, so every update holds the lock."""
+
     requests: int = 0
     cache_hits: int = 0
     retries: int = 0
     failures: int = 0
     by_status: dict[int, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count(self, name: str) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + 1)
+
+    def answered(self, status: int) -> None:
+        with self._lock:
+            self.by_status[status] = self.by_status.get(status, 0) + 1
 
     def as_metadata(self) -> dict[str, int]:
-        return {
-            "http_requests": self.requests,
-            "http_cache_hits": self.cache_hits,
-            "http_retries": self.retries,
-            "http_failures": self.failures,
-        }
+        with self._lock:
+            return {
+                "http_requests": self.requests,
+                "http_cache_hits": self.cache_hits,
+                "http_retries": self.retries,
+                "http_failures": self.failures,
+            }
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
@@ -245,7 +257,7 @@ class HttpClient:
         if key is not None:
             hit = self.cache.get(key)
             if hit is not None:
-                self.stats.cache_hits += 1
+                self.stats.count("cache_hits")
                 return CachedResponse(
                     status_code=hit["status"],
                     headers=hit["headers"],
@@ -256,7 +268,7 @@ class HttpClient:
                 )
         host = urlsplit(full_url).netloc
         if host in self.unreachable_hosts:
-            self.stats.failures += 1
+            self.stats.count("failures")
             raise HttpError(
                 f"{shown} not asked: {host} was unreachable ({self.unreachable_hosts[host]}) earlier in this run",
                 url=shown,
@@ -267,22 +279,22 @@ class HttpClient:
 
         def attempt() -> CachedResponse:
             RateLimiter.wait(host, self.min_interval, self.sleep, self.clock)
-            self.stats.requests += 1
+            self.stats.count("requests")
             try:
                 status, response_headers, body = self._send(
                     method, full_url, clean_params, json_body, headers, cap, deadline_at
                 )
             except HttpError:
-                self.stats.failures += 1
+                self.stats.count("failures")
                 raise
-            self.stats.by_status[status] = self.stats.by_status.get(status, 0) + 1
+            self.stats.answered(status)
             if 200 <= status < 300 or status in allowed:
                 result = CachedResponse(status, response_headers, body, shown, cache_key=key)
                 if key is not None:  # a 404 the caller treats as an answer is cached too
                     self._store(key, result)
                 return result
             if status not in RETRY_STATUSES:
-                self.stats.failures += 1
+                self.stats.count("failures")
                 raise HttpError(f"HTTP {status} from {shown}", url=shown, status=status)
             retry_after = parse_retry_after(response_headers.get("retry-after"))
             raise _Retryable(f"HTTP {status}", status, retry_after)
@@ -291,7 +303,7 @@ class HttpClient:
             return deadline_at is not None and self.clock() + state.upcoming_sleep > deadline_at
 
         def before_sleep(state: tenacity.RetryCallState) -> None:
-            self.stats.retries += 1
+            self.stats.count("retries")
             problem, wait = state.outcome.exception(), state.upcoming_sleep
             log.info(
                 "retrying %s after %s (attempt %d, waiting %.1fs)", shown, problem, state.attempt_number, wait
@@ -299,7 +311,7 @@ class HttpClient:
 
         def give_up(state: tenacity.RetryCallState) -> CachedResponse:
             problem = state.outcome.exception()
-            self.stats.failures += 1
+            self.stats.count("failures")
             if str(problem) in UNREACHABLE_ERRORS:
                 self.unreachable_hosts[host] = str(problem)
             raise HttpError(

@@ -72,6 +72,23 @@ def shared_rate_wait(path: Path, interval: float, sleep: Callable[[float], None]
     return slot
 
 
+@dataclass(frozen=True)
+class RequestSlot:
+    """The request hook that waits for the next slot of one limit: shared by the run's processes through
+    `rate_file`, else by the clients of this process under `name`. Equal hooks are one limit, so an HTTP client
+    shared by several LLM clients of that limit carries it once and each attempt takes exactly one slot."""
+
+    interval: float
+    rate_file: Path | None
+    name: str
+
+    def __call__(self, request: Any = None) -> None:
+        if self.rate_file is not None:
+            shared_rate_wait(self.rate_file, self.interval)
+        else:
+            RateLimiter.wait(self.name, self.interval, time.sleep, time.monotonic)
+
+
 DEFAULT_CONCURRENCY = 4  # in flight at once where no rate is configured to size it from
 MAX_DERIVED_CONCURRENCY = 256
 
@@ -212,8 +229,10 @@ class LLMClient:
             if http_client is None:
                 http_client = self._default_http_client()
             hooks = http_client.event_hooks
-            hooks["request"] = [*hooks.get("request", []), self._take_slot]
-            http_client.event_hooks = hooks
+            slot = RequestSlot(60.0 / self.requests_per_minute, self.rate_file, f"llm:{self.label}")
+            if slot not in hooks.get("request", []):  # a client shared by clients of one limit takes one slot
+                hooks["request"] = [*hooks.get("request", []), slot]
+                http_client.event_hooks = hooks
         if http_client is not None:
             common["http_client"] = http_client
         if self.base_url:
@@ -239,15 +258,6 @@ class LLMClient:
         return DefaultHttpxClient(
             limits=httpx2.Limits(max_connections=max(1000, keep), max_keepalive_connections=keep)
         )
-
-    def _take_slot(self, request: Any = None) -> None:
-        """Wait for this API's next request slot: shared by the run's processes through `rate_file`, else by the
-        clients of this process."""
-        interval = 60.0 / self.requests_per_minute
-        if self.rate_file is not None:
-            shared_rate_wait(self.rate_file, interval)
-        else:
-            RateLimiter.wait(f"llm:{self.label}", interval, time.sleep, time.monotonic)
 
     def cache_key(self, prompt: str, params: dict[str, Any]) -> str:
         """Two endpoints serving one model name (a gateway and a local server, say) never share answers; the
@@ -299,13 +309,21 @@ class LLMClient:
 
     @contextlib.contextmanager
     def _asking(self, key: str):
-        """Held while `key`'s prompt is being asked in this process."""
+        """Held while `key`'s prompt is being asked: in this process (a lock per key) and in every process sharing
+        the cache (a lock file, removed before it is released: filelock's next holder then takes a fresh one)."""
+        from filelock import FileLock
+
         with self._asking_guard:
             entry = self._asking_locks.setdefault(key, [threading.Lock(), 0])
             entry[1] += 1
+        path = self.cache.root / "asking" / f"{key}.lock" if self.cache is not None else None
         try:
-            with entry[0]:
-                yield
+            with entry[0], FileLock(str(path)) if path else contextlib.nullcontext():
+                try:
+                    yield
+                finally:
+                    if path:
+                        path.unlink(missing_ok=True)
         finally:
             with self._asking_guard:
                 entry[1] -= 1

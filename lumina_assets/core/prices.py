@@ -29,7 +29,10 @@ BATCH_BACKENDS = frozenset({"openai", "anthropic"})
 REQUEST_PRICES: dict[str, tuple[float | None, str]] = {
     "semantic_scholar": (0.0, "the Graph API is free (rate-limited)"),
     "google_scholar": (None, "SerpAPI bills a monthly plan; the price of one search depends on the plan"),
-    "exa": (None, "each Exa response states its price (costDollars), summed when present"),
+    "exa": (
+        0.007,
+        "Exa /search with contents, up to 10 results a request: $7 per 1,000 (exa.ai/docs/reference/pricing)",
+    ),
 }
 LOCAL_REQUEST_PRICE = (0.0, "local, no request cost")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from lumina_assets.core.http import HttpError
 from lumina_assets.core.schemas import Paper
@@ -122,7 +121,3 @@ def crawl_arxiv(client: ArxivClient, seeds: Seeds) -> CrawlResult:
             result.add_failure(f"arXiv query {query.query!r}: {exc}")
     result.papers = list(by_id.values())[: seeds.max_papers]
     return result
-
-
-def papers_to_rows(papers: list[Paper]) -> list[dict[str, Any]]:
-    return [p.to_row() for p in papers]

@@ -52,11 +52,20 @@ def paper_url(
     return None
 
 
-def passage_embed_text(title: str | None, text: str, *, embed_title: bool) -> str:
+def section_heading(kind: str | None, section_title: str | None, text: str) -> str:
+    """The section title a body passage is indexed under (its words are often the answer's: "§ 2.3
+    Citation-Based Pretraining Objective"); "" for abstracts, whose title says nothing, for figures, tables and
+    formulas, whose text opens with their label and caption, and for a text that opens with it already."""
+    heading = (section_title or "").strip() if kind == "text" else ""
+    return "" if text.startswith(heading) else heading
+
+
+def passage_embed_text(title: str | None, text: str, *, embed_title: bool, section: str = "") -> str:
+    """What is embedded: the paper title and the section heading before the passage (contextual chunk)."""
     title = (title or "").strip()
-    if embed_title and title and not text.startswith(title):
-        return f"{title}. {text}"
-    return text
+    head = [title] if embed_title and title and not text.startswith(title) else []
+    head += [section] if section else []
+    return ". ".join([*head, text])
 
 
 def paper_rows(papers: pl.DataFrame) -> pl.DataFrame:
@@ -144,15 +153,30 @@ def passage_rows(
         meta, on="paper_id", how="left"
     )
     frame = frame.with_columns(pl.col("title").fill_null(""), pl.col("text").fill_null(""))
+    titles, texts = frame["title"].to_list(), frame["text"].to_list()
+    sections = [
+        section_heading(kind, section, text)
+        for kind, section, text in zip(
+            frame["kind"].to_list(), frame["section_title"].to_list(), texts, strict=True
+        )
+    ]
+    columns = (titles, texts, sections)
     embed_texts = [
-        passage_embed_text(title, text, embed_title=config.embed_title)
-        for title, text in zip(frame["title"].to_list(), frame["text"].to_list(), strict=True)
+        passage_embed_text(title, text, embed_title=config.embed_title, section=section)
+        for title, text, section in zip(*columns, strict=True)
     ]
     fingerprint = f"{config.fingerprint()}|{model}"
     frame = frame.with_columns(
         pl.Series("embed_text", embed_texts, dtype=pl.String),
         pl.Series("text_hash", [short_hash(fingerprint + "|" + t) for t in embed_texts], dtype=pl.String),
-        (pl.col("title") + pl.lit("\n") + pl.col("text")).alias("search_text"),
+        pl.Series(  # the full-text index reads the paper title and the section heading too
+            "search_text",
+            [
+                "\n".join(filter(None, (title, section))) + "\n" + text
+                for title, text, section in zip(*columns, strict=True)
+            ],
+            dtype=pl.String,
+        ),
     )
     frame = frame.with_columns(
         pl.concat_str(

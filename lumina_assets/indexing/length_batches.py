@@ -68,3 +68,21 @@ def encode_in_length_order(
         if on_call is not None:
             on_call(count, chars)
     return out
+
+
+def padded_inputs(encodings, input_names, pad_id: int) -> dict[str, np.ndarray]:
+    """The model inputs of a batch of `tokenizers` encodings, padded to the batch's longest."""
+    width = max(len(e.ids) for e in encodings)
+    feeds = {}
+    for name, attribute, pad in (
+        ("input_ids", "ids", pad_id),
+        ("attention_mask", "attention_mask", 0),
+        ("token_type_ids", "type_ids", 0),
+    ):
+        if name in input_names:
+            matrix = np.full((len(encodings), width), pad, dtype=np.int64)
+            for row, encoding in enumerate(encodings):
+                values = getattr(encoding, attribute)
+                matrix[row, : len(values)] = values
+            feeds[name] = matrix
+    return feeds

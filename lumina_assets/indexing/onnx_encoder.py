@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from lumina_assets.core.tables import atomic_replace
+from lumina_assets.indexing.length_batches import padded_inputs
 
 log = logging.getLogger(__name__)
 
@@ -368,19 +369,7 @@ class OnnxQueryEncoder:
         return out if out is not None else np.zeros((0, self.dimension), dtype=np.float32)
 
     def _forward(self, encodings) -> np.ndarray:
-        width = max(len(e.ids) for e in encodings)
-        feeds = {}
-        for name, attribute, pad in (
-            ("input_ids", "ids", self.pad_id),
-            ("attention_mask", "attention_mask", 0),
-            ("token_type_ids", "type_ids", 0),
-        ):
-            if name in self.input_names:
-                matrix = np.full((len(encodings), width), pad, dtype=np.int64)
-                for row, encoding in enumerate(encodings):
-                    values = getattr(encoding, attribute)
-                    matrix[row, : len(values)] = values
-                feeds[name] = matrix
+        feeds = padded_inputs(encodings, self.input_names, self.pad_id)
         hidden = self.session.run(None, feeds)[0]
         mask = feeds["attention_mask"][..., None].astype(np.float32)
         vectors = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)

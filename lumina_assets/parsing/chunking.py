@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 from lumina_assets.core.ids import passage_id_for
@@ -391,7 +391,3 @@ def _append(previous: Passage, stub: Passage, count: TokenCounter, max_tokens: i
     if stub.page_end is not None and (previous.page_end is None or stub.page_end > previous.page_end):
         previous.page_end = stub.page_end
     return True
-
-
-def iter_texts(passages: Iterable[Passage]) -> list[str]:
-    return [p.text for p in passages]

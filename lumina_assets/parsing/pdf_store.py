@@ -18,13 +18,6 @@ from lumina_assets.core.http import HttpClient, HttpError
 
 DEFAULT_MAX_PDF_BYTES = 100 * 1024 * 1024
 PDF_MAGIC = b"%PDF-"
-# What servers send with real PDFs; an HTML landing page is the usual failure.
-PDF_CONTENT_TYPES = (
-    "application/pdf",
-    "application/x-pdf",
-    "application/octet-stream",
-    "binary/octet-stream",
-)
 
 PDF_FILES_COLUMNS = ["paper_id", "sha256", "path", "bytes", "status", "reason", "source_url"]
 

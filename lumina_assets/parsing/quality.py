@@ -39,10 +39,6 @@ class StructureScore:
     def title_recall(self) -> float:
         return self.titles_found / self.reference_titles if self.reference_titles else 0.0
 
-    @property
-    def reference_ratio(self) -> float:
-        return self.entries_found / self.reference_entries if self.reference_entries else 0.0
-
 
 def compare_structure(parsed: ParsedPaper, reference: ParsedPaper) -> StructureScore:
     """Share of the reference's (non-empty) section titles that `parsed` also has, and bibliography sizes."""

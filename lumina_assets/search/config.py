@@ -66,6 +66,7 @@ class SearchConfig:
     recency_weight: float = 0.0  # e.g. 0.2 favours recent papers
     # results
     max_passages_per_paper: int = 2  # diversity: contexts hold at most this many hit passages
+    passages_without_paper_name: bool = True  # a paper's passages are chosen without the query word naming it
     expand_neighbours: bool = True  # parent-document: add the passages around a short hit
     neighbour_window: int = 1
     neighbour_below_words: int = 60  # only hits shorter than this get neighbours

@@ -37,9 +37,11 @@ from lumina_assets.search.query_parser import (
     citation_only,
     library_labels,
     parse_query,
+    without_paper_name,
 )
+from lumina_assets.search.stopwords import lancedb_english
 from lumina_assets.search.stores import Filters, IndexModelMismatch, IndexNotBuilt, LanceStore
-from lumina_assets.search.text import tokenize
+from lumina_assets.search.text import WORD, tokenize
 
 log = logging.getLogger(__name__)
 
@@ -428,6 +430,26 @@ class SearchEngine:
             boosted[paper_id] = score * factor
         return boosted
 
+    def _choose_without_names(self, plan: Plan, by_paper, paper_passages, passage_scores) -> None:
+        """A query word that names a paper ("SPECTER" for "SPECTER: Document-level …") selects the paper but says
+        nothing about which of its passages answer, and every passage inherits it from the title in its indexed
+        header: such a paper's passages are chosen (in place, in `paper_passages` and `passage_scores`) by the
+        query without that word, searched among that paper's passages only. Paper ranking is not touched. The
+        full-text search gets the words without stop words: LanceDB drops them after stemming, so "does" (doe)
+        would count, and every "how does X ..." would prefer the passages that say "does"."""
+        text, groups, stop = plan.parsed.text or "", {}, lancedb_english()
+        for paper_id, members in by_paper.items():
+            rest = without_paper_name(text, members[0].get("title"))
+            if rest != text and tokenize(rest):
+                groups.setdefault(rest, []).append(paper_id)
+        for rest, papers in groups.items():
+            words = " ".join(w for w in WORD.findall(rest) if w.lower() not in stop)
+            filters = Filters(paper_ids=tuple(sorted(papers)))
+            _, runs, vector = self._retrieve(self.store(), words, lambda r=rest: self._embed([r]), filters)
+            found, scores = self._candidate_passages(Plan(plan.parsed, vector, {}, runs), papers)
+            paper_passages.update(found)
+            passage_scores.update(scores)
+
     def _contexts(self, plan: Plan, order: list[str]) -> list[Context]:
         """Contexts for the ordered papers: their best candidate passages (or, for a paper found only at paper
         level, its passage closest to the query vector), plus neighbours of short hits. One fetch brings every
@@ -436,6 +458,8 @@ class SearchEngine:
         by_paper = self.store().paper_passage_rows(order)
         rows = {row["passage_id"]: row for members in by_paper.values() for row in members}
         paper_passages, passage_scores = self._candidate_passages(plan, order)
+        if cfg.passages_without_paper_name:
+            self._choose_without_names(plan, by_paper, paper_passages, passage_scores)
         chosen: dict[str, list[str]] = {}
         for paper_id in order:
             hits = [p for p in paper_passages.get(paper_id, []) if p in rows]

@@ -112,6 +112,20 @@ def author_match(parsed: ParsedQuery, paper_authors) -> float:
     return CO_AUTHOR_SHARE
 
 
+_PAPER_NAME = re.compile(r"\s*([^\s:]{2,})\s*:\s|.*?\(([A-Z][^\s()]+)\)")
+
+
+def without_paper_name(text: str, title: str | None) -> str:
+    """`text` without the paper's short name: the one word before its title's colon ("SPECTER" in "SPECTER:
+    Document-level …") or an acronym its title defines ("… Transformers (BERT)"); `text` itself when it has none."""
+    match = _PAPER_NAME.match(title or "")
+    if not match:
+        return text
+    name = re.escape(match.group(1) or match.group(2))
+    rest = re.sub(rf"(?<![\w-]){name}(?:['’]s)?(?![\w-])", " ", text, flags=re.I)
+    return re.sub(r"\s+", " ", rest).strip() if rest != text else text
+
+
 def citation_only(parsed: ParsedQuery) -> bool:
     """Whether the query is an author citation and nothing else ("Cohan et al. 2020"): no topic words to match."""
     first = getattr(parsed, "first_authors", None)

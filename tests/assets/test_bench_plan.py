@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import dagster as dg
 import polars as pl
@@ -92,11 +93,18 @@ def test_plan_predicts_a_small_run(scifact_slice, data_dir):
     assert actual["provider_requests"] == {"exa": questions * 3, "bm25": 0}  # bm25 is local: no HTTP request
     # the judge: exact once the levels are stored (before them it is an estimate, see evals.plan)
     assert after["llm_calls"]["judge"] == actual["llm"]["judge"]["calls"] > 0
-    # tokens within 20 % for every role
+    # tokens within 20 % per call for every role, planned before any level was stored (context lengths from the
+    # documented API behaviour: Exa's one highlight of the maxCharacters Lumina asks for) and after; per call sent,
+    # since the run's cache answers the prompts its synthetic questions repeat (the stand-in writes one text)
     for role in ("questions", "refiner", "judge"):
-        planned, sent = after["llm"][role], actual["llm"][role]
-        assert sent["input_tokens"] > 0
-        assert planned["input_tokens"] == pytest.approx(sent["input_tokens"], rel=0.2), role
+        sent = actual["llm"][role]
+        assert sent["calls"] > 0
+        for plan in (before, after):
+            per_call = plan["llm"][role]["input_tokens"] / plan["llm"][role]["calls"]
+            assert per_call == pytest.approx(sent["input_tokens"] / sent["calls"], rel=0.2), role
+    assert after["llm"]["judge"]["input_tokens"] == pytest.approx(
+        actual["llm"]["judge"]["input_tokens"], rel=0.2
+    )
     judge_out = after["llm"]["judge"]["output_tokens"]
     assert judge_out == pytest.approx(actual["llm"]["judge"]["output_tokens"], rel=0.2)
 
@@ -176,14 +184,18 @@ def test_full_grid_plan_prints_every_role_and_api():
     assert judge["calls"] == 2 * judge["pairs"]["distinct"] < 2 * judge["pairs"]["before_sharing"]
     assert judge["usd_batch"] == pytest.approx(judge["usd_sync"] / 2, rel=1e-3)
     assert plan["llm"]["refiner"]["usd_batch"] == plan["llm"]["refiner"]["usd_sync"]  # sequential: no batch
-    assert plan["usd_sync_complete"] is False  # SerpAPI and Exa have no list price per request
-    pooled = plan["llm"]["pooled"]  # estimated: 20,000 questions x 4 providers x p = 10 x the distinct share
-    assert pooled["calls"] == pooled["pool"]["items"] == round(20_000 * 4 * 10 * plan_lib.POOL_DISTINCT_SHARE)
+    assert plan["usd_sync_complete"] is False  # SerpAPI has no list price per request
+    pooled = plan["llm"]["pooled"]  # estimated: 20,000 questions x p = 10 x (1 local + 3 external providers)
+    assert pooled["calls"] == pooled["pool"]["items"] == 20_000 * 10 * 4
     assert pooled["usd_batch"] == pytest.approx(pooled["usd_sync"] / 2, rel=1e-3) and pooled["usd_sync"] > 0
     assert plan["apis"]["openai"]["minutes"] == pytest.approx(plan["apis"]["openai"]["requests"] / 500)
     text = plan_lib.format_plan(plan)
     assert "unknown" in text and "semantic_scholar" in text and "saves" in text
-    assert "pooled" in text and "80%" in text
+    assert "pooled" in text and "3 external assumed distinct" in text
+    # local providers search one index, so their top p overlap: fewer distinct papers per provider
+    local = plan_lib.build_plan(replace(inputs, providers=["lumina", "bm25", "dense"], provider_apis={}))
+    share = plan_lib.LOCAL_POOL_SHARE[3]
+    assert local["llm"]["pooled"]["pool"]["items"] == round(20_000 * 10 * 3 * share) < 20_000 * 10 * 3
     no_pool = plan_lib.build_plan(plan_lib.PlanInputs(**{**inputs.__dict__, "page_sizes": [5]}))
     assert (
         no_pool["llm_calls"]["pooled"] == 0

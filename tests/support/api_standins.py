@@ -85,20 +85,45 @@ def prompt_role(prompt: str) -> str:
     return "question"
 
 
-def _results(query: str, n: int) -> list[tuple[str, str, str]]:
-    """(id, title, text) of n results for a query: the same query always gets the same results."""
+# Sentences like an abstract's: about SciFact's 6.7 characters a word and 4.5 a WordPiece token
+_SENTENCES = (
+    "In a prospective cohort of {n} adults, the association persisted after adjustment for age, sex and body mass index.",
+    "Incidence was lower with treatment than with placebo (hazard ratio 0.72, 95% CI 0.58-0.89) over five years.",
+    "Knockout of Foxp3 in regulatory T cells impaired proliferation, and restoring its expression reversed the phenotype.",
+    "Serum ferritin and interleukin-6 concentrations were measured at baseline and after twelve months.",
+    "Estimates were consistent across sexes and the three participating centres.",
+    "Limitations include the modest sample, incomplete follow-up and self-reported exposures.",
+)
+S2_SNIPPET_CHARS = 3250  # /snippet/search: snippets of "approximately 500 words" (S2 API docs)
+SERPAPI_SNIPPET_CHARS = 217  # the mean of the documented Google Scholar snippets (evals.plan)
+EXA_CHARS_PER_SENTENCE = 1333  # how Exa maps the deprecated numSentences to a maxCharacters budget
+
+
+def excerpt(h: str, query: str, max_chars: int) -> str:
+    """Whole sentences about the query, as many as fit in `max_chars` (at least the first)."""
+    out = f"We report evidence {h} about {query[:80]}."
+    for i in range(1, 10_000):
+        sentence = _SENTENCES[(int(h, 16) + i) % len(_SENTENCES)].format(n=100 + int(h[:4], 16) % 900)
+        if len(out) + 1 + len(sentence) > max_chars:
+            return out
+        out += " " + sentence
+    return out
+
+
+def _results(query: str, n: int, chars: int) -> list[tuple[str, str, str]]:
+    """(id, title, text of up to `chars` characters) of n results: the same query always gets the same results."""
     out = []
     for i in range(n):
         h = hashlib.sha256(f"{query}|{i}".encode()).hexdigest()[:10]
-        out.append(
-            (
-                h,
-                f"Study {h} on {query[:60]}",
-                f"We report evidence {h} about {query[:80]}. The effect held in a second cohort. "
-                f"Limitations are discussed.",
-            )
-        )
+        out.append((h, f"Study {h} on {query[:60]}", excerpt(h, query, chars)))
     return out
+
+
+def exa_highlight_chars(contents: dict) -> int:
+    """The highlight length an Exa /search `contents` asks for: `maxCharacters`, else the deprecated numSentences
+    at Exa's documented 1,333 characters each."""
+    highlights = contents.get("highlights") if isinstance(contents.get("highlights"), dict) else {}
+    return highlights.get("maxCharacters") or EXA_CHARS_PER_SENTENCE * highlights.get("numSentences", 1)
 
 
 class StandIn(BaseHTTPRequestHandler):
@@ -217,7 +242,11 @@ class StandIn(BaseHTTPRequestHandler):
         elif api == "serpapi":
             response = self._serpapi(query["q"][0], int(query.get("num", ["10"])[0]))
         else:
-            response = self._exa(payload["query"], int(payload.get("numResults", 10)))
+            response = self._exa(
+                payload["query"],
+                int(payload.get("numResults", 10)),
+                exa_highlight_chars(payload.get("contents") or {}),
+            )
         self._log(api, key, 200, role=role)
         self._send(200, response)
 
@@ -498,7 +527,7 @@ class StandIn(BaseHTTPRequestHandler):
                     "snippet": {"text": text, "snippetKind": "body", "section": "Results"},
                     "paper": {"corpusId": int(h, 16) % 10**9, "title": title, "authors": []},
                 }
-                for rank, (h, title, text) in enumerate(_results(query, min(limit, 10)))
+                for rank, (h, title, text) in enumerate(_results(query, min(limit, 10), S2_SNIPPET_CHARS))
             ],
             "retrievalVersion": "standin",
         }
@@ -513,14 +542,14 @@ class StandIn(BaseHTTPRequestHandler):
                     "title": title,
                     "result_id": h,
                     "link": f"https://example.org/{h}",
-                    "snippet": text,
+                    "snippet": text[: text.rfind(" ", 0, SERPAPI_SNIPPET_CHARS - 2)] + " …",
                     "publication_info": {"summary": "A Author - Journal, 2024"},
                 }
-                for rank, (h, title, text) in enumerate(_results(query, min(num, 20)))
+                for rank, (h, title, text) in enumerate(_results(query, min(num, 20), S2_SNIPPET_CHARS))
             ],
         }
 
-    def _exa(self, query: str, n: int) -> dict:
+    def _exa(self, query: str, n: int, chars: int) -> dict:
         return {
             "requestId": "standin",
             "resolvedSearchType": "neural",
@@ -533,7 +562,7 @@ class StandIn(BaseHTTPRequestHandler):
                     "highlights": [text],
                     "highlightScores": [0.5],
                 }
-                for rank, (h, title, text) in enumerate(_results(query, n))
+                for rank, (h, title, text) in enumerate(_results(query, n, chars))
             ],
             "costDollars": {"total": 0.005},
         }

@@ -9,6 +9,7 @@ import re
 
 import httpx
 import httpx2
+from api_standins import exa_highlight_chars, excerpt
 
 from resources.llm import LLMResource
 from resources.providers import ExaResource, SemanticScholarResource, SerpApiScholarResource
@@ -77,15 +78,17 @@ class StandInLLM:
 
 
 def exa_handler(request: httpx.Request) -> httpx.Response:
-    query = json.loads(request.content)["query"]
+    """`numResults` results, each one highlight of the length the request asks for (`api_standins`)."""
+    body = json.loads(request.content)
+    query, chars = body["query"], exa_highlight_chars(body.get("contents") or {})
     results = [
         {
             "id": f"u{i}",
             "url": f"https://doi.org/10.1/{i}",
             "title": f"{query} {i}",
-            "highlights": [f"Evidence {i} about {query}. A second sentence on the same finding."],
+            "highlights": [excerpt(f"{i:010x}", query, chars)],
         }
-        for i in range(3)
+        for i in range(body["numResults"])
     ]
     return httpx.Response(200, json={"requestId": "r", "results": results})
 

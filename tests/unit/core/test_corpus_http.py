@@ -120,3 +120,30 @@ def test_secrets_are_redacted_from_urls_and_errors():
 def test_retry_after_accepts_http_dates():
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == pytest.approx(10.0)
     assert parse_retry_after("soon") is None
+
+
+def test_counters_add_up_when_many_threads_share_a_client():
+    """Each thread's count lands: with thread switches forced often, unlocked read-modify-writes lose updates."""
+    import sys
+    import threading
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        client, _ = client_for(lambda request: httpx.Response(200 if "ok" in str(request.url) else 404))
+        threads = [
+            threading.Thread(
+                target=lambda: [
+                    client.get("/ok" if i % 2 else "/gone", ok_statuses=(404,)) for i in range(500)
+                ]
+            )
+            for _ in range(16)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert client.stats.requests == 8000
+    assert client.stats.by_status == {200: 4000, 404: 4000}

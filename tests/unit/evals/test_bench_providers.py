@@ -18,6 +18,7 @@ import httpx
 import pytest
 import yaml
 
+from evals.provider_clients import EXA_HIGHLIGHT_CHARACTERS
 from evals.providers import (
     BM25Provider,
     ExaProvider,
@@ -257,7 +258,9 @@ def test_exa_documented_schema(data_dir):
     request = recorder.requests[0]
     body = json.loads(request.content)
     assert request.method == "POST" and request.headers["x-api-key"] == "exa-secret"
-    assert body["numResults"] == 2 and body["contents"]["highlights"]["numSentences"] == 3
+    assert body["numResults"] == 2 and body["contents"]["highlights"] == {
+        "maxCharacters": EXA_HIGHLIGHT_CHARACTERS
+    }
     provider.search("document embeddings for science", 2)
     assert len(recorder.requests) == 1
 

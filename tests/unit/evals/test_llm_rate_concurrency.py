@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 
 import httpx2
 import polars as pl
@@ -144,6 +145,23 @@ def test_every_attempt_takes_a_slot_of_the_shared_limit(data_dir, tmp_path, monk
     assert len(slots) == 2
 
 
+def test_an_http_client_shared_by_clients_of_one_limit_takes_one_slot_per_attempt(
+    data_dir, tmp_path, monkeypatch
+):
+    """The judge, the refiner and pooled judging are clients of one limit; given one HTTP client, each request
+    takes one slot, not one per client that hooked it."""
+    slots = []
+    monkeypatch.setattr(llm_lib, "shared_rate_wait", lambda path, interval: slots.append(path))
+    shared = httpx2.Client(
+        transport=httpx2.MockTransport(lambda r: openai_chat_response("<highly_relevant>"))
+    )
+    rate = {"requests_per_minute": 600, "rate_file": tmp_path / "rate.txt", "http_client": shared}
+    clients = [LLMClient(backend="openai", model="gpt-4o", api_key="k", **rate) for _ in range(3)]
+    for i, client in enumerate(clients):
+        client.complete(f"prompt {i}")
+    assert slots == [tmp_path / "rate.txt"] * 3
+
+
 THREADED = """
 import json, sys, threading
 from pathlib import Path
@@ -181,6 +199,52 @@ def test_the_limit_holds_across_threads_of_several_processes(tmp_path):
     slots.sort()
     assert len(slots) == 60
     assert all(later - earlier >= 0.02 - 1e-6 for earlier, later in zip(slots, slots[1:], strict=False))
+
+
+ASKER = """
+import os, sys, time
+from pathlib import Path
+import httpx2
+from lumina_assets.core.llm import LLMClient
+cache, sent, go = (Path(a) for a in sys.argv[1:4])
+def handler(request):
+    with sent.open("a") as log:
+        log.write("sent\\n")
+    time.sleep(0.5)  # the other process asks while this answer is on its way
+    answer = {"role": "assistant", "content": "<highly_relevant>"}
+    return httpx2.Response(200, json={"id": "c", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+        "choices": [{"index": 0, "message": answer, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
+client = LLMClient(backend="openai", model="gpt-4o", api_key="k", cache_dir=cache,
+    http_client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+(go.parent / f"ready.{os.getpid()}").touch()
+while not go.exists():
+    time.sleep(0.01)
+print(client.complete("the same context, judged by two provider partitions").text)
+"""
+
+
+def test_two_processes_asking_the_same_prompt_at_once_send_it_once(tmp_path):
+    """Two provider partitions judged in two processes share a verdict: the second waits for the first's answer."""
+    sent, go = tmp_path / "sent.log", tmp_path / "go"
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", ASKER, str(tmp_path / "llm"), str(sent), str(go)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={"PYTHONPATH": str(settings.PROJECT_ROOT)},
+            start_new_session=True,
+        )
+        for _ in range(2)
+    ]
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("ready.*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    go.touch()  # both ask at once
+    answers = [child.communicate(timeout=120)[0].strip() for child in children]
+    assert answers == ["<highly_relevant>"] * 2
+    assert sent.read_text().splitlines() == ["sent"]
+    assert not list((tmp_path / "llm" / "asking").glob("*.lock"))  # no lock file left behind
 
 
 class _Searches:

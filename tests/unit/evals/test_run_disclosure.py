@@ -116,6 +116,17 @@ def test_cost_is_this_runs_with_unknown_prices_shown_as_unknown(data_dir):
     assert "+ unknown" in line
 
 
+def test_actual_calls_are_those_the_plan_counts(data_dir):
+    """Pooled judging's CR / CP prompts are answered from the judge step's cache: not calls; a refiner prompt the
+    run repeats is one the plan counts."""
+    for asset, role in (("pooled_judgments", ""), ("recursive_results", "refiner"), ("judgments", "")):
+        client = Client("openai:gpt-4o", 10, 0.1, 0)
+        client.usage.cache_hits = 30
+        ledger.record_cost(asset, "exa" if asset != "pooled_judgments" else None, client, role=role)
+    made = {r: v["calls"] + v["cache_hits"] for r, v in ledger.actual_by_plan_role(["exa"])["llm"].items()}
+    assert made == {"questions": 0, "refiner": 40, "judge": 10, "pooled": 10}
+
+
 def test_manifest_warns_and_the_headline_says_what_the_run_cannot_claim(data_dir):
     questions = questions_frame(
         [

@@ -80,27 +80,41 @@ class FakeGpuModel:
     def get_embedding_dimension(self):
         return 384
 
-    def encode(self, texts, *, batch_size, **_):
-        self.calls.append((len(texts), batch_size))
-        return np.ones((len(texts), 384), dtype=np.float32) / np.sqrt(384)
-
 
 def test_simulated_cuda_encodes_on_the_gpu_in_fp16(monkeypatch):
-    loaded = {}
+    loaded, calls = {}, []
 
     def fake_load(path, device):
         return loaded.setdefault(device, FakeGpuModel(device))
 
+    def fake_encode(model, texts, batch_texts, *, normalize):
+        calls.append((model.device, len(texts), batch_texts))
+        return np.ones((len(texts), 384), dtype=np.float32) / np.sqrt(384)
+
     monkeypatch.setattr(encoder_forms, "cuda_free_memory", lambda: 24 * GIB)
     monkeypatch.setattr(embedding, "load_sentence_transformer", fake_load)
+    monkeypatch.setattr(embedding, "encode_pretokenized", fake_encode)
     embedder = Embedder(form="auto")
     assert (embedder.plan.device, embedder.form) == ("cuda", "fp16")
     vectors = embedder.encode(TEXTS)
-    gpu = loaded["cuda"]
-    assert vectors.shape == (4, 384) and gpu.halved and gpu.calls == [(4, gpu_batch_size(24 * GIB))]
+    assert vectors.shape == (4, 384) and loaded["cuda"].halved
+    assert calls == [("cuda", 4, gpu_batch_size(24 * GIB))]
     assert "cpu" not in loaded  # the GPU path never loads the CPU model
     # an explicit device="cpu" never looks for a GPU
     assert Embedder(device="cpu", form="auto").plan.device == "cpu"
+
+
+@pytest.mark.slow
+def test_pretokenized_encoding_matches_sentence_transformers_in_input_order():
+    """The GPU path's encoder (run here on CPU): same vectors as sentence-transformers' own encode, in the order
+    given, truncated where it truncates, whatever the batch size."""
+    model = embedding.load_sentence_transformer(embedding.default_model_path(), "cpu")
+    texts = [*TEXTS, "long " * 600, "", TEXTS[1]]
+    reference = model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+    for batch in (2, 64):
+        vectors = embedding.encode_pretokenized(model, texts, batch, normalize=True)
+        assert vectors.shape == reference.shape
+        np.testing.assert_allclose(vectors, reference, atol=1e-5)
 
 
 def test_forms_that_compare_and_the_refusal_of_those_that_do_not():

@@ -10,15 +10,14 @@ import re
 import polars as pl
 import pytest
 from hashing_embedder import HashingEmbedder
+from section_questions import parse_pdfs
 
 from lumina_assets.core import tables
 from lumina_assets.core.schemas import PASSAGE_SCHEMA, rows_to_table
 from lumina_assets.corpus.citations import CataloguePaper, update_reference_edges
-from lumina_assets.corpus.local import pdf_metadata
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing.connection import connect_lancedb
 from lumina_assets.parsing.chunking import model_token_counter, passages_for_paper
-from lumina_assets.parsing.pymupdf_parser import PyMuPdfParser
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.engine import SearchEngine
 from lumina_assets.search.request import SearchRequest
@@ -58,11 +57,9 @@ def junk_reason(passage: dict) -> str | None:
 
 @pytest.fixture(scope="module")
 def service(shared_data, tmp_path_factory):
-    parser, count = PyMuPdfParser(), model_token_counter()
+    count = model_token_counter()
     papers, rows, catalogue, bibliographies = [], [], [], {}
-    for pdf in sorted((shared_data / "pdfs").glob("*.pdf")):
-        paper = pdf_metadata(pdf)
-        parsed = parser.parse(pdf, paper.paper_id)
+    for paper, parsed in parse_pdfs(shared_data / "pdfs"):
         papers.append(
             {
                 k: getattr(paper, k)
