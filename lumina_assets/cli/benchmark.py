@@ -7,6 +7,8 @@ import argparse
 import sys
 import time
 
+from lumina_assets.cli.benchmark_steps import await_batches, run_resources, shard_steps, step
+
 
 def _int_list(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part.strip()]
@@ -172,24 +174,6 @@ def _add_run_options(parser, defaults, registry) -> None:
     )
 
 
-def _step(assets, selection, run_config, *, partition_key=None, instance, resources) -> bool:
-    from lumina_assets.cli.runner import materialize_step
-
-    names = {a.key.to_user_string() for a in selection}
-    ops = {k: v for k, v in run_config["ops"].items() if k in names}
-    report = materialize_step(
-        assets,
-        selection,
-        instance=instance,
-        resources=resources,
-        partition=partition_key,
-        run_config={"ops": ops},
-    )
-    if not report.success:
-        print(f"step {sorted(names)} {partition_key or ''} failed: {report.error}", file=sys.stderr)
-    return report.success
-
-
 def _providers(args: argparse.Namespace) -> list[str]:
     return [p.strip() for p in args.providers.split(",") if p.strip()]
 
@@ -220,28 +204,11 @@ def plan_benchmark(args: argparse.Namespace) -> int:
 
     from evals import plan as plan_lib
 
-    plan = _plan(args, _resources(args))
+    plan = _plan(args, run_resources(args))
     print(json.dumps(plan, indent=2) if args.json else plan_lib.format_plan(plan))
     if args.budget > 0 and plan["usd_sync"] > args.budget:
         print(f"over the budget of ${args.budget:,.2f}: `run` would refuse it", file=sys.stderr)
     return 0
-
-
-def _limits(args: argparse.Namespace) -> dict:
-    return {"judge_rpm": args.judge_rpm, "question_rpm": args.question_rpm}
-
-
-def _resources(args: argparse.Namespace, **budget) -> dict:
-    """The benchmark's resources with the command's limits; `--judge-concurrency` replaces the judge's."""
-    from lumina_assets.defs import benchmark
-    from resources.llm import build_llm_resources
-
-    resources = benchmark.build_resources(**budget, **_limits(args))
-    if getattr(args, "judge_concurrency", None):
-        resources["judge_llm"] = build_llm_resources(
-            **budget, **_limits(args), judge_concurrency=args.judge_concurrency
-        )["judge_llm"]
-    return resources
 
 
 def _budget_file(args: argparse.Namespace) -> str:
@@ -268,120 +235,6 @@ def _check_budget(args: argparse.Namespace, plan: dict) -> str | None:
     return None
 
 
-SEARCHING = ("provider_results", "recursive_results")  # the steps that call the provider's search API
-_WORKER: dict = {}  # a step process's resources and instance, built once (`_init_worker`)
-
-
-def _init_worker(args: argparse.Namespace, budget: dict) -> None:
-    """A step process: the run's resources, the judge's concurrency split between the `--workers` processes."""
-    from lumina_assets.cli.runner import instance
-    from resources.llm import build_llm_resources
-
-    resources = _resources(args, **budget)
-    share = max(1, resources["judge_llm"].resolved_concurrency() // max(1, args.workers))
-    resources["judge_llm"] = build_llm_resources(**budget, **_limits(args), judge_concurrency=share)[
-        "judge_llm"
-    ]
-    _WORKER.update(resources=resources, instance=instance())
-
-
-def _worker_step(stage: str, partition: str, run_config: dict) -> bool:
-    from lumina_assets.defs import benchmark
-
-    selection = [a for a in benchmark.ASSETS if a.key.to_user_string() == stage]
-    return _step(
-        benchmark.ASSETS + benchmark.CHECKS, selection, run_config, partition_key=partition, **_WORKER
-    )
-
-
-def next_step(chains, stages, progress: dict, running: list) -> tuple | None:
-    """The next (chain, stage) to start: a searching step first (they pace the slower search APIs; the judge's
-    work piles up meanwhile), never a second one of a provider already searching, nor a chain already running."""
-    busy = {chain for chain, _ in running}
-    searching = {chain[0] for chain, stage in running if stage in SEARCHING}
-    ready = [(c, stages[progress[c]]) for c in chains if c not in busy and progress[c] < len(stages)]
-    ready = [(c, stage) for c, stage in ready if stage not in SEARCHING or c[0] not in searching]
-    return min(ready, key=lambda step: step[1] not in SEARCHING, default=None)
-
-
-def _shard_steps(args, chains, stages, run_config, budget: dict, stop) -> bool:
-    """Each (provider, shard) chain's `stages` in order, `args.workers` steps at once in as many processes, so one
-    provider's shard is judged while another's is searched. A provider's searching steps run one at a time (its
-    rate limit and concurrency hold whichever process searches) and the judge's concurrency is split between the
-    processes (its rate file is shared). A failed step ends its chain, the others go on; `stop()` (the budget)
-    ends the submitting. Returns whether every step succeeded."""
-    import concurrent.futures as cf
-    import multiprocessing
-
-    from lumina_assets.defs.partitions import provider_shard_key
-
-    workers = max(1, args.workers)
-    pool = None
-    if workers > 1:
-        pool = cf.ProcessPoolExecutor(
-            workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init_worker,
-            initargs=(args, budget),
-        )
-    else:
-        _init_worker(args, budget)
-    progress = dict.fromkeys(chains, 0)
-    running: dict[cf.Future, tuple[tuple[str, str], str, float]] = {}
-    ok, stopped = True, False
-
-    try:
-        while True:
-            while not stopped and len(running) < workers:
-                step = next_step(chains, stages, progress, [(c, stage) for c, stage, _ in running.values()])
-                if step is None:
-                    break
-                chain, stage = step
-                key = provider_shard_key(*chain)
-                future: cf.Future = cf.Future()
-                if pool is not None:
-                    future = pool.submit(_worker_step, stage, key, run_config)
-                else:
-                    future.set_result(_worker_step(stage, key, run_config))
-                running[future] = (chain, stage, time.monotonic())
-            if not running:
-                return ok
-            for future in cf.wait(running, return_when=cf.FIRST_COMPLETED)[0]:
-                chain, stage, began = running.pop(future)
-                done = future.result()
-                progress[chain] = progress[chain] + 1 if done else len(stages)
-                ok = ok and done
-                state = "done" if done else "failed"
-                print(f"[benchmark] {stage} {provider_shard_key(*chain)} {state} in {time.monotonic() - began:.0f}s", flush=True)  # fmt: skip
-            stopped = stopped or stop()
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
-
-
-def _await_batches(resources, instance, partitions: list[str], poll_seconds: float) -> None:
-    """Ticks of `judge_batch_sensor` (poll, put the answers in the LLM cache, resubmit what a batch missed) until
-    no batch of these partitions is open."""
-    import dagster as dg
-
-    from evals import batch
-    from lumina_assets.defs import benchmark
-    from sensors.benchmark_batches import judge_batch_sensor
-
-    definitions = dg.Definitions(assets=benchmark.ASSETS, sensors=[judge_batch_sensor], resources=resources)
-    llms = {k: resources[k] for k in ("judge_llm", "question_llm")}
-    while True:
-        context = dg.build_sensor_context(
-            instance=instance, instance_ref=instance.get_ref(), definitions=definitions, resources=llms
-        )
-        for event in judge_batch_sensor.evaluate_tick(context).asset_events or []:
-            shown = {k: event.metadata[k].value for k in ("batch_id", "status", "answered", "missing")}
-            print(f"[benchmark] batch {shown}", flush=True)
-        if not any(r["partition"] in partitions for r in batch.open_records()):
-            return
-        time.sleep(poll_seconds)
-
-
 def run_benchmark(args: argparse.Namespace) -> int:
     from evals import ledger, shards
     from evals.budget import Budget
@@ -393,7 +246,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
     instance = project_instance()
     budget_file = _budget_file(args) if args.budget > 0 else ""
     budget = {"budget_usd": args.budget, "budget_file": budget_file}
-    resources = _resources(args, **budget)
+    resources = run_resources(args, **budget)
     providers = _providers(args)
     plan = _plan(args, resources, exact=False)  # the estimate: quick whatever the size of what is stored
     if args.budget > 0:
@@ -438,19 +291,19 @@ def run_benchmark(args: argparse.Namespace) -> int:
     assets = benchmark.ASSETS + benchmark.CHECKS
     started = time.monotonic()
     question_assets = [benchmark.synthetic_questions, benchmark.user_queries, benchmark.questions]
-    if not _step(assets, question_assets, config, instance=instance, resources=resources):
+    if not step(assets, question_assets, config, instance=instance, resources=resources):
         return stopped() if budget_spent() else 1
     current = shards.current(tables.read(tables.QUESTIONS)["question_id"].to_list())
     chains = [(provider, shard) for shard in current for provider in providers]
     print(f"[benchmark] {len(current)} shards × {len(providers)} providers", flush=True)
     stages = ("provider_results", "recursive_results", "judge_batch" if args.batch else "judgments")
-    _shard_steps(args, chains, stages, config, budget, budget_spent)
+    shard_steps(args, chains, stages, config, budget, budget_spent)
     if args.batch and not budget_spent():
-        _await_batches(resources, instance, [provider_shard_key(*c) for c in chains], args.poll_seconds)
-        _shard_steps(args, chains, ("judgments",), config, budget, budget_spent)
+        await_batches(resources, instance, [provider_shard_key(*c) for c in chains], args.poll_seconds)
+        shard_steps(args, chains, ("judgments",), config, budget, budget_spent)
     if budget_spent():
         return stopped()
-    if not _step(
+    if not step(
         assets,
         [benchmark.benchmark_scores, benchmark.benchmark_report],
         config,

@@ -31,6 +31,7 @@ from lumina_assets.search.fusion import Run, fuse, ranked
 from lumina_assets.search.index_cache import IndexCachePolicy, index_cache_policy
 from lumina_assets.search.memory_store import empty_index_message, open_store
 from lumina_assets.search.neighbour_graph import GraphCache
+from lumina_assets.search.passage_picks import closest, with_neighbours
 from lumina_assets.search.query_parser import (
     ParsedQuery,
     author_match,
@@ -466,24 +467,11 @@ class SearchEngine:
             if hits:
                 picks = [hits[0]] + [p for p in hits[1 : cfg.max_passages_per_paper] if passage_scores[p] > 0]
             else:
-                picks = [_closest(by_paper.get(paper_id, []), plan.vector)] if by_paper.get(paper_id) else []
+                picks = [closest(by_paper.get(paper_id, []), plan.vector)] if by_paper.get(paper_id) else []
             if picks:
                 chosen[paper_id] = picks
         if cfg.expand_neighbours and cfg.neighbour_window > 0:
-            for paper_id, picks in chosen.items():
-                widened = []
-                for hit in picks:
-                    widened.append(hit)
-                    if len((rows[hit]["text"] or "").split()) >= cfg.neighbour_below_words:
-                        continue
-                    for direction in ("prev_id", "next_id"):
-                        current = hit
-                        for _ in range(cfg.neighbour_window):
-                            current = rows[current].get(direction)
-                            if not current or current not in rows:
-                                break
-                            widened.append(current)
-                chosen[paper_id] = list(dict.fromkeys(widened))
+            chosen = {paper_id: with_neighbours(picks, rows, cfg) for paper_id, picks in chosen.items()}
         contexts = []
         for paper_id in order:
             picks = [p for p in chosen.get(paper_id, []) if p in rows]
@@ -505,11 +493,3 @@ class SearchEngine:
                 )
             )
         return contexts
-
-
-def _closest(rows: list[dict], vector: np.ndarray) -> str:
-    """The passage id whose vector is closest to the query (ties: the first id)."""
-    matrix = np.asarray([row["vector"] for row in rows], dtype=np.float32)
-    scores = matrix @ vector
-    best = min(range(len(rows)), key=lambda i: (-scores[i], rows[i]["passage_id"]))
-    return rows[best]["passage_id"]

@@ -105,7 +105,7 @@ def test_new_questions_run_only_new_shard_partitions(shared_data, data_dir, monk
 def test_the_runner_overlaps_judging_with_searching_one_search_per_provider():
     """`lumina benchmark run` runs provider × shard steps side by side: searching steps first, never two of one
     provider at once (its rate limit is per process), and a shard's judging beside another's searching."""
-    from lumina_assets.cli.benchmark import next_step
+    from lumina_assets.cli.benchmark_steps import next_step
 
     stages = ("provider_results", "recursive_results", "judgments")
     chains = [("bm25", "00000"), ("exa", "00000"), ("bm25", "00001"), ("exa", "00001")]
