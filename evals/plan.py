@@ -47,9 +47,8 @@ OUTPUT_TOKENS = {
     "precision_per_sentence": 7.0,
     "graded": 6.0,
 }
-# The pooled estimate: of n local providers' top-p papers (one index, so they overlap), the share that is distinct.
-# Measured on SciFact train's tuning half (300 claims, p 5 and 10; docs/benchmark.md). An external provider's top p is
-# assumed distinct from every other provider's (web results; not measured: it needs keys).
+# Pooled estimate: the distinct share of n local providers' top p (one index; SciFact's tuning half, docs/benchmark.md).
+# An external provider's top p is taken as distinct from every other's (not measured: it needs keys).
 LOCAL_POOL_SHARE = {1: 1.0, 2: 0.73, 3: 0.58}
 JSON_OVERHEAD_CHARS = 60.0  # the {"title", "chunks", "doi"} wrapping of one context
 SENTENCE_NUMBER_CHARS = 4.0  # "12. " before each sentence of a CP prompt
