@@ -12,8 +12,8 @@ Counts follow the run's own steps (`evals.runner`, `evals.recursive`):
   distinct paper in any provider's top p (the primary page size) at depth 0 is asked the graded prompt once; its CR
   and CP prompts are the judge step's own (answered from the cache) unless its context is not among the judge's
   pairs. Counted exactly from stored levels and the LLM cache, else estimated as questions x p x (local providers x
-  `LOCAL_POOL_SHARE` + external providers) (none when p or depth 0 is not in the grid). Pooled judging is synchronous: it has no
-  batch path, so its batch price is its list price.
+  `LOCAL_POOL_SHARE` + external providers), none when p or depth 0 is not in the grid. `judge_batch` carries the
+  graded prompts, so pooled judging has a batch price.
 
 Where a provider's levels are already stored for these questions and this grid, its judge pairs are counted
 exactly from them, across providers, and a pair whose verdicts are in the LLM cache costs no call ("after
