@@ -663,10 +663,15 @@ class StandInServer:
     def __exit__(self, *exc) -> None:
         import os
         import signal
+        import subprocess
 
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=10)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # stopped by PID whatever it was doing
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
 
     @property
     def url(self) -> str:
