@@ -668,8 +668,8 @@ class StandInServer:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # stopped by PID whatever it was doing
+                self.process.wait(timeout=3)
+            except subprocess.TimeoutExpired:  # killed: each log line is on disk already
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
 
