@@ -20,7 +20,7 @@ automation_condition_sensor = dg.AutomationConditionSensorDefinition(
     "lumina_automation",
     target=dg.AssetSelection.all(),
     default_status=dg.DefaultSensorStatus.RUNNING,
-    # a tick evaluates a handful of conditions (about a second of the daemon's time); every 10 s keeps the wait
+    # a tick is cheap (a handful of conditions); a short interval keeps the wait
     # between an ingest run and its parse and index runs short
     minimum_interval_seconds=10,
     description="Eager automation: new ingest batches go through parsing, passages and the index.",
