@@ -14,6 +14,10 @@ The relevance scores are min-max normalized over the sentences of one result and
 the prior is added. The best sentences of each result (at most `max_highlights`, and only those within
 `relative_floor` of its best) are highlighted; the first highlight of a result is its single best sentence. A passage
 left without a highlight gets its own best sentence when that scores within `passage_floor` of the result's best.
+
+In a table passage ("Table 5 <caption>. Columns: ... . <row>. <row>."), the rows are the evidence and the caption is
+their context: a row is scored with its caption's words and the mean of its own and its caption's cosine, so the row
+of the table the query names wins over the same row of another table; the caption and header are not highlighted.
 """
 
 from __future__ import annotations
@@ -56,6 +60,47 @@ class Sentence:
     start: int
     end: int
     text: str
+    role: str = ""  # in a table passage: "caption" (its label, caption and header) or "row"; else ""
+
+
+TABLE_LABEL = re.compile(r"^\s*(?:Table|Tab\.)\s*[\dIVX]+[a-z]?\b")
+_ROW = re.compile(r" \| |; [^;]+: ")  # a rendered row: "a | b | c" or "name: value; name: value"
+_FIGURE = re.compile(r"\d")
+
+
+def table_sentences(text: str) -> tuple[list[tuple[int, int]], list[str]]:
+    """A passage's sentence spans and, when it is a table with rows (the chunker's form: label and caption,
+    "Columns: ..." header, one sentence per row), each span's role: "caption" (label, caption, header) or "row";
+    else "" for every span. A row the sentence splitter cut at an abbreviation ("Avg.", "Bib.") is joined again:
+    every row holds a figure."""
+    spans = sentence_spans(text or "")
+    if not TABLE_LABEL.match(text or ""):
+        return spans, [""] * len(spans)
+    pieces = [text[start:end] for start, end in spans]
+    header = next((i for i, piece in enumerate(pieces) if "Columns: " in piece), None)
+    first = (
+        header + 1
+        if header is not None
+        else next((i for i, piece in enumerate(pieces) if i and _ROW.search(piece)), len(pieces))
+    )
+    if first >= len(pieces):
+        return spans, [""] * len(spans)
+    rows: list[tuple[int, int]] = []
+    for start, end in spans[first:]:
+        if rows and not _FIGURE.search(text[rows[-1][0] : rows[-1][1]]):
+            rows[-1] = (rows[-1][0], end)
+        else:
+            rows.append((start, end))
+    return spans[:first] + rows, ["caption"] * first + ["row"] * len(rows)
+
+
+def table_caption(text: str) -> str:
+    """A table passage's label and caption (the text before its header and rows), "" for any other passage."""
+    spans, roles = table_sentences(text)
+    if "row" not in roles:
+        return ""
+    opening = text[: spans[roles.index("row")][0]]
+    return opening.split("Columns: ", 1)[0].strip(" …")
 
 
 # What a sentence does in a scientific abstract, from its wording (general cues, not fitted to one collection):
@@ -197,8 +242,9 @@ class EvidenceScorer:
         for passages in results:
             found = []
             for index, text in enumerate(passages):
-                for start, end in sentence_spans(text or ""):
-                    found.append(Sentence(index, start, end, text[start:end]))
+                spans, roles = table_sentences(text)
+                for (start, end), role in zip(spans, roles, strict=True):
+                    found.append(Sentence(index, start, end, text[start:end], role))
             sentences.append(found)
         flat = [s.text for group in sentences for s in group]
         if not flat:
@@ -218,7 +264,9 @@ class EvidenceScorer:
             known = self._stored_vectors(results, passage_ids, dense_results)
             chosen = [t for t, m in zip(flat, mask, strict=True) if m]
             dense_all[mask] = self.sentence_vectors(chosen, known) @ qvec
-        lexical_all, coverage_all = self._lexical(query, flat)
+        rows = _table_context(sentences, results)
+        dense_all = _with_caption_cosine(rows, dense_all)
+        lexical_all, coverage_all = self._lexical(query, _with_caption_words(rows, flat))
         out = []
         offset = 0
         w = self.weights
@@ -235,6 +283,7 @@ class EvidenceScorer:
             abstract = passage_ids is not None and _is_abstract(passage_ids[number])
             prior = self._prior(group, abstract)
             combined = relevance + prior
+            combined[[s.role == "caption" for s in group]] = -1.0  # a table's rows answer, not its caption
             out.append(
                 [
                     (s, float(c), float(d), float(x), float(r))
@@ -316,6 +365,39 @@ class EvidenceScorer:
                         )
             out.append(per_passage)
         return out
+
+
+def _table_context(groups: list[list[Sentence]], results) -> dict[int, tuple[list[int], str]]:
+    """Flat index of each table row -> (flat indexes of its caption sentences, its caption's text)."""
+    out: dict[int, tuple[list[int], str]] = {}
+    offset = 0
+    for group, passages in zip(groups, results, strict=True):
+        captions: dict[int, list[int]] = {}
+        for i, sentence in enumerate(group, offset):
+            if sentence.role == "caption" and not sentence.text.startswith("Columns: "):
+                captions.setdefault(sentence.passage, []).append(i)
+        texts = {p: table_caption(passages[p]) for p in captions}
+        for i, sentence in enumerate(group, offset):
+            if sentence.role == "row" and sentence.passage in captions:
+                out[i] = (captions[sentence.passage], texts[sentence.passage])
+        offset += len(group)
+    return out
+
+
+def _with_caption_cosine(rows: dict[int, tuple[list[int], str]], dense: np.ndarray) -> np.ndarray:
+    """Each table row's cosine averaged with its caption's best: rows of the table the query names rise."""
+    out = dense.copy()
+    for i, (caption, _) in rows.items():
+        out[i] = (dense[i] + max(dense[j] for j in caption)) / 2
+    return out
+
+
+def _with_caption_words(rows: dict[int, tuple[list[int], str]], texts: list[str]) -> list[str]:
+    """The sentences' texts for lexical scoring, each table row followed by its caption."""
+    out = list(texts)
+    for i, (_, caption) in rows.items():
+        out[i] = f"{texts[i]} {caption}"
+    return out
 
 
 def _is_abstract(passage_ids: Sequence[str]) -> bool:

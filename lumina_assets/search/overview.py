@@ -13,6 +13,9 @@ import logging
 import re
 from dataclasses import asdict, dataclass, field
 
+from lumina_assets.parsing.chunking import sentence_spans
+from lumina_assets.search.evidence import TABLE_LABEL, table_caption, table_sentences
+
 log = logging.getLogger(__name__)
 
 CITATION = re.compile(r"\[(\d+(?:\s*[,;–-]\s*\d+)*)\]")
@@ -21,7 +24,9 @@ CITATION = re.compile(r"\[(\d+(?:\s*[,;–-]\s*\d+)*)\]")
 PAPER_CITATION = re.compile(
     r"\s*\[\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\](?:\s*[–-]?\s*\[\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\])*"
 )
-_CAPTION = re.compile(r"^\s*(?:figure|fig\.|table|tab\.|algorithm|listing)\s*[\dIVX]+[a-z]?\s*[:.|—–-]", re.I)
+_CAPTION = re.compile(
+    r"^\s*(?:figure|fig\.|table|tab\.|algorithm|listing)\s*[\dIVX]+[a-z]?(?:\s*[:.|—–-]|\s+[A-Z][a-z])", re.I
+)  # "Table 2: ..." or "Table 2 Statistics of ..." (PDF captions often have no colon)
 _TRANSITION = re.compile(
     r"^\s*(?:(?:in|as (?:described|discussed|shown|mentioned) in) (?:the|this) (?:previous|next|following|present|"
     r"current|last|preceding)?\s*(?:section|chapter|subsection|part|paper)s?\b(?!\s+\d)|the (?:rest|remainder) of "
@@ -175,6 +180,27 @@ def quotable_sentence(evidence: str) -> tuple[str | None, str | None]:
     return None, reason
 
 
+def table_row_quote(reference: Reference) -> str | None:
+    """A table row quoted whole after its table's label and caption ("Table 5 (Results on X): Method: A; F1: 0.6."),
+    so the figure says which table it is from; None when the evidence is not a table row."""
+    spans, roles = table_sentences(reference.text)
+    evidence = reference.evidence.strip()
+    if "row" not in roles or not any(
+        role == "row" and reference.text[start:end].strip() == evidence
+        for (start, end), role in zip(spans, roles, strict=True)
+    ):
+        return None
+    caption = table_caption(reference.text)
+    label = TABLE_LABEL.match(caption)
+    first = next(iter(sentence_spans(caption[label.end() :])), None) if label else None
+    words = caption[label.end() :][first[0] : first[1]].strip(" .…").split() if first else []
+    title = " ".join(words[:12]) + (" …" if len(words) > 12 else "")
+    row = strip_paper_citations(evidence)
+    if not label or len(row.split()) > MAX_QUOTE_WORDS:
+        return None
+    return f"{label.group(0).strip()} ({title}): {row}" if title else f"{label.group(0).strip()}: {row}"
+
+
 def extractive_overview(references: list[Reference], max_sentences: int = 3) -> Overview:
     """The best quotable highlighted sentence of the first `max_sentences` results (one per paper), each citing its
     passage. A caption, heading, transition or reference entry is refused and the paper's next best passage tried;
@@ -191,7 +217,10 @@ def extractive_overview(references: list[Reference], max_sentences: int = 3) -> 
     first_cosine = 0.0  # of the first quote; later quotes must come close to it
     for options in candidates.values():
         for reference in sorted(options, key=lambda r: -r.evidence_score):
-            sentence, reason = quotable_sentence(reference.evidence)
+            sentence = table_row_quote(reference)
+            reason = None
+            if sentence is None:
+                sentence, reason = quotable_sentence(reference.evidence)
             if sentence is None:
                 refused.append({"text": reference.evidence.strip(), "reason": reason})
                 continue
