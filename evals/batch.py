@@ -1,17 +1,9 @@
-"""The judge and the question generator through the providers' batch APIs (OpenAI Batch API with its files endpoint, Anthropic Message
-Batches): half the list price, answers within 24 h.
+"""The judge and the question generator through the batch APIs (OpenAI Batch API, Anthropic Message Batches).
 
-A batch asks exactly the prompts the synchronous judge would send first (attempt 0 of each pair's Context
-Relevance and Context Precision prompt), each under its LLM-cache key as `custom_id`. When a batch ends, every
-answer it holds is written into the LLM cache under that key, so the judging step that follows finds them all
-there and sends nothing (a malformed answer is retried synchronously, as ever). A request the batch did not answer
-(errored, expired, canceled) is listed as missing and submitted again, alone. Records of submitted batches live
-under data/benchmark/batches/, one JSON file per batch (its request ids and state), written atomically, with the
-batch's prompts beside it in a JSONL file, so no record carries prompts and a resubmission reads only its own.
-
-A run larger than one batch may hold is cut into several (`submit_all`): at most `max_requests` requests and
-`max_bytes` bytes of input each, by default the API's documented limits (`LIMITS`: OpenAI's Batch API takes 50,000
-requests and 200 MB per input file, Anthropic's Message Batches 100,000 requests and 256 MB).
+A batch asks exactly the prompts the synchronous step would send first, each under its LLM-cache key as
+`custom_id`; its answers go into the LLM cache, so the step that follows sends nothing. A request a batch did not
+answer is submitted again, alone. Records live under data/benchmark/batches/, each batch's prompts beside its
+record in a JSONL file; a run is cut at the APIs' documented limits (`LIMITS`).
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""Paired comparisons over questions, with one declared primary comparison and a multiplicity correction.
-
-Declared before any run (`evals.defaults`): the primary comparison is lumina against the best baseline on the
-held-out BEIR questions, by nDCG@10 at p = 10 and depth 0. Its family is lumina against every baseline at that
-measure, page size and depth, and those p-values are Holm-corrected (Holm 1979: step-down Bonferroni, which holds
-the family-wise error rate at alpha under any dependence); picking the best baseline after the run cannot inflate
-the error because every baseline is in the family. Every other comparison (other measures, p = 5, which is a
-prefix of p = 10, recursion depths, synthetic and user questions) is labelled exploratory and keeps its uncorrected
-p-value. A question set that is not held out of Lumina's tuning has no family: all of it is exploratory.
-Only questions scored on both sides are paired.
+"""Paired comparisons over questions, with one declared primary comparison and a Holm correction over its family
+(lumina against every baseline at the primary measure, page size and depth; `evals.defaults`). Every other
+comparison is exploratory with its uncorrected p-value; only questions scored on both sides are paired.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Recall@100 for the providers that search Lumina's own index: each BEIR question with qrels is asked once more
-for the top `defaults.RECALL_DEPTH` papers, apart from the page-size runs (a deeper search can order the top ten
-differently, so the scored pages never come from it). Only the ranked papers' references are kept, one file per
-provider under the benchmark folder, read back by `benchmark_scores`. External providers are not asked (their
-APIs bill per result or cap the page size)."""
+"""Recall@100 for the providers on Lumina's own index: each BEIR question with qrels asked once more for the top
+`defaults.RECALL_DEPTH` papers, apart from the scored pages; external providers are not asked.
+"""
 
 from __future__ import annotations
 

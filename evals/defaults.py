@@ -1,8 +1,4 @@
-"""The benchmark's default grid and sizes, in one place: the assets' run config classes, `default_run_config`, the
-`lumina benchmark run` options and the judge setup all read them.
-
-The grid and the synthetic set keep a demo run to minutes on 2 cores; the BEIR questions are all of the held-out
-ones (a comparison of a dozen questions can show only huge differences)."""
+"""The benchmark's default grid and sizes, read by the run configs, `default_run_config`, the CLI and the judge."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
-"""Context Precision on human labels, and context length, with no LLM.
+r"""Context Precision on human labels, and context length, with no LLM.
 
-SciFact's annotators marked, for each claim and each abstract that supports or contradicts it, the rationale
-sentences (`rationales_<split>.jsonl` beside a BEIR folder). A sentence of a context is critical when it is one of
-the claim's rationale sentences, so CP_j = mean over contexts of (critical / sentences), exactly the paper's CP
-with human verdicts in place of the judge's, for any provider whose contexts carry the text (matching is on text,
-not ids). Sentences are the judge's units (`evals.judge.context_sentences`), so an LLM judge's sentence verdicts
-line up one to one with the human labels (`sentence_agreement`).
-
-Length: contexts differ in how much text they carry (two passages and their neighbours, one snippet, three
-highlights), and CP rewards short contexts while CR rewards long ones. Every context is described by its sentences
-and word tokens (`\\w+` runs); `evals.contexts` cuts every provider's contexts to one budget by one rule.
+A context sentence is critical when it is one of the claim's rationale sentences (matched on text, so any provider
+with text is scored); sentences are the judge's units (`evals.judge.context_sentences`), so an LLM judge's verdicts
+line up one to one with the labels (`sentence_agreement`). Length is sentences and word tokens (`\w+` runs).
 """
 
 from __future__ import annotations

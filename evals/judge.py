@@ -1,12 +1,7 @@
 """The judge, ragas-style: a typed input, the paper's prompt, a strict output parser; score math lives elsewhere.
 
-LLM judge: Context Relevance (`<highly_relevant>` / `<not_relevant>`) and Context Precision (a numbered
-`<critical>` / `<not_critical>` list whose length must equal the number of sentences, split by sentencex via lumina_assets.parsing.chunking). An answer
-that does not parse is retried (a fresh call, not the cached bad answer) and then recorded as a failure, never
-scored as 0 or 1.
-
-Offline judge (no key): cosine similarity of all-MiniLM-L6-v2 embeddings against thresholds calibrated on SciFact
-train qrels (evals/judge_calibration.py). It is a stand-in, labelled `offline` everywhere its verdicts go.
+An LLM answer that does not parse is retried with a fresh call, then recorded as a failure, never scored 0 or 1.
+The offline judge (cosine of all-MiniLM-L6-v2 embeddings against calibrated thresholds) is labelled `offline`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""The offline judge's calibration and every judge's validation on BEIR qrels (SciFact train by default).
-
-Labelled pairs per query: its qrels positives, BM25 hard negatives and a random negative, queries split into a
-calibration half (fits the offline judge's two cosine thresholds) and a held-out half (measures agreement with the
-human labels). A calibration is identified by the exact files, split size, seed and model, cached per run and
-shipped in evals/calibration/ (made by `lumina bench judge --write-packaged`)."""
+"""The offline judge's calibration and every judge's validation on BEIR qrels (SciFact train by default): qrels
+positives, BM25 hard negatives and a random negative per query, split into a calibration half (fits the two cosine
+thresholds) and a held-out half (agreement). Shipped calibrations live in evals/calibration/.
+"""
 
 from __future__ import annotations
 

@@ -1,20 +1,8 @@
-"""Which paper of the collection a provider's result is, whoever the provider is.
+"""Which paper of the collection a provider's result is, whoever the provider is: by catalogue id, DOI, arXiv id,
+Semantic Scholar corpus id (collections whose ids are S2 corpus ids: SciFact), exact then fuzzy normalized title.
 
-Qrels name the collection's papers; an external provider names its results by DOI, URL, its own id and title.
-A result is matched, in this order, by: the catalogue's own paper id (lumina, bm25, dense), DOI, arXiv id, the
-Semantic Scholar corpus id where the collection's ids are S2 corpus ids, the exact normalized title, then the
-fuzzy normalized title. A result that matches nothing is a paper outside the collection; a provider none of whose
-results matched is left out of the qrels measures with the reason (`qrels_exclusions`), never scored 0.
-
-Collections whose doc ids are Semantic Scholar corpus ids: SciFact (its corpus is S2ORC, whose paper ids are S2
-corpus ids, the `corpusId` of the Graph API's snippet search).
-
-Title threshold: `TITLE_THRESHOLD` is rapidfuzz `ratio` on titles normalized as `corpus.citations` does (ASCII,
-lower case, punctuation to spaces). Among the 5,183 SciFact titles the closest two different papers score 90.0
-("the mouse brain in stereotaxic coordinates" / "the rat brain ..."), the next 89; a title of the same paper that
-survives normalization differs by a letter or two (> 95). 95 sits in that gap; the citation matcher's 90 would
-confuse the two atlases. Titles shorter than `MIN_FUZZY_CHARS` after normalization ("summary", "anxiety") match
-exactly or not at all, and a title several catalogue papers share matches none of them.
+`TITLE_THRESHOLD` (rapidfuzz `ratio`) sits above the closest two different SciFact titles; short titles and titles
+several papers share match exactly or not at all (docs/benchmark.md, "Matching results to the collection").
 """
 
 from __future__ import annotations

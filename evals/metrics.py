@@ -1,10 +1,9 @@
-"""Score math, kept apart from any LLM call: CR and CP exactly as the Lumina paper defines them, bootstrap CIs,
-ranking metrics through ir_measures, and judge-vs-human agreement.
+"""Score math, kept apart from any LLM call: CR and CP as the Lumina paper defines them, bootstrap CIs, ranking
+metrics through ir_measures, and judge-vs-human agreement.
 
 CR_j = (1/n_j) sum_i R_ij,   R_ij in {0, 1}                      CR = mean_j CR_j
 CP_j = (1/n_j) sum_i s_ij / t_ij  (critical of total sentences)  CP = mean_j CP_j
-A question with no contexts scores 0 and is counted. A context whose verdict failed is left out of its question's
-n_j (and counted as a failure), never scored as 0 or 1.
+A question with no contexts scores 0; a context whose verdict failed is left out of n_j and counted as a failure.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""The pinpoint metric: on claim / evidence-abstract pairs with human rationale sentences (SciFact's format), is
-the evidence abstract returned in the top k, and is the first sentence Lumina highlights in it a rationale sentence?
+"""The pinpoint metric: on claim / evidence-abstract pairs with rationale sentences (SciFact's format), is the
+evidence abstract in the top k, and is the first sentence Lumina highlights in it a rationale sentence (spans
+overlapping by more than half of the shorter one)?
 
-A rationales file is JSON lines: {"query_id", "claim", "doc_id", "sentence_indices", "sentences": [...]} (one line
-per claim / abstract pair). A highlighted sentence counts as a rationale sentence when its span and a rationale
-sentence's span (found in the passage text, whitespace-normalized) overlap by more than half of the shorter one.
+Rationales file, JSON lines: {"query_id", "claim", "doc_id", "sentence_indices", "sentences": [...]}.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """Pooled, graded judging: per question, the distinct papers in every provider's top p are judged once, whoever
-returned them, by the paper's binary prompts (the headline CR / CP prompts, verbatim) and by a graded 0-3 relevance
-prompt in the style of UMBRELA (`evals/prompts/graded_relevance.txt`, exploratory; see evals/prompts/README.md).
-
-Pool: the papers of every provider's top p at one depth (0 by default), a paper identified by the collection paper
-it matches (`evals.matching`) or, outside the collection, by its own id. The text judged for a paper is the same for
-every provider that returned it: the equal-form context (`evals.contexts`) of the provider that ranked the paper
-highest, ties broken by provider name, so each (question, paper) is asked once.
-
-From the pool, per provider: pooled CR and CP (the paper's measures on the pooled verdicts), nDCG@p on the graded judgments
-(trec_eval's linear gains through `evals.metrics.per_query_ranking`; a question whose pool has no paper graded
-above 0 has no nDCG) and, where qrels exist, nDCG@p on them; and Kendall's tau (scipy) between the provider
-rankings these give: by the LLM judge, by the graded judge and by the qrels.
+returned them (the equal-form context of the provider that ranked the paper highest), by the binary CR / CP prompts
+and the exploratory graded prompt (`evals/prompts/graded_relevance.txt`). From the pool, per provider: pooled CR
+and CP, nDCG@p on graded judgments and on qrels, and Kendall's tau between the rankings these give.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Search providers behind one protocol, each answer mapped to `lumina_assets.core.schemas.Context`
-({title, chunks, doi, url}) so the judge sees every provider the same way.
-
-A provider without its key raises `ProviderUnavailable` with a clear reason; the benchmark skips it and says why.
-Nothing is ever faked.
+"""Search providers behind one protocol, each answer mapped to `lumina_assets.core.schemas.Context`, so the
+judge sees every provider the same way. A provider without its key raises `ProviderUnavailable`; never faked.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Benchmark questions: synthetic ones generated from sampled passages (each keeps its source passage and paper,
-which gives natural qrels), user query sets from JSONL / CSV / text files, and BEIR query sets with their qrels.
-
-Every row says how it was made (`kind`, `generator`); the offline generator is labelled `offline:template`.
+"""Benchmark questions: synthetic ones from sampled passages (natural qrels: their source passage and paper), user
+query files (JSONL / CSV / text) and BEIR query sets with their qrels. Every row says how it was made.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """Recursive query refinement (the paper's "lumina-recursive" mode, run for every provider).
 
-Level 0 asks the question. Level d asks a refined query made from level d-1's results and merges the new contexts
-into the pool of every level so far (dropping any chunk whose text was already there). The ranked list of every
-depth holds one context per paper (`paper_key`), within a level and across levels. Like-for-like: the result of
-depth d is a ranked list of exactly p contexts (fewer only when the pool holds fewer), the pool re-ranked by
-reciprocal rank fusion across levels (RRF_K = 60; a tie goes to the earlier level), so depth d and depth 0 are
-compared at the same page size. The merged pool is kept beside it (its recall is a separate column).
-
-A provider error at depth d is a failure of that level, not an empty result: depths before it stay scored, it and
-the later levels (whose queries would be refined from its results) carry the error and are left out of the scores.
-
-Refiners: the Recursion Prompt through an LLM (strict `<query>` parsing, retries, then a recorded failure): the
-paper's recursive refinement. Offline there is no LLM to rewrite the query, and `PseudoRelevanceRefiner` (key terms
-of the top results appended to the question) is a different method, pseudo-relevance feedback; it is labelled so
-everywhere and never reported as the paper's recursion.
+Level d asks a query refined from level d-1's results; depth d's result is the pool of every level so far fused by
+reciprocal rank (one context per paper, exactly p when the pool holds p). A provider error at a level fails it and
+every later level. Offline, `PseudoRelevanceRefiner` is pseudo-relevance feedback, labelled so everywhere.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""The benchmark's providers, declared once.
-
-Each entry says which Dagster resource a provider is built from (by key), how it is built, whether it searches
-outside Lumina's own index, and which variable holds its key. The provider partitions, the resources
-(`resources/providers.py`), `lumina benchmark run`'s default providers, the benchmark assets and the report all read
-this list, so adding a provider is one entry here plus, for an external one, its client (`evals.provider_clients`),
-its answer mapping (`evals.providers`) and its resource.
-
-The resources are duck-typed, so this module never imports Dagster: an LLM resource is anything with
-`get_client()`, an external provider's resource anything with `available()`, `unavailable_reason()` and
-`get_client()`.
+"""The benchmark's providers, declared once: the partitions, resources, CLI defaults, assets and report read this
+list. A new provider is one entry here plus, for an external one, its client (`evals.provider_clients`), its
+mapping (`evals.providers`) and its resource. Resources are duck-typed, so this module never imports Dagster.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The benchmark report of one run: what the run is (questions, providers, grid, judge, code version), the headline
-comparison with paired tests per question set, every recursion level, and plots of every page size and depth.
-
-Offline (no LLM judge) the headline uses only measures no provider's model can bias: qrels (BEIR) and natural qrels
-(a synthetic question's source paper and passage). The only offline judge embeds with all-MiniLM-L6-v2, the model
-Lumina retrieves with, so offline nothing is judged and CR / CP by judge are reported as not measured. With an LLM
-judge, its agreement with qrels on each provider's own contexts is shown beside the scores."""
+"""The benchmark report of one run: what the run is, the headline comparison with paired tests per question set,
+every recursion level, and plots. Offline (no LLM judge) the headline uses qrels and natural qrels only.
+"""
 
 from __future__ import annotations
 

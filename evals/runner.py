@@ -1,9 +1,6 @@
-"""The benchmark's steps as plain functions over polars frames (the Dagster assets in
-`lumina_assets.defs.benchmark` call these): query providers, recurse, judge (scoring is `evals.scoring`).
-
-Contexts are stored as a list of structs per (question, provider, page size, depth), so a question that got no
-contexts still has its row and scores 0. A provider error is stored as `error` and the row is a failure: it is
-counted (failure rate per provider and depth) and left out of every score, never scored as an empty result.
+"""The benchmark's steps as plain functions over polars frames (the Dagster assets call these): query providers,
+recurse, judge. A question with no contexts keeps its row; a provider error is stored as `error`, counted as a
+failure and never scored as an empty result.
 """
 
 from __future__ import annotations

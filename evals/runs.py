@@ -1,11 +1,7 @@
 """A benchmark run: the one set of (questions, providers, grid, judge, code version) a report's rows come from.
-
-Each provider leaves a stamp of what its shards were computed from, rewritten as each shard partition finishes
-(recursive_results: the questions' fingerprint once every shard has them, depths, page sizes, code version, and
-what its levels hold; judgments: the judge and the levels it judged). `benchmark_scores`
-takes a provider into the run only when its stamps match the run, so rows of an earlier run (another grid, other
-questions, another judge, or a provider not asked for) never enter a new report. Every run keeps its scores and
-report under its own id, so an earlier run stays readable and a comparison of two runs is explicit."""
+`benchmark_scores` takes a provider into the run only when its stamps match the run, and every run keeps its
+scores and report under its own id.
+"""
 
 from __future__ import annotations
 

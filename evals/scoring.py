@@ -1,22 +1,6 @@
 """Scores of one benchmark run: per question, then per provider × page size × depth × question set with CIs.
-
-Measures, per question j at page size p (a failed provider call keeps only its `error` and is never scored):
-- judged: CR and CP from the judge's verdicts (`evals.metrics`) on the contexts in the judged form
-  (`evals.contexts`: every provider cut to one token budget by one rule, unless the whitepaper form is asked);
-  a question with a failed verdict is counted as failed for that measure, never scored over fewer contexts;
-- qrels (the collection's relevance judgments, or a synthetic question's source paper), each context matched to
-  a paper of the collection by `evals.matching`: P@p (qrels, distinct papers) = distinct relevant papers among
-  the contexts / p (p, not the contexts returned: a provider that returns fewer scores less), nDCG@10 (at
-  p >= 10; a shorter page is scored by nDCG@p alone), nDCG@p and AP@p over the contexts' ranked papers (graded by
-  rank, so one relevant paper can score 1.0), R@p, RR, R@pool (every recursion level's merged contexts), and
-  passage@p for a synthetic question's source passage, and R@100 from a separate top-100 search of the providers
-  on Lumina's index (`evals.deep_recall`; none for external providers). A provider none of whose results matched a
-  paper of the collection is left out of these with the reason;
-- human CP, from the collection's rationale sentences (`evals.human_labels`), on the judged form, on the
-  whitepaper form (as returned), and cut by the same rule to the shortest provider's median length
-  (length-matched);
-- length: contexts per question, sentences and word tokens per context in the judged form, and word tokens per
-  context as returned.
+The measures (judged CR / CP, qrels, human CP, length) are defined in docs/benchmark.md ("Method"); a failed
+provider call keeps only its `error` and is never scored.
 """
 
 from __future__ import annotations

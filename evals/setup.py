@@ -1,8 +1,6 @@
-"""What a benchmark step needs before it can run: the corpus tables, the judge (LLM or the calibrated offline one)
-and its measured agreement with human qrels. The providers are built by `evals.registry`.
-
-Resources are duck-typed: an LLM resource is anything with `get_client()`, so this module never imports Dagster.
-A step that cannot run raises `SetupError` (the asset turns it into a Dagster failure)."""
+"""What a benchmark step needs before it can run: the corpus tables, the judge and its agreement with qrels.
+Resources are duck-typed, so this module never imports Dagster; a step that cannot run raises `SetupError`.
+"""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """Questions cut into shards, the benchmark's unit of work: each provider × shard is one Dagster partition.
 
-A shard is a fixed list of question ids, named by its place in the list (`00000`, `00001`, ...). The list is
-append-only (`shards.json` under data/benchmark/shards/): questions added later fill new shards and never move an
-old one, so a rerun with more questions has new shard partitions to compute and finds the old ones done. Each
-stage writes one file per provider and shard, atomically, with a stamp of what it was computed from (the shard's
-question texts and the stage's settings) and of what it holds (`data`: a fingerprint of its rows); a shard whose
-file and stamp match is reused without a call. A provider's table is its current shards' files concatenated by
-polars' streaming engine, rewritten (under a lock) after each shard: no frame of the whole run is built.
+The shard list is append-only (`shards.json`): new questions fill new shards, an old one never moves. Each stage
+writes one file per provider and shard with a stamp of its inputs and a fingerprint of its rows, reused when they
+match; a provider's table is its shards' files concatenated by polars' streaming engine, under a lock.
 """
 
 from __future__ import annotations

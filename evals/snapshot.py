@@ -1,12 +1,5 @@
-"""One benchmark run as one self-contained archive, and its replay offline.
-
-`write_snapshot(run, path)` packs what a reader needs to check a published table: the run's manifest and scoring
-parameters, its questions with their qrels, the collection's papers (to match results to qrels), every provider's
-levels (the contexts each returned at each page size and depth) and raw HTTP responses, every verdict with the
-hash of the exact prompt it answered and the judge model, the cost and judge-agreement records, the score tables
-and the report. `replay(path)` scores the run again from the archive alone (no LLM, no HTTP: nothing here opens
-a connection), writes the report into the data dir's reports/ as a run does, and says whether the score tables
-are identical to the archived ones.
+"""One benchmark run as one self-contained archive (`write_snapshot`), and its offline replay (`replay`: no LLM,
+no HTTP), which scores the run again and says whether the score tables equal the archived ones.
 """
 
 from __future__ import annotations
