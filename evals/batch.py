@@ -42,8 +42,6 @@ def judge_requests(
     from evals.pooled import graded_prompt
 
     params = {"temperature": temperature, "max_tokens": client.max_tokens, "system": None}
-    seen = set() if seen is None else seen
-    requests: list[BatchRequest] = []
     prompts: list[str] = []
     for item in items:
         prompts.append(relevance_prompt(item.question, item.context))
@@ -51,12 +49,7 @@ def judge_requests(
         if sentences:
             prompts.append(precision_prompt(item.question, item.context, sentences))
     prompts += [graded_prompt(item.question, item.context) for item in graded]
-    for prompt in prompts:
-        key = client.cache_key(prompt, params)
-        if key not in seen and (client.cache is None or client.cache.get(key) is None):
-            seen.add(key)
-            requests.append(BatchRequest(key, prompt, params))
-    return requests
+    return _uncached(client, prompts, params, set() if seen is None else seen)
 
 
 def question_requests(passages, papers, client, *, n: int, seed: int) -> list[BatchRequest]:
@@ -65,12 +58,18 @@ def question_requests(passages, papers, client, *, n: int, seed: int) -> list[Ba
     from evals.questions import QUESTION_MAX_TOKENS, question_prompts
 
     params = {"temperature": None, "max_tokens": QUESTION_MAX_TOKENS, "system": None}
-    requests: dict[str, BatchRequest] = {}
-    for prompt in question_prompts(passages, papers, n=n, seed=seed):
+    return _uncached(client, question_prompts(passages, papers, n=n, seed=seed), params, set())
+
+
+def _uncached(client, prompts: Iterable[str], params: dict[str, Any], seen: set[str]) -> list[BatchRequest]:
+    """One request per distinct prompt whose answer is not in the LLM cache and whose key is not in `seen`."""
+    requests = []
+    for prompt in prompts:
         key = client.cache_key(prompt, params)
-        if key not in requests and (client.cache is None or client.cache.get(key) is None):
-            requests[key] = BatchRequest(key, prompt, params)
-    return list(requests.values())
+        if key not in seen and (client.cache is None or client.cache.get(key) is None):
+            seen.add(key)
+            requests.append(BatchRequest(key, prompt, params))
+    return requests
 
 
 def records_dir() -> Path:
@@ -179,11 +178,7 @@ def submit_all(
     """Submit `requests` (any iterable: a run's shards one after the other) as as many batches as the limits ask:
     at most `max_requests` requests and `max_bytes` bytes of input each (0: the API's documented limit). Each batch
     is submitted as soon as it is full and its requests wait on disk, so memory holds no batch's prompts."""
-    if client.backend not in BATCH_BACKENDS:
-        raise ValueError(f"{client.backend} has no batch API (openai and anthropic do)")
-    limit_requests, limit_bytes = LIMITS[client.backend]
-    max_requests = min(max_requests or limit_requests, limit_requests)
-    max_bytes = min(max_bytes or limit_bytes, limit_bytes)
+    max_requests, max_bytes = _limits(client, max_requests, max_bytes)
     records: list[dict[str, Any]] = []
     pending = _Pending(client)
     try:
@@ -213,9 +208,7 @@ def submit(
     """Submit `requests` as one batch through the client's backend and record it (state open). `role` is judge
     or questions; `run_config` is what the step that reads the answers runs with. More requests than one batch
     may hold are refused: `submit_all` cuts them."""
-    if client.backend not in BATCH_BACKENDS:
-        raise ValueError(f"{client.backend} has no batch API (openai and anthropic do)")
-    limit_requests, limit_bytes = LIMITS[client.backend]
+    limit_requests, limit_bytes = _limits(client)
     pending = _Pending(client)
     try:
         for request in requests:
@@ -225,6 +218,14 @@ def submit(
         return _submit(client, pending, partition=partition, role=role, run_config=run_config)
     finally:
         pending.discard()
+
+
+def _limits(client, max_requests: int = 0, max_bytes: int = 0) -> tuple[int, int]:
+    """(requests, bytes) one batch may hold: the given limits (0: none) within the API's documented ones."""
+    if client.backend not in BATCH_BACKENDS:
+        raise ValueError(f"{client.backend} has no batch API (openai and anthropic do)")
+    limit_requests, limit_bytes = LIMITS[client.backend]
+    return min(max_requests or limit_requests, limit_requests), min(max_bytes or limit_bytes, limit_bytes)
 
 
 def _submit(
@@ -246,22 +247,7 @@ def _submit(
         batch_id, status = batch.id, batch.status
     else:
         batch = sdk.messages.batches.create(
-            requests=[
-                {
-                    "custom_id": r.custom_id,
-                    "params": {
-                        "model": client.model,
-                        "max_tokens": r.params["max_tokens"],
-                        "messages": [{"role": "user", "content": r.prompt}],
-                        **(
-                            {"temperature": r.params["temperature"]}
-                            if r.params.get("temperature") is not None
-                            else {}
-                        ),
-                    },
-                }
-                for r in pending.kept
-            ]
+            requests=[{"custom_id": r.custom_id, "params": _chat_body(client, r)} for r in pending.kept]
         )
         batch_id, status = batch.id, batch.processing_status
     pending.prompts.replace(_requests_path(batch_id))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import fmean
 
 import numpy as np
 
@@ -39,11 +40,6 @@ def question_cr(verdicts: Sequence[ContextVerdict]) -> float | None:
     return sum(v.relevant for v in verdicts) / len(verdicts)
 
 
-def context_precision_ratio(critical: int, sentences: int) -> float:
-    """s/t for one context; a context without sentences has nothing critical in it."""
-    return critical / sentences if sentences > 0 else 0.0
-
-
 def question_cp(verdicts: Sequence[ContextVerdict]) -> float | None:
     """CP_j over all n_j contexts; 0.0 for no contexts; None (a failed question, counted) when any context's
     precision verdict failed."""
@@ -51,7 +47,8 @@ def question_cp(verdicts: Sequence[ContextVerdict]) -> float | None:
         return 0.0
     if any(v.critical is None or v.sentences is None for v in verdicts):
         return None
-    return sum(context_precision_ratio(v.critical, v.sentences) for v in verdicts) / len(verdicts)
+    # a context without sentences has nothing critical in it
+    return sum(v.critical / v.sentences if v.sentences > 0 else 0.0 for v in verdicts) / len(verdicts)
 
 
 @dataclass(frozen=True)
@@ -60,11 +57,6 @@ class Estimate:
     low: float
     high: float
     n: int
-
-    def fmt(self, digits: int = 3) -> str:
-        if self.n == 0 or math.isnan(self.mean):
-            return "n/a"
-        return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
 
 RESAMPLE_CELLS = 2_000_000  # draws held at once by a bootstrap or permutation test
@@ -81,7 +73,8 @@ def _blocks(resamples: int, n: int) -> list[int]:
 def bootstrap_ci(
     values: Sequence[float], *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0
 ) -> Estimate:
-    """Mean with a percentile bootstrap CI over questions (seeded, so a rerun prints the same interval)."""
+    """Mean with a percentile bootstrap CI over questions, None values (failed questions) left out; seeded, so a
+    rerun prints the same interval."""
     data = np.asarray([v for v in values if v is not None], dtype=float)
     if data.size == 0:
         return Estimate(float("nan"), float("nan"), float("nan"), 0)
@@ -97,11 +90,6 @@ def bootstrap_ci(
     alpha = (1 - confidence) / 2
     low, high = np.quantile(means, [alpha, 1 - alpha])
     return Estimate(float(data.mean()), float(low), float(high), int(data.size))
-
-
-def aggregate(per_question: Sequence[float | None], **kwargs) -> Estimate:
-    """CR or CP over questions: questions whose every verdict failed are excluded (and reported as failures)."""
-    return bootstrap_ci([v for v in per_question if v is not None], **kwargs)
 
 
 # ---------------------------------------------------------------- ranking metrics (qrels)
@@ -140,6 +128,12 @@ def per_query_ranking(
     for metric in ir_measures.iter_calc(parsed, judged, scored):
         out[metric.query_id][str(metric.measure)] = float(metric.value)
     return out
+
+
+def mean(values: Iterable[float | None]) -> float | None:
+    """The mean of the values present; None when there are none."""
+    present = [v for v in values if v is not None]
+    return fmean(present) if present else None
 
 
 def ranking_metrics(
@@ -214,9 +208,6 @@ class PairedTest:
     p_value: float
     effect_size: float
     exact: bool
-
-    def significant(self, alpha: float = 0.05) -> bool:
-        return self.n > 0 and self.p_value < alpha
 
 
 def paired_test(

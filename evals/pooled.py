@@ -17,7 +17,7 @@ from evals import contexts as context_forms
 from evals import human_labels
 from evals.judge import JudgeInput, JudgeParseError, format_context_for_relevance, load_prompt, render
 from evals.matching import PaperMatcher
-from evals.metrics import per_query_ranking
+from evals.metrics import mean, per_query_ranking
 from evals.providers import contexts_from_rows
 from lumina_assets.core.concurrency import map_in_threads
 from lumina_assets.core.llm import BudgetExhausted
@@ -187,23 +187,6 @@ def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=POOL_SCHEMA) if rows else pl.DataFrame(schema=POOL_SCHEMA)
 
 
-def provider_scores(
-    recursive: pl.DataFrame,
-    pool: pl.DataFrame,
-    *,
-    page_size: int,
-    depth: int = 0,
-    matcher: PaperMatcher | None = None,
-    qrels: Mapping[str, Mapping[str, int]] | None = None,
-) -> dict[str, dict[str, Any]]:
-    """Per provider, over the questions the pool judged: pooled CR and CP (the paper's CR_j and CP_j from the pooled
-    binary verdicts of its top p papers; a question with a failed verdict is counted in `failed`, never scored over
-    fewer papers), graded nDCG@p and, where `qrels` has the question, qrels nDCG@p; each with its n."""
-    return scores_of(
-        provider_values(recursive, pool, page_size=page_size, depth=depth, matcher=matcher, qrels=qrels)
-    )
-
-
 def provider_values(
     recursive: pl.DataFrame,
     pool: pl.DataFrame,
@@ -214,8 +197,9 @@ def provider_values(
     qrels: Mapping[str, Mapping[str, int]] | None = None,
     into: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Per provider, the per-question values `provider_scores` averages (CR, CP, context tokens, graded and qrels
-    nDCG@p) and the failed count, added to `into` (a run read a slice of questions at a time adds each slice's)."""
+    """Per provider, over the questions the pool judged: the per-question pooled CR and CP of its top p papers,
+    context tokens, graded and qrels nDCG@p, and the questions failed (a failed verdict fails the question, never
+    scored over fewer papers); added to `into`, as a run read a slice of questions at a time adds each slice's."""
     out = {} if into is None else into
     verdicts = {(r["question_id"], r["paper"]): r for r in pool.iter_rows(named=True)}
     graded: dict[str, dict[str, int]] = {}
@@ -257,17 +241,17 @@ def provider_values(
 
 
 def scores_of(values: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """`provider_scores` from `provider_values`."""
+    """Per provider, the means of `provider_values` with their n."""
     return {
         provider: {
-            "pooled_cr": _mean(v["cr"]),
-            "pooled_cp": _mean(v["cp"]),
+            "pooled_cr": mean(v["cr"]),
+            "pooled_cp": mean(v["cp"]),
             "n_judged": len(v["cr"]),
-            "tokens_per_context": _mean(v["lengths"]),
+            "tokens_per_context": mean(v["lengths"]),
             "failed": v["failed"],
-            "graded_ndcg": _mean(v["graded"]),
+            "graded_ndcg": mean(v["graded"]),
             "n_graded": len(v["graded"]),
-            "qrels_ndcg": _mean(v["qrels"]),
+            "qrels_ndcg": mean(v["qrels"]),
             "n_qrels": len(v["qrels"]),
         }
         for provider, v in values.items()
@@ -296,10 +280,6 @@ def ranking_agreement(scores: Mapping[str, Mapping[str, Any]]) -> list[dict[str,
                 {"a": RANKED_BY[a], "b": RANKED_BY[b], "providers": len(providers), "tau": tau, "p": p_value}
             )
     return out
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 def pooled_run(
@@ -349,7 +329,7 @@ def pooled_run(
         "judge": judge.name,
         "pool_items": items,
         "questions": questions_judged,
-        "tokens_per_item": _mean(tokens),
+        "tokens_per_item": mean(tokens),
         "relevance_failures": relevance_failures,
         "grade_failures": grade_failures,
         "providers": scores,

@@ -16,7 +16,7 @@ from evals import contexts as context_forms
 from evals import human_labels
 from evals.judge import JudgeInput
 from evals.matching import PaperMatcher, context_key
-from evals.metrics import ContextVerdict, bootstrap_ci, per_query_ranking, question_cp, question_cr
+from evals.metrics import ContextVerdict, bootstrap_ci, mean, per_query_ranking, question_cp, question_cr
 from evals.providers import contexts_from_rows
 from lumina_assets.core.schemas import Context
 
@@ -367,10 +367,10 @@ def _judged_cells(scored: list[dict[str, Any]], resamples: int) -> dict[str, Any
 def _length_cells(scored: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "questions_without_contexts": sum(1 for r in scored if r["contexts"] == 0),
-        "mean_contexts": _mean([r["contexts"] for r in scored]),
-        "sentences/context": _mean([r["sentences_per_context"] for r in scored]),
-        "tokens/context": _mean([r["tokens_per_context"] for r in scored]),
-        "tokens/context as returned": _mean([r["tokens_returned"] for r in scored]),
+        "mean_contexts": mean([r["contexts"] for r in scored]),
+        "sentences/context": mean([r["sentences_per_context"] for r in scored]),
+        "tokens/context": mean([r["tokens_per_context"] for r in scored]),
+        "tokens/context as returned": mean([r["tokens_returned"] for r in scored]),
     }
 
 
@@ -381,8 +381,8 @@ def _label_cells(scored: list[dict[str, Any]], resamples: int) -> dict[str, Any]
     row: dict[str, Any] = {
         "n_qrels": len(with_qrels),
         "qrels_excluded": "; ".join(reasons) or None,
-        "R@pool": _mean([r["recall_pool"] for r in with_qrels]),
-        "RR": _mean([r["rr"] for r in with_qrels]),
+        "R@pool": mean([r["recall_pool"] for r in with_qrels]),
+        "RR": mean([r["rr"] for r in with_qrels]),
         "n_human_cp": sum(1 for r in scored if r["cp_human"] is not None),
     }
     for column, name in QRELS_MEASURES.items():
@@ -432,8 +432,3 @@ def score(
             }
         )
     return pl.DataFrame(out, schema=SCORE_SCHEMA) if out else pl.DataFrame(schema=SCORE_SCHEMA)
-
-
-def _mean(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
