@@ -150,14 +150,16 @@ class JudgeResult:
         return asdict(self)
 
 
-def _ask_with_retries(
-    ask: Callable[[int], str], parse: Callable[[str], Any], max_attempts: int
+def ask_with_retries(
+    client, prompt: str, parse: Callable[[str], Any], max_attempts: int, retry_note: str, **params: Any
 ) -> tuple[Any, str | None, int]:
-    """(parsed value, None, attempts) or (None, failure reason, attempts) after `max_attempts` bad answers."""
+    """(parsed answer, None, attempts) or (None, failure reason, attempts) after `max_attempts` bad answers. A retry
+    carries `retry_note` as its system message, so it is a fresh call with a cache key of its own."""
     problem = "no attempt"
     for attempt in range(max_attempts):
+        system = None if attempt == 0 else f"(retry {attempt}: {retry_note})"
         try:
-            answer = ask(attempt)
+            answer = client.complete(prompt, system=system, **params).text
         except BudgetExhausted:  # the run stops; the pair is neither judged nor failed
             raise
         except Exception as exc:  # an API error is a failed attempt, reported by type only (no secrets)
@@ -185,18 +187,19 @@ class LLMJudge:
         self.name = f"llm:{client.label}"
         self.is_offline = False
 
-    def _ask(self, prompt: str) -> Callable[[int], str]:
-        def ask(attempt: int) -> str:
-            # The attempt number is part of the cache key: a retry is a new call, and a rerun replays all attempts.
-            system = None if attempt == 0 else f"(retry {attempt}: follow the required answer format exactly)"
-            return self.client.complete(prompt, temperature=self.temperature, system=system).text
-
-        return ask
+    def ask(self, prompt: str, parse: Callable[[str], Any]) -> tuple[Any, str | None, int]:
+        """`prompt` at the judge's temperature, retried on a bad answer (`ask_with_retries`)."""
+        return ask_with_retries(
+            self.client,
+            prompt,
+            parse,
+            self.max_attempts,
+            "follow the required answer format exactly",
+            temperature=self.temperature,
+        )
 
     def judge_relevance(self, question: str, context: Context) -> tuple[int | None, str | None, int]:
-        return _ask_with_retries(
-            self._ask(relevance_prompt(question, context)), parse_relevance, self.max_attempts
-        )
+        return self.ask(relevance_prompt(question, context), parse_relevance)
 
     def judge_precision(
         self, question: str, context: Context
@@ -204,9 +207,8 @@ class LLMJudge:
         sentences = context_sentences(context)
         if not sentences:
             return [], None, 0, 0
-        prompt = precision_prompt(question, context, sentences)
-        verdicts, failure, attempts = _ask_with_retries(
-            self._ask(prompt), lambda a: parse_precision(a, len(sentences)), self.max_attempts
+        verdicts, failure, attempts = self.ask(
+            precision_prompt(question, context, sentences), lambda a: parse_precision(a, len(sentences))
         )
         return verdicts, failure, attempts, len(sentences)
 

@@ -20,7 +20,6 @@ from evals.matching import PaperMatcher
 from evals.metrics import mean, per_query_ranking
 from evals.providers import contexts_from_rows
 from lumina_assets.core.concurrency import map_in_threads
-from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.core.schemas import Context
 
 GRADES = (0, 1, 2, 3)
@@ -133,29 +132,6 @@ POOL_SCHEMA = {
 }
 
 
-def ask_grade(judge, item: PoolItem) -> tuple[int | None, str | None]:
-    """(grade, None), or (None, the reason) after `judge.max_attempts` failed answers: the LLM judge's client at its
-    temperature, a retry asked as a fresh call (as the binary prompts are), never a grade guessed."""
-    prompt = graded_prompt(item.question, item.context)
-    problem = "no attempt"
-    for attempt in range(judge.max_attempts):
-        system = None if attempt == 0 else f"(retry {attempt}: follow the required answer format exactly)"
-        try:
-            answer = judge.client.complete(prompt, temperature=judge.temperature, system=system).text
-        except (
-            BudgetExhausted
-        ):  # the run stops at its budget (resumable); the item is neither graded nor failed
-            raise
-        except Exception as exc:  # an API error is a failed attempt, named by type only (no secrets)
-            problem = f"llm error: {type(exc).__name__}"
-            continue
-        try:
-            return parse_grade(answer), None
-        except JudgeParseError as exc:
-            problem = f"unparseable answer: {exc}"
-    return None, problem
-
-
 def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
     """Each pool item judged once: the binary prompts through `judge.judge_many` (an LLM or the offline judge) and,
     with an LLM judge, the graded prompt (offline there is no graded judge: grade null, `not measured`)."""
@@ -164,8 +140,12 @@ def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
     results = judge.judge_many([item.judge_input for item in items]) if items else []
     if getattr(judge, "is_offline", True):
         grades = [(None, "not measured (offline judge)")] * len(items)
-    else:  # as many in flight as the judge's binary prompts
-        grades = map_in_threads(lambda item: ask_grade(judge, item), items, getattr(judge, "workers", 1))
+    else:  # (grade, None) or (None, the reason) after the judge's retries, as many in flight as its binary prompts
+        grades = map_in_threads(
+            lambda item: judge.ask(graded_prompt(item.question, item.context), parse_grade)[:2],
+            items,
+            getattr(judge, "workers", 1),
+        )
     rows = []
     for item, result, (grade, grade_failure) in zip(items, results, grades, strict=True):
         rows.append(

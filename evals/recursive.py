@@ -14,8 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from evals.judge import JudgeParseError, load_prompt, render
-from lumina_assets.core.llm import BudgetExhausted
+from evals.judge import JudgeParseError, ask_with_retries, load_prompt, render
 from lumina_assets.core.schemas import Context
 
 _QUERY_TAG = re.compile(r"<query>(.*?)</query>", re.IGNORECASE | re.DOTALL)
@@ -66,22 +65,15 @@ class LLMRefiner:
         self.method = f"llm:{client.label}"
 
     def refine(self, question: str, previous_query: str, contexts: Sequence[Context]) -> Refinement:
-        prompt = render(load_prompt("recursion"), question=question, result=format_results(contexts))
-        problem = "no attempt"
-        for attempt in range(self.max_attempts):
-            system = (
-                None if attempt == 0 else f"(retry {attempt}: wrap the query in <query></query> exactly once)"
-            )
-            try:
-                answer = self.client.complete(prompt, temperature=self.temperature, system=system).text
-                return Refinement(parse_query(answer), self.method, attempts=attempt + 1)
-            except JudgeParseError as exc:
-                problem = f"unparseable answer: {exc}"
-            except BudgetExhausted:
-                raise
-            except Exception as exc:
-                problem = f"llm error: {type(exc).__name__}"
-        return Refinement(None, self.method, failure=problem, attempts=self.max_attempts)
+        query, failure, attempts = ask_with_retries(
+            self.client,
+            render(load_prompt("recursion"), question=question, result=format_results(contexts)),
+            parse_query,
+            self.max_attempts,
+            "wrap the query in <query></query> exactly once",
+            temperature=self.temperature,
+        )
+        return Refinement(query, self.method, failure=failure, attempts=attempts)
 
 
 class PseudoRelevanceRefiner:
