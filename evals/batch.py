@@ -35,19 +35,13 @@ class BatchRequest:
 def judge_requests(
     items, client, *, temperature: float = 0.0, graded=(), seen: set[str] | None = None
 ) -> list[BatchRequest]:
-    """The first-attempt prompts of every (question, context) pair whose answers are not in the LLM cache yet, and
-    the graded relevance prompt of each of `graded` (the pooled judging's items, `evals.pooled`). `seen`: keys
-    already taken by an earlier call (a run's earlier shards), skipped and extended."""
-    from evals.judge import context_sentences, precision_prompt, relevance_prompt
+    """The first-attempt CR / CP prompts of `items` and the graded prompts of `graded` (pooled items) whose answers
+    are not cached; `seen` holds keys an earlier shard took, skipped and extended."""
+    from evals.judge import binary_prompts
     from evals.pooled import graded_prompt
 
     params = {"temperature": temperature, "max_tokens": client.max_tokens, "system": None}
-    prompts: list[str] = []
-    for item in items:
-        prompts.append(relevance_prompt(item.question, item.context))
-        sentences = context_sentences(item.context)
-        if sentences:
-            prompts.append(precision_prompt(item.question, item.context, sentences))
+    prompts = [prompt for item in items for prompt in binary_prompts(item)]
     prompts += [graded_prompt(item.question, item.context) for item in graded]
     return _uncached(client, prompts, params, set() if seen is None else seen)
 
@@ -175,9 +169,8 @@ def submit_all(
     max_requests: int = 0,
     max_bytes: int = 0,
 ) -> list[dict[str, Any]]:
-    """Submit `requests` (any iterable: a run's shards one after the other) as as many batches as the limits ask:
-    at most `max_requests` requests and `max_bytes` bytes of input each (0: the API's documented limit). Each batch
-    is submitted as soon as it is full and its requests wait on disk, so memory holds no batch's prompts."""
+    """Submit `requests` (any iterable) as as many batches as the limits ask (0: the API's documented limit), each
+    submitted when full; requests wait on disk, so memory holds no batch's prompts."""
     max_requests, max_bytes = _limits(client, max_requests, max_bytes)
     records: list[dict[str, Any]] = []
     pending = _Pending(client)
@@ -205,9 +198,8 @@ def submit(
     role: str = "judge",
     run_config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Submit `requests` as one batch through the client's backend and record it (state open). `role` is judge
-    or questions; `run_config` is what the step that reads the answers runs with. More requests than one batch
-    may hold are refused: `submit_all` cuts them."""
+    """Submit `requests` as one recorded batch (state open); more than one batch holds is refused (`submit_all`
+    cuts). `run_config` is what the step that reads the answers runs with."""
     limit_requests, limit_bytes = _limits(client)
     pending = _Pending(client)
     try:

@@ -50,11 +50,8 @@ def eval_index_dir(collection: Collection, embedder, index_config) -> Path:
 def ensure_eval_index(
     collection: Collection, embedder, index_config=None, *, log_fn=None
 ) -> tuple[str, float, bool]:
-    """The collection's LanceDB index, built once, with the paper neighbour graph search smooths with, as
-    `passage_index` keeps it: (uri, index_seconds, reused).
-
-    A `complete.json` marker is written last, so an interrupted build is redone rather than reused half-done.
-    """
+    """The collection's LanceDB index with its paper neighbour graph, built once: (uri, index_seconds, reused).
+    A `complete.json` marker is written last, so an interrupted build is redone, not reused."""
     from lumina_assets.corpus.collections import collection_tables
     from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.lancedb_tables import IndexConfig, index_corpus
@@ -128,11 +125,9 @@ def collection_index(
 
 
 def query_vector_cache(engine, collection: Collection) -> dict:
-    """Every query's vector, embedded once, keyed by the texts the engine embeds (the cleaned query and its parsed
-    text), for `engine.embedding_cache`: ablation runs then time search without query embedding. Each text is
-    encoded alone by the engine's own query encoder, as search encodes it: the int8 form quantizes activations
-    per batch, so a query encoded in a batch gets a slightly different vector (CISI nDCG@10 0.4676 with batched
-    vectors against 0.4758 with the search path's), and every row must see the vectors search sees."""
+    """Every query's vector for `engine.embedding_cache`, keyed by the texts the engine embeds, so ablation runs
+    time search without query embedding. Each text is encoded alone, as search encodes it: the int8 form quantizes
+    activations per batch, so a batched query would get a slightly different vector."""
     from lumina_assets.search.query_parser import parse_query
 
     texts: dict[str, None] = {}

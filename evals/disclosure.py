@@ -54,9 +54,8 @@ def ranking_code_hash(paths: Iterable[str] = RANKING_CODE, root: Path = _ROOT) -
 
 
 def engine_setup(search_fn: Callable) -> dict[str, Any]:
-    """The SearchEngine behind a bound `search` method: its configuration as it searched, the index's table
-    versions and the embedding model that built the index and the one that encodes queries. Through `lumina serve`'s API (no
-    engine here) only that is said."""
+    """The SearchEngine behind a bound `search` method: its configuration, the index's table versions and the
+    index and query models (through `lumina serve`'s API, only that)."""
     engine = getattr(search_fn, "__self__", None)
     if engine is None or not hasattr(engine, "config"):
         return {"engine": "lumina serve API (configuration not visible from here)"}

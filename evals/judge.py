@@ -44,11 +44,8 @@ _SEGMENTER_LOCK = threading.Lock()
 
 
 def context_sentences(context: Context) -> list[str]:
-    """The sentences of a context's chunks in order: the units Context Precision counts (t_ij).
-
-    Judge threads take turns here so a context is always numbered the same way, whatever segmenter backs
-    split_sentences (pysbd, used before, was not thread-safe).
-    """
+    """The sentences of a context's chunks in order: the units Context Precision counts (t_ij). Judge threads take
+    turns here, so a context is always numbered the same way whatever segmenter backs split_sentences."""
     sentences: list[str] = []
     with _SEGMENTER_LOCK:
         for chunk in context.chunks:
@@ -83,6 +80,15 @@ def precision_prompt(question: str, context: Context, sentences: Sequence[str]) 
         question=question,
         context=format_context_for_precision(context, sentences),
     )
+
+
+def binary_prompts(item: JudgeInput) -> list[str]:
+    """The judge's first-attempt prompts for one pair: CR, and CP when the context has sentences."""
+    sentences = context_sentences(item.context)
+    prompts = [relevance_prompt(item.question, item.context)]
+    if sentences:
+        prompts.append(precision_prompt(item.question, item.context, sentences))
+    return prompts
 
 
 _RELEVANCE_TAG = re.compile(r"<\s*(highly_relevant|not_relevant)\s*/?\s*>", re.IGNORECASE)

@@ -53,11 +53,8 @@ def labelled_pairs(
     hard_negatives: int = 2,
     random_negatives: int = 1,
 ) -> tuple[list[LabelledPair], list[LabelledPair]]:
-    """(calibration, validation) pairs from BEIR qrels, split by query so thresholds never see validation queries.
-
-    Positives are the qrels; negatives are BM25 hard negatives (top docs outside the qrels) plus random docs, so the
-    task is neither trivial nor all-negative.
-    """
+    """(calibration, validation) pairs from BEIR qrels, split by query: qrels positives, BM25 hard negatives (top docs
+    outside the qrels) and random docs."""
     from evals.lexical import LexicalIndex
 
     collection = load_beir(folder, "train")
@@ -122,12 +119,9 @@ def calibrate_offline_judge(
     seed: int = 13,
     model_name: str = "all-MiniLM-L6-v2",
 ) -> tuple[OfflineThresholds, list[LabelledPair]]:
-    """Fit the offline judge's two thresholds on the calibration half; return them and the validation pairs.
-
-    CR threshold: document-level qrels. CP threshold: weak sentence labels (the best-matching sentence of a
-    relevant document is positive, every sentence of a non-relevant document negative), since BEIR qrels carry no
-    sentence labels; the report says so.
-    """
+    """Fit the offline judge's two thresholds on the calibration half; return them and the validation pairs. CR's
+    from document-level qrels; CP's from weak sentence labels (a relevant document's best-matching sentence is
+    positive, every sentence of a non-relevant one negative), as BEIR qrels carry no sentence labels."""
     calibration, validation = labelled_pairs(folder, queries_per_split=queries_per_split, seed=seed)
     judge = OfflineJudge(embedder, OfflineThresholds(0.0, 0.0, model_name, "", 0, 0.0))
     pairs = [(p.query, p.as_context()) for p in calibration]
@@ -184,9 +178,8 @@ def validate_judge(judge, pairs: Sequence[LabelledPair]) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def default_embedder():
-    """The project's shared all-MiniLM-L6-v2 embedder (one instance and one model load per process), in fp32 on
-    every machine: the shipped thresholds were calibrated on fp32 vectors, and a judge must not change with the
-    CPU it runs on (int8 vectors differ by cosine ~0.005)."""
+    """The project's shared all-MiniLM-L6-v2 embedder, in fp32 on every machine: the shipped thresholds were
+    calibrated on fp32 vectors, and a judge must not change with the CPU it runs on."""
     from lumina_assets.indexing.embedding import Embedder
 
     return Embedder(form="fp32")
@@ -207,9 +200,8 @@ def calibration_fingerprint(
 
 
 def packaged_thresholds(queries_per_split: int, model: str = "all-MiniLM-L6-v2") -> OfflineThresholds | None:
-    """The calibration shipped in evals/calibration/ for this split size and model, whatever files it was made
-    on (SciFact train): what a machine without the SciFact files judges with, so a benchmark run there still
-    works and its manifest says what the thresholds were fitted on. None when no shipped one fits."""
+    """The calibration shipped in evals/calibration/ for this split size and model, so a machine without the SciFact
+    files still judges; None when no shipped one fits."""
     for path in sorted(PACKAGED_CALIBRATIONS.glob("offline_judge_*.json")):
         thresholds = OfflineThresholds.from_json(path.read_text(encoding="utf-8"))
         if thresholds.model == model and thresholds.validation.get("queries") == queries_per_split:

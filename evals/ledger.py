@@ -81,10 +81,8 @@ def _entries(folder: Path, partitions: set[str]) -> list[dict[str, Any]]:
 
 
 def run_cost(providers: list[str], request_prices: dict[str, tuple[float | None, str]]) -> dict[str, Any]:
-    """This run's cost: LLM calls per role (USD, or unknown where a model has no list price) and requests per API
-    (USD from the price per request, from prices the responses stated, or unknown), for the run's providers and
-    its unpartitioned steps (questions, judge validation). A cached answer costs nothing now and is counted apart.
-    `request_prices`: provider -> (USD per request or None, where that figure comes from)."""
+    """This run's cost, for its providers and unpartitioned steps: LLM calls per role and requests per API, in USD
+    or unknown without a price; cached answers counted apart. `request_prices`: provider -> (USD or None, source)."""
     wanted = set(providers)
     llm: dict[str, dict[str, Any]] = {}
     for entry in _entries(_costs_dir(), wanted):
@@ -183,10 +181,8 @@ COUNTED_BEFORE_CACHE = {"questions", "refiner"}
 
 
 def actual_by_plan_role(providers: list[str]) -> dict[str, dict[str, Any]]:
-    """What the run sent, in the plan's roles: LLM calls and tokens sent per role, the calls its own earlier
-    answers served from the cache where the plan counts them as calls (`cache_hits`: a prompt repeated within the
-    run, `COUNTED_BEFORE_CACHE` roles only), and the requests each provider's steps made (sent + answered from the
-    HTTP cache, as the plan counts them)."""
+    """What the run sent, in the plan's roles: LLM calls and tokens per role, `cache_hits` where the plan counts a
+    repeated prompt as a call (`COUNTED_BEFORE_CACHE`), and each provider's requests (sent + HTTP cache)."""
     wanted = set(providers)
     llm = {role: {"calls": 0, "cache_hits": 0, "input_tokens": 0, "output_tokens": 0} for role in PLAN_ROLES}
     for entry in _entries(_costs_dir(), wanted):

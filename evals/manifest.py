@@ -95,10 +95,8 @@ def build_manifest(
     token_budget: int | None = None,
     primary: str = "",
 ) -> dict[str, Any]:
-    """What `run.json` records: the run's id, its questions and where they came from, its providers (and those
-    left out or skipped), grid, judge, refinement, per-provider request counters and code version; what every
-    provider searched with (lumina's SearchConfig, index version and models), which LLM each role used and a
-    warning for every model two roles share; how the providers' results matched the collection's papers."""
+    """What `run.json` records: the run's questions, providers (and those left out), grid, judge, refinement, request
+    counters and code version, each provider's setup, each role's LLM with shared-model warnings, and matching."""
     fingerprint = runs.questions_fingerprint(question_frame)
     recursive = selection.recursive
     refinements = (

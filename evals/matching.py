@@ -210,9 +210,8 @@ def match_counts(recursive: pl.DataFrame, matcher: PaperMatcher) -> pl.DataFrame
 
 
 def qrels_exclusions(counts: pl.DataFrame) -> dict[str, str]:
-    """Provider -> why it is left out of the qrels measures: it returned results and none of them could be
-    matched to a paper of the collection, so qrels can say nothing about it (scoring it 0 would be by
-    construction). A provider that returned nothing is scored: it found nothing."""
+    """Provider -> why it is left out of the qrels measures: none of its results matched a paper of the collection.
+    A provider that returned nothing is scored: it found nothing."""
     reasons = {}
     for row in counts.iter_rows(named=True):
         if row["results"] and not row["matched"]:

@@ -63,9 +63,8 @@ RESAMPLE_CELLS = 2_000_000  # draws held at once by a bootstrap or permutation t
 
 
 def _blocks(resamples: int, n: int) -> list[int]:
-    """Resamples drawn a block of rows at a time, so memory stays flat in the number of questions. Blocks have an
-    even number of rows: the generator then draws exactly the numbers one call of every row would (numpy draws
-    small integers two from each 64-bit word), so the resamples are the one-call draw's."""
+    """Resamples drawn a block of rows at a time, so memory stays flat. Blocks have an even number of rows, so the
+    generator draws exactly what one call would (numpy draws small integers two per 64-bit word)."""
     rows = max(2, RESAMPLE_CELLS // max(n, 1) // 2 * 2)
     return [min(rows, resamples - start) for start in range(0, resamples, rows)]
 
@@ -105,9 +104,8 @@ def per_query_ranking(
     run: Mapping[str, Ranking],
     measures: Iterable[str] = RANKING_MEASURES,
 ) -> dict[str, dict[str, float]]:
-    """question id -> {measure: value} via ir_measures, for every question with at least one relevant document
-    (0 where the run has nothing for it); the one place ranking metrics are computed. The per-question values are
-    what paired tests need; `ranking_metrics` averages them."""
+    """question id -> {measure: value} via ir_measures for every question with a relevant document (0 where the run
+    has nothing): the one place ranking metrics are computed."""
     import ir_measures
 
     parsed = [ir_measures.parse_measure(m) for m in measures]

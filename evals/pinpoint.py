@@ -100,9 +100,8 @@ def evaluate_pinpoint(
     k: int = 10,
     progress: Callable[[int, int], None] | None = None,
 ) -> PinpointResult:
-    """`search(claim, k) -> contexts` (title, chunks, paper_id); highlights from `scorer` with all k contexts (so
-    lexical document frequencies come from the whole result set, as in the API). The evidence result's highlights
-    are exactly what the API would show for it; latencies include search and highlighting."""
+    """`search(claim, k) -> contexts`; highlights from `scorer` over all k contexts, as the API computes them.
+    Latencies include search and highlighting."""
     result = PinpointResult()
     cache: dict[str, list] = {}
     for number, pair in enumerate(pairs, 1):

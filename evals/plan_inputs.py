@@ -85,17 +85,6 @@ def _judge_pairs(levels_by_provider: Mapping[str, Any], question_texts: Mapping[
     return naive, distinct
 
 
-def _binary_prompts(item) -> list[str]:
-    """The judge's first-attempt prompts for one (question, context): CR, and CP when it has sentences."""
-    from evals.judge import context_sentences, precision_prompt, relevance_prompt
-
-    sentences = context_sentences(item.context)
-    prompts = [relevance_prompt(item.question, item.context)]
-    if sentences:
-        prompts.append(precision_prompt(item.question, item.context, sentences))
-    return prompts
-
-
 def _uncached(judge_client, prompts: Sequence[str]) -> list[str]:
     """The prompts whose answers are not in the LLM cache (all of them without a cache)."""
     if judge_client is None or judge_client.cache is None:
@@ -112,8 +101,10 @@ def exact_judge_pairs(
 ) -> tuple[int, int, int, set[str]]:
     """(pairs before sharing, distinct pairs, distinct pairs not in the LLM cache, the distinct pairs' keys) over
     stored levels, each context in the form the judge sees it."""
+    from evals.judge import binary_prompts
+
     naive, distinct = _judge_pairs(levels_by_provider, question_texts, form)
-    uncached = sum(1 for item in distinct.values() if _uncached(judge_client, _binary_prompts(item)))
+    uncached = sum(1 for item in distinct.values() if _uncached(judge_client, binary_prompts(item)))
     return naive, len(distinct), uncached, set(distinct)
 
 
@@ -131,6 +122,7 @@ def exact_pool_calls(
     unless cached, and their CR / CP prompts unless cached or asked by the judge step before it (`judged`: the keys
     of its pairs, when the caller has them)."""
     from evals import pooled
+    from evals.judge import binary_prompts
     from evals.matching import PaperMatcher
     from evals.setup import load_papers
 
@@ -154,7 +146,7 @@ def exact_pool_calls(
     graded: set[str] = set()
     for item in items:
         if item.judge_input.key not in judged:
-            binary.update(_binary_prompts(item.judge_input))
+            binary.update(binary_prompts(item.judge_input))
         graded.add(pooled.graded_prompt(item.question, item.context))
     return (
         len(items),

@@ -139,9 +139,8 @@ def map_exa(payload: dict[str, Any], k: int) -> list[Context]:
 
 
 class SemanticScholarProvider:
-    """Snippet search for passages; paper search when snippet search fails or finds nothing (both counted, as
-    `fallbacks`). Snippet results carry no DOIs, so they are looked up by corpus id through `/paper/batch`
-    (external ids); a failed lookup keeps the contexts and is counted."""
+    """Snippet search, falling back to paper search when it fails or finds nothing; snippet results get their DOIs
+    from `/paper/batch`. Fallbacks and failed lookups are counted."""
 
     name = "semantic_scholar"
 
@@ -312,11 +311,8 @@ def lumina_api_search_fn(
 
 
 class BM25Provider:
-    """Baseline `bm25` as BEIR defines it: one document per paper, its title and abstract (the paper's passages in
-    order where the catalogue has no abstract), Okapi BM25 (`evals.lexical`, k1 `K1`, b `B`) over
-    `lumina_assets.search.text.tokenize`. Papers are ranked by that document score alone. A paper's context is its
-    own passages, the one scoring highest against the query by the same BM25 over passages first (ties in paper
-    order), up to `max_chunks_per_context`: the passages judged, not the ranking, come from the passage scores."""
+    """Baseline `bm25` as BEIR defines it (`bm25_config`): Okapi BM25 over one title + abstract document per paper
+    ranks the papers; a paper's context is its passages, best BM25 passage score first."""
 
     name = "bm25"
     K1 = 1.2

@@ -116,9 +116,8 @@ def _clean_claim(sentence: str) -> str:
 
 
 def offline_question(passage_text: str, title: str = "") -> str:
-    """A template question from the passage's most finding-like sentence (no LLM): "What evidence is there that
-    <claim>?". Structured-abstract headings and lead-ins ("We found that", "However,") are stripped; sentences
-    that state aims rather than findings are avoided; a sentence is never cut."""
+    """A template question from the passage's most finding-like sentence: "What evidence is there that <claim>?",
+    headings and lead-ins stripped, aims avoided, the sentence never cut."""
     candidates = []
     for sentence in split_sentences(passage_text):
         claim = _clean_claim(sentence)
@@ -279,16 +278,10 @@ def load_beir_queries(
     paper_ids: dict[str, str] | None = None,
     subset: str = splits.HELD_OUT,
 ) -> pl.DataFrame:
-    """The BEIR queries that have qrels, each with its relevant paper ids: all of them (n <= 0) or a deterministic
-    sample of n.
-
-    `split`: a split name or a comma-separated order tried in turn (default test, dev, train: the first present).
-    A test or dev split is held out whole; a train split is cut by `subset` (`lumina_assets.corpus.splits`: the
-    held-out half by default, so the benchmark never asks what Lumina was tuned on). The split and subset are in
-    each row's generator and set name (`scifact-train-heldout`) and its `held_out` flag.
-
-    `paper_ids` maps BEIR doc id -> our paper id (from the papers table); default `beir-<set>:<doc id>`.
-    """
+    """The BEIR queries that have qrels, with their relevant paper ids: all (n <= 0) or a seeded sample of n.
+    `split` is a name or a comma-separated order (the first present); a train split is cut by `subset`
+    (`lumina_assets.corpus.splits`), the held-out half by default. `paper_ids` maps BEIR doc id -> paper id
+    (default `beir-<set>:<doc id>`)."""
     folder = Path(folder)
     split = pick_split(folder, split or DEFAULT_SPLIT_ORDER)
     queries, qrels = read_queries(folder), read_qrels(qrels_path(folder, split))
@@ -347,9 +340,8 @@ def catalogue_collections(papers: pl.DataFrame | None) -> list[str]:
 def find_beir_folder(
     configured: Path | None, papers: pl.DataFrame | None, candidates: list[Path]
 ) -> Path | None:
-    """The BEIR folder the benchmark's BEIR questions come from: the configured one (the asset's `beir_dir` or
-    LUMINA_CORPUS) when it is one, else a folder among `candidates` holding a collection the catalogue was loaded
-    from (a rerun without LUMINA_CORPUS keeps its BEIR questions while the corpus is in the catalogue)."""
+    """The folder of the benchmark's BEIR questions: the configured one when it is one, else a folder among
+    `candidates` holding a collection the catalogue was loaded from."""
     if configured is not None:
         return configured if is_beir_queries(configured) else None
     names = set(catalogue_collections(papers))
@@ -369,9 +361,8 @@ def gather_user_queries(
     papers: pl.DataFrame | None,
     subset: str = splits.HELD_OUT,
 ) -> pl.DataFrame:
-    """Every user query file, plus the queries of a BEIR folder (all of the held-out ones for `beir_queries` 0,
-    a seeded sample of that many when positive, none when negative), mapped onto the papers table's ids when the
-    corpus came from the same folder."""
+    """Every user query file, plus the queries of a BEIR folder (all for `beir_queries` 0, a seeded sample when
+    positive, none when negative), mapped onto the papers table's ids."""
     frames = [load_user_queries(path) for path in paths]
     if beir is not None and is_beir_queries(beir) and beir_queries >= 0:
         frames.append(

@@ -169,11 +169,9 @@ def paper_key(context: Context) -> str:
 
 
 def fuse_levels(level_results: Sequence[Sequence[Context]], page_size: int) -> list[Context]:
-    """The top `page_size` of every level's results fused by reciprocal rank (sum over levels of
-    1 / (RRF_K + rank)), one context per paper: a paper found again (in the same level or another) adds to its
-    score and keeps the context it was first seen with, so one paper never fills two of the p slots. Chunks
-    already taken by a better-ranked context are dropped, a context left empty is skipped. One level keeps its
-    own order (its repeats of a paper dropped), so depth 0 is the provider's own top p."""
+    """The top `page_size` of every level's results fused by reciprocal rank, one context per paper: a paper found
+    again adds to its score and keeps its first context. Chunks a better-ranked context took are dropped; one level
+    keeps its own order, so depth 0 is the provider's own top p."""
     scores: dict[str, float] = {}
     first_seen: dict[str, tuple[int, int]] = {}
     contexts: dict[str, Context] = {}
@@ -202,9 +200,8 @@ def fuse_levels(level_results: Sequence[Sequence[Context]], page_size: int) -> l
 
 @dataclass
 class Level:
-    """One recursion level: the query asked, what it returned (`fresh`), the ranked top p of every level so far
-    (`contexts`, what is judged and scored) and the merged pool (`pool`); `error` is a provider failure,
-    `failure` a refinement failure."""
+    """One recursion level: the query, what it returned (`fresh`), the ranked top p so far (`contexts`, judged and
+    scored) and the merged `pool`; `error` is a provider failure, `failure` a refinement failure."""
 
     depth: int
     query: str | None
@@ -230,12 +227,8 @@ def recursive_search(
     refiner,
     level0: Sequence[Context] | None = None,
 ) -> list[Level]:
-    """Levels 0..max_depth; level d's query comes from level d-1's own results (`fresh`).
-
-    A refinement failure stops fetching: later levels repeat the last ranked contexts and carry the failure, so
-    every depth still has a row and a failure is visible, not hidden. A provider error at depth d marks depth d
-    and every later depth as errored (nothing to refine from); earlier depths keep their results.
-    """
+    """Levels 0..max_depth, level d's query refined from level d-1's own results. A refinement failure stops
+    fetching (later levels repeat the last contexts and carry it); a provider error fails its depth and every later one."""
     method = getattr(refiner, "method", "refiner")
     try:
         first = list(level0) if level0 is not None else provider.search(question, page_size)

@@ -22,10 +22,8 @@ RECURSIVE_ALIAS_REASON = (
 
 @dataclass(frozen=True)
 class ProviderSpec:
-    """One provider: `build(resource)` makes it from the resource named `resource_key` (None: it needs none) or
-    raises ProviderUnavailable with the reason it is skipped. `build` None marks a partition that is a mode of
-    the benchmark, not a provider. `external`: it searches the web, not Lumina's index; `key_env`: the variable
-    holding its API key."""
+    """One provider: `build(resource)` makes it from the resource `resource_key` (None: needs none) or raises
+    ProviderUnavailable; `build` None marks a benchmark mode, not a provider. `external`: searches the web."""
 
     name: str
     build: Callable[[Any], Provider] | None
@@ -55,10 +53,8 @@ def _lumina(question_llm) -> Provider:
 
 
 def dense_config():
-    """Lumina's engine with its passage vectors as the only retriever: no full text, no paper-level retrievers,
-    no reranker or LLM stage, no corpus-graph smoothing, no setting the index recorded.
-    Contexts are built exactly as lumina builds them, so lumina vs dense isolates what the rest of the pipeline adds
-    to dense retrieval."""
+    """Lumina's engine with its passage vectors as the only retriever and no other stage or recorded setting;
+    contexts built as lumina builds them, so lumina vs dense isolates what the rest of the pipeline adds."""
     from lumina_assets.search.config import SearchConfig
 
     return SearchConfig().replace(

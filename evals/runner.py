@@ -158,12 +158,8 @@ def run_recursive(
     max_depth: int,
     refiner,
 ) -> pl.DataFrame:
-    """Every level 0..max_depth for every question and page size. Level 0 is the stored provider result (its top p);
-    a page size above the stored k, or a stored level 0 that failed, queries afresh. A provider error is recorded
-    on the levels it affects (see recursive_search), never as an empty result.
-
-    Questions run side by side: enough threads for the provider's and the refiner's concurrency together, each
-    API never asked more than its own at a time (the refiner's client bounds its calls itself)."""
+    """Every level 0..max_depth for every question and page size, level 0 from the stored provider result (queried
+    afresh above the stored k or after a failure). Questions run side by side, each API within its concurrency."""
     stored = {row["question_id"]: row for row in level0.iter_rows(named=True)} if level0 is not None else {}
     searches = provider_concurrency(provider)
     bounded = _Bounded(provider, searches)

@@ -29,9 +29,8 @@ FINGERPRINT_SLICE = 2000  # rows serialized at a time
 
 
 def frame_fingerprint(frame: pl.DataFrame | pl.LazyFrame | None) -> str:
-    """A content hash of a levels table that ignores row order: each row's key columns and contexts hashed alone,
-    the sorted row hashes hashed together. A lazy scan is read a slice at a time, so a whole run's table is never
-    held as Python values."""
+    """A content hash of a levels table that ignores row order (sorted row hashes hashed together), read a slice at
+    a time."""
     if frame is None:
         return "empty"
     lazy = frame.lazy()
@@ -202,9 +201,8 @@ def latest() -> str | None:
 def compare_runs(
     a: str, b: str, measures: tuple[str, ...] = ("nDCG@10", "R@p", "P@p (qrels, distinct papers)", "cr", "cp")
 ):
-    """Two stored runs side by side, explicitly: one row per (question set, provider, p, depth) present in both,
-    each measure from run a, run b and their difference; `same_questions` says whether the rows are comparable
-    question for question."""
+    """Two stored runs side by side: per (question set, provider, p, depth) in both, each measure in a, b and their
+    difference; `same_questions` says whether rows compare question for question."""
     manifest_a, scores_a, _ = read_run(a)
     manifest_b, scores_b, _ = read_run(b)
     keys = ["question_set", "provider", "page_size", "depth"]

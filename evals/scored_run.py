@@ -83,10 +83,8 @@ def score_run(
     form: str = contexts.EQUAL,
     slice_questions: int = SLICE_QUESTIONS,
 ) -> ScoredRun:
-    """The run scored a slice of questions at a time (every measure of a question reads its own levels and
-    verdicts): a first pass counts the matches and the context lengths the qrels exclusions and the length-matched
-    budget need, a second scores each question and collects the judge-agreement pairs. Only per-question values
-    are kept, so a lazy scan of a whole run is never read whole."""
+    """The run scored a slice of questions at a time: a first pass counts what the qrels exclusions and the
+    length-matched budget need, a second scores each question and collects the judge-agreement pairs."""
     recursive = recursive.lazy()
     verdicts = verdicts.lazy() if verdicts is not None else None
     matcher = PaperMatcher.from_papers(papers)

@@ -95,9 +95,8 @@ def budget_of(counts: Mapping[str, list[int]]) -> int | None:
 
 
 def token_budget(recursive: pl.DataFrame, form: str = context_forms.EQUAL) -> int | None:
-    """The length-matched budget: the smallest, over providers, of the median word tokens per context in the
-    judged form at depth 0 (every provider is cut to the shortest provider's typical context); None without
-    contexts."""
+    """The length-matched budget: the smallest, over providers, of the median word tokens per context judged at
+    depth 0; None without contexts."""
     return budget_of(token_counts(recursive, form))
 
 
@@ -399,9 +398,8 @@ def score(
     proxy: Mapping[str, dict[str, Any]] | None = None,
     sentence_agreement: Mapping[str, dict[str, Any]] | None = None,
 ) -> pl.DataFrame:
-    """Per provider × page size × depth × question set ("all", pooled, and each kind): the measures above with
-    bootstrap CIs over the scored questions, `n` = scored questions, `failed` / `failure_rate` = provider calls
-    that failed, the judge's agreement with qrels (proxy_kappa) and with the human sentence labels."""
+    """Per provider × page size × depth × question set ("all" and each kind): the measures with bootstrap CIs, `n`
+    scored questions, `failed` provider calls, and the judge's agreement with qrels and human sentence labels."""
     proxy = proxy or {}
     sentence_agreement = sentence_agreement or {}
     groups: dict[tuple, list[dict[str, Any]]] = {}

@@ -73,10 +73,8 @@ def build_judge(judge_llm, config):
 def judge_agreement(
     judge_llm, config, *, llm_queries: int = defaults.LLM_VALIDATION_QUERIES
 ) -> dict[str, Any]:
-    """Agreement of the configured judge with SciFact human qrels on held-out pairs ({} without the qrels). The
-    offline judge's was measured when it was calibrated; an LLM judge is validated on `llm_queries` queries (cost).
-    `config` as for build_judge (`calibration_queries` must be the judging run's, so the judge measured is the
-    judge that judged)."""
+    """Agreement of the configured judge with SciFact human qrels on held-out pairs ({} without the qrels); an LLM
+    judge is validated on `llm_queries` queries. `config` as for build_judge."""
     folder = calibration_dir(config.calibration_dir)
     if not (folder / "qrels").is_dir():
         return {}
