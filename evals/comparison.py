@@ -169,7 +169,7 @@ def paired_comparisons(
     _correct(rows, alpha)
     for row in rows:
         row.pop("_test")
-    return pl.DataFrame(rows, schema=COMPARISON_SCHEMA) if rows else pl.DataFrame(schema=COMPARISON_SCHEMA)
+    return pl.DataFrame(rows, schema=COMPARISON_SCHEMA)
 
 
 def _correct(rows: list[dict[str, Any]], alpha: float) -> None:

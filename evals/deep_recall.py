@@ -44,7 +44,7 @@ def collect(provider, questions: pl.DataFrame, depth: int = defaults.RECALL_DEPT
                     "error": row["error"],
                 }
             )
-    return pl.DataFrame(rows, schema=SCHEMA) if rows else pl.DataFrame(schema=SCHEMA)
+    return pl.DataFrame(rows, schema=SCHEMA)
 
 
 def write(provider: str, frame: pl.DataFrame) -> None:

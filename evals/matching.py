@@ -206,7 +206,7 @@ def match_counts(recursive: pl.DataFrame, matcher: PaperMatcher) -> pl.DataFrame
                 **{f"by {method}": methods.get(method, 0) for method in METHODS},
             }
         )
-    return pl.DataFrame(rows, schema=MATCH_COUNT_SCHEMA) if rows else pl.DataFrame(schema=MATCH_COUNT_SCHEMA)
+    return pl.DataFrame(rows, schema=MATCH_COUNT_SCHEMA)
 
 
 def qrels_exclusions(counts: pl.DataFrame) -> dict[str, str]:

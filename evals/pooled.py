@@ -164,7 +164,7 @@ def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
                 "tokens": sum(tokens(chunk) for chunk in item.context.chunks),
             }
         )
-    return pl.DataFrame(rows, schema=POOL_SCHEMA) if rows else pl.DataFrame(schema=POOL_SCHEMA)
+    return pl.DataFrame(rows, schema=POOL_SCHEMA)
 
 
 def provider_values(

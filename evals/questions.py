@@ -61,8 +61,6 @@ def empty_questions() -> pl.DataFrame:
 
 
 def questions_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
-    if not rows:
-        return empty_questions()
     return pl.DataFrame([{k: r.get(k) for k in QUESTION_SCHEMA} for r in rows], schema=QUESTION_SCHEMA)
 
 

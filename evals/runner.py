@@ -15,7 +15,7 @@ from evals.contexts import judged_form
 from evals.defaults import CONTEXT_FORM
 from evals.judge import JudgeInput, JudgeResult
 from evals.providers import contexts_from_rows
-from evals.recursive import recursive_search
+from evals.recursive import Level, recursive_search
 from lumina_assets.core.concurrency import map_in_threads
 from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.core.schemas import Context
@@ -142,11 +142,7 @@ def query_provider(
         }
 
     rows = map_in_threads(one, questions.iter_rows(named=True), provider_concurrency(provider))
-    return (
-        pl.DataFrame(rows, schema=PROVIDER_RESULT_SCHEMA)
-        if rows
-        else pl.DataFrame(schema=PROVIDER_RESULT_SCHEMA)
-    )
+    return pl.DataFrame(rows, schema=PROVIDER_RESULT_SCHEMA)
 
 
 def run_recursive(
@@ -184,54 +180,36 @@ def run_recursive(
             raise
         except Exception as exc:  # a refiner bug: every level is a failure, with the reason
             failure = f"{type(exc).__name__}: {exc}"[:500]
-            return [
-                _recursive_row(
-                    question, provider.name, page_size, depth, None, "error", failure, 0, 0, [], failure, []
-                )
+            levels = [
+                Level(depth, None, "error", [], 0, failure=failure, error=failure)
                 for depth in range(max_depth + 1)
             ]
-        return [
-            _recursive_row(
-                question,
-                provider.name,
-                page_size,
-                level.depth,
-                level.query,
-                level.refinement,
-                level.failure,
-                level.new_chunks,
-                len(level.fresh),
-                level.contexts,
-                level.error,
-                level.pool,
-            )
-            for level in levels
-        ]
+        return [_recursive_row(question, provider.name, page_size, level) for level in levels]
 
     jobs = [(question, page_size) for question in questions.iter_rows(named=True) for page_size in page_sizes]
     workers = searches + refiner_calls if max_depth > 0 else searches
     rows = [row for rows in map_in_threads(one, jobs, workers) for row in rows]
-    return pl.DataFrame(rows, schema=RECURSIVE_SCHEMA) if rows else pl.DataFrame(schema=RECURSIVE_SCHEMA)
+    return pl.DataFrame(rows, schema=RECURSIVE_SCHEMA)
 
 
-def _recursive_row(
-    question, provider, page_size, depth, query, refinement, failure, new_chunks, fresh, contexts, error, pool
-):
+def _recursive_row(question: dict[str, Any], provider: str, page_size: int, level: Level) -> dict[str, Any]:
     return {
         "question_id": question["question_id"],
         "provider": provider,
         "page_size": page_size,
-        "depth": depth,
-        "query": query,
-        "refinement": refinement,
-        "failure": failure,
-        "new_chunks": new_chunks,
-        "fresh_contexts": fresh,
-        "contexts": _context_dicts(contexts),
-        "error": error,
-        "pool_size": len(pool),
-        "pool_paper_ids": [c.paper_id for c in pool if c.paper_id],
-        "pool_refs": [{"title": c.title, "doi": c.doi, "url": c.url, "paper_id": c.paper_id} for c in pool],
+        "depth": level.depth,
+        "query": level.query,
+        "refinement": level.refinement,
+        "failure": level.failure,
+        "new_chunks": level.new_chunks,
+        "fresh_contexts": len(level.fresh),
+        "contexts": _context_dicts(level.contexts),
+        "error": level.error,
+        "pool_size": len(level.pool),
+        "pool_paper_ids": [c.paper_id for c in level.pool if c.paper_id],
+        "pool_refs": [
+            {"title": c.title, "doi": c.doi, "url": c.url, "paper_id": c.paper_id} for c in level.pool
+        ],
     }
 
 
@@ -254,6 +232,4 @@ def judge_inputs(
 
 def judgments_frame(results: Sequence[JudgeResult], provider: str) -> pl.DataFrame:
     rows = [{**r.to_row(), "provider": provider} for r in results]
-    if not rows:
-        return pl.DataFrame(schema=JUDGMENT_SCHEMA)
     return pl.DataFrame([{k: row.get(k) for k in JUDGMENT_SCHEMA} for row in rows], schema=JUDGMENT_SCHEMA)

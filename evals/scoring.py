@@ -272,8 +272,6 @@ def question_scores(
     for record in rows:
         key = (record["provider"], record["page_size"], record["depth"], record["question_id"])
         record.update(ranked.get(key, {}))
-    if not rows:
-        return pl.DataFrame(schema=QUESTION_SCORE_SCHEMA)
     return pl.DataFrame(
         [{k: r.get(k) for k in QUESTION_SCORE_SCHEMA} for r in rows], schema=QUESTION_SCORE_SCHEMA
     )
@@ -429,4 +427,4 @@ def score(
                 "judge_vs_human_sentences": sentence_agreement.get(provider, {}).get("sentences", 0),
             }
         )
-    return pl.DataFrame(out, schema=SCORE_SCHEMA) if out else pl.DataFrame(schema=SCORE_SCHEMA)
+    return pl.DataFrame(out, schema=SCORE_SCHEMA)
