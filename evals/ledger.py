@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lumina_assets.core import settings, tables
+from lumina_assets.core.tables import atomic_replace
 
 
 def _costs_dir() -> Path:
@@ -20,8 +21,12 @@ def _skip_path(name: str, partition: str) -> Path:
     return settings.benchmark_dir() / "skipped" / f"{name}.{partition}.txt"
 
 
-def agreement_path() -> Path:
-    return settings.benchmark_dir() / "judge_agreement.json"
+def _write(path: Path, text: str) -> None:
+    atomic_replace(path, lambda temp: temp.write_text(text, encoding="utf-8"))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
 ROLES = {  # which LLM role an asset's calls are, for the cost line
@@ -39,8 +44,6 @@ def record_cost(asset: str, partition: str | None, client, *, role: str = "") ->
     if client is None or client.is_offline:
         return
     suffix = f".{role}" if role else ""
-    path = _costs_dir() / f"{asset}.{partition or 'all'}{suffix}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
     entry = {
         "asset": asset,
         "partition": partition,
@@ -48,14 +51,13 @@ def record_cost(asset: str, partition: str | None, client, *, role: str = "") ->
         "model": client.label,
         **client.usage.as_metadata("llm"),
     }
-    path.write_text(json.dumps(entry), encoding="utf-8")
+    _write(_costs_dir() / f"{asset}.{partition or 'all'}{suffix}.json", json.dumps(entry))
 
 
 def record_requests(asset: str, partition: str, counters: dict[str, Any]) -> None:
     """A provider's HTTP counters for one asset (requests sent, cache hits, a price its responses stated)."""
-    path = settings.benchmark_dir() / "requests" / f"{asset}.{partition}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"asset": asset, "partition": partition, **counters}), encoding="utf-8")
+    entry = {"asset": asset, "partition": partition, **counters}
+    _write(settings.benchmark_dir() / "requests" / f"{asset}.{partition}.json", json.dumps(entry))
 
 
 def provider_of(partition: str) -> str:
@@ -122,9 +124,7 @@ def run_cost(providers: list[str], request_prices: dict[str, tuple[float | None,
 
 
 def mark_skipped(name: str, partition: str, reason: str) -> None:
-    path = _skip_path(name, partition)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(reason, encoding="utf-8")
+    _write(_skip_path(name, partition), reason)
 
 
 def clear_skipped(name: str, partition: str) -> None:
@@ -141,32 +141,21 @@ def skipped_providers() -> dict[str, str]:
 
 
 def write_agreement(agreement: dict[str, Any]) -> None:
-    path = agreement_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(agreement, indent=2), encoding="utf-8")
+    _write(settings.benchmark_dir() / "judge_agreement.json", json.dumps(agreement, indent=2))
 
 
 def read_agreement() -> dict[str, Any]:
     """The last measured judge agreement, {} when none was measured."""
-    path = agreement_path()
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-
-
-def plan_path() -> Path:
-    return settings.benchmark_dir() / "plan.json"
+    return _read_json(settings.benchmark_dir() / "judge_agreement.json")
 
 
 def write_plan(plan: dict[str, Any]) -> None:
     """The plan of the run about to start, so its report can set it beside what the run actually sent."""
-    from lumina_assets.core.tables import atomic_replace
-
-    text = json.dumps(plan, indent=2)
-    atomic_replace(plan_path(), lambda temp: temp.write_text(text, encoding="utf-8"))
+    _write(settings.benchmark_dir() / "plan.json", json.dumps(plan, indent=2))
 
 
 def read_plan() -> dict[str, Any]:
-    path = plan_path()
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    return _read_json(settings.benchmark_dir() / "plan.json")
 
 
 PLAN_ROLES = {  # plan role -> the (asset, role) cost entries that are its actual calls

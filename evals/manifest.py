@@ -99,31 +99,15 @@ def build_manifest(
     counters and code version, each provider's setup, each role's LLM with shared-model warnings, and matching."""
     fingerprint = runs.questions_fingerprint(question_frame)
     recursive = selection.recursive
-    refinements = (
-        sorted(
-            {
-                r
-                for r in recursive.lazy()
-                .select(pl.col("refinement").unique())
-                .collect()["refinement"]
-                .to_list()
-                if r not in ("none", "error")
-            }
-        )
-        if recursive is not None
-        else []
-    )
+    refinements = []
+    if recursive is not None:
+        found = recursive.lazy().select(pl.col("refinement").unique()).collect()["refinement"].to_list()
+        refinements = sorted(r for r in found if r not in ("none", "error"))
     stamps = {name: runs.read_stamp("recursive_results", name) for name in selection.included}
     stats = {name: stamp.get("provider_stats") or {} for name, stamp in stamps.items()}
     setup = {name: stamp.get("provider_info") or {} for name, stamp in stamps.items()}
     provider_llms = {
-        name: (
-            setup[name].get("llm")
-            if setup[name].get("llm")
-            else PROVIDERS[name].llm
-            if name in PROVIDERS
-            else "?"
-        )
+        name: setup[name].get("llm") or (PROVIDERS[name].llm if name in PROVIDERS else "?")
         for name in selection.included
     }
     synthetic = question_frame.filter(pl.col("kind") == "synthetic")

@@ -140,11 +140,8 @@ def complete(stage: str, provider: str, questions: pl.DataFrame) -> bool:
 
 def version(file: Path) -> str:
     """A content version of a file: the SHA-256 of its bytes, read in blocks."""
-    digest = hashlib.sha256()
     with file.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:24]
+        return hashlib.file_digest(handle, "sha256").hexdigest()[:24]
 
 
 def fingerprint(stage: str, provider: str, shards: Sequence[str], field: str = "data") -> str:
