@@ -28,11 +28,6 @@ DEFAULTS_INFORMED_BY = (
 NO_LLM = ("none", "offline", "offline:template", "offline:pseudo-relevance-feedback", "")
 
 
-def describe_search_config(config) -> dict[str, Any]:
-    """SearchConfig as JSON values (`SearchConfig.as_json`)."""
-    return config.as_json()
-
-
 def config_hash(config: Mapping[str, Any]) -> str:
     """SHA-256 (first 16 hex) of a described configuration, keys sorted: two runs with equal hashes searched with
     equal settings."""
@@ -59,7 +54,7 @@ def engine_setup(search_fn: Callable) -> dict[str, Any]:
     engine = getattr(search_fn, "__self__", None)
     if engine is None or not hasattr(engine, "config"):
         return {"engine": "lumina serve API (configuration not visible from here)"}
-    config = describe_search_config(engine.config)
+    config = engine.config.as_json()
     out: dict[str, Any] = {
         "search_config": config,
         "config_hash": config_hash(config),

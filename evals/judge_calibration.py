@@ -9,7 +9,7 @@ import functools
 import hashlib
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -163,12 +163,7 @@ def validate_judge(judge, pairs: Sequence[LabelledPair]) -> dict[str, Any]:
     result = agreement([v for v, _ in kept], [h for _, h in kept])
     return {
         "judge": judge.name,
-        "kappa": result.kappa,
-        "precision": result.precision,
-        "recall": result.recall,
-        "accuracy": result.accuracy,
-        "n": result.n,
-        "positives": result.positives,
+        **asdict(result),
         "failures": len(pairs) - len(kept),
         "queries": len({p.query_id for p in pairs}),
         "pairs_note": PAIRS_NOTE,
