@@ -57,8 +57,7 @@ def ensure_eval_index(
     from lumina_assets.indexing.lancedb_tables import IndexConfig, index_corpus
     from lumina_assets.search.neighbour_graph import keep_graph
 
-    # retrieval evaluation needs no sentence vectors (evidence highlighting does: `lumina eval pinpoint` and
-    # `bench serve` add them to this index once, incrementally); the folder does not depend on it
+    # retrieval needs no sentence vectors (`collection_index` adds them); the folder does not depend on it
     index_config = index_config or IndexConfig(sentence_vectors=False)
     folder = eval_index_dir(collection, embedder, index_config)
     marker = folder / "complete.json"

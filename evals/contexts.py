@@ -26,9 +26,8 @@ def ranked(context: Context) -> list[tuple[str | None, str]]:
     if not order:
         return pairs
     position = {passage_id: index for index, passage_id in enumerate(order)}
-    return sorted(
-        pairs, key=lambda pair: position.get(pair[0], len(order))
-    )  # stable: unranked keep their order
+    # stable: unranked passages keep their order
+    return sorted(pairs, key=lambda pair: position.get(pair[0], len(order)))
 
 
 def cut(context: Context, budget: int) -> Context:

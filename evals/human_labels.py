@@ -18,9 +18,8 @@ from rapidfuzz import fuzz
 from evals.judge import context_sentences
 from lumina_assets.core.schemas import Context
 
-SENTENCE_THRESHOLD = (
-    90.0  # rapidfuzz ratio of two normalized sentences that are the same sentence re-segmented
-)
+# rapidfuzz ratio of two normalized sentences that are the same sentence re-segmented
+SENTENCE_THRESHOLD = 90.0
 MIN_CONTAINED_CHARS = 30  # a piece of a rationale sentence this long counts (a snippet cut mid-sentence)
 _TOKEN = re.compile(r"\w+")
 

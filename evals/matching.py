@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 from rapidfuzz import fuzz, process
 
+from evals.providers import doi_from_text
 from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi
 from lumina_assets.core.schemas import Context
 from lumina_assets.corpus.citations import normalize_title
@@ -25,7 +26,6 @@ MIN_FUZZY_CHARS = 20
 S2_CORPUS_ID_COLLECTIONS = frozenset({"scifact"})
 METHODS = ("catalogue id", "DOI", "arXiv id", "S2 corpus id", "title", "fuzzy title")
 
-_DOI_IN_TEXT = re.compile(r"\b(10\.\d{4,9}/[^\s\"'<>?#]+)", re.IGNORECASE)
 _ARXIV_URL = re.compile(r"arxiv\.org/(?:abs|pdf)/([^\s?#]+?)(?:\.pdf)?(?:[?#]|$)", re.IGNORECASE)
 _S2_CORPUS = re.compile(
     r"(?:s2-corpus:|CorpusId:|semanticscholar\.org/p/|semanticscholar\.org/CorpusID:)(\d+)", re.IGNORECASE
@@ -46,9 +46,7 @@ def context_doi(context: Context) -> str | None:
     for text in (context.doi, context.url, context.paper_id):
         if not text:
             continue
-        found = normalize_doi(text) or (
-            normalize_doi(m.group(1).rstrip(".,;)")) if (m := _DOI_IN_TEXT.search(text)) else None
-        )
+        found = normalize_doi(text) or normalize_doi(doi_from_text(text))
         if found:
             return found
     return None

@@ -113,9 +113,8 @@ def evaluate_pinpoint(
         target = paper_id_for_doc(pair.doc_id)
         index = next((i for i, c in enumerate(contexts) if c.paper_id == target), None)
         match = None
-        if (
-            index is not None
-        ):  # dense sentence scores for the evidence result only (the others: lexical, for df)
+        # dense sentence scores for the evidence result only (the others: lexical, for df)
+        if index is not None:
             highlights = scorer.highlight(
                 pair.claim,
                 [c.chunks for c in contexts],

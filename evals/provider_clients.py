@@ -11,8 +11,7 @@ from typing import Any
 from lumina_assets.core.http import HttpClient
 
 S2_PAPER_FIELDS = "title,abstract,tldr,externalIds,url,year,authors,openAccessPdf"
-# Exa's highlight length (`maxCharacters`, which replaced its deprecated numSentences and highlightsPerUrl; source in
-# docs/benchmark.md): one excerpt a little longer than the equal form's CONTEXT_TOKENS words, judged at full budget
+# Exa's `maxCharacters` (docs/benchmark.md): one excerpt a little longer than the equal form's CONTEXT_TOKENS words
 EXA_HIGHLIGHT_CHARACTERS = 1000
 
 

@@ -96,12 +96,6 @@ def _fmt(mean: float | None, low: float | None, high: float | None) -> str:
     return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def _num(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
 def agreement_line(agreement: dict[str, Any] | None) -> str:
     """What the judge's calibration-set agreement measures (CR verdicts on SciFact qrel pairs only)."""
     if not agreement:
@@ -160,9 +154,9 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
             str(row["depth"]),
             str(row["n"]),
             f"{row['failed']} ({row['failure_rate']:.0%})",
-            _num(row["mean_contexts"]),
-            _num(row["sentences/context"]),
-            _num(row["tokens/context"]),
+            sections.num(row["mean_contexts"]),
+            sections.num(row["sentences/context"]),
+            sections.num(row["tokens/context"]),
         ]
         if not offline:
             cells += [
@@ -178,7 +172,7 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
             ]
         else:
             cells += [_fmt(row[m], row[f"{m} low"], row[f"{m} high"]) for m in measures]
-        cells += [_num(row[m]) for m in extra]
+        cells += [sections.num(row[m]) for m in extra]
         lines.append("| " + " | ".join(cells) + " |")
     if not has_qrels and offline:
         lines.append("")
@@ -197,8 +191,8 @@ def judge_agreement_table(scores: pl.DataFrame) -> str:
     ]
     for row in frame.iter_rows(named=True):
         lines.append(
-            f"| {row['provider']} | {row['page_size']} | {_num(row['proxy_kappa'])} | {row['proxy_pairs']} | "
-            f"{_num(row['judge_vs_human_kappa'])} | {row['judge_vs_human_sentences']} |"
+            f"| {row['provider']} | {row['page_size']} | {sections.num(row['proxy_kappa'])} | {row['proxy_pairs']} | "
+            f"{sections.num(row['judge_vs_human_kappa'])} | {row['judge_vs_human_sentences']} |"
         )
     return "\n".join(lines)
 
@@ -216,7 +210,11 @@ def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: boo
                 _fmt(row["cr"], row["cr_low"], row["cr_high"]),
                 _fmt(row["cp"], row["cp_low"], row["cp_high"]),
             ]
-        cells += [_num(row["mean_contexts"]), *(_num(row[c]) for c in cols), str(row["n_qrels"])]
+        cells += [
+            sections.num(row["mean_contexts"]),
+            *(sections.num(row[c]) for c in cols),
+            str(row["n_qrels"]),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -402,11 +400,7 @@ def results_sample(frame: pl.DataFrame, question_frame: pl.DataFrame, rows: int 
                 "contexts": len(row["contexts"]),
             }
         )
-    return (
-        tables.markdown_sample(pl.DataFrame(sample), ["question", "top title", "top chunk", "contexts"])
-        if sample
-        else "_empty_"
-    )
+    return tables.markdown_sample(pl.DataFrame(sample), ["question", "top title", "top chunk", "contexts"])
 
 
 def plan_vs_actual(plan: dict[str, Any] | None, actual: dict[str, Any] | None) -> list[str]:

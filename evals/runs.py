@@ -15,7 +15,6 @@ from lumina_assets.core import settings
 from lumina_assets.core.ids import short_hash
 
 CODE_VERSION = "3"  # of the benchmark's scoring and recursion: a stamp from another version is stale
-# 3: recursive levels hold one context per paper; pools keep titles and DOIs for qrels matching
 
 
 def questions_fingerprint(questions: pl.DataFrame | None) -> str:
