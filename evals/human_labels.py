@@ -47,13 +47,9 @@ def sentences_of(context: Context) -> tuple[str, ...]:
     return _sentences(tuple(context.chunks))
 
 
-def rationales_path(folder: Path, split: str) -> Path:
-    return Path(folder) / f"rationales_{split}.jsonl"
-
-
 def load_rationales(folder: Path, split: str) -> dict[str, list[str]]:
     """query id -> the claim's rationale sentences over all its evidence abstracts ({} when the file is absent)."""
-    path = rationales_path(folder, split)
+    path = Path(folder) / f"rationales_{split}.jsonl"
     if not path.exists():
         return {}
     out: dict[str, list[str]] = {}
@@ -64,13 +60,9 @@ def load_rationales(folder: Path, split: str) -> dict[str, list[str]]:
     return out
 
 
-def is_rationale(sentence: str, rationales: Sequence[str]) -> bool:
-    """The same sentence (re-segmented or re-spaced), or a long enough piece of one, or one containing one."""
-    return _is_rationale(sentence, tuple(rationales))
-
-
 @functools.lru_cache(maxsize=100_000)
 def _is_rationale(sentence: str, rationales: tuple[str, ...]) -> bool:
+    """The same sentence (re-segmented or re-spaced), or a long enough piece of one, or one containing one."""
     text = _norm(sentence)
     if not text:
         return False

@@ -200,6 +200,15 @@ class _Usage:
     saved: float = 0.0
 
 
+def _pair_tokens(inputs: PlanInputs, mean_chars: float, mean_sentences: float) -> tuple[float, float]:
+    """(input, output) tokens of one pair's CR and CP prompts together."""
+    context_chars = inputs.question_chars + mean_chars + JSON_OVERHEAD_CHARS
+    tokens_in = tokens(_template_chars("context_relevance") + context_chars) + tokens(
+        _template_chars("context_precision") + context_chars + SENTENCE_NUMBER_CHARS * mean_sentences
+    )
+    return tokens_in, OUTPUT_TOKENS["relevance"] + OUTPUT_TOKENS["precision_per_sentence"] * mean_sentences
+
+
 def _judge_usage(
     inputs: PlanInputs, providers: list[str], mean_chars: float, mean_sentences: float
 ) -> tuple[_Usage, dict[str, Any]]:
@@ -212,21 +221,12 @@ def _judge_usage(
         uncached_pairs = distinct_pairs
         pair_source = "estimated (see the plan's method)"
     judged = 0 if inputs.judge_llm.offline else uncached_pairs
-    q_chars = inputs.question_chars
-    relevance_in = tokens(_template_chars("context_relevance") + q_chars + mean_chars + JSON_OVERHEAD_CHARS)
-    precision_in = tokens(
-        _template_chars("context_precision")
-        + q_chars
-        + mean_chars
-        + JSON_OVERHEAD_CHARS
-        + SENTENCE_NUMBER_CHARS * mean_sentences
-    )
-    out_per_pair = OUTPUT_TOKENS["relevance"] + OUTPUT_TOKENS["precision_per_sentence"] * mean_sentences
+    pair_in, pair_out = _pair_tokens(inputs, mean_chars, mean_sentences)
     usage = _Usage(
         inputs.judge_llm,
         2 * judged,
-        (relevance_in + precision_in) * judged,
-        out_per_pair * judged,
+        pair_in * judged,
+        pair_out * judged,
         batchable=True,
         saved=0 if inputs.judge_llm.offline else 2 * (naive_pairs - distinct_pairs),
     )
@@ -269,13 +269,11 @@ def _pooled_usage(
             f"one index, {len(providers) - local} external assumed distinct); their CR / CP prompts are the judge's "
             "own (cached)"
         )
-    q_chars = inputs.question_chars + mean_chars + JSON_OVERHEAD_CHARS
-    graded_in = tokens(_template_chars("graded_relevance") + q_chars)
-    binary_in = (
-        tokens(_template_chars("context_relevance") + q_chars)
-        + tokens(_template_chars("context_precision") + q_chars + SENTENCE_NUMBER_CHARS * mean_sentences)
-    ) / 2
-    binary_out = (OUTPUT_TOKENS["relevance"] + OUTPUT_TOKENS["precision_per_sentence"] * mean_sentences) / 2
+    graded_in = tokens(
+        _template_chars("graded_relevance") + inputs.question_chars + mean_chars + JSON_OVERHEAD_CHARS
+    )
+    pair_in, pair_out = _pair_tokens(inputs, mean_chars, mean_sentences)
+    binary_in, binary_out = pair_in / 2, pair_out / 2  # a binary call is one of a pair's two prompts
     usage = _Usage(
         inputs.judge_llm,
         graded + binary,
