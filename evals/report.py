@@ -90,10 +90,12 @@ def level_summary(recursive: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _fmt(mean: float | None, low: float | None, high: float | None) -> str:
+def _ci(row: dict[str, Any], name: str, sep: str = " ") -> str:
+    """`name`'s mean and 95% CI in a score row (CR and CP name their bounds with "_")."""
+    mean = row[name]
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "n/a"
-    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+    return f"{mean:.3f} [{row[f'{name}{sep}low']:.3f}, {row[f'{name}{sep}high']:.3f}]"
 
 
 def agreement_line(agreement: dict[str, Any] | None) -> str:
@@ -160,18 +162,11 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
         ]
         if not offline:
             cells += [
-                _fmt(row["cr"], row["cr_low"], row["cr_high"])
-                + sections.failed_note(row.get("cr_failed_questions")),
-                _fmt(row["cp"], row["cp_low"], row["cp_high"])
-                + sections.failed_note(row.get("cp_failed_questions")),
+                _ci(row, m, "_") + sections.failed_note(row.get(f"{m}_failed_questions"))
+                for m in ("cr", "cp")
             ]
-        if row["qrels_excluded"]:
-            cells += [
-                "excluded" if m in QRELS_HEADLINE else _fmt(row[m], row[f"{m} low"], row[f"{m} high"])
-                for m in measures
-            ]
-        else:
-            cells += [_fmt(row[m], row[f"{m} low"], row[f"{m} high"]) for m in measures]
+        excluded = row["qrels_excluded"]
+        cells += ["excluded" if excluded and m in QRELS_HEADLINE else _ci(row, m) for m in measures]
         cells += [sections.num(row[m]) for m in extra]
         lines.append("| " + " | ".join(cells) + " |")
     if not has_qrels and offline:
@@ -206,10 +201,7 @@ def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: boo
     for row in frame.iter_rows(named=True):
         cells = [row["provider"], str(row["page_size"]), str(row["depth"]), str(row["n"]), str(row["failed"])]
         if not offline:
-            cells += [
-                _fmt(row["cr"], row["cr_low"], row["cr_high"]),
-                _fmt(row["cp"], row["cp_low"], row["cp_high"]),
-            ]
+            cells += [_ci(row, "cr", "_"), _ci(row, "cp", "_")]
         cells += [
             sections.num(row["mean_contexts"]),
             *(sections.num(row[c]) for c in cols),
