@@ -47,8 +47,7 @@ def judge_requests(
 
 
 def question_requests(passages, papers, client, *, n: int, seed: int) -> list[BatchRequest]:
-    """The question generator's first-attempt prompts for the passages `synthetic_questions` will sample, those
-    whose answers are not cached yet."""
+    """The question generator's uncached first-attempt prompts for the passages `synthetic_questions` will sample."""
     from evals.questions import QUESTION_MAX_TOKENS, question_prompts
 
     params = {"temperature": None, "max_tokens": QUESTION_MAX_TOKENS, "system": None}
@@ -113,16 +112,14 @@ def _chat_body(client, request: BatchRequest) -> dict[str, Any]:
 
 
 def _line(client, request: BatchRequest) -> bytes:
-    """One request as a line of the OpenAI Batch API's input file (its size counts against the byte limit of
-    either API)."""
+    """One request as a line of the OpenAI Batch API's input file (its size counts against either API's limit)."""
     body = {"custom_id": request.custom_id, "method": "POST", "url": "/v1/chat/completions"}
     body["body"] = _chat_body(client, request)
     return (json.dumps(body) + "\n").encode("utf-8")
 
 
 class _Pending:
-    """The requests of one batch being filled, written to disk as they come (the upload's JSONL and the prompts'
-    file), so a full batch costs its ids in memory, not its prompts."""
+    """One batch being filled, its upload and prompts written to disk as they come (memory holds only ids)."""
 
     def __init__(self, client):
         import tempfile
@@ -264,8 +261,7 @@ def _submit(
 
 
 def _answers(client, batch_id: str) -> tuple[str, bool, Iterator[tuple[str, str, int, int]]]:
-    """(status, ended?, the succeeded requests as (custom_id, text, input tokens, output tokens), read as they
-    stream in: an output file is never held whole)."""
+    """(status, ended?, succeeded requests as (custom_id, text, tokens in, tokens out) streamed, never held whole)."""
     sdk = client._client()
     if client.backend == "openai":
         batch = sdk.batches.retrieve(batch_id)
@@ -309,8 +305,7 @@ def _answers(client, batch_id: str) -> tuple[str, bool, Iterator[tuple[str, str,
 
 
 def poll(client, record: dict[str, Any]) -> dict[str, Any]:
-    """Check one open batch; when it has ended, put its answers into the LLM cache (at the batch price) as they
-    stream in, list the requests it did not answer and close the record. Returns the updated record."""
+    """Check one open batch; once ended, its answers go into the LLM cache at the batch price and the record closes."""
     status, ended, rows = _answers(client, record["id"])
     record["status"] = status
     if ended:

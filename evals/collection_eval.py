@@ -1,6 +1,5 @@
 """Retrieval evaluation on a test collection (`lumina eval beir`, `eval pinpoint`, `bench serve`): the collection's
-own index, built once per corpus, model and index configuration; every judged query run through the engine; the run
-scored against the qrels. The collections themselves are read by `lumina_assets.corpus.collections`."""
+own index, built once per corpus, model and index configuration, and the engine's run scored against the qrels."""
 
 from __future__ import annotations
 
@@ -106,8 +105,7 @@ def load_first_split(directory: str | Path, splits: Iterable[str]) -> Collection
 def collection_index(
     directory: str | Path, split_preference=("train", "test", "dev"), log=None, index: str | None = None
 ):
-    """(collection, embedder, index uri, reused) for evidence evaluations: the collection's eval index, built when
-    missing, or `index` when given (then nothing is built); either gets the sentence vectors it lacks (once)."""
+    """(collection, embedder, index uri, reused): the collection's eval index (or `index`), with sentence vectors."""
     from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.embedding import Embedder
     from lumina_assets.indexing.sentence_vectors import backfill_from_index
@@ -154,7 +152,6 @@ def run_queries(
 
 
 def evaluate_run(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
-    """nDCG@10, MAP@10, Recall@100 and MRR@10 under `METRIC_KEYS`' names, averaged over every query with a
-    relevant document (an unanswered query counts as 0)."""
+    """`METRIC_KEYS`' measures averaged over every query with a relevant document (unanswered ones count 0)."""
     means = ranking_metrics(qrels, run, METRIC_KEYS.values())
     return {key: means.get(name, 0.0) for key, name in METRIC_KEYS.items()}

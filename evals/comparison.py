@@ -19,8 +19,8 @@ ALPHA = defaults.ALPHA
 
 @dataclass(frozen=True)
 class Primary:
-    """The declared primary comparison: `provider` against the best other provider by `measure` (a per-question
-    column, shown as `label`) at `page_size` and `depth` on the `question_set` questions (a kind)."""
+    """The declared primary comparison: `provider` against the best other provider by `measure` at `page_size`,
+    `depth`, on the `question_set` questions."""
 
     measure: str = defaults.PRIMARY_MEASURE
     label: str = defaults.PRIMARY_LABEL
@@ -111,9 +111,8 @@ def paired_comparisons(
     resamples: int = 10000,
     primary: Primary | None = None,
 ) -> pl.DataFrame:
-    """One row per (question set, page size, measure, pair): `baseline` (lumina) against every other provider at
-    depth 0, and every provider's deepest level against its own depth 0. `measures` maps a per-question column to
-    its label. The primary comparison's family is Holm-corrected (see the module docstring)."""
+    """One row per (question set, page size, measure, pair): `baseline` against every other provider at depth 0,
+    and every provider's deepest level against its depth 0; the primary family Holm-corrected."""
     primary = primary or Primary(alpha=alpha)
     rows: list[dict[str, Any]] = []
     if per_question.height == 0:

@@ -1,7 +1,5 @@
-"""What a benchmark run must say about its own setup: Lumina's search configuration, the index and embedding model
-it searched, which LLM every role used (question generator, each provider, refiner, judge) and a warning whenever
-two roles share a model (a judge grading its own rewrites, a search LLM answering questions it wrote).
-"""
+"""What a benchmark run must say about its own setup: Lumina's search configuration, index and embedding models,
+the LLM of every role, and a warning whenever two roles share a model."""
 
 from __future__ import annotations
 
@@ -29,15 +27,13 @@ NO_LLM = ("none", "offline", "offline:template", "offline:pseudo-relevance-feedb
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
-    """SHA-256 (first 16 hex) of a described configuration, keys sorted: two runs with equal hashes searched with
-    equal settings."""
+    """SHA-256 (first 16 hex) of a described configuration, keys sorted."""
     blob = json.dumps(config, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 def ranking_code_hash(paths: Iterable[str] = RANKING_CODE, root: Path = _ROOT) -> str:
-    """SHA-256 (first 16 hex) over the Python sources that rank (`RANKING_CODE`), each file's relative path and
-    bytes in sorted order: a change to any of them changes the hash."""
+    """SHA-256 (first 16 hex) over the paths and bytes of the Python sources that rank (`RANKING_CODE`)."""
     digest = hashlib.sha256()
     files: list[Path] = []
     for item in paths:
@@ -78,8 +74,7 @@ def engine_setup(search_fn: Callable) -> dict[str, Any]:
 
 
 def model_of(label: str | None) -> str | None:
-    """The model a role used, from its label (`llm:anthropic:claude-sonnet-4-6` -> `claude-sonnet-4-6`); None for
-    no LLM (offline template, pseudo-relevance feedback, no judge)."""
+    """The model in a role's label (`llm:anthropic:claude-sonnet-4-6` -> `claude-sonnet-4-6`); None for no LLM."""
     if not label:
         return None
     text = label.removeprefix("llm:")

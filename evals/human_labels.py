@@ -112,9 +112,8 @@ def length(contexts: Sequence[Context]) -> tuple[float | None, float | None]:
 def sentence_agreement(
     pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
 ) -> dict[str, float | int] | None:
-    """Cohen's kappa of the judge's sentence verdicts against the human labels over every sentence of the given
-    (judge verdicts, human labels) context pairs; pairs of different lengths (the judge saw another split) are
-    skipped and counted."""
+    """Cohen's kappa of the judge's sentence verdicts against the human labels over (verdicts, labels) pairs;
+    pairs of different lengths are skipped and counted."""
     from evals.metrics import agreement
 
     judge: list[int] = []
@@ -142,8 +141,7 @@ def sentence_agreement(
 def rationales_for_questions(
     folder: Path | None, split: str | None, question_ids: Mapping[str, str]
 ) -> dict[str, list[str]]:
-    """Benchmark question id -> its claim's rationale sentences, for BEIR questions (`question_ids` maps question
-    id -> the BEIR query id) of a folder that ships rationales for `split`."""
+    """Question id -> its claim's rationale sentences (`question_ids`: question id -> BEIR query id)."""
     if folder is None or not split:
         return {}
     by_query = load_rationales(folder, split)

@@ -205,9 +205,8 @@ def packaged_thresholds(queries_per_split: int, model: str = "all-MiniLM-L6-v2")
 
 
 def load_or_calibrate(embedder, folder: Path, queries_per_split: int, cache_dir: Path) -> OfflineThresholds:
-    """Thresholds for this exact calibration set: from the run cache, else from a calibration shipped in
-    evals/calibration/ (made by `lumina bench judge --write-packaged` on the same files), else fitted now.
-    The held-out agreement is measured once, with the thresholds it belongs to, and stored beside them."""
+    """Thresholds for this exact calibration set: from the run cache, else shipped in evals/calibration/, else
+    fitted now with their held-out agreement stored beside them."""
     fingerprint = calibration_fingerprint(folder, queries_per_split)
     for candidate in (
         cache_dir / f"{fingerprint}.json",

@@ -1,7 +1,5 @@
-"""What a benchmark run records beside its tables, under data/benchmark/: LLM cost per asset (costs/), each
-provider's requests (requests/), why a provider was skipped (skipped/), and the judge's agreement with human qrels
-(judge_agreement.json). The report reads them, so it can say what this run cost (its own providers' partitions, not
-every partition ever run), what was left out and how far the judge is trusted."""
+"""What a benchmark run records beside its tables under data/benchmark/ (LLM cost per asset, provider requests, skip
+reasons, the judge's agreement, the plan), so the report can say what this run cost and what was left out."""
 
 from __future__ import annotations
 
@@ -39,8 +37,7 @@ ROLES = {  # which LLM role an asset's calls are, for the cost line
 
 
 def record_cost(asset: str, partition: str | None, client, *, role: str = "") -> None:
-    """Per-asset LLM usage as JSON (nothing for no client or an offline one). `role` tells two clients of one
-    asset apart (the refiner and the provider's own search LLM in `recursive_results`)."""
+    """Per-asset LLM usage as JSON (none for an offline client); `role` tells two clients of one asset apart."""
     if client is None or client.is_offline:
         return
     suffix = f".{role}" if role else ""
@@ -66,8 +63,7 @@ def provider_of(partition: str) -> str:
 
 
 def _entries(folder: Path, partitions: set[str]) -> list[dict[str, Any]]:
-    """The entries of this run: its providers' partitions (of the current questions' shards) and the
-    unpartitioned steps."""
+    """The entries of this run: its providers' partitions of the current shards, and the unpartitioned steps."""
     from evals import shards
 
     questions = tables.read(tables.QUESTIONS)

@@ -1,7 +1,5 @@
-"""One benchmark run's manifest: which provider partitions the run takes (only those whose stamps match its
-questions, grid and judge, see `evals.runs`), what it records about itself (`run.json`), and the report options
-read back from it. `benchmark_scores` and `benchmark_report` call these; the report never re-derives what the run
-was."""
+"""One benchmark run's manifest: the provider partitions it takes (stamps matching its questions, grid and judge),
+what it records about itself (`run.json`), and the report options read back from it."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ from lumina_assets.core import tables
 
 @dataclass
 class RunSelection:
-    """The provider partitions of one run: their recursion levels and verdicts on the run's grid, and every stored
-    partition left out with the reason."""
+    """The provider partitions of one run (levels and verdicts on its grid) and the stored ones left out, with why."""
 
     recursive: pl.DataFrame | pl.LazyFrame | None  # select_run: lazy scans, read a slice at a time
     verdicts: pl.DataFrame | pl.LazyFrame | None
@@ -36,8 +33,7 @@ def select_run(
     judge_name: str,
     question_frame: pl.DataFrame,
 ) -> RunSelection:
-    """`providers` (empty: every stored partition) whose stamps match this run's questions, grid, judge and code
-    version; the rest are excluded with the reason."""
+    """`providers` (empty: every stored partition) whose stamps match this run; the rest excluded with the reason."""
     folder = tables.RECURSIVE_RESULTS.root() / tables.RECURSIVE_RESULTS.name
     stored = sorted(p.stem for p in folder.glob("*.parquet")) if folder.exists() else []
     wanted = list(dict.fromkeys(providers)) or stored
@@ -72,8 +68,7 @@ def select_run(
 
 
 def skipped_providers(requested: list[str]) -> dict[str, str]:
-    """Provider -> why its partition was skipped (no key, no index), for the run's providers (all when none were
-    named); the recursive mode is not a provider and never listed."""
+    """Provider -> why its partition was skipped, for the run's providers (all when none were named)."""
     return {
         name: reason
         for name, reason in ledger.skipped_providers().items()
@@ -151,8 +146,7 @@ def build_manifest(
 
 
 def report_options(manifest: dict[str, Any], comparisons: pl.DataFrame | None) -> dict[str, Any]:
-    """`evals.report.write_report`'s keyword arguments for a stored run, with this run's cost and the judge
-    agreement the ledger holds."""
+    """`evals.report.write_report`'s keyword arguments for a stored run."""
     return {
         "judge_name": manifest["judge"],
         "judge_offline": manifest["judge_offline"],

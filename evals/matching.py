@@ -178,8 +178,7 @@ MATCH_COUNT_SCHEMA = {
 
 
 def match_counts(recursive: pl.DataFrame, matcher: PaperMatcher) -> pl.DataFrame:
-    """Per provider: its distinct results (question × result, over every page size and depth; failed calls have
-    none), how many matched a paper of the collection, by which identifier, and how many did not."""
+    """Per provider: distinct (question, result) pairs, how many matched a collection paper, by which identifier."""
     from evals.providers import contexts_from_rows
 
     seen: dict[str, dict[tuple[str, str], Match]] = {}

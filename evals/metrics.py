@@ -31,8 +31,7 @@ class ContextVerdict:
 
 
 def question_cr(verdicts: Sequence[ContextVerdict]) -> float | None:
-    """CR_j over all n_j contexts; 0.0 for no contexts; None when any context's relevance verdict failed: the
-    question is then counted as failed, never scored over fewer contexts than it returned."""
+    """CR_j over all n_j contexts; 0.0 for no contexts; None (a failed question) when a relevance verdict failed."""
     if not verdicts:
         return 0.0
     if any(v.relevant is None for v in verdicts):
@@ -41,8 +40,7 @@ def question_cr(verdicts: Sequence[ContextVerdict]) -> float | None:
 
 
 def question_cp(verdicts: Sequence[ContextVerdict]) -> float | None:
-    """CP_j over all n_j contexts; 0.0 for no contexts; None (a failed question, counted) when any context's
-    precision verdict failed."""
+    """CP_j over all n_j contexts; 0.0 for no contexts; None (a failed question) when a precision verdict failed."""
     if not verdicts:
         return 0.0
     if any(v.critical is None or v.sentences is None for v in verdicts):
@@ -139,8 +137,7 @@ def ranking_metrics(
     run: Mapping[str, Ranking],
     measures: Iterable[str] = RANKING_MEASURES,
 ) -> dict[str, float]:
-    """Each measure's mean over the questions with a relevant document (a question the run has nothing for counts
-    as 0); {} when no question has one."""
+    """Each measure's mean over the questions with a relevant document; {} when no question has one."""
     measures = list(measures)
     per_query = per_query_ranking(qrels, run, measures)
     if not per_query:
@@ -194,8 +191,7 @@ def agreement(judge: Sequence[int], human: Sequence[int]) -> Agreement:
 
 @dataclass(frozen=True)
 class PairedTest:
-    """A paired sign-flip permutation test over questions: mean difference a - b with a bootstrap CI, the
-    two-sided p-value, and the effect size (Cohen's d_z = mean difference / SD of the differences)."""
+    """A paired sign-flip permutation test: mean difference a - b with a bootstrap CI, p-value, Cohen's d_z."""
 
     n: int
     mean_a: float

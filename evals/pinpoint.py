@@ -141,8 +141,7 @@ def evaluate_pinpoint(
 
 
 def claim_half(query_id: str) -> str:
-    """'even' or 'odd': numeric claim ids by parity, others by a stable hash; the evidence scorer's weights were
-    chosen on the even half, so the odd half is held out."""
+    """'even' or 'odd' by numeric id parity (else a stable hash); the even half chose the scorer's weights."""
     import hashlib
 
     number = int(query_id) if query_id.isdigit() else int(hashlib.sha256(query_id.encode()).hexdigest(), 16)

@@ -247,8 +247,7 @@ def _is_local(inputs: PlanInputs, provider: str) -> bool:
 def _pooled_usage(
     inputs: PlanInputs, providers: list[str], mean_chars: float, mean_sentences: float
 ) -> tuple[_Usage, dict[str, Any]]:
-    """Pooled judging's calls and tokens (docs/benchmark.md): graded prompts, and CR / CP prompts the judge step does
-    not ask, at the judge's model; `judge_batch` carries the graded prompts, so they can be batched."""
+    """Pooled judging's calls and tokens: graded prompts, and the CR / CP prompts the judge step does not ask."""
     p = inputs.pool_page_size
     if inputs.judge_llm.offline:
         items, binary, graded, source = 0, 0, 0, "none: pooled judging runs with an LLM judge only"
@@ -287,8 +286,7 @@ def _pooled_usage(
 def _refiner_usage(
     inputs: PlanInputs, providers: list[str], page_sizes: list[int], max_depth: int, mean_chars: float
 ) -> _Usage:
-    """The Recursion Prompt with one level's p contexts as returned, once per refined level, page size, question and
-    provider."""
+    """One Recursion Prompt with a level's p contexts as returned per refined level, page size, question, provider."""
     refiner_on = not inputs.refiner_llm.offline and max_depth > 0
     calls = inputs.questions * len(page_sizes) * max_depth * len(providers) if refiner_on else 0
     mean_p = fmean(page_sizes) if page_sizes else 0

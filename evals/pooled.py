@@ -273,10 +273,8 @@ def pooled_run(
     form: str = context_forms.EQUAL,
     slice_questions: int = 500,
 ) -> dict[str, Any]:
-    """The pooled, graded judging of one run at page size p and `depth`, as the run manifest keeps it (`pooled` in
-    run.json, `report_sections.pooled_section`): pool size, per-provider scores and the rankings' tau. A pool is
-    per question, so the run is read, pooled and judged `slice_questions` questions at a time (a lazy scan is never
-    read whole); only the per-question values are kept."""
+    """The pooled, graded judging of one run at p and `depth`, as `run.json` keeps it (pool size, per-provider scores,
+    the rankings' tau), read, pooled and judged `slice_questions` questions at a time."""
     matcher = PaperMatcher.from_papers(papers)
     lazy = recursive.lazy().filter((pl.col("page_size") == page_size) & (pl.col("depth") == depth))
     values: dict[str, dict[str, Any]] = {}

@@ -67,8 +67,7 @@ def map_s2_snippets(payload: dict[str, Any], k: int) -> list[Context]:
 
 
 def map_s2_papers(payload: dict[str, Any], k: int) -> list[Context]:
-    """S2 `/paper/search`: one context per paper with its abstract (or TLDR) as the only chunk; the paper id is its
-    corpus id when `externalIds` has one (what qrels matching reads), else its S2 paper id."""
+    """S2 `/paper/search`: one context per paper, its abstract (or TLDR) the only chunk, its id the corpus id if any."""
     contexts = []
     for rank, paper in enumerate((payload.get("data") or [])[:k]):
         text = paper.get("abstract") or ((paper.get("tldr") or {}).get("text")) or ""
@@ -199,8 +198,7 @@ class GoogleScholarProvider:
 
 
 class ExaProvider:
-    """Exa search; each response states its price (`costDollars.total`), summed over the responses this run
-    fetched (a cached response cost nothing now); `unpriced_requests` counts fetched ones without it."""
+    """Exa search, summing the price each fetched response states (`costDollars.total`) or counting it unpriced."""
 
     name = "exa"
 
@@ -227,8 +225,7 @@ class ExaProvider:
 
 
 class LuminaProvider:
-    """This project's search engine; `search_fn(query, k) -> list[Context]` is `SearchEngine(...).search`.
-    `name` differs for a baseline run on the same engine with another configuration (the dense-only one)."""
+    """This project's search engine through `search_fn(query, k)`; `name` tells a baseline config (dense) apart."""
 
     name = "lumina"
 
@@ -275,8 +272,7 @@ def lumina_search_fn(**engine_kwargs: Any) -> Callable[[str, int], list[Context]
 def lumina_api_search_fn(
     base_url: str, *, timeout: float = 120.0, http_client=None
 ) -> Callable[[str, int], list[Context]]:
-    """The same engine through `lumina serve`'s JSON API (the paper's setting: "accessed via Lumina's API"). A failed
-    call raises (a failure, never an empty result)."""
+    """The same engine through `lumina serve`'s JSON API; a failed call raises, never an empty result."""
     import httpx
 
     client = http_client or httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, trust_env=False)

@@ -155,8 +155,7 @@ RRF_K = 60
 
 
 def paper_key(context: Context) -> str:
-    """A context's paper, within a level and across levels: its paper id, else DOI, URL, title, and only for a
-    context with none of them its normalized text."""
+    """A context's paper across levels: its id, else DOI, URL, title, else its normalized text."""
     for prefix, value in (
         ("id:", context.paper_id),
         ("doi:", (context.doi or "").lower()),

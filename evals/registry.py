@@ -34,8 +34,7 @@ class ProviderSpec:
 
 
 def _lumina(question_llm) -> Provider:
-    """The in-process engine (with the LLM stages LUMINA_SEARCH_LLM asks for), or `lumina serve`'s API when
-    LUMINA_API_URL is set."""
+    """The in-process engine with LUMINA_SEARCH_LLM's stages, or `lumina serve`'s API when LUMINA_API_URL is set."""
     from lumina_assets.search.model_stages import configured_search_config, search_llm_client
 
     if settings.get().benchmark.lumina_api_url:
@@ -154,8 +153,7 @@ def resource_keys() -> set[str]:
 
 
 def build_provider(name: str, resources: Mapping[str, Any]) -> Provider:
-    """The provider for a partition from `resources` (resource key -> resource), or ProviderUnavailable with the
-    reason it is skipped."""
+    """The provider for a partition from `resources`, or ProviderUnavailable with the reason it is skipped."""
     spec = PROVIDERS.get(name)
     if spec is None:
         raise ProviderUnavailable(f"unknown provider {name!r}")

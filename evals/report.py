@@ -42,8 +42,7 @@ OFFLINE_JUDGE_NOT_USED = (
 
 
 def question_sources(question_frame: pl.DataFrame) -> dict[str, str]:
-    """Where each kind of question in the run comes from and how to read its scores: the synthetic generator
-    named, the BEIR split named and whether it is held out of Lumina's tuning."""
+    """Where each kind of question in the run comes from: the generator, the BEIR split and whether it is held out."""
     local = " and ".join(local_provider_names())
     sources = {
         "synthetic": "generated from passages sampled from Lumina's own index (the paper's method): answerable by "
@@ -122,8 +121,7 @@ def judge_banner(judge_name: str, offline: bool) -> str:
 
 
 def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) -> str:
-    """One row per provider × page size × depth: n scored, failures, then qrels measures (offline) or the judged CR
-    and CP with the qrels measures where the set has qrels (online)."""
+    """One row per provider × page size × depth: n, failures, lengths, CR / CP when judged, and the qrels measures."""
     frame = set_rows(scores, question_set)
     if frame.height == 0:
         return "_no scores_"
@@ -176,8 +174,7 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
 
 
 def judge_agreement_table(scores: pl.DataFrame) -> str:
-    """The judge's agreement with qrels on each provider's own contexts in this run (questions with qrels,
-    calibration questions excluded): a judge that agrees less on one provider's contexts favours or hurts it."""
+    """The judge's agreement with qrels and human labels on each provider's own contexts in this run."""
     frame = set_rows(scores, "all").filter(pl.col("depth") == 0)
     lines = [
         "| provider | p | judge-vs-qrels κ on this provider's contexts | pairs | judge-vs-human CP sentence κ | "
@@ -212,8 +209,7 @@ def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: boo
 
 
 def primary_set(scores: pl.DataFrame) -> str:
-    """The question set the plots and the level table show: the BEIR set when the run has one (the headline's),
-    else the first set there is; never the pool of every set."""
+    """The question set the plots and level table show: BEIR when the run has it, else the first there is."""
     present = [s for s in ("beir", "user", "synthetic") if s in set(scores["question_set"].to_list())]
     return present[0] if present else "all"
 
@@ -335,8 +331,7 @@ def write_report(
     plan: dict[str, Any] | None = None,
     actual: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Writes benchmark.md and the PNGs into out_dir; returns paths and the markdown. The report opens with the
-    paragraph a reader can quote (`report_sections.headline_paragraph`)."""
+    """Writes benchmark.md and the PNGs into out_dir; returns the paths and the markdown."""
     out_dir.mkdir(parents=True, exist_ok=True)
     focus = primary_set(scores)
     prf = sections.PRF in refinement
@@ -396,8 +391,7 @@ def results_sample(frame: pl.DataFrame, question_frame: pl.DataFrame, rows: int 
 
 
 def plan_vs_actual(plan: dict[str, Any] | None, actual: dict[str, Any] | None) -> list[str]:
-    """The plan `lumina benchmark run` made before the run beside what the run made: LLM calls (sent + answered
-    from the run's own cache) and input tokens per role, requests per provider."""
+    """The plan `lumina benchmark run` made beside what the run made: calls and tokens per role, requests."""
     if not plan or not actual:
         return []
     lines = [

@@ -1,7 +1,5 @@
-"""The parts of a benchmark report that say what a reader may quote and what the run was: the headline paragraph
-(primary comparison, effect with CI, corrected p, n, and what the run cannot claim), the disclosure of its setup,
-how each provider's results matched the collection, this run's cost, the comparison tables split into the
-declared family and the exploratory rest, and the length-matched sensitivity table."""
+"""The parts of a benchmark report a reader may quote and that say what the run was: the headline paragraph, the
+setup, matching, cost, the comparison tables (declared family, then exploratory) and the length-matched table."""
 
 from __future__ import annotations
 
@@ -79,8 +77,8 @@ def split_note(run: dict[str, Any]) -> str:
 def headline_paragraph(
     comparisons: pl.DataFrame | None, run: dict[str, Any], *, offline: bool, primary: Primary | None = None
 ) -> str:
-    """One paragraph a reader can quote: the declared primary comparison with its effect, CI, corrected p and n,
-    or why the run has none, then what the run cannot claim."""
+    """The quotable paragraph: the primary comparison's effect, CI, corrected p and n (or why there is none), then
+    what the run cannot claim."""
     primary = primary or Primary()
     row = primary_row(comparisons)
     limits = "; ".join(cannot_claim(run, offline=offline))
@@ -157,8 +155,7 @@ def disclosure_section(run: dict[str, Any]) -> list[str]:
 
 
 def matching_table(run: dict[str, Any]) -> list[str]:
-    """Per provider: results, how many matched a paper of the collection (by which identifier) and how many did
-    not, and who is left out of the qrels measures with the reason."""
+    """Per provider: results matched to a collection paper (by identifier) or not, and who is left out of qrels."""
     rows = run.get("matching") or []
     if not rows:
         return []
@@ -265,8 +262,7 @@ def length_table(scores: pl.DataFrame, question_set: str, budget: int | None) ->
 
 
 def pooled_section(run: dict[str, Any]) -> list[str]:
-    """Pooled, graded judging (`evals.pooled`): each distinct (question, paper) of every provider's top p judged
-    once; per provider pooled CR / CP, graded and qrels nDCG@p, then Kendall's tau between the rankings."""
+    """Pooled, graded judging: per provider pooled CR / CP, graded and qrels nDCG@p, then Kendall's tau."""
     pooled = run.get("pooled")
     if not pooled:
         return []

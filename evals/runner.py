@@ -96,8 +96,7 @@ def _context_dicts(contexts: Sequence[Context]) -> list[dict[str, Any]]:
 
 
 def provider_concurrency(provider) -> int:
-    """Searches of `provider` in flight at once: its API client's configured concurrency; 1 for a provider
-    without one (the local ones, searched one query at a time)."""
+    """Searches of `provider` in flight at once: its API client's concurrency, else 1 (local providers)."""
     return max(1, int(getattr(getattr(provider, "client", None), "concurrency", 1) or 1))
 
 
@@ -117,8 +116,7 @@ class _Bounded:
 def query_provider(
     provider, questions: pl.DataFrame, k: int, *, on_progress: Callable[[int], None] | None = None
 ) -> pl.DataFrame:
-    """Level 0 for every question at page size k, `provider_concurrency` questions at a time. A failed request is
-    recorded in `error`, not raised."""
+    """Level 0 for every question at page size k; a failed request is recorded in `error`, not raised."""
     done = [0]
     lock = threading.Lock()
 
@@ -216,8 +214,7 @@ def _recursive_row(question: dict[str, Any], provider: str, page_size: int, leve
 def judge_inputs(
     recursive: pl.DataFrame, questions: pl.DataFrame, *, form: str = CONTEXT_FORM
 ) -> list[JudgeInput]:
-    """Unique (question, context) pairs across every level and page size, each context in the judged form
-    (`evals.contexts`): each is judged once."""
+    """Unique (question, context) pairs over every level and page size, contexts in the judged form."""
     texts = dict(zip(questions["question_id"].to_list(), questions["text"].to_list(), strict=True))
     unique: dict[str, JudgeInput] = {}
     for row in recursive.iter_rows(named=True):

@@ -73,8 +73,7 @@ def stamp_recursive(
     provider_stats: dict[str, int],
     provider_info: dict[str, Any] | None = None,
 ) -> None:
-    """What a provider's recursive levels were computed from (`questions`: the fingerprint of the questions every
-    shard was computed for) and hold (`data`), for `stale_reason` and the run manifest."""
+    """What a provider's recursive levels were computed from and hold (`data`), for `stale_reason` and the manifest."""
     write_stamp(
         "recursive_results",
         provider,
@@ -91,8 +90,7 @@ def stamp_recursive(
 
 
 def stamp_judgments(provider: str, *, judge: str, recursive: str) -> None:
-    """Which judge judged which recursive levels (`recursive`: their `data` when judged); the offline run, which
-    judges nothing, stamps it too."""
+    """Which judge judged which recursive levels (their `data`); the offline run stamps it too."""
     write_stamp("judgments", provider, {"judge": judge, "recursive": recursive})
 
 

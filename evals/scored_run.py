@@ -1,7 +1,5 @@
-"""One benchmark run scored end to end, for `benchmark_scores`: match every provider's results to the collection's
-papers, leave out of the qrels measures a provider none of whose results matched, read the human rationale labels
-of the BEIR questions, pick the length-matched token budget, score every question, aggregate with CIs, measure the
-judge against qrels and human labels, and run the paired comparisons (primary family Holm-corrected)."""
+"""One benchmark run scored end to end for `benchmark_scores`: matching, qrels exclusions, rationale labels, the
+length-matched budget, per-question scores, CIs, the judge's agreement and the paired comparisons."""
 
 from __future__ import annotations
 
@@ -161,8 +159,7 @@ def _sum_counts(parts: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def _provider_order(parts: list[pl.DataFrame], recursive: pl.LazyFrame) -> pl.DataFrame:
-    """The slices' per-question rows in the levels' provider order (as one pass over the levels made them), each
-    provider's rows in question order."""
+    """The slices' per-question rows in the levels' provider order, each provider's rows in question order."""
     filled = [p for p in parts if p.height]
     if not filled:
         return parts[0] if parts else pl.DataFrame(schema=scoring.QUESTION_SCORE_SCHEMA)

@@ -74,8 +74,7 @@ HUMAN_MEASURES = {
 
 
 def token_counts(recursive: pl.DataFrame, form: str = context_forms.EQUAL) -> dict[str, list[int]]:
-    """Per provider, the word tokens of each of its depth-0 contexts in the judged form (what `token_budget` takes
-    the median of; a run read a slice at a time adds the slices' lists)."""
+    """Per provider, the word tokens of each depth-0 context in the judged form (`token_budget` takes the median)."""
     out: dict[str, list[int]] = {}
     if not recursive.height:
         return out
@@ -227,8 +226,7 @@ def question_scores(
     form: str = context_forms.EQUAL,
     deep: Mapping[tuple[str, str], list[Context]] | None = None,
 ) -> pl.DataFrame:
-    """One row per (provider, page size, depth, question) with every measure above; `form` is the form the judge
-    saw (`evals.contexts`), `budget` the length-matched row's."""
+    """One row per (provider, page size, depth, question) with every measure; `form` is what the judge saw."""
     rationales = rationales or {}
     excluded = qrels_excluded or {}
     verdicts = _verdicts(judgments)

@@ -33,8 +33,7 @@ def load_papers() -> pl.DataFrame | None:
 
 
 def calibration_dir(config_value: str) -> Path:
-    """The offline judge's calibration set: the configured folder, LUMINA_CORPUS when it is SciFact, else
-    ../shared/data/scifact."""
+    """The offline judge's calibration set: the configured folder, LUMINA_CORPUS when SciFact, else the shared one."""
     if config_value:
         return Path(config_value)
     corpus = settings.get().paths.corpus
@@ -61,8 +60,7 @@ def offline_judge(folder: Path, queries_per_split: int) -> judge_lib.OfflineJudg
 
 
 def build_judge(judge_llm, config):
-    """(judge, llm client or None). No key → the calibrated offline judge, labelled offline. `config` carries
-    `calibration_dir`, `calibration_queries` and optionally `max_attempts` (the judge asset's config)."""
+    """(judge, llm client or None): without a key, the calibrated offline judge."""
     client = judge_llm.get_client()
     if client.is_offline:
         return offline_judge(calibration_dir(config.calibration_dir), config.calibration_queries), None
@@ -101,8 +99,7 @@ def judge_agreement(
 
 
 def calibration_question_ids(config) -> set[str]:
-    """Benchmark question ids of the offline judge's calibration queries (`beir-<set>-q:<id>`), left out of any
-    validation of the judge on the benchmark's own contexts."""
+    """Benchmark question ids of the offline judge's calibration queries, left out of its validation on contexts."""
     folder = calibration_dir(config.calibration_dir)
     if not (folder / "qrels" / "train.tsv").exists():
         return set()
@@ -122,8 +119,7 @@ def remember_beir_folder(folder: Path) -> None:
 
 
 def beir_folder_candidates() -> list[Path]:
-    """Where the folder of a BEIR collection in the catalogue may be: the last one the benchmark read, then the
-    folders `lumina fetch-collection` fills."""
+    """Where a BEIR collection of the catalogue may be: the last one the benchmark read, then `data/collections/`."""
     candidates = []
     remembered = _remembered_path()
     if remembered.exists():

@@ -41,8 +41,7 @@ def key(index: int) -> str:
 
 
 def assign(question_ids: Sequence[str], size: int) -> list[str]:
-    """The keys of the shards holding `question_ids`, after appending new shards of `size` for questions in none
-    of the recorded ones (in the order given)."""
+    """The keys of the shards holding `question_ids`, new shards of `size` appended for questions in none."""
     shards = _recorded()
     known = {q for shard in shards for q in shard}
     new = [q for q in dict.fromkeys(question_ids) if q not in known]
@@ -91,8 +90,7 @@ def run(
     settings_stamp: dict[str, Any],
     compute: Callable[[pl.DataFrame], pl.DataFrame],
 ) -> bool:
-    """`compute(part)` into the shard's file unless its file and stamp (`settings_stamp`: what else the result
-    depends on) are already there; True when it was reused."""
+    """`compute(part)` into the shard's file unless its file and stamp are already there; True when reused."""
     from evals.runs import frame_fingerprint
 
     target = path(stage, provider, shard)
@@ -107,8 +105,7 @@ def run(
 
 
 def lock(stage: str, provider: str) -> FileLock:
-    """Held while a provider's table of a stage is rewritten and stamped, so the last shard to finish writes a
-    table with every finished shard."""
+    """Held while a provider's table of a stage is rewritten, so the last shard to finish writes every finished one."""
     (_root() / stage).mkdir(parents=True, exist_ok=True)
     return FileLock(str(_root() / stage / f"{provider}.lock"))
 
@@ -145,6 +142,5 @@ def version(file: Path) -> str:
 
 
 def fingerprint(stage: str, provider: str, shards: Sequence[str], field: str = "data") -> str:
-    """One hash of a stamp field over `shards` (missing stamps count as missing): what a provider's stage holds
-    (`data`) or was computed from (`levels`)."""
+    """One hash of a stamp field (`data` or `levels`) over `shards`, missing stamps counted as missing."""
     return short_hash(*[str(stamp_of(stage, provider, s).get(field, "missing")) for s in shards], length=16)
