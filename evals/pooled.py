@@ -17,7 +17,7 @@ from evals import contexts as context_forms
 from evals import human_labels
 from evals.judge import JudgeInput, JudgeParseError, format_context_for_relevance, load_prompt, render
 from evals.matching import PaperMatcher
-from evals.metrics import mean, per_query_ranking
+from evals.metrics import ContextVerdict, mean, per_query_ranking, question_cp, question_cr
 from evals.providers import contexts_from_rows
 from lumina_assets.core.concurrency import map_in_threads
 from lumina_assets.core.schemas import Context
@@ -203,12 +203,9 @@ def provider_values(
             if any(v is None or v["relevance_failure"] or v["precision_failure"] for v in found):
                 values["failed"] += 1  # counted, never scored over fewer papers
                 continue
-            values["cr"].append(sum(v["relevant"] for v in found) / len(found) if found else 0.0)
-            values["cp"].append(
-                sum(v["critical"] / v["sentences"] if v["sentences"] else 0.0 for v in found) / len(found)
-                if found
-                else 0.0
-            )
+            judged = [ContextVerdict(v["relevant"], v["critical"], v["sentences"]) for v in found]
+            values["cr"].append(question_cr(judged))
+            values["cp"].append(question_cp(judged))
         graded_ndcg = per_query_ranking(
             {q: graded[q] for q in runs if q in graded}, runs, measures=(measure,)
         )

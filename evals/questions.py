@@ -252,18 +252,17 @@ def load_user_queries(path: Path) -> pl.DataFrame:
                     texts.append(query)
     else:
         texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    rows = []
-    for text in dict.fromkeys(texts):
-        rows.append(
-            {
-                "question_id": "user-" + short_hash(text, length=12),
-                "text": text,
-                "kind": "user",
-                "generator": path.name,
-                "set_name": path.stem,
-                "relevant_paper_ids": [],
-            }
-        )
+    rows = [
+        {
+            "question_id": "user-" + short_hash(text, length=12),
+            "text": text,
+            "kind": "user",
+            "generator": path.name,
+            "set_name": path.stem,
+            "relevant_paper_ids": [],
+        }
+        for text in dict.fromkeys(texts)
+    ]
     return questions_frame(rows)
 
 

@@ -14,6 +14,16 @@ from evals.disclosure import DEFAULTS_INFORMED_BY
 from evals.matching import METHODS, TITLE_THRESHOLD
 
 PRF = "offline:pseudo-relevance-feedback"
+# what the setup section says of each provider's search, in order
+SETUP_FACTS = (
+    "config_hash",
+    "ranking_code_hash",
+    "index_version",
+    "index_model",
+    "query_model",
+    "engine",
+    "index_error",
+)
 
 
 def num(value: Any, digits: int = 3) -> str:
@@ -122,19 +132,7 @@ def disclosure_section(run: dict[str, Any]) -> list[str]:
     parts += [f"**Defaults informed by:** {DEFAULTS_INFORMED_BY}.", ""]
     for name, setup in sorted(run.get("provider_setup", {}).items()):
         config = setup.get("search_config")
-        facts = [
-            f"{k} `{setup[k]}`"
-            for k in (
-                "config_hash",
-                "ranking_code_hash",
-                "index_version",
-                "index_model",
-                "query_model",
-                "engine",
-                "index_error",
-            )
-            if k in setup
-        ]
+        facts = [f"{k} `{setup[k]}`" for k in SETUP_FACTS if k in setup]
         baseline = setup.get("baseline_config")
         if baseline:
             facts += [f"{k} `{v}`" for k, v in baseline.items()]
