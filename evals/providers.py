@@ -71,23 +71,15 @@ def map_s2_papers(payload: dict[str, Any], k: int) -> list[Context]:
     contexts = []
     for rank, paper in enumerate((payload.get("data") or [])[:k]):
         text = paper.get("abstract") or ((paper.get("tldr") or {}).get("text")) or ""
-        doi = (paper.get("externalIds") or {}).get("DOI")
+        external, s2_id = paper.get("externalIds") or {}, paper.get("paperId")
+        doi, corpus_id = external.get("DOI"), external.get("CorpusId")
         contexts.append(
             Context(
                 title=paper.get("title") or "",
                 chunks=[text.strip()] if text.strip() else [],
                 doi=doi.lower() if doi else None,
-                url=paper.get("url")
-                or (
-                    f"https://www.semanticscholar.org/paper/{paper['paperId']}"
-                    if paper.get("paperId")
-                    else None
-                ),
-                paper_id=(
-                    f"s2-corpus:{corpus_id}"
-                    if (corpus_id := (paper.get("externalIds") or {}).get("CorpusId"))
-                    else (f"s2:{paper['paperId']}" if paper.get("paperId") else None)
-                ),
+                url=paper.get("url") or (f"https://www.semanticscholar.org/paper/{s2_id}" if s2_id else None),
+                paper_id=f"s2-corpus:{corpus_id}" if corpus_id else (f"s2:{s2_id}" if s2_id else None),
                 score=float(k - rank),
             )
         )
