@@ -76,7 +76,7 @@ def _bm25(_resource) -> Provider:
     return providers.BM25Provider(tables.read_all(tables.PASSAGES), tables.read(tables.PAPERS))
 
 
-def _external(provider_class: Callable[[Any], Provider]) -> Callable[[Any], Provider]:
+def _external(name: str, provider_class: Callable[[Any], Provider], key_env: str) -> ProviderSpec:
     """An external provider over its resource's client; skipped (never faked) when the resource has no key."""
 
     def build(resource) -> Provider:
@@ -84,7 +84,7 @@ def _external(provider_class: Callable[[Any], Provider]) -> Callable[[Any], Prov
             raise ProviderUnavailable(resource.unavailable_reason())
         return provider_class(resource.get_client())
 
-    return build
+    return ProviderSpec(name, build, resource_key=name, external=True, key_env=key_env, llm=EXTERNAL_LLM)
 
 
 # In partition order: the provider partitions are these names, in this order.
@@ -95,30 +95,9 @@ PROVIDERS: dict[str, ProviderSpec] = {
         ProviderSpec(RECURSIVE_ALIAS, None),
         ProviderSpec("bm25", _bm25),
         ProviderSpec("dense", _dense),
-        ProviderSpec(
-            "semantic_scholar",
-            _external(providers.SemanticScholarProvider),
-            resource_key="semantic_scholar",
-            external=True,
-            key_env="SEMANTIC_SCHOLAR_API_KEY",
-            llm=EXTERNAL_LLM,
-        ),
-        ProviderSpec(
-            "google_scholar",
-            _external(providers.GoogleScholarProvider),
-            resource_key="google_scholar",
-            external=True,
-            key_env="SERPAPI_API_KEY",
-            llm=EXTERNAL_LLM,
-        ),
-        ProviderSpec(
-            "exa",
-            _external(providers.ExaProvider),
-            resource_key="exa",
-            external=True,
-            key_env="EXA_API_KEY",
-            llm=EXTERNAL_LLM,
-        ),
+        _external("semantic_scholar", providers.SemanticScholarProvider, "SEMANTIC_SCHOLAR_API_KEY"),
+        _external("google_scholar", providers.GoogleScholarProvider, "SERPAPI_API_KEY"),
+        _external("exa", providers.ExaProvider, "EXA_API_KEY"),
     )
 }
 
