@@ -152,9 +152,6 @@ class JudgeResult:
     precision_attempts: int
     relevance_score: float | None = None  # offline judge: the cosine similarity behind the verdict
 
-    def to_row(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def ask_with_retries(
     client, prompt: str, parse: Callable[[str], Any], max_attempts: int, retry_note: str, **params: Any

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 import polars as pl
@@ -228,5 +229,5 @@ def judge_inputs(
 
 
 def judgments_frame(results: Sequence[JudgeResult], provider: str) -> pl.DataFrame:
-    rows = [{**r.to_row(), "provider": provider} for r in results]
+    rows = [{**asdict(r), "provider": provider} for r in results]
     return pl.DataFrame([{k: row.get(k) for k in JUDGMENT_SCHEMA} for row in rows], schema=JUDGMENT_SCHEMA)
