@@ -168,7 +168,11 @@ def submit_all(
 ) -> list[dict[str, Any]]:
     """Submit `requests` (any iterable) as as many batches as the limits ask (0: the API's documented limit), each
     submitted when full; requests wait on disk, so memory holds no batch's prompts."""
-    max_requests, max_bytes = _limits(client, max_requests, max_bytes)
+    if client.backend not in BATCH_BACKENDS:
+        raise ValueError(f"{client.backend} has no batch API (openai and anthropic do)")
+    limit_requests, limit_bytes = LIMITS[client.backend]
+    max_requests = min(max_requests or limit_requests, limit_requests)
+    max_bytes = min(max_bytes or limit_bytes, limit_bytes)
     records: list[dict[str, Any]] = []
     pending = _Pending(client)
     try:
@@ -185,36 +189,6 @@ def submit_all(
     finally:
         pending.discard()
     return records
-
-
-def submit(
-    client,
-    requests: list[BatchRequest],
-    *,
-    partition: str,
-    role: str = "judge",
-    run_config: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Submit `requests` as one recorded batch (state open); more than one batch holds is refused (`submit_all`
-    cuts). `run_config` is what the step that reads the answers runs with."""
-    limit_requests, limit_bytes = _limits(client)
-    pending = _Pending(client)
-    try:
-        for request in requests:
-            pending.add(request, _line(client, request))
-        if len(pending.ids) > limit_requests or pending.size > limit_bytes:
-            raise ValueError(f"more than one {client.backend} batch holds: submit them with submit_all")
-        return _submit(client, pending, partition=partition, role=role, run_config=run_config)
-    finally:
-        pending.discard()
-
-
-def _limits(client, max_requests: int = 0, max_bytes: int = 0) -> tuple[int, int]:
-    """(requests, bytes) one batch may hold: the given limits (0: none) within the API's documented ones."""
-    if client.backend not in BATCH_BACKENDS:
-        raise ValueError(f"{client.backend} has no batch API (openai and anthropic do)")
-    limit_requests, limit_bytes = LIMITS[client.backend]
-    return min(max_requests or limit_requests, limit_requests), min(max_bytes or limit_bytes, limit_bytes)
 
 
 def _submit(
@@ -343,9 +317,9 @@ def resubmit_missing(client, record: dict[str, Any]) -> dict[str, Any] | None:
     """A new batch of the requests an ended batch did not answer (None when it answered all)."""
     if not record["missing"]:
         return None
-    new = submit(
+    (new,) = submit_all(
         client,
-        list(read_requests(record, record["missing"])),
+        read_requests(record, record["missing"]),
         partition=record["partition"],
         role=record["role"],
         run_config=record.get("run_config"),
