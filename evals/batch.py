@@ -91,12 +91,7 @@ def read_requests(record: dict[str, Any], ids: Iterable[str] | None = None) -> I
 
 
 def open_records() -> list[dict[str, Any]]:
-    folder = records_dir()
-    records = (
-        [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
-        if folder.exists()
-        else []
-    )
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(records_dir().glob("*.json"))]
     return [r for r in records if r["state"] == OPEN]
 
 

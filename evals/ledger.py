@@ -69,7 +69,7 @@ def _entries(folder: Path, partitions: set[str]) -> list[dict[str, Any]]:
     questions = tables.read(tables.QUESTIONS)
     current = set(shards.current(questions["question_id"].to_list())) if questions is not None else set()
     entries = []
-    for path in sorted(folder.glob("*.json")) if folder.exists() else []:
+    for path in sorted(folder.glob("*.json")):
         entry = json.loads(path.read_text(encoding="utf-8"))
         partition = entry.get("partition", path.name.split(".")[1])
         shard = partition.partition("|")[2] if partition else ""
@@ -131,7 +131,7 @@ def skipped_providers() -> dict[str, str]:
     """Provider -> the reason its `provider_results` partition was skipped."""
     folder = settings.benchmark_dir() / "skipped"
     reasons: dict[str, str] = {}
-    for path in sorted(folder.glob("provider_results.*.txt")) if folder.exists() else []:
+    for path in sorted(folder.glob("provider_results.*.txt")):
         reasons[path.stem.split(".", 1)[1]] = path.read_text(encoding="utf-8")
     return reasons
 

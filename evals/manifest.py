@@ -35,7 +35,7 @@ def select_run(
 ) -> RunSelection:
     """`providers` (empty: every stored partition) whose stamps match this run; the rest excluded with the reason."""
     folder = tables.RECURSIVE_RESULTS.root() / tables.RECURSIVE_RESULTS.name
-    stored = sorted(p.stem for p in folder.glob("*.parquet")) if folder.exists() else []
+    stored = sorted(p.stem for p in folder.glob("*.parquet"))
     wanted = list(dict.fromkeys(providers)) or stored
     fingerprint = runs.questions_fingerprint(question_frame)
     included, excluded, levels, verdicts = [], {}, [], []

@@ -299,7 +299,7 @@ def mean_passage_chars() -> float | None:
     from lumina_assets.core import tables
 
     folder = tables.PASSAGES.root() / tables.PASSAGES.name
-    files = sorted(folder.glob("*.parquet")) if folder.exists() else []
+    files = sorted(folder.glob("*.parquet"))
     if not files:
         return None
     mean = pl.scan_parquet(files).select(pl.col("text").str.len_chars().mean()).collect().item()

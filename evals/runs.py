@@ -176,11 +176,7 @@ def read_comparisons(run: str) -> pl.DataFrame | None:
 def list_runs() -> list[dict[str, Any]]:
     """Every stored run's manifest, oldest first."""
     folder = settings.benchmark_dir() / "runs"
-    manifests = (
-        [json.loads(p.read_text(encoding="utf-8")) for p in folder.glob("*/run.json")]
-        if folder.exists()
-        else []
-    )
+    manifests = [json.loads(p.read_text(encoding="utf-8")) for p in folder.glob("*/run.json")]
     return sorted(manifests, key=lambda m: m.get("created", ""))
 
 

@@ -101,7 +101,7 @@ def write_snapshot(run: str, path: Path) -> dict[str, Any]:
                 verdicts = verdicts.join(_prompt_hashes(levels, questions, form), on="key", how="left")
                 add_frame(f"verdicts/{provider}.parquet", verdicts)
             raw = settings.cache_dir() / "http" / provider
-            for file in sorted(raw.rglob("*.json")) if raw.is_dir() else []:
+            for file in sorted(raw.rglob("*.json")):
                 add(f"raw/{provider}/{file.relative_to(raw).as_posix()}", file.read_bytes())
         add_frame("scores.parquet", scores)
         add_frame("question_scores.parquet", per_question)
