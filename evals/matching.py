@@ -94,9 +94,8 @@ class PaperMatcher:
     def from_papers(cls, papers: pl.DataFrame | None) -> PaperMatcher:
         """From the papers table (paper_id, title, doi, arxiv_id, source, source_id: whichever it has)."""
         matcher = cls()
-        if papers is None or papers.height == 0:
-            return matcher
-        matcher.add(papers.to_dicts())
+        if papers is not None:
+            matcher.add(papers.to_dicts())
         return matcher
 
     def add(self, rows: Iterable[dict[str, Any]]) -> None:

@@ -330,8 +330,7 @@ def catalogue_collections(papers: pl.DataFrame | None) -> list[str]:
     if papers is None or not {"source", "paper_id"} <= set(papers.columns):
         return []
     ids = papers.filter(pl.col("source") == "beir")["paper_id"]
-    names = ids.str.extract(r"^beir-([^:]+):", 1).drop_nulls().unique().sort().to_list()
-    return list(names)
+    return ids.str.extract(r"^beir-([^:]+):", 1).drop_nulls().unique().sort().to_list()
 
 
 def find_beir_folder(
