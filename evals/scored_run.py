@@ -34,7 +34,6 @@ class ScoredRun:
     matching: list[dict[str, Any]] = field(default_factory=list)
     qrels_excluded: dict[str, str] = field(default_factory=dict)
     token_budget: int | None = None
-    rationale_questions: int = 0
 
 
 def question_rationales(questions: pl.DataFrame) -> dict[str, list[str]]:
@@ -139,7 +138,6 @@ def score_run(
         matching=counts.to_dicts(),
         qrels_excluded=excluded,
         token_budget=budget,
-        rationale_questions=len(rationales),
     )
 
 
