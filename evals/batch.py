@@ -1,10 +1,6 @@
 """The judge and the question generator through the batch APIs (OpenAI Batch API, Anthropic Message Batches).
-
-A batch asks exactly the prompts the synchronous step would send first, each under its LLM-cache key as
-`custom_id`; its answers go into the LLM cache, so the step that follows sends nothing. A request a batch did not
-answer is submitted again, alone. Records live under data/benchmark/batches/, each batch's prompts beside its
-record in a JSONL file; a run is cut at the APIs' documented limits (`LIMITS`).
-"""
+A batch asks the prompts the synchronous step would send first, under their LLM-cache keys as `custom_id`, and
+puts its answers into the LLM cache; records and prompts live under data/benchmark/batches/."""
 
 from __future__ import annotations
 

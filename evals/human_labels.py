@@ -1,9 +1,6 @@
-r"""Context Precision on human labels, and context length, with no LLM.
-
-A context sentence is critical when it is one of the claim's rationale sentences (matched on text, so any provider
-with text is scored); sentences are the judge's units (`evals.judge.context_sentences`), so an LLM judge's verdicts
-line up one to one with the labels (`sentence_agreement`). Length is sentences and word tokens (`\w+` runs).
-"""
+r"""Context Precision on human labels, and context length, with no LLM: a context sentence is critical when it is
+one of the claim's rationale sentences, matched on text; sentences are the judge's units, so an LLM judge's
+verdicts line up with the labels. Length is sentences and word tokens (`\w+` runs)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """The judge, ragas-style: a typed input, the paper's prompt, a strict output parser; score math lives elsewhere.
-
-An LLM answer that does not parse is retried with a fresh call, then recorded as a failure, never scored 0 or 1.
-The offline judge (cosine of all-MiniLM-L6-v2 embeddings against calibrated thresholds) is labelled `offline`.
-"""
+An unparseable LLM answer is retried, then recorded as a failure; the offline judge is labelled `offline`."""
 
 from __future__ import annotations
 

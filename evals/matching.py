@@ -1,9 +1,6 @@
-"""Which paper of the collection a provider's result is, whoever the provider is: by catalogue id, DOI, arXiv id,
-Semantic Scholar corpus id (collections whose ids are S2 corpus ids: SciFact), exact then fuzzy normalized title.
-
-`TITLE_THRESHOLD` (rapidfuzz `ratio`) sits above the closest two different SciFact titles; short titles and titles
-several papers share match exactly or not at all (docs/benchmark.md, "Matching results to the collection").
-"""
+"""Which paper of the collection a provider's result is: by catalogue id, DOI, arXiv id, Semantic Scholar corpus
+id (SciFact), exact then fuzzy normalized title (`TITLE_THRESHOLD`; short or shared titles match exactly or not at
+all). docs/benchmark.md, "Matching results to the collection", says why."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Pooled, graded judging: per question, the distinct papers in every provider's top p are judged once, whoever
-returned them (the equal-form context of the provider that ranked the paper highest), by the binary CR / CP prompts
-and the exploratory graded prompt (`evals/prompts/graded_relevance.txt`). From the pool, per provider: pooled CR
-and CP, nDCG@p on graded judgments and on qrels, and Kendall's tau between the rankings these give.
-"""
+"""Pooled, graded judging: per question, the distinct papers in every provider's top p are judged once (the
+equal-form context of the provider that ranked each highest) by the binary CR / CP prompts and the exploratory
+graded prompt; per provider, pooled CR / CP, graded and qrels nDCG@p, and Kendall's tau between the rankings."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Recursive query refinement (the paper's "lumina-recursive" mode, run for every provider).
-
-Level d asks a query refined from level d-1's results; depth d's result is the pool of every level so far fused by
-reciprocal rank (one context per paper, exactly p when the pool holds p). A provider error at a level fails it and
-every later level. Offline, `PseudoRelevanceRefiner` is pseudo-relevance feedback, labelled so everywhere.
-"""
+"""Recursive query refinement (the paper's "lumina-recursive" mode, run for every provider): level d's query is
+refined from level d-1's results, and depth d's result is every level so far fused by reciprocal rank, one context
+per paper. Offline, `PseudoRelevanceRefiner` is pseudo-relevance feedback, labelled so everywhere."""
 
 from __future__ import annotations
 

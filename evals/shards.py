@@ -1,9 +1,6 @@
-"""Questions cut into shards, the benchmark's unit of work: each provider × shard is one Dagster partition.
-
-The shard list is append-only (`shards.json`): new questions fill new shards, an old one never moves. Each stage
-writes one file per provider and shard with a stamp of its inputs and a fingerprint of its rows, reused when they
-match; a provider's table is its shards' files concatenated by polars' streaming engine, under a lock.
-"""
+"""Questions cut into shards, the benchmark's unit of work: each provider × shard is one Dagster partition. The
+shard list is append-only; each stage writes one stamped file per provider and shard, reused while its stamp
+matches, and a provider's table is its shards' files streamed together under a lock."""
 
 from __future__ import annotations
 
