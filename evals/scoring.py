@@ -211,7 +211,26 @@ class _RankedRuns:
         return measures
 
     def rankings(self) -> dict[tuple, dict[str, float]]:
-        return _rankings(self.runs, self.pools, self.qrels)
+        """(provider, p, depth, question) -> the ranking measures, one ir_measures pass per (provider, p, depth)."""
+        out: dict[tuple, dict[str, float]] = {}
+        for key, run in self.runs.items():
+            page = key[1]
+            subset = {q: self.qrels[q] for q in run}
+            measures = list(dict.fromkeys(("nDCG@10", f"nDCG@{page}", f"AP@{page}", "R@1000", "RR")))
+            ranked = per_query_ranking(subset, run, measures=measures)
+            pooled = per_query_ranking(subset, self.pools.get(key, {}), measures=("R@1000",))
+            for qid, values in ranked.items():
+                out[(*key, qid)] = {
+                    "ndcg10": values["nDCG@10"]
+                    if page >= 10
+                    else None,  # a page of 5 is scored by nDCG@5 alone
+                    "ndcg_p": values[f"nDCG@{page}"],
+                    "ap_p": values[f"AP@{page}"],
+                    "recall_p": values["R@1000"],
+                    "rr": values["RR"],
+                    "recall_pool": pooled[qid]["R@1000"],
+                }
+        return out
 
 
 def question_scores(
@@ -273,27 +292,6 @@ def question_scores(
     return pl.DataFrame(
         [{k: r.get(k) for k in QUESTION_SCORE_SCHEMA} for r in rows], schema=QUESTION_SCORE_SCHEMA
     )
-
-
-def _rankings(runs, pools, qrels) -> dict[tuple, dict[str, float]]:
-    """(provider, p, depth, question) -> the ranking measures, one ir_measures pass per (provider, p, depth)."""
-    out: dict[tuple, dict[str, float]] = {}
-    for key, run in runs.items():
-        page = key[1]
-        subset = {q: qrels[q] for q in run}
-        measures = list(dict.fromkeys(("nDCG@10", f"nDCG@{page}", f"AP@{page}", "R@1000", "RR")))
-        ranked = per_query_ranking(subset, run, measures=measures)
-        pooled = per_query_ranking(subset, pools.get(key, {}), measures=("R@1000",))
-        for qid, values in ranked.items():
-            out[(*key, qid)] = {
-                "ndcg10": values["nDCG@10"] if page >= 10 else None,  # a page of 5 is scored by nDCG@5 alone
-                "ndcg_p": values[f"nDCG@{page}"],
-                "ap_p": values[f"AP@{page}"],
-                "recall_p": values["R@1000"],
-                "rr": values["RR"],
-                "recall_pool": pooled[qid]["R@1000"],
-            }
-    return out
 
 
 def _interval(row: dict[str, Any], name: str, values: list[float], resamples: int) -> None:
