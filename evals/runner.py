@@ -81,19 +81,7 @@ JUDGMENT_SCHEMA = {
 
 
 def _context_dicts(contexts: Sequence[Context]) -> list[dict[str, Any]]:
-    return [
-        {
-            "title": c.title,
-            "chunks": list(c.chunks),
-            "doi": c.doi,
-            "url": c.url,
-            "paper_id": c.paper_id,
-            "score": float(c.score),
-            "passage_ids": list(c.passage_ids),
-            "ranked_passage_ids": list(c.ranked_passage_ids),
-        }
-        for c in contexts
-    ]
+    return [{**c.to_dict(), "score": float(c.score)} for c in contexts]
 
 
 def provider_concurrency(provider) -> int:
