@@ -64,10 +64,7 @@ def contexts_of(frame: pl.DataFrame) -> dict[tuple[str, str], list[Context]]:
     out: dict[tuple[str, str], list[Context]] = {}
     for row in frame.iter_rows(named=True):
         if row["error"] is None:
-            out[(row["provider"], row["question_id"])] = [
-                Context(title=r["title"] or "", chunks=[], doi=r["doi"], url=r["url"], paper_id=r["paper_id"])
-                for r in row["refs"]
-            ]
+            out[(row["provider"], row["question_id"])] = contexts_from_rows(row["refs"])
     return out
 
 

@@ -110,19 +110,7 @@ def _pool_papers(row: dict[str, Any], matcher: PaperMatcher) -> list[str]:
     refs = row.get("pool_refs")
     if refs is None:  # stored before pools kept their titles and DOIs
         refs = [{"paper_id": pid} for pid in row.get("pool_paper_ids") or []]
-    return [
-        matched_paper(
-            Context(
-                title=r.get("title") or "",
-                chunks=[],
-                doi=r.get("doi"),
-                url=r.get("url"),
-                paper_id=r.get("paper_id"),
-            ),
-            matcher,
-        )
-        for r in refs
-    ]
+    return [matched_paper(context, matcher) for context in contexts_from_rows(refs)]
 
 
 def _verdicts(judgments: pl.DataFrame | None) -> dict[str, ContextVerdict]:
