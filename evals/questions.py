@@ -180,7 +180,7 @@ def synthetic_questions(
     rows, failures = [], []
     for passage in sample_passages(passages, n, seed=seed).iter_rows(named=True):
         title = titles.get(passage["paper_id"], "")
-        text = None
+        text, problem = None, "no sentence to build a question from"
         if online:
             prompt = question_prompt(title, passage["text"])
             problem = ""
@@ -197,16 +197,11 @@ def synthetic_questions(
                     raise
                 except Exception as exc:
                     problem = f"llm error: {type(exc).__name__}"
-            if text is None:
-                failures.append({"passage_id": passage["passage_id"], "reason": problem})
-                continue
         else:
-            text = offline_question(passage["text"], title)
-            if not text:
-                failures.append(
-                    {"passage_id": passage["passage_id"], "reason": "no sentence to build a question from"}
-                )
-                continue
+            text = offline_question(passage["text"], title) or None
+        if text is None:
+            failures.append({"passage_id": passage["passage_id"], "reason": problem})
+            continue
         rows.append(
             {
                 "question_id": "syn-" + short_hash(passage["passage_id"], generator, length=12),
