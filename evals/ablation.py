@@ -1,8 +1,5 @@
-"""`lumina eval beir --ablation`: the pipeline beside its own parts and the simplest thing a search engineer would
-try first, on one collection, each row with a paired test against plain reciprocal rank fusion.
-
-Rows: the defaults (what search uses), plain RRF (k = 60) of the same two retrievers (passage BM25 + passage
-vectors), each retriever alone, then each stage switched off.
+"""`lumina eval beir --ablation`: the defaults, plain RRF (k = 60) of passage BM25 + passage vectors, each
+retriever alone, then each stage switched off, each row with a paired test against plain RRF.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
-"""The judge and the question generator through the providers' batch APIs (OpenAI Batch API with its files endpoint, Anthropic Message
-Batches): half the list price, answers within 24 h.
-
-A batch asks exactly the prompts the synchronous judge would send first (attempt 0 of each pair's Context
-Relevance and Context Precision prompt), each under its LLM-cache key as `custom_id`. When a batch ends, every
-answer it holds is written into the LLM cache under that key, so the judging step that follows finds them all
-there and sends nothing (a malformed answer is retried synchronously, as ever). A request the batch did not answer
-(errored, expired, canceled) is listed as missing and submitted again, alone. Records of submitted batches live
-under data/benchmark/batches/, one JSON file per batch (its request ids and state), written atomically, with the
-batch's prompts beside it in a JSONL file, so no record carries prompts and a resubmission reads only its own.
-
-A run larger than one batch may hold is cut into several (`submit_all`): at most `max_requests` requests and
-`max_bytes` bytes of input each, by default the API's documented limits (`LIMITS`: OpenAI's Batch API takes 50,000
-requests and 200 MB per input file, Anthropic's Message Batches 100,000 requests and 256 MB).
-"""
+"""The judge and the question generator through the batch APIs (OpenAI Batch API, Anthropic Message Batches).
+A batch asks the prompts the synchronous step would send first, under their LLM-cache keys as `custom_id`, and
+puts its answers into the LLM cache; records and prompts live under data/benchmark/batches/."""
 
 from __future__ import annotations
 
@@ -43,42 +31,34 @@ class BatchRequest:
 def judge_requests(
     items, client, *, temperature: float = 0.0, graded=(), seen: set[str] | None = None
 ) -> list[BatchRequest]:
-    """The first-attempt prompts of every (question, context) pair whose answers are not in the LLM cache yet, and
-    the graded relevance prompt of each of `graded` (the pooled judging's items, `evals.pooled`). `seen`: keys
-    already taken by an earlier call (a run's earlier shards), skipped and extended."""
-    from evals.judge import context_sentences, precision_prompt, relevance_prompt
+    """The first-attempt CR / CP prompts of `items` and the graded prompts of `graded` (pooled items) whose answers
+    are not cached; `seen` holds keys an earlier shard took, skipped and extended."""
+    from evals.judge import binary_prompts
     from evals.pooled import graded_prompt
 
     params = {"temperature": temperature, "max_tokens": client.max_tokens, "system": None}
-    seen = set() if seen is None else seen
-    requests: list[BatchRequest] = []
-    prompts: list[str] = []
-    for item in items:
-        prompts.append(relevance_prompt(item.question, item.context))
-        sentences = context_sentences(item.context)
-        if sentences:
-            prompts.append(precision_prompt(item.question, item.context, sentences))
+    prompts = [prompt for item in items for prompt in binary_prompts(item)]
     prompts += [graded_prompt(item.question, item.context) for item in graded]
+    return _uncached(client, prompts, params, set() if seen is None else seen)
+
+
+def question_requests(passages, papers, client, *, n: int, seed: int) -> list[BatchRequest]:
+    """The question generator's uncached first-attempt prompts for the passages `synthetic_questions` will sample."""
+    from evals.questions import QUESTION_MAX_TOKENS, question_prompts
+
+    params = {"temperature": None, "max_tokens": QUESTION_MAX_TOKENS, "system": None}
+    return _uncached(client, question_prompts(passages, papers, n=n, seed=seed), params, set())
+
+
+def _uncached(client, prompts: Iterable[str], params: dict[str, Any], seen: set[str]) -> list[BatchRequest]:
+    """One request per distinct prompt whose answer is not in the LLM cache and whose key is not in `seen`."""
+    requests = []
     for prompt in prompts:
         key = client.cache_key(prompt, params)
         if key not in seen and (client.cache is None or client.cache.get(key) is None):
             seen.add(key)
             requests.append(BatchRequest(key, prompt, params))
     return requests
-
-
-def question_requests(passages, papers, client, *, n: int, seed: int) -> list[BatchRequest]:
-    """The question generator's first-attempt prompts for the passages `synthetic_questions` will sample, those
-    whose answers are not cached yet."""
-    from evals.questions import QUESTION_MAX_TOKENS, question_prompts
-
-    params = {"temperature": None, "max_tokens": QUESTION_MAX_TOKENS, "system": None}
-    requests: dict[str, BatchRequest] = {}
-    for prompt in question_prompts(passages, papers, n=n, seed=seed):
-        key = client.cache_key(prompt, params)
-        if key not in requests and (client.cache is None or client.cache.get(key) is None):
-            requests[key] = BatchRequest(key, prompt, params)
-    return list(requests.values())
 
 
 def records_dir() -> Path:
@@ -107,12 +87,7 @@ def read_requests(record: dict[str, Any], ids: Iterable[str] | None = None) -> I
 
 
 def open_records() -> list[dict[str, Any]]:
-    folder = records_dir()
-    records = (
-        [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
-        if folder.exists()
-        else []
-    )
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(records_dir().glob("*.json"))]
     return [r for r in records if r["state"] == OPEN]
 
 
@@ -128,16 +103,14 @@ def _chat_body(client, request: BatchRequest) -> dict[str, Any]:
 
 
 def _line(client, request: BatchRequest) -> bytes:
-    """One request as a line of the OpenAI Batch API's input file (its size counts against the byte limit of
-    either API)."""
+    """One request as a line of the OpenAI Batch API's input file (its size counts against either API's limit)."""
     body = {"custom_id": request.custom_id, "method": "POST", "url": "/v1/chat/completions"}
     body["body"] = _chat_body(client, request)
     return (json.dumps(body) + "\n").encode("utf-8")
 
 
 class _Pending:
-    """The requests of one batch being filled, written to disk as they come (the upload's JSONL and the prompts'
-    file), so a full batch costs its ids in memory, not its prompts."""
+    """One batch being filled, its upload and prompts written to disk as they come (memory holds only ids)."""
 
     def __init__(self, client):
         import tempfile
@@ -184,9 +157,8 @@ def submit_all(
     max_requests: int = 0,
     max_bytes: int = 0,
 ) -> list[dict[str, Any]]:
-    """Submit `requests` (any iterable: a run's shards one after the other) as as many batches as the limits ask:
-    at most `max_requests` requests and `max_bytes` bytes of input each (0: the API's documented limit). Each batch
-    is submitted as soon as it is full and its requests wait on disk, so memory holds no batch's prompts."""
+    """Submit `requests` (any iterable) as as many batches as the limits ask (0: the API's documented limit), each
+    submitted when full; requests wait on disk, so memory holds no batch's prompts."""
     if client.backend not in BATCH_BACKENDS:
         raise ValueError(f"{client.backend} has no batch API (openai and anthropic do)")
     limit_requests, limit_bytes = LIMITS[client.backend]
@@ -210,31 +182,6 @@ def submit_all(
     return records
 
 
-def submit(
-    client,
-    requests: list[BatchRequest],
-    *,
-    partition: str,
-    role: str = "judge",
-    run_config: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Submit `requests` as one batch through the client's backend and record it (state open). `role` is judge
-    or questions; `run_config` is what the step that reads the answers runs with. More requests than one batch
-    may hold are refused: `submit_all` cuts them."""
-    if client.backend not in BATCH_BACKENDS:
-        raise ValueError(f"{client.backend} has no batch API (openai and anthropic do)")
-    limit_requests, limit_bytes = LIMITS[client.backend]
-    pending = _Pending(client)
-    try:
-        for request in requests:
-            pending.add(request, _line(client, request))
-        if len(pending.ids) > limit_requests or pending.size > limit_bytes:
-            raise ValueError(f"more than one {client.backend} batch holds: submit them with submit_all")
-        return _submit(client, pending, partition=partition, role=role, run_config=run_config)
-    finally:
-        pending.discard()
-
-
 def _submit(
     client,
     pending: _Pending,
@@ -254,22 +201,7 @@ def _submit(
         batch_id, status = batch.id, batch.status
     else:
         batch = sdk.messages.batches.create(
-            requests=[
-                {
-                    "custom_id": r.custom_id,
-                    "params": {
-                        "model": client.model,
-                        "max_tokens": r.params["max_tokens"],
-                        "messages": [{"role": "user", "content": r.prompt}],
-                        **(
-                            {"temperature": r.params["temperature"]}
-                            if r.params.get("temperature") is not None
-                            else {}
-                        ),
-                    },
-                }
-                for r in pending.kept
-            ]
+            requests=[{"custom_id": r.custom_id, "params": _chat_body(client, r)} for r in pending.kept]
         )
         batch_id, status = batch.id, batch.processing_status
     pending.prompts.replace(_requests_path(batch_id))
@@ -294,8 +226,7 @@ def _submit(
 
 
 def _answers(client, batch_id: str) -> tuple[str, bool, Iterator[tuple[str, str, int, int]]]:
-    """(status, ended?, the succeeded requests as (custom_id, text, input tokens, output tokens), read as they
-    stream in: an output file is never held whole)."""
+    """(status, ended?, succeeded requests as (custom_id, text, tokens in, tokens out) streamed, never held whole)."""
     sdk = client._client()
     if client.backend == "openai":
         batch = sdk.batches.retrieve(batch_id)
@@ -339,8 +270,7 @@ def _answers(client, batch_id: str) -> tuple[str, bool, Iterator[tuple[str, str,
 
 
 def poll(client, record: dict[str, Any]) -> dict[str, Any]:
-    """Check one open batch; when it has ended, put its answers into the LLM cache (at the batch price) as they
-    stream in, list the requests it did not answer and close the record. Returns the updated record."""
+    """Check one open batch; once ended, its answers go into the LLM cache at the batch price and the record closes."""
     status, ended, rows = _answers(client, record["id"])
     record["status"] = status
     if ended:
@@ -378,9 +308,9 @@ def resubmit_missing(client, record: dict[str, Any]) -> dict[str, Any] | None:
     """A new batch of the requests an ended batch did not answer (None when it answered all)."""
     if not record["missing"]:
         return None
-    new = submit(
+    (new,) = submit_all(
         client,
-        list(read_requests(record, record["missing"])),
+        read_requests(record, record["missing"]),
         partition=record["partition"],
         role=record["role"],
         run_config=record.get("run_config"),

@@ -1,9 +1,5 @@
-"""A run's spending limit, shared by every LLM client of the run's processes through one small ledger file.
-
-The file holds the USD counted so far (each answer's list price, sent calls only: a cached answer costs nothing).
-Before each call a client checks it; once it reaches the limit every client raises `BudgetExhausted`, the step
-fails with that reason, and everything answered so far stays in the LLM cache, so a rerun with a larger budget
-repeats nothing. An answer without a list price cannot be counted and is noted as such.
+"""A run's spending limit, shared by every LLM client of the run's processes through one small ledger file of the
+USD counted so far (list prices of sent calls). At the limit every client raises `BudgetExhausted`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Retrieval evaluation on a test collection (`lumina eval beir`, `eval pinpoint`, `bench serve`): the collection's
-own index, built once per corpus, model and index configuration; every judged query run through the engine; the run
-scored against the qrels. The collections themselves are read by `lumina_assets.corpus.collections`."""
+own index, built once per corpus, model and index configuration, and the engine's run scored against the qrels."""
 
 from __future__ import annotations
 
@@ -50,18 +49,14 @@ def eval_index_dir(collection: Collection, embedder, index_config) -> Path:
 def ensure_eval_index(
     collection: Collection, embedder, index_config=None, *, log_fn=None
 ) -> tuple[str, float, bool]:
-    """The collection's LanceDB index, built once, with the paper neighbour graph search smooths with, as
-    `passage_index` keeps it: (uri, index_seconds, reused).
-
-    A `complete.json` marker is written last, so an interrupted build is redone rather than reused half-done.
-    """
+    """The collection's LanceDB index with its paper neighbour graph, built once: (uri, index_seconds, reused).
+    A `complete.json` marker is written last, so an interrupted build is redone, not reused."""
     from lumina_assets.corpus.collections import collection_tables
     from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.lancedb_tables import IndexConfig, index_corpus
     from lumina_assets.search.neighbour_graph import keep_graph
 
-    # retrieval evaluation needs no sentence vectors (evidence highlighting does: `lumina eval pinpoint` and
-    # `bench serve` add them to this index once, incrementally); the folder does not depend on it
+    # retrieval needs no sentence vectors (`collection_index` adds them); the folder does not depend on it
     index_config = index_config or IndexConfig(sentence_vectors=False)
     folder = eval_index_dir(collection, embedder, index_config)
     marker = folder / "complete.json"
@@ -110,8 +105,7 @@ def load_first_split(directory: str | Path, splits: Iterable[str]) -> Collection
 def collection_index(
     directory: str | Path, split_preference=("train", "test", "dev"), log=None, index: str | None = None
 ):
-    """(collection, embedder, index uri, reused) for evidence evaluations: the collection's eval index, built when
-    missing, or `index` when given (then nothing is built); either gets the sentence vectors it lacks (once)."""
+    """(collection, embedder, index uri, reused): the collection's eval index (or `index`), with sentence vectors."""
     from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.embedding import Embedder
     from lumina_assets.indexing.sentence_vectors import backfill_from_index
@@ -128,11 +122,9 @@ def collection_index(
 
 
 def query_vector_cache(engine, collection: Collection) -> dict:
-    """Every query's vector, embedded once, keyed by the texts the engine embeds (the cleaned query and its parsed
-    text), for `engine.embedding_cache`: ablation runs then time search without query embedding. Each text is
-    encoded alone by the engine's own query encoder, as search encodes it: the int8 form quantizes activations
-    per batch, so a query encoded in a batch gets a slightly different vector (CISI nDCG@10 0.4676 with batched
-    vectors against 0.4758 with the search path's), and every row must see the vectors search sees."""
+    """Every query's vector for `engine.embedding_cache`, keyed by the texts the engine embeds, so ablation runs
+    time search without query embedding. Each text is encoded alone, as search encodes it: the int8 form quantizes
+    activations per batch, so a batched query would get a slightly different vector."""
     from lumina_assets.search.query_parser import parse_query
 
     texts: dict[str, None] = {}
@@ -160,7 +152,6 @@ def run_queries(
 
 
 def evaluate_run(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
-    """nDCG@10, MAP@10, Recall@100 and MRR@10 under `METRIC_KEYS`' names, averaged over every query with a
-    relevant document (an unanswered query counts as 0)."""
+    """`METRIC_KEYS`' measures averaged over every query with a relevant document (unanswered ones count 0)."""
     means = ranking_metrics(qrels, run, METRIC_KEYS.values())
     return {key: means.get(name, 0.0) for key, name in METRIC_KEYS.items()}

@@ -1,13 +1,6 @@
-"""Paired comparisons over questions, with one declared primary comparison and a multiplicity correction.
-
-Declared before any run (`evals.defaults`): the primary comparison is lumina against the best baseline on the
-held-out BEIR questions, by nDCG@10 at p = 10 and depth 0. Its family is lumina against every baseline at that
-measure, page size and depth, and those p-values are Holm-corrected (Holm 1979: step-down Bonferroni, which holds
-the family-wise error rate at alpha under any dependence); picking the best baseline after the run cannot inflate
-the error because every baseline is in the family. Every other comparison (other measures, p = 5, which is a
-prefix of p = 10, recursion depths, synthetic and user questions) is labelled exploratory and keeps its uncorrected
-p-value. A question set that is not held out of Lumina's tuning has no family: all of it is exploratory.
-Only questions scored on both sides are paired.
+"""Paired comparisons over questions, with one declared primary comparison and a Holm correction over its family
+(lumina against every baseline at the primary measure, page size and depth; `evals.defaults`). Every other
+comparison is exploratory with its uncorrected p-value; only questions scored on both sides are paired.
 """
 
 from __future__ import annotations
@@ -26,8 +19,8 @@ ALPHA = defaults.ALPHA
 
 @dataclass(frozen=True)
 class Primary:
-    """The declared primary comparison: `provider` against the best other provider by `measure` (a per-question
-    column, shown as `label`) at `page_size` and `depth` on the `question_set` questions (a kind)."""
+    """The declared primary comparison: `provider` against the best other provider by `measure` at `page_size`,
+    `depth`, on the `question_set` questions."""
 
     measure: str = defaults.PRIMARY_MEASURE
     label: str = defaults.PRIMARY_LABEL
@@ -118,9 +111,8 @@ def paired_comparisons(
     resamples: int = 10000,
     primary: Primary | None = None,
 ) -> pl.DataFrame:
-    """One row per (question set, page size, measure, pair): `baseline` (lumina) against every other provider at
-    depth 0, and every provider's deepest level against its own depth 0. `measures` maps a per-question column to
-    its label. The primary comparison's family is Holm-corrected (see the module docstring)."""
+    """One row per (question set, page size, measure, pair): `baseline` against every other provider at depth 0,
+    and every provider's deepest level against its depth 0; the primary family Holm-corrected."""
     primary = primary or Primary(alpha=alpha)
     rows: list[dict[str, Any]] = []
     if per_question.height == 0:
@@ -176,7 +168,7 @@ def paired_comparisons(
     _correct(rows, alpha)
     for row in rows:
         row.pop("_test")
-    return pl.DataFrame(rows, schema=COMPARISON_SCHEMA) if rows else pl.DataFrame(schema=COMPARISON_SCHEMA)
+    return pl.DataFrame(rows, schema=COMPARISON_SCHEMA)
 
 
 def _correct(rows: list[dict[str, Any]], alpha: float) -> None:

@@ -1,17 +1,6 @@
-"""One context form for every provider before judging.
-
-Providers return contexts of very different forms: Lumina up to two hit passages with their neighbours in reading
-order, bm25 a paper's passages best first, Google Scholar one snippet, Exa a few highlights, Semantic Scholar
-every snippet of a paper or its abstract. The judge's relevance and precision prompts react to length in opposite
-directions, so every context is cut to the same form first, by one rule that names no provider (`RULE`):
-
-the passages are taken in the provider's own ranking (the passage it ranked highest first: `ranked_passage_ids`
-where the provider states a ranking apart from the chunks' order, else the order of its chunks), and whole
-sentences are kept, passage after passage, while they fit in the budget of word tokens (`\\w+` runs); a first
-sentence longer than the whole budget is cut to it. The kept text stays in that order, one chunk per passage;
-title and DOI are kept. A context shorter than the budget (a snippet, a short abstract) is judged as it is.
-
-The whitepaper's own form (title, chunks, doi as the provider returned them) stays available as `WHITEPAPER`.
+"""One context form for every provider before judging: each context is cut to one budget of word tokens by one
+rule that names no provider (`RULE`), since the judge's CR and CP react to length in opposite directions. The
+whitepaper's own form (as returned) stays available as `WHITEPAPER`.
 """
 
 from __future__ import annotations
@@ -37,9 +26,8 @@ def ranked(context: Context) -> list[tuple[str | None, str]]:
     if not order:
         return pairs
     position = {passage_id: index for index, passage_id in enumerate(order)}
-    return sorted(
-        pairs, key=lambda pair: position.get(pair[0], len(order))
-    )  # stable: unranked keep their order
+    # stable: unranked passages keep their order
+    return sorted(pairs, key=lambda pair: position.get(pair[0], len(order)))
 
 
 def cut(context: Context, budget: int) -> Context:

@@ -1,8 +1,6 @@
-"""Recall@100 for the providers that search Lumina's own index: each BEIR question with qrels is asked once more
-for the top `defaults.RECALL_DEPTH` papers, apart from the page-size runs (a deeper search can order the top ten
-differently, so the scored pages never come from it). Only the ranked papers' references are kept, one file per
-provider under the benchmark folder, read back by `benchmark_scores`. External providers are not asked (their
-APIs bill per result or cap the page size)."""
+"""Recall@100 for the providers on Lumina's own index: each BEIR question with qrels asked once more for the top
+`defaults.RECALL_DEPTH` papers, apart from the scored pages; external providers are not asked.
+"""
 
 from __future__ import annotations
 
@@ -46,7 +44,7 @@ def collect(provider, questions: pl.DataFrame, depth: int = defaults.RECALL_DEPT
                     "error": row["error"],
                 }
             )
-    return pl.DataFrame(rows, schema=SCHEMA) if rows else pl.DataFrame(schema=SCHEMA)
+    return pl.DataFrame(rows, schema=SCHEMA)
 
 
 def write(provider: str, frame: pl.DataFrame) -> None:
@@ -66,10 +64,7 @@ def contexts_of(frame: pl.DataFrame) -> dict[tuple[str, str], list[Context]]:
     out: dict[tuple[str, str], list[Context]] = {}
     for row in frame.iter_rows(named=True):
         if row["error"] is None:
-            out[(row["provider"], row["question_id"])] = [
-                Context(title=r["title"] or "", chunks=[], doi=r["doi"], url=r["url"], paper_id=r["paper_id"])
-                for r in row["refs"]
-            ]
+            out[(row["provider"], row["question_id"])] = contexts_from_rows(row["refs"])
     return out
 
 

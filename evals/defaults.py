@@ -1,8 +1,4 @@
-"""The benchmark's default grid and sizes, in one place: the assets' run config classes, `default_run_config`, the
-`lumina benchmark run` options and the judge setup all read them.
-
-The grid and the synthetic set keep a demo run to minutes on 2 cores; the BEIR questions are all of the held-out
-ones (a comparison of a dozen questions can show only huge differences)."""
+"""The benchmark's default grid and sizes, read by the run configs, `default_run_config`, the CLI and the judge."""
 
 from __future__ import annotations
 
@@ -22,9 +18,8 @@ CONTEXT_TOKENS = 120
 RECALL_DEPTH = 100  # Recall@100: local providers are asked once more for this many papers (evals.deep_recall)
 CONTEXT_FORM = "equal"  # evals.contexts: equal (the default) | whitepaper (as each provider returned them)
 BEIR_SUBSET = "heldout"  # of a train-only BEIR split: heldout | tuning | all (lumina_assets.corpus.splits)
-# The primary comparison (fixed here after an earlier run had measured it, so not pre-registered): lumina against the best baseline on the held-out BEIR questions,
-# by nDCG@10 at page size 10 and depth 0 (zero-shot). Its family (lumina against every baseline at that measure,
-# page size and depth) is Holm-corrected; every other comparison in a report is exploratory.
+# The primary comparison: lumina against the best baseline on the held-out BEIR questions by nDCG@10 at page size 10
+# and depth 0; its family (every baseline) is Holm-corrected (`evals.comparison`).
 PRIMARY_MEASURE = "ndcg10"
 PRIMARY_LABEL = "nDCG@10"
 PRIMARY_PAGE_SIZE = 10

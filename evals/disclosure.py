@@ -1,7 +1,5 @@
-"""What a benchmark run must say about its own setup: Lumina's search configuration, the index and embedding model
-it searched, which LLM every role used (question generator, each provider, refiner, judge) and a warning whenever
-two roles share a model (a judge grading its own rewrites, a search LLM answering questions it wrote).
-"""
+"""What a benchmark run must say about its own setup: Lumina's search configuration, index and embedding models,
+the LLM of every role, and a warning whenever two roles share a model."""
 
 from __future__ import annotations
 
@@ -28,21 +26,14 @@ DEFAULTS_INFORMED_BY = (
 NO_LLM = ("none", "offline", "offline:template", "offline:pseudo-relevance-feedback", "")
 
 
-def describe_search_config(config) -> dict[str, Any]:
-    """SearchConfig as JSON values (`SearchConfig.as_json`)."""
-    return config.as_json()
-
-
 def config_hash(config: Mapping[str, Any]) -> str:
-    """SHA-256 (first 16 hex) of a described configuration, keys sorted: two runs with equal hashes searched with
-    equal settings."""
+    """SHA-256 (first 16 hex) of a described configuration, keys sorted."""
     blob = json.dumps(config, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 def ranking_code_hash(paths: Iterable[str] = RANKING_CODE, root: Path = _ROOT) -> str:
-    """SHA-256 (first 16 hex) over the Python sources that rank (`RANKING_CODE`), each file's relative path and
-    bytes in sorted order: a change to any of them changes the hash."""
+    """SHA-256 (first 16 hex) over the paths and bytes of the Python sources that rank (`RANKING_CODE`)."""
     digest = hashlib.sha256()
     files: list[Path] = []
     for item in paths:
@@ -54,13 +45,12 @@ def ranking_code_hash(paths: Iterable[str] = RANKING_CODE, root: Path = _ROOT) -
 
 
 def engine_setup(search_fn: Callable) -> dict[str, Any]:
-    """The SearchEngine behind a bound `search` method: its configuration as it searched, the index's table
-    versions and the embedding model that built the index and the one that encodes queries. Through `lumina serve`'s API (no
-    engine here) only that is said."""
+    """The SearchEngine behind a bound `search` method: its configuration, the index's table versions and the
+    index and query models (through `lumina serve`'s API, only that)."""
     engine = getattr(search_fn, "__self__", None)
     if engine is None or not hasattr(engine, "config"):
         return {"engine": "lumina serve API (configuration not visible from here)"}
-    config = describe_search_config(engine.config)
+    config = engine.config.as_json()
     out: dict[str, Any] = {
         "search_config": config,
         "config_hash": config_hash(config),
@@ -84,8 +74,7 @@ def engine_setup(search_fn: Callable) -> dict[str, Any]:
 
 
 def model_of(label: str | None) -> str | None:
-    """The model a role used, from its label (`llm:anthropic:claude-sonnet-4-6` -> `claude-sonnet-4-6`); None for
-    no LLM (offline template, pseudo-relevance feedback, no judge)."""
+    """The model in a role's label (`llm:anthropic:claude-sonnet-4-6` -> `claude-sonnet-4-6`); None for no LLM."""
     if not label:
         return None
     text = label.removeprefix("llm:")

@@ -1,16 +1,6 @@
-"""Context Precision on human labels, and context length, with no LLM.
-
-SciFact's annotators marked, for each claim and each abstract that supports or contradicts it, the rationale
-sentences (`rationales_<split>.jsonl` beside a BEIR folder). A sentence of a context is critical when it is one of
-the claim's rationale sentences, so CP_j = mean over contexts of (critical / sentences), exactly the paper's CP
-with human verdicts in place of the judge's, for any provider whose contexts carry the text (matching is on text,
-not ids). Sentences are the judge's units (`evals.judge.context_sentences`), so an LLM judge's sentence verdicts
-line up one to one with the human labels (`sentence_agreement`).
-
-Length: contexts differ in how much text they carry (two passages and their neighbours, one snippet, three
-highlights), and CP rewards short contexts while CR rewards long ones. Every context is described by its sentences
-and word tokens (`\\w+` runs); `evals.contexts` cuts every provider's contexts to one budget by one rule.
-"""
+r"""Context Precision on human labels, and context length, with no LLM: a context sentence is critical when it is
+one of the claim's rationale sentences, matched on text; sentences are the judge's units, so an LLM judge's
+verdicts line up with the labels. Length is sentences and word tokens (`\w+` runs)."""
 
 from __future__ import annotations
 
@@ -25,9 +15,8 @@ from rapidfuzz import fuzz
 from evals.judge import context_sentences
 from lumina_assets.core.schemas import Context
 
-SENTENCE_THRESHOLD = (
-    90.0  # rapidfuzz ratio of two normalized sentences that are the same sentence re-segmented
-)
+# rapidfuzz ratio of two normalized sentences that are the same sentence re-segmented
+SENTENCE_THRESHOLD = 90.0
 MIN_CONTAINED_CHARS = 30  # a piece of a rationale sentence this long counts (a snippet cut mid-sentence)
 _TOKEN = re.compile(r"\w+")
 
@@ -55,13 +44,9 @@ def sentences_of(context: Context) -> tuple[str, ...]:
     return _sentences(tuple(context.chunks))
 
 
-def rationales_path(folder: Path, split: str) -> Path:
-    return Path(folder) / f"rationales_{split}.jsonl"
-
-
 def load_rationales(folder: Path, split: str) -> dict[str, list[str]]:
     """query id -> the claim's rationale sentences over all its evidence abstracts ({} when the file is absent)."""
-    path = rationales_path(folder, split)
+    path = Path(folder) / f"rationales_{split}.jsonl"
     if not path.exists():
         return {}
     out: dict[str, list[str]] = {}
@@ -72,13 +57,9 @@ def load_rationales(folder: Path, split: str) -> dict[str, list[str]]:
     return out
 
 
-def is_rationale(sentence: str, rationales: Sequence[str]) -> bool:
-    """The same sentence (re-segmented or re-spaced), or a long enough piece of one, or one containing one."""
-    return _is_rationale(sentence, tuple(rationales))
-
-
 @functools.lru_cache(maxsize=100_000)
 def _is_rationale(sentence: str, rationales: tuple[str, ...]) -> bool:
+    """The same sentence (re-segmented or re-spaced), or a long enough piece of one, or one containing one."""
     text = _norm(sentence)
     if not text:
         return False
@@ -128,9 +109,8 @@ def length(contexts: Sequence[Context]) -> tuple[float | None, float | None]:
 def sentence_agreement(
     pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
 ) -> dict[str, float | int] | None:
-    """Cohen's kappa of the judge's sentence verdicts against the human labels over every sentence of the given
-    (judge verdicts, human labels) context pairs; pairs of different lengths (the judge saw another split) are
-    skipped and counted."""
+    """Cohen's kappa of the judge's sentence verdicts against the human labels over (verdicts, labels) pairs;
+    pairs of different lengths are skipped and counted."""
     from evals.metrics import agreement
 
     judge: list[int] = []
@@ -158,8 +138,7 @@ def sentence_agreement(
 def rationales_for_questions(
     folder: Path | None, split: str | None, question_ids: Mapping[str, str]
 ) -> dict[str, list[str]]:
-    """Benchmark question id -> its claim's rationale sentences, for BEIR questions (`question_ids` maps question
-    id -> the BEIR query id) of a folder that ships rationales for `split`."""
+    """Question id -> its claim's rationale sentences (`question_ids`: question id -> BEIR query id)."""
     if folder is None or not split:
         return {}
     by_query = load_rationales(folder, split)

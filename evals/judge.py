@@ -1,13 +1,5 @@
 """The judge, ragas-style: a typed input, the paper's prompt, a strict output parser; score math lives elsewhere.
-
-LLM judge: Context Relevance (`<highly_relevant>` / `<not_relevant>`) and Context Precision (a numbered
-`<critical>` / `<not_critical>` list whose length must equal the number of sentences, split by sentencex via lumina_assets.parsing.chunking). An answer
-that does not parse is retried (a fresh call, not the cached bad answer) and then recorded as a failure, never
-scored as 0 or 1.
-
-Offline judge (no key): cosine similarity of all-MiniLM-L6-v2 embeddings against thresholds calibrated on SciFact
-train qrels (evals/judge_calibration.py). It is a stand-in, labelled `offline` everywhere its verdicts go.
-"""
+An unparseable LLM answer is retried, then recorded as a failure; the offline judge is labelled `offline`."""
 
 from __future__ import annotations
 
@@ -49,11 +41,8 @@ _SEGMENTER_LOCK = threading.Lock()
 
 
 def context_sentences(context: Context) -> list[str]:
-    """The sentences of a context's chunks in order: the units Context Precision counts (t_ij).
-
-    Judge threads take turns here so a context is always numbered the same way, whatever segmenter backs
-    split_sentences (pysbd, used before, was not thread-safe).
-    """
+    """The sentences of a context's chunks in order: the units Context Precision counts (t_ij). Judge threads take
+    turns here, so a context is always numbered the same way whatever segmenter backs split_sentences."""
     sentences: list[str] = []
     with _SEGMENTER_LOCK:
         for chunk in context.chunks:
@@ -88,6 +77,15 @@ def precision_prompt(question: str, context: Context, sentences: Sequence[str]) 
         question=question,
         context=format_context_for_precision(context, sentences),
     )
+
+
+def binary_prompts(item: JudgeInput) -> list[str]:
+    """The judge's first-attempt prompts for one pair: CR, and CP when the context has sentences."""
+    sentences = context_sentences(item.context)
+    prompts = [relevance_prompt(item.question, item.context)]
+    if sentences:
+        prompts.append(precision_prompt(item.question, item.context, sentences))
+    return prompts
 
 
 _RELEVANCE_TAG = re.compile(r"<\s*(highly_relevant|not_relevant)\s*/?\s*>", re.IGNORECASE)
@@ -151,18 +149,17 @@ class JudgeResult:
     precision_attempts: int
     relevance_score: float | None = None  # offline judge: the cosine similarity behind the verdict
 
-    def to_row(self) -> dict[str, Any]:
-        return asdict(self)
 
-
-def _ask_with_retries(
-    ask: Callable[[int], str], parse: Callable[[str], Any], max_attempts: int
+def ask_with_retries(
+    client, prompt: str, parse: Callable[[str], Any], max_attempts: int, retry_note: str, **params: Any
 ) -> tuple[Any, str | None, int]:
-    """(parsed value, None, attempts) or (None, failure reason, attempts) after `max_attempts` bad answers."""
+    """(parsed answer, None, attempts) or (None, failure reason, attempts) after `max_attempts` bad answers. A retry
+    carries `retry_note` as its system message, so it is a fresh call with a cache key of its own."""
     problem = "no attempt"
     for attempt in range(max_attempts):
+        system = None if attempt == 0 else f"(retry {attempt}: {retry_note})"
         try:
-            answer = ask(attempt)
+            answer = client.complete(prompt, system=system, **params).text
         except BudgetExhausted:  # the run stops; the pair is neither judged nor failed
             raise
         except Exception as exc:  # an API error is a failed attempt, reported by type only (no secrets)
@@ -190,18 +187,19 @@ class LLMJudge:
         self.name = f"llm:{client.label}"
         self.is_offline = False
 
-    def _ask(self, prompt: str) -> Callable[[int], str]:
-        def ask(attempt: int) -> str:
-            # The attempt number is part of the cache key: a retry is a new call, and a rerun replays all attempts.
-            system = None if attempt == 0 else f"(retry {attempt}: follow the required answer format exactly)"
-            return self.client.complete(prompt, temperature=self.temperature, system=system).text
-
-        return ask
+    def ask(self, prompt: str, parse: Callable[[str], Any]) -> tuple[Any, str | None, int]:
+        """`prompt` at the judge's temperature, retried on a bad answer (`ask_with_retries`)."""
+        return ask_with_retries(
+            self.client,
+            prompt,
+            parse,
+            self.max_attempts,
+            "follow the required answer format exactly",
+            temperature=self.temperature,
+        )
 
     def judge_relevance(self, question: str, context: Context) -> tuple[int | None, str | None, int]:
-        return _ask_with_retries(
-            self._ask(relevance_prompt(question, context)), parse_relevance, self.max_attempts
-        )
+        return self.ask(relevance_prompt(question, context), parse_relevance)
 
     def judge_precision(
         self, question: str, context: Context
@@ -209,9 +207,8 @@ class LLMJudge:
         sentences = context_sentences(context)
         if not sentences:
             return [], None, 0, 0
-        prompt = precision_prompt(question, context, sentences)
-        verdicts, failure, attempts = _ask_with_retries(
-            self._ask(prompt), lambda a: parse_precision(a, len(sentences)), self.max_attempts
+        verdicts, failure, attempts = self.ask(
+            precision_prompt(question, context, sentences), lambda a: parse_precision(a, len(sentences))
         )
         return verdicts, failure, attempts, len(sentences)
 

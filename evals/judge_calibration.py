@@ -1,9 +1,7 @@
-"""The offline judge's calibration and every judge's validation on BEIR qrels (SciFact train by default).
-
-Labelled pairs per query: its qrels positives, BM25 hard negatives and a random negative, queries split into a
-calibration half (fits the offline judge's two cosine thresholds) and a held-out half (measures agreement with the
-human labels). A calibration is identified by the exact files, split size, seed and model, cached per run and
-shipped in evals/calibration/ (made by `lumina bench judge --write-packaged`)."""
+"""The offline judge's calibration and every judge's validation on BEIR qrels (SciFact train by default): qrels
+positives, BM25 hard negatives and a random negative per query, split into a calibration half (fits the two cosine
+thresholds) and a held-out half (agreement). Shipped calibrations live in evals/calibration/.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +9,7 @@ import functools
 import hashlib
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +53,8 @@ def labelled_pairs(
     hard_negatives: int = 2,
     random_negatives: int = 1,
 ) -> tuple[list[LabelledPair], list[LabelledPair]]:
-    """(calibration, validation) pairs from BEIR qrels, split by query so thresholds never see validation queries.
-
-    Positives are the qrels; negatives are BM25 hard negatives (top docs outside the qrels) plus random docs, so the
-    task is neither trivial nor all-negative.
-    """
+    """(calibration, validation) pairs from BEIR qrels, split by query: qrels positives, BM25 hard negatives (top docs
+    outside the qrels) and random docs."""
     from evals.lexical import LexicalIndex
 
     collection = load_beir(folder, "train")
@@ -124,12 +119,9 @@ def calibrate_offline_judge(
     seed: int = 13,
     model_name: str = "all-MiniLM-L6-v2",
 ) -> tuple[OfflineThresholds, list[LabelledPair]]:
-    """Fit the offline judge's two thresholds on the calibration half; return them and the validation pairs.
-
-    CR threshold: document-level qrels. CP threshold: weak sentence labels (the best-matching sentence of a
-    relevant document is positive, every sentence of a non-relevant document negative), since BEIR qrels carry no
-    sentence labels; the report says so.
-    """
+    """Fit the offline judge's two thresholds on the calibration half; return them and the validation pairs. CR's
+    from document-level qrels; CP's from weak sentence labels (a relevant document's best-matching sentence is
+    positive, every sentence of a non-relevant one negative), as BEIR qrels carry no sentence labels."""
     calibration, validation = labelled_pairs(folder, queries_per_split=queries_per_split, seed=seed)
     judge = OfflineJudge(embedder, OfflineThresholds(0.0, 0.0, model_name, "", 0, 0.0))
     pairs = [(p.query, p.as_context()) for p in calibration]
@@ -171,12 +163,7 @@ def validate_judge(judge, pairs: Sequence[LabelledPair]) -> dict[str, Any]:
     result = agreement([v for v, _ in kept], [h for _, h in kept])
     return {
         "judge": judge.name,
-        "kappa": result.kappa,
-        "precision": result.precision,
-        "recall": result.recall,
-        "accuracy": result.accuracy,
-        "n": result.n,
-        "positives": result.positives,
+        **asdict(result),
         "failures": len(pairs) - len(kept),
         "queries": len({p.query_id for p in pairs}),
         "pairs_note": PAIRS_NOTE,
@@ -186,9 +173,8 @@ def validate_judge(judge, pairs: Sequence[LabelledPair]) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def default_embedder():
-    """The project's shared all-MiniLM-L6-v2 embedder (one instance and one model load per process), in fp32 on
-    every machine: the shipped thresholds were calibrated on fp32 vectors, and a judge must not change with the
-    CPU it runs on (int8 vectors differ by cosine ~0.005)."""
+    """The project's shared all-MiniLM-L6-v2 embedder, in fp32 on every machine: the shipped thresholds were
+    calibrated on fp32 vectors, and a judge must not change with the CPU it runs on."""
     from lumina_assets.indexing.embedding import Embedder
 
     return Embedder(form="fp32")
@@ -209,9 +195,8 @@ def calibration_fingerprint(
 
 
 def packaged_thresholds(queries_per_split: int, model: str = "all-MiniLM-L6-v2") -> OfflineThresholds | None:
-    """The calibration shipped in evals/calibration/ for this split size and model, whatever files it was made
-    on (SciFact train): what a machine without the SciFact files judges with, so a benchmark run there still
-    works and its manifest says what the thresholds were fitted on. None when no shipped one fits."""
+    """The calibration shipped in evals/calibration/ for this split size and model, so a machine without the SciFact
+    files still judges; None when no shipped one fits."""
     for path in sorted(PACKAGED_CALIBRATIONS.glob("offline_judge_*.json")):
         thresholds = OfflineThresholds.from_json(path.read_text(encoding="utf-8"))
         if thresholds.model == model and thresholds.validation.get("queries") == queries_per_split:
@@ -220,9 +205,8 @@ def packaged_thresholds(queries_per_split: int, model: str = "all-MiniLM-L6-v2")
 
 
 def load_or_calibrate(embedder, folder: Path, queries_per_split: int, cache_dir: Path) -> OfflineThresholds:
-    """Thresholds for this exact calibration set: from the run cache, else from a calibration shipped in
-    evals/calibration/ (made by `lumina bench judge --write-packaged` on the same files), else fitted now.
-    The held-out agreement is measured once, with the thresholds it belongs to, and stored beside them."""
+    """Thresholds for this exact calibration set: from the run cache, else shipped in evals/calibration/, else
+    fitted now with their held-out agreement stored beside them."""
     fingerprint = calibration_fingerprint(folder, queries_per_split)
     for candidate in (
         cache_dir / f"{fingerprint}.json",

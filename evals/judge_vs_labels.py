@@ -1,6 +1,5 @@
-"""The judge against the collection's own labels, on this run's contexts: its CR verdicts against qrels and its
-CP sentence verdicts against the human rationale sentences, per provider (a judge that agrees less on one
-provider's contexts favours or hurts it)."""
+"""The judge against the collection's own labels on this run's contexts, per provider: CR verdicts against qrels,
+CP sentence verdicts against the human rationale sentences."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ from evals.scoring import matched_paper
 
 
 def proxy_from_pairs(pairs: Mapping[str, Mapping[str, tuple[int, int]]]) -> dict[str, dict[str, Any]]:
-    """Per provider, the judge's CR verdicts against qrels on this run's own contexts, from `proxy_pairs` (a run
-    read a slice of questions at a time merges the slices' pairs: a pair key names its question)."""
+    """Per provider, the judge's CR verdicts' agreement with qrels over `proxy_pairs` (slices merged by pair key)."""
     out = {}
     for provider, found in pairs.items():
         judge, human = zip(*found.values(), strict=True)
@@ -38,8 +36,7 @@ def proxy_pairs(
     matcher: PaperMatcher | None = None,
     form: str = context_forms.EQUAL,
 ) -> dict[str, dict[str, tuple[int, int]]]:
-    """Per provider, pair key -> (the judge's CR verdict, qrels' label), over questions with qrels (the judge's
-    calibration questions in `exclude` left out), each unique (question, context) pair once."""
+    """Per provider, pair key -> (the judge's CR verdict, qrels' label) over questions with qrels, `exclude` left out."""
     matcher = matcher or PaperMatcher()
     verdicts = {
         row["key"]: row["relevant"]
@@ -72,8 +69,7 @@ def proxy_pairs(
 def sentences_from_pairs(
     pairs: Mapping[str, Mapping[str, tuple[list[int], list[int]]]],
 ) -> dict[str, dict[str, Any]]:
-    """Per provider, the judge's CP sentence verdicts against the human rationale labels, from `sentence_pairs`
-    (slices' pairs merged, as `proxy_from_pairs`)."""
+    """Per provider, the judge's CP sentence verdicts' agreement with the human labels over `sentence_pairs`."""
     out = {}
     for provider, found in pairs.items():
         result = human_labels.sentence_agreement(list(found.values()))
@@ -89,8 +85,7 @@ def sentence_pairs(
     rationales: Mapping[str, list[str]],
     form: str = context_forms.EQUAL,
 ) -> dict[str, dict[str, tuple[list[int], list[int]]]]:
-    """Per provider, pair key -> (the judge's sentence verdicts, the human labels), over every unique judged
-    context of a question with rationales."""
+    """Per provider, pair key -> (the judge's sentence verdicts, the human labels) over questions with rationales."""
     if judgments is None or not judgments.height or not rationales:
         return {}
     sentence_verdicts = {

@@ -1,5 +1,4 @@
-"""Latency percentiles, one definition for every command that prints p50 / p95: numpy's default (linear
-interpolation between the two nearest samples) over wall times measured in seconds, reported in milliseconds."""
+"""Latency percentiles for every command that prints p50 / p95: numpy's default over seconds, in milliseconds."""
 
 from __future__ import annotations
 

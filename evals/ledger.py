@@ -1,7 +1,5 @@
-"""What a benchmark run records beside its tables, under data/benchmark/: LLM cost per asset (costs/), each
-provider's requests (requests/), why a provider was skipped (skipped/), and the judge's agreement with human qrels
-(judge_agreement.json). The report reads them, so it can say what this run cost (its own providers' partitions, not
-every partition ever run), what was left out and how far the judge is trusted."""
+"""What a benchmark run records beside its tables under data/benchmark/ (LLM cost per asset, provider requests, skip
+reasons, the judge's agreement, the plan), so the report can say what this run cost and what was left out."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lumina_assets.core import settings, tables
+from lumina_assets.core.tables import atomic_replace
 
 
 def _costs_dir() -> Path:
@@ -20,8 +19,12 @@ def _skip_path(name: str, partition: str) -> Path:
     return settings.benchmark_dir() / "skipped" / f"{name}.{partition}.txt"
 
 
-def agreement_path() -> Path:
-    return settings.benchmark_dir() / "judge_agreement.json"
+def _write(path: Path, text: str) -> None:
+    atomic_replace(path, lambda temp: temp.write_text(text, encoding="utf-8"))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
 ROLES = {  # which LLM role an asset's calls are, for the cost line
@@ -34,13 +37,10 @@ ROLES = {  # which LLM role an asset's calls are, for the cost line
 
 
 def record_cost(asset: str, partition: str | None, client, *, role: str = "") -> None:
-    """Per-asset LLM usage as JSON (nothing for no client or an offline one). `role` tells two clients of one
-    asset apart (the refiner and the provider's own search LLM in `recursive_results`)."""
+    """Per-asset LLM usage as JSON (none for an offline client); `role` tells two clients of one asset apart."""
     if client is None or client.is_offline:
         return
     suffix = f".{role}" if role else ""
-    path = _costs_dir() / f"{asset}.{partition or 'all'}{suffix}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
     entry = {
         "asset": asset,
         "partition": partition,
@@ -48,14 +48,13 @@ def record_cost(asset: str, partition: str | None, client, *, role: str = "") ->
         "model": client.label,
         **client.usage.as_metadata("llm"),
     }
-    path.write_text(json.dumps(entry), encoding="utf-8")
+    _write(_costs_dir() / f"{asset}.{partition or 'all'}{suffix}.json", json.dumps(entry))
 
 
 def record_requests(asset: str, partition: str, counters: dict[str, Any]) -> None:
     """A provider's HTTP counters for one asset (requests sent, cache hits, a price its responses stated)."""
-    path = settings.benchmark_dir() / "requests" / f"{asset}.{partition}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"asset": asset, "partition": partition, **counters}), encoding="utf-8")
+    entry = {"asset": asset, "partition": partition, **counters}
+    _write(settings.benchmark_dir() / "requests" / f"{asset}.{partition}.json", json.dumps(entry))
 
 
 def provider_of(partition: str) -> str:
@@ -64,14 +63,13 @@ def provider_of(partition: str) -> str:
 
 
 def _entries(folder: Path, partitions: set[str]) -> list[dict[str, Any]]:
-    """The entries of this run: its providers' partitions (of the current questions' shards) and the
-    unpartitioned steps."""
+    """The entries of this run: its providers' partitions of the current shards, and the unpartitioned steps."""
     from evals import shards
 
     questions = tables.read(tables.QUESTIONS)
     current = set(shards.current(questions["question_id"].to_list())) if questions is not None else set()
     entries = []
-    for path in sorted(folder.glob("*.json")) if folder.exists() else []:
+    for path in sorted(folder.glob("*.json")):
         entry = json.loads(path.read_text(encoding="utf-8"))
         partition = entry.get("partition", path.name.split(".")[1])
         shard = partition.partition("|")[2] if partition else ""
@@ -81,10 +79,8 @@ def _entries(folder: Path, partitions: set[str]) -> list[dict[str, Any]]:
 
 
 def run_cost(providers: list[str], request_prices: dict[str, tuple[float | None, str]]) -> dict[str, Any]:
-    """This run's cost: LLM calls per role (USD, or unknown where a model has no list price) and requests per API
-    (USD from the price per request, from prices the responses stated, or unknown), for the run's providers and
-    its unpartitioned steps (questions, judge validation). A cached answer costs nothing now and is counted apart.
-    `request_prices`: provider -> (USD per request or None, where that figure comes from)."""
+    """This run's cost, for its providers and unpartitioned steps: LLM calls per role and requests per API, in USD
+    or unknown without a price; cached answers counted apart. `request_prices`: provider -> (USD or None, source)."""
     wanted = set(providers)
     llm: dict[str, dict[str, Any]] = {}
     for entry in _entries(_costs_dir(), wanted):
@@ -124,9 +120,7 @@ def run_cost(providers: list[str], request_prices: dict[str, tuple[float | None,
 
 
 def mark_skipped(name: str, partition: str, reason: str) -> None:
-    path = _skip_path(name, partition)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(reason, encoding="utf-8")
+    _write(_skip_path(name, partition), reason)
 
 
 def clear_skipped(name: str, partition: str) -> None:
@@ -137,38 +131,27 @@ def skipped_providers() -> dict[str, str]:
     """Provider -> the reason its `provider_results` partition was skipped."""
     folder = settings.benchmark_dir() / "skipped"
     reasons: dict[str, str] = {}
-    for path in sorted(folder.glob("provider_results.*.txt")) if folder.exists() else []:
+    for path in sorted(folder.glob("provider_results.*.txt")):
         reasons[path.stem.split(".", 1)[1]] = path.read_text(encoding="utf-8")
     return reasons
 
 
 def write_agreement(agreement: dict[str, Any]) -> None:
-    path = agreement_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(agreement, indent=2), encoding="utf-8")
+    _write(settings.benchmark_dir() / "judge_agreement.json", json.dumps(agreement, indent=2))
 
 
 def read_agreement() -> dict[str, Any]:
     """The last measured judge agreement, {} when none was measured."""
-    path = agreement_path()
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-
-
-def plan_path() -> Path:
-    return settings.benchmark_dir() / "plan.json"
+    return _read_json(settings.benchmark_dir() / "judge_agreement.json")
 
 
 def write_plan(plan: dict[str, Any]) -> None:
     """The plan of the run about to start, so its report can set it beside what the run actually sent."""
-    from lumina_assets.core.tables import atomic_replace
-
-    text = json.dumps(plan, indent=2)
-    atomic_replace(plan_path(), lambda temp: temp.write_text(text, encoding="utf-8"))
+    _write(settings.benchmark_dir() / "plan.json", json.dumps(plan, indent=2))
 
 
 def read_plan() -> dict[str, Any]:
-    path = plan_path()
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    return _read_json(settings.benchmark_dir() / "plan.json")
 
 
 PLAN_ROLES = {  # plan role -> the (asset, role) cost entries that are its actual calls
@@ -183,10 +166,8 @@ COUNTED_BEFORE_CACHE = {"questions", "refiner"}
 
 
 def actual_by_plan_role(providers: list[str]) -> dict[str, dict[str, Any]]:
-    """What the run sent, in the plan's roles: LLM calls and tokens sent per role, the calls its own earlier
-    answers served from the cache where the plan counts them as calls (`cache_hits`: a prompt repeated within the
-    run, `COUNTED_BEFORE_CACHE` roles only), and the requests each provider's steps made (sent + answered from the
-    HTTP cache, as the plan counts them)."""
+    """What the run sent, in the plan's roles: LLM calls and tokens per role, `cache_hits` where the plan counts a
+    repeated prompt as a call (`COUNTED_BEFORE_CACHE`), and each provider's requests (sent + HTTP cache)."""
     wanted = set(providers)
     llm = {role: {"calls": 0, "cache_hits": 0, "input_tokens": 0, "output_tokens": 0} for role in PLAN_ROLES}
     for entry in _entries(_costs_dir(), wanted):

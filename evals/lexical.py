@@ -1,6 +1,5 @@
-"""Lexical retrieval for the benchmark: the project's one BM25 (`lumina_assets.search.bm25.BM25`, see its docstring
-for why it is ours) over `lumina_assets.search.text.tokenize`, so the bm25 baseline provider and the judge's hard
-negatives read text exactly as Lumina's own index does."""
+"""Lexical retrieval for the benchmark: the project's one BM25 over `lumina_assets.search.text.tokenize`, so the
+bm25 baseline and the judge's hard negatives read text exactly as Lumina's own index does."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""One benchmark run's manifest: which provider partitions the run takes (only those whose stamps match its
-questions, grid and judge, see `evals.runs`), what it records about itself (`run.json`), and the report options
-read back from it. `benchmark_scores` and `benchmark_report` call these; the report never re-derives what the run
-was."""
+"""One benchmark run's manifest: the provider partitions it takes (stamps matching its questions, grid and judge),
+what it records about itself (`run.json`), and the report options read back from it."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ from lumina_assets.core import tables
 
 @dataclass
 class RunSelection:
-    """The provider partitions of one run: their recursion levels and verdicts on the run's grid, and every stored
-    partition left out with the reason."""
+    """The provider partitions of one run (levels and verdicts on its grid) and the stored ones left out, with why."""
 
     recursive: pl.DataFrame | pl.LazyFrame | None  # select_run: lazy scans, read a slice at a time
     verdicts: pl.DataFrame | pl.LazyFrame | None
@@ -36,10 +33,9 @@ def select_run(
     judge_name: str,
     question_frame: pl.DataFrame,
 ) -> RunSelection:
-    """`providers` (empty: every stored partition) whose stamps match this run's questions, grid, judge and code
-    version; the rest are excluded with the reason."""
+    """`providers` (empty: every stored partition) whose stamps match this run; the rest excluded with the reason."""
     folder = tables.RECURSIVE_RESULTS.root() / tables.RECURSIVE_RESULTS.name
-    stored = sorted(p.stem for p in folder.glob("*.parquet")) if folder.exists() else []
+    stored = sorted(p.stem for p in folder.glob("*.parquet"))
     wanted = list(dict.fromkeys(providers)) or stored
     fingerprint = runs.questions_fingerprint(question_frame)
     included, excluded, levels, verdicts = [], {}, [], []
@@ -72,8 +68,7 @@ def select_run(
 
 
 def skipped_providers(requested: list[str]) -> dict[str, str]:
-    """Provider -> why its partition was skipped (no key, no index), for the run's providers (all when none were
-    named); the recursive mode is not a provider and never listed."""
+    """Provider -> why its partition was skipped, for the run's providers (all when none were named)."""
     return {
         name: reason
         for name, reason in ledger.skipped_providers().items()
@@ -95,37 +90,19 @@ def build_manifest(
     token_budget: int | None = None,
     primary: str = "",
 ) -> dict[str, Any]:
-    """What `run.json` records: the run's id, its questions and where they came from, its providers (and those
-    left out or skipped), grid, judge, refinement, per-provider request counters and code version; what every
-    provider searched with (lumina's SearchConfig, index version and models), which LLM each role used and a
-    warning for every model two roles share; how the providers' results matched the collection's papers."""
+    """What `run.json` records: the run's questions, providers (and those left out), grid, judge, refinement, request
+    counters and code version, each provider's setup, each role's LLM with shared-model warnings, and matching."""
     fingerprint = runs.questions_fingerprint(question_frame)
     recursive = selection.recursive
-    refinements = (
-        sorted(
-            {
-                r
-                for r in recursive.lazy()
-                .select(pl.col("refinement").unique())
-                .collect()["refinement"]
-                .to_list()
-                if r not in ("none", "error")
-            }
-        )
-        if recursive is not None
-        else []
-    )
+    refinements = []
+    if recursive is not None:
+        found = recursive.lazy().select(pl.col("refinement").unique()).collect()["refinement"].to_list()
+        refinements = sorted(r for r in found if r not in ("none", "error"))
     stamps = {name: runs.read_stamp("recursive_results", name) for name in selection.included}
     stats = {name: stamp.get("provider_stats") or {} for name, stamp in stamps.items()}
     setup = {name: stamp.get("provider_info") or {} for name, stamp in stamps.items()}
     provider_llms = {
-        name: (
-            setup[name].get("llm")
-            if setup[name].get("llm")
-            else PROVIDERS[name].llm
-            if name in PROVIDERS
-            else "?"
-        )
+        name: setup[name].get("llm") or (PROVIDERS[name].llm if name in PROVIDERS else "?")
         for name in selection.included
     }
     synthetic = question_frame.filter(pl.col("kind") == "synthetic")
@@ -169,8 +146,7 @@ def build_manifest(
 
 
 def report_options(manifest: dict[str, Any], comparisons: pl.DataFrame | None) -> dict[str, Any]:
-    """`evals.report.write_report`'s keyword arguments for a stored run, with this run's cost and the judge
-    agreement the ledger holds."""
+    """`evals.report.write_report`'s keyword arguments for a stored run."""
     return {
         "judge_name": manifest["judge"],
         "judge_offline": manifest["judge_offline"],

@@ -1,21 +1,6 @@
-"""Which paper of the collection a provider's result is, whoever the provider is.
-
-Qrels name the collection's papers; an external provider names its results by DOI, URL, its own id and title.
-A result is matched, in this order, by: the catalogue's own paper id (lumina, bm25, dense), DOI, arXiv id, the
-Semantic Scholar corpus id where the collection's ids are S2 corpus ids, the exact normalized title, then the
-fuzzy normalized title. A result that matches nothing is a paper outside the collection; a provider none of whose
-results matched is left out of the qrels measures with the reason (`qrels_exclusions`), never scored 0.
-
-Collections whose doc ids are Semantic Scholar corpus ids: SciFact (its corpus is S2ORC, whose paper ids are S2
-corpus ids, the `corpusId` of the Graph API's snippet search).
-
-Title threshold: `TITLE_THRESHOLD` is rapidfuzz `ratio` on titles normalized as `corpus.citations` does (ASCII,
-lower case, punctuation to spaces). Among the 5,183 SciFact titles the closest two different papers score 90.0
-("the mouse brain in stereotaxic coordinates" / "the rat brain ..."), the next 89; a title of the same paper that
-survives normalization differs by a letter or two (> 95). 95 sits in that gap; the citation matcher's 90 would
-confuse the two atlases. Titles shorter than `MIN_FUZZY_CHARS` after normalization ("summary", "anxiety") match
-exactly or not at all, and a title several catalogue papers share matches none of them.
-"""
+"""Which paper of the collection a provider's result is: by catalogue id, DOI, arXiv id, Semantic Scholar corpus
+id (SciFact), exact then fuzzy normalized title (`TITLE_THRESHOLD`; short or shared titles match exactly or not at
+all). docs/benchmark.md, "Matching results to the collection", says why."""
 
 from __future__ import annotations
 
@@ -28,6 +13,7 @@ from typing import Any
 import polars as pl
 from rapidfuzz import fuzz, process
 
+from evals.providers import doi_from_text
 from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi
 from lumina_assets.core.schemas import Context
 from lumina_assets.corpus.citations import normalize_title
@@ -37,7 +23,6 @@ MIN_FUZZY_CHARS = 20
 S2_CORPUS_ID_COLLECTIONS = frozenset({"scifact"})
 METHODS = ("catalogue id", "DOI", "arXiv id", "S2 corpus id", "title", "fuzzy title")
 
-_DOI_IN_TEXT = re.compile(r"\b(10\.\d{4,9}/[^\s\"'<>?#]+)", re.IGNORECASE)
 _ARXIV_URL = re.compile(r"arxiv\.org/(?:abs|pdf)/([^\s?#]+?)(?:\.pdf)?(?:[?#]|$)", re.IGNORECASE)
 _S2_CORPUS = re.compile(
     r"(?:s2-corpus:|CorpusId:|semanticscholar\.org/p/|semanticscholar\.org/CorpusID:)(\d+)", re.IGNORECASE
@@ -58,9 +43,7 @@ def context_doi(context: Context) -> str | None:
     for text in (context.doi, context.url, context.paper_id):
         if not text:
             continue
-        found = normalize_doi(text) or (
-            normalize_doi(m.group(1).rstrip(".,;)")) if (m := _DOI_IN_TEXT.search(text)) else None
-        )
+        found = normalize_doi(text) or normalize_doi(doi_from_text(text))
         if found:
             return found
     return None
@@ -108,9 +91,8 @@ class PaperMatcher:
     def from_papers(cls, papers: pl.DataFrame | None) -> PaperMatcher:
         """From the papers table (paper_id, title, doi, arxiv_id, source, source_id: whichever it has)."""
         matcher = cls()
-        if papers is None or papers.height == 0:
-            return matcher
-        matcher.add(papers.to_dicts())
+        if papers is not None:
+            matcher.add(papers.to_dicts())
         return matcher
 
     def add(self, rows: Iterable[dict[str, Any]]) -> None:
@@ -192,8 +174,7 @@ MATCH_COUNT_SCHEMA = {
 
 
 def match_counts(recursive: pl.DataFrame, matcher: PaperMatcher) -> pl.DataFrame:
-    """Per provider: its distinct results (question × result, over every page size and depth; failed calls have
-    none), how many matched a paper of the collection, by which identifier, and how many did not."""
+    """Per provider: distinct (question, result) pairs, how many matched a collection paper, by which identifier."""
     from evals.providers import contexts_from_rows
 
     seen: dict[str, dict[tuple[str, str], Match]] = {}
@@ -218,13 +199,12 @@ def match_counts(recursive: pl.DataFrame, matcher: PaperMatcher) -> pl.DataFrame
                 **{f"by {method}": methods.get(method, 0) for method in METHODS},
             }
         )
-    return pl.DataFrame(rows, schema=MATCH_COUNT_SCHEMA) if rows else pl.DataFrame(schema=MATCH_COUNT_SCHEMA)
+    return pl.DataFrame(rows, schema=MATCH_COUNT_SCHEMA)
 
 
 def qrels_exclusions(counts: pl.DataFrame) -> dict[str, str]:
-    """Provider -> why it is left out of the qrels measures: it returned results and none of them could be
-    matched to a paper of the collection, so qrels can say nothing about it (scoring it 0 would be by
-    construction). A provider that returned nothing is scored: it found nothing."""
+    """Provider -> why it is left out of the qrels measures: none of its results matched a paper of the collection.
+    A provider that returned nothing is scored: it found nothing."""
     reasons = {}
     for row in counts.iter_rows(named=True):
         if row["results"] and not row["matched"]:

@@ -1,10 +1,9 @@
-"""Score math, kept apart from any LLM call: CR and CP exactly as the Lumina paper defines them, bootstrap CIs,
-ranking metrics through ir_measures, and judge-vs-human agreement.
+"""Score math, kept apart from any LLM call: CR and CP as the Lumina paper defines them, bootstrap CIs, ranking
+metrics through ir_measures, and judge-vs-human agreement.
 
 CR_j = (1/n_j) sum_i R_ij,   R_ij in {0, 1}                      CR = mean_j CR_j
 CP_j = (1/n_j) sum_i s_ij / t_ij  (critical of total sentences)  CP = mean_j CP_j
-A question with no contexts scores 0 and is counted. A context whose verdict failed is left out of its question's
-n_j (and counted as a failure), never scored as 0 or 1.
+A question with no contexts scores 0; a context whose verdict failed is left out of n_j and counted as a failure.
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import fmean
 
 import numpy as np
 
@@ -31,8 +31,7 @@ class ContextVerdict:
 
 
 def question_cr(verdicts: Sequence[ContextVerdict]) -> float | None:
-    """CR_j over all n_j contexts; 0.0 for no contexts; None when any context's relevance verdict failed: the
-    question is then counted as failed, never scored over fewer contexts than it returned."""
+    """CR_j over all n_j contexts; 0.0 for no contexts; None (a failed question) when a relevance verdict failed."""
     if not verdicts:
         return 0.0
     if any(v.relevant is None for v in verdicts):
@@ -40,19 +39,14 @@ def question_cr(verdicts: Sequence[ContextVerdict]) -> float | None:
     return sum(v.relevant for v in verdicts) / len(verdicts)
 
 
-def context_precision_ratio(critical: int, sentences: int) -> float:
-    """s/t for one context; a context without sentences has nothing critical in it."""
-    return critical / sentences if sentences > 0 else 0.0
-
-
 def question_cp(verdicts: Sequence[ContextVerdict]) -> float | None:
-    """CP_j over all n_j contexts; 0.0 for no contexts; None (a failed question, counted) when any context's
-    precision verdict failed."""
+    """CP_j over all n_j contexts; 0.0 for no contexts; None (a failed question) when a precision verdict failed."""
     if not verdicts:
         return 0.0
     if any(v.critical is None or v.sentences is None for v in verdicts):
         return None
-    return sum(context_precision_ratio(v.critical, v.sentences) for v in verdicts) / len(verdicts)
+    # a context without sentences has nothing critical in it
+    return sum(v.critical / v.sentences if v.sentences > 0 else 0.0 for v in verdicts) / len(verdicts)
 
 
 @dataclass(frozen=True)
@@ -62,19 +56,13 @@ class Estimate:
     high: float
     n: int
 
-    def fmt(self, digits: int = 3) -> str:
-        if self.n == 0 or math.isnan(self.mean):
-            return "n/a"
-        return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
-
 
 RESAMPLE_CELLS = 2_000_000  # draws held at once by a bootstrap or permutation test
 
 
 def _blocks(resamples: int, n: int) -> list[int]:
-    """Resamples drawn a block of rows at a time, so memory stays flat in the number of questions. Blocks have an
-    even number of rows: the generator then draws exactly the numbers one call of every row would (numpy draws
-    small integers two from each 64-bit word), so the resamples are the one-call draw's."""
+    """Resamples drawn a block of rows at a time, so memory stays flat. Blocks have an even number of rows, so the
+    generator draws exactly what one call would (numpy draws small integers two per 64-bit word)."""
     rows = max(2, RESAMPLE_CELLS // max(n, 1) // 2 * 2)
     return [min(rows, resamples - start) for start in range(0, resamples, rows)]
 
@@ -82,7 +70,8 @@ def _blocks(resamples: int, n: int) -> list[int]:
 def bootstrap_ci(
     values: Sequence[float], *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0
 ) -> Estimate:
-    """Mean with a percentile bootstrap CI over questions (seeded, so a rerun prints the same interval)."""
+    """Mean with a percentile bootstrap CI over questions, None values (failed questions) left out; seeded, so a
+    rerun prints the same interval."""
     data = np.asarray([v for v in values if v is not None], dtype=float)
     if data.size == 0:
         return Estimate(float("nan"), float("nan"), float("nan"), 0)
@@ -100,11 +89,6 @@ def bootstrap_ci(
     return Estimate(float(data.mean()), float(low), float(high), int(data.size))
 
 
-def aggregate(per_question: Sequence[float | None], **kwargs) -> Estimate:
-    """CR or CP over questions: questions whose every verdict failed are excluded (and reported as failures)."""
-    return bootstrap_ci([v for v in per_question if v is not None], **kwargs)
-
-
 # ---------------------------------------------------------------- ranking metrics (qrels)
 
 RANKING_MEASURES = ("nDCG@10", "AP@10", "R@10", "R@1000", "RR")  # R@1000: recall of every merged context
@@ -118,9 +102,8 @@ def per_query_ranking(
     run: Mapping[str, Ranking],
     measures: Iterable[str] = RANKING_MEASURES,
 ) -> dict[str, dict[str, float]]:
-    """question id -> {measure: value} via ir_measures, for every question with at least one relevant document
-    (0 where the run has nothing for it); the one place ranking metrics are computed. The per-question values are
-    what paired tests need; `ranking_metrics` averages them."""
+    """question id -> {measure: value} via ir_measures for every question with a relevant document (0 where the run
+    has nothing): the one place ranking metrics are computed."""
     import ir_measures
 
     parsed = [ir_measures.parse_measure(m) for m in measures]
@@ -143,13 +126,18 @@ def per_query_ranking(
     return out
 
 
+def mean(values: Iterable[float | None]) -> float | None:
+    """The mean of the values present; None when there are none."""
+    present = [v for v in values if v is not None]
+    return fmean(present) if present else None
+
+
 def ranking_metrics(
     qrels: Mapping[str, Mapping[str, int]],
     run: Mapping[str, Ranking],
     measures: Iterable[str] = RANKING_MEASURES,
 ) -> dict[str, float]:
-    """Each measure's mean over the questions with a relevant document (a question the run has nothing for counts
-    as 0); {} when no question has one."""
+    """Each measure's mean over the questions with a relevant document; {} when no question has one."""
     measures = list(measures)
     per_query = per_query_ranking(qrels, run, measures)
     if not per_query:
@@ -203,8 +191,7 @@ def agreement(judge: Sequence[int], human: Sequence[int]) -> Agreement:
 
 @dataclass(frozen=True)
 class PairedTest:
-    """A paired sign-flip permutation test over questions: mean difference a - b with a bootstrap CI, the
-    two-sided p-value, and the effect size (Cohen's d_z = mean difference / SD of the differences)."""
+    """A paired sign-flip permutation test: mean difference a - b with a bootstrap CI, p-value, Cohen's d_z."""
 
     n: int
     mean_a: float
@@ -215,9 +202,6 @@ class PairedTest:
     p_value: float
     effect_size: float
     exact: bool
-
-    def significant(self, alpha: float = 0.05) -> bool:
-        return self.n > 0 and self.p_value < alpha
 
 
 def paired_test(

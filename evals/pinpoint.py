@@ -1,9 +1,8 @@
-"""The pinpoint metric: on claim / evidence-abstract pairs with human rationale sentences (SciFact's format), is
-the evidence abstract returned in the top k, and is the first sentence Lumina highlights in it a rationale sentence?
+"""The pinpoint metric: on claim / evidence-abstract pairs with rationale sentences (SciFact's format), is the
+evidence abstract in the top k, and is the first sentence Lumina highlights in it a rationale sentence (spans
+overlapping by more than half of the shorter one)?
 
-A rationales file is JSON lines: {"query_id", "claim", "doc_id", "sentence_indices", "sentences": [...]} (one line
-per claim / abstract pair). A highlighted sentence counts as a rationale sentence when its span and a rationale
-sentence's span (found in the passage text, whitespace-normalized) overlap by more than half of the shorter one.
+Rationales file, JSON lines: {"query_id", "claim", "doc_id", "sentence_indices", "sentences": [...]}.
 """
 
 from __future__ import annotations
@@ -101,9 +100,8 @@ def evaluate_pinpoint(
     k: int = 10,
     progress: Callable[[int, int], None] | None = None,
 ) -> PinpointResult:
-    """`search(claim, k) -> contexts` (title, chunks, paper_id); highlights from `scorer` with all k contexts (so
-    lexical document frequencies come from the whole result set, as in the API). The evidence result's highlights
-    are exactly what the API would show for it; latencies include search and highlighting."""
+    """`search(claim, k) -> contexts`; highlights from `scorer` over all k contexts, as the API computes them.
+    Latencies include search and highlighting."""
     result = PinpointResult()
     cache: dict[str, list] = {}
     for number, pair in enumerate(pairs, 1):
@@ -115,9 +113,8 @@ def evaluate_pinpoint(
         target = paper_id_for_doc(pair.doc_id)
         index = next((i for i, c in enumerate(contexts) if c.paper_id == target), None)
         match = None
-        if (
-            index is not None
-        ):  # dense sentence scores for the evidence result only (the others: lexical, for df)
+        # dense sentence scores for the evidence result only (the others: lexical, for df)
+        if index is not None:
             highlights = scorer.highlight(
                 pair.claim,
                 [c.chunks for c in contexts],
@@ -144,8 +141,7 @@ def evaluate_pinpoint(
 
 
 def claim_half(query_id: str) -> str:
-    """'even' or 'odd': numeric claim ids by parity, others by a stable hash; the evidence scorer's weights were
-    chosen on the even half, so the odd half is held out."""
+    """'even' or 'odd' by numeric id parity (else a stable hash); the even half chose the scorer's weights."""
     import hashlib
 
     number = int(query_id) if query_id.isdigit() else int(hashlib.sha256(query_id.encode()).hexdigest(), 16)

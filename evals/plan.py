@@ -1,30 +1,6 @@
 """What a benchmark run will send before it sends anything: LLM calls and tokens per role, requests per provider
-API, USD at list price (synchronous and through the batch APIs) and the wall time at each API's configured limit.
-
-Counts follow the run's own steps (`evals.runner`, `evals.recursive`):
-- questions: one generator call per synthetic question (none offline);
-- provider requests: level 0 once per question at k = the largest page size (smaller pages are its prefix), then
-  one request per refined level, page size and question (depths 1..max);
-- refiner: one call per refined level, page size and question (none offline: pseudo-relevance feedback);
-- judge: two calls (CR and CP) per distinct (question, context) pair, one verdict shared by every provider, depth
-  and page size that returned the same context (`JudgeInput.key`); the offline judge judges nothing.
-- pooled (a judge line of its own, `evals.pooled`, run by `benchmark_scores` with an LLM judge): per question, each
-  distinct paper in any provider's top p (the primary page size) at depth 0 is asked the graded prompt once; its CR
-  and CP prompts are the judge step's own (answered from the cache) unless its context is not among the judge's
-  pairs. Counted exactly from stored levels and the LLM cache, else estimated as questions x p x (local providers x
-  `LOCAL_POOL_SHARE` + external providers), none when p or depth 0 is not in the grid. `judge_batch` carries the
-  graded prompts, so pooled judging has a batch price.
-
-Where a provider's levels are already stored for these questions and this grid, its judge pairs are counted
-exactly from them, across providers, and a pair whose verdicts are in the LLM cache costs no call ("after
-caches"). Elsewhere the judge pairs are estimated: level 0 gives p_max contexts, and each later depth brings a
-share `new_per_depth` of p new contexts per page size (measured from stored levels when there are any, else a
-default per provider). Retries of unparseable answers are not counted.
-
-Tokens are estimated as characters / 4 over the rendered prompt templates with the mean question and context
-lengths (measured from stored tables when there are any, else the defaults below; contexts as judged in the judge's
-prompts, as returned in the refiner's); output tokens per call are fixed estimates per role. Prices come from
-`core.prices`; a model or API without a list price is unknown, not free.
+API, USD at list price (synchronous and batched) and the wall time at each API's configured limit. How each count
+is made, counted from stored levels or estimated, is in docs/benchmark.md ("Plan before spending").
 """
 
 from __future__ import annotations
@@ -32,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from statistics import fmean
 from typing import Any
 
 from evals.defaults import PRIMARY_PAGE_SIZE
@@ -47,8 +24,7 @@ OUTPUT_TOKENS = {
     "precision_per_sentence": 7.0,
     "graded": 6.0,
 }
-# Pooled estimate: the distinct share of n local providers' top p (one index; SciFact's tuning half, docs/benchmark.md).
-# An external provider's top p is taken as distinct from every other's (not measured: it needs keys).
+# Pooled estimate: the distinct share of n local providers' top p; external providers count as distinct.
 LOCAL_POOL_SHARE = {1: 1.0, 2: 0.73, 3: 0.58}
 JSON_OVERHEAD_CHARS = 60.0  # the {"title", "chunks", "doi"} wrapping of one context
 SENTENCE_NUMBER_CHARS = 4.0  # "12. " before each sentence of a CP prompt
@@ -72,15 +48,11 @@ class ContextShape:
         return self.returned or self.chars
 
 
-# Contexts as the judge sees them in the default equal form (`evals.contexts`: whole sentences within CONTEXT_TOKENS
-# words). A context longer than that is cut to about CUT_CHUNK_CHARS characters in CUT_SENTENCES sentences plus its
-# title: the local providers' lengths and sentences as measured on the SciFact demo's stored levels
-# (docs/benchmark.md); an external provider's context is its documented length (`judged_shape`), cut the same way.
-CUT_CHUNK_CHARS = 703.0  # the measured 800 characters of a cut context less SciFact's mean title (97)
+# A context longer than the equal form's budget (`evals.contexts`) is judged cut to about CUT_CHUNK_CHARS characters
+# in CUT_SENTENCES sentences plus its title; external lengths are what each API documents (docs/benchmark.md).
+CUT_CHUNK_CHARS = 703.0
 CUT_SENTENCES = 4.8
-S2_SNIPPET_CHARS = 3250.0  # /snippet/search: snippets of "approximately 500 words" (S2 API docs), always cut
-# Google Scholar's snippet as SerpAPI returns it: the mean of the documented ones (184, 181 and 286 characters: the
-# recorded response in shared/data/api_fixtures and SerpAPI's organic results example)
+S2_SNIPPET_CHARS = 3250.0
 SERPAPI_SNIPPET_CHARS = 217.0
 
 
@@ -94,17 +66,15 @@ def judged_shape(chunk_chars: float, new_per_depth: float) -> ContextShape:
 
 
 DEFAULT_SHAPES: dict[str, ContextShape] = {
-    # as returned: 203, 204 and 219 word tokens (docs/benchmark.md) at SciFact's 6.7 characters each, and a title
     "lumina": ContextShape(800.0, 4.8, 0.4, returned=1460.0),
     "dense": ContextShape(800.0, 5.1, 0.4, returned=1465.0),
     "bm25": ContextShape(810.0, 4.6, 0.4, returned=1565.0),
     "semantic_scholar": judged_shape(S2_SNIPPET_CHARS, 0.5),
     "google_scholar": judged_shape(SERPAPI_SNIPPET_CHARS, 0.6),
-    "exa": judged_shape(EXA_HIGHLIGHT_CHARACTERS, 0.5),  # the one highlight Lumina asks Exa for
+    "exa": judged_shape(EXA_HIGHLIGHT_CHARACTERS, 0.5),
 }
 FALLBACK_SHAPE = ContextShape(800.0, 5.0, 0.5)
 
-# The API each external provider sends its requests to.
 PROVIDER_APIS = {"semantic_scholar": "semantic_scholar", "google_scholar": "serpapi", "exa": "exa"}
 
 
@@ -187,7 +157,7 @@ def _minutes(requests: float, rpm: float) -> float | None:
 
 
 def judge_pair_estimate(inputs: PlanInputs) -> tuple[float, float]:
-    """(pairs before sharing, distinct pairs) per the estimate in the module note, over every provider."""
+    """(pairs before sharing, distinct pairs) per the estimate in docs/benchmark.md, over every provider."""
     page_sizes = sorted(set(inputs.page_sizes))
     depths = sorted(set(inputs.depths))
     naive = distinct = 0.0
@@ -230,6 +200,15 @@ class _Usage:
     saved: float = 0.0
 
 
+def _pair_tokens(inputs: PlanInputs, mean_chars: float, mean_sentences: float) -> tuple[float, float]:
+    """(input, output) tokens of one pair's CR and CP prompts together."""
+    context_chars = inputs.question_chars + mean_chars + JSON_OVERHEAD_CHARS
+    tokens_in = tokens(_template_chars("context_relevance") + context_chars) + tokens(
+        _template_chars("context_precision") + context_chars + SENTENCE_NUMBER_CHARS * mean_sentences
+    )
+    return tokens_in, OUTPUT_TOKENS["relevance"] + OUTPUT_TOKENS["precision_per_sentence"] * mean_sentences
+
+
 def _judge_usage(
     inputs: PlanInputs, providers: list[str], mean_chars: float, mean_sentences: float
 ) -> tuple[_Usage, dict[str, Any]]:
@@ -241,29 +220,20 @@ def _judge_usage(
         naive_pairs, distinct_pairs = judge_pair_estimate(replace(inputs, providers=providers))
         uncached_pairs = distinct_pairs
         pair_source = "estimated (see the plan's method)"
-    judge_on = not inputs.judge_llm.offline
-    q_chars = inputs.question_chars
-    relevance_in = tokens(_template_chars("context_relevance") + q_chars + mean_chars + JSON_OVERHEAD_CHARS)
-    precision_in = tokens(
-        _template_chars("context_precision")
-        + q_chars
-        + mean_chars
-        + JSON_OVERHEAD_CHARS
-        + SENTENCE_NUMBER_CHARS * mean_sentences
-    )
-    out_per_pair = OUTPUT_TOKENS["relevance"] + OUTPUT_TOKENS["precision_per_sentence"] * mean_sentences
+    judged = 0 if inputs.judge_llm.offline else uncached_pairs
+    pair_in, pair_out = _pair_tokens(inputs, mean_chars, mean_sentences)
     usage = _Usage(
         inputs.judge_llm,
-        2 * uncached_pairs if judge_on else 0,
-        (relevance_in + precision_in) * uncached_pairs if judge_on else 0.0,
-        out_per_pair * uncached_pairs if judge_on else 0.0,
+        2 * judged,
+        pair_in * judged,
+        pair_out * judged,
         batchable=True,
-        saved=2 * (naive_pairs - distinct_pairs) if judge_on else 0,
+        saved=0 if inputs.judge_llm.offline else 2 * (naive_pairs - distinct_pairs),
     )
     pairs = {
         "before_sharing": int(round(naive_pairs)),
         "distinct": int(round(distinct_pairs)),
-        "to_judge": int(round(uncached_pairs)) if judge_on else 0,
+        "to_judge": int(round(judged)),
         "source": pair_source,
     }
     return usage, pairs
@@ -277,8 +247,7 @@ def _is_local(inputs: PlanInputs, provider: str) -> bool:
 def _pooled_usage(
     inputs: PlanInputs, providers: list[str], mean_chars: float, mean_sentences: float
 ) -> tuple[_Usage, dict[str, Any]]:
-    """Pooled judging's calls and tokens (module note): graded prompts, and CR / CP prompts the judge step does
-    not ask, at the judge's model; `judge_batch` carries the graded prompts, so they can be batched."""
+    """Pooled judging's calls and tokens: graded prompts, and the CR / CP prompts the judge step does not ask."""
     p = inputs.pool_page_size
     if inputs.judge_llm.offline:
         items, binary, graded, source = 0, 0, 0, "none: pooled judging runs with an LLM judge only"
@@ -299,13 +268,11 @@ def _pooled_usage(
             f"one index, {len(providers) - local} external assumed distinct); their CR / CP prompts are the judge's "
             "own (cached)"
         )
-    q_chars = inputs.question_chars + mean_chars + JSON_OVERHEAD_CHARS
-    graded_in = tokens(_template_chars("graded_relevance") + q_chars)
-    binary_in = (
-        tokens(_template_chars("context_relevance") + q_chars)
-        + tokens(_template_chars("context_precision") + q_chars + SENTENCE_NUMBER_CHARS * mean_sentences)
-    ) / 2
-    binary_out = (OUTPUT_TOKENS["relevance"] + OUTPUT_TOKENS["precision_per_sentence"] * mean_sentences) / 2
+    graded_in = tokens(
+        _template_chars("graded_relevance") + inputs.question_chars + mean_chars + JSON_OVERHEAD_CHARS
+    )
+    pair_in, pair_out = _pair_tokens(inputs, mean_chars, mean_sentences)
+    binary_in, binary_out = pair_in / 2, pair_out / 2  # a binary call is one of a pair's two prompts
     usage = _Usage(
         inputs.judge_llm,
         graded + binary,
@@ -319,19 +286,14 @@ def _pooled_usage(
 def _refiner_usage(
     inputs: PlanInputs, providers: list[str], page_sizes: list[int], max_depth: int, mean_chars: float
 ) -> _Usage:
-    """The Recursion Prompt with one level's p contexts as returned, once per refined level, page size, question and
-    provider."""
+    """One Recursion Prompt with a level's p contexts as returned per refined level, page size, question, provider."""
     refiner_on = not inputs.refiner_llm.offline and max_depth > 0
     calls = inputs.questions * len(page_sizes) * max_depth * len(providers) if refiner_on else 0
-    mean_p = sum(page_sizes) / len(page_sizes) if page_sizes else 0
-    tokens_in = (
-        tokens(
-            _template_chars("recursion") + inputs.question_chars + mean_p * (mean_chars + JSON_OVERHEAD_CHARS)
-        )
-        * calls
-        if refiner_on
-        else 0.0
+    mean_p = fmean(page_sizes) if page_sizes else 0
+    prompt_chars = (
+        _template_chars("recursion") + inputs.question_chars + mean_p * (mean_chars + JSON_OVERHEAD_CHARS)
     )
+    tokens_in = tokens(prompt_chars) * calls
     return _Usage(inputs.refiner_llm, calls, tokens_in, OUTPUT_TOKENS["refiner"] * calls, batchable=False)
 
 
@@ -390,13 +352,10 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
     provider_rows = _provider_rows(inputs, providers, page_sizes, max_depth)
 
     shapes = {p: inputs.shapes.get(p) or DEFAULT_SHAPES.get(p, FALLBACK_SHAPE) for p in providers}
-    mean_chars = sum(s.chars for s in shapes.values()) / len(shapes) if shapes else FALLBACK_SHAPE.chars
-    returned_chars = (
-        sum(s.returned_chars for s in shapes.values()) / len(shapes) if shapes else FALLBACK_SHAPE.chars
-    )
-    mean_sentences = (
-        sum(s.sentences for s in shapes.values()) / len(shapes) if shapes else FALLBACK_SHAPE.sentences
-    )
+    averaged = list(shapes.values()) or [FALLBACK_SHAPE]
+    mean_chars = fmean(s.chars for s in averaged)
+    returned_chars = fmean(s.returned_chars for s in averaged)
+    mean_sentences = fmean(s.sentences for s in averaged)
     judge, pairs = _judge_usage(inputs, providers, mean_chars, mean_sentences)
     pooled, pool = _pooled_usage(inputs, providers, mean_chars, mean_sentences)
     usages = {

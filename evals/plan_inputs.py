@@ -1,6 +1,5 @@
-"""The benchmark plan's inputs (`evals.plan.PlanInputs`) from the run's options, its resources and whatever the data
-dir already holds: question counts, provider keys and limits, and from stored tables the context shapes, the mean
-question and passage lengths and the exact judge pairs."""
+"""The benchmark plan's inputs (`evals.plan.PlanInputs`) from the run's options, its resources and whatever the
+data dir already holds (stored levels give context shapes and exact judge pairs)."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
 
 
 def context_shape(levels, *, sample_rows: int = 5000, form: str = CONTEXT_FORM) -> ContextShape | None:
-    """A provider's mean context length and sentences as the judge sees them (`form`), its mean length as returned,
-    and new contexts per depth, from its stored levels."""
+    """A provider's context lengths and sentences as judged and as returned, and new contexts per depth, if stored."""
     from evals.contexts import judged_form
     from evals.providers import contexts_from_rows
 
@@ -85,17 +83,6 @@ def _judge_pairs(levels_by_provider: Mapping[str, Any], question_texts: Mapping[
     return naive, distinct
 
 
-def _binary_prompts(item) -> list[str]:
-    """The judge's first-attempt prompts for one (question, context): CR, and CP when it has sentences."""
-    from evals.judge import context_sentences, precision_prompt, relevance_prompt
-
-    sentences = context_sentences(item.context)
-    prompts = [relevance_prompt(item.question, item.context)]
-    if sentences:
-        prompts.append(precision_prompt(item.question, item.context, sentences))
-    return prompts
-
-
 def _uncached(judge_client, prompts: Sequence[str]) -> list[str]:
     """The prompts whose answers are not in the LLM cache (all of them without a cache)."""
     if judge_client is None or judge_client.cache is None:
@@ -110,10 +97,11 @@ def exact_judge_pairs(
     judge_client,
     form: str = CONTEXT_FORM,
 ) -> tuple[int, int, int, set[str]]:
-    """(pairs before sharing, distinct pairs, distinct pairs not in the LLM cache, the distinct pairs' keys) over
-    stored levels, each context in the form the judge sees it."""
+    """(pairs before sharing, distinct, distinct not in the LLM cache, their keys) over stored levels, as judged."""
+    from evals.judge import binary_prompts
+
     naive, distinct = _judge_pairs(levels_by_provider, question_texts, form)
-    uncached = sum(1 for item in distinct.values() if _uncached(judge_client, _binary_prompts(item)))
+    uncached = sum(1 for item in distinct.values() if _uncached(judge_client, binary_prompts(item)))
     return naive, len(distinct), uncached, set(distinct)
 
 
@@ -126,11 +114,10 @@ def exact_pool_calls(
     form: str = CONTEXT_FORM,
     judged: Collection[str] | None = None,
 ) -> tuple[int, int, int]:
-    """(pool items, binary calls, graded calls) pooled judging (`evals.pooled`) will send over stored levels:
-    every distinct (question, paper) of any provider's top p at depth 0; each distinct graded prompt of theirs
-    unless cached, and their CR / CP prompts unless cached or asked by the judge step before it (`judged`: the keys
-    of its pairs, when the caller has them)."""
+    """(pool items, binary calls, graded calls) pooled judging will send over stored levels: each distinct prompt
+    not cached, CR / CP ones only where the judge step (`judged`: its pair keys) does not ask them."""
     from evals import pooled
+    from evals.judge import binary_prompts
     from evals.matching import PaperMatcher
     from evals.setup import load_papers
 
@@ -154,7 +141,7 @@ def exact_pool_calls(
     graded: set[str] = set()
     for item in items:
         if item.judge_input.key not in judged:
-            binary.update(_binary_prompts(item.judge_input))
+            binary.update(binary_prompts(item.judge_input))
         graded.add(pooled.graded_prompt(item.question, item.context))
     return (
         len(items),
@@ -164,8 +151,7 @@ def exact_pool_calls(
 
 
 def llm_role(resource, *, assume_keys: bool = False) -> LLMRole:
-    """The role an LLM resource (duck-typed: `backend`, `effective_backend()`, `model`, `requests_per_minute`)
-    plays; `assume_keys` plans the configured backend as if its key were set."""
+    """The role an LLM resource plays; `assume_keys` plans its configured backend as if its key were set."""
     return LLMRole(
         backend=resource.backend if assume_keys else resource.effective_backend(),
         model=resource.model or "offline",
@@ -174,8 +160,7 @@ def llm_role(resource, *, assume_keys: bool = False) -> LLMRole:
 
 
 def question_counts(beir_queries: int, beir_subset: str, user_queries: int | None) -> tuple[int, int]:
-    """(BEIR queries, user queries) the run would read: the BEIR folder's queries (capped by `beir_queries`; none
-    when it is negative) and the configured user query files' (unless `user_queries` gives their count)."""
+    """(BEIR queries, user queries) the run would read (`user_queries` overrides the configured files' count)."""
     from evals import questions as questions_lib
     from evals.setup import beir_folder_candidates, load_papers
     from lumina_assets.core import settings
@@ -199,8 +184,7 @@ def question_counts(beir_queries: int, beir_subset: str, user_queries: int | Non
 def provider_apis(
     resources: Mapping[str, Any], providers: Sequence[str], *, assume_keys: bool
 ) -> tuple[dict[str, ProviderAPI], dict[str, str]]:
-    """(each provider's API and request limit, the providers the run would skip with the reason): a provider
-    without its key is skipped, as the run skips it, unless `assume_keys`."""
+    """(each provider's API and rate, the providers skipped for want of a key unless `assume_keys`)."""
     from evals import registry
 
     skipped: dict[str, str] = {}
@@ -228,8 +212,7 @@ def stored_levels(
     depths: Sequence[int],
     page_sizes: Sequence[int],
 ) -> tuple[dict[str, ContextShape], dict[str, Any]]:
-    """(the context shape of each provider with stored levels, the stored levels that cover every question and
-    the whole grid, cut to the grid)."""
+    """(each stored provider's context shape, its levels cut to the grid when they cover every question)."""
     from lumina_assets.core import tables
 
     shapes: dict[str, ContextShape] = {}
@@ -273,11 +256,9 @@ def inputs_from_environment(
     assume_keys: bool = False,
     count_stored: bool = True,
 ) -> PlanInputs:
-    """The plan's inputs from the run's options, its resources and whatever the data dir already holds: question
-    counts (the BEIR folder and user query files the run would read), stored levels (context shapes, exact judge
-    pairs), provider keys (a provider without one is skipped, as the run skips it, unless `assume_keys` plans the
-    run with every key set) and the configured limits. `count_stored` False keeps to the estimate (no pass over the
-    stored levels and the LLM cache, which takes a while on a large run)."""
+    """The plan's inputs from the run's options, its resources and the data dir: question counts, stored levels,
+    provider keys (skipped as the run skips them unless `assume_keys`) and limits. `count_stored` False keeps to
+    the estimate, with no pass over the stored levels and the LLM cache."""
     beir, user_queries = question_counts(beir_queries, beir_subset, user_queries)
     apis, skipped = provider_apis(resources, providers, assume_keys=assume_keys)
     texts = question_texts()
@@ -318,7 +299,7 @@ def mean_passage_chars() -> float | None:
     from lumina_assets.core import tables
 
     folder = tables.PASSAGES.root() / tables.PASSAGES.name
-    files = sorted(folder.glob("*.parquet")) if folder.exists() else []
+    files = sorted(folder.glob("*.parquet"))
     if not files:
         return None
     mean = pl.scan_parquet(files).select(pl.col("text").str.len_chars().mean()).collect().item()

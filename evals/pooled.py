@@ -1,17 +1,6 @@
-"""Pooled, graded judging: per question, the distinct papers in every provider's top p are judged once, whoever
-returned them, by the paper's binary prompts (the headline CR / CP prompts, verbatim) and by a graded 0-3 relevance
-prompt in the style of UMBRELA (`evals/prompts/graded_relevance.txt`, exploratory; see evals/prompts/README.md).
-
-Pool: the papers of every provider's top p at one depth (0 by default), a paper identified by the collection paper
-it matches (`evals.matching`) or, outside the collection, by its own id. The text judged for a paper is the same for
-every provider that returned it: the equal-form context (`evals.contexts`) of the provider that ranked the paper
-highest, ties broken by provider name, so each (question, paper) is asked once.
-
-From the pool, per provider: pooled CR and CP (the paper's measures on the pooled verdicts), nDCG@p on the graded judgments
-(trec_eval's linear gains through `evals.metrics.per_query_ranking`; a question whose pool has no paper graded
-above 0 has no nDCG) and, where qrels exist, nDCG@p on them; and Kendall's tau (scipy) between the provider
-rankings these give: by the LLM judge, by the graded judge and by the qrels.
-"""
+"""Pooled, graded judging: per question, the distinct papers in every provider's top p are judged once (the
+equal-form context of the provider that ranked each highest) by the binary CR / CP prompts and the exploratory
+graded prompt; per provider, pooled CR / CP, graded and qrels nDCG@p, and Kendall's tau between the rankings."""
 
 from __future__ import annotations
 
@@ -26,10 +15,9 @@ from evals import contexts as context_forms
 from evals import human_labels
 from evals.judge import JudgeInput, JudgeParseError, format_context_for_relevance, load_prompt, render
 from evals.matching import PaperMatcher
-from evals.metrics import per_query_ranking
+from evals.metrics import ContextVerdict, mean, per_query_ranking, question_cp, question_cr
 from evals.providers import contexts_from_rows
 from lumina_assets.core.concurrency import map_in_threads
-from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.core.schemas import Context
 
 GRADES = (0, 1, 2, 3)
@@ -142,29 +130,6 @@ POOL_SCHEMA = {
 }
 
 
-def ask_grade(judge, item: PoolItem) -> tuple[int | None, str | None]:
-    """(grade, None), or (None, the reason) after `judge.max_attempts` failed answers: the LLM judge's client at its
-    temperature, a retry asked as a fresh call (as the binary prompts are), never a grade guessed."""
-    prompt = graded_prompt(item.question, item.context)
-    problem = "no attempt"
-    for attempt in range(judge.max_attempts):
-        system = None if attempt == 0 else f"(retry {attempt}: follow the required answer format exactly)"
-        try:
-            answer = judge.client.complete(prompt, temperature=judge.temperature, system=system).text
-        except (
-            BudgetExhausted
-        ):  # the run stops at its budget (resumable); the item is neither graded nor failed
-            raise
-        except Exception as exc:  # an API error is a failed attempt, named by type only (no secrets)
-            problem = f"llm error: {type(exc).__name__}"
-            continue
-        try:
-            return parse_grade(answer), None
-        except JudgeParseError as exc:
-            problem = f"unparseable answer: {exc}"
-    return None, problem
-
-
 def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
     """Each pool item judged once: the binary prompts through `judge.judge_many` (an LLM or the offline judge) and,
     with an LLM judge, the graded prompt (offline there is no graded judge: grade null, `not measured`)."""
@@ -173,8 +138,12 @@ def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
     results = judge.judge_many([item.judge_input for item in items]) if items else []
     if getattr(judge, "is_offline", True):
         grades = [(None, "not measured (offline judge)")] * len(items)
-    else:  # as many in flight as the judge's binary prompts
-        grades = map_in_threads(lambda item: ask_grade(judge, item), items, getattr(judge, "workers", 1))
+    else:  # (grade, None) or (None, the reason) after the judge's retries, as many in flight as its binary prompts
+        grades = map_in_threads(
+            lambda item: judge.ask(graded_prompt(item.question, item.context), parse_grade)[:2],
+            items,
+            getattr(judge, "workers", 1),
+        )
     rows = []
     for item, result, (grade, grade_failure) in zip(items, results, grades, strict=True):
         rows.append(
@@ -193,24 +162,7 @@ def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
                 "tokens": sum(tokens(chunk) for chunk in item.context.chunks),
             }
         )
-    return pl.DataFrame(rows, schema=POOL_SCHEMA) if rows else pl.DataFrame(schema=POOL_SCHEMA)
-
-
-def provider_scores(
-    recursive: pl.DataFrame,
-    pool: pl.DataFrame,
-    *,
-    page_size: int,
-    depth: int = 0,
-    matcher: PaperMatcher | None = None,
-    qrels: Mapping[str, Mapping[str, int]] | None = None,
-) -> dict[str, dict[str, Any]]:
-    """Per provider, over the questions the pool judged: pooled CR and CP (the paper's CR_j and CP_j from the pooled
-    binary verdicts of its top p papers; a question with a failed verdict is counted in `failed`, never scored over
-    fewer papers), graded nDCG@p and, where `qrels` has the question, qrels nDCG@p; each with its n."""
-    return scores_of(
-        provider_values(recursive, pool, page_size=page_size, depth=depth, matcher=matcher, qrels=qrels)
-    )
+    return pl.DataFrame(rows, schema=POOL_SCHEMA)
 
 
 def provider_values(
@@ -223,8 +175,9 @@ def provider_values(
     qrels: Mapping[str, Mapping[str, int]] | None = None,
     into: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Per provider, the per-question values `provider_scores` averages (CR, CP, context tokens, graded and qrels
-    nDCG@p) and the failed count, added to `into` (a run read a slice of questions at a time adds each slice's)."""
+    """Per provider, over the questions the pool judged: the per-question pooled CR and CP of its top p papers,
+    context tokens, graded and qrels nDCG@p, and the questions failed (a failed verdict fails the question, never
+    scored over fewer papers); added to `into`, as a run read a slice of questions at a time adds each slice's."""
     out = {} if into is None else into
     verdicts = {(r["question_id"], r["paper"]): r for r in pool.iter_rows(named=True)}
     graded: dict[str, dict[str, int]] = {}
@@ -248,12 +201,9 @@ def provider_values(
             if any(v is None or v["relevance_failure"] or v["precision_failure"] for v in found):
                 values["failed"] += 1  # counted, never scored over fewer papers
                 continue
-            values["cr"].append(sum(v["relevant"] for v in found) / len(found) if found else 0.0)
-            values["cp"].append(
-                sum(v["critical"] / v["sentences"] if v["sentences"] else 0.0 for v in found) / len(found)
-                if found
-                else 0.0
-            )
+            judged = [ContextVerdict(v["relevant"], v["critical"], v["sentences"]) for v in found]
+            values["cr"].append(question_cr(judged))
+            values["cp"].append(question_cp(judged))
         graded_ndcg = per_query_ranking(
             {q: graded[q] for q in runs if q in graded}, runs, measures=(measure,)
         )
@@ -266,17 +216,17 @@ def provider_values(
 
 
 def scores_of(values: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """`provider_scores` from `provider_values`."""
+    """Per provider, the means of `provider_values` with their n."""
     return {
         provider: {
-            "pooled_cr": _mean(v["cr"]),
-            "pooled_cp": _mean(v["cp"]),
+            "pooled_cr": mean(v["cr"]),
+            "pooled_cp": mean(v["cp"]),
             "n_judged": len(v["cr"]),
-            "tokens_per_context": _mean(v["lengths"]),
+            "tokens_per_context": mean(v["lengths"]),
             "failed": v["failed"],
-            "graded_ndcg": _mean(v["graded"]),
+            "graded_ndcg": mean(v["graded"]),
             "n_graded": len(v["graded"]),
-            "qrels_ndcg": _mean(v["qrels"]),
+            "qrels_ndcg": mean(v["qrels"]),
             "n_qrels": len(v["qrels"]),
         }
         for provider, v in values.items()
@@ -307,10 +257,6 @@ def ranking_agreement(scores: Mapping[str, Mapping[str, Any]]) -> list[dict[str,
     return out
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 def pooled_run(
     recursive: pl.DataFrame | pl.LazyFrame,
     questions: pl.DataFrame,
@@ -322,10 +268,8 @@ def pooled_run(
     form: str = context_forms.EQUAL,
     slice_questions: int = 500,
 ) -> dict[str, Any]:
-    """The pooled, graded judging of one run at page size p and `depth`, as the run manifest keeps it (`pooled` in
-    run.json, `report_sections.pooled_section`): pool size, per-provider scores and the rankings' tau. A pool is
-    per question, so the run is read, pooled and judged `slice_questions` questions at a time (a lazy scan is never
-    read whole); only the per-question values are kept."""
+    """The pooled, graded judging of one run at p and `depth`, as `run.json` keeps it (pool size, per-provider scores,
+    the rankings' tau), read, pooled and judged `slice_questions` questions at a time."""
     matcher = PaperMatcher.from_papers(papers)
     lazy = recursive.lazy().filter((pl.col("page_size") == page_size) & (pl.col("depth") == depth))
     values: dict[str, dict[str, Any]] = {}
@@ -358,7 +302,7 @@ def pooled_run(
         "judge": judge.name,
         "pool_items": items,
         "questions": questions_judged,
-        "tokens_per_item": _mean(tokens),
+        "tokens_per_item": mean(tokens),
         "relevance_failures": relevance_failures,
         "grade_failures": grade_failures,
         "providers": scores,

@@ -1,9 +1,6 @@
-"""Raw clients of the external search APIs the benchmark compares Lumina with.
-
-Each client returns the provider's JSON untouched (mapping it to contexts is `evals.providers`' job) and goes
-through `lumina_assets.core.http.HttpClient` (retry, Retry-After, per-host rate limit, disk cache), which the
-Dagster resources in `resources/providers.py` configure. A key travels only in a header or in a query parameter
-the HTTP layer redacts and keeps out of cache keys.
+"""Raw clients of the external search APIs; each returns the provider's JSON untouched (`evals.providers` maps it).
+They go through `lumina_assets.core.http.HttpClient`; a key travels only in a header or a query parameter the
+HTTP layer redacts and keeps out of cache keys.
 """
 
 from __future__ import annotations
@@ -14,8 +11,7 @@ from typing import Any
 from lumina_assets.core.http import HttpClient
 
 S2_PAPER_FIELDS = "title,abstract,tldr,externalIds,url,year,authors,openAccessPdf"
-# Exa's highlight length (`maxCharacters`, which replaced its deprecated numSentences and highlightsPerUrl; source in
-# docs/benchmark.md): one excerpt a little longer than the equal form's CONTEXT_TOKENS words, judged at full budget
+# Exa's `maxCharacters` (docs/benchmark.md): one excerpt a little longer than the equal form's CONTEXT_TOKENS words
 EXA_HIGHLIGHT_CHARACTERS = 1000
 
 

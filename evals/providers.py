@@ -1,8 +1,5 @@
-"""Search providers behind one protocol, each answer mapped to `lumina_assets.core.schemas.Context`
-({title, chunks, doi, url}) so the judge sees every provider the same way.
-
-A provider without its key raises `ProviderUnavailable` with a clear reason; the benchmark skips it and says why.
-Nothing is ever faked.
+"""Search providers behind one protocol, each answer mapped to `lumina_assets.core.schemas.Context`, so the
+judge sees every provider the same way. A provider without its key raises `ProviderUnavailable`; never faked.
 """
 
 from __future__ import annotations
@@ -70,28 +67,19 @@ def map_s2_snippets(payload: dict[str, Any], k: int) -> list[Context]:
 
 
 def map_s2_papers(payload: dict[str, Any], k: int) -> list[Context]:
-    """S2 `/paper/search`: one context per paper with its abstract (or TLDR) as the only chunk; the paper id is its
-    corpus id when `externalIds` has one (what qrels matching reads), else its S2 paper id."""
+    """S2 `/paper/search`: one context per paper, its abstract (or TLDR) the only chunk, its id the corpus id if any."""
     contexts = []
     for rank, paper in enumerate((payload.get("data") or [])[:k]):
         text = paper.get("abstract") or ((paper.get("tldr") or {}).get("text")) or ""
-        doi = (paper.get("externalIds") or {}).get("DOI")
+        external, s2_id = paper.get("externalIds") or {}, paper.get("paperId")
+        doi, corpus_id = external.get("DOI"), external.get("CorpusId")
         contexts.append(
             Context(
                 title=paper.get("title") or "",
                 chunks=[text.strip()] if text.strip() else [],
                 doi=doi.lower() if doi else None,
-                url=paper.get("url")
-                or (
-                    f"https://www.semanticscholar.org/paper/{paper['paperId']}"
-                    if paper.get("paperId")
-                    else None
-                ),
-                paper_id=(
-                    f"s2-corpus:{corpus_id}"
-                    if (corpus_id := (paper.get("externalIds") or {}).get("CorpusId"))
-                    else (f"s2:{paper['paperId']}" if paper.get("paperId") else None)
-                ),
+                url=paper.get("url") or (f"https://www.semanticscholar.org/paper/{s2_id}" if s2_id else None),
+                paper_id=f"s2-corpus:{corpus_id}" if corpus_id else (f"s2:{s2_id}" if s2_id else None),
                 score=float(k - rank),
             )
         )
@@ -142,9 +130,8 @@ def map_exa(payload: dict[str, Any], k: int) -> list[Context]:
 
 
 class SemanticScholarProvider:
-    """Snippet search for passages; paper search when snippet search fails or finds nothing (both counted, as
-    `fallbacks`). Snippet results carry no DOIs, so they are looked up by corpus id through `/paper/batch`
-    (external ids); a failed lookup keeps the contexts and is counted."""
+    """Snippet search, falling back to paper search when it fails or finds nothing; snippet results get their DOIs
+    from `/paper/batch`. Fallbacks and failed lookups are counted."""
 
     name = "semantic_scholar"
 
@@ -203,8 +190,7 @@ class GoogleScholarProvider:
 
 
 class ExaProvider:
-    """Exa search; each response states its price (`costDollars.total`), summed over the responses this run
-    fetched (a cached response cost nothing now); `unpriced_requests` counts fetched ones without it."""
+    """Exa search, summing the price each fetched response states (`costDollars.total`) or counting it unpriced."""
 
     name = "exa"
 
@@ -231,8 +217,7 @@ class ExaProvider:
 
 
 class LuminaProvider:
-    """This project's search engine; `search_fn(query, k) -> list[Context]` is `SearchEngine(...).search`.
-    `name` differs for a baseline run on the same engine with another configuration (the dense-only one)."""
+    """This project's search engine through `search_fn(query, k)`; `name` tells a baseline config (dense) apart."""
 
     name = "lumina"
 
@@ -279,8 +264,7 @@ def lumina_search_fn(**engine_kwargs: Any) -> Callable[[str, int], list[Context]
 def lumina_api_search_fn(
     base_url: str, *, timeout: float = 120.0, http_client=None
 ) -> Callable[[str, int], list[Context]]:
-    """The same engine through `lumina serve`'s JSON API (the paper's setting: "accessed via Lumina's API"). A failed
-    call raises (a failure, never an empty result)."""
+    """The same engine through `lumina serve`'s JSON API; a failed call raises, never an empty result."""
     import httpx
 
     client = http_client or httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, trust_env=False)
@@ -315,11 +299,8 @@ def lumina_api_search_fn(
 
 
 class BM25Provider:
-    """Baseline `bm25` as BEIR defines it: one document per paper, its title and abstract (the paper's passages in
-    order where the catalogue has no abstract), Okapi BM25 (`evals.lexical`, k1 `K1`, b `B`) over
-    `lumina_assets.search.text.tokenize`. Papers are ranked by that document score alone. A paper's context is its
-    own passages, the one scoring highest against the query by the same BM25 over passages first (ties in paper
-    order), up to `max_chunks_per_context`: the passages judged, not the ranking, come from the passage scores."""
+    """Baseline `bm25` as BEIR defines it (`bm25_config`): Okapi BM25 over one title + abstract document per paper
+    ranks the papers; a paper's context is its passages, best BM25 passage score first."""
 
     name = "bm25"
     K1 = 1.2

@@ -1,7 +1,5 @@
-"""Benchmark questions: synthetic ones generated from sampled passages (each keeps its source passage and paper,
-which gives natural qrels), user query sets from JSONL / CSV / text files, and BEIR query sets with their qrels.
-
-Every row says how it was made (`kind`, `generator`); the offline generator is labelled `offline:template`.
+"""Benchmark questions: synthetic ones from sampled passages (natural qrels: their source passage and paper), user
+query files (JSONL / CSV / text) and BEIR query sets with their qrels. Every row says how it was made.
 """
 
 from __future__ import annotations
@@ -63,8 +61,6 @@ def empty_questions() -> pl.DataFrame:
 
 
 def questions_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
-    if not rows:
-        return empty_questions()
     return pl.DataFrame([{k: r.get(k) for k in QUESTION_SCHEMA} for r in rows], schema=QUESTION_SCHEMA)
 
 
@@ -118,9 +114,8 @@ def _clean_claim(sentence: str) -> str:
 
 
 def offline_question(passage_text: str, title: str = "") -> str:
-    """A template question from the passage's most finding-like sentence (no LLM): "What evidence is there that
-    <claim>?". Structured-abstract headings and lead-ins ("We found that", "However,") are stripped; sentences
-    that state aims rather than findings are avoided; a sentence is never cut."""
+    """A template question from the passage's most finding-like sentence: "What evidence is there that <claim>?",
+    headings and lead-ins stripped, aims avoided, the sentence never cut."""
     candidates = []
     for sentence in split_sentences(passage_text):
         claim = _clean_claim(sentence)
@@ -185,7 +180,7 @@ def synthetic_questions(
     rows, failures = [], []
     for passage in sample_passages(passages, n, seed=seed).iter_rows(named=True):
         title = titles.get(passage["paper_id"], "")
-        text = None
+        text, problem = None, "no sentence to build a question from"
         if online:
             prompt = question_prompt(title, passage["text"])
             problem = ""
@@ -202,16 +197,11 @@ def synthetic_questions(
                     raise
                 except Exception as exc:
                     problem = f"llm error: {type(exc).__name__}"
-            if text is None:
-                failures.append({"passage_id": passage["passage_id"], "reason": problem})
-                continue
         else:
-            text = offline_question(passage["text"], title)
-            if not text:
-                failures.append(
-                    {"passage_id": passage["passage_id"], "reason": "no sentence to build a question from"}
-                )
-                continue
+            text = offline_question(passage["text"], title) or None
+        if text is None:
+            failures.append({"passage_id": passage["passage_id"], "reason": problem})
+            continue
         rows.append(
             {
                 "question_id": "syn-" + short_hash(passage["passage_id"], generator, length=12),
@@ -257,18 +247,17 @@ def load_user_queries(path: Path) -> pl.DataFrame:
                     texts.append(query)
     else:
         texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    rows = []
-    for text in dict.fromkeys(texts):
-        rows.append(
-            {
-                "question_id": "user-" + short_hash(text, length=12),
-                "text": text,
-                "kind": "user",
-                "generator": path.name,
-                "set_name": path.stem,
-                "relevant_paper_ids": [],
-            }
-        )
+    rows = [
+        {
+            "question_id": "user-" + short_hash(text, length=12),
+            "text": text,
+            "kind": "user",
+            "generator": path.name,
+            "set_name": path.stem,
+            "relevant_paper_ids": [],
+        }
+        for text in dict.fromkeys(texts)
+    ]
     return questions_frame(rows)
 
 
@@ -281,16 +270,10 @@ def load_beir_queries(
     paper_ids: dict[str, str] | None = None,
     subset: str = splits.HELD_OUT,
 ) -> pl.DataFrame:
-    """The BEIR queries that have qrels, each with its relevant paper ids: all of them (n <= 0) or a deterministic
-    sample of n.
-
-    `split`: a split name or a comma-separated order tried in turn (default test, dev, train: the first present).
-    A test or dev split is held out whole; a train split is cut by `subset` (`lumina_assets.corpus.splits`: the
-    held-out half by default, so the benchmark never asks what Lumina was tuned on). The split and subset are in
-    each row's generator and set name (`scifact-train-heldout`) and its `held_out` flag.
-
-    `paper_ids` maps BEIR doc id -> our paper id (from the papers table); default `beir-<set>:<doc id>`.
-    """
+    """The BEIR queries that have qrels, with their relevant paper ids: all (n <= 0) or a seeded sample of n.
+    `split` is a name or a comma-separated order (the first present); a train split is cut by `subset`
+    (`lumina_assets.corpus.splits`), the held-out half by default. `paper_ids` maps BEIR doc id -> paper id
+    (default `beir-<set>:<doc id>`)."""
     folder = Path(folder)
     split = pick_split(folder, split or DEFAULT_SPLIT_ORDER)
     queries, qrels = read_queries(folder), read_qrels(qrels_path(folder, split))
@@ -342,16 +325,14 @@ def catalogue_collections(papers: pl.DataFrame | None) -> list[str]:
     if papers is None or not {"source", "paper_id"} <= set(papers.columns):
         return []
     ids = papers.filter(pl.col("source") == "beir")["paper_id"]
-    names = ids.str.extract(r"^beir-([^:]+):", 1).drop_nulls().unique().sort().to_list()
-    return list(names)
+    return ids.str.extract(r"^beir-([^:]+):", 1).drop_nulls().unique().sort().to_list()
 
 
 def find_beir_folder(
     configured: Path | None, papers: pl.DataFrame | None, candidates: list[Path]
 ) -> Path | None:
-    """The BEIR folder the benchmark's BEIR questions come from: the configured one (the asset's `beir_dir` or
-    LUMINA_CORPUS) when it is one, else a folder among `candidates` holding a collection the catalogue was loaded
-    from (a rerun without LUMINA_CORPUS keeps its BEIR questions while the corpus is in the catalogue)."""
+    """The folder of the benchmark's BEIR questions: the configured one when it is one, else a folder among
+    `candidates` holding a collection the catalogue was loaded from."""
     if configured is not None:
         return configured if is_beir_queries(configured) else None
     names = set(catalogue_collections(papers))
@@ -371,9 +352,8 @@ def gather_user_queries(
     papers: pl.DataFrame | None,
     subset: str = splits.HELD_OUT,
 ) -> pl.DataFrame:
-    """Every user query file, plus the queries of a BEIR folder (all of the held-out ones for `beir_queries` 0,
-    a seeded sample of that many when positive, none when negative), mapped onto the papers table's ids when the
-    corpus came from the same folder."""
+    """Every user query file, plus the queries of a BEIR folder (all for `beir_queries` 0, a seeded sample when
+    positive, none when negative), mapped onto the papers table's ids."""
     frames = [load_user_queries(path) for path in paths]
     if beir is not None and is_beir_queries(beir) and beir_queries >= 0:
         frames.append(

@@ -1,20 +1,6 @@
-"""Recursive query refinement (the paper's "lumina-recursive" mode, run for every provider).
-
-Level 0 asks the question. Level d asks a refined query made from level d-1's results and merges the new contexts
-into the pool of every level so far (dropping any chunk whose text was already there). The ranked list of every
-depth holds one context per paper (`paper_key`), within a level and across levels. Like-for-like: the result of
-depth d is a ranked list of exactly p contexts (fewer only when the pool holds fewer), the pool re-ranked by
-reciprocal rank fusion across levels (RRF_K = 60; a tie goes to the earlier level), so depth d and depth 0 are
-compared at the same page size. The merged pool is kept beside it (its recall is a separate column).
-
-A provider error at depth d is a failure of that level, not an empty result: depths before it stay scored, it and
-the later levels (whose queries would be refined from its results) carry the error and are left out of the scores.
-
-Refiners: the Recursion Prompt through an LLM (strict `<query>` parsing, retries, then a recorded failure): the
-paper's recursive refinement. Offline there is no LLM to rewrite the query, and `PseudoRelevanceRefiner` (key terms
-of the top results appended to the question) is a different method, pseudo-relevance feedback; it is labelled so
-everywhere and never reported as the paper's recursion.
-"""
+"""Recursive query refinement (the paper's "lumina-recursive" mode, run for every provider): level d's query is
+refined from level d-1's results, and depth d's result is every level so far fused by reciprocal rank, one context
+per paper. Offline, `PseudoRelevanceRefiner` is pseudo-relevance feedback, labelled so everywhere."""
 
 from __future__ import annotations
 
@@ -25,8 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from evals.judge import JudgeParseError, load_prompt, render
-from lumina_assets.core.llm import BudgetExhausted
+from evals.judge import JudgeParseError, ask_with_retries, load_prompt, render
 from lumina_assets.core.schemas import Context
 
 _QUERY_TAG = re.compile(r"<query>(.*?)</query>", re.IGNORECASE | re.DOTALL)
@@ -77,22 +62,15 @@ class LLMRefiner:
         self.method = f"llm:{client.label}"
 
     def refine(self, question: str, previous_query: str, contexts: Sequence[Context]) -> Refinement:
-        prompt = render(load_prompt("recursion"), question=question, result=format_results(contexts))
-        problem = "no attempt"
-        for attempt in range(self.max_attempts):
-            system = (
-                None if attempt == 0 else f"(retry {attempt}: wrap the query in <query></query> exactly once)"
-            )
-            try:
-                answer = self.client.complete(prompt, temperature=self.temperature, system=system).text
-                return Refinement(parse_query(answer), self.method, attempts=attempt + 1)
-            except JudgeParseError as exc:
-                problem = f"unparseable answer: {exc}"
-            except BudgetExhausted:
-                raise
-            except Exception as exc:
-                problem = f"llm error: {type(exc).__name__}"
-        return Refinement(None, self.method, failure=problem, attempts=self.max_attempts)
+        query, failure, attempts = ask_with_retries(
+            self.client,
+            render(load_prompt("recursion"), question=question, result=format_results(contexts)),
+            parse_query,
+            self.max_attempts,
+            "wrap the query in <query></query> exactly once",
+            temperature=self.temperature,
+        )
+        return Refinement(query, self.method, failure=failure, attempts=attempts)
 
 
 class PseudoRelevanceRefiner:
@@ -174,8 +152,7 @@ RRF_K = 60
 
 
 def paper_key(context: Context) -> str:
-    """A context's paper, within a level and across levels: its paper id, else DOI, URL, title, and only for a
-    context with none of them its normalized text."""
+    """A context's paper across levels: its id, else DOI, URL, title, else its normalized text."""
     for prefix, value in (
         ("id:", context.paper_id),
         ("doi:", (context.doi or "").lower()),
@@ -188,11 +165,9 @@ def paper_key(context: Context) -> str:
 
 
 def fuse_levels(level_results: Sequence[Sequence[Context]], page_size: int) -> list[Context]:
-    """The top `page_size` of every level's results fused by reciprocal rank (sum over levels of
-    1 / (RRF_K + rank)), one context per paper: a paper found again (in the same level or another) adds to its
-    score and keeps the context it was first seen with, so one paper never fills two of the p slots. Chunks
-    already taken by a better-ranked context are dropped, a context left empty is skipped. One level keeps its
-    own order (its repeats of a paper dropped), so depth 0 is the provider's own top p."""
+    """The top `page_size` of every level's results fused by reciprocal rank, one context per paper: a paper found
+    again adds to its score and keeps its first context. Chunks a better-ranked context took are dropped; one level
+    keeps its own order, so depth 0 is the provider's own top p."""
     scores: dict[str, float] = {}
     first_seen: dict[str, tuple[int, int]] = {}
     contexts: dict[str, Context] = {}
@@ -221,9 +196,8 @@ def fuse_levels(level_results: Sequence[Sequence[Context]], page_size: int) -> l
 
 @dataclass
 class Level:
-    """One recursion level: the query asked, what it returned (`fresh`), the ranked top p of every level so far
-    (`contexts`, what is judged and scored) and the merged pool (`pool`); `error` is a provider failure,
-    `failure` a refinement failure."""
+    """One recursion level: the query, what it returned (`fresh`), the ranked top p so far (`contexts`, judged and
+    scored) and the merged `pool`; `error` is a provider failure, `failure` a refinement failure."""
 
     depth: int
     query: str | None
@@ -249,12 +223,8 @@ def recursive_search(
     refiner,
     level0: Sequence[Context] | None = None,
 ) -> list[Level]:
-    """Levels 0..max_depth; level d's query comes from level d-1's own results (`fresh`).
-
-    A refinement failure stops fetching: later levels repeat the last ranked contexts and carry the failure, so
-    every depth still has a row and a failure is visible, not hidden. A provider error at depth d marks depth d
-    and every later depth as errored (nothing to refine from); earlier depths keep their results.
-    """
+    """Levels 0..max_depth, level d's query refined from level d-1's own results. A refinement failure stops
+    fetching (later levels repeat the last contexts and carry it); a provider error fails its depth and every later one."""
     method = getattr(refiner, "method", "refiner")
     try:
         first = list(level0) if level0 is not None else provider.search(question, page_size)

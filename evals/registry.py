@@ -1,14 +1,6 @@
-"""The benchmark's providers, declared once.
-
-Each entry says which Dagster resource a provider is built from (by key), how it is built, whether it searches
-outside Lumina's own index, and which variable holds its key. The provider partitions, the resources
-(`resources/providers.py`), `lumina benchmark run`'s default providers, the benchmark assets and the report all read
-this list, so adding a provider is one entry here plus, for an external one, its client (`evals.provider_clients`),
-its answer mapping (`evals.providers`) and its resource.
-
-The resources are duck-typed, so this module never imports Dagster: an LLM resource is anything with
-`get_client()`, an external provider's resource anything with `available()`, `unavailable_reason()` and
-`get_client()`.
+"""The benchmark's providers, declared once: the partitions, resources, CLI defaults, assets and report read this
+list. A new provider is one entry here plus, for an external one, its client (`evals.provider_clients`), its
+mapping (`evals.providers`) and its resource. Resources are duck-typed, so this module never imports Dagster.
 """
 
 from __future__ import annotations
@@ -30,10 +22,8 @@ RECURSIVE_ALIAS_REASON = (
 
 @dataclass(frozen=True)
 class ProviderSpec:
-    """One provider: `build(resource)` makes it from the resource named `resource_key` (None: it needs none) or
-    raises ProviderUnavailable with the reason it is skipped. `build` None marks a partition that is a mode of
-    the benchmark, not a provider. `external`: it searches the web, not Lumina's index; `key_env`: the variable
-    holding its API key."""
+    """One provider: `build(resource)` makes it from the resource `resource_key` (None: needs none) or raises
+    ProviderUnavailable; `build` None marks a benchmark mode, not a provider. `external`: searches the web."""
 
     name: str
     build: Callable[[Any], Provider] | None
@@ -44,8 +34,7 @@ class ProviderSpec:
 
 
 def _lumina(question_llm) -> Provider:
-    """The in-process engine (with the LLM stages LUMINA_SEARCH_LLM asks for), or `lumina serve`'s API when
-    LUMINA_API_URL is set."""
+    """The in-process engine with LUMINA_SEARCH_LLM's stages, or `lumina serve`'s API when LUMINA_API_URL is set."""
     from lumina_assets.search.model_stages import configured_search_config, search_llm_client
 
     if settings.get().benchmark.lumina_api_url:
@@ -63,10 +52,8 @@ def _lumina(question_llm) -> Provider:
 
 
 def dense_config():
-    """Lumina's engine with its passage vectors as the only retriever: no full text, no paper-level retrievers,
-    no reranker or LLM stage, no corpus-graph smoothing, no setting the index recorded.
-    Contexts are built exactly as lumina builds them, so lumina vs dense isolates what the rest of the pipeline adds
-    to dense retrieval."""
+    """Lumina's engine with its passage vectors as the only retriever and no other stage or recorded setting;
+    contexts built as lumina builds them, so lumina vs dense isolates what the rest of the pipeline adds."""
     from lumina_assets.search.config import SearchConfig
 
     return SearchConfig().replace(
@@ -89,7 +76,7 @@ def _bm25(_resource) -> Provider:
     return providers.BM25Provider(tables.read_all(tables.PASSAGES), tables.read(tables.PAPERS))
 
 
-def _external(provider_class: Callable[[Any], Provider]) -> Callable[[Any], Provider]:
+def _external(name: str, provider_class: Callable[[Any], Provider], key_env: str) -> ProviderSpec:
     """An external provider over its resource's client; skipped (never faked) when the resource has no key."""
 
     def build(resource) -> Provider:
@@ -97,7 +84,7 @@ def _external(provider_class: Callable[[Any], Provider]) -> Callable[[Any], Prov
             raise ProviderUnavailable(resource.unavailable_reason())
         return provider_class(resource.get_client())
 
-    return build
+    return ProviderSpec(name, build, resource_key=name, external=True, key_env=key_env, llm=EXTERNAL_LLM)
 
 
 # In partition order: the provider partitions are these names, in this order.
@@ -108,30 +95,9 @@ PROVIDERS: dict[str, ProviderSpec] = {
         ProviderSpec(RECURSIVE_ALIAS, None),
         ProviderSpec("bm25", _bm25),
         ProviderSpec("dense", _dense),
-        ProviderSpec(
-            "semantic_scholar",
-            _external(providers.SemanticScholarProvider),
-            resource_key="semantic_scholar",
-            external=True,
-            key_env="SEMANTIC_SCHOLAR_API_KEY",
-            llm=EXTERNAL_LLM,
-        ),
-        ProviderSpec(
-            "google_scholar",
-            _external(providers.GoogleScholarProvider),
-            resource_key="google_scholar",
-            external=True,
-            key_env="SERPAPI_API_KEY",
-            llm=EXTERNAL_LLM,
-        ),
-        ProviderSpec(
-            "exa",
-            _external(providers.ExaProvider),
-            resource_key="exa",
-            external=True,
-            key_env="EXA_API_KEY",
-            llm=EXTERNAL_LLM,
-        ),
+        _external("semantic_scholar", providers.SemanticScholarProvider, "SEMANTIC_SCHOLAR_API_KEY"),
+        _external("google_scholar", providers.GoogleScholarProvider, "SERPAPI_API_KEY"),
+        _external("exa", providers.ExaProvider, "EXA_API_KEY"),
     )
 }
 
@@ -166,8 +132,7 @@ def resource_keys() -> set[str]:
 
 
 def build_provider(name: str, resources: Mapping[str, Any]) -> Provider:
-    """The provider for a partition from `resources` (resource key -> resource), or ProviderUnavailable with the
-    reason it is skipped."""
+    """The provider for a partition from `resources`, or ProviderUnavailable with the reason it is skipped."""
     spec = PROVIDERS.get(name)
     if spec is None:
         raise ProviderUnavailable(f"unknown provider {name!r}")

@@ -1,10 +1,6 @@
-"""The benchmark report of one run: what the run is (questions, providers, grid, judge, code version), the headline
-comparison with paired tests per question set, every recursion level, and plots of every page size and depth.
-
-Offline (no LLM judge) the headline uses only measures no provider's model can bias: qrels (BEIR) and natural qrels
-(a synthetic question's source paper and passage). The only offline judge embeds with all-MiniLM-L6-v2, the model
-Lumina retrieves with, so offline nothing is judged and CR / CP by judge are reported as not measured. With an LLM
-judge, its agreement with qrels on each provider's own contexts is shown beside the scores."""
+"""The benchmark report of one run: what the run is, the headline comparison with paired tests per question set,
+every recursion level, and plots. Offline (no LLM judge) the headline uses qrels and natural qrels only.
+"""
 
 from __future__ import annotations
 
@@ -46,8 +42,7 @@ OFFLINE_JUDGE_NOT_USED = (
 
 
 def question_sources(question_frame: pl.DataFrame) -> dict[str, str]:
-    """Where each kind of question in the run comes from and how to read its scores: the synthetic generator
-    named, the BEIR split named and whether it is held out of Lumina's tuning."""
+    """Where each kind of question in the run comes from: the generator, the BEIR split and whether it is held out."""
     local = " and ".join(local_provider_names())
     sources = {
         "synthetic": "generated from passages sampled from Lumina's own index (the paper's method): answerable by "
@@ -94,16 +89,12 @@ def level_summary(recursive: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _fmt(mean: float | None, low: float | None, high: float | None) -> str:
+def _ci(row: dict[str, Any], name: str, sep: str = " ") -> str:
+    """`name`'s mean and 95% CI in a score row (CR and CP name their bounds with "_")."""
+    mean = row[name]
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "n/a"
-    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
-
-
-def _num(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
+    return f"{mean:.3f} [{row[f'{name}{sep}low']:.3f}, {row[f'{name}{sep}high']:.3f}]"
 
 
 def agreement_line(agreement: dict[str, Any] | None) -> str:
@@ -130,8 +121,7 @@ def judge_banner(judge_name: str, offline: bool) -> str:
 
 
 def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) -> str:
-    """One row per provider × page size × depth: n scored, failures, then qrels measures (offline) or the judged CR
-    and CP with the qrels measures where the set has qrels (online)."""
+    """One row per provider × page size × depth: n, failures, lengths, CR / CP when judged, and the qrels measures."""
     frame = set_rows(scores, question_set)
     if frame.height == 0:
         return "_no scores_"
@@ -164,25 +154,18 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
             str(row["depth"]),
             str(row["n"]),
             f"{row['failed']} ({row['failure_rate']:.0%})",
-            _num(row["mean_contexts"]),
-            _num(row["sentences/context"]),
-            _num(row["tokens/context"]),
+            sections.num(row["mean_contexts"]),
+            sections.num(row["sentences/context"]),
+            sections.num(row["tokens/context"]),
         ]
         if not offline:
             cells += [
-                _fmt(row["cr"], row["cr_low"], row["cr_high"])
-                + sections.failed_note(row.get("cr_failed_questions")),
-                _fmt(row["cp"], row["cp_low"], row["cp_high"])
-                + sections.failed_note(row.get("cp_failed_questions")),
+                _ci(row, m, "_") + sections.failed_note(row.get(f"{m}_failed_questions"))
+                for m in ("cr", "cp")
             ]
-        if row["qrels_excluded"]:
-            cells += [
-                "excluded" if m in QRELS_HEADLINE else _fmt(row[m], row[f"{m} low"], row[f"{m} high"])
-                for m in measures
-            ]
-        else:
-            cells += [_fmt(row[m], row[f"{m} low"], row[f"{m} high"]) for m in measures]
-        cells += [_num(row[m]) for m in extra]
+        excluded = row["qrels_excluded"]
+        cells += ["excluded" if excluded and m in QRELS_HEADLINE else _ci(row, m) for m in measures]
+        cells += [sections.num(row[m]) for m in extra]
         lines.append("| " + " | ".join(cells) + " |")
     if not has_qrels and offline:
         lines.append("")
@@ -191,8 +174,7 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
 
 
 def judge_agreement_table(scores: pl.DataFrame) -> str:
-    """The judge's agreement with qrels on each provider's own contexts in this run (questions with qrels,
-    calibration questions excluded): a judge that agrees less on one provider's contexts favours or hurts it."""
+    """The judge's agreement with qrels and human labels on each provider's own contexts in this run."""
     frame = set_rows(scores, "all").filter(pl.col("depth") == 0)
     lines = [
         "| provider | p | judge-vs-qrels κ on this provider's contexts | pairs | judge-vs-human CP sentence κ | "
@@ -201,8 +183,8 @@ def judge_agreement_table(scores: pl.DataFrame) -> str:
     ]
     for row in frame.iter_rows(named=True):
         lines.append(
-            f"| {row['provider']} | {row['page_size']} | {_num(row['proxy_kappa'])} | {row['proxy_pairs']} | "
-            f"{_num(row['judge_vs_human_kappa'])} | {row['judge_vs_human_sentences']} |"
+            f"| {row['provider']} | {row['page_size']} | {sections.num(row['proxy_kappa'])} | {row['proxy_pairs']} | "
+            f"{sections.num(row['judge_vs_human_kappa'])} | {row['judge_vs_human_sentences']} |"
         )
     return "\n".join(lines)
 
@@ -216,18 +198,18 @@ def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: boo
     for row in frame.iter_rows(named=True):
         cells = [row["provider"], str(row["page_size"]), str(row["depth"]), str(row["n"]), str(row["failed"])]
         if not offline:
-            cells += [
-                _fmt(row["cr"], row["cr_low"], row["cr_high"]),
-                _fmt(row["cp"], row["cp_low"], row["cp_high"]),
-            ]
-        cells += [_num(row["mean_contexts"]), *(_num(row[c]) for c in cols), str(row["n_qrels"])]
+            cells += [_ci(row, "cr", "_"), _ci(row, "cp", "_")]
+        cells += [
+            sections.num(row["mean_contexts"]),
+            *(sections.num(row[c]) for c in cols),
+            str(row["n_qrels"]),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def primary_set(scores: pl.DataFrame) -> str:
-    """The question set the plots and the level table show: the BEIR set when the run has one (the headline's),
-    else the first set there is; never the pool of every set."""
+    """The question set the plots and level table show: BEIR when the run has it, else the first there is."""
     present = [s for s in ("beir", "user", "synthetic") if s in set(scores["question_set"].to_list())]
     return present[0] if present else "all"
 
@@ -349,8 +331,7 @@ def write_report(
     plan: dict[str, Any] | None = None,
     actual: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Writes benchmark.md and the PNGs into out_dir; returns paths and the markdown. The report opens with the
-    paragraph a reader can quote (`report_sections.headline_paragraph`)."""
+    """Writes benchmark.md and the PNGs into out_dir; returns the paths and the markdown."""
     out_dir.mkdir(parents=True, exist_ok=True)
     focus = primary_set(scores)
     prf = sections.PRF in refinement
@@ -406,16 +387,11 @@ def results_sample(frame: pl.DataFrame, question_frame: pl.DataFrame, rows: int 
                 "contexts": len(row["contexts"]),
             }
         )
-    return (
-        tables.markdown_sample(pl.DataFrame(sample), ["question", "top title", "top chunk", "contexts"])
-        if sample
-        else "_empty_"
-    )
+    return tables.markdown_sample(pl.DataFrame(sample), ["question", "top title", "top chunk", "contexts"])
 
 
 def plan_vs_actual(plan: dict[str, Any] | None, actual: dict[str, Any] | None) -> list[str]:
-    """The plan `lumina benchmark run` made before the run beside what the run made: LLM calls (sent + answered
-    from the run's own cache) and input tokens per role, requests per provider."""
+    """The plan `lumina benchmark run` made beside what the run made: calls and tokens per role, requests."""
     if not plan or not actual:
         return []
     lines = [

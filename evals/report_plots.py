@@ -25,8 +25,7 @@ def plot_measures(scores: pl.DataFrame, *, offline: bool) -> list[str]:
 def plot_scores(
     scores: pl.DataFrame, path: Path, *, offline: bool, title_suffix: str = "", question_set: str = "all"
 ) -> Path | None:
-    """Bars for every provider at every page size and depth, one panel per measure, each on its own y-axis so a
-    small CP stays readable; error bars are the bootstrap CIs."""
+    """Bars for every provider, page size and depth, one panel (own y-axis) per measure, bootstrap CIs as errors."""
     import matplotlib
 
     matplotlib.use("Agg")

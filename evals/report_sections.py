@@ -1,7 +1,5 @@
-"""The parts of a benchmark report that say what a reader may quote and what the run was: the headline paragraph
-(primary comparison, effect with CI, corrected p, n, and what the run cannot claim), the disclosure of its setup,
-how each provider's results matched the collection, this run's cost, the comparison tables split into the
-declared family and the exploratory rest, and the length-matched sensitivity table."""
+"""The parts of a benchmark report a reader may quote and that say what the run was: the headline paragraph, the
+setup, matching, cost, the comparison tables (declared family, then exploratory) and the length-matched table."""
 
 from __future__ import annotations
 
@@ -16,9 +14,19 @@ from evals.disclosure import DEFAULTS_INFORMED_BY
 from evals.matching import METHODS, TITLE_THRESHOLD
 
 PRF = "offline:pseudo-relevance-feedback"
+# what the setup section says of each provider's search, in order
+SETUP_FACTS = (
+    "config_hash",
+    "ranking_code_hash",
+    "index_version",
+    "index_model",
+    "query_model",
+    "engine",
+    "index_error",
+)
 
 
-def _num(value: Any, digits: int = 3) -> str:
+def num(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
@@ -79,8 +87,8 @@ def split_note(run: dict[str, Any]) -> str:
 def headline_paragraph(
     comparisons: pl.DataFrame | None, run: dict[str, Any], *, offline: bool, primary: Primary | None = None
 ) -> str:
-    """One paragraph a reader can quote: the declared primary comparison with its effect, CI, corrected p and n,
-    or why the run has none, then what the run cannot claim."""
+    """The quotable paragraph: the primary comparison's effect, CI, corrected p and n (or why there is none), then
+    what the run cannot claim."""
     primary = primary or Primary()
     row = primary_row(comparisons)
     limits = "; ".join(cannot_claim(run, offline=offline))
@@ -104,7 +112,7 @@ def headline_paragraph(
         f"questions ({set_name.split(' (')[-1].rstrip(')') if '(' in set_name else set_name}), "
         f"{row['a'].split(' d=')[0]} {primary.label} = {row['mean_a']:.3f} vs {row['b'].split(' d=')[0]} "
         f"{row['mean_b']:.3f} (the best of the baselines), difference {row['diff']:+.3f} "
-        f"[95% CI {row['diff_low']:+.3f}, {row['diff_high']:+.3f}], effect d_z = {_num(row['effect_size'], 2)}; "
+        f"[95% CI {row['diff_low']:+.3f}, {row['diff_high']:+.3f}], effect d_z = {num(row['effect_size'], 2)}; "
         f"paired sign-flip permutation p = {row['p_value']:.4f}"
         f"{'' if 'exact' in row['test'] else ' (Monte Carlo sign flips, so a value at their resolution)'}, "
         f"Holm-corrected over the {row['family_size']} "
@@ -124,19 +132,7 @@ def disclosure_section(run: dict[str, Any]) -> list[str]:
     parts += [f"**Defaults informed by:** {DEFAULTS_INFORMED_BY}.", ""]
     for name, setup in sorted(run.get("provider_setup", {}).items()):
         config = setup.get("search_config")
-        facts = [
-            f"{k} `{setup[k]}`"
-            for k in (
-                "config_hash",
-                "ranking_code_hash",
-                "index_version",
-                "index_model",
-                "query_model",
-                "engine",
-                "index_error",
-            )
-            if k in setup
-        ]
+        facts = [f"{k} `{setup[k]}`" for k in SETUP_FACTS if k in setup]
         baseline = setup.get("baseline_config")
         if baseline:
             facts += [f"{k} `{v}`" for k, v in baseline.items()]
@@ -157,8 +153,7 @@ def disclosure_section(run: dict[str, Any]) -> list[str]:
 
 
 def matching_table(run: dict[str, Any]) -> list[str]:
-    """Per provider: results, how many matched a paper of the collection (by which identifier) and how many did
-    not, and who is left out of the qrels measures with the reason."""
+    """Per provider: results matched to a collection paper (by identifier) or not, and who is left out of qrels."""
     rows = run.get("matching") or []
     if not rows:
         return []
@@ -231,8 +226,8 @@ def comparison_tables(comparisons: pl.DataFrame, question_set: str) -> list[str]
             out.append(
                 f"| {r['role']} | {r['page_size']} | {r['measure']} | {r['a']} | {r['b']} | {r['n']} | "
                 f"{r['mean_a']:.3f} | {r['mean_b']:.3f} | {r['diff']:+.3f} [{r['diff_low']:+.3f}, "
-                f"{r['diff_high']:+.3f}] | {_num(r['effect_size'], 2)} | {r['p_value']:.4f} | "
-                f"{_num(r['p_holm'], 4)} | {r['verdict']} |"
+                f"{r['diff_high']:+.3f}] | {num(r['effect_size'], 2)} | {r['p_value']:.4f} | "
+                f"{num(r['p_holm'], 4)} | {r['verdict']} |"
             )
         out.append("")
     return out
@@ -257,16 +252,15 @@ def length_table(scores: pl.DataFrame, question_set: str, budget: int | None) ->
     ]
     for r in frame.iter_rows(named=True):
         parts.append(
-            f"| {r['provider']} | {r['page_size']} | {_num(r['tokens/context'], 1)} | {_num(r['CP (human)'])} | "
-            f"{_num(r['tokens/context as returned'], 1)} | {_num(r['CP (human, as returned)'])} | "
-            f"{_num(r['CP (human, length-matched)'])} | {r['n_human_cp']} |"
+            f"| {r['provider']} | {r['page_size']} | {num(r['tokens/context'], 1)} | {num(r['CP (human)'])} | "
+            f"{num(r['tokens/context as returned'], 1)} | {num(r['CP (human, as returned)'])} | "
+            f"{num(r['CP (human, length-matched)'])} | {r['n_human_cp']} |"
         )
     return parts + [""]
 
 
 def pooled_section(run: dict[str, Any]) -> list[str]:
-    """Pooled, graded judging (`evals.pooled`): each distinct (question, paper) of every provider's top p judged
-    once; per provider pooled CR / CP, graded and qrels nDCG@p, then Kendall's tau between the rankings."""
+    """Pooled, graded judging: per provider pooled CR / CP, graded and qrels nDCG@p, then Kendall's tau."""
     pooled = run.get("pooled")
     if not pooled:
         return []
@@ -276,7 +270,7 @@ def pooled_section(run: dict[str, Any]) -> list[str]:
         "",
         f"Every distinct (question, paper) in any provider's top {p} was judged once by `{pooled['judge']}`, "
         f"whoever returned it: {pooled['pool_items']} pool items over {pooled['questions']} questions, "
-        f"{_num(pooled['tokens_per_item'], 1)} word tokens per judged context, {pooled['relevance_failures']} "
+        f"{num(pooled['tokens_per_item'], 1)} word tokens per judged context, {pooled['relevance_failures']} "
         f"failed relevance verdicts, {pooled['grade_failures']} failed grades. Binary prompts verbatim from the "
         "paper; the 0-3 grade follows UMBRELA (evals/prompts/README.md). A question with a failed verdict is counted "
         "as failed, never scored over fewer papers.",
@@ -286,12 +280,12 @@ def pooled_section(run: dict[str, Any]) -> list[str]:
     ]
     for name, s in sorted(pooled["providers"].items()):
         parts.append(
-            f"| {name} | {_num(s.get('tokens_per_context'), 1)} | {_num(s['pooled_cr'])} | {_num(s['pooled_cp'])} | "
+            f"| {name} | {num(s.get('tokens_per_context'), 1)} | {num(s['pooled_cr'])} | {num(s['pooled_cp'])} | "
             f"{s['n_judged']} | {s['failed']} | "
-            f"{_num(s['graded_ndcg'])} | {s['n_graded']} | {_num(s['qrels_ndcg'])} | {s['n_qrels']} |"
+            f"{num(s['graded_ndcg'])} | {s['n_graded']} | {num(s['qrels_ndcg'])} | {s['n_qrels']} |"
         )
     parts += ["", "Kendall's tau between the provider rankings:", "", "| by | and by | providers | tau | p |"]
     parts.append("|---|---|---|---|---|")
     for r in pooled["tau"]:
-        parts.append(f"| {r['a']} | {r['b']} | {r['providers']} | {_num(r['tau'], 2)} | {_num(r['p'], 3)} |")
+        parts.append(f"| {r['a']} | {r['b']} | {r['providers']} | {num(r['tau'], 2)} | {num(r['p'], 3)} |")
     return parts + [""]

@@ -1,15 +1,13 @@
-"""The benchmark's steps as plain functions over polars frames (the Dagster assets in
-`lumina_assets.defs.benchmark` call these): query providers, recurse, judge (scoring is `evals.scoring`).
-
-Contexts are stored as a list of structs per (question, provider, page size, depth), so a question that got no
-contexts still has its row and scores 0. A provider error is stored as `error` and the row is a failure: it is
-counted (failure rate per provider and depth) and left out of every score, never scored as an empty result.
+"""The benchmark's steps as plain functions over polars frames (the Dagster assets call these): query providers,
+recurse, judge. A question with no contexts keeps its row; a provider error is stored as `error`, counted as a
+failure and never scored as an empty result.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 import polars as pl
@@ -18,7 +16,7 @@ from evals.contexts import judged_form
 from evals.defaults import CONTEXT_FORM
 from evals.judge import JudgeInput, JudgeResult
 from evals.providers import contexts_from_rows
-from evals.recursive import recursive_search
+from evals.recursive import Level, recursive_search
 from lumina_assets.core.concurrency import map_in_threads
 from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.core.schemas import Context
@@ -83,24 +81,11 @@ JUDGMENT_SCHEMA = {
 
 
 def _context_dicts(contexts: Sequence[Context]) -> list[dict[str, Any]]:
-    return [
-        {
-            "title": c.title,
-            "chunks": list(c.chunks),
-            "doi": c.doi,
-            "url": c.url,
-            "paper_id": c.paper_id,
-            "score": float(c.score),
-            "passage_ids": list(c.passage_ids),
-            "ranked_passage_ids": list(c.ranked_passage_ids),
-        }
-        for c in contexts
-    ]
+    return [{**c.to_dict(), "score": float(c.score)} for c in contexts]
 
 
 def provider_concurrency(provider) -> int:
-    """Searches of `provider` in flight at once: its API client's configured concurrency; 1 for a provider
-    without one (the local ones, searched one query at a time)."""
+    """Searches of `provider` in flight at once: its API client's concurrency, else 1 (local providers)."""
     return max(1, int(getattr(getattr(provider, "client", None), "concurrency", 1) or 1))
 
 
@@ -120,8 +105,7 @@ class _Bounded:
 def query_provider(
     provider, questions: pl.DataFrame, k: int, *, on_progress: Callable[[int], None] | None = None
 ) -> pl.DataFrame:
-    """Level 0 for every question at page size k, `provider_concurrency` questions at a time. A failed request is
-    recorded in `error`, not raised."""
+    """Level 0 for every question at page size k; a failed request is recorded in `error`, not raised."""
     done = [0]
     lock = threading.Lock()
 
@@ -145,11 +129,7 @@ def query_provider(
         }
 
     rows = map_in_threads(one, questions.iter_rows(named=True), provider_concurrency(provider))
-    return (
-        pl.DataFrame(rows, schema=PROVIDER_RESULT_SCHEMA)
-        if rows
-        else pl.DataFrame(schema=PROVIDER_RESULT_SCHEMA)
-    )
+    return pl.DataFrame(rows, schema=PROVIDER_RESULT_SCHEMA)
 
 
 def run_recursive(
@@ -161,12 +141,8 @@ def run_recursive(
     max_depth: int,
     refiner,
 ) -> pl.DataFrame:
-    """Every level 0..max_depth for every question and page size. Level 0 is the stored provider result (its top p);
-    a page size above the stored k, or a stored level 0 that failed, queries afresh. A provider error is recorded
-    on the levels it affects (see recursive_search), never as an empty result.
-
-    Questions run side by side: enough threads for the provider's and the refiner's concurrency together, each
-    API never asked more than its own at a time (the refiner's client bounds its calls itself)."""
+    """Every level 0..max_depth for every question and page size, level 0 from the stored provider result (queried
+    afresh above the stored k or after a failure). Questions run side by side, each API within its concurrency."""
     stored = {row["question_id"]: row for row in level0.iter_rows(named=True)} if level0 is not None else {}
     searches = provider_concurrency(provider)
     bounded = _Bounded(provider, searches)
@@ -191,62 +167,43 @@ def run_recursive(
             raise
         except Exception as exc:  # a refiner bug: every level is a failure, with the reason
             failure = f"{type(exc).__name__}: {exc}"[:500]
-            return [
-                _recursive_row(
-                    question, provider.name, page_size, depth, None, "error", failure, 0, 0, [], failure, []
-                )
+            levels = [
+                Level(depth, None, "error", [], 0, failure=failure, error=failure)
                 for depth in range(max_depth + 1)
             ]
-        return [
-            _recursive_row(
-                question,
-                provider.name,
-                page_size,
-                level.depth,
-                level.query,
-                level.refinement,
-                level.failure,
-                level.new_chunks,
-                len(level.fresh),
-                level.contexts,
-                level.error,
-                level.pool,
-            )
-            for level in levels
-        ]
+        return [_recursive_row(question, provider.name, page_size, level) for level in levels]
 
     jobs = [(question, page_size) for question in questions.iter_rows(named=True) for page_size in page_sizes]
     workers = searches + refiner_calls if max_depth > 0 else searches
     rows = [row for rows in map_in_threads(one, jobs, workers) for row in rows]
-    return pl.DataFrame(rows, schema=RECURSIVE_SCHEMA) if rows else pl.DataFrame(schema=RECURSIVE_SCHEMA)
+    return pl.DataFrame(rows, schema=RECURSIVE_SCHEMA)
 
 
-def _recursive_row(
-    question, provider, page_size, depth, query, refinement, failure, new_chunks, fresh, contexts, error, pool
-):
+def _recursive_row(question: dict[str, Any], provider: str, page_size: int, level: Level) -> dict[str, Any]:
     return {
         "question_id": question["question_id"],
         "provider": provider,
         "page_size": page_size,
-        "depth": depth,
-        "query": query,
-        "refinement": refinement,
-        "failure": failure,
-        "new_chunks": new_chunks,
-        "fresh_contexts": fresh,
-        "contexts": _context_dicts(contexts),
-        "error": error,
-        "pool_size": len(pool),
-        "pool_paper_ids": [c.paper_id for c in pool if c.paper_id],
-        "pool_refs": [{"title": c.title, "doi": c.doi, "url": c.url, "paper_id": c.paper_id} for c in pool],
+        "depth": level.depth,
+        "query": level.query,
+        "refinement": level.refinement,
+        "failure": level.failure,
+        "new_chunks": level.new_chunks,
+        "fresh_contexts": len(level.fresh),
+        "contexts": _context_dicts(level.contexts),
+        "error": level.error,
+        "pool_size": len(level.pool),
+        "pool_paper_ids": [c.paper_id for c in level.pool if c.paper_id],
+        "pool_refs": [
+            {"title": c.title, "doi": c.doi, "url": c.url, "paper_id": c.paper_id} for c in level.pool
+        ],
     }
 
 
 def judge_inputs(
     recursive: pl.DataFrame, questions: pl.DataFrame, *, form: str = CONTEXT_FORM
 ) -> list[JudgeInput]:
-    """Unique (question, context) pairs across every level and page size, each context in the judged form
-    (`evals.contexts`): each is judged once."""
+    """Unique (question, context) pairs over every level and page size, contexts in the judged form."""
     texts = dict(zip(questions["question_id"].to_list(), questions["text"].to_list(), strict=True))
     unique: dict[str, JudgeInput] = {}
     for row in recursive.iter_rows(named=True):
@@ -260,7 +217,5 @@ def judge_inputs(
 
 
 def judgments_frame(results: Sequence[JudgeResult], provider: str) -> pl.DataFrame:
-    rows = [{**r.to_row(), "provider": provider} for r in results]
-    if not rows:
-        return pl.DataFrame(schema=JUDGMENT_SCHEMA)
+    rows = [{**asdict(r), "provider": provider} for r in results]
     return pl.DataFrame([{k: row.get(k) for k in JUDGMENT_SCHEMA} for row in rows], schema=JUDGMENT_SCHEMA)

@@ -1,11 +1,7 @@
 """A benchmark run: the one set of (questions, providers, grid, judge, code version) a report's rows come from.
-
-Each provider leaves a stamp of what its shards were computed from, rewritten as each shard partition finishes
-(recursive_results: the questions' fingerprint once every shard has them, depths, page sizes, code version, and
-what its levels hold; judgments: the judge and the levels it judged). `benchmark_scores`
-takes a provider into the run only when its stamps match the run, so rows of an earlier run (another grid, other
-questions, another judge, or a provider not asked for) never enter a new report. Every run keeps its scores and
-report under its own id, so an earlier run stays readable and a comparison of two runs is explicit."""
+`benchmark_scores` takes a provider into the run only when its stamps match the run, and every run keeps its
+scores and report under its own id.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +15,6 @@ from lumina_assets.core import settings
 from lumina_assets.core.ids import short_hash
 
 CODE_VERSION = "3"  # of the benchmark's scoring and recursion: a stamp from another version is stale
-# 3: recursive levels hold one context per paper; pools keep titles and DOIs for qrels matching
 
 
 def questions_fingerprint(questions: pl.DataFrame | None) -> str:
@@ -33,9 +28,8 @@ FINGERPRINT_SLICE = 2000  # rows serialized at a time
 
 
 def frame_fingerprint(frame: pl.DataFrame | pl.LazyFrame | None) -> str:
-    """A content hash of a levels table that ignores row order: each row's key columns and contexts hashed alone,
-    the sorted row hashes hashed together. A lazy scan is read a slice at a time, so a whole run's table is never
-    held as Python values."""
+    """A content hash of a levels table that ignores row order (sorted row hashes hashed together), read a slice at
+    a time."""
     if frame is None:
         return "empty"
     lazy = frame.lazy()
@@ -79,8 +73,7 @@ def stamp_recursive(
     provider_stats: dict[str, int],
     provider_info: dict[str, Any] | None = None,
 ) -> None:
-    """What a provider's recursive levels were computed from (`questions`: the fingerprint of the questions every
-    shard was computed for) and hold (`data`), for `stale_reason` and the run manifest."""
+    """What a provider's recursive levels were computed from and hold (`data`), for `stale_reason` and the manifest."""
     write_stamp(
         "recursive_results",
         provider,
@@ -97,8 +90,7 @@ def stamp_recursive(
 
 
 def stamp_judgments(provider: str, *, judge: str, recursive: str) -> None:
-    """Which judge judged which recursive levels (`recursive`: their `data` when judged); the offline run, which
-    judges nothing, stamps it too."""
+    """Which judge judged which recursive levels (their `data`); the offline run stamps it too."""
     write_stamp("judgments", provider, {"judge": judge, "recursive": recursive})
 
 
@@ -184,11 +176,7 @@ def read_comparisons(run: str) -> pl.DataFrame | None:
 def list_runs() -> list[dict[str, Any]]:
     """Every stored run's manifest, oldest first."""
     folder = settings.benchmark_dir() / "runs"
-    manifests = (
-        [json.loads(p.read_text(encoding="utf-8")) for p in folder.glob("*/run.json")]
-        if folder.exists()
-        else []
-    )
+    manifests = [json.loads(p.read_text(encoding="utf-8")) for p in folder.glob("*/run.json")]
     return sorted(manifests, key=lambda m: m.get("created", ""))
 
 
@@ -206,9 +194,8 @@ def latest() -> str | None:
 def compare_runs(
     a: str, b: str, measures: tuple[str, ...] = ("nDCG@10", "R@p", "P@p (qrels, distinct papers)", "cr", "cp")
 ):
-    """Two stored runs side by side, explicitly: one row per (question set, provider, p, depth) present in both,
-    each measure from run a, run b and their difference; `same_questions` says whether the rows are comparable
-    question for question."""
+    """Two stored runs side by side: per (question set, provider, p, depth) in both, each measure in a, b and their
+    difference; `same_questions` says whether rows compare question for question."""
     manifest_a, scores_a, _ = read_run(a)
     manifest_b, scores_b, _ = read_run(b)
     keys = ["question_set", "provider", "page_size", "depth"]

@@ -1,7 +1,5 @@
-"""One benchmark run scored end to end, for `benchmark_scores`: match every provider's results to the collection's
-papers, leave out of the qrels measures a provider none of whose results matched, read the human rationale labels
-of the BEIR questions, pick the length-matched token budget, score every question, aggregate with CIs, measure the
-judge against qrels and human labels, and run the paired comparisons (primary family Holm-corrected)."""
+"""One benchmark run scored end to end for `benchmark_scores`: matching, qrels exclusions, rationale labels, the
+length-matched budget, per-question scores, CIs, the judge's agreement and the paired comparisons."""
 
 from __future__ import annotations
 
@@ -36,7 +34,6 @@ class ScoredRun:
     matching: list[dict[str, Any]] = field(default_factory=list)
     qrels_excluded: dict[str, str] = field(default_factory=dict)
     token_budget: int | None = None
-    rationale_questions: int = 0
 
 
 def question_rationales(questions: pl.DataFrame) -> dict[str, list[str]]:
@@ -83,10 +80,8 @@ def score_run(
     form: str = contexts.EQUAL,
     slice_questions: int = SLICE_QUESTIONS,
 ) -> ScoredRun:
-    """The run scored a slice of questions at a time (every measure of a question reads its own levels and
-    verdicts): a first pass counts the matches and the context lengths the qrels exclusions and the length-matched
-    budget need, a second scores each question and collects the judge-agreement pairs. Only per-question values
-    are kept, so a lazy scan of a whole run is never read whole."""
+    """The run scored a slice of questions at a time: a first pass counts what the qrels exclusions and the
+    length-matched budget need, a second scores each question and collects the judge-agreement pairs."""
     recursive = recursive.lazy()
     verdicts = verdicts.lazy() if verdicts is not None else None
     matcher = PaperMatcher.from_papers(papers)
@@ -143,7 +138,6 @@ def score_run(
         matching=counts.to_dicts(),
         qrels_excluded=excluded,
         token_budget=budget,
-        rationale_questions=len(rationales),
     )
 
 
@@ -163,8 +157,7 @@ def _sum_counts(parts: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def _provider_order(parts: list[pl.DataFrame], recursive: pl.LazyFrame) -> pl.DataFrame:
-    """The slices' per-question rows in the levels' provider order (as one pass over the levels made them), each
-    provider's rows in question order."""
+    """The slices' per-question rows in the levels' provider order, each provider's rows in question order."""
     filled = [p for p in parts if p.height]
     if not filled:
         return parts[0] if parts else pl.DataFrame(schema=scoring.QUESTION_SCORE_SCHEMA)

@@ -1,22 +1,6 @@
 """Scores of one benchmark run: per question, then per provider × page size × depth × question set with CIs.
-
-Measures, per question j at page size p (a failed provider call keeps only its `error` and is never scored):
-- judged: CR and CP from the judge's verdicts (`evals.metrics`) on the contexts in the judged form
-  (`evals.contexts`: every provider cut to one token budget by one rule, unless the whitepaper form is asked);
-  a question with a failed verdict is counted as failed for that measure, never scored over fewer contexts;
-- qrels (the collection's relevance judgments, or a synthetic question's source paper), each context matched to
-  a paper of the collection by `evals.matching`: P@p (qrels, distinct papers) = distinct relevant papers among
-  the contexts / p (p, not the contexts returned: a provider that returns fewer scores less), nDCG@10 (at
-  p >= 10; a shorter page is scored by nDCG@p alone), nDCG@p and AP@p over the contexts' ranked papers (graded by
-  rank, so one relevant paper can score 1.0), R@p, RR, R@pool (every recursion level's merged contexts), and
-  passage@p for a synthetic question's source passage, and R@100 from a separate top-100 search of the providers
-  on Lumina's index (`evals.deep_recall`; none for external providers). A provider none of whose results matched a
-  paper of the collection is left out of these with the reason;
-- human CP, from the collection's rationale sentences (`evals.human_labels`), on the judged form, on the
-  whitepaper form (as returned), and cut by the same rule to the shortest provider's median length
-  (length-matched);
-- length: contexts per question, sentences and word tokens per context in the judged form, and word tokens per
-  context as returned.
+The measures (judged CR / CP, qrels, human CP, length) are defined in docs/benchmark.md ("Method"); a failed
+provider call keeps only its `error` and is never scored.
 """
 
 from __future__ import annotations
@@ -32,7 +16,7 @@ from evals import contexts as context_forms
 from evals import human_labels
 from evals.judge import JudgeInput
 from evals.matching import PaperMatcher, context_key
-from evals.metrics import ContextVerdict, bootstrap_ci, per_query_ranking, question_cp, question_cr
+from evals.metrics import ContextVerdict, bootstrap_ci, mean, per_query_ranking, question_cp, question_cr
 from evals.providers import contexts_from_rows
 from lumina_assets.core.schemas import Context
 
@@ -90,8 +74,7 @@ HUMAN_MEASURES = {
 
 
 def token_counts(recursive: pl.DataFrame, form: str = context_forms.EQUAL) -> dict[str, list[int]]:
-    """Per provider, the word tokens of each of its depth-0 contexts in the judged form (what `token_budget` takes
-    the median of; a run read a slice at a time adds the slices' lists)."""
+    """Per provider, the word tokens of each depth-0 context in the judged form (`token_budget` takes the median)."""
     out: dict[str, list[int]] = {}
     if not recursive.height:
         return out
@@ -111,9 +94,8 @@ def budget_of(counts: Mapping[str, list[int]]) -> int | None:
 
 
 def token_budget(recursive: pl.DataFrame, form: str = context_forms.EQUAL) -> int | None:
-    """The length-matched budget: the smallest, over providers, of the median word tokens per context in the
-    judged form at depth 0 (every provider is cut to the shortest provider's typical context); None without
-    contexts."""
+    """The length-matched budget: the smallest, over providers, of the median word tokens per context judged at
+    depth 0; None without contexts."""
     return budget_of(token_counts(recursive, form))
 
 
@@ -128,19 +110,7 @@ def _pool_papers(row: dict[str, Any], matcher: PaperMatcher) -> list[str]:
     refs = row.get("pool_refs")
     if refs is None:  # stored before pools kept their titles and DOIs
         refs = [{"paper_id": pid} for pid in row.get("pool_paper_ids") or []]
-    return [
-        matched_paper(
-            Context(
-                title=r.get("title") or "",
-                chunks=[],
-                doi=r.get("doi"),
-                url=r.get("url"),
-                paper_id=r.get("paper_id"),
-            ),
-            matcher,
-        )
-        for r in refs
-    ]
+    return [matched_paper(context, matcher) for context in contexts_from_rows(refs)]
 
 
 def _verdicts(judgments: pl.DataFrame | None) -> dict[str, ContextVerdict]:
@@ -229,7 +199,26 @@ class _RankedRuns:
         return measures
 
     def rankings(self) -> dict[tuple, dict[str, float]]:
-        return _rankings(self.runs, self.pools, self.qrels)
+        """(provider, p, depth, question) -> the ranking measures, one ir_measures pass per (provider, p, depth)."""
+        out: dict[tuple, dict[str, float]] = {}
+        for key, run in self.runs.items():
+            page = key[1]
+            subset = {q: self.qrels[q] for q in run}
+            measures = list(dict.fromkeys(("nDCG@10", f"nDCG@{page}", f"AP@{page}", "R@1000", "RR")))
+            ranked = per_query_ranking(subset, run, measures=measures)
+            pooled = per_query_ranking(subset, self.pools.get(key, {}), measures=("R@1000",))
+            for qid, values in ranked.items():
+                out[(*key, qid)] = {
+                    "ndcg10": values["nDCG@10"]
+                    if page >= 10
+                    else None,  # a page of 5 is scored by nDCG@5 alone
+                    "ndcg_p": values[f"nDCG@{page}"],
+                    "ap_p": values[f"AP@{page}"],
+                    "recall_p": values["R@1000"],
+                    "rr": values["RR"],
+                    "recall_pool": pooled[qid]["R@1000"],
+                }
+        return out
 
 
 def question_scores(
@@ -244,8 +233,7 @@ def question_scores(
     form: str = context_forms.EQUAL,
     deep: Mapping[tuple[str, str], list[Context]] | None = None,
 ) -> pl.DataFrame:
-    """One row per (provider, page size, depth, question) with every measure above; `form` is the form the judge
-    saw (`evals.contexts`), `budget` the length-matched row's."""
+    """One row per (provider, page size, depth, question) with every measure; `form` is what the judge saw."""
     rationales = rationales or {}
     excluded = qrels_excluded or {}
     verdicts = _verdicts(judgments)
@@ -289,32 +277,9 @@ def question_scores(
     for record in rows:
         key = (record["provider"], record["page_size"], record["depth"], record["question_id"])
         record.update(ranked.get(key, {}))
-    if not rows:
-        return pl.DataFrame(schema=QUESTION_SCORE_SCHEMA)
     return pl.DataFrame(
         [{k: r.get(k) for k in QUESTION_SCORE_SCHEMA} for r in rows], schema=QUESTION_SCORE_SCHEMA
     )
-
-
-def _rankings(runs, pools, qrels) -> dict[tuple, dict[str, float]]:
-    """(provider, p, depth, question) -> the ranking measures, one ir_measures pass per (provider, p, depth)."""
-    out: dict[tuple, dict[str, float]] = {}
-    for key, run in runs.items():
-        page = key[1]
-        subset = {q: qrels[q] for q in run}
-        measures = list(dict.fromkeys(("nDCG@10", f"nDCG@{page}", f"AP@{page}", "R@1000", "RR")))
-        ranked = per_query_ranking(subset, run, measures=measures)
-        pooled = per_query_ranking(subset, pools.get(key, {}), measures=("R@1000",))
-        for qid, values in ranked.items():
-            out[(*key, qid)] = {
-                "ndcg10": values["nDCG@10"] if page >= 10 else None,  # a page of 5 is scored by nDCG@5 alone
-                "ndcg_p": values[f"nDCG@{page}"],
-                "ap_p": values[f"AP@{page}"],
-                "recall_p": values["R@1000"],
-                "rr": values["RR"],
-                "recall_pool": pooled[qid]["R@1000"],
-            }
-    return out
 
 
 def _interval(row: dict[str, Any], name: str, values: list[float], resamples: int) -> None:
@@ -383,10 +348,10 @@ def _judged_cells(scored: list[dict[str, Any]], resamples: int) -> dict[str, Any
 def _length_cells(scored: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "questions_without_contexts": sum(1 for r in scored if r["contexts"] == 0),
-        "mean_contexts": _mean([r["contexts"] for r in scored]),
-        "sentences/context": _mean([r["sentences_per_context"] for r in scored]),
-        "tokens/context": _mean([r["tokens_per_context"] for r in scored]),
-        "tokens/context as returned": _mean([r["tokens_returned"] for r in scored]),
+        "mean_contexts": mean([r["contexts"] for r in scored]),
+        "sentences/context": mean([r["sentences_per_context"] for r in scored]),
+        "tokens/context": mean([r["tokens_per_context"] for r in scored]),
+        "tokens/context as returned": mean([r["tokens_returned"] for r in scored]),
     }
 
 
@@ -397,8 +362,8 @@ def _label_cells(scored: list[dict[str, Any]], resamples: int) -> dict[str, Any]
     row: dict[str, Any] = {
         "n_qrels": len(with_qrels),
         "qrels_excluded": "; ".join(reasons) or None,
-        "R@pool": _mean([r["recall_pool"] for r in with_qrels]),
-        "RR": _mean([r["rr"] for r in with_qrels]),
+        "R@pool": mean([r["recall_pool"] for r in with_qrels]),
+        "RR": mean([r["rr"] for r in with_qrels]),
         "n_human_cp": sum(1 for r in scored if r["cp_human"] is not None),
     }
     for column, name in QRELS_MEASURES.items():
@@ -415,9 +380,8 @@ def score(
     proxy: Mapping[str, dict[str, Any]] | None = None,
     sentence_agreement: Mapping[str, dict[str, Any]] | None = None,
 ) -> pl.DataFrame:
-    """Per provider × page size × depth × question set ("all", pooled, and each kind): the measures above with
-    bootstrap CIs over the scored questions, `n` = scored questions, `failed` / `failure_rate` = provider calls
-    that failed, the judge's agreement with qrels (proxy_kappa) and with the human sentence labels."""
+    """Per provider × page size × depth × question set ("all" and each kind): the measures with bootstrap CIs, `n`
+    scored questions, `failed` provider calls, and the judge's agreement with qrels and human sentence labels."""
     proxy = proxy or {}
     sentence_agreement = sentence_agreement or {}
     groups: dict[tuple, list[dict[str, Any]]] = {}
@@ -447,9 +411,4 @@ def score(
                 "judge_vs_human_sentences": sentence_agreement.get(provider, {}).get("sentences", 0),
             }
         )
-    return pl.DataFrame(out, schema=SCORE_SCHEMA) if out else pl.DataFrame(schema=SCORE_SCHEMA)
-
-
-def _mean(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
+    return pl.DataFrame(out, schema=SCORE_SCHEMA)

@@ -1,8 +1,6 @@
-"""What a benchmark step needs before it can run: the corpus tables, the judge (LLM or the calibrated offline one)
-and its measured agreement with human qrels. The providers are built by `evals.registry`.
-
-Resources are duck-typed: an LLM resource is anything with `get_client()`, so this module never imports Dagster.
-A step that cannot run raises `SetupError` (the asset turns it into a Dagster failure)."""
+"""What a benchmark step needs before it can run: the corpus tables, the judge and its agreement with qrels.
+Resources are duck-typed, so this module never imports Dagster; a step that cannot run raises `SetupError`.
+"""
 
 from __future__ import annotations
 
@@ -35,8 +33,7 @@ def load_papers() -> pl.DataFrame | None:
 
 
 def calibration_dir(config_value: str) -> Path:
-    """The offline judge's calibration set: the configured folder, LUMINA_CORPUS when it is SciFact, else
-    ../shared/data/scifact."""
+    """The offline judge's calibration set: the configured folder, LUMINA_CORPUS when SciFact, else the shared one."""
     if config_value:
         return Path(config_value)
     corpus = settings.get().paths.corpus
@@ -63,8 +60,7 @@ def offline_judge(folder: Path, queries_per_split: int) -> judge_lib.OfflineJudg
 
 
 def build_judge(judge_llm, config):
-    """(judge, llm client or None). No key → the calibrated offline judge, labelled offline. `config` carries
-    `calibration_dir`, `calibration_queries` and optionally `max_attempts` (the judge asset's config)."""
+    """(judge, llm client or None): without a key, the calibrated offline judge."""
     client = judge_llm.get_client()
     if client.is_offline:
         return offline_judge(calibration_dir(config.calibration_dir), config.calibration_queries), None
@@ -75,10 +71,8 @@ def build_judge(judge_llm, config):
 def judge_agreement(
     judge_llm, config, *, llm_queries: int = defaults.LLM_VALIDATION_QUERIES
 ) -> dict[str, Any]:
-    """Agreement of the configured judge with SciFact human qrels on held-out pairs ({} without the qrels). The
-    offline judge's was measured when it was calibrated; an LLM judge is validated on `llm_queries` queries (cost).
-    `config` as for build_judge (`calibration_queries` must be the judging run's, so the judge measured is the
-    judge that judged)."""
+    """Agreement of the configured judge with SciFact human qrels on held-out pairs ({} without the qrels); an LLM
+    judge is validated on `llm_queries` queries. `config` as for build_judge."""
     folder = calibration_dir(config.calibration_dir)
     if not (folder / "qrels").is_dir():
         return {}
@@ -105,8 +99,7 @@ def judge_agreement(
 
 
 def calibration_question_ids(config) -> set[str]:
-    """Benchmark question ids of the offline judge's calibration queries (`beir-<set>-q:<id>`), left out of any
-    validation of the judge on the benchmark's own contexts."""
+    """Benchmark question ids of the offline judge's calibration queries, left out of its validation on contexts."""
     folder = calibration_dir(config.calibration_dir)
     if not (folder / "qrels" / "train.tsv").exists():
         return set()
@@ -126,8 +119,7 @@ def remember_beir_folder(folder: Path) -> None:
 
 
 def beir_folder_candidates() -> list[Path]:
-    """Where the folder of a BEIR collection in the catalogue may be: the last one the benchmark read, then the
-    folders `lumina fetch-collection` fills."""
+    """Where a BEIR collection of the catalogue may be: the last one the benchmark read, then `data/collections/`."""
     candidates = []
     remembered = _remembered_path()
     if remembered.exists():

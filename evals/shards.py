@@ -1,13 +1,6 @@
-"""Questions cut into shards, the benchmark's unit of work: each provider × shard is one Dagster partition.
-
-A shard is a fixed list of question ids, named by its place in the list (`00000`, `00001`, ...). The list is
-append-only (`shards.json` under data/benchmark/shards/): questions added later fill new shards and never move an
-old one, so a rerun with more questions has new shard partitions to compute and finds the old ones done. Each
-stage writes one file per provider and shard, atomically, with a stamp of what it was computed from (the shard's
-question texts and the stage's settings) and of what it holds (`data`: a fingerprint of its rows); a shard whose
-file and stamp match is reused without a call. A provider's table is its current shards' files concatenated by
-polars' streaming engine, rewritten (under a lock) after each shard: no frame of the whole run is built.
-"""
+"""Questions cut into shards, the benchmark's unit of work: each provider × shard is one Dagster partition. The
+shard list is append-only; each stage writes one stamped file per provider and shard, reused while its stamp
+matches, and a provider's table is its shards' files streamed together under a lock."""
 
 from __future__ import annotations
 
@@ -45,8 +38,7 @@ def key(index: int) -> str:
 
 
 def assign(question_ids: Sequence[str], size: int) -> list[str]:
-    """The keys of the shards holding `question_ids`, after appending new shards of `size` for questions in none
-    of the recorded ones (in the order given)."""
+    """The keys of the shards holding `question_ids`, new shards of `size` appended for questions in none."""
     shards = _recorded()
     known = {q for shard in shards for q in shard}
     new = [q for q in dict.fromkeys(question_ids) if q not in known]
@@ -95,8 +87,7 @@ def run(
     settings_stamp: dict[str, Any],
     compute: Callable[[pl.DataFrame], pl.DataFrame],
 ) -> bool:
-    """`compute(part)` into the shard's file unless its file and stamp (`settings_stamp`: what else the result
-    depends on) are already there; True when it was reused."""
+    """`compute(part)` into the shard's file unless its file and stamp are already there; True when reused."""
     from evals.runs import frame_fingerprint
 
     target = path(stage, provider, shard)
@@ -111,8 +102,7 @@ def run(
 
 
 def lock(stage: str, provider: str) -> FileLock:
-    """Held while a provider's table of a stage is rewritten and stamped, so the last shard to finish writes a
-    table with every finished shard."""
+    """Held while a provider's table of a stage is rewritten, so the last shard to finish writes every finished one."""
     (_root() / stage).mkdir(parents=True, exist_ok=True)
     return FileLock(str(_root() / stage / f"{provider}.lock"))
 
@@ -144,14 +134,10 @@ def complete(stage: str, provider: str, questions: pl.DataFrame) -> bool:
 
 def version(file: Path) -> str:
     """A content version of a file: the SHA-256 of its bytes, read in blocks."""
-    digest = hashlib.sha256()
     with file.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:24]
+        return hashlib.file_digest(handle, "sha256").hexdigest()[:24]
 
 
 def fingerprint(stage: str, provider: str, shards: Sequence[str], field: str = "data") -> str:
-    """One hash of a stamp field over `shards` (missing stamps count as missing): what a provider's stage holds
-    (`data`) or was computed from (`levels`)."""
+    """One hash of a stamp field (`data` or `levels`) over `shards`, missing stamps counted as missing."""
     return short_hash(*[str(stamp_of(stage, provider, s).get(field, "missing")) for s in shards], length=16)

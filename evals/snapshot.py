@@ -1,12 +1,5 @@
-"""One benchmark run as one self-contained archive, and its replay offline.
-
-`write_snapshot(run, path)` packs what a reader needs to check a published table: the run's manifest and scoring
-parameters, its questions with their qrels, the collection's papers (to match results to qrels), every provider's
-levels (the contexts each returned at each page size and depth) and raw HTTP responses, every verdict with the
-hash of the exact prompt it answered and the judge model, the cost and judge-agreement records, the score tables
-and the report. `replay(path)` scores the run again from the archive alone (no LLM, no HTTP: nothing here opens
-a connection), writes the report into the data dir's reports/ as a run does, and says whether the score tables
-are identical to the archived ones.
+"""One benchmark run as one self-contained archive (`write_snapshot`), and its offline replay (`replay`: no LLM,
+no HTTP), which scores the run again and says whether the score tables equal the archived ones.
 """
 
 from __future__ import annotations
@@ -28,52 +21,32 @@ FORMAT = "lumina-benchmark-snapshot/1"
 
 
 def _prompt_hashes(levels: pl.DataFrame, questions: pl.DataFrame, form: str) -> pl.DataFrame:
-    """key -> sha256 of the Context Relevance and Context Precision prompts each pair was judged with (its context
-    in the run's `form`)."""
-    from evals.judge import JudgeInput, context_sentences, precision_prompt, relevance_prompt
-    from evals.providers import contexts_from_rows
+    """key -> sha256 of the CR and CP prompts each pair was judged with (its context in the run's `form`)."""
+    from evals.judge import context_sentences, precision_prompt, relevance_prompt
+    from evals.runner import judge_inputs
 
-    texts = dict(zip(questions["question_id"], questions["text"], strict=True))
-    rows: dict[str, dict[str, str]] = {}
-    for row in levels.iter_rows(named=True):
-        question = texts.get(row["question_id"])
-        if question is None:
-            continue
-        for context in (contexts.judged_form(c, form) for c in contexts_from_rows(row["contexts"])):
-            item = JudgeInput(row["question_id"], question, context)
-            if item.key in rows:
-                continue
-            sentences = context_sentences(context)
-            rows[item.key] = {
+    def sha(prompt: str) -> str:
+        return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+    rows = []
+    for item in judge_inputs(levels, questions, form=form):
+        sentences = context_sentences(item.context)
+        precision = precision_prompt(item.question, item.context, sentences) if sentences else None
+        rows.append(
+            {
                 "key": item.key,
-                "relevance_prompt_sha256": hashlib.sha256(
-                    relevance_prompt(question, context).encode("utf-8")
-                ).hexdigest(),
-                "precision_prompt_sha256": hashlib.sha256(
-                    precision_prompt(question, context, sentences).encode("utf-8")
-                ).hexdigest()
-                if sentences
-                else None,
+                "relevance_prompt_sha256": sha(relevance_prompt(item.question, item.context)),
+                "precision_prompt_sha256": sha(precision) if precision else None,
             }
+        )
     schema = {"key": pl.String, "relevance_prompt_sha256": pl.String, "precision_prompt_sha256": pl.String}
-    return pl.DataFrame(list(rows.values()), schema=schema)
-
-
-def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    info.mtime = 0
-    archive.addfile(info, io.BytesIO(data))
-
-
-def _add_frame(archive: tarfile.TarFile, name: str, frame: pl.DataFrame) -> None:
-    buffer = io.BytesIO()
-    frame.write_parquet(buffer)
-    _add_bytes(archive, name, buffer.getvalue())
+    return pl.DataFrame(rows, schema=schema)
 
 
 def write_snapshot(run: str, path: Path) -> dict[str, Any]:
     """The archive of a stored run (see the module note); returns what it holds."""
+    from evals.registry import request_prices
+
     manifest, scores, per_question = runs.read_run(run)
     providers = manifest.get("providers", [])
     questions = tables.read(tables.QUESTIONS)
@@ -84,15 +57,20 @@ def write_snapshot(run: str, path: Path) -> dict[str, Any]:
     contents: dict[str, Any] = {"format": FORMAT, "run_id": run, "providers": providers, "files": []}
     with tarfile.open(path, "w:gz") as archive:
 
-        def add_frame(name: str, frame: pl.DataFrame) -> None:
-            _add_frame(archive, name, frame)
+        def add(name: str, data: bytes) -> None:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = 0
+            archive.addfile(info, io.BytesIO(data))
             contents["files"].append(name)
 
+        def add_frame(name: str, frame: pl.DataFrame) -> None:
+            buffer = io.BytesIO()
+            frame.write_parquet(buffer)
+            add(name, buffer.getvalue())
+
         def add_json(name: str, value: Any) -> None:
-            _add_bytes(
-                archive, name, json.dumps(value, indent=2, sort_keys=True, default=str).encode("utf-8")
-            )
-            contents["files"].append(name)
+            add(name, json.dumps(value, indent=2, sort_keys=True, default=str).encode("utf-8"))
 
         add_json("run.json", manifest)
         add_frame("questions.parquet", questions)
@@ -123,29 +101,20 @@ def write_snapshot(run: str, path: Path) -> dict[str, Any]:
                 verdicts = verdicts.join(_prompt_hashes(levels, questions, form), on="key", how="left")
                 add_frame(f"verdicts/{provider}.parquet", verdicts)
             raw = settings.cache_dir() / "http" / provider
-            for file in sorted(raw.rglob("*.json")) if raw.is_dir() else []:
-                name = f"raw/{provider}/{file.relative_to(raw).as_posix()}"
-                _add_bytes(archive, name, file.read_bytes())
-                contents["files"].append(name)
+            for file in sorted(raw.rglob("*.json")):
+                add(f"raw/{provider}/{file.relative_to(raw).as_posix()}", file.read_bytes())
         add_frame("scores.parquet", scores)
         add_frame("question_scores.parquet", per_question)
         comparisons = runs.read_comparisons(run)
         if comparisons is not None:
             add_frame("comparisons.parquet", comparisons)
-        add_json("cost.json", ledger.run_cost(providers, _request_prices()))
+        add_json("cost.json", ledger.run_cost(providers, request_prices()))
         add_json("judge_agreement.json", ledger.read_agreement())
         report = settings.reports_dir() / "runs" / run / "benchmark.md"
         if report.exists():
-            _add_bytes(archive, "report/benchmark.md", report.read_bytes())
-            contents["files"].append("report/benchmark.md")
+            add("report/benchmark.md", report.read_bytes())
         add_json("snapshot.json", {k: v for k, v in contents.items() if k != "files"})
     return contents
-
-
-def _request_prices():
-    from evals.registry import request_prices
-
-    return request_prices()
 
 
 def _read(folder: Path, name: str) -> pl.DataFrame | None:

@@ -139,6 +139,6 @@ def test_the_stand_in_fails_a_batch_over_its_limits(data_dir, tmp_path):
         client = _resources(server)["judge_llm"].get_client()
         params = {"temperature": 0.0, "max_tokens": client.max_tokens, "system": None}
         requests = [batch.BatchRequest(f"id-{i}", f"prompt {i}", params) for i in range(LIMIT + 1)]
-        record = batch.poll(client, batch.submit(client, requests, partition="exa"))
+        record = batch.poll(client, batch.submit_all(client, requests, partition="exa")[0])
         assert record["status"] == "failed" and record["answered"] == 0
         assert len(record["missing"]) == LIMIT + 1

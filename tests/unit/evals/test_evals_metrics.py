@@ -8,7 +8,6 @@ import pytest
 
 from evals.metrics import (
     ContextVerdict,
-    aggregate,
     agreement,
     bootstrap_ci,
     question_cp,
@@ -23,7 +22,7 @@ def test_cr_is_fraction_of_relevant_contexts_and_mean_over_questions():
     q3: list[ContextVerdict] = []  # no contexts: scores 0 and is counted
     per_question = [question_cr(q) for q in (q1, q2, q3)]
     assert per_question == [0.75, 0.5, 0.0]
-    estimate = aggregate(per_question, resamples=200)
+    estimate = bootstrap_ci(per_question, resamples=200)
     assert estimate.n == 3
     assert estimate.mean == pytest.approx((0.75 + 0.5 + 0.0) / 3)
 
@@ -46,7 +45,7 @@ def test_a_failed_verdict_fails_the_question_never_shrinks_n_j():
     all_failed = [ContextVerdict(None, None, None)]
     assert question_cr(all_failed) is None
     assert question_cp(all_failed) is None
-    assert aggregate([None, 1.0, 0.0], resamples=100).n == 2
+    assert bootstrap_ci([None, 1.0, 0.0], resamples=100).n == 2
 
 
 def test_bootstrap_ci_is_seeded_and_brackets_the_mean():

@@ -83,7 +83,7 @@ def test_baseline_configurations_are_pinned(monkeypatch):
     monkeypatch.setattr(lexical, "BM25", lambda docs, **kw: built.append(kw) or real(docs, **kw))
     BM25Provider(*_tables())
     assert built == [{"k1": 1.2, "b": 0.75}] * 2  # the document index and the passage index behind contexts
-    dense = disclosure.describe_search_config(dense_config())
+    dense = dense_config().as_json()
     retrievers = ("passage_vectors", "passage_fulltext", "paper_fulltext")
     assert {name: dense[name] for name in retrievers} == {
         "passage_vectors": True,
@@ -96,7 +96,7 @@ def test_baseline_configurations_are_pinned(monkeypatch):
 
 def test_setup_section_prints_each_baselines_configuration_and_hashes():
     provider = BM25Provider(*_tables())
-    dense = disclosure.describe_search_config(dense_config())
+    dense = dense_config().as_json()
     run = {
         "provider_setup": {
             "bm25": provider.describe(),
@@ -115,7 +115,7 @@ def test_setup_section_prints_each_baselines_configuration_and_hashes():
 
 
 def test_hashes_change_with_the_configuration_and_the_code(tmp_path):
-    base = disclosure.describe_search_config(dense_config())
+    base = dense_config().as_json()
     assert disclosure.config_hash(base) == disclosure.config_hash(dict(reversed(list(base.items()))))
     assert disclosure.config_hash(base) != disclosure.config_hash({**base, "neighbour_smoothing": 0.2})
     (tmp_path / "ranker").mkdir()

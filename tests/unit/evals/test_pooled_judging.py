@@ -104,7 +104,7 @@ def test_each_distinct_question_paper_is_asked_once_across_providers(recursive):
 def test_pooled_scores_and_graded_ndcg_by_hand(recursive):
     pool = pooled.build_pool(recursive, QUESTIONS, page_size=3)
     judged = pooled.judge_pool(pool, LLMJudge(StandInLLM(), workers=1))
-    scores = pooled.provider_scores(recursive, judged, page_size=3, qrels={"q1": {"P1": 1}})
+    scores = pooled.scores_of(pooled.provider_values(recursive, judged, page_size=3, qrels={"q1": {"P1": 1}}))
     # A: q1 P1 P2 P3 -> relevant 2 of 3; q2 P1 P6 -> 2 of 2
     assert scores["A"]["pooled_cr"] == pytest.approx((2 / 3 + 1.0) / 2)
     assert scores["C"]["pooled_cr"] == pytest.approx((2 / 3 + 0.0) / 2)  # no contexts: 0, counted
@@ -120,7 +120,7 @@ def test_a_failed_verdict_fails_the_question_for_every_provider_holding_the_pape
     judged = pooled.judge_pool(pool, LLMJudge(StandInLLM(), workers=1)).with_columns(
         relevance_failure=pl.when(pl.col("paper") == "P6").then(pl.lit("unparseable")).otherwise(None)
     )
-    scores = pooled.provider_scores(recursive, judged, page_size=3)
+    scores = pooled.scores_of(pooled.provider_values(recursive, judged, page_size=3))
     assert (scores["A"]["failed"], scores["A"]["n_judged"]) == (1, 1)
     assert (scores["C"]["failed"], scores["C"]["n_judged"]) == (0, 2)
 

@@ -50,11 +50,11 @@ def test_shared_models_are_warned_about():
 
 def test_search_config_is_disclosed_with_model_stages_named():
     config = SearchConfig().replace(rerank=lambda q, c: c)
-    described = disclosure.describe_search_config(config)
+    described = config.as_json()
     assert described["passage_fulltext"] is True and described["weights"]["passage_vectors"] == 1.0
     assert described["rerank"] == "test_search_config_is_disclosed_with_model_stages_named"
     assert described["llm_parser"] is None
-    dense = disclosure.describe_search_config(dense_config())
+    dense = dense_config().as_json()
     assert dense["passage_vectors"] is True and not dense["passage_fulltext"] and not dense["paper_fulltext"]
 
     class Engine:  # an engine whose index cannot be opened: disclosed as such, the run goes on
