@@ -166,19 +166,3 @@ def xml_safe(text: str) -> str:
     """`text` with the characters XML 1.0 does not allow (C0 controls but tab, newline and carriage return; lone
     surrogates; U+FFFE, U+FFFF) replaced by U+FFFD, so a document holding it stays well-formed."""
     return _XML_UNSAFE.sub(REPLACEMENT, text)
-
-
-__all__ = [
-    "cap_metadata",
-    "cap_text",
-    "clean_strings",
-    "clean_text",
-    "display_name",
-    "is_utf8_path",
-    "needs_cleaning",
-    "path_text",
-    "terminal_safe",
-    "usable_identifier",
-    "usable_text",
-    "xml_safe",
-]

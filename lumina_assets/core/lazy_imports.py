@@ -27,10 +27,8 @@ def defer_package_init(name: str = REST_NAMESPACE_CLIENT) -> bool:
     package = importlib.util.module_from_spec(spec)
 
     def run_package_init(attribute: str):
-        if attribute.startswith("__") and attribute.endswith("__"):
-            raise AttributeError(
-                attribute
-            )  # probes such as __wrapped__ or __all__ do not need the real package
+        if attribute.startswith("__") and attribute.endswith("__"):  # probes such as __wrapped__
+            raise AttributeError(attribute)
         del package.__getattr__
         spec.loader.exec_module(package)
         return getattr(package, attribute)

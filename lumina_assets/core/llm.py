@@ -25,10 +25,6 @@ BACKENDS = ("anthropic", "openai", "openai-compatible", "offline")
 DEFAULT_QUESTION_MODEL = "claude-sonnet-4-6"
 DEFAULT_JUDGE_MODEL = "gpt-4o"
 
-# USD per million (input, output) tokens: the one dated price table, `core.prices`.
-PRICES_PER_MTOK = prices.LLM_PER_MTOK
-
-
 # How long a client that could not connect to its endpoint answers LLMUnavailable at once instead of asking again:
 # a search's overview would otherwise wait out the SDK's connection retries (~3 s) on every query.
 UNREACHABLE_RETRY_SECONDS = 60.0
@@ -105,10 +101,6 @@ def is_connection_error(error: BaseException) -> bool:
     """The SDKs' "could not reach the endpoint" (anthropic / openai `APIConnectionError`, timeouts included),
     told by class name so neither SDK is imported here."""
     return any(cls.__name__ == "APIConnectionError" for cls in type(error).__mro__)
-
-
-def estimate_cost(model: str, input_tokens: int, output_tokens: int) -> float | None:
-    return prices.llm_cost(model, input_tokens, output_tokens)
 
 
 @dataclass
@@ -207,9 +199,7 @@ class LLMClient:
         self._asking_guard = threading.Lock()
         self._asking_locks: dict[str, list] = {}  # cache key -> [lock, waiting threads]
         self.budget = budget  # a `core.budget.Budget` shared by the run's clients, or None
-        self._unreachable: tuple[float, str] | None = (
-            None  # (when, error class) of the last failed connection
-        )
+        self._unreachable: tuple[float, str] | None = None  # (when, error class) of the last failed connect
 
     @property
     def is_offline(self) -> bool:
@@ -348,7 +338,7 @@ class LLMClient:
             text=text,
             input_tokens=tokens_in,
             output_tokens=tokens_out,
-            cost_usd=estimate_cost(self.model, tokens_in, tokens_out),
+            cost_usd=prices.llm_cost(self.model, tokens_in, tokens_out),
             cached=False,
             backend=self.backend,
             model=self.model,

@@ -159,6 +159,3 @@ def run_limited(func: Callable, *args: Any, limits: Limits | None = None, **kwar
     return Outcome(
         reason=reason, detail=detail or "", error_type=error_type, seconds=seconds, peak_rss_mb=peak
     )
-
-
-__all__ = ["DEFAULT_MEMORY_MB", "DEFAULT_WALL_SECONDS", "Limits", "Outcome", "run_limited"]

@@ -55,9 +55,7 @@ REJECTED_PAPERS = TableSpec("rejected_papers")
 CITATION_EDGES = TableSpec("citation_edges")
 CITATION_GRAPH = TableSpec("citation_graph")
 CATALOGUE_RECORDS = TableSpec("catalogue_records")  # every record any source contributed, by origin
-REMOVED_PAPERS = TableSpec(
-    "removed_papers"
-)  # papers taken out by hand (remove / prune), kept out until restored
+REMOVED_PAPERS = TableSpec("removed_papers")  # taken out by hand (remove / prune), out until restored
 # [parse] one file per ingest batch
 PDF_FILES = TableSpec("pdf_files", partitioned=True)
 PARSED_PAPERS = TableSpec("parsed_papers", partitioned=True)
@@ -111,16 +109,11 @@ def atomic_replace(path: Path, write: Callable[[Path], object]) -> Path:
     return path
 
 
-def atomic_write(table: pa.Table | pl.DataFrame, path: Path) -> Path:
-    """Write a Parquet table atomically (see atomic_replace)."""
-    if isinstance(table, pl.DataFrame):
-        table = table.to_arrow()
-    return atomic_replace(path, lambda temp: pq.write_table(table, temp))
-
-
 def write(spec: TableSpec, table: pa.Table | pl.DataFrame, partition: str | None = None) -> Path:
     """Replace the table (or one partition of it) atomically; returns the file written."""
-    return atomic_write(table, spec.path(partition))
+    if isinstance(table, pl.DataFrame):
+        table = table.to_arrow()
+    return atomic_replace(spec.path(partition), lambda temp: pq.write_table(table, temp))
 
 
 def read(spec: TableSpec, partition: str | None = None) -> pl.DataFrame | None:

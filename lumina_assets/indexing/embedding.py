@@ -320,11 +320,8 @@ class Embedder:
             return self.encode(texts)
         return encoder.encode(list(texts))
 
-    def encode_sentences(self, texts: Sequence[str], *, chunk: int = 32) -> np.ndarray:
-        """Vectors for request-time evidence sentences (tens of short texts): the same encoder as queries, so a
-        search process never loads torch for highlighting (`chunk`: kept for callers; batches are sized by
-        length in the encoder)."""
-        del chunk
+    def encode_sentences(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for request-time evidence sentences: the query encoder, so highlighting never loads torch."""
         return self.encode_queries(texts)
 
     def prepare_query_encoder(self) -> None:

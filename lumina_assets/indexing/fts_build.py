@@ -59,9 +59,7 @@ class FtsBuild:
     """One full-text index build: its column, peak resident memory, seconds and how it ran."""
 
     column: str
-    peak_rss_mb: (
-        float  # the child's peak resident memory, or this process's growth during an in-process build
-    )
+    peak_rss_mb: float  # the child's peak resident memory, or this process's growth in process
     seconds: float
     cap_mb: int
     builder_mb: int  # LanceDB's memory_limit for the token builder

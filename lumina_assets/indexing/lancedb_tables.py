@@ -46,22 +46,16 @@ log = logging.getLogger(__name__)
 
 PAPERS_TABLE = "papers"
 INDEX_FORMAT_VERSION = "1"  # what gets embedded: changing it re-embeds every passage
-TABLES_VERSION = (
-    "2"  # columns and indexes around the vectors (2: author last names, acronyms, scalar indexes)
-)
+TABLES_VERSION = "2"  # columns and indexes around the vectors
 
 
 @dataclass
 class IndexConfig:
     """How passages are turned into index rows. Changing a field that alters embedded text re-embeds."""
 
-    embed_title: bool = (
-        True  # embed "title. passage" so a passage carries its paper's topic (contextual chunk)
-    )
+    embed_title: bool = True  # embed "title. passage" so a passage carries its paper's topic
     ann_min_rows: int = 100_000  # below this a flat scan of 384-d vectors is faster than an ANN index
-    ann_retrain_growth: float = (
-        2.0  # retrain the ANN index once the table holds this many times its training rows
-    )
+    ann_retrain_growth: float = 2.0  # retrain the ANN index once the table holds this many times its rows
     write_batch_rows: int = 4096  # rows embedded and written per merge_insert
     # pipelined: a batch's sentences are encoded right after its passages, and both are written in background
     # threads while the next batch is encoded; off: passages, titles, then sentences, each write awaited (the same

@@ -97,9 +97,8 @@ def _paths(cache_dir: Path, model_name_or_path: str) -> tuple[Path, Path, Path]:
     return stem.with_suffix(".onnx"), stem.with_suffix(".tokenizer.json"), stem.with_suffix(".json")
 
 
-INT8_RECIPE = (
-    "matmul-per-channel"  # in the file name: a model quantized another way is never reused as this one
-)
+# in the file name: a model quantized another way is never reused as this one
+INT8_RECIPE = "matmul-per-channel"
 
 
 def _int8_path(onnx_path: Path) -> Path:
@@ -122,9 +121,8 @@ def quantize_int8(onnx_path: Path) -> Path:
         raise OnnxUnavailable(f"int8 quantization needs {error.name}") from error
 
     def write(path: Path) -> None:
-        logging.getLogger().setLevel(
-            max(logging.getLogger().level, logging.ERROR)
-        )  # its pre-processing advice
+        # silences the quantizer's pre-processing advice
+        logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))
         quantize_dynamic(
             str(onnx_path),
             str(path),

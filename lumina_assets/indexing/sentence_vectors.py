@@ -28,9 +28,8 @@ from lumina_assets.core.progress import Progress
 log = logging.getLogger(__name__)
 
 SENTENCES_TABLE = "passage_sentences"
-SENTENCES_FORMAT = (
-    "1"  # how sentences are split and encoded: changing it re-encodes every passage's sentences
-)
+# how sentences are split and encoded: changing it re-encodes every passage's sentences
+SENTENCES_FORMAT = "1"
 
 
 def sentence_hash(model: str, text: str) -> str:
@@ -263,7 +262,8 @@ class SentenceVectors:
         self._opened_at = -1e9
         self._lock = threading.Lock()
 
-    def _current(self):
+    def lookup_table(self):
+        """The `passage_sentences` table (reopened at most every `refresh_seconds`), or None where there is none."""
         from lumina_assets.indexing.table_ops import open_table
 
         now = time.monotonic()
@@ -280,15 +280,11 @@ class SentenceVectors:
                 self._opened_at = now
             return self._table
 
-    def lookup_table(self):
-        """The `passage_sentences` table, or None where the index has none."""
-        return self._current()
-
     def lookup(self, passages: dict[str, str]) -> dict[str, np.ndarray]:
         """{sentence text: unit vector (float32)} for the sentences of `passages` ({passage_id: text})."""
         from lumina_assets.indexing.table_ops import sql_in
 
-        table = self._current()
+        table = self.lookup_table()
         if table is None or not passages:
             return {}
         try:
