@@ -331,14 +331,17 @@ class HttpClient:
         )
         return retrying(attempt)
 
+    def _late(self, shown: str) -> HttpError:
+        return HttpError(
+            f"{shown} took longer than the {self.deadline:g} s deadline", url=shown, reason="deadline"
+        )
+
     def _time_left(self, deadline_at: float | None, shown: str) -> float:
         if deadline_at is None:
             return self.timeout
         left = deadline_at - self.clock()
         if left <= 0:
-            raise HttpError(
-                f"{shown} took longer than the {self.deadline:g} s deadline", url=shown, reason="deadline"
-            )
+            raise self._late(shown)
         return min(self.timeout, left)
 
     def _send(
@@ -390,11 +393,7 @@ class HttpClient:
                     return response.status_code, {k.lower(): v for k, v in response.headers.items()}, body
             except httpx.TimeoutException as exc:
                 if deadline_at is not None and self.clock() >= deadline_at:
-                    raise HttpError(
-                        f"{shown} took longer than the {self.deadline:g} s deadline",
-                        url=shown,
-                        reason="deadline",
-                    ) from None
+                    raise self._late(shown) from None
                 raise _Retryable(type(exc).__name__) from None
             except (httpx.NetworkError, httpx.RemoteProtocolError, httpx.ProxyError) as exc:
                 raise _Retryable(type(exc).__name__) from None
@@ -433,9 +432,7 @@ class HttpClient:
                 raise HttpError(f"{shown} sent more than the {cap} byte cap", url=shown, reason="too_large")
             chunks.append(chunk)
             if deadline_at is not None and self.clock() > deadline_at:
-                raise HttpError(
-                    f"{shown} took longer than the {self.deadline:g} s deadline", url=shown, reason="deadline"
-                )
+                raise self._late(shown)
         return b"".join(chunks)
 
     def _store(self, key: str, response: CachedResponse) -> None:

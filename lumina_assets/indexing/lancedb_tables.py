@@ -34,11 +34,11 @@ from lumina_assets.indexing.index_rows import (
 )
 from lumina_assets.indexing.passage_table import PASSAGES_TABLE, call_sizer, index_passages
 from lumina_assets.indexing.table_ops import (
+    column_map,
+    delete_ids,
     ensure_fts,
     ensure_scalar,
     open_table,
-    read_columns,
-    sql_in,
     upsert,
 )
 
@@ -112,9 +112,7 @@ def index_corpus(
     started = time.perf_counter()
     from lumina_assets.indexing import model_identity  # which model built the vectors: search refuses another
 
-    built = open_table(db, PASSAGES_TABLE)
-    if built is not None and built.count_rows():  # new vectors in the form of those already stored
-        model_identity.adopt_form(embedder, model_identity.of_schema(built.schema).form)
+    adopt_index_form(db, embedder)
     dim = int(embedder.dimension)
     stats.dimension = dim
     stats.form = model_identity.of_embedder(embedder).form
@@ -151,6 +149,15 @@ def index_corpus(
     return stats
 
 
+def adopt_index_form(db, embedder) -> None:
+    """Encode new vectors in the form of those already indexed."""
+    from lumina_assets.indexing import model_identity
+
+    built = open_table(db, PASSAGES_TABLE)
+    if built is not None and built.count_rows():
+        model_identity.adopt_form(embedder, model_identity.of_schema(built.schema).form)
+
+
 def cost_line(stats: IndexStats) -> str:
     """What passages and their sentence vectors cost, side by side (seconds spent encoding each)."""
     line = f"passages: {stats.passages_embedded} encoded in {stats.passage_seconds:.1f}s"
@@ -183,16 +190,7 @@ def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
     if table is not None and "pages" not in table.schema.names:
         table.add_columns(pa.schema(CITATION_FIELDS))  # null until a paper's row is written again
         stats.notes.append("papers table gained the pages / arXiv columns")
-    existing: dict[str, tuple[str, str]] = {}
-    if table is not None:
-        stored = read_columns(table, ["paper_id", "text_hash", "row_hash"])
-        existing = dict(
-            zip(
-                stored["paper_id"].to_pylist(),
-                zip(stored["text_hash"].to_pylist(), stored["row_hash"].to_pylist(), strict=True),
-                strict=True,
-            )
-        )
+    existing = column_map(table, "paper_id", "text_hash", "row_hash") if table is not None else {}
     abstract_hash: dict[str, str] = {}
     for paper_id, pid, th in (
         passage_frame.filter(pl.col("kind") == "abstract")
@@ -245,10 +243,7 @@ def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
     if table is None:
         table = db.create_table(PAPERS_TABLE, data=pa.Table.from_pylist([], schema=schema), schema=schema)
     if config.prune and existing:
-        stale = sorted(set(existing) - set(meta["paper_id"].to_list()))
-        for start in range(0, len(stale), 500):
-            table.delete(sql_in("paper_id", stale[start : start + 500]))
-        stats.papers_deleted = len(stale)
+        stats.papers_deleted = delete_ids(table, "paper_id", sorted(set(existing) - set(meta["paper_id"])))
     t0 = time.perf_counter()
     if table.count_rows():
         ensure_fts(table, "search_text")

@@ -14,6 +14,8 @@ import pyarrow as pa
 from lumina_assets.core.progress import Progress
 from lumina_assets.indexing.index_rows import passage_schema
 from lumina_assets.indexing.table_ops import (
+    column_map,
+    delete_ids,
     ensure_ann,
     ensure_fts,
     ensure_scalar,
@@ -118,11 +120,7 @@ def _embed_and_write(
 def _changed_rows(table, rows: pl.DataFrame) -> tuple[dict[str, tuple[str, str]], list[int], list[int]]:
     """(the stored (text hash, row hash) per passage, rows whose text changed or is new, rows whose metadata
     alone changed)."""
-    existing_hash: dict[str, tuple[str, str]] = {}
-    if table is not None:
-        stored = read_columns(table, ["passage_id", "text_hash", "row_hash"])
-        columns = (stored[c].to_pylist() for c in ("passage_id", "text_hash", "row_hash"))
-        existing_hash = {pid: (th, rh) for pid, th, rh in zip(*columns, strict=True)}
+    existing_hash = column_map(table, "passage_id", "text_hash", "row_hash") if table is not None else {}
     ids, text_hashes, row_hashes = (rows[c].to_list() for c in ("passage_id", "text_hash", "row_hash"))
     to_embed = [i for i, pid in enumerate(ids) if existing_hash.get(pid, ("", ""))[0] != text_hashes[i]]
     to_refresh = [
@@ -257,8 +255,5 @@ def index_passages(
         empty = pa.Table.from_pylist([], schema=schema)
         table = db.create_table(PASSAGES_TABLE, data=empty, schema=schema)
     if config.prune and existing_hash:
-        stale = sorted(set(existing_hash) - set(ids))
-        for start in range(0, len(stale), 500):
-            table.delete(sql_in("passage_id", stale[start : start + 500]))
-        stats.passages_deleted = len(stale)
+        stats.passages_deleted = delete_ids(table, "passage_id", sorted(set(existing_hash) - set(ids)))
     _ensure_passage_indexes(table, config, stats)

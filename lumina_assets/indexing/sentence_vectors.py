@@ -54,15 +54,6 @@ def _normalized(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
-def _stored_hashes(table) -> dict[str, str]:
-    from lumina_assets.indexing.table_ops import read_columns
-
-    if table is None or not table.count_rows():
-        return {}
-    frame = read_columns(table, ["passage_id", "text_hash"])
-    return dict(zip(frame["passage_id"].to_pylist(), frame["text_hash"].to_pylist(), strict=True))
-
-
 class SentencePlan:
     """The sentence vectors an index build owes: the passages (by position in `passage_ids`) whose stored hash is
     missing or differs, encoded batch by batch and written in the background (`background`), so the index build can
@@ -71,12 +62,12 @@ class SentencePlan:
 
     def __init__(self, db, passage_ids: Sequence[str], texts: Sequence[str], model: str, *, background=True):
         from lumina_assets.indexing.passage_table import BatchWriter
-        from lumina_assets.indexing.table_ops import open_table
+        from lumina_assets.indexing.table_ops import column_map, open_table
         from lumina_assets.parsing.chunking import sentence_spans
 
         self.db, self.passage_ids, self.texts = db, list(passage_ids), [t or "" for t in texts]
         table = open_table(db, SENTENCES_TABLE)
-        self.stored = _stored_hashes(table)
+        self.stored = column_map(table, "passage_id", "text_hash") if table is not None else {}
         self.hashes = [sentence_hash(model, t) for t in self.texts]
         self.todo = [i for i, pid in enumerate(self.passage_ids) if self.stored.get(pid) != self.hashes[i]]
         self.pending = set(self.todo)
@@ -158,7 +149,7 @@ class SentencePlan:
     ) -> dict:
         """Encode what is still owed, wait for the writes, delete the rows of passages gone upstream, index the
         table; returns counts (passages, encoded_passages, sentences, deleted) and `seconds` (as `self.seconds`)."""
-        from lumina_assets.indexing.table_ops import ensure_scalar, sql_in
+        from lumina_assets.indexing.table_ops import delete_ids, ensure_scalar
 
         left = [i for i in self.todo if i in self.pending]
         if left:
@@ -178,10 +169,7 @@ class SentencePlan:
         table = self.writer.close()
         deleted = 0
         if prune and table is not None and self.stored:
-            stale = sorted(set(self.stored) - set(self.passage_ids))
-            for begin in range(0, len(stale), 500):
-                table.delete(sql_in("passage_id", stale[begin : begin + 500]))
-            deleted = len(stale)
+            deleted = delete_ids(table, "passage_id", sorted(set(self.stored) - set(self.passage_ids)))
         if table is not None and (self.todo or deleted):
             try:
                 ensure_scalar(table, "passage_id", "BTREE")

@@ -35,8 +35,9 @@ import pyarrow as pa
 
 from lumina_assets.indexing import encoder_forms, model_identity
 from lumina_assets.indexing.index_rows import embedder_identity, passage_rows
-from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE, IndexConfig
+from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE, IndexConfig, adopt_index_form
 from lumina_assets.indexing.table_ops import (
+    column_map,
     ensure_scalar,
     open_table,
     read_columns,
@@ -86,13 +87,6 @@ def plan_table(plan_id: str) -> str:
     return PLAN_TABLE_PREFIX + "".join(c if c.isalnum() else "_" for c in plan_id)
 
 
-def adopt_index_form(db, embedder) -> None:
-    """Encode in the form of the vectors already indexed, as `index_corpus` does before it embeds."""
-    built = open_table(db, PASSAGES_TABLE)
-    if built is not None and built.count_rows():
-        model_identity.adopt_form(embedder, model_identity.of_schema(built.schema).form)
-
-
 def texts_to_embed(
     db, passages: pl.DataFrame, papers: pl.DataFrame, embedder, config: IndexConfig | None = None
 ) -> list[str]:
@@ -101,10 +95,7 @@ def texts_to_embed(
     config = config or IndexConfig()
     rows = passage_rows(passages, papers, config, embedder_identity(embedder))
     table = open_table(db, PASSAGES_TABLE)
-    indexed: dict[str, str] = {}
-    if table is not None and table.count_rows():
-        stored = read_columns(table, ["passage_id", "text_hash"])
-        indexed = dict(zip(stored["passage_id"].to_pylist(), stored["text_hash"].to_pylist(), strict=True))
+    indexed = column_map(table, "passage_id", "text_hash") if table is not None else {}
     texts = [
         text
         for pid, text_hash, text in rows.select("passage_id", "text_hash", "embed_text").iter_rows()
@@ -172,9 +163,7 @@ class PartStats:
 def _staged_forms(table, keys: Sequence[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for start in range(0, len(keys), LOOKUP_CHUNK):
-        chunk = keys[start : start + LOOKUP_CHUNK]
-        stored = read_columns(table, ["key", "form"], sql_in("key", chunk))
-        found.update(zip(stored["key"].to_pylist(), stored["form"].to_pylist(), strict=True))
+        found |= column_map(table, "key", "form", where=sql_in("key", keys[start : start + LOOKUP_CHUNK]))
     return found
 
 

@@ -50,9 +50,24 @@ def read_columns(table, columns: list[str], where: str | None = None) -> pa.Tabl
     return query.limit(max(table.count_rows(), 1)).to_arrow()
 
 
+def column_map(table, key: str, *values: str, where: str | None = None) -> dict:
+    """{key: value} for one value column, {key: (value, ...)} for several."""
+    stored = read_columns(table, [key, *values], where)
+    columns = [stored[v].to_pylist() for v in values]
+    found = columns[0] if len(columns) == 1 else zip(*columns, strict=True)
+    return dict(zip(stored[key].to_pylist(), found, strict=True))
+
+
 def sql_in(column: str, values: Sequence[str]) -> str:
     quoted = ",".join("'" + str(v).replace("'", "''") + "'" for v in values)
     return f"{column} IN ({quoted})"
+
+
+def delete_ids(table, column: str, ids: Sequence[str]) -> int:
+    """Delete the rows whose `column` is one of `ids` (500 to a filter); returns how many ids."""
+    for start in range(0, len(ids), 500):
+        table.delete(sql_in(column, ids[start : start + 500]))
+    return len(ids)
 
 
 def has_index(table, column: str) -> bool:
