@@ -75,9 +75,8 @@ def cap_text(value: str | None, limit: int) -> tuple[str | None, bool]:
 
 
 def cap_metadata(paper: Any) -> list[str]:
-    """Cap a Paper's free-text metadata in place (title, venue, each author, keyword, tag and collection path, and
-    how many of them);
-    returns the fields cut, each also recorded in `paper.metadata_sources` as "<field>:truncated"."""
+    """Cap a Paper's free-text metadata in place (title, venue, each author, keyword, tag and collection path, and how
+    many); returns the fields cut, each also recorded in `paper.metadata_sources` as "<field>:truncated"."""
     cut: list[str] = []
     for name, limit in (("title", MAX_TITLE_CHARS), ("venue", MAX_VENUE_CHARS)):
         value, was_cut = cap_text(getattr(paper, name), limit)
@@ -146,10 +145,9 @@ _XML_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]"
 
 
 def terminal_safe(text: str, *, keep_colors: bool = False) -> str:
-    """`text` for a terminal: every C0 control but tab and newline (a carriage return only before a newline), DEL,
-    the C1 controls, bidirectional overrides and non-characters become U+FFFD, so nothing printed can move the
-    cursor, clear the screen, set the window title or reorder what is shown. `keep_colors` keeps SGR colour
-    sequences (`ESC[1;31m`), which change nothing but colours, for output that colours itself."""
+    """`text` for a terminal: C0 controls but tab and newline (a carriage return only before a newline), DEL, C1
+    controls, bidirectional overrides and non-characters become U+FFFD, so nothing printed can move the cursor, retitle
+    the window or reorder what is shown. `keep_colors` keeps SGR colour sequences (`ESC[1;31m`)."""
     if text.isascii() and text.isprintable():
         return text
     if not keep_colors:

@@ -1,9 +1,7 @@
-"""LLM access (benchmark, search stages): one client API over anthropic, openai, openai-compatible servers and `offline`.
+"""LLM access (benchmark, search stages): one client over anthropic, openai, openai-compatible servers and `offline`.
 
-Every completion is cached on disk by hash of (backend, model, endpoint when not the default, prompt, params), so rematerializing a benchmark asset
-costs no call; tokens and an estimated cost are counted per client so assets can report them. Keys arrive only
-through `dg.EnvVar` (see `build_llm_resources`) and are never logged, cached or put in an exception message.
-"""
+Completions are cached on disk by (backend, model, endpoint, prompt, params), so a rematerialization costs no call;
+tokens and estimated cost are counted per client. Keys arrive only through `dg.EnvVar`, never logged or cached."""
 
 from __future__ import annotations
 
@@ -45,11 +43,8 @@ _RATE_FILE_LOCKS_GUARD = threading.Lock()
 
 
 def shared_rate_wait(path: Path, interval: float, sleep: Callable[[float], None] = time.sleep) -> float:
-    """At most one request per `interval` seconds across every process using `path`: each takes the next free
-    slot (wall-clock time, kept in the file under a lock), sleeps until it and returns it.
-
-    The threads of one process queue on an in-process lock first, so the file lock (which polls while another
-    holder has it) is only contended between processes."""
+    """At most one request per `interval` seconds across every process using `path`: each takes the next free slot (kept
+    in the file under a lock) and sleeps until it. A process's threads queue on an in-process lock first."""
     from filelock import FileLock
 
     with _RATE_FILE_LOCKS_GUARD:

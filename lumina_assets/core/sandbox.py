@@ -1,11 +1,6 @@
-"""Run one piece of untrusted-input work (open a PDF, parse it) in a child process with hard limits.
-
-A decompression bomb or a pathological file can take gigabytes and minutes inside MuPDF, where no Python
-check reaches. The child gets an address-space limit (`RLIMIT_AS`), the parent a wall-clock deadline after which
-it kills the child; either way the work ends as an `Outcome` with a reason (`time_limit`, `memory_limit`,
-`worker_crashed`), so the caller records one failure and goes on. Children fork from a forkserver that has
-already imported the heavy modules, so a document costs a fork, not an interpreter start.
-"""
+"""Run one piece of untrusted-input work (open a PDF, parse it) in a child process with hard limits: an address-space
+limit (`RLIMIT_AS`) in the child and a wall-clock deadline in the parent, ending as an `Outcome` with a reason
+(`time_limit`, `memory_limit`, `worker_crashed`). Children fork from a forkserver with the heavy modules imported."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The one table store: every Parquet table Lumina writes is declared here (`TableSpec`: name, folder, partitioned or
-not) and read and written only through `read` / `read_all` / `write`.
-
-Files: data/tables/<name>.parquet for whole tables, data/tables/<name>/<partition>.parquet for tables partitioned by
-ingest batch, and the same two shapes under data/benchmark/ for the benchmark's tables (partitioned by provider).
-Writes go to a temp file then rename, so a killed run never leaves a half-written table."""
+"""The one table store: every Parquet table Lumina writes is declared here (`TableSpec`) and read and written only
+through `read` / `read_all` / `write`: data/tables/<name>.parquet, or <name>/<partition>.parquet for a table
+partitioned by ingest batch, and the same under data/benchmark/. Writes are atomic (temp file, then rename)."""
 
 from __future__ import annotations
 

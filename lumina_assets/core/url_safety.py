@@ -82,14 +82,10 @@ def non_public_reason(address: ipaddress.IPv4Address | ipaddress.IPv6Address) ->
 
 
 class UrlPolicy:
-    """Where a client may go. Every client: http and https only, and no host that resolves to a loopback, private,
-    link-local (cloud metadata), shared, multicast or reserved address (IPv4-embedded IPv6 forms judged by the IPv4
-    address inside), unless private addresses are allowed: `allow_private`, by default `LUMINA_ALLOW_PRIVATE_URLS`
-    read at each check (a local mirror or replay server, tests on 127.0.0.1). Checked at every redirect hop.
-
-    `check` returns the address it checked; HttpClient connects to that address (`PinnedTransport`), so a DNS
-    answer that changes between the check and the connection (rebinding) is never used. Through an HTTP proxy
-    (HTTPS_PROXY) the proxy resolves the name: the check is made, the pin is the proxy's to honour."""
+    """Where a client may go: http and https only, and no host that resolves to a non-public address
+    (`non_public_reason`) unless `allow_private` (default: `LUMINA_ALLOW_PRIVATE_URLS`, read at each check); checked
+    at every redirect hop. `check` returns the address it checked and HttpClient connects to it (`PinnedTransport`),
+    so a DNS answer that changes in between is never used; through an HTTP proxy the proxy resolves the name."""
 
     def __init__(self, *, allow_private: bool | None = None, resolver: Callable[..., list] | None = None):
         self._allow_private = allow_private

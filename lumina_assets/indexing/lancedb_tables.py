@@ -1,14 +1,9 @@
-"""Build and update the LanceDB tables the search engine reads: `passages` (one vector per passage) and `papers`
-(metadata and title + abstract text for the paper-level full-text index).
+"""Build and update the LanceDB tables the search engine reads: `passages` (a vector per passage) and `papers`
+(metadata and the title + abstract full-text index).
 
-Incremental by construction: rows are keyed by deterministic ids and written with `merge_insert`; a passage is
-embedded again only when the text it is embedded from changed (a hash column records it); metadata-only changes
-reuse the stored vector. Full-text and scalar indexes are created once and brought up to date with `optimize()`;
-an ANN index is created once a table is large enough for brute force to stop being the fast option, and retrained
-only when the table has grown past a factor of its training size.
-Their rows and schemas are built in `indexing.index_rows`; the passages table's write path is
-`indexing.passage_table`.
-"""
+Rows are keyed by deterministic ids and merged in; a passage is embedded again only when its embedded text changed
+(`text_hash`), and a metadata-only change keeps the stored vector. Rows and schemas come from `index_rows`, the
+passages' write path from `passage_table`."""
 
 from __future__ import annotations
 

@@ -34,11 +34,9 @@ PASSAGES_TABLE = "passages"
 
 
 class BatchWriter:
-    """Upserts batches in order, in one background thread when `background`: batch N is written while batch N+1
-    is embedded (onnxruntime and LanceDB both release the GIL), with at most one write in flight, so memory holds
-    two batches at most. The rows written are the same either way (tested); an error in a write is raised by the
-    next `write` or by `close`. `append_only`: the table holds none of these keys yet (a new index), so rows are
-    appended instead of merged by key (no join against the table per batch)."""
+    """Upserts batches in order, in one background thread when `background` (batch N written while N+1 is embedded, one
+    write in flight); a write's error is raised by the next `write` or by `close`. `append_only`: the table holds none of
+    these keys yet, so rows are appended instead of merged."""
 
     def __init__(self, db, name: str, table, key: str, *, background: bool = True, append_only: bool = False):
         from concurrent.futures import ThreadPoolExecutor
@@ -89,10 +87,8 @@ def call_sizer(config: IndexConfig):
 def _embed_and_write(
     rows, to_embed, embedder, config, stats, dim, writer, progress, layout, sentences
 ) -> None:
-    """Embed the `to_embed` rows batch by batch, shortest texts first (length_batches.py), and hand each batch to
-    `writer`; pipelined, the batch's sentence vectors are encoded next (`sentences`, a SentencePlan) while the
-    passages are written, and both are written while the next batch is encoded. `progress`: (on passages encoded,
-    on sentences encoded), each called with (texts, characters)."""
+    """Embed the `to_embed` rows batch by batch, shortest texts first, and hand each batch to `writer`; pipelined, the
+    batch's sentences (`sentences`) are encoded next while it is written. `progress`: (passages, sentences) callbacks."""
     from lumina_assets.indexing.length_batches import encode_in_length_order
 
     base_columns, schema = layout

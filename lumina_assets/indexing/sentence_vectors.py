@@ -1,16 +1,9 @@
 """Sentence vectors stored at index time, so highlighting evidence at request time encodes only the query.
 
-The `passage_sentences` table holds one row per passage: its sentences' character offsets (`split_sentences`
-located in the passage text, as `parsing.chunking.sentence_spans` does at request time) and their vectors (the
-index's embedding model, L2-normalized, float16, row-major `n × dim` bytes). `text_hash` covers the model and the
-passage text, so a passage whose text or model changed is encoded again and a stale row is never used.
-
-Incremental like the other tables: a `SentencePlan` encodes only the passages whose hash is missing or differs
-(new passages, or every passage once for an index built before this table existed) and deletes rows of passages
-that no longer exist. The index build encodes a batch's sentences right after its passages (`SentencePlan.encode`,
-written while the next batch is encoded); `index_sentences` does them all at once (a backfill). An index without
-the table still works: the scorer encodes sentences per request.
-"""
+`passage_sentences` holds a row per passage: its sentences' offsets (`parsing.chunking.sentence_spans`) and their
+L2-normalized float16 vectors as `n × dim` bytes; `text_hash` covers model and text, so a stale row is never used.
+A `SentencePlan` encodes only passages whose hash is missing or differs, with their passages in an index build or all
+at once (`index_sentences`, a backfill). An index without the table still works: sentences are encoded per request."""
 
 from __future__ import annotations
 
@@ -55,10 +48,8 @@ def _normalized(vectors: np.ndarray) -> np.ndarray:
 
 
 class SentencePlan:
-    """The sentence vectors an index build owes: the passages (by position in `passage_ids`) whose stored hash is
-    missing or differs, encoded batch by batch and written in the background (`background`), so the index build can
-    encode a batch's sentences right after its passages (the pipelined path) or all of them at the end (`finish`);
-    either way each passage is encoded once, with the same sentences and rows."""
+    """The sentence vectors an index build owes (passages whose stored hash is missing or differs), encoded right after
+    their passages' batch (pipelined) or all at the end (`finish`), and written in the background; each passage once."""
 
     def __init__(self, db, passage_ids: Sequence[str], texts: Sequence[str], model: str, *, background=True):
         from lumina_assets.indexing.passage_table import BatchWriter

@@ -1,24 +1,9 @@
-"""Passage embedding split into parts that run side by side, and their vectors reused by the index build.
+"""Passage embedding split into parts that run side by side (defs/embedding_fanout.py), reused by the index build.
 
-A large set of new passages is embedded by several processes (or pods) instead of one, without touching how
-`index_corpus` builds the index: each part's vectors go into a staging table (`staged_vectors`) keyed by the
-embedded text and the model identity (name and weights fingerprint), with the numeric form beside them. The index
-build then encodes through `StagedVectorEmbedder`, which takes a text's vector from the staging table when one of
-a form compatible with its own is there and encodes the rest itself; so the index is written by the one path it
-always had (same rows, same metadata, same form checks), and a staged vector that does not fit (another model,
-int8 against a float form) is simply not used.
-
-The steps (orchestrated in defs/embedding_fanout.py):
-
-1. `plan_parts`: the texts the index build would embed (same rows and hashes as `lancedb_tables.index_corpus`),
-   split round-robin into parts, written to a plan table the parts read;
-2. `embed_part`: one part encodes its texts in the form of the existing index (as the index build would) and
-   appends them to the staging table; texts already staged in a compatible form are skipped (a retried part);
-3. `finish_plan`: indexes the staging table by key and drops the plan.
-
-Everything lives in the LanceDB database of the index, so the parts share it on object storage as well as on
-local disk. Parts append concurrently (Lance appends never conflict); only the plan step creates tables.
-"""
+`plan_parts` splits the texts `index_corpus` would embed round-robin into parts; each `embed_part` encodes its texts
+in the index's form into the `staged_vectors` table, keyed by model identity and text; `finish_plan` indexes that
+table. The build then encodes through `StagedVectorEmbedder`, which takes a staged vector of a compatible form and
+encodes the rest, so the index is written by its one path. Everything lives in the index's LanceDB database."""
 
 from __future__ import annotations
 
@@ -139,9 +124,8 @@ def plan_size(db, plan_id: str) -> int:
 
 
 def part_cores(part: int, parts: int, cores: Sequence[int]) -> list[int]:
-    """The cores part `part` of `parts` may use when the parts run as processes of one machine: an even share, so
-    that together they use each core once. Why: an encoder starts a thread per core it may use, so `parts` processes
-    each seeing every core would run parts x cores threads on the cores, and wait for each other."""
+    """The cores part `part` of `parts` may use as processes of one machine: an even share, so together they use each
+    core once (an encoder starts a thread per core it may use)."""
     cores = list(cores)
     if parts <= 1 or len(cores) <= 1:
         return cores
@@ -238,10 +222,8 @@ def discard_staged(db) -> None:
 
 
 class StagedVectorEmbedder:
-    """Wraps the index build's embedder: a text whose vector is staged (same model, compatible form) is taken from
-    the staging table, the others are encoded by the wrapped embedder. Everything else — identity, form, dimension,
-    `adopt_index_form` — is the wrapped embedder's, so the index records and checks exactly what it would without
-    the wrapper. Once every staged row has been used, lookups stop (titles and sentences come after passages)."""
+    """The index build's embedder with staged vectors: a text staged by the same model in a compatible form is looked up,
+    the rest encoded by `inner`, whose identity, form and dimension it keeps. Lookups stop once every staged row was used."""
 
     def __init__(self, db, inner):
         self.inner = inner
