@@ -73,12 +73,8 @@ class LLMResource(dg.ConfigurableResource):
         if self.base_url:
             return self.base_url
         if self.base_url_env == "auto":
-            name = (
-                settings.get().benchmark.compatible_base_url_var
-                if self.backend == "openai-compatible"
-                else None
-            )
-            return first_secret([name] if name else [])
+            compatible = self.backend == "openai-compatible"
+            return first_secret([settings.get().benchmark.compatible_base_url_var if compatible else ""])
         return first_secret([self.base_url_env])
 
     def resolved_concurrency(self) -> int:

@@ -66,32 +66,6 @@ RECURSIVE_RESULTS = TableSpec("recursive_results", "benchmark", partitioned=True
 JUDGMENTS = TableSpec("judgments", "benchmark", partitioned=True)
 BENCHMARK_SCORES = TableSpec("benchmark_scores", "benchmark")
 
-TABLES: dict[str, TableSpec] = {
-    spec.name: spec
-    for spec in (
-        OPENALEX_WORKS,
-        ARXIV_WORKS,
-        LOCAL_PAPERS,
-        LOCAL_REJECTED,
-        PAPERS,
-        REJECTED_PAPERS,
-        CITATION_EDGES,
-        CITATION_GRAPH,
-        CATALOGUE_RECORDS,
-        REMOVED_PAPERS,
-        PDF_FILES,
-        PARSED_PAPERS,
-        PASSAGES,
-        SYNTHETIC_QUESTIONS,
-        USER_QUERIES,
-        QUESTIONS,
-        PROVIDER_RESULTS,
-        RECURSIVE_RESULTS,
-        JUDGMENTS,
-        BENCHMARK_SCORES,
-    )
-}
-
 
 def atomic_replace(path: Path, write: Callable[[Path], object]) -> Path:
     """`write(temp)` then rename temp to `path`: readers and concurrent writers (other processes or threads) never

@@ -10,8 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import polars as pl
 import pyarrow as pa
@@ -78,14 +77,10 @@ class IndexStats:
     passage_seconds: float = 0.0  # encoding passages alone (what sentence_seconds is compared with)
     embed_seconds: float = 0.0
     write_seconds: float = 0.0
-    total_seconds: float = 0.0
     ann_index: bool = False
     dimension: int = 0
     form: str = ""  # the numeric form the vectors were encoded in (indexing/encoder_forms.py)
     notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # ---------------------------------------------------------------- indexing
@@ -104,7 +99,6 @@ def index_corpus(
     config = config or IndexConfig()
     say = log_fn or log.info
     stats = IndexStats()
-    started = time.perf_counter()
     from lumina_assets.indexing import model_identity  # which model built the vectors: search refuses another
 
     adopt_index_form(db, embedder)
@@ -140,7 +134,6 @@ def index_corpus(
         )
         stats.sentences_embedded, stats.sentence_seconds = found["sentences"], sentences.seconds
     say(cost_line(stats))
-    stats.total_seconds = time.perf_counter() - started
     return stats
 
 

@@ -208,8 +208,9 @@ def export(model, model_name_or_path: str, cache_dir: Path, *, normalize: bool) 
         raise OnnxUnavailable("the model has no fast (tokenizers) tokenizer")
     accepted = inspect.signature(transformer.auto_model.forward).parameters
     produced = transformer.tokenizer(["x"], return_tensors="np").keys()
-    input_names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in produced]
-    input_names = [n for n in input_names if n in accepted]
+    input_names = [
+        n for n in ("input_ids", "attention_mask", "token_type_ids") if n in produced and n in accepted
+    ]
     if "input_ids" not in input_names or "attention_mask" not in input_names:
         raise OnnxUnavailable(f"tokenizer inputs {list(produced)} lack input_ids / attention_mask")
 

@@ -84,6 +84,14 @@ def call_sizer(config: IndexConfig):
     return CallSizer(config.progress_every_s / 3, config.embed_chunk_rows)
 
 
+def _with_vectors(batch: pl.DataFrame, vectors: np.ndarray, layout, dim: int) -> pa.Table:
+    """The batch's index columns (`layout`: (columns, schema)) with its vectors, as the table stores them."""
+    base_columns, schema = layout
+    return (
+        batch.select(base_columns).to_arrow().append_column("vector", vector_array(vectors, dim)).cast(schema)
+    )
+
+
 def _embed_and_write(
     rows, to_embed, embedder, config, stats, dim, writer, progress, layout, sentences
 ) -> None:
@@ -91,7 +99,6 @@ def _embed_and_write(
     batch's sentences (`sentences`) are encoded next while it is written. `progress`: (passages, sentences) callbacks."""
     from lumina_assets.indexing.length_batches import encode_in_length_order
 
-    base_columns, schema = layout
     sizer, sentence_sizer = call_sizer(config), call_sizer(config)  # passages and sentences: their own rates
     for start in range(0, len(to_embed), config.write_batch_rows):
         chosen = to_embed[start : start + config.write_batch_rows]
@@ -104,9 +111,7 @@ def _embed_and_write(
         stats.embed_seconds += seconds
         stats.passage_seconds += seconds
         t0 = time.perf_counter()
-        data = batch.select(base_columns).to_arrow()
-        data = data.append_column("vector", vector_array(vectors, dim)).cast(schema)
-        writer.write(data)  # waits for the previous batch's write, then starts this one
+        writer.write(_with_vectors(batch, vectors, layout, dim))  # waits for the previous batch's write first
         stats.write_seconds += time.perf_counter() - t0
         stats.passages_embedded += batch.height
         if sentences is not None and config.pipelined:
@@ -159,7 +164,6 @@ def _embedding_progress(rows: pl.DataFrame, to_embed: list[int], config, say, se
 
 def _refresh_metadata(db, table, rows: pl.DataFrame, to_refresh: list[int], columns, config, stats, dim: int):
     """Rewrite the rows whose metadata alone changed, keeping their stored vectors; returns the table."""
-    base_columns, schema = columns
     t0 = time.perf_counter()
     for start in range(0, len(to_refresh), config.write_batch_rows):
         batch = rows[to_refresh[start : start + config.write_batch_rows]]
@@ -170,9 +174,7 @@ def _refresh_metadata(db, table, rows: pl.DataFrame, to_refresh: list[int], colu
             zip(stored["passage_id"].to_pylist(), vectors_from_arrow(stored["vector"], dim), strict=True)
         )
         vectors = np.stack([by_id[pid] for pid in batch["passage_id"].to_list()])
-        data = batch.select(base_columns).to_arrow()
-        data = data.append_column("vector", vector_array(vectors, dim)).cast(schema)
-        table = upsert(db, PASSAGES_TABLE, table, data, "passage_id")
+        table = upsert(db, PASSAGES_TABLE, table, _with_vectors(batch, vectors, columns, dim), "passage_id")
     stats.passages_metadata_updated = len(to_refresh)
     stats.write_seconds += time.perf_counter() - t0
     return table
