@@ -56,9 +56,8 @@ def path_text(path: Path | str | bytes) -> str:
     return raw.decode("utf-8", errors="backslashreplace")
 
 
-# Caps on free-text metadata (a PDF's /Title, an API's venue, an author list): real values are far shorter, and
-# each lands in every passage row of its paper. A capped field is recorded in the paper's metadata_sources as
-# "<field>:truncated".
+# Caps on free-text metadata (a PDF's /Title, an API's venue, an author list), which lands in every passage row of
+# its paper; real values are far shorter.
 MAX_TITLE_CHARS = 512
 MAX_VENUE_CHARS = 512
 MAX_NAME_CHARS = 256  # one author, one keyword, one tag
@@ -134,9 +133,8 @@ def usable_text(value: Any) -> tuple[str | None, bool]:
     return None, False
 
 
-# Text that reaches a terminal or an XML document. Titles, authors, venues and passages from libraries and BEIR keep
-# whatever bytes their source held; ESC, BEL and the C1 controls would let them set a terminal's title or clear its
-# screen, and most C0 controls and U+FFFE / U+FFFF are not allowed in XML 1.0 at all.
+# Text from libraries and BEIR keeps whatever bytes its source held: control characters must not reach a terminal,
+# and most C0 controls and U+FFFE / U+FFFF are not allowed in XML 1.0.
 _TERMINAL_UNSAFE = re.compile(
     "\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
 )

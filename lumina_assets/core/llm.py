@@ -23,8 +23,7 @@ BACKENDS = ("anthropic", "openai", "openai-compatible", "offline")
 DEFAULT_QUESTION_MODEL = "claude-sonnet-4-6"
 DEFAULT_JUDGE_MODEL = "gpt-4o"
 
-# How long a client that could not connect to its endpoint answers LLMUnavailable at once instead of asking again:
-# a search's overview would otherwise wait out the SDK's connection retries (~3 s) on every query.
+# How long a client that could not connect answers LLMUnavailable at once instead of waiting out the SDK's retries.
 UNREACHABLE_RETRY_SECONDS = 60.0
 
 

@@ -405,9 +405,6 @@ def reset() -> None:
     _load.cache_clear()
 
 
-# ------------------------------------------------------------------ derived paths and process environment
-
-
 def data_dir() -> Path:
     return get().paths.data_dir
 

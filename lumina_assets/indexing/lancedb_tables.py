@@ -51,9 +51,8 @@ class IndexConfig:
     ann_min_rows: int = 100_000  # below this a flat scan of 384-d vectors is faster than an ANN index
     ann_retrain_growth: float = 2.0  # retrain the ANN index once the table holds this many times its rows
     write_batch_rows: int = 4096  # rows embedded and written per merge_insert
-    # pipelined: a batch's sentences are encoded right after its passages, and both are written in background
-    # threads while the next batch is encoded; off: passages, titles, then sentences, each write awaited (the same
-    # rows and vectors, tested)
+    # a batch's sentences encoded right after its passages, both written in the background while the next batch is
+    # encoded; off: passages, then sentences, each write awaited (the same rows and vectors)
     pipelined: bool = True
     embed_chunk_rows: int = 1024  # most texts per encode call (calls are sized so progress comes on time)
     progress_every_s: float = 10.0  # seconds between progress lines while embedding
@@ -81,9 +80,6 @@ class IndexStats:
     dimension: int = 0
     form: str = ""  # the numeric form the vectors were encoded in (indexing/encoder_forms.py)
     notes: list[str] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------- indexing
 
 
 def index_corpus(

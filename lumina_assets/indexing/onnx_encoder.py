@@ -216,9 +216,8 @@ def export(model, model_name_or_path: str, cache_dir: Path, *, normalize: bool) 
 
     onnx_path, tokenizer_path, settings_path = _paths(cache_dir, model_name_or_path)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    _int8_path(onnx_path).unlink(
-        missing_ok=True
-    )  # quantized from an earlier export: made again from this one
+    # an int8 model quantized from an earlier export is made again from this one
+    _int8_path(onnx_path).unlink(missing_ok=True)
     try:
         _export_onnx(transformer, input_names, onnx_path)
     except Exception as error:  # noqa: BLE001 - any exporter failure means: use the slow path

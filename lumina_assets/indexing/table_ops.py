@@ -28,9 +28,6 @@ def vectors_from_arrow(column: pa.ChunkedArray | pa.Array, dim: int | None = Non
     return array.values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, width)
 
 
-# ---------------------------------------------------------------- table helpers
-
-
 def table_names(db) -> set[str]:
     listing = db.list_tables() if hasattr(db, "list_tables") else db.table_names()
     names = getattr(listing, "tables", listing)
