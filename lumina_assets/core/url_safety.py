@@ -192,12 +192,16 @@ class PinnedTransport(httpx.BaseTransport):
             pool.close()
 
 
+def _query_items(url: str, params: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The query parameters of `url` and then of `params` (None values left out), as (name, value)."""
+    query = list(httpx.QueryParams(urlsplit(url).query).multi_items())
+    return query + [(k, str(v)) for k, v in (params or {}).items() if v is not None]
+
+
 def secret_values(url: str, params: Mapping[str, Any] | None, headers: Mapping[str, str]) -> set[str]:
     """The credential values a request carries: secret query parameters (URL and `params`) and every header
     that may not cross origins. A redirect's Location that repeats one of them (under any name) is cleaned."""
-    query = list(httpx.QueryParams(urlsplit(url).query).multi_items())
-    query += [(k, str(v)) for k, v in (params or {}).items() if v is not None]
-    values = {v for k, v in query if k.lower() in SECRET_NAMES}
+    values = {v for k, v in _query_items(url, params) if k.lower() in SECRET_NAMES}
     values |= {str(v) for k, v in headers.items() if k.lower() not in CROSS_ORIGIN_HEADERS}
     values |= {v.split(None, 1)[1] for v in values if " " in v}  # `Bearer <token>`: the token alone too
     return {v for v in values if len(v) >= 4}  # never strip a parameter for matching "1" or "en"
@@ -219,9 +223,7 @@ def without_secrets(url: str, secrets: set[str] = frozenset()) -> str:
 def redact_url(url: str, params: Mapping[str, Any] | None = None) -> str:
     """URL with every secret query value replaced, safe for logs and exceptions."""
     parts = urlsplit(url)
-    query = [(k, v) for k, v in httpx.QueryParams(parts.query).multi_items()]
-    query += [(k, str(v)) for k, v in (params or {}).items() if v is not None]
-    shown = [(k, "***" if k.lower() in SECRET_NAMES else v) for k, v in query]
+    shown = [(k, "***" if k.lower() in SECRET_NAMES else v) for k, v in _query_items(url, params)]
     base = f"{parts.scheme}://{parts.netloc}{parts.path}"
     return f"{base}?{urlencode(shown)}" if shown else base
 

@@ -27,7 +27,6 @@ from lumina_assets.indexing.table_ops import (
     open_table,
     read_columns,
     sql_in,
-    table_names,
     vector_array,
     vectors_from_arrow,
 )
@@ -103,12 +102,9 @@ def plan_parts(db, plan_id: str, texts: Sequence[str], parts: int, dim: int) -> 
     embeds everything itself, as it always did."""
     if parts <= 1 or not texts:
         return Plan(plan_id, 1, len(texts), (len(texts),))
-    name = plan_table(plan_id)
-    if name in table_names(db):
-        db.drop_table(name)
     assignment = [i % parts for i in range(len(texts))]
     data = pa.table({"text": pa.array(list(texts), pa.string()), "part": pa.array(assignment, pa.int32())})
-    db.create_table(name, data=data)
+    db.create_table(plan_table(plan_id), data=data, mode="overwrite")
     if open_table(db, STAGED_TABLE) is None:
         db.create_table(STAGED_TABLE, data=pa.Table.from_pylist([], schema=staged_schema(dim)))
     per_part = tuple(assignment.count(p) for p in range(parts))
@@ -202,9 +198,7 @@ def embed_part(
 def finish_plan(db, plan_id: str) -> int:
     """Index the staging table by key (the index build looks vectors up by it) and drop the plan; returns the
     staged rows."""
-    name = plan_table(plan_id)
-    if name in table_names(db):
-        db.drop_table(name)
+    db.drop_table(plan_table(plan_id), ignore_missing=True)
     staged = open_table(db, STAGED_TABLE)
     if staged is None:
         return 0
@@ -217,8 +211,7 @@ def finish_plan(db, plan_id: str) -> int:
 
 def discard_staged(db) -> None:
     """Drop the staging table once the index holds its vectors (a failed build keeps it for the retry)."""
-    if STAGED_TABLE in table_names(db):
-        db.drop_table(STAGED_TABLE)
+    db.drop_table(STAGED_TABLE, ignore_missing=True)
 
 
 class StagedVectorEmbedder:
