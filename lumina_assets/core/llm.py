@@ -274,17 +274,17 @@ class LLMClient:
             return self._call(key, prompt, params)
 
     def _from_cache(self, key: str) -> LLMReply | None:
-        if self.cache is None:
-            return None
-        hit = self.cache.get(key)
-        if hit is None:
-            return None
+        hit = self.cache.get(key) if self.cache is not None else None
+        return self._reply(hit, cached=True) if hit is not None else None
+
+    def _reply(self, record: dict[str, Any], *, cached: bool) -> LLMReply:
+        """The reply a cache record stands for, counted in `usage`."""
         reply = LLMReply(
-            text=hit["text"],
-            input_tokens=hit["input_tokens"],
-            output_tokens=hit["output_tokens"],
-            cost_usd=hit.get("cost_usd"),
-            cached=True,
+            text=record["text"],
+            input_tokens=record["input_tokens"],
+            output_tokens=record["output_tokens"],
+            cost_usd=record.get("cost_usd"),
+            cached=cached,
             backend=self.backend,
             model=self.model,
         )
@@ -328,28 +328,17 @@ class LLMClient:
             self._unreachable = (self._clock(), type(error).__name__) if is_connection_error(error) else None
             raise
         self._unreachable = None
-        reply = LLMReply(
-            text=text,
-            input_tokens=tokens_in,
-            output_tokens=tokens_out,
-            cost_usd=prices.llm_cost(self.model, tokens_in, tokens_out),
-            cached=False,
-            backend=self.backend,
-            model=self.model,
-        )
+        record = {
+            "text": text,
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "cost_usd": prices.llm_cost(self.model, tokens_in, tokens_out),
+            "backend": self.backend,
+            "model": self.model,
+        }
         if self.cache is not None:
-            self.cache.put(
-                key,
-                {
-                    "text": text,
-                    "input_tokens": tokens_in,
-                    "output_tokens": tokens_out,
-                    "cost_usd": reply.cost_usd,
-                    "backend": self.backend,
-                    "model": self.model,
-                },
-            )
-        self.usage.add(reply)
+            self.cache.put(key, record)
+        reply = self._reply(record, cached=False)
         if self.budget is not None:
             self.budget.spend(reply.cost_usd)
         return reply

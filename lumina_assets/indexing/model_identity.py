@@ -103,7 +103,7 @@ def of_embedder(embedder) -> ModelIdentity:
 def _attribute(embedder, name: str) -> str:
     """A string attribute of `embedder` or of the embedder it wraps (`inner`), "" where neither has one."""
     for candidate in (embedder, getattr(embedder, "inner", None)):
-        value = getattr(candidate, name, None) if candidate is not None else None
+        value = getattr(candidate, name, None)
         if isinstance(value, str) and value:
             return value
     return ""
@@ -113,7 +113,7 @@ def adopt_form(embedder, index_form: str) -> None:
     """Make `embedder` (or the embedder it wraps) encode in a form compatible with an index built in `index_form`;
     an embedder without forms (a test double) is left as it is."""
     for candidate in (embedder, getattr(embedder, "inner", None)):
-        adopt = getattr(candidate, "adopt_index_form", None) if candidate is not None else None
+        adopt = getattr(candidate, "adopt_index_form", None)
         if callable(adopt):
             adopt(index_form)
             return
