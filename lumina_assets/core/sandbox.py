@@ -4,11 +4,11 @@ limit (`RLIMIT_AS`) in the child and a wall-clock deadline in the parent, ending
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import re
 import resource
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,18 +48,11 @@ class Outcome:
         return self.reason is None
 
 
-_context_lock = threading.Lock()
-_context = None
-
-
+@functools.cache
 def _forkserver():
-    global _context
-    with _context_lock:
-        if _context is None:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(PRELOAD)
-            _context = context
-        return _context
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
 
 
 def _address_space_bytes() -> int:
