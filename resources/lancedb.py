@@ -1,4 +1,5 @@
-"""The LanceDB resource: where the indexes live, a local folder by default or object storage (`connect_lancedb`)."""
+"""The LanceDB resource: where the indexes live, a local folder by default or object storage
+(`connect_lancedb`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from lumina_assets.indexing.connection import connect_lancedb
 
 
 class LanceDBResource(dg.ConfigurableResource):
-    """Where the passage and paper indexes live. For S3-compatible storage set `uri="s3://bucket/prefix"`; credentials
-    come from the secret fields (as `dg.EnvVar`), other options through `storage_options`. Secrets are never logged."""
+    """Where the passage and paper indexes live. For S3-compatible storage set `uri="s3://bucket/prefix"`;
+    credentials come from the secret fields (as `dg.EnvVar`), other options through `storage_options`.
+    Secrets are never logged."""
 
     uri: str = ""  # empty: settings.lancedb_uri() (LUMINA_LANCEDB_URI or data/lancedb)
     storage_options: dict[str, str] = Field(default_factory=dict)

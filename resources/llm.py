@@ -20,10 +20,10 @@ from resources.env import env_secret, first_secret
 
 
 class LLMResource(dg.ConfigurableResource):
-    """An LLM for question generation, recursive refinement or judging. A remote backend without a key (or an
-    openai-compatible one without a base URL) degrades to `offline`, and `describe()` says so. Backend, model and
-    temperature are class defaults read from the environment; key and base URL are found by variable name
-    (`api_key_env`, `base_url_env`), so a run-config override keeps them (resources/env.py)."""
+    """An LLM for question generation, recursive refinement or judging. A remote backend without a key (or
+    an openai-compatible one without a base URL) degrades to `offline`, and `describe()` says so. Backend,
+    model and temperature are class defaults read from the environment; key and base URL are found by
+    variable name (`api_key_env`, `base_url_env`), so a run-config override keeps them (resources/env.py)."""
 
     backend: str = "offline"
     model: str = ""
@@ -176,8 +176,9 @@ def build_llm_resources(
     question_rpm: float | None = None,
     judge_concurrency: int | None = None,
 ) -> dict[str, LLMResource]:
-    """`question_llm` (anthropic / Claude Sonnet) and `judge_llm` (openai / gpt-4o, temperature 0, or openai-compatible
-    when `OPENAI_BASE_URL` / `OPENAI_COMPATIBLE_BASE_URL` is set); the LUMINA_*_BACKEND / _MODEL variables override."""
+    """`question_llm` (anthropic / Claude Sonnet) and `judge_llm` (openai / gpt-4o, temperature 0, or
+    openai-compatible when `OPENAI_BASE_URL` / `OPENAI_COMPATIBLE_BASE_URL` is set); the LUMINA_*_BACKEND /
+    _MODEL variables override."""
     configured = settings.get().benchmark
     base_url_env = configured.compatible_base_url_var
     judge_backend = configured.judge_backend

@@ -1,5 +1,6 @@
-"""The Dagster resources of the external search providers: each configures the shared HTTP layer and hands out its
-API client (`evals.provider_clients`); names, resource keys and key variables come from `evals.registry`."""
+"""The Dagster resources of the external search providers: each configures the shared HTTP layer and hands
+out its API client (`evals.provider_clients`); names, resource keys and key variables come from
+`evals.registry`."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""The one HTTP layer every external API goes through: retries with backoff and Retry-After (tenacity), a per-host
-rate limit and an on-disk response cache, so a rematerialization repeats no call.
+"""The one HTTP layer every external API goes through: retries with backoff and Retry-After (tenacity), a
+per-host rate limit and an on-disk response cache, so a rematerialization repeats no call.
 
-Hostile servers are expected: bodies are streamed under a byte cap, every call has a total deadline, redirects are
-followed by hand with each hop checked by the address policy and credentials dropped once the origin changes
-(`url_safety`), and every httpx failure becomes an `HttpError` naming the redacted URL."""
+Hostile servers are expected: bodies are streamed under a byte cap, every call has a total deadline,
+redirects are followed by hand with each hop checked by the address policy and credentials dropped once the
+origin changes (`url_safety`), and every httpx failure becomes an `HttpError` naming the redacted URL."""
 
 from __future__ import annotations
 
@@ -469,8 +469,9 @@ class HttpClient:
 
 
 def unreachable_reason(url: str, timeout: float = 5.0) -> str | None:
-    """None when `url` answers an HTTP request (any status), else why not (the httpx error's class). Goes through the
-    environment's proxy settings like every API call; sends no credential and follows no redirect."""
+    """None when `url` answers an HTTP request (any status), else why not (the httpx error's class). Goes
+    through the environment's proxy settings like every API call; sends no credential and follows no
+    redirect."""
     try:
         with httpx.Client(timeout=timeout, trust_env=True, follow_redirects=False) as client:
             client.head(url)

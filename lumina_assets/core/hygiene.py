@@ -56,8 +56,8 @@ def path_text(path: Path | str | bytes) -> str:
     return raw.decode("utf-8", errors="backslashreplace")
 
 
-# Caps on free-text metadata (a PDF's /Title, an API's venue, an author list), which lands in every passage row of
-# its paper; real values are far shorter.
+# Caps on free-text metadata (a PDF's /Title, an API's venue, an author list), which lands in every passage
+# row of its paper; real values are far shorter.
 MAX_TITLE_CHARS = 512
 MAX_VENUE_CHARS = 512
 MAX_NAME_CHARS = 256  # one author, one keyword, one tag
@@ -74,8 +74,9 @@ def cap_text(value: str | None, limit: int) -> tuple[str | None, bool]:
 
 
 def cap_metadata(paper: Any) -> list[str]:
-    """Cap a Paper's free-text metadata in place (title, venue, each author, keyword, tag and collection path, and how
-    many); returns the fields cut, each also recorded in `paper.metadata_sources` as "<field>:truncated"."""
+    """Cap a Paper's free-text metadata in place (title, venue, each author, keyword, tag and collection
+    path, and how many); returns the fields cut, each also recorded in `paper.metadata_sources` as
+    "<field>:truncated"."""
     cut: list[str] = []
     for name, limit in (("title", MAX_TITLE_CHARS), ("venue", MAX_VENUE_CHARS)):
         value, was_cut = cap_text(getattr(paper, name), limit)
@@ -133,8 +134,8 @@ def usable_text(value: Any) -> tuple[str | None, bool]:
     return None, False
 
 
-# Text from libraries and BEIR keeps whatever bytes its source held: control characters must not reach a terminal,
-# and most C0 controls and U+FFFE / U+FFFF are not allowed in XML 1.0.
+# Text from libraries and BEIR keeps whatever bytes its source held: control characters must not reach a
+# terminal, and most C0 controls and U+FFFE / U+FFFF are not allowed in XML 1.0.
 _TERMINAL_UNSAFE = re.compile(
     "\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
 )
@@ -143,9 +144,10 @@ _XML_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]"
 
 
 def terminal_safe(text: str, *, keep_colors: bool = False) -> str:
-    """`text` for a terminal: C0 controls but tab and newline (a carriage return only before a newline), DEL, C1
-    controls, bidirectional overrides and non-characters become U+FFFD, so nothing printed can move the cursor, retitle
-    the window or reorder what is shown. `keep_colors` keeps SGR colour sequences (`ESC[1;31m`)."""
+    """`text` for a terminal: C0 controls but tab and newline (a carriage return only before a newline),
+    DEL, C1 controls, bidirectional overrides and non-characters become U+FFFD, so nothing printed can move
+    the cursor, retitle the window or reorder what is shown. `keep_colors` keeps SGR colour sequences
+    (`ESC[1;31m`)."""
     if text.isascii() and text.isprintable():
         return text
     if not keep_colors:

@@ -1,6 +1,7 @@
-"""Defers the part of LanceDB's import that Lumina never uses: the generated REST-namespace client, whose package
-`__init__` builds hundreds of `validate_call` methods on every `import lancedb`. Lumina never opens a REST namespace,
-so the package is registered without running `__init__`; the first attribute asked of it runs the real one."""
+"""Defers the part of LanceDB's import that Lumina never uses: the generated REST-namespace client, whose
+package `__init__` builds hundreds of `validate_call` methods on every `import lancedb`. Lumina never opens
+a REST namespace, so the package is registered without running `__init__`; the first attribute asked of it
+runs the real one."""
 
 from __future__ import annotations
 

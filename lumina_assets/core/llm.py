@@ -1,7 +1,9 @@
-"""LLM access (benchmark, search stages): one client over anthropic, openai, openai-compatible servers and `offline`.
+"""LLM access (benchmark, search stages): one client over anthropic, openai, openai-compatible servers and
+`offline`.
 
-Completions are cached on disk by (backend, model, endpoint, prompt, params), so a rematerialization costs no call;
-tokens and estimated cost are counted per client. Keys arrive only through `dg.EnvVar`, never logged or cached."""
+Completions are cached on disk by (backend, model, endpoint, prompt, params), so a rematerialization costs
+no call; tokens and estimated cost are counted per client. Keys arrive only through `dg.EnvVar`, never
+logged or cached."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ BACKENDS = ("anthropic", "openai", "openai-compatible", "offline")
 DEFAULT_QUESTION_MODEL = "claude-sonnet-4-6"
 DEFAULT_JUDGE_MODEL = "gpt-4o"
 
-# How long a client that could not connect answers LLMUnavailable at once instead of waiting out the SDK's retries.
+# How long a client that could not connect answers LLMUnavailable at once instead of waiting out the SDK's
+# connection retries.
 UNREACHABLE_RETRY_SECONDS = 60.0
 
 
@@ -42,8 +45,9 @@ _RATE_FILE_LOCKS_GUARD = threading.Lock()
 
 
 def shared_rate_wait(path: Path, interval: float, sleep: Callable[[float], None] = time.sleep) -> float:
-    """At most one request per `interval` seconds across every process using `path`: each takes the next free slot (kept
-    in the file under a lock) and sleeps until it. A process's threads queue on an in-process lock first."""
+    """At most one request per `interval` seconds across every process using `path`: each takes the next
+    free slot (kept in the file under a lock) and sleeps until it. A process's threads queue on an
+    in-process lock first."""
     from filelock import FileLock
 
     with _RATE_FILE_LOCKS_GUARD:

@@ -1,6 +1,7 @@
-"""Run one piece of untrusted-input work (open a PDF, parse it) in a child process with hard limits: an address-space
-limit (`RLIMIT_AS`) in the child and a wall-clock deadline in the parent, ending as an `Outcome` with a reason
-(`time_limit`, `memory_limit`, `worker_crashed`). Children fork from a forkserver with the heavy modules imported."""
+"""Run one piece of untrusted-input work (open a PDF, parse it) in a child process with hard limits: an
+address-space limit (`RLIMIT_AS`) in the child and a wall-clock deadline in the parent, ending as an
+`Outcome` with a reason (`time_limit`, `memory_limit`, `worker_crashed`). Children fork from a forkserver
+with the heavy modules imported."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """Lumina's settings: one typed object, the only place the environment is read.
 
-`get()` returns a `LuminaSettings` whose groups each read their own `LUMINA_*` variables, parsed once per distinct
-set of their values (so a test's `monkeypatch.setenv` is seen). Secrets are not settings: resources read them
-through `dagster.EnvVar` (`resources/env.py`); only their presence is asked here (`is_set`). docs/configuration.md
-is generated from these fields (`core/settings_docs.py`). Derived paths are functions, so importing touches no disk."""
+`get()` returns a `LuminaSettings` whose groups each read their own `LUMINA_*` variables, parsed once per
+distinct set of their values (so a test's `monkeypatch.setenv` is seen). Secrets are not settings:
+resources read them through `dagster.EnvVar` (`resources/env.py`); only their presence is asked here
+(`is_set`). docs/configuration.md is generated from these fields (`core/settings_docs.py`). Derived paths
+are functions, so importing touches no disk."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The one table store: every Parquet table Lumina writes is declared here (`TableSpec`) and read and written only
-through `read` / `read_all` / `write`: data/tables/<name>.parquet, or <name>/<partition>.parquet for a table
-partitioned by ingest batch, and the same under data/benchmark/. Writes are atomic (temp file, then rename)."""
+"""The one table store: every Parquet table Lumina writes is declared here (`TableSpec`) and read and
+written only through `read` / `read_all` / `write`: data/tables/<name>.parquet, or
+<name>/<partition>.parquet for a table partitioned by ingest batch, and the same under data/benchmark/.
+Writes are atomic (temp file, then rename)."""
 
 from __future__ import annotations
 

@@ -83,9 +83,10 @@ def non_public_reason(address: ipaddress.IPv4Address | ipaddress.IPv6Address) ->
 
 class UrlPolicy:
     """Where a client may go: http and https only, and no host that resolves to a non-public address
-    (`non_public_reason`) unless `allow_private` (default: `LUMINA_ALLOW_PRIVATE_URLS`, read at each check); checked
-    at every redirect hop. `check` returns the address it checked and HttpClient connects to it (`PinnedTransport`),
-    so a DNS answer that changes in between is never used; through an HTTP proxy the proxy resolves the name."""
+    (`non_public_reason`) unless `allow_private` (default: `LUMINA_ALLOW_PRIVATE_URLS`, read at each
+    check); checked at every redirect hop. `check` returns the address it checked and HttpClient connects
+    to it (`PinnedTransport`), so a DNS answer that changes in between is never used; through an HTTP proxy
+    the proxy resolves the name."""
 
     def __init__(self, *, allow_private: bool | None = None, resolver: Callable[..., list] | None = None):
         self._allow_private = allow_private

@@ -1,9 +1,11 @@
-"""The `Embedder` used by indexing, search, eval and the benchmark: one encoder for passages, sentences and queries.
+"""The `Embedder` used by indexing, search, eval and the benchmark: one encoder for passages, sentences and
+queries.
 
-On CPU the model's ONNX export in fp32 or int8 (onnx_encoder.py), on a CUDA device sentence-transformers in fp16;
-sentence-transformers on CPU only where the model cannot be exported (or `query_backend="torch"`). An embedder that
-searches or extends an index adopts the index's form (`adopt_index_form`), so two forms are never compared. Models
-and encoders load once per process; no Dagster here (resources/embedder.py), so a search process starts faster."""
+On CPU the model's ONNX export in fp32 or int8 (onnx_encoder.py), on a CUDA device sentence-transformers in
+fp16; sentence-transformers on CPU only where the model cannot be exported (or `query_backend="torch"`). An
+embedder that searches or extends an index adopts the index's form (`adopt_index_form`), so two forms are
+never compared. Models and encoders load once per process; no Dagster here (resources/embedder.py), so a
+search process starts faster."""
 
 from __future__ import annotations
 
@@ -84,8 +86,8 @@ def _onnx_encoder(embedder: Embedder, form: str):
 
 
 def encode_pretokenized(model, texts: Sequence[str], batch_texts: int, *, normalize: bool) -> np.ndarray:
-    """A sentence-transformers model's vectors for `texts`, tokenized in one Rust tokenizer call and run in batches of
-    similar length (on a GPU, per-batch Python tokenization would bound the throughput)."""
+    """A sentence-transformers model's vectors for `texts`, tokenized in one Rust tokenizer call and run in
+    batches of similar length (on a GPU, per-batch Python tokenization would bound the throughput)."""
     import torch
 
     from lumina_assets.indexing.length_batches import padded_inputs
@@ -277,7 +279,8 @@ class Embedder:
         return self.model_name_or_path.rstrip("/").split("/")[-1]
 
     def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
-        """Vectors for `texts` as an (n, dim) float32 array in this embedder's form ((0, dim) for no texts)."""
+        """Vectors for `texts` as an (n, dim) float32 array in this embedder's form ((0, dim) for no
+        texts)."""
         if len(texts) == 0:
             return np.zeros((0, self.dimension), dtype=np.float32)
         encoder = self._fast_query_encoder() if self.plan.device == "cpu" else None
@@ -312,7 +315,8 @@ class Embedder:
         return encoder.encode(list(texts))
 
     def encode_sentences(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors for request-time evidence sentences: the query encoder, so highlighting never loads torch."""
+        """Vectors for request-time evidence sentences: the query encoder, so highlighting never loads
+        torch."""
         return self.encode_queries(texts)
 
     def prepare_query_encoder(self) -> None:

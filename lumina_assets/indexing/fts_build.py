@@ -1,9 +1,10 @@
-"""Full-text (BM25) index builds under a memory cap (`LUMINA_FTS_MEMORY_MB`), with the build's peak resident memory.
+"""Full-text (BM25) index builds under a memory cap (`LUMINA_FTS_MEMORY_MB`), with the build's peak resident
+memory.
 
-A large table builds in a child process started with small read-ahead, two malloc arenas and the builder's share of
-the cap as `memory_limit` (Lance and glibc read those at process start; docs/embedding.md); BM25 statistics stay
-index-wide, so scores match a one-partition build. A small table builds in process. Rows added later join through
-`table.optimize()`, which is not capped."""
+A large table builds in a child process started with small read-ahead, two malloc arenas and the builder's
+share of the cap as `memory_limit` (Lance and glibc read those at process start; docs/embedding.md); BM25
+statistics stay index-wide, so scores match a one-partition build. A small table builds in process. Rows
+added later join through `table.optimize()`, which is not capped."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Build and update the LanceDB tables the search engine reads: `passages` (a vector per passage) and `papers`
 (metadata and the title + abstract full-text index).
 
-Rows are keyed by deterministic ids and merged in; a passage is embedded again only when its embedded text changed
-(`text_hash`), and a metadata-only change keeps the stored vector. Rows and schemas come from `index_rows`, the
-passages' write path from `passage_table`."""
+Rows are keyed by deterministic ids and merged in; a passage is embedded again only when its embedded text
+changed (`text_hash`), and a metadata-only change keeps the stored vector. Rows and schemas come from
+`index_rows`, the passages' write path from `passage_table`."""
 
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ class IndexConfig:
     ann_min_rows: int = 100_000  # below this a flat scan of 384-d vectors is faster than an ANN index
     ann_retrain_growth: float = 2.0  # retrain the ANN index once the table holds this many times its rows
     write_batch_rows: int = 4096  # rows embedded and written per merge_insert
-    # a batch's sentences encoded right after its passages, both written in the background while the next batch is
-    # encoded; off: passages, then sentences, each write awaited (the same rows and vectors)
+    # a batch's sentences encoded right after its passages, both written in the background while the next
+    # batch is encoded; off: passages, then sentences, each write awaited (the same rows and vectors)
     pipelined: bool = True
     embed_chunk_rows: int = 1024  # most texts per encode call (calls are sized so progress comes on time)
     progress_every_s: float = 10.0  # seconds between progress lines while embedding

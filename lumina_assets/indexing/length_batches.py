@@ -1,5 +1,6 @@
-"""Encode many texts in calls of similar length (the encoder pads to a call's longest text), each call sized in
-characters at the rate measured so far, so that it takes a few seconds and progress lines come on time."""
+"""Encode many texts in calls of similar length (the encoder pads to a call's longest text), each call
+sized in characters at the rate measured so far, so that it takes a few seconds and progress lines come on
+time."""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
 """Which embedding model built an index, and the refusal to search it with another one.
 
-The passages table's `vector` field records the model's name, a fingerprint of its weights and the numeric form as
-Arrow field metadata. Two models of one dimension give vectors that fit the table but do not compare, so the engine
-checks them before it encodes a query. The fingerprint hashes the model folder's files by content (remembered in
-data/models/fingerprints.json by size and mtime); a hub name has none and is compared by name. An index recorded
-without an identity is searched with a warning; one recorded without a form was built in fp32."""
+The passages table's `vector` field records the model's name, a fingerprint of its weights and the numeric
+form as Arrow field metadata. Two models of one dimension give vectors that fit the table but do not
+compare, so the engine checks them before it encodes a query. The fingerprint hashes the model folder's
+files by content (remembered in data/models/fingerprints.json by size and mtime); a hub name has none and
+is compared by name. An index recorded without an identity is searched with a warning; one recorded without
+a form was built in fp32."""
 
 from __future__ import annotations
 
@@ -127,8 +128,8 @@ def query_identity(embedder, index: ModelIdentity) -> ModelIdentity:
 
 
 def follow_table(embedder, table) -> ModelIdentity:
-    """`query_identity` for the index whose passages table is `table` (None: nothing to follow), for what encodes outside a
-    search (the sentence backfill, stored-sentence lookups)."""
+    """`query_identity` for the index whose passages table is `table` (None: nothing to follow), for what
+    encodes outside a search (the sentence backfill, stored-sentence lookups)."""
     return query_identity(embedder, of_schema(table.schema) if table is not None else ModelIdentity())
 
 

@@ -1,8 +1,10 @@
-"""The encoder of passages, sentences and queries: the model's transformer exported to ONNX once and run by onnxruntime
-in fp32 or, after dynamic per-channel quantization, in int8; no torch once exported (docs/embedding.md).
+"""The encoder of passages, sentences and queries: the model's transformer exported to ONNX once and run by
+onnxruntime in fp32 or, after dynamic per-channel quantization, in int8; no torch once exported
+(docs/embedding.md).
 
-Only Transformer -> mean Pooling [-> Normalize] pipelines qualify. Anything else, a failed export, outputs more than
-`TOLERANCE` from sentence-transformers', or int8 vectors under `INT8_MIN_COSINE` of fp32's disable it with a reason."""
+Only Transformer -> mean Pooling [-> Normalize] pipelines qualify. Anything else, a failed export, outputs
+more than `TOLERANCE` from sentence-transformers', or int8 vectors under `INT8_MIN_COSINE` of fp32's
+disable it with a reason."""
 
 from __future__ import annotations
 
@@ -98,8 +100,9 @@ def _int8_path(onnx_path: Path) -> Path:
 
 
 def quantize_int8(onnx_path: Path) -> Path:
-    """The int8 model beside an fp32 export, written once: MatMul weights quantized per output channel, activations per
-    batch at run time; the fused Attention projections stay fp32 (quantizing them cost ranking quality)."""
+    """The int8 model beside an fp32 export, written once: MatMul weights quantized per output channel,
+    activations per batch at run time; the fused Attention projections stay fp32 (quantizing them cost
+    ranking quality)."""
     target = _int8_path(onnx_path)
     if target.exists():
         return target
@@ -177,8 +180,8 @@ def _export_onnx(transformer, input_names: list[str], target: Path) -> None:
 
 
 def _fuse_transformer_ops(onnx_path: Path, config) -> bool:
-    """Rewrite the export with onnxruntime's transformer fusions (fewer nodes, a faster query, the same numbers to
-    rounding); False, leaving the plain export, when this model's graph cannot be fused."""
+    """Rewrite the export with onnxruntime's transformer fusions (fewer nodes, a faster query, the same
+    numbers to rounding); False, leaving the plain export, when this model's graph cannot be fused."""
     heads, hidden = getattr(config, "num_attention_heads", None), getattr(config, "hidden_size", None)
     if not heads or not hidden:
         return False

@@ -34,9 +34,9 @@ PASSAGES_TABLE = "passages"
 
 
 class BatchWriter:
-    """Upserts batches in order, in one background thread when `background` (batch N written while N+1 is embedded, one
-    write in flight); a write's error is raised by the next `write` or by `close`. `append_only`: the table holds none of
-    these keys yet, so rows are appended instead of merged."""
+    """Upserts batches in order, in one background thread when `background` (batch N written while N+1 is
+    embedded, one write in flight); a write's error is raised by the next `write` or by `close`.
+    `append_only`: the table holds none of these keys yet, so rows are appended instead of merged."""
 
     def __init__(self, db, name: str, table, key: str, *, background: bool = True, append_only: bool = False):
         from concurrent.futures import ThreadPoolExecutor
@@ -95,8 +95,9 @@ def _with_vectors(batch: pl.DataFrame, vectors: np.ndarray, layout, dim: int) ->
 def _embed_and_write(
     rows, to_embed, embedder, config, stats, dim, writer, progress, layout, sentences
 ) -> None:
-    """Embed the `to_embed` rows batch by batch, shortest texts first, and hand each batch to `writer`; pipelined, the
-    batch's sentences (`sentences`) are encoded next while it is written. `progress`: (passages, sentences) callbacks."""
+    """Embed the `to_embed` rows batch by batch, shortest texts first, and hand each batch to `writer`;
+    pipelined, the batch's sentences (`sentences`) are encoded next while it is written. `progress`:
+    (passages, sentences) callbacks."""
     from lumina_assets.indexing.length_batches import encode_in_length_order
 
     sizer, sentence_sizer = call_sizer(config), call_sizer(config)  # passages and sentences: their own rates

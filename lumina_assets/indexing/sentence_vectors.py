@@ -1,9 +1,10 @@
 """Sentence vectors stored at index time, so highlighting evidence at request time encodes only the query.
 
-`passage_sentences` holds a row per passage: its sentences' offsets (`parsing.chunking.sentence_spans`) and their
-L2-normalized float16 vectors as `n × dim` bytes; `text_hash` covers model and text, so a stale row is never used.
-A `SentencePlan` encodes only passages whose hash is missing or differs, with their passages in an index build or all
-at once (`index_sentences`, a backfill). An index without the table still works: sentences are encoded per request."""
+`passage_sentences` holds a row per passage: its sentences' offsets (`parsing.chunking.sentence_spans`) and
+their L2-normalized float16 vectors as `n × dim` bytes; `text_hash` covers model and text, so a stale row
+is never used. A `SentencePlan` encodes only passages whose hash is missing or differs, with their passages
+in an index build or all at once (`index_sentences`, a backfill). An index without the table still works:
+sentences are encoded per request."""
 
 from __future__ import annotations
 
@@ -48,8 +49,9 @@ def _normalized(vectors: np.ndarray) -> np.ndarray:
 
 
 class SentencePlan:
-    """The sentence vectors an index build owes (passages whose stored hash is missing or differs), encoded right after
-    their passages' batch (pipelined) or all at the end (`finish`), and written in the background; each passage once."""
+    """The sentence vectors an index build owes (passages whose stored hash is missing or differs), encoded
+    right after their passages' batch (pipelined) or all at the end (`finish`), and written in the
+    background; each passage once."""
 
     def __init__(self, db, passage_ids: Sequence[str], texts: Sequence[str], model: str, *, background=True):
         from lumina_assets.indexing.passage_table import BatchWriter
@@ -242,7 +244,8 @@ class SentenceVectors:
         self._lock = threading.Lock()
 
     def lookup_table(self):
-        """The `passage_sentences` table (reopened at most every `refresh_seconds`), or None where there is none."""
+        """The `passage_sentences` table (reopened at most every `refresh_seconds`), or None where there is
+        none."""
         from lumina_assets.indexing.table_ops import open_table
 
         now = time.monotonic()

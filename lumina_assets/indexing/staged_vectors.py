@@ -1,9 +1,11 @@
-"""Passage embedding split into parts that run side by side (defs/embedding_fanout.py), reused by the index build.
+"""Passage embedding split into parts that run side by side (defs/embedding_fanout.py), reused by the index
+build.
 
-`plan_parts` splits the texts `index_corpus` would embed round-robin into parts; each `embed_part` encodes its texts
-in the index's form into the `staged_vectors` table, keyed by model identity and text; `finish_plan` indexes that
-table. The build then encodes through `StagedVectorEmbedder`, which takes a staged vector of a compatible form and
-encodes the rest, so the index is written by its one path. Everything lives in the index's LanceDB database."""
+`plan_parts` splits the texts `index_corpus` would embed round-robin into parts; each `embed_part` encodes
+its texts in the index's form into the `staged_vectors` table, keyed by model identity and text;
+`finish_plan` indexes that table. The build then encodes through `StagedVectorEmbedder`, which takes a
+staged vector of a compatible form and encodes the rest, so the index is written by its one path.
+Everything lives in the index's LanceDB database."""
 
 from __future__ import annotations
 
@@ -120,8 +122,8 @@ def plan_size(db, plan_id: str) -> int:
 
 
 def part_cores(part: int, parts: int, cores: Sequence[int]) -> list[int]:
-    """The cores part `part` of `parts` may use as processes of one machine: an even share, so together they use each
-    core once (an encoder starts a thread per core it may use)."""
+    """The cores part `part` of `parts` may use as processes of one machine: an even share, so together
+    they use each core once (an encoder starts a thread per core it may use)."""
     cores = list(cores)
     if parts <= 1 or len(cores) <= 1:
         return cores
@@ -215,8 +217,9 @@ def discard_staged(db) -> None:
 
 
 class StagedVectorEmbedder:
-    """The index build's embedder with staged vectors: a text staged by the same model in a compatible form is looked up,
-    the rest encoded by `inner`, whose identity, form and dimension it keeps. Lookups stop once every staged row was used."""
+    """The index build's embedder with staged vectors: a text staged by the same model in a compatible form
+    is looked up, the rest encoded by `inner`, whose identity, form and dimension it keeps. Lookups stop
+    once every staged row was used."""
 
     def __init__(self, db, inner):
         self.inner = inner

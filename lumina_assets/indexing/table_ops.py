@@ -1,5 +1,6 @@
-"""LanceDB table operations shared by every writer and reader of the index (the search stores included): tables,
-columns, `IN` filters, full-text / scalar / ANN indexes, upserts, and vectors between NumPy and Arrow."""
+"""LanceDB table operations shared by every writer and reader of the index (the search stores included):
+tables, columns, `IN` filters, full-text / scalar / ANN indexes, upserts, and vectors between NumPy and
+Arrow."""
 
 from __future__ import annotations
 
@@ -103,8 +104,9 @@ def ann_partitions(rows: int) -> int:
 
 
 def ann_probes(table, column: str, minimum: int, share: float) -> int:
-    """IVF partitions a query probes: `share` of those the index was trained with (a fixed count would probe a shrinking
-    share as the table grows), at least `minimum`; `minimum` where no training size was recorded."""
+    """IVF partitions a query probes: `share` of those the index was trained with (a fixed count would
+    probe a shrinking share as the table grows), at least `minimum`; `minimum` where no training size was
+    recorded."""
     trained = ann_trained_rows(table, column)
     return max(minimum, math.ceil(share * ann_partitions(trained))) if trained else minimum
 
@@ -119,9 +121,10 @@ def ann_index_type(table, column: str) -> str | None:
 def ensure_ann(
     table, column: str, rows: int, *, min_rows: int, retrain_growth: float
 ) -> tuple[bool, str | None]:
-    """IVF_SQ once the table passes `min_rows`; returns (an ANN index exists, what was done or None). New rows join it
-    through `optimize()`; it is retrained once the table has grown `retrain_growth` times past its training rows, and an
-    index of another kind once (IVF_SQ over IVF_HNSW_SQ and IVF_PQ: docs/search-at-scale.md)."""
+    """IVF_SQ once the table passes `min_rows`; returns (an ANN index exists, what was done or None). New
+    rows join it through `optimize()`; it is retrained once the table has grown `retrain_growth` times past
+    its training rows, and an index of another kind once (IVF_SQ over IVF_HNSW_SQ and IVF_PQ:
+    docs/search-at-scale.md)."""
     kind = ann_index_type(table, column)
     trained = ann_trained_rows(table, column) if kind else 0
     current = kind == ANN_INDEX_TYPE and (not trained or rows < retrain_growth * trained)
