@@ -1,9 +1,8 @@
-"""How a secret reaches a resource: as `dg.EnvVar(name)`, so Dagster resolves it at run time and shows only the
-variable's name in the UI and in run config.
+"""How a secret reaches a resource: as `dg.EnvVar(name)`, resolved at run time and shown only by name.
 
-Dagster rebuilds a resource from run config alone when a run overrides any of its fields, dropping every value given
-to the constructor (an `api_key=dg.EnvVar(...)` included). So resources also keep the variable's name as a class
-default (`api_key_env`, `base_url_env`) and read it with `first_secret` when the value is gone."""
+A run that overrides any field of a resource rebuilds it from run config alone, dropping constructor values
+(an `api_key=dg.EnvVar(...)` too); so resources also keep the variable's name as a class default
+(`api_key_env`, `base_url_env`) and read it with `first_secret` when the value is gone."""
 
 from __future__ import annotations
 

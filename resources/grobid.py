@@ -17,12 +17,9 @@ class GrobidResource(dg.ConfigurableResource):
     consolidate_citations: bool = False
     tei_coordinates: bool = True
 
-    def resolved_url(self) -> str:
-        return grobid_url_from_env(self.url)
-
     def options(self) -> dict:
         return {
-            "grobid_url": self.resolved_url(),
+            "grobid_url": grobid_url_from_env(self.url),
             "timeout": self.timeout_s,
             "consolidate_header": self.consolidate_header,
             "consolidate_citations": self.consolidate_citations,

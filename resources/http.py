@@ -41,9 +41,6 @@ class HttpApiResource(dg.ConfigurableResource):
         says why both), else ""."""
         return getattr(self, "api_key", None) or first_secret([self.api_key_env])
 
-    def default_headers(self) -> dict[str, str]:
-        return {}
-
     def http_client(
         self,
         transport: httpx.BaseTransport | None = None,
@@ -55,7 +52,7 @@ class HttpApiResource(dg.ConfigurableResource):
         namespace = cache_namespace or self.cache_namespace
         return HttpClient(
             base_url=self.base_url,
-            headers=headers if headers is not None else self.default_headers(),
+            headers=headers,
             timeout=self.timeout_s,
             deadline=self.deadline_s,
             max_bytes=int(self.max_response_mb * 1024 * 1024),

@@ -1,5 +1,5 @@
-"""The LanceDB resource: where the indexes live (a local folder by default, or object storage); it connects through
-`lumina_assets.indexing.connection.connect_lancedb`."""
+"""The LanceDB resource: where the indexes live, a local folder by default or object storage
+(`connect_lancedb`)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,9 @@ from lumina_assets.indexing.connection import connect_lancedb
 
 
 class LanceDBResource(dg.ConfigurableResource):
-    """Where the passage and paper indexes live.
-
-    For S3-compatible storage set `uri="s3://bucket/prefix"`; credentials come from the secret fields (set them
-    with `dg.EnvVar("AWS_ACCESS_KEY_ID")` ...), other options (e.g. `{"virtual_hosted_style_request": "false"}`)
-    through `storage_options`. Secrets are never logged or put in metadata.
-    """
+    """Where the passage and paper indexes live. For S3-compatible storage set `uri="s3://bucket/prefix"`;
+    credentials come from the secret fields (as `dg.EnvVar`), other options through `storage_options`.
+    Secrets are never logged."""
 
     uri: str = ""  # empty: settings.lancedb_uri() (LUMINA_LANCEDB_URI or data/lancedb)
     storage_options: dict[str, str] = Field(default_factory=dict)

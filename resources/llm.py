@@ -20,16 +20,10 @@ from resources.env import env_secret, first_secret
 
 
 class LLMResource(dg.ConfigurableResource):
-    """An LLM for question generation, recursive refinement or judging.
-
-    A remote backend without a key (or an openai-compatible one without a base URL) degrades to `offline`, and
-    `describe()` says so, so every table and report can label what produced it.
-
-    Dagster rebuilds a resource from run config alone when a run overrides any of its fields, dropping every value
-    given to the constructor (a `dg.EnvVar` key included). So the shipped `question_llm` / `judge_llm` take backend,
-    model and temperature from class defaults read from the environment, and find their key and base URL by
-    variable name (`api_key_env`, `base_url_env`): an override of `max_tokens` keeps all of them.
-    """
+    """An LLM for question generation, recursive refinement or judging. A remote backend without a key (or
+    an openai-compatible one without a base URL) degrades to `offline`, and `describe()` says so. Backend,
+    model and temperature are class defaults read from the environment; key and base URL are found by
+    variable name (`api_key_env`, `base_url_env`), so a run-config override keeps them (resources/env.py)."""
 
     backend: str = "offline"
     model: str = ""
@@ -79,12 +73,8 @@ class LLMResource(dg.ConfigurableResource):
         if self.base_url:
             return self.base_url
         if self.base_url_env == "auto":
-            name = (
-                settings.get().benchmark.compatible_base_url_var
-                if self.backend == "openai-compatible"
-                else None
-            )
-            return first_secret([name] if name else [])
+            compatible = self.backend == "openai-compatible"
+            return first_secret([settings.get().benchmark.compatible_base_url_var if compatible else ""])
         return first_secret([self.base_url_env])
 
     def resolved_concurrency(self) -> int:
@@ -186,12 +176,9 @@ def build_llm_resources(
     question_rpm: float | None = None,
     judge_concurrency: int | None = None,
 ) -> dict[str, LLMResource]:
-    """`question_llm` (anthropic / Claude Sonnet) and `judge_llm` (openai / gpt-4o, temperature 0).
-
-    `OPENAI_BASE_URL` (or `OPENAI_COMPATIBLE_BASE_URL`) points the judge at an OpenAI-compatible server (vLLM,
-    Ollama, llama.cpp); `LUMINA_JUDGE_BACKEND` / `LUMINA_QUESTION_BACKEND` pick a backend explicitly and
-    `LUMINA_JUDGE_MODEL` / `LUMINA_QUESTION_MODEL` override the models.
-    """
+    """`question_llm` (anthropic / Claude Sonnet) and `judge_llm` (openai / gpt-4o, temperature 0, or
+    openai-compatible when `OPENAI_BASE_URL` / `OPENAI_COMPATIBLE_BASE_URL` is set); the LUMINA_*_BACKEND /
+    _MODEL variables override."""
     configured = settings.get().benchmark
     base_url_env = configured.compatible_base_url_var
     judge_backend = configured.judge_backend

@@ -75,19 +75,18 @@ class ParsingConfig(dg.ConfigurableResource):
             "max_stream_bytes": int(self.max_stream_mb * MB),
         }
         grobid = {**(grobid_options or {}), **limits}
-        if self.parser == "pymupdf":
-            return get_parser("pymupdf", tables=self.pymupdf_tables, **limits)
-        if self.parser == "grobid":
-            return get_parser("grobid", **grobid)
-        if self.parser == "unstructured":
-            return get_parser("unstructured", **limits)
-        if self.parser == "combined":
-            return get_parser(
-                "combined",
-                table_parsers=tuple(self.combined_table_parsers),
-                parser_options={"grobid": grobid, "pymupdf": limits, "unstructured": limits},
-            )
-        raise ValueError(f"unknown parser {self.parser!r}")
+        options = {
+            "pymupdf": {"tables": self.pymupdf_tables, **limits},
+            "grobid": grobid,
+            "unstructured": limits,
+            "combined": {
+                "table_parsers": tuple(self.combined_table_parsers),
+                "parser_options": {"grobid": grobid, "pymupdf": limits, "unstructured": limits},
+            },
+        }
+        if self.parser not in options:
+            raise ValueError(f"unknown parser {self.parser!r}")
+        return get_parser(self.parser, **options[self.parser])
 
     def http_client(self, transport=None) -> HttpClient:
         """Downloads go through the shared HTTP layer (never its text cache), streamed under the PDF size cap

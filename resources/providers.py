@@ -1,9 +1,6 @@
-"""The Dagster resources of the external search providers the benchmark compares Lumina with.
-
-Each configures the shared HTTP layer (`resources.http.HttpApiResource`: base URL, retries, rate limit, cache) and
-hands out its raw API client (`evals.provider_clients`). Which providers exist, their resource keys and the variable
-holding each key come from `evals.registry`; keys arrive through `dg.EnvVar` only.
-"""
+"""The Dagster resources of the external search providers: each configures the shared HTTP layer and hands
+out its API client (`evals.provider_clients`); names, resource keys and key variables come from
+`evals.registry`."""
 
 from __future__ import annotations
 

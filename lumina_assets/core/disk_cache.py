@@ -13,8 +13,6 @@ log = logging.getLogger(__name__)
 
 
 class DiskCache:
-    """Content store of JSON-serializable values keyed by a hash; shared by the HTTP layer and LLM calls."""
-
     def __init__(self, root: Path | str):
         self.root = Path(root)
 

@@ -1,14 +1,9 @@
 """The one HTTP layer every external API goes through: retries with backoff and Retry-After (tenacity), a
-per-host rate limit, and an on-disk response cache keyed by request, so a rematerialization repeats no call.
+per-host rate limit and an on-disk response cache, so a rematerialization repeats no call.
 
-Hostile servers are expected: bodies are streamed under a byte cap, every request has a total deadline (a
-server trickling a byte a second cannot hold a run), redirects are followed by hand so each hop is checked
-(http/https only, and no loopback / private / link-local / metadata address, IPv4-embedded IPv6 forms included,
-unless `LUMINA_ALLOW_PRIVATE_URLS` opts in), the connection goes to the address that was checked (no second DNS
-answer in between), credentials never follow a redirect to another origin (headers, and secret query
-parameters a Location repeats), and every httpx failure becomes an `HttpError` naming the redacted URL. The
-address policy, the pinning transport and the credential rules live in `url_safety`; the request loop that
-applies them at every hop is here."""
+Hostile servers are expected: bodies are streamed under a byte cap, every call has a total deadline,
+redirects are followed by hand with each hop checked by the address policy and credentials dropped once the
+origin changes (`url_safety`), and every httpx failure becomes an `HttpError` naming the redacted URL."""
 
 from __future__ import annotations
 
@@ -331,14 +326,17 @@ class HttpClient:
         )
         return retrying(attempt)
 
+    def _late(self, shown: str) -> HttpError:
+        return HttpError(
+            f"{shown} took longer than the {self.deadline:g} s deadline", url=shown, reason="deadline"
+        )
+
     def _time_left(self, deadline_at: float | None, shown: str) -> float:
         if deadline_at is None:
             return self.timeout
         left = deadline_at - self.clock()
         if left <= 0:
-            raise HttpError(
-                f"{shown} took longer than the {self.deadline:g} s deadline", url=shown, reason="deadline"
-            )
+            raise self._late(shown)
         return min(self.timeout, left)
 
     def _send(
@@ -390,11 +388,7 @@ class HttpClient:
                     return response.status_code, {k.lower(): v for k, v in response.headers.items()}, body
             except httpx.TimeoutException as exc:
                 if deadline_at is not None and self.clock() >= deadline_at:
-                    raise HttpError(
-                        f"{shown} took longer than the {self.deadline:g} s deadline",
-                        url=shown,
-                        reason="deadline",
-                    ) from None
+                    raise self._late(shown) from None
                 raise _Retryable(type(exc).__name__) from None
             except (httpx.NetworkError, httpx.RemoteProtocolError, httpx.ProxyError) as exc:
                 raise _Retryable(type(exc).__name__) from None
@@ -433,9 +427,7 @@ class HttpClient:
                 raise HttpError(f"{shown} sent more than the {cap} byte cap", url=shown, reason="too_large")
             chunks.append(chunk)
             if deadline_at is not None and self.clock() > deadline_at:
-                raise HttpError(
-                    f"{shown} took longer than the {self.deadline:g} s deadline", url=shown, reason="deadline"
-                )
+                raise self._late(shown)
         return b"".join(chunks)
 
     def _store(self, key: str, response: CachedResponse) -> None:
@@ -477,10 +469,9 @@ class HttpClient:
 
 
 def unreachable_reason(url: str, timeout: float = 5.0) -> str | None:
-    """None when `url` answers an HTTP request (any status counts: the host is there), else why not (the httpx
-    error's class, e.g. `ConnectError`). Goes through httpx with the environment's proxy settings (HTTPS_PROXY /
-    HTTP_PROXY / NO_PROXY) like every API call, so a mirror or a proxy counts where a raw socket would not; sends
-    no credential and follows no redirect."""
+    """None when `url` answers an HTTP request (any status), else why not (the httpx error's class). Goes
+    through the environment's proxy settings like every API call; sends no credential and follows no
+    redirect."""
     try:
         with httpx.Client(timeout=timeout, trust_env=True, follow_redirects=False) as client:
             client.head(url)

@@ -56,9 +56,8 @@ def path_text(path: Path | str | bytes) -> str:
     return raw.decode("utf-8", errors="backslashreplace")
 
 
-# Caps on free-text metadata (a PDF's /Title, an API's venue, an author list): real values are far shorter, and
-# each lands in every passage row of its paper. A capped field is recorded in the paper's metadata_sources as
-# "<field>:truncated".
+# Caps on free-text metadata (a PDF's /Title, an API's venue, an author list), which lands in every passage
+# row of its paper; real values are far shorter.
 MAX_TITLE_CHARS = 512
 MAX_VENUE_CHARS = 512
 MAX_NAME_CHARS = 256  # one author, one keyword, one tag
@@ -75,9 +74,9 @@ def cap_text(value: str | None, limit: int) -> tuple[str | None, bool]:
 
 
 def cap_metadata(paper: Any) -> list[str]:
-    """Cap a Paper's free-text metadata in place (title, venue, each author, keyword, tag and collection path, and
-    how many of them);
-    returns the fields cut, each also recorded in `paper.metadata_sources` as "<field>:truncated"."""
+    """Cap a Paper's free-text metadata in place (title, venue, each author, keyword, tag and collection
+    path, and how many); returns the fields cut, each also recorded in `paper.metadata_sources` as
+    "<field>:truncated"."""
     cut: list[str] = []
     for name, limit in (("title", MAX_TITLE_CHARS), ("venue", MAX_VENUE_CHARS)):
         value, was_cut = cap_text(getattr(paper, name), limit)
@@ -135,9 +134,8 @@ def usable_text(value: Any) -> tuple[str | None, bool]:
     return None, False
 
 
-# Text that reaches a terminal or an XML document. Titles, authors, venues and passages from libraries and BEIR keep
-# whatever bytes their source held; ESC, BEL and the C1 controls would let them set a terminal's title or clear its
-# screen, and most C0 controls and U+FFFE / U+FFFF are not allowed in XML 1.0 at all.
+# Text from libraries and BEIR keeps whatever bytes its source held: control characters must not reach a
+# terminal, and most C0 controls and U+FFFE / U+FFFF are not allowed in XML 1.0.
 _TERMINAL_UNSAFE = re.compile(
     "\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
 )
@@ -146,10 +144,10 @@ _XML_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]"
 
 
 def terminal_safe(text: str, *, keep_colors: bool = False) -> str:
-    """`text` for a terminal: every C0 control but tab and newline (a carriage return only before a newline), DEL,
-    the C1 controls, bidirectional overrides and non-characters become U+FFFD, so nothing printed can move the
-    cursor, clear the screen, set the window title or reorder what is shown. `keep_colors` keeps SGR colour
-    sequences (`ESC[1;31m`), which change nothing but colours, for output that colours itself."""
+    """`text` for a terminal: C0 controls but tab and newline (a carriage return only before a newline),
+    DEL, C1 controls, bidirectional overrides and non-characters become U+FFFD, so nothing printed can move
+    the cursor, retitle the window or reorder what is shown. `keep_colors` keeps SGR colour sequences
+    (`ESC[1;31m`)."""
     if text.isascii() and text.isprintable():
         return text
     if not keep_colors:
@@ -166,19 +164,3 @@ def xml_safe(text: str) -> str:
     """`text` with the characters XML 1.0 does not allow (C0 controls but tab, newline and carriage return; lone
     surrogates; U+FFFE, U+FFFF) replaced by U+FFFD, so a document holding it stays well-formed."""
     return _XML_UNSAFE.sub(REPLACEMENT, text)
-
-
-__all__ = [
-    "cap_metadata",
-    "cap_text",
-    "clean_strings",
-    "clean_text",
-    "display_name",
-    "is_utf8_path",
-    "needs_cleaning",
-    "path_text",
-    "terminal_safe",
-    "usable_identifier",
-    "usable_text",
-    "xml_safe",
-]

@@ -1,12 +1,7 @@
-"""Defers the part of LanceDB's import that Lumina never uses.
-
-`import lancedb` imports `lance_namespace`, which needs the request models of the generated REST-namespace client;
-Python then runs that client's package `__init__`, which also builds its ~370 `validate_call` API methods (about
-0.8 s of the 1.7 s `import lancedb` takes here, paid by every CLI command and by a search process before its first
-query). Lumina opens local folders and object storage, never a REST namespace, so the package is registered without
-running its `__init__`; the first attribute asked of it runs the real `__init__`, so a caller that does use the REST
-client gets the whole package as before.
-"""
+"""Defers the part of LanceDB's import that Lumina never uses: the generated REST-namespace client, whose
+package `__init__` builds hundreds of `validate_call` methods on every `import lancedb`. Lumina never opens
+a REST namespace, so the package is registered without running `__init__`; the first attribute asked of it
+runs the real one."""
 
 from __future__ import annotations
 
@@ -27,10 +22,8 @@ def defer_package_init(name: str = REST_NAMESPACE_CLIENT) -> bool:
     package = importlib.util.module_from_spec(spec)
 
     def run_package_init(attribute: str):
-        if attribute.startswith("__") and attribute.endswith("__"):
-            raise AttributeError(
-                attribute
-            )  # probes such as __wrapped__ or __all__ do not need the real package
+        if attribute.startswith("__") and attribute.endswith("__"):  # probes such as __wrapped__
+            raise AttributeError(attribute)
         del package.__getattr__
         spec.loader.exec_module(package)
         return getattr(package, attribute)

@@ -1,9 +1,9 @@
-"""LLM access (benchmark, search stages): one client API over anthropic, openai, openai-compatible servers and `offline`.
+"""LLM access (benchmark, search stages): one client over anthropic, openai, openai-compatible servers and
+`offline`.
 
-Every completion is cached on disk by hash of (backend, model, endpoint when not the default, prompt, params), so rematerializing a benchmark asset
-costs no call; tokens and an estimated cost are counted per client so assets can report them. Keys arrive only
-through `dg.EnvVar` (see `build_llm_resources`) and are never logged, cached or put in an exception message.
-"""
+Completions are cached on disk by (backend, model, endpoint, prompt, params), so a rematerialization costs
+no call; tokens and estimated cost are counted per client. Keys arrive only through `dg.EnvVar`, never
+logged or cached."""
 
 from __future__ import annotations
 
@@ -25,12 +25,8 @@ BACKENDS = ("anthropic", "openai", "openai-compatible", "offline")
 DEFAULT_QUESTION_MODEL = "claude-sonnet-4-6"
 DEFAULT_JUDGE_MODEL = "gpt-4o"
 
-# USD per million (input, output) tokens: the one dated price table, `core.prices`.
-PRICES_PER_MTOK = prices.LLM_PER_MTOK
-
-
-# How long a client that could not connect to its endpoint answers LLMUnavailable at once instead of asking again:
-# a search's overview would otherwise wait out the SDK's connection retries (~3 s) on every query.
+# How long a client that could not connect answers LLMUnavailable at once instead of waiting out the SDK's
+# connection retries.
 UNREACHABLE_RETRY_SECONDS = 60.0
 
 
@@ -49,11 +45,9 @@ _RATE_FILE_LOCKS_GUARD = threading.Lock()
 
 
 def shared_rate_wait(path: Path, interval: float, sleep: Callable[[float], None] = time.sleep) -> float:
-    """At most one request per `interval` seconds across every process using `path`: each takes the next free
-    slot (wall-clock time, kept in the file under a lock), sleeps until it and returns it.
-
-    The threads of one process queue on an in-process lock first, so the file lock (which polls while another
-    holder has it) is only contended between processes."""
+    """At most one request per `interval` seconds across every process using `path`: each takes the next
+    free slot (kept in the file under a lock) and sleeps until it. A process's threads queue on an
+    in-process lock first."""
     from filelock import FileLock
 
     with _RATE_FILE_LOCKS_GUARD:
@@ -105,10 +99,6 @@ def is_connection_error(error: BaseException) -> bool:
     """The SDKs' "could not reach the endpoint" (anthropic / openai `APIConnectionError`, timeouts included),
     told by class name so neither SDK is imported here."""
     return any(cls.__name__ == "APIConnectionError" for cls in type(error).__mro__)
-
-
-def estimate_cost(model: str, input_tokens: int, output_tokens: int) -> float | None:
-    return prices.llm_cost(model, input_tokens, output_tokens)
 
 
 @dataclass
@@ -207,9 +197,7 @@ class LLMClient:
         self._asking_guard = threading.Lock()
         self._asking_locks: dict[str, list] = {}  # cache key -> [lock, waiting threads]
         self.budget = budget  # a `core.budget.Budget` shared by the run's clients, or None
-        self._unreachable: tuple[float, str] | None = (
-            None  # (when, error class) of the last failed connection
-        )
+        self._unreachable: tuple[float, str] | None = None  # (when, error class) of the last failed connect
 
     @property
     def is_offline(self) -> bool:
@@ -290,17 +278,17 @@ class LLMClient:
             return self._call(key, prompt, params)
 
     def _from_cache(self, key: str) -> LLMReply | None:
-        if self.cache is None:
-            return None
-        hit = self.cache.get(key)
-        if hit is None:
-            return None
+        hit = self.cache.get(key) if self.cache is not None else None
+        return self._reply(hit, cached=True) if hit is not None else None
+
+    def _reply(self, record: dict[str, Any], *, cached: bool) -> LLMReply:
+        """The reply a cache record stands for, counted in `usage`."""
         reply = LLMReply(
-            text=hit["text"],
-            input_tokens=hit["input_tokens"],
-            output_tokens=hit["output_tokens"],
-            cost_usd=hit.get("cost_usd"),
-            cached=True,
+            text=record["text"],
+            input_tokens=record["input_tokens"],
+            output_tokens=record["output_tokens"],
+            cost_usd=record.get("cost_usd"),
+            cached=cached,
             backend=self.backend,
             model=self.model,
         )
@@ -344,28 +332,17 @@ class LLMClient:
             self._unreachable = (self._clock(), type(error).__name__) if is_connection_error(error) else None
             raise
         self._unreachable = None
-        reply = LLMReply(
-            text=text,
-            input_tokens=tokens_in,
-            output_tokens=tokens_out,
-            cost_usd=estimate_cost(self.model, tokens_in, tokens_out),
-            cached=False,
-            backend=self.backend,
-            model=self.model,
-        )
+        record = {
+            "text": text,
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "cost_usd": prices.llm_cost(self.model, tokens_in, tokens_out),
+            "backend": self.backend,
+            "model": self.model,
+        }
         if self.cache is not None:
-            self.cache.put(
-                key,
-                {
-                    "text": text,
-                    "input_tokens": tokens_in,
-                    "output_tokens": tokens_out,
-                    "cost_usd": reply.cost_usd,
-                    "backend": self.backend,
-                    "model": self.model,
-                },
-            )
-        self.usage.add(reply)
+            self.cache.put(key, record)
+        reply = self._reply(record, cached=False)
         if self.budget is not None:
             self.budget.spend(reply.cost_usd)
         return reply

@@ -1,6 +1,6 @@
-"""The one price table: public list prices of the LLMs and search APIs the benchmark calls, with the day they were
-read (`PRICES_AS_OF`). A model or API missing here is priced as unknown, never as free. The run's cost line
-(`core.llm.estimate_cost`), the plan (`evals.plan`) and the budget read it."""
+"""The one price table: public list prices of the LLMs and search APIs the benchmark calls, with the day
+they were read (`PRICES_AS_OF`). A model or API missing here is priced as unknown, never as free. The run's
+cost line (`core.llm`), the plan (`evals.plan`) and the budget read it."""
 
 from __future__ import annotations
 

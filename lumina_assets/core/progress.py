@@ -20,10 +20,9 @@ def _duration(seconds: float) -> str:
 
 
 class Progress:
-    """Counts work done and says `<label>: done/total (pct), rate/s, ETA` once `every_s` seconds have passed since
-    the last line, and once at the end. Thread-safe (parse workers report from threads). `detail`: more to say at
-    the end of each line (the sentences encoded beside the passages); `share_done`: the share of the whole work
-    done, where the counted items are not all of it (the ETA then comes from it)."""
+    """Counts work done and says `<label>: done/total (pct), rate/s, ETA` every `every_s` seconds and at
+    the end; thread-safe. `detail`: more for the end of each line; `share_done`: the share of the whole
+    work done, where the counted items are not all of it (the ETA then comes from it)."""
 
     def __init__(
         self,

@@ -1,19 +1,15 @@
-"""Run one piece of untrusted-input work (open a PDF, parse it) in a child process with hard limits.
-
-A decompression bomb or a pathological file can take gigabytes and minutes inside MuPDF, where no Python
-check reaches. The child gets an address-space limit (`RLIMIT_AS`), the parent a wall-clock deadline after which
-it kills the child; either way the work ends as an `Outcome` with a reason (`time_limit`, `memory_limit`,
-`worker_crashed`), so the caller records one failure and goes on. Children fork from a forkserver that has
-already imported the heavy modules, so a document costs a fork, not an interpreter start.
-"""
+"""Run one piece of untrusted-input work (open a PDF, parse it) in a child process with hard limits: an
+address-space limit (`RLIMIT_AS`) in the child and a wall-clock deadline in the parent, ending as an
+`Outcome` with a reason (`time_limit`, `memory_limit`, `worker_crashed`). Children fork from a forkserver
+with the heavy modules imported."""
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import re
 import resource
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,18 +49,11 @@ class Outcome:
         return self.reason is None
 
 
-_context_lock = threading.Lock()
-_context = None
-
-
+@functools.cache
 def _forkserver():
-    global _context
-    with _context_lock:
-        if _context is None:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(PRELOAD)
-            _context = context
-        return _context
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
 
 
 def _address_space_bytes() -> int:
@@ -159,6 +148,3 @@ def run_limited(func: Callable, *args: Any, limits: Limits | None = None, **kwar
     return Outcome(
         reason=reason, detail=detail or "", error_type=error_type, seconds=seconds, peak_rss_mb=peak
     )
-
-
-__all__ = ["DEFAULT_MEMORY_MB", "DEFAULT_WALL_SECONDS", "Limits", "Outcome", "run_limited"]

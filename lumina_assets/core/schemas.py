@@ -9,8 +9,6 @@ from typing import Any
 
 import pyarrow as pa
 
-# ---------------------------------------------------------------- papers
-
 
 @dataclass
 class Paper:
@@ -95,8 +93,6 @@ REJECTED_SCHEMA = pa.schema(
     ]
 )
 
-# ---------------------------------------------------------------- parsed documents
-
 
 @dataclass
 class Section:
@@ -169,9 +165,6 @@ class ParsedPaper:
             elements=[Element(**e) for e in raw.get("elements", [])],
             page_count=raw.get("page_count"),
         )
-
-
-# ---------------------------------------------------------------- passages
 
 
 @dataclass
@@ -251,9 +244,6 @@ def rows_to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     """Arrow table with exactly `schema`'s columns (missing keys become nulls)."""
     columns = {name: [row.get(name) for row in rows] for name in schema.names}
     return pa.table(columns, schema=schema)
-
-
-# ---------------------------------------------------------------- search results
 
 
 @dataclass

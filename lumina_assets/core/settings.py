@@ -1,13 +1,10 @@
-"""Lumina's settings: one typed object read from the environment, the only place the environment is read.
+"""Lumina's settings: one typed object, the only place the environment is read.
 
-`get()` returns a `LuminaSettings` whose groups (paths, embedding, search, parsing, network, benchmark, orchestration)
-each read their own `LUMINA_*` variables. It is parsed once per distinct set of values of those variables (cached on
-them), so a process parses it once while a test's `monkeypatch.setenv` is seen without a reset; `reset()` forgets the
-cache. Secrets are not settings: resources read them through `dagster.EnvVar` (`resources/env.py`), and only their
-presence is asked here (`is_set`). docs/configuration.md is generated from these fields (`core/settings_docs.py`).
-
-Derived paths (`tables_dir()`, `lancedb_uri()` ...) stay functions of the data dir, so importing never touches disk.
-"""
+`get()` returns a `LuminaSettings` whose groups each read their own `LUMINA_*` variables, parsed once per
+distinct set of their values (so a test's `monkeypatch.setenv` is seen). Secrets are not settings:
+resources read them through `dagster.EnvVar` (`resources/env.py`); only their presence is asked here
+(`is_set`). docs/configuration.md is generated from these fields (`core/settings_docs.py`). Derived paths
+are functions, so importing touches no disk."""
 
 from __future__ import annotations
 
@@ -41,6 +38,9 @@ def _auto_none(value: Any) -> Any:
 
 def _url(value: Any) -> Any:
     return value.rstrip("/") if isinstance(value, str) else value
+
+
+Url = Annotated[str, BeforeValidator(_url)]  # a URL without its trailing slash
 
 
 def _comma_list(value: Any) -> Any:
@@ -207,9 +207,7 @@ class SearchSettings(_Group):
 class ParsingSettings(_Group):
     """Where PDFs are parsed and completed."""
 
-    grobid_url: Annotated[str, BeforeValidator(_url)] = _env(
-        "GROBID_URL", "", "GROBID server for the GROBID / combined parsers"
-    )
+    grobid_url: Url = _env("GROBID_URL", "", "GROBID server for the GROBID / combined parsers")
     enrich_pdfs: OptIn = _env(
         "LUMINA_ENRICH_PDFS",
         False,
@@ -229,25 +227,23 @@ class NetworkSettings(_Group):
         "loopback / private / link-local addresses (a local mirror or replay server); by default such a URL, or a "
         "redirect to one, is refused as `blocked_url`",
     )
-    openalex_url: Annotated[str, BeforeValidator(_url)] = _env(
+    openalex_url: Url = _env(
         "LUMINA_OPENALEX_URL",
         "https://api.openalex.org",
         "OpenAlex API root (crawl, polling sensor, offline check)",
     )
-    arxiv_url: Annotated[str, BeforeValidator(_url)] = _env(
+    arxiv_url: Url = _env(
         "LUMINA_ARXIV_URL", "https://export.arxiv.org/api", "arXiv export API root (crawl, polling sensor)"
     )
-    semantic_scholar_url: Annotated[str, BeforeValidator(_url)] = _env(
+    semantic_scholar_url: Url = _env(
         "LUMINA_SEMANTIC_SCHOLAR_URL",
         "https://api.semanticscholar.org/graph/v1",
         "Semantic Scholar Graph API root (benchmark provider)",
     )
-    serpapi_url: Annotated[str, BeforeValidator(_url)] = _env(
+    serpapi_url: Url = _env(
         "LUMINA_SERPAPI_URL", "https://serpapi.com", "SerpAPI root (google_scholar benchmark provider)"
     )
-    exa_url: Annotated[str, BeforeValidator(_url)] = _env(
-        "LUMINA_EXA_URL", "https://api.exa.ai", "Exa API root (benchmark provider)"
-    )
+    exa_url: Url = _env("LUMINA_EXA_URL", "https://api.exa.ai", "Exa API root (benchmark provider)")
 
 
 Backend = Literal["anthropic", "openai", "openai-compatible", "offline"]
@@ -294,7 +290,7 @@ class BenchmarkSettings(_Group):
         exclude=True,
         description="derived: the variable naming an OpenAI-compatible server's URL",
     )
-    lumina_api_url: Annotated[str, BeforeValidator(_url)] = _env(
+    lumina_api_url: Url = _env(
         "LUMINA_API_URL",
         "",
         "e.g. `http://127.0.0.1:8765`: the benchmark's Lumina provider calls `lumina serve`'s API instead of the "
@@ -408,9 +404,6 @@ def get() -> LuminaSettings:
 def reset() -> None:
     """Forget the parsed settings (tests that change the environment behind `os.environ`'s back)."""
     _load.cache_clear()
-
-
-# ------------------------------------------------------------------ derived paths and process environment
 
 
 def data_dir() -> Path:

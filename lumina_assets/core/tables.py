@@ -1,9 +1,7 @@
-"""The one table store: every Parquet table Lumina writes is declared here (`TableSpec`: name, folder, partitioned or
-not) and read and written only through `read` / `read_all` / `write`.
-
-Files: data/tables/<name>.parquet for whole tables, data/tables/<name>/<partition>.parquet for tables partitioned by
-ingest batch, and the same two shapes under data/benchmark/ for the benchmark's tables (partitioned by provider).
-Writes go to a temp file then rename, so a killed run never leaves a half-written table."""
+"""The one table store: every Parquet table Lumina writes is declared here (`TableSpec`) and read and
+written only through `read` / `read_all` / `write`: data/tables/<name>.parquet, or
+<name>/<partition>.parquet for a table partitioned by ingest batch, and the same under data/benchmark/.
+Writes are atomic (temp file, then rename)."""
 
 from __future__ import annotations
 
@@ -55,9 +53,7 @@ REJECTED_PAPERS = TableSpec("rejected_papers")
 CITATION_EDGES = TableSpec("citation_edges")
 CITATION_GRAPH = TableSpec("citation_graph")
 CATALOGUE_RECORDS = TableSpec("catalogue_records")  # every record any source contributed, by origin
-REMOVED_PAPERS = TableSpec(
-    "removed_papers"
-)  # papers taken out by hand (remove / prune), kept out until restored
+REMOVED_PAPERS = TableSpec("removed_papers")  # taken out by hand (remove / prune), out until restored
 # [parse] one file per ingest batch
 PDF_FILES = TableSpec("pdf_files", partitioned=True)
 PARSED_PAPERS = TableSpec("parsed_papers", partitioned=True)
@@ -70,32 +66,6 @@ PROVIDER_RESULTS = TableSpec("provider_results", "benchmark", partitioned=True)
 RECURSIVE_RESULTS = TableSpec("recursive_results", "benchmark", partitioned=True)
 JUDGMENTS = TableSpec("judgments", "benchmark", partitioned=True)
 BENCHMARK_SCORES = TableSpec("benchmark_scores", "benchmark")
-
-TABLES: dict[str, TableSpec] = {
-    spec.name: spec
-    for spec in (
-        OPENALEX_WORKS,
-        ARXIV_WORKS,
-        LOCAL_PAPERS,
-        LOCAL_REJECTED,
-        PAPERS,
-        REJECTED_PAPERS,
-        CITATION_EDGES,
-        CITATION_GRAPH,
-        CATALOGUE_RECORDS,
-        REMOVED_PAPERS,
-        PDF_FILES,
-        PARSED_PAPERS,
-        PASSAGES,
-        SYNTHETIC_QUESTIONS,
-        USER_QUERIES,
-        QUESTIONS,
-        PROVIDER_RESULTS,
-        RECURSIVE_RESULTS,
-        JUDGMENTS,
-        BENCHMARK_SCORES,
-    )
-}
 
 
 def atomic_replace(path: Path, write: Callable[[Path], object]) -> Path:
@@ -111,16 +81,11 @@ def atomic_replace(path: Path, write: Callable[[Path], object]) -> Path:
     return path
 
 
-def atomic_write(table: pa.Table | pl.DataFrame, path: Path) -> Path:
-    """Write a Parquet table atomically (see atomic_replace)."""
-    if isinstance(table, pl.DataFrame):
-        table = table.to_arrow()
-    return atomic_replace(path, lambda temp: pq.write_table(table, temp))
-
-
 def write(spec: TableSpec, table: pa.Table | pl.DataFrame, partition: str | None = None) -> Path:
     """Replace the table (or one partition of it) atomically; returns the file written."""
-    return atomic_write(table, spec.path(partition))
+    if isinstance(table, pl.DataFrame):
+        table = table.to_arrow()
+    return atomic_replace(spec.path(partition), lambda temp: pq.write_table(table, temp))
 
 
 def read(spec: TableSpec, partition: str | None = None) -> pl.DataFrame | None:

@@ -82,14 +82,11 @@ def non_public_reason(address: ipaddress.IPv4Address | ipaddress.IPv6Address) ->
 
 
 class UrlPolicy:
-    """Where a client may go. Every client: http and https only, and no host that resolves to a loopback, private,
-    link-local (cloud metadata), shared, multicast or reserved address (IPv4-embedded IPv6 forms judged by the IPv4
-    address inside), unless private addresses are allowed: `allow_private`, by default `LUMINA_ALLOW_PRIVATE_URLS`
-    read at each check (a local mirror or replay server, tests on 127.0.0.1). Checked at every redirect hop.
-
-    `check` returns the address it checked; HttpClient connects to that address (`PinnedTransport`), so a DNS
-    answer that changes between the check and the connection (rebinding) is never used. Through an HTTP proxy
-    (HTTPS_PROXY) the proxy resolves the name: the check is made, the pin is the proxy's to honour."""
+    """Where a client may go: http and https only, and no host that resolves to a non-public address
+    (`non_public_reason`) unless `allow_private` (default: `LUMINA_ALLOW_PRIVATE_URLS`, read at each
+    check); checked at every redirect hop. `check` returns the address it checked and HttpClient connects
+    to it (`PinnedTransport`), so a DNS answer that changes in between is never used; through an HTTP proxy
+    the proxy resolves the name."""
 
     def __init__(self, *, allow_private: bool | None = None, resolver: Callable[..., list] | None = None):
         self._allow_private = allow_private
@@ -196,12 +193,16 @@ class PinnedTransport(httpx.BaseTransport):
             pool.close()
 
 
+def _query_items(url: str, params: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The query parameters of `url` and then of `params` (None values left out), as (name, value)."""
+    query = list(httpx.QueryParams(urlsplit(url).query).multi_items())
+    return query + [(k, str(v)) for k, v in (params or {}).items() if v is not None]
+
+
 def secret_values(url: str, params: Mapping[str, Any] | None, headers: Mapping[str, str]) -> set[str]:
     """The credential values a request carries: secret query parameters (URL and `params`) and every header
     that may not cross origins. A redirect's Location that repeats one of them (under any name) is cleaned."""
-    query = list(httpx.QueryParams(urlsplit(url).query).multi_items())
-    query += [(k, str(v)) for k, v in (params or {}).items() if v is not None]
-    values = {v for k, v in query if k.lower() in SECRET_NAMES}
+    values = {v for k, v in _query_items(url, params) if k.lower() in SECRET_NAMES}
     values |= {str(v) for k, v in headers.items() if k.lower() not in CROSS_ORIGIN_HEADERS}
     values |= {v.split(None, 1)[1] for v in values if " " in v}  # `Bearer <token>`: the token alone too
     return {v for v in values if len(v) >= 4}  # never strip a parameter for matching "1" or "en"
@@ -223,9 +224,7 @@ def without_secrets(url: str, secrets: set[str] = frozenset()) -> str:
 def redact_url(url: str, params: Mapping[str, Any] | None = None) -> str:
     """URL with every secret query value replaced, safe for logs and exceptions."""
     parts = urlsplit(url)
-    query = [(k, v) for k, v in httpx.QueryParams(parts.query).multi_items()]
-    query += [(k, str(v)) for k, v in (params or {}).items() if v is not None]
-    shown = [(k, "***" if k.lower() in SECRET_NAMES else v) for k, v in query]
+    shown = [(k, "***" if k.lower() in SECRET_NAMES else v) for k, v in _query_items(url, params)]
     base = f"{parts.scheme}://{parts.netloc}{parts.path}"
     return f"{base}?{urlencode(shown)}" if shown else base
 

@@ -1,16 +1,11 @@
-"""Sentence embeddings: the plain-Python `Embedder` used by indexing, search, eval and the benchmark.
+"""The `Embedder` used by indexing, search, eval and the benchmark: one encoder for passages, sentences and
+queries.
 
-One encoder path for passages, sentences and queries, in the numeric form chosen for this machine
-(indexing/encoder_forms.py): the model's ONNX export in fp32 or int8 on CPU (indexing/onnx_encoder.py), or
-sentence-transformers in fp16 on a CUDA device; sentence-transformers on CPU only where the model cannot be exported
-(or `query_backend="torch"`). The form is what an index records beside the model (indexing/model_identity.py), and
-an embedder that searches or extends an index adopts the index's form (`adopt_index_form`), so vectors of two
-forms are never compared.
-
-Models and encoders are loaded at most once per process: loading costs seconds, encoding a query milliseconds, so
-every caller shares the same instance. This module imports no Dagster (the resource lives in
-resources/embedder.py), so a process that only searches starts faster.
-"""
+On CPU the model's ONNX export in fp32 or int8 (onnx_encoder.py), on a CUDA device sentence-transformers in
+fp16; sentence-transformers on CPU only where the model cannot be exported (or `query_backend="torch"`). An
+embedder that searches or extends an index adopts the index's form (`adopt_index_form`), so two forms are
+never compared. Models and encoders load once per process; no Dagster here (resources/embedder.py), so a
+search process starts faster."""
 
 from __future__ import annotations
 
@@ -91,9 +86,8 @@ def _onnx_encoder(embedder: Embedder, form: str):
 
 
 def encode_pretokenized(model, texts: Sequence[str], batch_texts: int, *, normalize: bool) -> np.ndarray:
-    """A sentence-transformers model's vectors for `texts`, tokenized in one call of the Rust tokenizer and run in
-    batches of similar length. On a GPU the forward pass is fast enough that sentence-transformers' per-batch Python
-    tokenization, not the device, bounds the throughput (docs/embedding.md)."""
+    """A sentence-transformers model's vectors for `texts`, tokenized in one Rust tokenizer call and run in
+    batches of similar length (on a GPU, per-batch Python tokenization would bound the throughput)."""
     import torch
 
     from lumina_assets.indexing.length_batches import padded_inputs
@@ -285,8 +279,8 @@ class Embedder:
         return self.model_name_or_path.rstrip("/").split("/")[-1]
 
     def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
-        """Vectors for `texts` as an (n, dim) float32 array, in this embedder's form; an empty input gives a (0, dim)
-        array."""
+        """Vectors for `texts` as an (n, dim) float32 array in this embedder's form ((0, dim) for no
+        texts)."""
         if len(texts) == 0:
             return np.zeros((0, self.dimension), dtype=np.float32)
         encoder = self._fast_query_encoder() if self.plan.device == "cpu" else None
@@ -320,11 +314,9 @@ class Embedder:
             return self.encode(texts)
         return encoder.encode(list(texts))
 
-    def encode_sentences(self, texts: Sequence[str], *, chunk: int = 32) -> np.ndarray:
-        """Vectors for request-time evidence sentences (tens of short texts): the same encoder as queries, so a
-        search process never loads torch for highlighting (`chunk`: kept for callers; batches are sized by
-        length in the encoder)."""
-        del chunk
+    def encode_sentences(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for request-time evidence sentences: the query encoder, so highlighting never loads
+        torch."""
         return self.encode_queries(texts)
 
     def prepare_query_encoder(self) -> None:

@@ -1,21 +1,9 @@
 """Which numeric form encodes passages on this machine, and which forms' vectors may share an index.
 
-One encoder path serves passages, sentences and queries: the model's ONNX export run by onnxruntime on CPU (fp32,
-or int8 weights by dynamic per-channel quantization), or sentence-transformers on a CUDA device in fp16. The form is
-chosen per machine:
-
-- a CUDA device (torch sees one): `fp16` on the GPU, batch size from the device's free memory;
-- a CPU with 8-bit dot-product instructions (AVX-512 VNNI, AVX-VNNI or AMX-INT8): `int8`;
-- any other CPU: `fp32`.
-
-bf16 is never chosen: on a CPU with BF16 it was slower than fp32 ONNX; `lumina bench embed` measures every form on
-any machine. Speed and quality of each form: docs/embedding.md.
-
-Mixing: vectors of two forms go into one index only when `compatible` says so. The float forms (fp32, fp16, bf16)
-agree with fp32 far inside ranking noise, so an fp16 GPU index is queried with the fp32 CPU encoder. int8 vectors
-differ from fp32 ones by more: an int8 index is always queried, extended and re-encoded in int8, and an fp32 index in
-a float form.
-"""
+Per machine: `fp16` on a CUDA device (batch size from its free memory), `int8` on a CPU with 8-bit
+dot-product instructions (AVX-512 VNNI, AVX-VNNI, AMX-INT8), `fp32` elsewhere; bf16 is never chosen
+(docs/embedding.md). Float forms agree with fp32 closely enough to share an index; int8 vectors share one
+only with int8 (`compatible`)."""
 
 from __future__ import annotations
 

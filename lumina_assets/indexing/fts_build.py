@@ -1,18 +1,10 @@
-"""Full-text (BM25) index builds under a memory cap (`LUMINA_FTS_MEMORY_MB`), with the build's peak resident memory.
+"""Full-text (BM25) index builds under a memory cap (`LUMINA_FTS_MEMORY_MB`), with the build's peak resident
+memory.
 
-Why a separate process for large tables (measured in docs/embedding.md): a one-shot LanceDB build grows with the
-text, and LanceDB's own `memory_limit` alone does not bound it, because most of the growth is not the token
-builder: the scan that feeds it reads fragments ahead into buffers and glibc keeps freed memory in per-thread arenas.
-Lance reads its I/O settings, and glibc its arena count, when a process starts, so the build runs in a child
-process started with small read-ahead, two malloc arenas and the builder's share of the cap as `memory_limit`:
-then the build's peak stays flat as the text grows.
-A builder that reaches its share writes a partition and starts the next; BM25 statistics stay index-wide, so
-scores are the same as a one-partition build. Small tables (a build estimated well under the cap) build in this
-process, which is faster than starting a child.
-
-Rows added later join the index through `table.optimize()`, which is not capped: it merges the existing partitions
-in memory (measured in docs/embedding.md, "Not done yet").
-"""
+A large table builds in a child process started with small read-ahead, two malloc arenas and the builder's
+share of the cap as `memory_limit` (Lance and glibc read those at process start; docs/embedding.md); BM25
+statistics stay index-wide, so scores match a one-partition build. A small table builds in process. Rows
+added later join through `table.optimize()`, which is not capped."""
 
 from __future__ import annotations
 
@@ -59,9 +51,7 @@ class FtsBuild:
     """One full-text index build: its column, peak resident memory, seconds and how it ran."""
 
     column: str
-    peak_rss_mb: (
-        float  # the child's peak resident memory, or this process's growth during an in-process build
-    )
+    peak_rss_mb: float  # the child's peak resident memory, or this process's growth in process
     seconds: float
     cap_mb: int
     builder_mb: int  # LanceDB's memory_limit for the token builder

@@ -1,22 +1,16 @@
-"""Build and update the LanceDB tables the search engine reads: `passages` (one vector per passage) and `papers`
-(metadata and title + abstract text for the paper-level full-text index).
+"""Build and update the LanceDB tables the search engine reads: `passages` (a vector per passage) and `papers`
+(metadata and the title + abstract full-text index).
 
-Incremental by construction: rows are keyed by deterministic ids and written with `merge_insert`; a passage is
-embedded again only when the text it is embedded from changed (a hash column records it); metadata-only changes
-reuse the stored vector. Full-text and scalar indexes are created once and brought up to date with `optimize()`;
-an ANN index is created once a table is large enough for brute force to stop being the fast option, and retrained
-only when the table has grown past a factor of its training size.
-Their rows and schemas are built in `indexing.index_rows`; the passages table's write path is
-`indexing.passage_table`.
-"""
+Rows are keyed by deterministic ids and merged in; a passage is embedded again only when its embedded text
+changed (`text_hash`), and a metadata-only change keeps the stored vector. Rows and schemas come from
+`index_rows`, the passages' write path from `passage_table`."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import polars as pl
 import pyarrow as pa
@@ -34,11 +28,11 @@ from lumina_assets.indexing.index_rows import (
 )
 from lumina_assets.indexing.passage_table import PASSAGES_TABLE, call_sizer, index_passages
 from lumina_assets.indexing.table_ops import (
+    column_map,
+    delete_ids,
     ensure_fts,
     ensure_scalar,
     open_table,
-    read_columns,
-    sql_in,
     upsert,
 )
 
@@ -46,26 +40,19 @@ log = logging.getLogger(__name__)
 
 PAPERS_TABLE = "papers"
 INDEX_FORMAT_VERSION = "1"  # what gets embedded: changing it re-embeds every passage
-TABLES_VERSION = (
-    "2"  # columns and indexes around the vectors (2: author last names, acronyms, scalar indexes)
-)
+TABLES_VERSION = "2"  # columns and indexes around the vectors
 
 
 @dataclass
 class IndexConfig:
     """How passages are turned into index rows. Changing a field that alters embedded text re-embeds."""
 
-    embed_title: bool = (
-        True  # embed "title. passage" so a passage carries its paper's topic (contextual chunk)
-    )
+    embed_title: bool = True  # embed "title. passage" so a passage carries its paper's topic
     ann_min_rows: int = 100_000  # below this a flat scan of 384-d vectors is faster than an ANN index
-    ann_retrain_growth: float = (
-        2.0  # retrain the ANN index once the table holds this many times its training rows
-    )
+    ann_retrain_growth: float = 2.0  # retrain the ANN index once the table holds this many times its rows
     write_batch_rows: int = 4096  # rows embedded and written per merge_insert
-    # pipelined: a batch's sentences are encoded right after its passages, and both are written in background
-    # threads while the next batch is encoded; off: passages, titles, then sentences, each write awaited (the same
-    # rows and vectors, tested)
+    # a batch's sentences encoded right after its passages, both written in the background while the next
+    # batch is encoded; off: passages, then sentences, each write awaited (the same rows and vectors)
     pipelined: bool = True
     embed_chunk_rows: int = 1024  # most texts per encode call (calls are sized so progress comes on time)
     progress_every_s: float = 10.0  # seconds between progress lines while embedding
@@ -89,17 +76,10 @@ class IndexStats:
     passage_seconds: float = 0.0  # encoding passages alone (what sentence_seconds is compared with)
     embed_seconds: float = 0.0
     write_seconds: float = 0.0
-    total_seconds: float = 0.0
     ann_index: bool = False
     dimension: int = 0
     form: str = ""  # the numeric form the vectors were encoded in (indexing/encoder_forms.py)
     notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-# ---------------------------------------------------------------- indexing
 
 
 def index_corpus(
@@ -115,12 +95,9 @@ def index_corpus(
     config = config or IndexConfig()
     say = log_fn or log.info
     stats = IndexStats()
-    started = time.perf_counter()
     from lumina_assets.indexing import model_identity  # which model built the vectors: search refuses another
 
-    built = open_table(db, PASSAGES_TABLE)
-    if built is not None and built.count_rows():  # new vectors in the form of those already stored
-        model_identity.adopt_form(embedder, model_identity.of_schema(built.schema).form)
+    adopt_index_form(db, embedder)
     dim = int(embedder.dimension)
     stats.dimension = dim
     stats.form = model_identity.of_embedder(embedder).form
@@ -153,8 +130,16 @@ def index_corpus(
         )
         stats.sentences_embedded, stats.sentence_seconds = found["sentences"], sentences.seconds
     say(cost_line(stats))
-    stats.total_seconds = time.perf_counter() - started
     return stats
+
+
+def adopt_index_form(db, embedder) -> None:
+    """Encode new vectors in the form of those already indexed."""
+    from lumina_assets.indexing import model_identity
+
+    built = open_table(db, PASSAGES_TABLE)
+    if built is not None and built.count_rows():
+        model_identity.adopt_form(embedder, model_identity.of_schema(built.schema).form)
 
 
 def cost_line(stats: IndexStats) -> str:
@@ -189,16 +174,7 @@ def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
     if table is not None and "pages" not in table.schema.names:
         table.add_columns(pa.schema(CITATION_FIELDS))  # null until a paper's row is written again
         stats.notes.append("papers table gained the pages / arXiv columns")
-    existing: dict[str, tuple[str, str]] = {}
-    if table is not None:
-        stored = read_columns(table, ["paper_id", "text_hash", "row_hash"])
-        existing = dict(
-            zip(
-                stored["paper_id"].to_pylist(),
-                zip(stored["text_hash"].to_pylist(), stored["row_hash"].to_pylist(), strict=True),
-                strict=True,
-            )
-        )
+    existing = column_map(table, "paper_id", "text_hash", "row_hash") if table is not None else {}
     abstract_hash: dict[str, str] = {}
     for paper_id, pid, th in (
         passage_frame.filter(pl.col("kind") == "abstract")
@@ -251,10 +227,7 @@ def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
     if table is None:
         table = db.create_table(PAPERS_TABLE, data=pa.Table.from_pylist([], schema=schema), schema=schema)
     if config.prune and existing:
-        stale = sorted(set(existing) - set(meta["paper_id"].to_list()))
-        for start in range(0, len(stale), 500):
-            table.delete(sql_in("paper_id", stale[start : start + 500]))
-        stats.papers_deleted = len(stale)
+        stats.papers_deleted = delete_ids(table, "paper_id", sorted(set(existing) - set(meta["paper_id"])))
     t0 = time.perf_counter()
     if table.count_rows():
         ensure_fts(table, "search_text")

@@ -1,10 +1,6 @@
-"""Encode many texts in calls of similar length, each sized to take a few seconds.
-
-Why: the encoder pads every forward pass to its longest text, and sorts only the texts of one call; sorting by
-length over a whole write batch instead of per call leaves almost no padding (docs/embedding.md). Calls are sized in
-characters at the rate measured so far, so a call of long texts after short ones is not oversized and progress lines
-come on time.
-"""
+"""Encode many texts in calls of similar length (the encoder pads to a call's longest text), each call
+sized in characters at the rate measured so far, so that it takes a few seconds and progress lines come on
+time."""
 
 from __future__ import annotations
 

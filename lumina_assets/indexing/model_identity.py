@@ -1,21 +1,11 @@
 """Which embedding model built an index, and the refusal to search it with another one.
 
-The passages table's `vector` field carries the model's name (or path) and a fingerprint of its weights as Arrow
-field metadata, written by every `index_corpus`. The search engine compares them with the query model before it
-encodes a query: two models of the same dimension give vectors that fit the table but do not compare, so a
-dimension check alone would let such a search return confident nonsense.
-
-The fingerprint is a SHA-256 of the model folder's weight, config and vocabulary files (content, not name or
-mtime): the same weights under another path or a moved virtualenv still match, and changed weights under the same
-name do not. It is remembered in data/models/fingerprints.json by file size and mtime, so a search process hashes
-the model's weights once per model change, not per start. A model given by hub name (no local folder) has no
-fingerprint and is compared by name only; an index written before identities were recorded is searched with a
-warning that it cannot be checked (rebuilding `passage_index` records it).
-
-The numeric form that built the vectors (fp32, int8, fp16: indexing/encoder_forms.py) is recorded beside them too.
-A query embedder adopts the index's form before it encodes (`query_identity`), and `mismatch` refuses forms whose
-vectors do not compare (int8 against a float form); an index recorded without a form was built in fp32.
-"""
+The passages table's `vector` field records the model's name, a fingerprint of its weights and the numeric
+form as Arrow field metadata. Two models of one dimension give vectors that fit the table but do not
+compare, so the engine checks them before it encodes a query. The fingerprint hashes the model folder's
+files by content (remembered in data/models/fingerprints.json by size and mtime); a hub name has none and
+is compared by name. An index recorded without an identity is searched with a warning; one recorded without
+a form was built in fp32."""
 
 from __future__ import annotations
 
@@ -114,7 +104,7 @@ def of_embedder(embedder) -> ModelIdentity:
 def _attribute(embedder, name: str) -> str:
     """A string attribute of `embedder` or of the embedder it wraps (`inner`), "" where neither has one."""
     for candidate in (embedder, getattr(embedder, "inner", None)):
-        value = getattr(candidate, name, None) if candidate is not None else None
+        value = getattr(candidate, name, None)
         if isinstance(value, str) and value:
             return value
     return ""
@@ -124,7 +114,7 @@ def adopt_form(embedder, index_form: str) -> None:
     """Make `embedder` (or the embedder it wraps) encode in a form compatible with an index built in `index_form`;
     an embedder without forms (a test double) is left as it is."""
     for candidate in (embedder, getattr(embedder, "inner", None)):
-        adopt = getattr(candidate, "adopt_index_form", None) if candidate is not None else None
+        adopt = getattr(candidate, "adopt_index_form", None)
         if callable(adopt):
             adopt(index_form)
             return
@@ -138,9 +128,8 @@ def query_identity(embedder, index: ModelIdentity) -> ModelIdentity:
 
 
 def follow_table(embedder, table) -> ModelIdentity:
-    """`query_identity` for the index whose passages table is `table` (None: nothing to follow): what encodes
-    sentences or queries for an index outside a search (the sentence backfill, stored-sentence lookups) must follow
-    the index's form before it hashes or encodes anything."""
+    """`query_identity` for the index whose passages table is `table` (None: nothing to follow), for what
+    encodes outside a search (the sentence backfill, stored-sentence lookups)."""
     return query_identity(embedder, of_schema(table.schema) if table is not None else ModelIdentity())
 
 

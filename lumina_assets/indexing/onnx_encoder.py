@@ -1,16 +1,10 @@
-"""The encoder of passages, sentences and queries: the model's transformer exported to ONNX once, run with
-onnxruntime in fp32, or in int8 after dynamic per-channel quantization of the export's weights.
+"""The encoder of passages, sentences and queries: the model's transformer exported to ONNX once and run by
+onnxruntime in fp32 or, after dynamic per-channel quantization, in int8; no torch once exported
+(docs/embedding.md).
 
-Why: most of sentence-transformers' time on a short query is framework overhead around a tiny forward pass, and
-onnxruntime runs that pass without it, which keeps search within its latency budget; for documents, length-sorted
-batches waste no padding. Once exported, a process never imports torch or transformers (the export keeps the
-tokenizer beside the model). The figures are in docs/embedding.md.
-
-Only models whose sentence-transformers pipeline is Transformer -> mean Pooling [-> Normalize] qualify (the
-bundled all-MiniLM-L6-v2 and most sentence-transformers models); anything else, a failed export, or outputs that
-differ from sentence-transformers by more than `TOLERANCE` disables the fast path with a logged reason. An int8
-model whose vectors fall below `INT8_MIN_COSINE` of the fp32 export's on the probe texts is refused likewise.
-"""
+Only Transformer -> mean Pooling [-> Normalize] pipelines qualify. Anything else, a failed export, outputs
+more than `TOLERANCE` from sentence-transformers', or int8 vectors under `INT8_MIN_COSINE` of fp32's
+disable it with a reason."""
 
 from __future__ import annotations
 
@@ -97,9 +91,8 @@ def _paths(cache_dir: Path, model_name_or_path: str) -> tuple[Path, Path, Path]:
     return stem.with_suffix(".onnx"), stem.with_suffix(".tokenizer.json"), stem.with_suffix(".json")
 
 
-INT8_RECIPE = (
-    "matmul-per-channel"  # in the file name: a model quantized another way is never reused as this one
-)
+# in the file name: a model quantized another way is never reused as this one
+INT8_RECIPE = "matmul-per-channel"
 
 
 def _int8_path(onnx_path: Path) -> Path:
@@ -107,11 +100,9 @@ def _int8_path(onnx_path: Path) -> Path:
 
 
 def quantize_int8(onnx_path: Path) -> Path:
-    """The int8 model beside an fp32 export: the weights of the MatMul ops (feed-forward layers and attention
-    output projections) quantized per output channel to int8, activations quantized per batch at run time
-    (onnxruntime dynamic quantization; VNNI runs the 8-bit dot products). The fused Attention ops (their query /
-    key / value projections) stay fp32: quantizing them too moved CISI's nDCG@10 past what the form must hold
-    (docs/embedding.md). Written once, atomically; reused by every later process."""
+    """The int8 model beside an fp32 export, written once: MatMul weights quantized per output channel,
+    activations per batch at run time; the fused Attention projections stay fp32 (quantizing them cost
+    ranking quality)."""
     target = _int8_path(onnx_path)
     if target.exists():
         return target
@@ -122,9 +113,8 @@ def quantize_int8(onnx_path: Path) -> Path:
         raise OnnxUnavailable(f"int8 quantization needs {error.name}") from error
 
     def write(path: Path) -> None:
-        logging.getLogger().setLevel(
-            max(logging.getLogger().level, logging.ERROR)
-        )  # its pre-processing advice
+        # silences the quantizer's pre-processing advice
+        logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))
         quantize_dynamic(
             str(onnx_path),
             str(path),
@@ -190,9 +180,8 @@ def _export_onnx(transformer, input_names: list[str], target: Path) -> None:
 
 
 def _fuse_transformer_ops(onnx_path: Path, config) -> bool:
-    """Rewrite the export with onnxruntime's transformer fusions (Attention, SkipLayerNormalization, BiasGelu,
-    EmbedLayerNormalization: far fewer nodes, so a faster query with the same numbers to rounding). False, leaving
-    the plain export, when this model's graph cannot be fused."""
+    """Rewrite the export with onnxruntime's transformer fusions (fewer nodes, a faster query, the same
+    numbers to rounding); False, leaving the plain export, when this model's graph cannot be fused."""
     heads, hidden = getattr(config, "num_attention_heads", None), getattr(config, "hidden_size", None)
     if not heads or not hidden:
         return False
@@ -222,16 +211,16 @@ def export(model, model_name_or_path: str, cache_dir: Path, *, normalize: bool) 
         raise OnnxUnavailable("the model has no fast (tokenizers) tokenizer")
     accepted = inspect.signature(transformer.auto_model.forward).parameters
     produced = transformer.tokenizer(["x"], return_tensors="np").keys()
-    input_names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in produced]
-    input_names = [n for n in input_names if n in accepted]
+    input_names = [
+        n for n in ("input_ids", "attention_mask", "token_type_ids") if n in produced and n in accepted
+    ]
     if "input_ids" not in input_names or "attention_mask" not in input_names:
         raise OnnxUnavailable(f"tokenizer inputs {list(produced)} lack input_ids / attention_mask")
 
     onnx_path, tokenizer_path, settings_path = _paths(cache_dir, model_name_or_path)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    _int8_path(onnx_path).unlink(
-        missing_ok=True
-    )  # quantized from an earlier export: made again from this one
+    # an int8 model quantized from an earlier export is made again from this one
+    _int8_path(onnx_path).unlink(missing_ok=True)
     try:
         _export_onnx(transformer, input_names, onnx_path)
     except Exception as error:  # noqa: BLE001 - any exporter failure means: use the slow path

@@ -14,6 +14,8 @@ import pyarrow as pa
 from lumina_assets.core.progress import Progress
 from lumina_assets.indexing.index_rows import passage_schema
 from lumina_assets.indexing.table_ops import (
+    column_map,
+    delete_ids,
     ensure_ann,
     ensure_fts,
     ensure_scalar,
@@ -32,11 +34,9 @@ PASSAGES_TABLE = "passages"
 
 
 class BatchWriter:
-    """Upserts batches in order, in one background thread when `background`: batch N is written while batch N+1
-    is embedded (onnxruntime and LanceDB both release the GIL), with at most one write in flight, so memory holds
-    two batches at most. The rows written are the same either way (tested); an error in a write is raised by the
-    next `write` or by `close`. `append_only`: the table holds none of these keys yet (a new index), so rows are
-    appended instead of merged by key (no join against the table per batch)."""
+    """Upserts batches in order, in one background thread when `background` (batch N written while N+1 is
+    embedded, one write in flight); a write's error is raised by the next `write` or by `close`.
+    `append_only`: the table holds none of these keys yet, so rows are appended instead of merged."""
 
     def __init__(self, db, name: str, table, key: str, *, background: bool = True, append_only: bool = False):
         from concurrent.futures import ThreadPoolExecutor
@@ -84,16 +84,22 @@ def call_sizer(config: IndexConfig):
     return CallSizer(config.progress_every_s / 3, config.embed_chunk_rows)
 
 
+def _with_vectors(batch: pl.DataFrame, vectors: np.ndarray, layout, dim: int) -> pa.Table:
+    """The batch's index columns (`layout`: (columns, schema)) with its vectors, as the table stores them."""
+    base_columns, schema = layout
+    return (
+        batch.select(base_columns).to_arrow().append_column("vector", vector_array(vectors, dim)).cast(schema)
+    )
+
+
 def _embed_and_write(
     rows, to_embed, embedder, config, stats, dim, writer, progress, layout, sentences
 ) -> None:
-    """Embed the `to_embed` rows batch by batch, shortest texts first (length_batches.py), and hand each batch to
-    `writer`; pipelined, the batch's sentence vectors are encoded next (`sentences`, a SentencePlan) while the
-    passages are written, and both are written while the next batch is encoded. `progress`: (on passages encoded,
-    on sentences encoded), each called with (texts, characters)."""
+    """Embed the `to_embed` rows batch by batch, shortest texts first, and hand each batch to `writer`;
+    pipelined, the batch's sentences (`sentences`) are encoded next while it is written. `progress`:
+    (passages, sentences) callbacks."""
     from lumina_assets.indexing.length_batches import encode_in_length_order
 
-    base_columns, schema = layout
     sizer, sentence_sizer = call_sizer(config), call_sizer(config)  # passages and sentences: their own rates
     for start in range(0, len(to_embed), config.write_batch_rows):
         chosen = to_embed[start : start + config.write_batch_rows]
@@ -106,9 +112,7 @@ def _embed_and_write(
         stats.embed_seconds += seconds
         stats.passage_seconds += seconds
         t0 = time.perf_counter()
-        data = batch.select(base_columns).to_arrow()
-        data = data.append_column("vector", vector_array(vectors, dim)).cast(schema)
-        writer.write(data)  # waits for the previous batch's write, then starts this one
+        writer.write(_with_vectors(batch, vectors, layout, dim))  # waits for the previous batch's write first
         stats.write_seconds += time.perf_counter() - t0
         stats.passages_embedded += batch.height
         if sentences is not None and config.pipelined:
@@ -118,11 +122,7 @@ def _embed_and_write(
 def _changed_rows(table, rows: pl.DataFrame) -> tuple[dict[str, tuple[str, str]], list[int], list[int]]:
     """(the stored (text hash, row hash) per passage, rows whose text changed or is new, rows whose metadata
     alone changed)."""
-    existing_hash: dict[str, tuple[str, str]] = {}
-    if table is not None:
-        stored = read_columns(table, ["passage_id", "text_hash", "row_hash"])
-        columns = (stored[c].to_pylist() for c in ("passage_id", "text_hash", "row_hash"))
-        existing_hash = {pid: (th, rh) for pid, th, rh in zip(*columns, strict=True)}
+    existing_hash = column_map(table, "passage_id", "text_hash", "row_hash") if table is not None else {}
     ids, text_hashes, row_hashes = (rows[c].to_list() for c in ("passage_id", "text_hash", "row_hash"))
     to_embed = [i for i, pid in enumerate(ids) if existing_hash.get(pid, ("", ""))[0] != text_hashes[i]]
     to_refresh = [
@@ -165,7 +165,6 @@ def _embedding_progress(rows: pl.DataFrame, to_embed: list[int], config, say, se
 
 def _refresh_metadata(db, table, rows: pl.DataFrame, to_refresh: list[int], columns, config, stats, dim: int):
     """Rewrite the rows whose metadata alone changed, keeping their stored vectors; returns the table."""
-    base_columns, schema = columns
     t0 = time.perf_counter()
     for start in range(0, len(to_refresh), config.write_batch_rows):
         batch = rows[to_refresh[start : start + config.write_batch_rows]]
@@ -176,9 +175,7 @@ def _refresh_metadata(db, table, rows: pl.DataFrame, to_refresh: list[int], colu
             zip(stored["passage_id"].to_pylist(), vectors_from_arrow(stored["vector"], dim), strict=True)
         )
         vectors = np.stack([by_id[pid] for pid in batch["passage_id"].to_list()])
-        data = batch.select(base_columns).to_arrow()
-        data = data.append_column("vector", vector_array(vectors, dim)).cast(schema)
-        table = upsert(db, PASSAGES_TABLE, table, data, "passage_id")
+        table = upsert(db, PASSAGES_TABLE, table, _with_vectors(batch, vectors, columns, dim), "passage_id")
     stats.passages_metadata_updated = len(to_refresh)
     stats.write_seconds += time.perf_counter() - t0
     return table
@@ -257,8 +254,5 @@ def index_passages(
         empty = pa.Table.from_pylist([], schema=schema)
         table = db.create_table(PASSAGES_TABLE, data=empty, schema=schema)
     if config.prune and existing_hash:
-        stale = sorted(set(existing_hash) - set(ids))
-        for start in range(0, len(stale), 500):
-            table.delete(sql_in("passage_id", stale[start : start + 500]))
-        stats.passages_deleted = len(stale)
+        stats.passages_deleted = delete_ids(table, "passage_id", sorted(set(existing_hash) - set(ids)))
     _ensure_passage_indexes(table, config, stats)

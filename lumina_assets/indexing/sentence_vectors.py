@@ -1,16 +1,10 @@
 """Sentence vectors stored at index time, so highlighting evidence at request time encodes only the query.
 
-The `passage_sentences` table holds one row per passage: its sentences' character offsets (`split_sentences`
-located in the passage text, as `parsing.chunking.sentence_spans` does at request time) and their vectors (the
-index's embedding model, L2-normalized, float16, row-major `n × dim` bytes). `text_hash` covers the model and the
-passage text, so a passage whose text or model changed is encoded again and a stale row is never used.
-
-Incremental like the other tables: a `SentencePlan` encodes only the passages whose hash is missing or differs
-(new passages, or every passage once for an index built before this table existed) and deletes rows of passages
-that no longer exist. The index build encodes a batch's sentences right after its passages (`SentencePlan.encode`,
-written while the next batch is encoded); `index_sentences` does them all at once (a backfill). An index without
-the table still works: the scorer encodes sentences per request.
-"""
+`passage_sentences` holds a row per passage: its sentences' offsets (`parsing.chunking.sentence_spans`) and
+their L2-normalized float16 vectors as `n × dim` bytes; `text_hash` covers model and text, so a stale row
+is never used. A `SentencePlan` encodes only passages whose hash is missing or differs, with their passages
+in an index build or all at once (`index_sentences`, a backfill). An index without the table still works:
+sentences are encoded per request."""
 
 from __future__ import annotations
 
@@ -28,9 +22,8 @@ from lumina_assets.core.progress import Progress
 log = logging.getLogger(__name__)
 
 SENTENCES_TABLE = "passage_sentences"
-SENTENCES_FORMAT = (
-    "1"  # how sentences are split and encoded: changing it re-encodes every passage's sentences
-)
+# how sentences are split and encoded: changing it re-encodes every passage's sentences
+SENTENCES_FORMAT = "1"
 
 
 def sentence_hash(model: str, text: str) -> str:
@@ -55,29 +48,19 @@ def _normalized(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
-def _stored_hashes(table) -> dict[str, str]:
-    from lumina_assets.indexing.table_ops import read_columns
-
-    if table is None or not table.count_rows():
-        return {}
-    frame = read_columns(table, ["passage_id", "text_hash"])
-    return dict(zip(frame["passage_id"].to_pylist(), frame["text_hash"].to_pylist(), strict=True))
-
-
 class SentencePlan:
-    """The sentence vectors an index build owes: the passages (by position in `passage_ids`) whose stored hash is
-    missing or differs, encoded batch by batch and written in the background (`background`), so the index build can
-    encode a batch's sentences right after its passages (the pipelined path) or all of them at the end (`finish`);
-    either way each passage is encoded once, with the same sentences and rows."""
+    """The sentence vectors an index build owes (passages whose stored hash is missing or differs), encoded
+    right after their passages' batch (pipelined) or all at the end (`finish`), and written in the
+    background; each passage once."""
 
     def __init__(self, db, passage_ids: Sequence[str], texts: Sequence[str], model: str, *, background=True):
         from lumina_assets.indexing.passage_table import BatchWriter
-        from lumina_assets.indexing.table_ops import open_table
+        from lumina_assets.indexing.table_ops import column_map, open_table
         from lumina_assets.parsing.chunking import sentence_spans
 
         self.db, self.passage_ids, self.texts = db, list(passage_ids), [t or "" for t in texts]
         table = open_table(db, SENTENCES_TABLE)
-        self.stored = _stored_hashes(table)
+        self.stored = column_map(table, "passage_id", "text_hash") if table is not None else {}
         self.hashes = [sentence_hash(model, t) for t in self.texts]
         self.todo = [i for i, pid in enumerate(self.passage_ids) if self.stored.get(pid) != self.hashes[i]]
         self.pending = set(self.todo)
@@ -159,7 +142,7 @@ class SentencePlan:
     ) -> dict:
         """Encode what is still owed, wait for the writes, delete the rows of passages gone upstream, index the
         table; returns counts (passages, encoded_passages, sentences, deleted) and `seconds` (as `self.seconds`)."""
-        from lumina_assets.indexing.table_ops import ensure_scalar, sql_in
+        from lumina_assets.indexing.table_ops import delete_ids, ensure_scalar
 
         left = [i for i in self.todo if i in self.pending]
         if left:
@@ -179,10 +162,7 @@ class SentencePlan:
         table = self.writer.close()
         deleted = 0
         if prune and table is not None and self.stored:
-            stale = sorted(set(self.stored) - set(self.passage_ids))
-            for begin in range(0, len(stale), 500):
-                table.delete(sql_in("passage_id", stale[begin : begin + 500]))
-            deleted = len(stale)
+            deleted = delete_ids(table, "passage_id", sorted(set(self.stored) - set(self.passage_ids)))
         if table is not None and (self.todo or deleted):
             try:
                 ensure_scalar(table, "passage_id", "BTREE")
@@ -263,7 +243,9 @@ class SentenceVectors:
         self._opened_at = -1e9
         self._lock = threading.Lock()
 
-    def _current(self):
+    def lookup_table(self):
+        """The `passage_sentences` table (reopened at most every `refresh_seconds`), or None where there is
+        none."""
         from lumina_assets.indexing.table_ops import open_table
 
         now = time.monotonic()
@@ -280,15 +262,11 @@ class SentenceVectors:
                 self._opened_at = now
             return self._table
 
-    def lookup_table(self):
-        """The `passage_sentences` table, or None where the index has none."""
-        return self._current()
-
     def lookup(self, passages: dict[str, str]) -> dict[str, np.ndarray]:
         """{sentence text: unit vector (float32)} for the sentences of `passages` ({passage_id: text})."""
         from lumina_assets.indexing.table_ops import sql_in
 
-        table = self._current()
+        table = self.lookup_table()
         if table is None or not passages:
             return {}
         try:

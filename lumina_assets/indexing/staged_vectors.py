@@ -1,24 +1,11 @@
-"""Passage embedding split into parts that run side by side, and their vectors reused by the index build.
+"""Passage embedding split into parts that run side by side (defs/embedding_fanout.py), reused by the index
+build.
 
-A large set of new passages is embedded by several processes (or pods) instead of one, without touching how
-`index_corpus` builds the index: each part's vectors go into a staging table (`staged_vectors`) keyed by the
-embedded text and the model identity (name and weights fingerprint), with the numeric form beside them. The index
-build then encodes through `StagedVectorEmbedder`, which takes a text's vector from the staging table when one of
-a form compatible with its own is there and encodes the rest itself; so the index is written by the one path it
-always had (same rows, same metadata, same form checks), and a staged vector that does not fit (another model,
-int8 against a float form) is simply not used.
-
-The steps (orchestrated in defs/embedding_fanout.py):
-
-1. `plan_parts`: the texts the index build would embed (same rows and hashes as `lancedb_tables.index_corpus`),
-   split round-robin into parts, written to a plan table the parts read;
-2. `embed_part`: one part encodes its texts in the form of the existing index (as the index build would) and
-   appends them to the staging table; texts already staged in a compatible form are skipped (a retried part);
-3. `finish_plan`: indexes the staging table by key and drops the plan.
-
-Everything lives in the LanceDB database of the index, so the parts share it on object storage as well as on
-local disk. Parts append concurrently (Lance appends never conflict); only the plan step creates tables.
-"""
+`plan_parts` splits the texts `index_corpus` would embed round-robin into parts; each `embed_part` encodes
+its texts in the index's form into the `staged_vectors` table, keyed by model identity and text;
+`finish_plan` indexes that table. The build then encodes through `StagedVectorEmbedder`, which takes a
+staged vector of a compatible form and encodes the rest, so the index is written by its one path.
+Everything lives in the index's LanceDB database."""
 
 from __future__ import annotations
 
@@ -35,13 +22,13 @@ import pyarrow as pa
 
 from lumina_assets.indexing import encoder_forms, model_identity
 from lumina_assets.indexing.index_rows import embedder_identity, passage_rows
-from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE, IndexConfig
+from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE, IndexConfig, adopt_index_form
 from lumina_assets.indexing.table_ops import (
+    column_map,
     ensure_scalar,
     open_table,
     read_columns,
     sql_in,
-    table_names,
     vector_array,
     vectors_from_arrow,
 )
@@ -86,13 +73,6 @@ def plan_table(plan_id: str) -> str:
     return PLAN_TABLE_PREFIX + "".join(c if c.isalnum() else "_" for c in plan_id)
 
 
-def adopt_index_form(db, embedder) -> None:
-    """Encode in the form of the vectors already indexed, as `index_corpus` does before it embeds."""
-    built = open_table(db, PASSAGES_TABLE)
-    if built is not None and built.count_rows():
-        model_identity.adopt_form(embedder, model_identity.of_schema(built.schema).form)
-
-
 def texts_to_embed(
     db, passages: pl.DataFrame, papers: pl.DataFrame, embedder, config: IndexConfig | None = None
 ) -> list[str]:
@@ -101,10 +81,7 @@ def texts_to_embed(
     config = config or IndexConfig()
     rows = passage_rows(passages, papers, config, embedder_identity(embedder))
     table = open_table(db, PASSAGES_TABLE)
-    indexed: dict[str, str] = {}
-    if table is not None and table.count_rows():
-        stored = read_columns(table, ["passage_id", "text_hash"])
-        indexed = dict(zip(stored["passage_id"].to_pylist(), stored["text_hash"].to_pylist(), strict=True))
+    indexed = column_map(table, "passage_id", "text_hash") if table is not None else {}
     texts = [
         text
         for pid, text_hash, text in rows.select("passage_id", "text_hash", "embed_text").iter_rows()
@@ -127,12 +104,9 @@ def plan_parts(db, plan_id: str, texts: Sequence[str], parts: int, dim: int) -> 
     embeds everything itself, as it always did."""
     if parts <= 1 or not texts:
         return Plan(plan_id, 1, len(texts), (len(texts),))
-    name = plan_table(plan_id)
-    if name in table_names(db):
-        db.drop_table(name)
     assignment = [i % parts for i in range(len(texts))]
     data = pa.table({"text": pa.array(list(texts), pa.string()), "part": pa.array(assignment, pa.int32())})
-    db.create_table(name, data=data)
+    db.create_table(plan_table(plan_id), data=data, mode="overwrite")
     if open_table(db, STAGED_TABLE) is None:
         db.create_table(STAGED_TABLE, data=pa.Table.from_pylist([], schema=staged_schema(dim)))
     per_part = tuple(assignment.count(p) for p in range(parts))
@@ -148,9 +122,8 @@ def plan_size(db, plan_id: str) -> int:
 
 
 def part_cores(part: int, parts: int, cores: Sequence[int]) -> list[int]:
-    """The cores part `part` of `parts` may use when the parts run as processes of one machine: an even share, so
-    that together they use each core once. Why: an encoder starts a thread per core it may use, so `parts` processes
-    each seeing every core would run parts x cores threads on the cores, and wait for each other."""
+    """The cores part `part` of `parts` may use as processes of one machine: an even share, so together
+    they use each core once (an encoder starts a thread per core it may use)."""
     cores = list(cores)
     if parts <= 1 or len(cores) <= 1:
         return cores
@@ -172,9 +145,7 @@ class PartStats:
 def _staged_forms(table, keys: Sequence[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for start in range(0, len(keys), LOOKUP_CHUNK):
-        chunk = keys[start : start + LOOKUP_CHUNK]
-        stored = read_columns(table, ["key", "form"], sql_in("key", chunk))
-        found.update(zip(stored["key"].to_pylist(), stored["form"].to_pylist(), strict=True))
+        found |= column_map(table, "key", "form", where=sql_in("key", keys[start : start + LOOKUP_CHUNK]))
     return found
 
 
@@ -229,9 +200,7 @@ def embed_part(
 def finish_plan(db, plan_id: str) -> int:
     """Index the staging table by key (the index build looks vectors up by it) and drop the plan; returns the
     staged rows."""
-    name = plan_table(plan_id)
-    if name in table_names(db):
-        db.drop_table(name)
+    db.drop_table(plan_table(plan_id), ignore_missing=True)
     staged = open_table(db, STAGED_TABLE)
     if staged is None:
         return 0
@@ -244,15 +213,13 @@ def finish_plan(db, plan_id: str) -> int:
 
 def discard_staged(db) -> None:
     """Drop the staging table once the index holds its vectors (a failed build keeps it for the retry)."""
-    if STAGED_TABLE in table_names(db):
-        db.drop_table(STAGED_TABLE)
+    db.drop_table(STAGED_TABLE, ignore_missing=True)
 
 
 class StagedVectorEmbedder:
-    """Wraps the index build's embedder: a text whose vector is staged (same model, compatible form) is taken from
-    the staging table, the others are encoded by the wrapped embedder. Everything else — identity, form, dimension,
-    `adopt_index_form` — is the wrapped embedder's, so the index records and checks exactly what it would without
-    the wrapper. Once every staged row has been used, lookups stop (titles and sentences come after passages)."""
+    """The index build's embedder with staged vectors: a text staged by the same model in a compatible form
+    is looked up, the rest encoded by `inner`, whose identity, form and dimension it keeps. Lookups stop
+    once every staged row was used."""
 
     def __init__(self, db, inner):
         self.inner = inner

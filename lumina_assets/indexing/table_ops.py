@@ -1,7 +1,6 @@
-"""LanceDB table operations shared by every writer and reader of the index: open and list tables, read columns,
-build `IN` filters, keep full-text, scalar and ANN indexes, upsert rows, and move vectors between NumPy and Arrow.
-Kept apart from `lancedb_tables` (which decides what goes into the tables) so the sentence-vector table and the
-search stores use the same helpers without importing the indexing pipeline."""
+"""LanceDB table operations shared by every writer and reader of the index (the search stores included):
+tables, columns, `IN` filters, full-text / scalar / ANN indexes, upserts, and vectors between NumPy and
+Arrow."""
 
 from __future__ import annotations
 
@@ -30,9 +29,6 @@ def vectors_from_arrow(column: pa.ChunkedArray | pa.Array, dim: int | None = Non
     return array.values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, width)
 
 
-# ---------------------------------------------------------------- table helpers
-
-
 def table_names(db) -> set[str]:
     listing = db.list_tables() if hasattr(db, "list_tables") else db.table_names()
     names = getattr(listing, "tables", listing)
@@ -50,9 +46,24 @@ def read_columns(table, columns: list[str], where: str | None = None) -> pa.Tabl
     return query.limit(max(table.count_rows(), 1)).to_arrow()
 
 
+def column_map(table, key: str, *values: str, where: str | None = None) -> dict:
+    """{key: value} for one value column, {key: (value, ...)} for several."""
+    stored = read_columns(table, [key, *values], where)
+    columns = [stored[v].to_pylist() for v in values]
+    found = columns[0] if len(columns) == 1 else zip(*columns, strict=True)
+    return dict(zip(stored[key].to_pylist(), found, strict=True))
+
+
 def sql_in(column: str, values: Sequence[str]) -> str:
     quoted = ",".join("'" + str(v).replace("'", "''") + "'" for v in values)
     return f"{column} IN ({quoted})"
+
+
+def delete_ids(table, column: str, ids: Sequence[str]) -> int:
+    """Delete the rows whose `column` is one of `ids` (500 to a filter); returns how many ids."""
+    for start in range(0, len(ids), 500):
+        table.delete(sql_in(column, ids[start : start + 500]))
+    return len(ids)
 
 
 def has_index(table, column: str) -> bool:
@@ -88,16 +99,14 @@ ANN_INDEX_TYPE = "IvfSq"  # what `ensure_ann` builds; a vector index of another 
 
 
 def ann_partitions(rows: int) -> int:
-    """IVF partitions for `rows` vectors: about sqrt(rows) (1,000 of ~1,000 rows at 1M), the usual IVF rule, so
-    a query's probes scan a few percent of the table."""
+    """IVF partitions for `rows` vectors: about sqrt(rows), the usual IVF rule."""
     return max(1, round(math.sqrt(rows)))
 
 
 def ann_probes(table, column: str, minimum: int, share: float) -> int:
-    """IVF partitions a query probes: `share` of the partitions the index was trained with, at least `minimum`.
-    With sqrt(rows) partitions a fixed count probes a shrinking share as the table grows (60 of 1,000 at 1M, 60
-    of 3,162 at 10M) and recall falls with it; a fixed share holds it. `minimum` alone where the index recorded no
-    training size."""
+    """IVF partitions a query probes: `share` of those the index was trained with (a fixed count would
+    probe a shrinking share as the table grows), at least `minimum`; `minimum` where no training size was
+    recorded."""
     trained = ann_trained_rows(table, column)
     return max(minimum, math.ceil(share * ann_partitions(trained))) if trained else minimum
 
@@ -112,14 +121,10 @@ def ann_index_type(table, column: str) -> str | None:
 def ensure_ann(
     table, column: str, rows: int, *, min_rows: int, retrain_growth: float
 ) -> tuple[bool, str | None]:
-    """IVF_SQ once the table passes `min_rows`; returns (an ANN index exists, what was done or None). `optimize()`
-    adds new rows to it incrementally, and it is retrained only when the table has grown `retrain_growth` times
-    past the rows it was trained on (its partitions then no longer describe the data), never per batch; an index
-    of another kind (IVF_HNSW_SQ, built before) is retrained once.
-
-    Why IVF_SQ: with refine it reaches the recall of IVF_HNSW_SQ, builds in a fraction of its time, and a new
-    process loads only the centroids and the partitions it probes instead of whole graphs; IVF_PQ lost recall
-    even with refine (docs/search-at-scale.md)."""
+    """IVF_SQ once the table passes `min_rows`; returns (an ANN index exists, what was done or None). New
+    rows join it through `optimize()`; it is retrained once the table has grown `retrain_growth` times past
+    its training rows, and an index of another kind once (IVF_SQ over IVF_HNSW_SQ and IVF_PQ:
+    docs/search-at-scale.md)."""
     kind = ann_index_type(table, column)
     trained = ann_trained_rows(table, column) if kind else 0
     current = kind == ANN_INDEX_TYPE and (not trained or rows < retrain_growth * trained)

@@ -9,7 +9,8 @@ import httpx2
 import pytest
 from fake_llm import anthropic_message_response, openai_chat_response
 
-from lumina_assets.core.llm import LLMClient, LLMUnavailable, estimate_cost
+from lumina_assets.core.llm import LLMClient, LLMUnavailable
+from lumina_assets.core.prices import llm_cost
 from resources.llm import LLMResource, build_llm_resources
 
 
@@ -42,7 +43,7 @@ def test_openai_judge_request_shape_parsing_cost_and_cache(data_dir):
     reply = client.complete("Question: q Context: c", temperature=0.0)
     assert reply.text == "<highly_relevant>" and not reply.cached
     assert (reply.input_tokens, reply.output_tokens) == (120, 4)
-    assert reply.cost_usd == pytest.approx(estimate_cost("gpt-4o", 120, 4))
+    assert reply.cost_usd == pytest.approx(llm_cost("gpt-4o", 120, 4))
     request = seen[0]
     assert request["url"].endswith("/chat/completions")
     assert request["body"]["model"] == "gpt-4o"

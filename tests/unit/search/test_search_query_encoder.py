@@ -173,7 +173,7 @@ def test_evidence_sentences_encode_like_the_model_without_torch(embedder, export
         "A somewhat longer sentence about vitamin D and bone density in the elderly.",
     ]
     reference = embedder.encode(sentences)
-    fast = embedder.encode_sentences(sentences, chunk=3)
+    fast = embedder.encode_sentences(sentences)
     assert fast.shape == reference.shape and np.abs(fast - reference).max() < 1e-4
 
     script = (
