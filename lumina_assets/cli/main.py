@@ -47,15 +47,23 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
 
 
 def checkout_bench_modules() -> tuple[str, ...]:
-    """The developer benches in the checkout's `bench/` folder (not installed with the package): `lumina bench
-    scale|serve|embed|parse|incremental|search|relevance-line|inbox` where the checkout is there, nothing otherwise."""
+    """The developer benches in the checkout's `bench/` folder (not installed with the package), where it is there."""
     from lumina_assets.core.settings import PROJECT_ROOT
 
     if not (PROJECT_ROOT / "bench" / "__init__.py").is_file():
         return ()
     if str(PROJECT_ROOT) not in sys.path:
         sys.path.append(str(PROJECT_ROOT))
-    return ("bench.scale", "bench.embed", "bench.parse", "bench.incremental", "bench.search")
+    return (
+        "bench.scale",
+        "bench.embed",
+        "bench.parse",
+        "bench.incremental",
+        "bench.search",
+        "bench.judge",
+        "bench.responsiveness",
+        "bench.alerts",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
