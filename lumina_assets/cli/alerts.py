@@ -35,14 +35,16 @@ def _print(text: str, **kwargs) -> None:
 
 
 def _store_guard(handler):
-    """An alerts store that cannot be read is one line saying what to do, never a traceback."""
+    """An alerts store that cannot be read, or a search it does not hold, is one line saying what to do."""
 
     def guarded(args) -> int:
         try:
             return handler(args)
         except saved_searches.StoreUnreadable as error:
             _print(f"error: {error}", file=sys.stderr)
-            return 1
+        except saved_searches.UnknownSearch:
+            _print(f"error: no saved search named {args.name!r} (lumina alerts list)", file=sys.stderr)
+        return 1
 
     return guarded
 
@@ -83,21 +85,13 @@ def _list(args) -> int:
 
 
 def _remove(args) -> int:
-    try:
-        saved_searches.remove(args.name)
-    except saved_searches.UnknownSearch:
-        _print(f"error: no saved search named {args.name!r} (lumina alerts list)", file=sys.stderr)
-        return 1
+    saved_searches.remove(args.name)
     _print(f"removed {args.name!r}")
     return 0
 
 
 def _hits(args) -> int:
-    try:
-        search = saved_searches.get(args.name)
-    except saved_searches.UnknownSearch:
-        _print(f"error: no saved search named {args.name!r} (lumina alerts list)", file=sys.stderr)
-        return 1
+    search = saved_searches.get(args.name)
     hits = saved_searches.hits_for(search)
     if not hits:
         _print(f"{search.name}: no hits yet (they are recorded after each index run)")

@@ -1,6 +1,5 @@
-"""How `lumina benchmark run` runs its steps: one asset materialization at a time (`step`), each provider × shard
-chain of steps in `--workers` processes (`shard_steps`), and the batch sensor's ticks until no batch is open
-(`await_batches`)."""
+"""How `lumina benchmark run` runs its steps: one materialization (`step`), the provider × shard chains in
+`--workers` processes (`shard_steps`), and the batch sensor's ticks until no batch is open (`await_batches`)."""
 
 from __future__ import annotations
 
@@ -71,8 +70,8 @@ def _worker_step(stage: str, partition: str, run_config: dict) -> bool:
 
 
 def next_step(chains, stages, progress: dict, running: list) -> tuple | None:
-    """The next (chain, stage) to start: a searching step first (they pace the slower search APIs; the judge's
-    work piles up meanwhile), never a second one of a provider already searching, nor a chain already running."""
+    """The next (chain, stage) to start: a searching step first (they pace the slower APIs), never a second one of a
+    provider already searching, nor a chain already running."""
     busy = {chain for chain, _ in running}
     searching = {chain[0] for chain, stage in running if stage in SEARCHING}
     ready = [(c, stages[progress[c]]) for c in chains if c not in busy and progress[c] < len(stages)]
@@ -82,10 +81,8 @@ def next_step(chains, stages, progress: dict, running: list) -> tuple | None:
 
 def shard_steps(args, chains, stages, run_config, budget: dict, stop) -> bool:
     """Each (provider, shard) chain's `stages` in order, `args.workers` steps at once in as many processes, so one
-    provider's shard is judged while another's is searched. A provider's searching steps run one at a time (its
-    rate limit and concurrency hold whichever process searches) and the judge's concurrency is split between the
-    processes (its rate file is shared). A failed step ends its chain, the others go on; `stop()` (the budget)
-    ends the submitting. Returns whether every step succeeded."""
+    shard is judged while another is searched. A failed step ends its chain, the others go on; `stop()` (the
+    budget) ends the submitting. Returns whether every step succeeded."""
     import concurrent.futures as cf
     import multiprocessing
 
@@ -136,8 +133,7 @@ def shard_steps(args, chains, stages, run_config, budget: dict, stop) -> bool:
 
 
 def await_batches(resources, instance, partitions: list[str], poll_seconds: float) -> None:
-    """Ticks of `judge_batch_sensor` (poll, put the answers in the LLM cache, resubmit what a batch missed) until
-    no batch of these partitions is open."""
+    """Ticks of `judge_batch_sensor` until no batch of these partitions is open."""
     import dagster as dg
 
     from evals import batch

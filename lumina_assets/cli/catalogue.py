@@ -1,8 +1,5 @@
-"""`lumina remove` / `lumina prune` / `lumina restore`: the only ways a paper leaves (or comes back to) the catalogue.
-
-Each runs the `curate_catalogue` job (papers with the removal in its run config, then citation_graph and
-passage_index), so the removal is a run in the Dagster instance, a row per paper in `removed_papers`, and the
-index drops the papers' passages in the same run. `--dry-run` prints what would go and changes nothing."""
+"""`lumina remove` / `prune` / `restore` / `sources`: the only ways a paper leaves (or comes back to) the catalogue,
+each a run of the `curate_catalogue` job, so the index follows in the same run."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ from lumina_assets.corpus import catalogue
 
 
 def _seeds_filters() -> tuple[list[str] | None, bool]:
-    """The language / abstract filters `papers` applies (from the last resolved seeds), so a plan matches the run."""
+    """The language / abstract filters `papers` applies, so a plan matches the run."""
     from lumina_assets.corpus.crawl import Seeds
     from lumina_assets.defs.corpus import read_stored_seeds
 

@@ -1,6 +1,5 @@
-"""`lumina eval beir` (nDCG@10, MAP@10, Recall@100, MRR@10 and latency on a collection with qrels, optionally per
-ablated stage) and `lumina eval pinpoint` (highlighted evidence against human rationale sentences). The work is done
-in `evals.collection_eval` and `evals.pinpoint`; this module reads arguments and prints."""
+"""`lumina eval beir` (retrieval measures and latency on a collection with qrels, optionally per ablated stage) and
+`lumina eval pinpoint` (highlighted evidence against human rationale sentences); the work is in `evals`."""
 
 from __future__ import annotations
 
@@ -69,9 +68,6 @@ def add_commands(commands, bench_commands) -> None:
     pinpoint.set_defaults(handler=_eval_pinpoint)
 
 
-# ---------------------------------------------------------------- lumina eval beir
-
-
 def _parse_overrides(pairs: list[str]) -> dict:
     from lumina_assets.search.config import SearchConfig
 
@@ -88,10 +84,8 @@ def _parse_overrides(pairs: list[str]) -> dict:
             )
         if isinstance(current, bool):
             value = raw.lower() in ("1", "true", "yes", "on")
-        elif isinstance(current, int):
-            value = int(raw)
-        elif isinstance(current, float):
-            value = float(raw)
+        elif isinstance(current, int | float):
+            value = type(current)(raw)
         elif isinstance(current, dict):
             value = json.loads(raw)  # merged over the defaults; only the retrievers named count as set
         else:
@@ -101,8 +95,7 @@ def _parse_overrides(pairs: list[str]) -> dict:
 
 
 def _query_subset(collection, split: str, subset: str):
-    """The collection with only the queries (and qrels) of `subset` (`corpus.splits`); the corpus, and so the eval
-    index, stay whole."""
+    """The collection with only the queries (and qrels) of `subset`; the corpus, and so the eval index, stay whole."""
     import dataclasses
 
     from lumina_assets.corpus import splits
@@ -198,9 +191,6 @@ def _eval_beir(args) -> int:
     if args.json:
         print(json.dumps(result))
     return 0
-
-
-# ---------------------------------------------------------------- lumina eval pinpoint
 
 
 def _eval_pinpoint(args) -> int:

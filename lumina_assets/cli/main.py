@@ -67,8 +67,8 @@ def checkout_bench_modules() -> tuple[str, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Every error ends in one line on stderr and a non-zero status (LUMINA_DEBUG=1 keeps the traceback); a reader
-    that closes the pipe early (`lumina status | head -1`) ends the command quietly."""
+    """Every error ends in one line on stderr and a non-zero status (LUMINA_DEBUG=1 keeps the traceback); a closed
+    pipe ends the command quietly."""
     command = "lumina"
     try:
         words = sys.argv[1:] if argv is None else argv

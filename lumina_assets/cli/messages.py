@@ -10,8 +10,7 @@ BUILD_INDEX = "build it with `make demo` (offline, on your papers: `LUMINA_CORPU
 
 
 def lumina_command() -> str:
-    """How to call `lumina` from the current folder: `make demo` does not put it on PATH, so `.venv/bin/lumina`
-    unless this very script is what PATH finds."""
+    """How to call `lumina` from here: `.venv/bin/lumina` unless this very script is what PATH finds."""
     script = Path(sys.executable).with_name("lumina")
     if shutil.which("lumina") == str(script):
         return "lumina"

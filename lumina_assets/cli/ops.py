@@ -11,9 +11,6 @@ SUMMARY_KEYS = (
     "papers", "new_papers", "rejected", "failures", "pdfs", "parsed", "passages", "rows", "questions",
     "skipped", "http_cache_hits", "http_requests", "new_hits",
 )  # fmt: skip
-
-
-# Markdown lists of bad items, printed under a step so the cause is visible without the UI.
 DETAIL_KEYS = ("failure_details", "failed_files")
 
 
@@ -100,8 +97,7 @@ def run_demo(args) -> int:
 
 
 def next_steps() -> str:
-    """The commands to use the demo's result: search in the terminal, the web page, the Dagster UI (`lumina` is
-    not on PATH after `make demo`, so they name `.venv/bin/lumina`)."""
+    """The commands to use the demo's result: search in the terminal, the web page, the Dagster UI."""
     from lumina_assets.cli.messages import lumina_command
 
     lumina = lumina_command()
@@ -125,8 +121,8 @@ def next_steps() -> str:
 
 
 def example_query(words: int = 6) -> str | None:
-    """A query the index answers: the first words of the title of the first indexed paper, letters and digits only
-    (safe inside double quotes in any shell); None without an index."""
+    """A query the index answers: the first words of an indexed title, letters and digits only (safe inside double
+    quotes in any shell); None without an index."""
     from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.lancedb_tables import PAPERS_TABLE
     from lumina_assets.indexing.table_ops import open_table
@@ -142,8 +138,7 @@ def example_query(words: int = 6) -> str | None:
 
 
 def index_status() -> str:
-    """What search answers from: the index's passage and paper counts and when it last changed (the corpus tables
-    above fill first; a new paper is searchable once the index has it)."""
+    """The index's passage and paper counts and when it last changed."""
     from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.lancedb_tables import PAPERS_TABLE, PASSAGES_TABLE
     from lumina_assets.indexing.table_ops import open_table
@@ -163,8 +158,7 @@ def index_status() -> str:
 
 
 def search_config_status() -> str:
-    """The configuration a search process runs with by default (`lumina search --explain` shows the one of a
-    search)."""
+    """The configuration a search process runs with by default."""
     from lumina_assets.cli.search import render_explain
     from lumina_assets.search.config import SearchConfig
 

@@ -29,8 +29,7 @@ def run_pools(args) -> int:
 
 
 def run_ui(args) -> int:
-    """`dagster dev` on this project's workspace with the pool limits applied; every process it starts (webserver,
-    daemon, code servers) ends within seconds of Ctrl-C / SIGTERM / SIGHUP (see cli/process_tree.py)."""
+    """`dagster dev` on this project's workspace with the pool limits applied, stopped whole (cli/process_tree.py)."""
     from lumina_assets.cli.process_tree import run_until_stopped
 
     if not Path(args.workspace).is_file():

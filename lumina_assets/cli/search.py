@@ -49,9 +49,6 @@ def add_commands(commands, bench_commands) -> None:
     search.set_defaults(handler=_search)
 
 
-# ---------------------------------------------------------------- lumina search
-
-
 def configured(config):
     """`config` plus the LLM / cross-encoder stages the environment switches on (see search_models)."""
     from lumina_assets.cli.llm_client import env_llm_client
@@ -171,9 +168,8 @@ def render_explain(explain: dict) -> str:
 
 
 def ask_server(base: str, uri: str, query: str, k: int, timeout: float = 60.0) -> dict | str | None:
-    """The answer of a running `lumina serve` on the same index (its health names the index by
-    `request.index_key`); the server's refusal as a message; None when no such server answers (search in
-    process). A GET: the server never calls an LLM for one."""
+    """The answer of a running `lumina serve` on the same index, its refusal as a message, or None when no such
+    server answers (search in process). A GET: the server never calls an LLM for one."""
     import urllib.error
     import urllib.parse
     import urllib.request

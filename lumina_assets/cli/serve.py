@@ -1,4 +1,4 @@
-"""`lumina serve`: the search API and web page (`serve_in_thread` runs it for `lumina bench serve` and tests)."""
+"""`lumina serve`: the search API and web page (`serve_in_thread` runs it for benches and tests)."""
 
 from __future__ import annotations
 
@@ -60,10 +60,8 @@ def build_service(uri: str, *, engines: int, use_llm: bool):
 
 
 def _store_missing_sentence_vectors(uri: str) -> None:
-    """Stores the sentence vectors passage_index left out (LUMINA_SENTENCE_VECTORS=0, or an index built before they
-    were stored by default), while the server answers: until then evidence sentences are encoded per request, and
-    the scorer picks the stored ones up on its next refresh. Incremental: an index that has them all costs one hash
-    check."""
+    """Stores the sentence vectors the index lacks while the server answers (until then evidence sentences are
+    encoded per request); an index that has them all costs one hash check."""
     from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.embedding import Embedder
     from lumina_assets.indexing.sentence_vectors import backfill_from_index
@@ -135,15 +133,12 @@ GRACE_SECONDS = 1  # after Ctrl-C, open requests get this long before their conn
 
 def _serve_then_exit(args) -> int:
     """`lumina serve`, then exit at once: a search still running in a worker thread is abandoned rather than
-    waited for (the interpreter would join its thread pools first), so Ctrl-C ends the server within
-    GRACE_SECONDS plus the shutdown itself. The server only reads the index; a background sentence-vector
-    store is cut between its batches' commits."""
+    joined, so Ctrl-C ends the server within GRACE_SECONDS (a background sentence-vector store is cut between
+    commits)."""
     import os
 
     code = _serve(args)
-    if (
-        code
-    ):  # refused before serving (no index, a bad address): nothing to abandon, return as any command does
+    if code:  # refused before serving: nothing to abandon
         return code
     sys.stdout.flush()
     sys.stderr.flush()
@@ -151,8 +146,7 @@ def _serve_then_exit(args) -> int:
 
 
 def unavailable_address(host: str, port: int) -> str | None:
-    """Why the server could not listen on host:port and what to change, or None: checked before the model and the
-    index load, so the error comes at once and not after a "listening on" line."""
+    """Why the server could not listen on host:port and what to change, or None (checked before anything loads)."""
     import errno
     import socket
 
@@ -172,8 +166,8 @@ def unavailable_address(host: str, port: int) -> str | None:
 
 
 def allowed_hosts(bound: str, extra: list[str]) -> list[str]:
-    """The names a request's Host header may carry: the loopback names, the bound address unless it is a
-    wildcard (0.0.0.0 and :: are no name a client sends), and every `--allow-host`."""
+    """The names a request's Host header may carry: the loopback names, the bound address unless a wildcard, and
+    every `--allow-host`."""
     from lumina_assets.search.api import LOOPBACK_HOSTS
 
     names = [*LOOPBACK_HOSTS]

@@ -1,5 +1,4 @@
-"""The end of the benchmark group: one run's scores (evals.scored_run, recorded by evals.runs with its manifest)
-and the latest run's report (evals.report)."""
+"""The end of the benchmark group: one run's scores, recorded with its manifest, and the latest run's report."""
 
 import dagster as dg
 import polars as pl
@@ -51,8 +50,7 @@ def benchmark_scores(
             f"the run's providers with the same questions and grid (left out: {run.excluded})"
         )
     primary = Primary(alpha=config.alpha)
-    # the judge's calls first (its validation, the pooled judging), so its API stays busy after the judgments and
-    # the scoring's local work comes after them
+    # the judge's calls first, so its API stays busy right after the judgments and the local scoring comes last
     with setup_failure():
         agreement = judge_agreement(judge_llm, config, llm_queries=config.validation_queries_llm)
     ledger.write_agreement(agreement)

@@ -1,6 +1,5 @@
-"""Corpus stage: seeds → OpenAlex / arXiv crawl and local papers → normalized, deduplicated `papers`
-(plus `rejected_papers`); the citation edges among them are the citation stage's (`defs/citations.py`). Each asset
-writes its own table and reports what it did."""
+"""Corpus stage: seeds → OpenAlex / arXiv crawl and local papers → normalized, deduplicated `papers` (plus
+`rejected_papers`)."""
 
 import dataclasses
 import functools
@@ -133,9 +132,8 @@ def _skipped(spec: tables.TableSpec, reason: str, context: dg.AssetExecutionCont
 
 
 def _unreachable_metadata(name: str, base_url: str, http, context: dg.AssetExecutionContext) -> dict:
-    """A source the HTTP layer could not connect to (offline, a mirror down): its first request failed after its
-    retries and the client asked it nothing more. Said in the log and the metadata; the run succeeds and the
-    catalogue keeps every record earlier runs gave."""
+    """A source the HTTP layer could not reach, said in the log and the metadata; the run succeeds and the catalogue
+    keeps its earlier records."""
     if not http.unreachable_hosts:
         return {}
     where = redact_url(base_url)
@@ -300,8 +298,8 @@ def _raw_records() -> list[catalogue.Record]:
 def _apply_removals(
     config: PapersConfig, records: list[catalogue.Record], seeds: Seeds, context: dg.AssetExecutionContext
 ) -> tuple[list[catalogue.Record], list[dict]]:
-    """Prunes drop an origin's records; removals by id and the papers a prune leaves without a record are written to
-    removed_papers (logged, and kept out of every later run until restored)."""
+    """Prunes drop an origin's records; removals by id and the papers a prune leaves without a record go to
+    removed_papers (kept out of every later run until restored)."""
     removed = catalogue.removed_ids()
     known = sorted(catalogue.origin_counts(records))
     entries: list[dict] = []
@@ -454,6 +452,3 @@ def build_resources() -> dict:
         "openalex": OpenAlexResource(api_key=env_secret("OPENALEX_API_KEY", missing=None)),
         "arxiv": ArxivResource(),
     }
-
-
-__all__ = ["ASSETS", "CHECKS", "build_resources"]
