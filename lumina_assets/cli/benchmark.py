@@ -8,6 +8,7 @@ import sys
 import time
 
 from lumina_assets.cli.benchmark_steps import await_batches, run_resources, shard_steps, step
+from lumina_assets.cli.messages import fail
 
 
 def _int_list(text: str) -> list[int]:
@@ -15,7 +16,6 @@ def _int_list(text: str) -> list[int]:
 
 
 def add_commands(commands, bench_commands) -> None:
-    """Register subcommands on `lumina` and `lumina bench`; defaults from `evals.defaults` and `evals.registry`."""
     from evals import defaults, registry
 
     bench = commands.add_parser(
@@ -229,8 +229,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
     if args.budget > 0:
         refused = _check_budget(args, plan)
         if refused:
-            print(f"[benchmark] refused: {refused}", file=sys.stderr)
-            return 2
+            return fail(f"[benchmark] refused: {refused}")
         if not plan["usd_sync_complete"]:
             print(
                 "[benchmark] some prices are unknown: the budget counts only the priced calls",
@@ -248,12 +247,11 @@ def run_benchmark(args: argparse.Namespace) -> int:
         return bool(budget_file) and Budget(budget_file, args.budget).spent() >= args.budget
 
     def stopped() -> int:
-        print(
+        return fail(
             f"[benchmark] budget ${args.budget:,.2f} reached: stopped; every answer so far is cached, so "
             "rerunning with a larger --budget resumes without repeating a call",
-            file=sys.stderr,
+            3,
         )
-        return 3
 
     config = benchmark.default_run_config(
         synthetic=args.synthetic,
@@ -321,8 +319,7 @@ def snapshot_benchmark(args: argparse.Namespace) -> int:
     try:
         contents = snapshot.write_snapshot(run or "", Path(args.output))
     except (FileNotFoundError, ValueError) as exc:
-        print(exc, file=sys.stderr)
-        return 1
+        return fail(exc, 1)
     print(f"run {run}: {len(contents['files'])} files in {args.output}")
     return 0
 
@@ -364,8 +361,7 @@ def compare_benchmark_runs(args: argparse.Namespace) -> int:
     try:
         table = runs.compare_runs(args.run_a, args.run_b)
     except FileNotFoundError as exc:
-        print(exc, file=sys.stderr)
-        return 1
+        return fail(exc, 1)
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200):
         print(table)
     return 0

@@ -26,20 +26,19 @@ def step(assets, selection, run_config, *, partition_key=None, instance, resourc
     return report.success
 
 
-def limits(args: argparse.Namespace) -> dict:
-    return {"judge_rpm": args.judge_rpm, "question_rpm": args.question_rpm}
-
-
-def run_resources(args: argparse.Namespace, **budget) -> dict:
-    """The benchmark's resources with the command's limits; `--judge-concurrency` replaces the judge's."""
+def run_resources(args: argparse.Namespace, judge_concurrency: int | None = None, **budget) -> dict:
+    """The benchmark's resources with the command's limits; `judge_concurrency` (default `--judge-concurrency`)
+    replaces the judge's."""
     from lumina_assets.defs import benchmark
     from resources.llm import build_llm_resources
 
-    resources = benchmark.build_resources(**budget, **limits(args))
-    if getattr(args, "judge_concurrency", None):
-        resources["judge_llm"] = build_llm_resources(
-            **budget, **limits(args), judge_concurrency=args.judge_concurrency
-        )["judge_llm"]
+    limits = {"judge_rpm": args.judge_rpm, "question_rpm": args.question_rpm}
+    resources = benchmark.build_resources(**budget, **limits)
+    concurrency = judge_concurrency or getattr(args, "judge_concurrency", None)
+    if concurrency:
+        resources["judge_llm"] = build_llm_resources(**budget, **limits, judge_concurrency=concurrency)[
+            "judge_llm"
+        ]
     return resources
 
 
@@ -50,14 +49,10 @@ _WORKER: dict = {}  # a step process's resources and instance, built once (`_ini
 def _init_worker(args: argparse.Namespace, budget: dict) -> None:
     """A step process: the run's resources, the judge's concurrency split between the `--workers` processes."""
     from lumina_assets.cli.runner import instance
-    from resources.llm import build_llm_resources
 
-    resources = run_resources(args, **budget)
-    share = max(1, resources["judge_llm"].resolved_concurrency() // max(1, args.workers))
-    resources["judge_llm"] = build_llm_resources(**budget, **limits(args), judge_concurrency=share)[
-        "judge_llm"
-    ]
-    _WORKER.update(resources=resources, instance=instance())
+    judge = run_resources(args, **budget)["judge_llm"]
+    share = max(1, judge.resolved_concurrency() // max(1, args.workers))
+    _WORKER.update(resources=run_resources(args, share, **budget), instance=instance())
 
 
 def _worker_step(stage: str, partition: str, run_config: dict) -> bool:

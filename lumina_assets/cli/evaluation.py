@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from lumina_assets.cli.messages import fail
+
 
 def add_commands(commands, bench_commands) -> None:
     eval_parser = commands.add_parser(
@@ -131,8 +133,7 @@ def _eval_beir(args) -> int:
     try:
         collection = load_collection(args.directory, split=args.split)
     except (CollectionError, OSError) as error:
-        print(f"cannot load collection: {error}", file=sys.stderr)
-        return 2
+        return fail(f"cannot load collection: {error}")
     args.subset = query_subset_name(args)
     collection = _query_subset(collection, args.split, args.subset)
     embedder = Embedder()
@@ -146,8 +147,7 @@ def _eval_beir(args) -> int:
     try:
         config = configured(SearchConfig(**overrides))
     except ValueError as error:
-        print(f"Search stages misconfigured: {error}", file=sys.stderr)
-        return 2
+        return fail(f"Search stages misconfigured: {error}")
     print(
         f"{collection.name}: {len(collection.corpus)} documents, {len(collection.queries)} judged queries "
         f"({splits.describe(args.split, args.subset)}); "
@@ -206,8 +206,7 @@ def _eval_pinpoint(args) -> int:
     try:
         pairs = load_rationales(path)
     except (OSError, ValueError) as error:
-        print(f"cannot read rationales: {error}", file=sys.stderr)
-        return 2
+        return fail(f"cannot read rationales: {error}")
     if args.half:
         pairs = [p for p in pairs if claim_half(p.query_id) == args.half]
     if args.limit > 0:

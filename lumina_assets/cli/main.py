@@ -8,6 +8,8 @@ import os
 import signal
 import sys
 
+from lumina_assets.cli.messages import BUILD_INDEX, fail
+
 COMMAND_MODULES = (
     "lumina_assets.cli.parse",
     "lumina_assets.cli.search",
@@ -82,8 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows up here, not in the interpreter's own flush at exit
         return status
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return fail("interrupted", 130)
     except BrokenPipeError:
         _discard_stdout()
         return 128 + signal.SIGPIPE  # what a command killed by SIGPIPE returns
@@ -103,7 +104,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def error_line(command: str, error: Exception) -> tuple[int, str]:
     """(exit status, one line) for an error no command handled itself."""
-    from lumina_assets.cli.messages import BUILD_INDEX
 
     text = " ".join(str(error).split()) or type(error).__name__
     stores = sys.modules.get("lumina_assets.search.stores")

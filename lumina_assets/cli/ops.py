@@ -1,9 +1,9 @@
 """`lumina demo`: the main job end to end, and `lumina status`: what the tables hold."""
 
 import re
-import sys
 import time
 
+from lumina_assets.cli.messages import fail, lumina_command
 from lumina_assets.core import settings, tables
 from lumina_assets.core.hygiene import display_name, path_text
 
@@ -53,21 +53,17 @@ def run_demo(args) -> int:
 
     corpus = settings.get().paths.corpus
     if corpus is not None and not corpus.exists():
-        print(
-            f"LUMINA_CORPUS={display_name(corpus)} does not exist: point it at a folder of PDFs or a BEIR directory.",
-            file=sys.stderr,
+        return fail(
+            f"LUMINA_CORPUS={display_name(corpus)} does not exist: point it at a folder of PDFs or a BEIR directory."
         )
-        return 2
     if corpus is None:
         if not network_available():
-            print(
+            return fail(
                 "Offline and LUMINA_CORPUS is not set: the demo crawls OpenAlex and arXiv by default.\n"
                 "Run it offline on a local corpus instead, e.g.\n"
                 "  LUMINA_CORPUS=/path/to/your/pdfs make demo       (a folder of PDFs)\n"
-                "  .venv/bin/lumina fetch-collection scifact        (then the LUMINA_CORPUS line it prints)",
-                file=sys.stderr,
+                "  .venv/bin/lumina fetch-collection scifact        (then the LUMINA_CORPUS line it prints)"
             )
-            return 2
         print(f"Crawling the seeds in {settings.get().paths.seeds} (OpenAlex needs OPENALEX_API_KEY).")
     else:
         print(f"Offline corpus: {display_name(corpus)}")  # a path that is not UTF-8 cannot be printed as is
@@ -98,7 +94,6 @@ def run_demo(args) -> int:
 
 def next_steps() -> str:
     """The commands to use the demo's result: search in the terminal, the web page, the Dagster UI."""
-    from lumina_assets.cli.messages import lumina_command
 
     lumina = lumina_command()
     ui = (
@@ -190,12 +185,11 @@ def _print_status() -> None:
 
 def run_status(args) -> int:
     if tables.read_all(tables.PAPERS) is None:
-        print(
+        return fail(
             f"No corpus tables yet in {settings.data_dir()}: `make demo` builds them "
             "(offline, on your papers: `LUMINA_CORPUS=/path/to/pdfs make demo`).",
-            file=sys.stderr,
+            1,
         )
-        return 1
     _print_status()
     return 0
 

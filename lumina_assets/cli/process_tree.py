@@ -24,7 +24,6 @@ def run_until_stopped(
     *,
     grace_seconds: float = 5.0,
     serving: Callable[[], bool] | None = None,
-    **popen_kwargs,
 ) -> int:
     """Run `command` until it exits, this process receives a stop signal, or `serving()` (polled twice a second)
     turns false after it was true — the command's own shutdown has begun (someone signalled it directly); then stop
@@ -42,7 +41,7 @@ def run_until_stopped(
     previous = {number: signal.signal(number, on_stop) for number in STOP_SIGNALS}
     what = " ".join([os.path.basename(command[0]), *command[1:2]])
     try:
-        child = subprocess.Popen(list(command), start_new_session=True, **popen_kwargs)
+        child = subprocess.Popen(list(command), start_new_session=True)
         try:
             _wait_for_stop(child, received, serving, what)
         finally:

@@ -14,7 +14,6 @@ from lumina_assets.defs.partitions import PROVIDER_SHARDS, current_provider_shar
 
 
 def live_source_urls() -> list[str]:
-    """The base URLs the live crawl calls (LUMINA_OPENALEX_URL, LUMINA_ARXIV_URL or their defaults)."""
     return [settings.get().network.openalex_url, settings.get().network.arxiv_url]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import threading
 
+from lumina_assets.cli.messages import BUILD_INDEX, fail
+
 
 def add_commands(commands, bench_commands) -> None:
     serve = commands.add_parser(
@@ -88,20 +90,15 @@ def _serve(args) -> int:
 
     unavailable = unavailable_address(args.host, args.port)
     if unavailable:
-        print(f"Cannot listen on {args.host}:{args.port}: {unavailable}.", file=sys.stderr)
-        return 2
+        return fail(f"Cannot listen on {args.host}:{args.port}: {unavailable}.")
     uri = args.db or settings.lancedb_uri()
     service = build_service(uri, engines=args.engines, use_llm=not args.no_llm)
     try:
         service.warm_up()
     except IndexNotBuilt as error:
-        from lumina_assets.cli.messages import BUILD_INDEX
-
-        print(f"No search index yet ({error}): {BUILD_INDEX}.", file=sys.stderr)
-        return 2
+        return fail(f"No search index yet ({error}): {BUILD_INDEX}.")
     except IndexModelMismatch as error:
-        print(f"Cannot serve this index: {error}", file=sys.stderr)
-        return 2
+        return fail(f"Cannot serve this index: {error}")
     if service.store().empty():
         print(f"warning: {empty_index_message()}", file=sys.stderr)
     hosts = allowed_hosts(args.host, args.allow_host)

@@ -76,14 +76,9 @@ def _share_cores(db, plan_id: str, part: int) -> int:
 def embed_passage_part(context: dg.OpExecutionContext, lancedb: LanceDBResource, embedder: EmbedderResource):
     part = int(context.get_mapping_key().removeprefix(PART_KEY_PREFIX))
     db = lancedb.connect()
-    cores = _share_cores(db, _plan_id(context), part)
-    stats = staged_vectors.embed_part(
-        db,
-        _plan_id(context),
-        part,
-        embedder.get_embedder(),
-        log_fn=context.log.info,
-    )
+    plan_id = _plan_id(context)
+    cores = _share_cores(db, plan_id, part)
+    stats = staged_vectors.embed_part(db, plan_id, part, embedder.get_embedder(), log_fn=context.log.info)
     context.add_output_metadata(
         {
             "part": part,

@@ -54,8 +54,12 @@ def _papers_per_batch(batches) -> dict[str, int]:
     papers = tables.read(tables.PAPERS)
     if papers is None or "ingest_batch" not in papers.columns:
         return {}
-    counts = papers.filter(pl.col("ingest_batch").is_in(sorted(batches)))["ingest_batch"].value_counts()
-    return dict(zip(counts["ingest_batch"].to_list(), counts["count"].to_list(), strict=True))
+    return dict(
+        papers.filter(pl.col("ingest_batch").is_in(sorted(batches)))
+        .group_by("ingest_batch")
+        .len()
+        .iter_rows()
+    )
 
 
 def _graph_metadata(db) -> dict:

@@ -20,7 +20,6 @@ def provider_shard_key(provider: str, shard: str) -> str:
 
 
 def split_key(key: str) -> tuple[str, str]:
-    """(provider, shard) of a provider × shard partition key."""
     keys = PROVIDER_SHARDS.get_partition_key_from_str(key).keys_by_dimension
     return keys["provider"], keys["shard"]
 
