@@ -28,6 +28,7 @@ from lumina_assets.defs.benchmark_common import (
     request_counters,
     run_shard,
     setup_failure,
+    stored_questions,
     summary_row,
     upstream,
 )
@@ -149,13 +150,6 @@ def _skipped(context, stage: str, schema: dict, reason: str) -> dg.MaterializeRe
     )
 
 
-def _questions() -> pl.DataFrame:
-    question_frame = tables.read(tables.QUESTIONS)
-    if question_frame is None:
-        raise dg.Failure("no questions yet: materialize `questions` first")
-    return question_frame
-
-
 @dg.asset(
     group_name=GROUP,
     code_version="2",
@@ -170,7 +164,7 @@ def provider_results(
     """Zero-shot (level 0) contexts for one shard of questions from one provider; a provider without a key is
     skipped."""
     name, shard = split_key(context.partition_key)
-    question_frame = _questions()
+    question_frame = stored_questions()
     provider, skipped = provider_for(context)
     if provider is None:
         ledger.mark_skipped("provider_results", name, skipped)
@@ -240,7 +234,7 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
     if provider is None:
         runs.write_stamp("recursive_results", name, {"skipped": skipped})
         return _skipped(context, "recursive_results", runner.RECURSIVE_SCHEMA, skipped)
-    question_frame = _questions()
+    question_frame = stored_questions()
     llm_choice = (config.llm or settings.get().benchmark.recursion_llm).lower()
     client = getattr(
         context.resources, "question_llm" if llm_choice == "question" else "judge_llm"
@@ -335,7 +329,7 @@ def judgments(
     """CR and CP verdicts for every unique (question, context) pair of one provider's levels for one shard of
     questions."""
     name, shard = split_key(context.partition_key)
-    question_frame = _questions()
+    question_frame = stored_questions()
     if not shards_lib.path("recursive_results", name, shard).exists():
         skipped = runs.read_stamp("recursive_results", name).get("skipped")
         if not skipped:

@@ -28,6 +28,13 @@ def setup_failure():
         raise dg.Failure(str(exc)) from exc
 
 
+def stored_questions() -> pl.DataFrame:
+    question_frame = tables.read(tables.QUESTIONS)
+    if question_frame is None:
+        raise dg.Failure("no questions yet: materialize `questions` first")
+    return question_frame
+
+
 def summary_row(frame: pl.LazyFrame, **columns: pl.Expr) -> dict[str, Any]:
     """One row of named aggregates over a lazy table."""
     return frame.select(**columns).collect().row(0, named=True)

@@ -10,7 +10,7 @@ from evals.report_plots import image_markdown
 from evals.setup import build_judge, calibration_question_ids, judge_agreement, load_papers
 from lumina_assets.core import settings, tables
 from lumina_assets.core.ids import short_hash
-from lumina_assets.defs.benchmark_common import data_version, setup_failure
+from lumina_assets.defs.benchmark_common import data_version, setup_failure, stored_questions
 from lumina_assets.defs.benchmark_config import GROUP, ScoresConfig
 from resources.llm import LLMResource
 
@@ -27,9 +27,7 @@ def benchmark_scores(
 ) -> dg.MaterializeResult:
     """One benchmark run's scores: per provider, page size, depth and question set, n scored questions, provider
     failures, judged CR / CP and the qrels measures with CIs, and paired tests for the headline comparisons."""
-    question_frame = tables.read(tables.QUESTIONS)
-    if question_frame is None:
-        raise dg.Failure("nothing to score: materialize questions first")
+    question_frame = stored_questions()
     with setup_failure():
         judge, _ = build_judge(judge_llm, config)
     run = manifest.select_run(

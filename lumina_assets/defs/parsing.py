@@ -199,10 +199,9 @@ def parsed_papers(
     failures = Counter(row["reason"] for row in rows if row["status"] == "failed")
     with_pdf = statuses.get("ok", 0) + statuses.get("failed", 0)
     failure_rate = statuses.get("failed", 0) / with_pdf if with_pdf else 0.0
-    if sample is None:
-        ok_rows = frame.filter(pl.col("status") == "ok")
-        if ok_rows.height:
-            sample = ParsedPaper.from_json(ok_rows["parsed_json"][0])
+    ok = frame.filter(pl.col("status") == "ok")
+    if sample is None and ok.height:
+        sample = ParsedPaper.from_json(ok["parsed_json"][0])
     verdict = systemic_failure(
         failures,
         with_pdf,
@@ -227,7 +226,6 @@ def parsed_papers(
             "verdict": verdict or "ok",
         },
     )
-    ok = frame.filter(pl.col("status") == "ok")
     return dg.MaterializeResult(
         metadata={
             "papers": len(rows),
