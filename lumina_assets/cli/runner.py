@@ -160,7 +160,8 @@ def _report(result, names: list[str], partition, started) -> StepReport:
         }
     for evaluation in result.get_asset_check_evaluations():
         if not evaluation.passed:
-            why = evaluation.description or _metadata_summary(evaluation.metadata)
+            shown = [f"{k}={getattr(v, 'value', v)}" for k, v in list(evaluation.metadata.items())[:6]]
+            why = evaluation.description or ", ".join(shown) or "failed"
             report.failed_checks.append(
                 f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}: {why}"
             )
@@ -189,11 +190,6 @@ def root_cause(error) -> str:
     if innermost is error:
         return cause
     return cause if innermost.cls_name in cause else f"{innermost.cls_name}: {cause}"
-
-
-def _metadata_summary(metadata) -> str:
-    shown = [f"{k}={getattr(v, 'value', v)}" for k, v in list(metadata.items())[:6]]
-    return ", ".join(shown) or "failed"
 
 
 def run_graph(

@@ -54,7 +54,7 @@ def alert_hits(
     from lumina_assets.search.stores import IndexNotBuilt
 
     searches = saved_searches.load()
-    index_run = (context.run.tags.get(INDEX_RUN_TAG) if context.run else None) or context.run.run_id
+    index_run = context.run.tags.get(INDEX_RUN_TAG) or context.run.run_id
     catalogue = _catalogue()
     found_at = saved_searches.now()
     new_hits: list[dict] = []

@@ -125,8 +125,6 @@ def passage_index(
     neighbour_graph = _graph_metadata(db)
     passages_table = indexing.open_table(db, indexing.PASSAGES_TABLE)
     sample = passages_table.search().select(["passage_id", "title", "text"]).limit(5).to_polars()
-    if isinstance(sample, pl.LazyFrame):
-        sample = sample.collect()
     throughput = stats.passages_embedded / stats.embed_seconds if stats.embed_seconds else 0.0
     return dg.MaterializeResult(
         metadata={
