@@ -154,35 +154,33 @@ def _eval_beir(args) -> int:
         f"index {'reused' if reused else 'built'} at {uri} ({index_seconds:.1f} s to build)"
     )
     variants = ablation.ablation_rows() if args.ablation else {ablation.DEFAULTS: {}}
-    result = None
     cache = None
     rows = []
     per_query = {}
     for name, changes in variants.items():
         engine = SearchEngine(uri, embedder, config.replace(**changes))
         engine.warm_up()
-        if result is not None:  # ablation rows reuse batch-embedded queries: their latency excludes embedding
+        if rows:  # ablation rows reuse batch-embedded queries: their latency excludes embedding
             if cache is None:
                 cache = query_vector_cache(engine, collection)
             engine.embedding_cache = cache
         run, latencies = run_queries(engine, collection, k=max(100, args.k))
-        metrics = evaluate_run(run, collection.qrels)
         per_query[name] = ablation.per_query_ndcg(run, collection.qrels)
-        p50, p95 = percentile_ms(latencies, 50), percentile_ms(latencies, 95)
-        rows.append((name, metrics, p50, p95))
-        if result is None:
-            result = {
-                **{key: round(value, 4) for key, value in metrics.items()},
-                "index_seconds": round(index_seconds, 2),
-                "query_p50_ms": round(p50, 2),
-                "query_p95_ms": round(p95, 2),
-                "queries": len(collection.queries),
-                "documents": len(collection.corpus),
-                "collection": collection.name,
-                "split": args.split,
-                "subset": splits.describe(args.split, args.subset),
-                "index_reused": reused,
-            }
+        metrics = evaluate_run(run, collection.qrels)
+        rows.append((name, metrics, percentile_ms(latencies, 50), percentile_ms(latencies, 95)))
+    _, metrics, p50, p95 = rows[0]
+    result = {
+        **{key: round(value, 4) for key, value in metrics.items()},
+        "index_seconds": round(index_seconds, 2),
+        "query_p50_ms": round(p50, 2),
+        "query_p95_ms": round(p95, 2),
+        "queries": len(collection.queries),
+        "documents": len(collection.corpus),
+        "collection": collection.name,
+        "split": args.split,
+        "subset": splits.describe(args.split, args.subset),
+        "index_reused": reused,
+    }
     comparisons = ablation.compare_to_baseline(per_query) if ablation.BASELINE in per_query else []
     print("\n".join(ablation.table_lines(rows, comparisons)))
     print(
