@@ -1,2 +1,2 @@
-"""Developer benches that print figures (scale, serve load, encoder forms). They live in the checkout, not in the
-installed package; `lumina bench scale|serve|embed` finds them here (lumina_assets/cli/main.py)."""
+"""Developer benches that print figures. They live in the checkout, not in the installed package; every `lumina
+bench` command finds them here (lumina_assets/cli/main.py)."""

@@ -1,7 +1,5 @@
-"""Alerts sensor: after each `passage_index` materialization, one `run_alerts` run materializes `alert_hits`
-(every saved search against the new index). The run key is the index run's id, so one index run starts at most
-one alerts run however often the sensor ticks; several index runs between two ticks are covered by one alerts run
-against the latest index."""
+"""Alerts sensor: after each `passage_index` materialization, one `run_alerts` run of `alert_hits`, keyed by the
+index run's id so one index run starts at most one alerts run."""
 
 from __future__ import annotations
 
@@ -24,8 +22,7 @@ alerts_job = dg.define_asset_job(
 def alert_request(
     index_event: dg.EventLogEntry, instance: dg.DagsterInstance
 ) -> dg.RunRequest | dg.SkipReason:
-    """The run for one passage_index materialization (the sensor's body, testable without a daemon); it carries
-    the index run's id and, where that run named one, its ingest batch."""
+    """The run for one passage_index materialization, tagged with the index run's id and its ingest batch."""
     try:
         searches = saved_searches.load()
     except saved_searches.StoreUnreadable as error:

@@ -1,7 +1,6 @@
-"""Watches the open batches of the judge (`judge_batch`) and the question generator (`question_batch`): each
-tick polls them, puts the answers of an ended batch in the LLM cache, resubmits what an expired or partly failed
-batch did not answer, records each batch's state on its asset (an observation, shown in the UI) and, once none of
-a provider's judge batches is open, requests `judgments` for it (for questions: `synthetic_questions`)."""
+"""Watches the open judge and question batches: each tick polls them, caches the answers of an ended batch,
+resubmits what it missed, observes each batch's state on its asset and, once a partition's batches are done,
+requests the synchronous asset that reads them (`judgments`, `synthetic_questions`)."""
 
 from __future__ import annotations
 

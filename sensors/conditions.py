@@ -1,18 +1,13 @@
-"""The automation conditions the partitioned parse assets declare (the others use plain
-`AutomationCondition.eager()`); the automation sensor in `sensors/automation.py` evaluates them, so a new ingest
-batch flows from `papers` to the index with no manual step."""
+"""The automation conditions of the partitioned parse assets (the others use plain `AutomationCondition.eager()`)."""
 
 from __future__ import annotations
 
 import dagster as dg
 
-# `papers` is one unpartitioned table: every new batch rewrites it. Plain eager() would then re-run every
-# batch's partition; ignoring it, a batch is fetched when its partition is added (newly missing) and later
-# steps follow their own partition's upstream.
+# every new batch rewrites the unpartitioned `papers`: ignoring it, a batch's steps follow their own partition only
 ON_NEW_BATCH = dg.AutomationCondition.eager().ignore(dg.AssetSelection.assets("papers"))
 
-# pdf_files waits for `papers` to have written the batch: a new partition alone is not enough, since the
-# inbox sensor adds the partition before the ingest run assigns papers to it.
+# pdf_files waits for `papers` to write the batch: the inbox sensor adds the partition before the ingest run fills it
 ON_BATCH_WRITTEN = (
     dg.AutomationCondition.missing()
     & dg.AutomationCondition.any_deps_updated().since_last_handled()

@@ -1,8 +1,6 @@
-"""Inbox sensor: PDFs dropped into `data/inbox/` become a new ingest batch and one ingestion run.
-
-The cursor records every file already handed to a run (name, size, mtime), so a file is picked up once even when
-the daemon restarts; the run key is a hash of the same fingerprints, so a lost cursor still launches no duplicate
-run (Dagster skips a run key it has already seen)."""
+"""Inbox sensor: PDFs dropped into `data/inbox/` become a new ingest batch and one ingestion run. The cursor keeps
+each file handed to a run (name, size, mtime) and the run key hashes the same, so a lost cursor launches no
+duplicate run."""
 
 from __future__ import annotations
 
@@ -36,9 +34,8 @@ class InboxFile:
 
 
 def scan_inbox(inbox: Path, *, settle_seconds: float = 0.0, now: float | None = None) -> list[InboxFile]:
-    """PDFs under the inbox, sorted by name; files modified in the last `settle_seconds` are still being
-    copied and wait for the next tick. Names need not be UTF-8 (they are kept as the OS gives them, with
-    surrogate escapes); links out of the inbox are left for `local_papers` to report, never taken."""
+    """PDFs under the inbox, sorted by name, less those modified in the last `settle_seconds` (still being copied)
+    and links out of the inbox (`local_papers` reports them)."""
     if not inbox.is_dir():
         return []
     cutoff_ns = int(((now if now is not None else time.time()) - settle_seconds) * 1e9)
@@ -93,14 +90,12 @@ def evaluate_inbox(
     max_files: int = 1000,
     now: float | None = None,
 ) -> dg.SensorResult:
-    """The sensor body, free of the sensor context so it can be reasoned about (and tested) directly."""
     files = scan_inbox(inbox, settle_seconds=settle_seconds, now=now)
     seen = load_cursor(cursor)
-    # A file moved out of the inbox is forgotten; this keeps the cursor as small as the inbox.
+    # a file moved out of the inbox is forgotten, so the cursor stays as small as the inbox
     seen = {name: fp for name, fp in seen.items() if (inbox / name).is_file()}
     new = [f for f in files if seen.get(f.name) != f.fingerprint][:max_files]
     if not new:
-        # The cursor still goes back: it may have forgotten files that left the inbox.
         return dg.SensorResult(
             skip_reason=f"no new PDFs in {inbox} ({len(files)} already ingested)", cursor=dump_cursor(seen)
         )
@@ -119,34 +114,24 @@ def evaluate_inbox(
     )
 
 
-# How often the inbox is looked at and how long a file must stay unchanged before it is taken: a scan is one
-# directory listing, so looking often costs nothing; a copy in progress keeps changing the file's mtime.
-INBOX_INTERVAL_SECONDS = 5
-INBOX_SETTLE_SECONDS = 3.0
+INBOX_SETTLE_SECONDS = 3.0  # a copy in progress keeps changing the file's mtime
 
 
-def build_inbox_sensor(
-    *,
-    name: str = "inbox_sensor",
-    minimum_interval_seconds: int = INBOX_INTERVAL_SECONDS,
-    settle_seconds: float = INBOX_SETTLE_SECONDS,
-    max_files: int = 1000,
-    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
-) -> dg.SensorDefinition:
+def build_inbox_sensor(*, settle_seconds: float = INBOX_SETTLE_SECONDS) -> dg.SensorDefinition:
+    """A scan is one directory listing, so it looks often; a file unchanged for `settle_seconds` is taken."""
+
     @dg.sensor(
-        name=name,
+        name="inbox_sensor",
         job=ingest_inbox_job,  # the Runs page shows `ingest_inbox`, not __ASSET_JOB
-        minimum_interval_seconds=minimum_interval_seconds,
-        default_status=default_status,
+        minimum_interval_seconds=5,
+        default_status=dg.DefaultSensorStatus.RUNNING,
         description=(
             "New PDFs in the inbox folder (LUMINA_DATA_DIR/inbox) -> a new ingest_batches partition and one run "
             "of local_papers + papers tagged with that batch; eager automation carries it on to the index."
         ),
     )
     def _inbox_sensor(context: dg.SensorEvaluationContext):
-        return evaluate_inbox(
-            settings.inbox_dir(), context.cursor, settle_seconds=settle_seconds, max_files=max_files
-        )
+        return evaluate_inbox(settings.inbox_dir(), context.cursor, settle_seconds=settle_seconds)
 
     return _inbox_sensor
 

@@ -1,9 +1,5 @@
-"""Named jobs for each stage of the pipeline, so every run `lumina demo`, the CLI or a person starts reads as the
-step it is on the Runs page (`parse_batch` for batch-20261122-...) instead of `__ephemeral_asset_job__`.
-
-One job per asset group, split where the partitioning changes (the benchmark: questions, then one run per
-provider × shard, then scoring); `crawl_corpus` and `run_benchmark` (whole groups) are what the schedules start, and
-`ingest_inbox` what the inbox does by hand."""
+"""Named jobs, one per asset group split where the partitioning changes, so every run reads as its stage on the Runs
+page instead of `__ephemeral_asset_job__`."""
 
 from __future__ import annotations
 

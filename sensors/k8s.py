@@ -1,10 +1,6 @@
-"""The Kubernetes executor (`LUMINA_EXECUTOR=k8s`): dagster-k8s's `k8s_job_executor`, one pod per step.
-
-With `LUMINA_K8S_GPU=<n>` the embedding step's pod asks for n `nvidia.com/gpu` and is scheduled on GPU nodes
-(node selector + toleration), through the executor's own `per_step_k8s_config`, so nothing in the asset code
-changes. Run config still configures the executor as documented by dagster-k8s: what a run sets is merged over
-these defaults, key by key. Secrets are never put in this config: pods get them from the run launcher's
-`env_secrets` (a Kubernetes Secret, by reference)."""
+"""The Kubernetes executor (`LUMINA_EXECUTOR=k8s`): dagster-k8s's `k8s_job_executor`, one pod per step; with
+`LUMINA_K8S_GPU=<n>` the embedding steps' pods ask for n GPUs through its `per_step_k8s_config`, under what a run
+sets. Secrets never go in this config: pods get them from the run launcher's `env_secrets`."""
 
 from __future__ import annotations
 
@@ -12,10 +8,7 @@ import dagster as dg
 
 from lumina_assets.core import settings
 
-# The ops that embed passages: the passage_index asset, and each part of the embedding fan-out (the mapped
-# `embed_passage_part` steps of staged_passage_vectors, one pod per part). dagster-k8s matches
-# per_step_k8s_config by op name, so every part's pod gets the same request. The tests render every pod of the
-# index job and check that these, and only these, carry the GPU request.
+# The ops that embed passages (per_step_k8s_config matches by op name, so every fan-out part's pod gets the request)
 EMBEDDING_STEPS = ("passage_index", "embed_passage_part")
 GPU_RESOURCE = "nvidia.com/gpu"
 

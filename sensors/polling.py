@@ -1,9 +1,6 @@
-"""Polling sensor: new OpenAlex works citing the seeds and new arXiv papers matching the seed queries.
-
-The cursor is a per-source watermark (a UTC date that only moves forward) plus the ids already seen at that
-watermark, because both APIs filter by whole days. It advances only after the run request is built, and a source
-whose request fails keeps its old cursor. The first tick looks back `lookback_days` and launches one batch; a
-backlog bigger than `max_works_per_tick` drains over the next ticks, one batch each."""
+"""Polling sensor: new OpenAlex works citing the seeds and new arXiv papers matching the seed queries. The cursor is
+a per-source watermark day plus the ids already seen on it (both APIs filter by whole days); a failing source keeps
+its cursor, and a backlog over `max_works_per_tick` drains over the next ticks, one batch each."""
 
 from __future__ import annotations
 
@@ -29,7 +26,6 @@ from resources.openalex import OpenAlexResource
 log = logging.getLogger(__name__)
 
 POLL_ASSETS = (dg.AssetKey("openalex_works"), dg.AssetKey("arxiv_works"), dg.AssetKey("papers"))
-# Run config field (on openalex_works / arxiv_works) that receives the ids this sensor discovered.
 DISCOVERED_FIELD = "extra_ids"
 CURSOR_VERSION = 1
 SOURCE_ERRORS = (HttpError, OpenAlexError, ArxivError)
@@ -97,12 +93,8 @@ class PollOutcome:
 def _take_and_advance(
     candidates: Iterable[str], cursor: SourceCursor, today: date, budget: int
 ) -> tuple[list[str], SourceCursor]:
-    """New ids in order, at most `budget`, and the next cursor.
-
-    When every candidate was read, the watermark moves to today and the boundary becomes everything this query
-    returned (a superset of what the next query from today returns again). When the budget cut the list short,
-    the watermark stays and the boundary grows by what was taken, so the next tick continues the backlog.
-    """
+    """New ids in order, at most `budget`, and the next cursor: all read, the watermark moves to today with all
+    this query returned as its boundary; cut short, the watermark stays and the boundary grows by what was taken."""
     skip = set(cursor.boundary)
     taken: list[str] = []
     returned: set[str] = set()
@@ -209,13 +201,13 @@ def poll(
     return PollOutcome(openalex_ids, arxiv_ids, cursor, errors)
 
 
-def poll_batch_key(discovered: list[str]) -> str:
-    digest = hashlib.sha256("\n".join(sorted(discovered)).encode("utf-8")).hexdigest()
-    return f"poll-{digest[:16]}"
-
-
-def run_request_for(outcome: PollOutcome) -> tuple[str, dg.RunRequest]:
-    batch_key = poll_batch_key(outcome.discovered)
+def evaluate_poll(outcome: PollOutcome) -> dg.SensorResult:
+    """Build the run request first; only then does the result carry the advanced cursor."""
+    error_note = f"; errors: {'; '.join(outcome.errors)}" if outcome.errors else ""
+    if not outcome.discovered:
+        return dg.SensorResult(skip_reason=f"no new works{error_note}", cursor=outcome.cursor.dump())
+    digest = hashlib.sha256("\n".join(sorted(outcome.discovered)).encode("utf-8")).hexdigest()
+    batch_key = f"poll-{digest[:16]}"
     ops = {}
     if outcome.openalex_ids:
         ops["openalex_works"] = {"config": {DISCOVERED_FIELD: list(outcome.openalex_ids)}}
@@ -232,15 +224,6 @@ def run_request_for(outcome: PollOutcome) -> tuple[str, dg.RunRequest]:
             "lumina/discovered_arxiv": str(len(outcome.arxiv_ids)),
         },
     )
-    return batch_key, request
-
-
-def evaluate_poll(outcome: PollOutcome) -> dg.SensorResult:
-    """Build the run request first; only then does the result carry the advanced cursor."""
-    error_note = f"; errors: {'; '.join(outcome.errors)}" if outcome.errors else ""
-    if not outcome.discovered:
-        return dg.SensorResult(skip_reason=f"no new works{error_note}", cursor=outcome.cursor.dump())
-    batch_key, request = run_request_for(outcome)
     return dg.SensorResult(
         run_requests=[request],
         dynamic_partitions_requests=[INGEST_BATCHES.build_add_request([batch_key])],
@@ -249,21 +232,15 @@ def evaluate_poll(outcome: PollOutcome) -> dg.SensorResult:
 
 
 def build_polling_sensor(
-    *,
-    name: str = "openalex_arxiv_polling_sensor",
-    minimum_interval_seconds: int = 6 * 3600,
-    lookback_days: int = 7,
-    max_works_per_tick: int = 200,
-    today: Callable[[], date] = lambda: datetime.now(UTC).date(),
-    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+    *, today: Callable[[], date] = lambda: datetime.now(UTC).date()
 ) -> dg.SensorDefinition:
     """Stopped by default: it calls the live APIs (OpenAlex needs OPENALEX_API_KEY); switch it on in the UI."""
 
     @dg.sensor(
-        name=name,
+        name="openalex_arxiv_polling_sensor",
         asset_selection=list(POLL_ASSETS),
-        minimum_interval_seconds=minimum_interval_seconds,
-        default_status=default_status,
+        minimum_interval_seconds=6 * 3600,
+        default_status=dg.DefaultSensorStatus.STOPPED,
         description=(
             "New OpenAlex works citing the seeds and new arXiv papers matching the seed queries since a "
             "monotonic cursor -> one ingest batch and one crawl run per tick."
@@ -275,12 +252,11 @@ def build_polling_sensor(
         seeds = load_seeds(settings.get().paths.seeds)
         if seeds.is_empty():
             return dg.SkipReason(f"no seeds: {'; '.join(seeds.problems)}")
-        # Lookups of seed ids may come from the response cache; the polls themselves must see fresh data.
+        # seed lookups may come from the response cache; the polls must see fresh data
         lookup = openalex.client()
         fresh_openalex = openalex.client()
         fresh_openalex.http.cache = None
-        # One memory of unreachable hosts for both OpenAlex clients: offline, the seed lookups fail after one
-        # request's retries and the polls ask nothing more, so the tick ends well inside the sensor timeout.
+        # one memory of unreachable hosts for both: offline, the tick ends after one request's retries
         fresh_openalex.http.unreachable_hosts = lookup.http.unreachable_hosts
         fresh_arxiv = arxiv.client()
         fresh_arxiv.http.cache = None
@@ -292,8 +268,6 @@ def build_polling_sensor(
             seeds=seeds,
             raw_cursor=context.cursor,
             today=today(),
-            lookback_days=lookback_days,
-            max_works_per_tick=max_works_per_tick,
         )
         for error in outcome.errors:
             context.log.warning(error)

@@ -1,7 +1,5 @@
-"""Concurrency pools of the external APIs and their per-pool limits.
-
-OSS `dagster.yaml` only takes a default pool limit (`concurrency.pools.default_limit`); per-pool limits live in the
-instance's storage, so `lumina pools apply` writes these (same as `dagster instance concurrency set POOL N`)."""
+"""Concurrency pools of the external APIs and their per-pool limits, which `lumina pools apply` writes into the
+instance's storage (OSS `dagster.yaml` takes only a default)."""
 
 from __future__ import annotations
 
@@ -9,22 +7,9 @@ import dagster as dg
 
 from lumina_assets.defs.instance_storage import pool_limits, set_pool_limit
 
-# Steps in the same pool run at most this many at a time across all runs. The HTTP layer's per-host rate limit
-# still spaces requests inside each step; the pool stops several runs from multiplying it.
-#
-# Which asset uses which pool (tests/orchestration/test_pools.py derives this from the asset definitions and fails
-# on a pool no asset uses, an asset pool without a limit, or an API / LLM asset without a pool):
-#   openalex_works -> openalex, arxiv_works -> arxiv, pdf_files -> pdf_download;
-#   synthetic_questions (question_llm), judgments and benchmark_scores (judge_llm) -> llm;
-#   provider_results and recursive_results -> benchmark_search.
-# Why no `semantic_scholar`, `google_scholar` or `exa` pool: those APIs are reached only by provider_results and
-# recursive_results, which are partitioned by provider, and a Dagster pool is fixed per asset, not per partition,
-# so no asset could hold such a pool. Splitting both assets into one asset per provider would give each API its
-# pool at the price of twelve assets and a provider list baked into the graph; instead the search providers share
-# `benchmark_search` (at most two provider steps at once across runs) and each API's own limit is its client's
-# per-host rate limit (resources/providers.py: Semantic Scholar 1 request/s), which holds inside every step.
-# recursive_results also calls an LLM (query refinement) but can hold one pool only: it is counted in
-# `benchmark_search`, so at most llm + benchmark_search steps call an LLM at once.
+# Steps in the same pool run at most this many at a time across all runs (the HTTP layer's per-host rate limit
+# still spaces requests inside each step). tests/orchestration/test_pools.py checks these against the assets' pools;
+# why the search providers share one: docs/production.md.
 POOL_LIMITS: dict[str, int] = {
     "openalex": 2,  # 10 req/s per key: two crawling steps keep well below it
     "arxiv": 1,  # one request per 3 s for everyone: never two clients at once
@@ -34,12 +19,11 @@ POOL_LIMITS: dict[str, int] = {
 }
 
 
-def apply_pool_limits(instance: dg.DagsterInstance, limits: dict[str, int] | None = None) -> dict[str, int]:
+def apply_pool_limits(instance: dg.DagsterInstance) -> dict[str, int]:
     """Set every pool's limit on the instance (idempotent); returns what was set."""
-    limits = dict(POOL_LIMITS if limits is None else limits)
-    for pool, limit in limits.items():
+    for pool, limit in POOL_LIMITS.items():
         set_pool_limit(instance, pool, limit)
-    return limits
+    return dict(POOL_LIMITS)
 
 
 def current_pool_limits(instance: dg.DagsterInstance) -> dict[str, int]:

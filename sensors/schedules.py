@@ -1,9 +1,5 @@
-"""Schedules: the nightly crawl of the corpus group and the weekly benchmark (their jobs are in sensors/jobs.py).
-
-The weekly benchmark asks for its questions, then `benchmark_shards_sensor` for one run per provider × shard and
-the scoring. A scheduled crawl names its ingest batch after the day
-(`crawl-YYYYMMDD`); the `papers` asset registers that partition key when it first sees it. Without a reachable source
-the nightly tick is skipped with the reason (never a failed run)."""
+"""Schedules: the nightly crawl (its ingest batch named `crawl-YYYYMMDD`) and the weekly benchmark, whose shard and
+scoring runs `benchmark_shards_sensor` requests."""
 
 from __future__ import annotations
 
@@ -17,15 +13,10 @@ from resources.openalex import OpenAlexResource
 from sensors.jobs import benchmark_providers_job, benchmark_questions_job, benchmark_scoring_job, crawl_job
 
 
-def crawl_batch_key(scheduled_date) -> str:
-    return f"crawl-{scheduled_date:%Y%m%d}"
-
-
 def live_crawl_sources(
     corpus: CorpusResource, openalex: OpenAlexResource, arxiv: ArxivResource
 ) -> dict[str, str]:
-    """The sources a crawl run would call, by name, with their base URLs: none in offline mode (a local corpus is
-    configured), arXiv, and OpenAlex when its key is set (without it the crawl skips OpenAlex)."""
+    """The sources a crawl run would call, with their base URLs: none offline, arXiv, and OpenAlex with its key."""
     if not corpus.live_crawl_enabled():
         return {}
     sources = {"arXiv": arxiv.base_url}
@@ -55,11 +46,9 @@ def nightly_crawl_schedule(
     openalex: OpenAlexResource,
     arxiv: ArxivResource,
 ) -> dg.RunRequest | dg.SkipReason:
-    """One crawl run a night. The sources are asked first, through the HTTP layer: with none reachable there is
-    nothing to crawl, so the tick is a SkipReason naming each unreachable source instead of a run that spends
-    minutes on retries. A run with one source down still goes ahead; that source's asset skips itself and says so
-    (see `openalex_works` / `arxiv_works`). In offline mode (a local corpus) the run re-reads the folder."""
-    batch_key = crawl_batch_key(context.scheduled_execution_time)
+    """One crawl run a night, skipped with the reason when no source answers (instead of a run spending minutes on
+    retries); with one source down the run goes ahead and that source's asset skips itself."""
+    batch_key = f"crawl-{context.scheduled_execution_time:%Y%m%d}"
     sources = live_crawl_sources(corpus, openalex, arxiv)
     down = unreachable_sources(sources)
     if sources and len(down) == len(sources):
@@ -81,15 +70,13 @@ QUESTIONS_TAG = "lumina/questions"  # the storage id of the `questions` material
     job=benchmark_questions_job,
     cron_schedule="0 4 * * 0",
     execution_timezone="UTC",
-    # Stopped by default: a benchmark with real judges spends LLM and search-API credit; switch it on in the UI.
     default_status=dg.DefaultScheduleStatus.STOPPED,
     description="Weekly benchmark (Sunday 04:00 UTC): the questions, then (benchmark_shards_sensor) one run per "
     "provider × shard and the scoring. A provider without its key is skipped with a message, which is a "
     "successful run.",
 )
 def weekly_benchmark_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
-    """The week's questions (a seeded sample and cached LLM answers): `questions` registers their shard partitions,
-    which exist only once it has run, so `benchmark_shards_sensor` asks for the per-shard runs after it."""
+    """The week's questions; `benchmark_shards_sensor` asks for the per-shard runs once their partitions exist."""
     week = f"{context.scheduled_execution_time:%G-W%V}"
     return dg.RunRequest(run_key=f"benchmark-{week}", tags={"lumina/trigger": WEEKLY, "lumina/week": week})
 
@@ -100,8 +87,7 @@ def weekly_benchmark_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRe
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def benchmark_shards_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-    """After the weekly questions run: one run per provider × shard of those questions, then, once every one of
-    them has ended, the scoring run (which scores the providers whose shards all succeeded)."""
+    """After the weekly questions run: one run per provider × shard, then, once all have ended, the scoring run."""
     from lumina_assets.defs.partitions import current_provider_shards
 
     records = context.instance.fetch_materializations(dg.AssetKey("questions"), limit=1).records

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from lumina_assets.core.hygiene import terminal_safe
 from lumina_assets.search import saved_searches
@@ -36,14 +35,16 @@ def _print(text: str, **kwargs) -> None:
 
 
 def _store_guard(handler):
-    """An alerts store that cannot be read is one line saying what to do, never a traceback."""
+    """An alerts store that cannot be read, or a search it does not hold, is one line saying what to do."""
 
     def guarded(args) -> int:
         try:
             return handler(args)
         except saved_searches.StoreUnreadable as error:
             _print(f"error: {error}", file=sys.stderr)
-            return 1
+        except saved_searches.UnknownSearch:
+            _print(f"error: no saved search named {args.name!r} (lumina alerts list)", file=sys.stderr)
+        return 1
 
     return guarded
 
@@ -84,21 +85,13 @@ def _list(args) -> int:
 
 
 def _remove(args) -> int:
-    try:
-        saved_searches.remove(args.name)
-    except saved_searches.UnknownSearch:
-        _print(f"error: no saved search named {args.name!r} (lumina alerts list)", file=sys.stderr)
-        return 1
+    saved_searches.remove(args.name)
     _print(f"removed {args.name!r}")
     return 0
 
 
 def _hits(args) -> int:
-    try:
-        search = saved_searches.get(args.name)
-    except saved_searches.UnknownSearch:
-        _print(f"error: no saved search named {args.name!r} (lumina alerts list)", file=sys.stderr)
-        return 1
+    search = saved_searches.get(args.name)
     hits = saved_searches.hits_for(search)
     if not hits:
         _print(f"{search.name}: no hits yet (they are recorded after each index run)")
@@ -137,104 +130,3 @@ def add_commands(commands, bench_commands) -> None:
     hits.add_argument("--limit", type=int, default=30)
     hits.add_argument("--keep-new", action="store_true", help="do not mark the hits seen")
     hits.set_defaults(handler=_store_guard(_hits))
-    bench = bench_commands.add_parser(
-        "alerts",
-        help="time the alerts store at its caps (saved searches x hits): page load, list, feed, an alert run",
-    )
-    bench.add_argument("--searches", type=int, default=saved_searches.MAX_SEARCHES)
-    bench.add_argument("--hits", type=int, default=saved_searches.MAX_HITS_PER_SEARCH, help="per search")
-    bench.add_argument("--known", type=int, default=2000, help="papers each search has already shown")
-    bench.add_argument("--repeat", type=int, default=20)
-    bench.set_defaults(handler=_bench)
-
-
-def _bench(args) -> int:
-    """Fills a fresh store under a temporary data folder (the old JSON form first, so the migration is timed too)
-    and prints milliseconds per operation."""
-    import json
-    import os
-    import tempfile
-    import time
-
-    from starlette.testclient import TestClient
-
-    from lumina_assets.search.api import create_app
-
-    def timed(label: str, action, repeat: int) -> None:
-        samples = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            action()
-            samples.append((time.perf_counter() - start) * 1000)
-        samples.sort()
-        print(f"| {label} | {samples[len(samples) // 2]:.1f} | {samples[-1]:.1f} |")
-
-    with (
-        tempfile.TemporaryDirectory(prefix="lumina-alerts-bench-") as folder,
-        saved_searches.stored_in(Path(folder) / "alerts"),
-    ):
-        alerts = saved_searches.alerts_dir()
-        alerts.mkdir(parents=True)
-        stamp = "2026-01-01T00:00:00.000000+00:00"
-        searches = [
-            {
-                "name": f"s{n:03d}",
-                "query": f"query {n}",
-                "filters": {},
-                "k": 10,
-                "id": f"id{n:03d}",
-                "created_at": stamp,
-                "seen_at": stamp,
-            }
-            for n in range(args.searches)
-        ]
-        hits = [
-            {
-                "search_id": f"id{n:03d}",
-                "search": f"s{n:03d}",
-                "paper_id": f"p{n}-{h}",
-                "title": f"A paper title number {h} " + "t" * 80,
-                "snippet": "s" * 400,
-                "rank": 1 + h % 10,
-                "ingest_batch": "b",
-                "index_run": "r",
-                "found_at": f"2026-02-01T00:00:{h % 60:02d}.{h:06d}+00:00",
-            }
-            for n in range(args.searches)
-            for h in range(args.hits)
-        ]
-        known = {
-            f"id{n:03d}": {"known": [f"k{n}-{i}" for i in range(args.known)]} for n in range(args.searches)
-        }
-        (alerts / "saved_searches.json").write_text(json.dumps({"searches": searches}))
-        (alerts / "hits.json").write_text(json.dumps({"searches": known, "hits": hits}))
-        size = (alerts / "hits.json").stat().st_size
-        print(
-            f"{args.searches} saved searches x {args.hits} hits ({len(hits):,} hits, hits.json {size / 1e6:.0f} MB)"
-        )
-        print("| operation | median ms | max ms |")
-        print("|---|---|---|")
-        timed("migrate the JSON files (once)", saved_searches.load, 1)
-        client = TestClient(create_app(service=None), base_url="http://127.0.0.1:8765")
-        timed(
-            "GET /api/alerts (page load)", lambda: client.get("/api/alerts").raise_for_status(), args.repeat
-        )
-        timed("GET /feeds/<name>.xml", lambda: client.get("/feeds/s100.xml").raise_for_status(), args.repeat)
-        with open(os.devnull, "w") as sink:
-            import contextlib
-
-            def listing():
-                with contextlib.redirect_stdout(sink):
-                    _list(args)
-
-            timed("lumina alerts list (in process)", listing, args.repeat)
-
-        def alert_run():
-            with saved_searches.updating_hits() as state:
-                for n in range(args.searches):
-                    state["hits"].append(
-                        dict(hits[n * args.hits], found_at=saved_searches.now(), paper_id="new")
-                    )
-
-        timed("an alert run's write (one new hit per search)", alert_run, 3)
-    return 0

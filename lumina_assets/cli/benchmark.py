@@ -1,5 +1,5 @@
-"""`lumina benchmark run` (materialize the benchmark group: questions, providers, recursion, judge, scores, report)
-and `lumina bench judge` (calibrate the offline judge and print its agreement with SciFact's human qrels)."""
+"""`lumina benchmark run|plan|snapshot|replay|runs|compare`: the benchmark group materialized, planned and its
+stored runs read."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 import time
 
 from lumina_assets.cli.benchmark_steps import await_batches, run_resources, shard_steps, step
+from lumina_assets.cli.messages import fail
 
 
 def _int_list(text: str) -> list[int]:
@@ -15,7 +16,6 @@ def _int_list(text: str) -> list[int]:
 
 
 def add_commands(commands, bench_commands) -> None:
-    """Register subcommands on `lumina` and `lumina bench`; defaults from `evals.defaults` and `evals.registry`."""
     from evals import defaults, registry
 
     bench = commands.add_parser(
@@ -67,29 +67,6 @@ def add_commands(commands, bench_commands) -> None:
     compare.add_argument("run_a")
     compare.add_argument("run_b")
     compare.set_defaults(handler=compare_benchmark_runs)
-
-    judge = bench_commands.add_parser(
-        "judge", help="calibrate the offline judge and print judge agreement (kappa)"
-    )
-    judge.add_argument(
-        "--queries", type=int, default=100, help="SciFact train queries per split (calibrate / validate)"
-    )
-    judge.add_argument("--dir", default="", help="BEIR folder with qrels (default ../shared/data/scifact)")
-    judge.add_argument(
-        "--llm", action="store_true", help="also validate the configured LLM judge (needs its key)"
-    )
-    judge.add_argument(
-        "--llm-queries",
-        type=int,
-        default=defaults.LLM_VALIDATION_QUERIES,
-        help="held-out queries the LLM judge validates on",
-    )
-    judge.add_argument(
-        "--write-packaged",
-        action="store_true",
-        help="store the calibration in evals/calibration/ so runs on the same files reuse it",
-    )
-    judge.set_defaults(handler=bench_judge)
 
 
 def _add_run_options(parser, defaults, registry) -> None:
@@ -252,8 +229,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
     if args.budget > 0:
         refused = _check_budget(args, plan)
         if refused:
-            print(f"[benchmark] refused: {refused}", file=sys.stderr)
-            return 2
+            return fail(f"[benchmark] refused: {refused}")
         if not plan["usd_sync_complete"]:
             print(
                 "[benchmark] some prices are unknown: the budget counts only the priced calls",
@@ -271,12 +247,11 @@ def run_benchmark(args: argparse.Namespace) -> int:
         return bool(budget_file) and Budget(budget_file, args.budget).spent() >= args.budget
 
     def stopped() -> int:
-        print(
+        return fail(
             f"[benchmark] budget ${args.budget:,.2f} reached: stopped; every answer so far is cached, so "
             "rerunning with a larger --budget resumes without repeating a call",
-            file=sys.stderr,
+            3,
         )
-        return 3
 
     config = benchmark.default_run_config(
         synthetic=args.synthetic,
@@ -344,8 +319,7 @@ def snapshot_benchmark(args: argparse.Namespace) -> int:
     try:
         contents = snapshot.write_snapshot(run or "", Path(args.output))
     except (FileNotFoundError, ValueError) as exc:
-        print(exc, file=sys.stderr)
-        return 1
+        return fail(exc, 1)
     print(f"run {run}: {len(contents['files'])} files in {args.output}")
     return 0
 
@@ -387,51 +361,7 @@ def compare_benchmark_runs(args: argparse.Namespace) -> int:
     try:
         table = runs.compare_runs(args.run_a, args.run_b)
     except FileNotFoundError as exc:
-        print(exc, file=sys.stderr)
-        return 1
+        return fail(exc, 1)
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200):
         print(table)
-    return 0
-
-
-def bench_judge(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from evals import judge as judge_lib
-    from evals import judge_calibration as calibration
-    from lumina_assets.core import settings
-
-    folder = Path(args.dir) if args.dir else settings.shared_data_dir() / "scifact"
-    started = time.monotonic()
-    embedder = calibration.default_embedder()
-    thresholds, validation = calibration.calibrate_offline_judge(
-        embedder, folder, queries_per_split=args.queries
-    )
-    offline = judge_lib.OfflineJudge(embedder, thresholds)
-    result = calibration.validate_judge(offline, validation)
-    print(f"offline judge calibrated on {thresholds.calibrated_on}: {thresholds.calibration_pairs} pairs")
-    print(
-        f"  thresholds: CR cosine >= {thresholds.relevance:.3f}, CP sentence cosine >= {thresholds.precision:.3f}"
-    )
-    print(f"  calibration kappa {thresholds.calibration_kappa:.3f}")
-    print(f"  held-out agreement with human qrels: {result['summary']}")
-    print(f"  ({time.monotonic() - started:.1f}s)")
-    if args.write_packaged:
-        fingerprint = calibration.calibration_fingerprint(folder, args.queries)
-        thresholds.validation = {**result, "fingerprint": fingerprint}
-        target = calibration.PACKAGED_CALIBRATIONS / f"offline_judge_{fingerprint}.json"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(thresholds.to_json() + "\n", encoding="utf-8")
-        print(f"  written to {target}")
-    if args.llm:
-        from lumina_assets.cli.llm_client import env_llm_client
-
-        client = env_llm_client("judge_llm")
-        if client.is_offline:
-            print(f"LLM judge not validated: {client.label}")
-        else:
-            keep = sorted({p.query_id for p in validation})[: args.llm_queries]
-            llm = judge_lib.LLMJudge(client)
-            result = calibration.validate_judge(llm, [p for p in validation if p.query_id in keep])
-            print(f"LLM judge {llm.name}: {result['summary']}; {client.usage.as_metadata('judge_llm')}")
     return 0

@@ -1,6 +1,5 @@
-"""How `lumina benchmark run` runs its steps: one asset materialization at a time (`step`), each provider × shard
-chain of steps in `--workers` processes (`shard_steps`), and the batch sensor's ticks until no batch is open
-(`await_batches`)."""
+"""How `lumina benchmark run` runs its steps: one materialization (`step`), the provider × shard chains in
+`--workers` processes (`shard_steps`), and the batch sensor's ticks until no batch is open (`await_batches`)."""
 
 from __future__ import annotations
 
@@ -27,20 +26,19 @@ def step(assets, selection, run_config, *, partition_key=None, instance, resourc
     return report.success
 
 
-def limits(args: argparse.Namespace) -> dict:
-    return {"judge_rpm": args.judge_rpm, "question_rpm": args.question_rpm}
-
-
-def run_resources(args: argparse.Namespace, **budget) -> dict:
-    """The benchmark's resources with the command's limits; `--judge-concurrency` replaces the judge's."""
+def run_resources(args: argparse.Namespace, judge_concurrency: int | None = None, **budget) -> dict:
+    """The benchmark's resources with the command's limits; `judge_concurrency` (default `--judge-concurrency`)
+    replaces the judge's."""
     from lumina_assets.defs import benchmark
     from resources.llm import build_llm_resources
 
-    resources = benchmark.build_resources(**budget, **limits(args))
-    if getattr(args, "judge_concurrency", None):
-        resources["judge_llm"] = build_llm_resources(
-            **budget, **limits(args), judge_concurrency=args.judge_concurrency
-        )["judge_llm"]
+    limits = {"judge_rpm": args.judge_rpm, "question_rpm": args.question_rpm}
+    resources = benchmark.build_resources(**budget, **limits)
+    concurrency = judge_concurrency or getattr(args, "judge_concurrency", None)
+    if concurrency:
+        resources["judge_llm"] = build_llm_resources(**budget, **limits, judge_concurrency=concurrency)[
+            "judge_llm"
+        ]
     return resources
 
 
@@ -51,14 +49,10 @@ _WORKER: dict = {}  # a step process's resources and instance, built once (`_ini
 def _init_worker(args: argparse.Namespace, budget: dict) -> None:
     """A step process: the run's resources, the judge's concurrency split between the `--workers` processes."""
     from lumina_assets.cli.runner import instance
-    from resources.llm import build_llm_resources
 
-    resources = run_resources(args, **budget)
-    share = max(1, resources["judge_llm"].resolved_concurrency() // max(1, args.workers))
-    resources["judge_llm"] = build_llm_resources(**budget, **limits(args), judge_concurrency=share)[
-        "judge_llm"
-    ]
-    _WORKER.update(resources=resources, instance=instance())
+    judge = run_resources(args, **budget)["judge_llm"]
+    share = max(1, judge.resolved_concurrency() // max(1, args.workers))
+    _WORKER.update(resources=run_resources(args, share, **budget), instance=instance())
 
 
 def _worker_step(stage: str, partition: str, run_config: dict) -> bool:
@@ -71,8 +65,8 @@ def _worker_step(stage: str, partition: str, run_config: dict) -> bool:
 
 
 def next_step(chains, stages, progress: dict, running: list) -> tuple | None:
-    """The next (chain, stage) to start: a searching step first (they pace the slower search APIs; the judge's
-    work piles up meanwhile), never a second one of a provider already searching, nor a chain already running."""
+    """The next (chain, stage) to start: a searching step first (they pace the slower APIs), never a second one of a
+    provider already searching, nor a chain already running."""
     busy = {chain for chain, _ in running}
     searching = {chain[0] for chain, stage in running if stage in SEARCHING}
     ready = [(c, stages[progress[c]]) for c in chains if c not in busy and progress[c] < len(stages)]
@@ -82,10 +76,8 @@ def next_step(chains, stages, progress: dict, running: list) -> tuple | None:
 
 def shard_steps(args, chains, stages, run_config, budget: dict, stop) -> bool:
     """Each (provider, shard) chain's `stages` in order, `args.workers` steps at once in as many processes, so one
-    provider's shard is judged while another's is searched. A provider's searching steps run one at a time (its
-    rate limit and concurrency hold whichever process searches) and the judge's concurrency is split between the
-    processes (its rate file is shared). A failed step ends its chain, the others go on; `stop()` (the budget)
-    ends the submitting. Returns whether every step succeeded."""
+    shard is judged while another is searched. A failed step ends its chain, the others go on; `stop()` (the
+    budget) ends the submitting. Returns whether every step succeeded."""
     import concurrent.futures as cf
     import multiprocessing
 
@@ -136,8 +128,7 @@ def shard_steps(args, chains, stages, run_config, budget: dict, stop) -> bool:
 
 
 def await_batches(resources, instance, partitions: list[str], poll_seconds: float) -> None:
-    """Ticks of `judge_batch_sensor` (poll, put the answers in the LLM cache, resubmit what a batch missed) until
-    no batch of these partitions is open."""
+    """Ticks of `judge_batch_sensor` until no batch of these partitions is open."""
     import dagster as dg
 
     from evals import batch

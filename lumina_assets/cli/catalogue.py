@@ -1,20 +1,17 @@
-"""`lumina remove` / `lumina prune` / `lumina restore`: the only ways a paper leaves (or comes back to) the catalogue.
-
-Each runs the `curate_catalogue` job (papers with the removal in its run config, then citation_graph and
-passage_index), so the removal is a run in the Dagster instance, a row per paper in `removed_papers`, and the
-index drops the papers' passages in the same run. `--dry-run` prints what would go and changes nothing."""
+"""`lumina remove` / `prune` / `restore` / `sources`: the only ways a paper leaves (or comes back to) the catalogue,
+each a run of the `curate_catalogue` job, so the index follows in the same run."""
 
 from __future__ import annotations
 
 import json
-import sys
 
+from lumina_assets.cli.messages import fail
 from lumina_assets.core import tables
 from lumina_assets.corpus import catalogue
 
 
 def _seeds_filters() -> tuple[list[str] | None, bool]:
-    """The language / abstract filters `papers` applies (from the last resolved seeds), so a plan matches the run."""
+    """The language / abstract filters `papers` applies, so a plan matches the run."""
     from lumina_assets.corpus.crawl import Seeds
     from lumina_assets.defs.corpus import read_stored_seeds
 
@@ -71,11 +68,10 @@ def run_remove(args) -> int:
     plan = catalogue.plan_remove(args.paper_ids, current, built.origins)
     _print_plan("remove" if not args.dry_run else "would remove", plan)
     if not plan.papers:
-        print(
+        return fail(
             "Nothing to remove: none of these ids is in the catalogue (`lumina sources` lists what it holds).",
-            file=sys.stderr,
+            1,
         )
-        return 1
     if args.dry_run:
         return 0
     return _curate({"remove_ids": [p["paper_id"] for p in plan.papers], "reason": args.reason}, "remove")
@@ -87,8 +83,7 @@ def run_prune(args) -> int:
     origin = catalogue.resolve_origin(args.source, list(counts))
     if origin not in counts:
         known = ", ".join(counts) or "none yet (`make demo` builds the catalogue)"
-        print(f"No records from {args.source!r}: the catalogue's sources are {known}.", file=sys.stderr)
-        return 1
+        return fail(f"No records from {args.source!r}: the catalogue's sources are {known}.", 1)
     languages, require_abstract = _seeds_filters()
     plan, _ = catalogue.plan_prune(
         origin,
@@ -107,18 +102,14 @@ def run_prune(args) -> int:
 
 def run_restore(args) -> int:
     if not args.paper_ids and not args.source:
-        print(
-            "Name the papers to restore, or --source SOURCE (`lumina sources` counts removed papers).",
-            file=sys.stderr,
+        return fail(
+            "Name the papers to restore, or --source SOURCE (`lumina sources` counts removed papers)."
         )
-        return 2
     lifted = catalogue.restore(args.paper_ids, origin=args.source or None)
     if not lifted:
-        print(
-            "Nothing to restore: none of these was removed (`lumina sources` counts removed papers).",
-            file=sys.stderr,
+        return fail(
+            "Nothing to restore: none of these was removed (`lumina sources` counts removed papers).", 1
         )
-        return 1
     print(f"restored {len(lifted)}: {json.dumps(lifted[:20])}")
     return _curate({}, "restore") if lifted else 0
 

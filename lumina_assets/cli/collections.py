@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from lumina_assets.cli.messages import fail
 from lumina_assets.core import settings
 from lumina_assets.corpus import fetch
 
@@ -30,8 +31,7 @@ def _fetch_collection(args) -> int:
         else:
             collection = fetch.known_collection(args.name)
     except fetch.FetchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(f"error: {exc}")
     dest = Path(args.dest) if args.dest else settings.data_dir() / "collections"
     target = dest / collection.name
     if target.exists() and not args.replace:
@@ -41,8 +41,7 @@ def _fetch_collection(args) -> int:
         try:
             target = fetch.fetch_collection(collection, dest, replace=args.replace)
         except fetch.FetchError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return fail(f"error: {exc}", 1)
         print(f"{collection.name}: {fetch.describe(target)}, checked and unpacked into {_shown(target)}")
     print("Index it and run the pipeline on it:")
     print(f"  LUMINA_CORPUS={_shown(target)} make demo")

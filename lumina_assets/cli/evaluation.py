@@ -1,12 +1,13 @@
-"""`lumina eval beir` (nDCG@10, MAP@10, Recall@100, MRR@10 and latency on a collection with qrels, optionally per
-ablated stage) and `lumina eval pinpoint` (highlighted evidence against human rationale sentences). The work is done
-in `evals.collection_eval` and `evals.pinpoint`; this module reads arguments and prints."""
+"""`lumina eval beir` (retrieval measures and latency on a collection with qrels, optionally per ablated stage) and
+`lumina eval pinpoint` (highlighted evidence against human rationale sentences); the work is in `evals`."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+
+from lumina_assets.cli.messages import fail
 
 
 def add_commands(commands, bench_commands) -> None:
@@ -69,9 +70,6 @@ def add_commands(commands, bench_commands) -> None:
     pinpoint.set_defaults(handler=_eval_pinpoint)
 
 
-# ---------------------------------------------------------------- lumina eval beir
-
-
 def _parse_overrides(pairs: list[str]) -> dict:
     from lumina_assets.search.config import SearchConfig
 
@@ -88,10 +86,8 @@ def _parse_overrides(pairs: list[str]) -> dict:
             )
         if isinstance(current, bool):
             value = raw.lower() in ("1", "true", "yes", "on")
-        elif isinstance(current, int):
-            value = int(raw)
-        elif isinstance(current, float):
-            value = float(raw)
+        elif isinstance(current, int | float):
+            value = type(current)(raw)
         elif isinstance(current, dict):
             value = json.loads(raw)  # merged over the defaults; only the retrievers named count as set
         else:
@@ -101,8 +97,7 @@ def _parse_overrides(pairs: list[str]) -> dict:
 
 
 def _query_subset(collection, split: str, subset: str):
-    """The collection with only the queries (and qrels) of `subset` (`corpus.splits`); the corpus, and so the eval
-    index, stay whole."""
+    """The collection with only the queries (and qrels) of `subset`; the corpus, and so the eval index, stay whole."""
     import dataclasses
 
     from lumina_assets.corpus import splits
@@ -138,8 +133,7 @@ def _eval_beir(args) -> int:
     try:
         collection = load_collection(args.directory, split=args.split)
     except (CollectionError, OSError) as error:
-        print(f"cannot load collection: {error}", file=sys.stderr)
-        return 2
+        return fail(f"cannot load collection: {error}")
     args.subset = query_subset_name(args)
     collection = _query_subset(collection, args.split, args.subset)
     embedder = Embedder()
@@ -153,43 +147,40 @@ def _eval_beir(args) -> int:
     try:
         config = configured(SearchConfig(**overrides))
     except ValueError as error:
-        print(f"Search stages misconfigured: {error}", file=sys.stderr)
-        return 2
+        return fail(f"Search stages misconfigured: {error}")
     print(
         f"{collection.name}: {len(collection.corpus)} documents, {len(collection.queries)} judged queries "
         f"({splits.describe(args.split, args.subset)}); "
         f"index {'reused' if reused else 'built'} at {uri} ({index_seconds:.1f} s to build)"
     )
     variants = ablation.ablation_rows() if args.ablation else {ablation.DEFAULTS: {}}
-    result = None
     cache = None
     rows = []
     per_query = {}
     for name, changes in variants.items():
         engine = SearchEngine(uri, embedder, config.replace(**changes))
         engine.warm_up()
-        if result is not None:  # ablation rows reuse batch-embedded queries: their latency excludes embedding
+        if rows:  # ablation rows reuse batch-embedded queries: their latency excludes embedding
             if cache is None:
                 cache = query_vector_cache(engine, collection)
             engine.embedding_cache = cache
         run, latencies = run_queries(engine, collection, k=max(100, args.k))
-        metrics = evaluate_run(run, collection.qrels)
         per_query[name] = ablation.per_query_ndcg(run, collection.qrels)
-        p50, p95 = percentile_ms(latencies, 50), percentile_ms(latencies, 95)
-        rows.append((name, metrics, p50, p95))
-        if result is None:
-            result = {
-                **{key: round(value, 4) for key, value in metrics.items()},
-                "index_seconds": round(index_seconds, 2),
-                "query_p50_ms": round(p50, 2),
-                "query_p95_ms": round(p95, 2),
-                "queries": len(collection.queries),
-                "documents": len(collection.corpus),
-                "collection": collection.name,
-                "split": args.split,
-                "subset": splits.describe(args.split, args.subset),
-                "index_reused": reused,
-            }
+        metrics = evaluate_run(run, collection.qrels)
+        rows.append((name, metrics, percentile_ms(latencies, 50), percentile_ms(latencies, 95)))
+    _, metrics, p50, p95 = rows[0]
+    result = {
+        **{key: round(value, 4) for key, value in metrics.items()},
+        "index_seconds": round(index_seconds, 2),
+        "query_p50_ms": round(p50, 2),
+        "query_p95_ms": round(p95, 2),
+        "queries": len(collection.queries),
+        "documents": len(collection.corpus),
+        "collection": collection.name,
+        "split": args.split,
+        "subset": splits.describe(args.split, args.subset),
+        "index_reused": reused,
+    }
     comparisons = ablation.compare_to_baseline(per_query) if ablation.BASELINE in per_query else []
     print("\n".join(ablation.table_lines(rows, comparisons)))
     print(
@@ -198,9 +189,6 @@ def _eval_beir(args) -> int:
     if args.json:
         print(json.dumps(result))
     return 0
-
-
-# ---------------------------------------------------------------- lumina eval pinpoint
 
 
 def _eval_pinpoint(args) -> int:
@@ -216,8 +204,7 @@ def _eval_pinpoint(args) -> int:
     try:
         pairs = load_rationales(path)
     except (OSError, ValueError) as error:
-        print(f"cannot read rationales: {error}", file=sys.stderr)
-        return 2
+        return fail(f"cannot read rationales: {error}")
     if args.half:
         pairs = [p for p in pairs if claim_half(p.query_id) == args.half]
     if args.limit > 0:

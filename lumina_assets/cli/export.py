@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from lumina_assets.cli.messages import fail
 from lumina_assets.core.hygiene import terminal_safe
 
 
@@ -55,19 +56,16 @@ def _export(args) -> int:
     try:
         request = SearchRequest.from_mapping(fields)
     except BadRequest as error:
-        print(f"Cannot export: {error}.", file=sys.stderr)
-        return 2
+        return fail(f"Cannot export: {error}.")
     uri = args.db or settings.lancedb_uri()
     try:
         config = configured(SearchConfig())
         engine = SearchEngine(uri, config=config, background_loading=False)
         answer = SearchService(lambda: engine, pool_size=1).search(request, use_llm=False)
     except IndexNotBuilt as error:
-        print(f"No search index yet ({error}): build one with `make demo` first.", file=sys.stderr)
-        return 2
+        return fail(f"No search index yet ({error}): build one with `make demo` first.")
     except (IndexModelMismatch, ValueError) as error:
-        print(f"Cannot search this index: {error}.", file=sys.stderr)
-        return 2
+        return fail(f"Cannot search this index: {error}.")
     from lumina_assets.search.relevance import exported
 
     answer["results"] = exported(answer["results"], args.all)
@@ -76,8 +74,7 @@ def _export(args) -> int:
         try:
             Path(args.output).write_text(text, encoding="utf-8")
         except OSError as error:
-            print(f"Cannot write {args.output}: {error.strerror or error}.", file=sys.stderr)
-            return 1
+            return fail(f"Cannot write {args.output}: {error.strerror or error}.", 1)
         print(f"{len(answer['results'])} results written to {args.output} ({args.format})", file=sys.stderr)
     else:
         sys.stdout.write(terminal_safe(text))

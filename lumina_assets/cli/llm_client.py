@@ -1,6 +1,4 @@
-"""LLM clients for commands that run outside a Dagster run: built from the same resources the Definitions use
-(`resources.llm.build_llm_resources`, backend / model / key from the environment), so a command and an asset talk
-to the same model."""
+"""LLM clients for commands outside a Dagster run, built from the resources the Definitions use (same model)."""
 
 from __future__ import annotations
 

@@ -8,6 +8,8 @@ import os
 import signal
 import sys
 
+from lumina_assets.cli.messages import BUILD_INDEX, fail
+
 COMMAND_MODULES = (
     "lumina_assets.cli.parse",
     "lumina_assets.cli.search",
@@ -47,20 +49,28 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
 
 
 def checkout_bench_modules() -> tuple[str, ...]:
-    """The developer benches in the checkout's `bench/` folder (not installed with the package): `lumina bench
-    scale|serve|embed|parse|incremental|search|relevance-line|inbox` where the checkout is there, nothing otherwise."""
+    """The developer benches in the checkout's `bench/` folder (not installed with the package), where it is there."""
     from lumina_assets.core.settings import PROJECT_ROOT
 
     if not (PROJECT_ROOT / "bench" / "__init__.py").is_file():
         return ()
     if str(PROJECT_ROOT) not in sys.path:
         sys.path.append(str(PROJECT_ROOT))
-    return ("bench.scale", "bench.embed", "bench.parse", "bench.incremental", "bench.search")
+    return (
+        "bench.scale",
+        "bench.embed",
+        "bench.parse",
+        "bench.incremental",
+        "bench.search",
+        "bench.judge",
+        "bench.responsiveness",
+        "bench.alerts",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Every error ends in one line on stderr and a non-zero status (LUMINA_DEBUG=1 keeps the traceback); a reader
-    that closes the pipe early (`lumina status | head -1`) ends the command quietly."""
+    """Every error ends in one line on stderr and a non-zero status (LUMINA_DEBUG=1 keeps the traceback); a closed
+    pipe ends the command quietly."""
     command = "lumina"
     try:
         words = sys.argv[1:] if argv is None else argv
@@ -74,8 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows up here, not in the interpreter's own flush at exit
         return status
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return fail("interrupted", 130)
     except BrokenPipeError:
         _discard_stdout()
         return 128 + signal.SIGPIPE  # what a command killed by SIGPIPE returns
@@ -95,7 +104,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def error_line(command: str, error: Exception) -> tuple[int, str]:
     """(exit status, one line) for an error no command handled itself."""
-    from lumina_assets.cli.messages import BUILD_INDEX
 
     text = " ".join(str(error).split()) or type(error).__name__
     stores = sys.modules.get("lumina_assets.search.stores")

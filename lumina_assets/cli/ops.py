@@ -1,9 +1,9 @@
 """`lumina demo`: the main job end to end, and `lumina status`: what the tables hold."""
 
 import re
-import sys
 import time
 
+from lumina_assets.cli.messages import fail, lumina_command
 from lumina_assets.core import settings, tables
 from lumina_assets.core.hygiene import display_name, path_text
 
@@ -11,9 +11,6 @@ SUMMARY_KEYS = (
     "papers", "new_papers", "rejected", "failures", "pdfs", "parsed", "passages", "rows", "questions",
     "skipped", "http_cache_hits", "http_requests", "new_hits",
 )  # fmt: skip
-
-
-# Markdown lists of bad items, printed under a step so the cause is visible without the UI.
 DETAIL_KEYS = ("failure_details", "failed_files")
 
 
@@ -56,21 +53,17 @@ def run_demo(args) -> int:
 
     corpus = settings.get().paths.corpus
     if corpus is not None and not corpus.exists():
-        print(
-            f"LUMINA_CORPUS={display_name(corpus)} does not exist: point it at a folder of PDFs or a BEIR directory.",
-            file=sys.stderr,
+        return fail(
+            f"LUMINA_CORPUS={display_name(corpus)} does not exist: point it at a folder of PDFs or a BEIR directory."
         )
-        return 2
     if corpus is None:
         if not network_available():
-            print(
+            return fail(
                 "Offline and LUMINA_CORPUS is not set: the demo crawls OpenAlex and arXiv by default.\n"
                 "Run it offline on a local corpus instead, e.g.\n"
                 "  LUMINA_CORPUS=/path/to/your/pdfs make demo       (a folder of PDFs)\n"
-                "  .venv/bin/lumina fetch-collection scifact        (then the LUMINA_CORPUS line it prints)",
-                file=sys.stderr,
+                "  .venv/bin/lumina fetch-collection scifact        (then the LUMINA_CORPUS line it prints)"
             )
-            return 2
         print(f"Crawling the seeds in {settings.get().paths.seeds} (OpenAlex needs OPENALEX_API_KEY).")
     else:
         print(f"Offline corpus: {display_name(corpus)}")  # a path that is not UTF-8 cannot be printed as is
@@ -100,9 +93,7 @@ def run_demo(args) -> int:
 
 
 def next_steps() -> str:
-    """The commands to use the demo's result: search in the terminal, the web page, the Dagster UI (`lumina` is
-    not on PATH after `make demo`, so they name `.venv/bin/lumina`)."""
-    from lumina_assets.cli.messages import lumina_command
+    """The commands to use the demo's result: search in the terminal, the web page, the Dagster UI."""
 
     lumina = lumina_command()
     ui = (
@@ -125,8 +116,8 @@ def next_steps() -> str:
 
 
 def example_query(words: int = 6) -> str | None:
-    """A query the index answers: the first words of the title of the first indexed paper, letters and digits only
-    (safe inside double quotes in any shell); None without an index."""
+    """A query the index answers: the first words of an indexed title, letters and digits only (safe inside double
+    quotes in any shell); None without an index."""
     from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.lancedb_tables import PAPERS_TABLE
     from lumina_assets.indexing.table_ops import open_table
@@ -142,8 +133,7 @@ def example_query(words: int = 6) -> str | None:
 
 
 def index_status() -> str:
-    """What search answers from: the index's passage and paper counts and when it last changed (the corpus tables
-    above fill first; a new paper is searchable once the index has it)."""
+    """The index's passage and paper counts and when it last changed."""
     from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.lancedb_tables import PAPERS_TABLE, PASSAGES_TABLE
     from lumina_assets.indexing.table_ops import open_table
@@ -163,8 +153,7 @@ def index_status() -> str:
 
 
 def search_config_status() -> str:
-    """The configuration a search process runs with by default (`lumina search --explain` shows the one of a
-    search)."""
+    """The configuration a search process runs with by default."""
     from lumina_assets.cli.search import render_explain
     from lumina_assets.search.config import SearchConfig
 
@@ -196,12 +185,11 @@ def _print_status() -> None:
 
 def run_status(args) -> int:
     if tables.read_all(tables.PAPERS) is None:
-        print(
+        return fail(
             f"No corpus tables yet in {settings.data_dir()}: `make demo` builds them "
             "(offline, on your papers: `LUMINA_CORPUS=/path/to/pdfs make demo`).",
-            file=sys.stderr,
+            1,
         )
-        return 1
     _print_status()
     return 0
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lumina_assets.cli.messages import fail
+
 
 def run_pools(args) -> int:
     from lumina_assets.cli.runner import instance as project_instance
@@ -29,22 +31,18 @@ def run_pools(args) -> int:
 
 
 def run_ui(args) -> int:
-    """`dagster dev` on this project's workspace with the pool limits applied; every process it starts (webserver,
-    daemon, code servers) ends within seconds of Ctrl-C / SIGTERM / SIGHUP (see cli/process_tree.py)."""
+    """`dagster dev` on this project's workspace with the pool limits applied, stopped whole (cli/process_tree.py)."""
     from lumina_assets.cli.process_tree import run_until_stopped
 
     if not Path(args.workspace).is_file():
-        print(f"No {args.workspace} here: run `make ui` from the project folder.", file=sys.stderr)
-        return 2
+        return fail(f"No {args.workspace} here: run `make ui` from the project folder.")
     from lumina_assets.cli.serve import unavailable_address
 
     unavailable = unavailable_address(args.host, args.port)
     if unavailable:
-        print(
-            f"Cannot open the UI on {args.host}:{args.port}: {unavailable} (make ui: LUMINA_UI_PORT).",
-            file=sys.stderr,
+        return fail(
+            f"Cannot open the UI on {args.host}:{args.port}: {unavailable} (make ui: LUMINA_UI_PORT)."
         )
-        return 2
     # in a child process, so that this supervisor never loads Dagster: its own exit then takes a moment, not seconds
     applied = subprocess.run([sys.executable, "-m", "lumina_assets.cli.main", "pools", "apply"], check=False)
     if applied.returncode:

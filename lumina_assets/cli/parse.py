@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+from lumina_assets.cli.messages import fail
 from lumina_assets.core.sandbox import DEFAULT_MEMORY_MB, DEFAULT_WALL_SECONDS
 
 PARSER_CHOICES = ("pymupdf", "grobid", "unstructured", "combined")
@@ -41,8 +41,7 @@ def parse_command(args) -> int:
         paper, reason, detail, elapsed = limited_parse(parser, str(path), paper_id, limits, peaks)
     worker = f", worker peak {peaks[0]:.0f} MB" if peaks else ""
     if paper is None:
-        print(f"{path.name}: not parsed ({reason}) {detail or ''} [{elapsed:.2f}s{worker}]", file=sys.stderr)
-        return 1
+        return fail(f"{path.name}: not parsed ({reason}) {detail or ''} [{elapsed:.2f}s{worker}]", 1)
     if args.json:
         print(paper.to_json())
         return 0
@@ -65,7 +64,6 @@ def parse_command(args) -> int:
 
 
 def add_commands(commands, bench_commands) -> None:
-    """Register `lumina parse`."""
     parse = commands.add_parser("parse", help="parse one PDF and print its sections, references and elements")
     parse.add_argument("pdf", help="path of a PDF file")
     parse.add_argument("--parser", choices=PARSER_CHOICES, default="pymupdf")

@@ -1,15 +1,10 @@
-"""Run a long-lived command (`dagster dev`) so that a stop signal stops its whole process tree, within seconds.
-
-Why a supervisor: `dagster dev` forks a webserver, a daemon and code servers, which fork gRPC servers. It maps SIGTERM
-onto its SIGINT handler, and a process started with `cmd &` from a script inherits SIGINT *ignored* — so there it
-ignores both, and a `kill` of its process group leaves every process running (the code servers only notice minutes
-later, when their heartbeat lapses); even from a terminal its clean shutdown takes over 10 s. Here the command runs
-in its own session with default signal handling; the first SIGINT / SIGTERM / SIGHUP is passed on as SIGINT
-(dagster's clean shutdown), and whatever is still alive after a grace period is killed. On Linux this process is
-the tree's subreaper, so a grandchild whose parent exits first is re-parented here and still found."""
+"""Run a long-lived command (`dagster dev`) so that a stop signal stops its whole process tree within seconds: the
+first SIGINT / SIGTERM / SIGHUP is passed on as SIGINT, what is still alive after a grace period is killed, and on
+Linux this process is the tree's subreaper so orphans are still found (why: docs/cli.md#lumina-ui)."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -29,7 +24,6 @@ def run_until_stopped(
     *,
     grace_seconds: float = 5.0,
     serving: Callable[[], bool] | None = None,
-    **popen_kwargs,
 ) -> int:
     """Run `command` until it exits, this process receives a stop signal, or `serving()` (polled twice a second)
     turns false after it was true — the command's own shutdown has begun (someone signalled it directly); then stop
@@ -47,7 +41,7 @@ def run_until_stopped(
     previous = {number: signal.signal(number, on_stop) for number in STOP_SIGNALS}
     what = " ".join([os.path.basename(command[0]), *command[1:2]])
     try:
-        child = subprocess.Popen(list(command), start_new_session=True, **popen_kwargs)
+        child = subprocess.Popen(list(command), start_new_session=True)
         try:
             _wait_for_stop(child, received, serving, what)
         finally:
@@ -139,10 +133,8 @@ def _reap_orphans(child: int) -> None:
     """Collect the exit status of re-parented descendants that ended (the Popen child is Popen's to collect)."""
     for process in psutil.Process().children():
         if process.pid != child and not _alive(process):
-            try:
+            with contextlib.suppress(ChildProcessError):
                 os.waitpid(process.pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
 
 
 def _alive(process: psutil.Process) -> bool:
@@ -160,14 +152,10 @@ def _group(process: psutil.Process) -> int | None:
 
 
 def _send(process: psutil.Process, number: int) -> None:
-    try:
+    with contextlib.suppress(psutil.NoSuchProcess):
         process.send_signal(number)
-    except psutil.NoSuchProcess:
-        pass
 
 
 def _signal_group(group: int, number: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, number)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -1,6 +1,5 @@
-"""Run the whole asset graph in order, the way `make demo` does: one run per asset group (split where partitioning
-changes), each run by the named job of that stage (`crawl_corpus`, `parse_batch` [batch], `index_passages`, ...),
-recorded in the Dagster instance so the UI shows the same runs, lineage and metadata."""
+"""Run the asset graph in order, as `make demo` does: one run per asset group (split where partitioning changes), by
+the stage's named job where there is one, recorded in the Dagster instance so the UI shows the same runs."""
 
 import graphlib
 import time
@@ -11,18 +10,16 @@ import dagster as dg
 
 from lumina_assets.core import settings
 from lumina_assets.defs.loggers import TERMINAL_LOGGER
-from lumina_assets.defs.partitions import INGEST_BATCHES, PROVIDER_SHARDS, current_provider_shards
+from lumina_assets.defs.partitions import PROVIDER_SHARDS, current_provider_shards
 
 
 def live_source_urls() -> list[str]:
-    """The base URLs the live crawl calls (LUMINA_OPENALEX_URL, LUMINA_ARXIV_URL or their defaults)."""
     return [settings.get().network.openalex_url, settings.get().network.arxiv_url]
 
 
 def network_available(urls: list[str] | None = None, timeout: float = 5.0) -> bool:
-    """True when at least one live source answers an HTTP request, any status (the demo's default mode crawls
-    them). Goes through httpx like every API call, so HTTPS_PROXY / HTTP_PROXY / NO_PROXY and a mirror set by
-    LUMINA_OPENALEX_URL / LUMINA_ARXIV_URL count, where a raw socket to the public hosts would not."""
+    """True when at least one live source answers an HTTP request, any status; through the HTTP layer, so proxies
+    and mirrors count."""
     from lumina_assets.core.http import unreachable_reason
 
     return any(
@@ -43,8 +40,8 @@ class StepReport:
 
 
 def _layers(defs: dg.Definitions, groups: list[str] | None) -> list[tuple[list[dg.AssetKey], object]]:
-    """Runs in pipeline order: groups in dependency order (corpus, parsing, index, benchmark), each group's assets
-    in topological order, split where the partitions definition changes."""
+    """Runs in pipeline order: groups in dependency order, each group's assets topologically, split where the
+    partitions definition changes."""
     graph = defs.resolve_asset_graph()
     order = graph.toposorted_asset_keys
     by_group: dict[str, list[dg.AssetKey]] = {}
@@ -106,12 +103,10 @@ def materialize_step(
     resources: dict,
     partition: str | None = None,
     run_config: dict | None = None,
-    log_level: str = "WARNING",
 ) -> StepReport:
-    """One run of `selection` (asset keys or asset definitions) recorded on `instance`; failures are reported, not
-    raised, with the cause of each failed step."""
+    """One run of `selection` (asset keys or definitions) on `instance`; failures are reported, not raised."""
     started = time.perf_counter()
-    config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **(run_config or {})}
+    config = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}, **(run_config or {})}
     result = dg.materialize(
         assets,
         selection=selection,
@@ -121,7 +116,8 @@ def materialize_step(
         raise_on_error=False,
         run_config=config,
     )
-    return _report(result, assets, selection, partition, started)
+    names = [getattr(item, "key", item).to_user_string() for item in selection]
+    return _report(result, names, partition, started)
 
 
 def run_job(
@@ -134,8 +130,7 @@ def run_job(
     tags: dict[str, str] | None = None,
     terminal: bool = False,
 ) -> StepReport:
-    """One run of a named job of `defs` on `instance` (the Runs page shows the job's name and the partition);
-    with `terminal`, the assets' INFO lines (progress, counts, skips) are printed as they come."""
+    """One run of a named job of `defs` on `instance`; with `terminal`, the assets' INFO lines are printed."""
     started = time.perf_counter()
     loggers = {"console": {"config": {"log_level": "CRITICAL" if terminal else "WARNING"}}}
     if terminal:
@@ -149,18 +144,12 @@ def run_job(
         raise_on_error=False,
     )
     keys = sorted(job.asset_layer.selected_asset_keys)
-    report = _report(result, None, keys, partition, started)
+    report = _report(result, [k.to_user_string() for k in keys], partition, started)
     report.job = job_name
     return report
 
 
-def _report(result, assets, selection, partition, started) -> StepReport:
-    keys = selection.resolve(assets) if isinstance(selection, dg.AssetSelection) else None
-    names = (
-        sorted(k.to_user_string() for k in keys)
-        if keys
-        else [getattr(item, "key", item).to_user_string() for item in selection]
-    )
+def _report(result, names: list[str], partition, started) -> StepReport:
     report = StepReport(
         assets=names, partition=partition, seconds=time.perf_counter() - started, success=result.success
     )
@@ -171,7 +160,8 @@ def _report(result, assets, selection, partition, started) -> StepReport:
         }
     for evaluation in result.get_asset_check_evaluations():
         if not evaluation.passed:
-            why = evaluation.description or _metadata_summary(evaluation.metadata)
+            shown = [f"{k}={getattr(v, 'value', v)}" for k, v in list(evaluation.metadata.items())[:6]]
+            why = evaluation.description or ", ".join(shown) or "failed"
             report.failed_checks.append(
                 f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}: {why}"
             )
@@ -185,8 +175,7 @@ def _report(result, assets, selection, partition, started) -> StepReport:
 
 
 def root_cause(error) -> str:
-    """The innermost error of Dagster's chain ("Error occurred while executing op ..." wraps the exception
-    that says which item failed and why), as `Type: message`, with the wrapper's last line when they differ."""
+    """The innermost error of Dagster's chain (the one that says what failed and why), as `Type: message`."""
     if error is None:
         return "unknown error"
     innermost = error
@@ -203,19 +192,12 @@ def root_cause(error) -> str:
     return cause if innermost.cls_name in cause else f"{innermost.cls_name}: {cause}"
 
 
-def _metadata_summary(metadata) -> str:
-    shown = [f"{k}={getattr(v, 'value', v)}" for k, v in list(metadata.items())[:6]]
-    return ", ".join(shown) or "failed"
-
-
 def run_graph(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
     *,
     groups: list[str] | None = None,
     on_step: Callable[[StepReport], None] | None = None,
-    skip_partitions: Callable[[object, str], bool] | None = None,
-    log_level: str = "WARNING",
     terminal: bool = False,
     on_start: Callable[[list[str], str | None, str | None], None] | None = None,
 ) -> list[StepReport]:
@@ -225,23 +207,16 @@ def run_graph(
     reports = []
     for keys, partitions in _layers(defs, groups):
         for partition in _partition_keys(partitions, instance):
-            if partition is not None and skip_partitions and skip_partitions(partitions, partition):
-                continue
             name = job_for(defs, keys)
             if on_start:
                 on_start([k.to_user_string() for k in keys], partition, name)
             if name is not None:
                 report = run_job(defs, name, instance=instance, partition=partition, terminal=terminal)
+                report.assets = [k.to_user_string() for k in keys]
             else:
                 report = materialize_step(
-                    assets,
-                    dg.AssetSelection.assets(*keys),
-                    instance=instance,
-                    resources=defs.resources,
-                    partition=partition,
-                    log_level=log_level,
+                    assets, keys, instance=instance, resources=defs.resources, partition=partition
                 )
-            report.assets = [k.to_user_string() for k in keys]
             reports.append(report)
             if on_step:
                 on_step(report)
@@ -249,19 +224,6 @@ def run_graph(
 
 
 def instance() -> dg.DagsterInstance:
-    """The project's persistent instance (DAGSTER_HOME, default .dagster_home), so `make ui` shows every run the
-    CLI started; the one way the CLI gets an instance."""
+    """The project's persistent instance (DAGSTER_HOME), so `make ui` shows every run the CLI started."""
     settings.dagster_home().mkdir(parents=True, exist_ok=True)
     return dg.DagsterInstance.get()
-
-
-__all__ = [
-    "INGEST_BATCHES",
-    "StepReport",
-    "instance",
-    "job_for",
-    "materialize_step",
-    "network_available",
-    "run_graph",
-    "run_job",
-]

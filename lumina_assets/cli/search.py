@@ -6,6 +6,7 @@ import json
 import sys
 import textwrap
 
+from lumina_assets.cli.messages import BUILD_INDEX, fail, lumina_command
 from lumina_assets.core.hygiene import terminal_safe
 
 
@@ -49,9 +50,6 @@ def add_commands(commands, bench_commands) -> None:
     search.set_defaults(handler=_search)
 
 
-# ---------------------------------------------------------------- lumina search
-
-
 def configured(config):
     """`config` plus the LLM / cross-encoder stages the environment switches on (see search_models)."""
     from lumina_assets.cli.llm_client import env_llm_client
@@ -62,25 +60,18 @@ def configured(config):
 
 
 def _search(args) -> int:
-    from lumina_assets.cli.messages import BUILD_INDEX, lumina_command
     from lumina_assets.core import settings
     from lumina_assets.search.request import MAX_K
 
     if not args.query.strip():
-        print(
-            f'Nothing to search for: give a query, e.g. {lumina_command()} search "your question"',
-            file=sys.stderr,
-        )
-        return 2
+        return fail(f'Nothing to search for: give a query, e.g. {lumina_command()} search "your question"')
     if not 1 <= args.k <= MAX_K:
-        print(f"-k counts papers: give 1 to {MAX_K} (got {args.k})", file=sys.stderr)
-        return 2
+        return fail(f"-k counts papers: give 1 to {MAX_K} (got {args.k})")
     uri = args.db or settings.lancedb_uri()
     if not args.in_process:
         asked = ask_server(args.server, uri, args.query, args.k)
         if isinstance(asked, str):
-            print(f"Cannot search: {asked}.", file=sys.stderr)
-            return 2
+            return fail(f"Cannot search: {asked}.")
         if asked is not None:
             return _print_answer(asked, args)
     from lumina_assets.search.config import SearchConfig  # the model and index load only from here on
@@ -90,8 +81,7 @@ def _search(args) -> int:
     try:
         config = configured(SearchConfig())
     except ValueError as error:
-        print(f"Search stages misconfigured: {error}", file=sys.stderr)
-        return 2
+        return fail(f"Search stages misconfigured: {error}")
     from lumina_assets.search.request import BadRequest, SearchRequest
     from lumina_assets.search.results import SearchService
 
@@ -112,14 +102,11 @@ def _search(args) -> int:
             )
             contexts = answer["results"]
     except BadRequest as error:
-        print(f"Cannot search: {error}.", file=sys.stderr)
-        return 2
+        return fail(f"Cannot search: {error}.")
     except IndexModelMismatch as error:
-        print(f"Cannot search this index: {error}.", file=sys.stderr)
-        return 2
+        return fail(f"Cannot search this index: {error}.")
     except IndexNotBuilt as error:
-        print(f"No search index yet ({error}): {BUILD_INDEX}.", file=sys.stderr)
-        return 2
+        return fail(f"No search index yet ({error}): {BUILD_INDEX}.")
     message = engine.last_trace.message
     explain = engine.effective_config() if args.explain else None
     found = [c.to_dict() for c in contexts] if args.json else contexts
@@ -171,9 +158,8 @@ def render_explain(explain: dict) -> str:
 
 
 def ask_server(base: str, uri: str, query: str, k: int, timeout: float = 60.0) -> dict | str | None:
-    """The answer of a running `lumina serve` on the same index (its health names the index by
-    `request.index_key`); the server's refusal as a message; None when no such server answers (search in
-    process). A GET: the server never calls an LLM for one."""
+    """The answer of a running `lumina serve` on the same index, its refusal as a message, or None when no such
+    server answers (search in process). A GET: the server never calls an LLM for one."""
     import urllib.error
     import urllib.parse
     import urllib.request
@@ -257,7 +243,6 @@ def _meta(result: dict) -> list[str]:
 
 
 def _where(passage: dict) -> list[str]:
-    """Where a passage is: its kind, section and pages."""
     where = [passage.get("kind") or "text"]
     number, title = passage.get("section_number") or "", passage.get("section_title") or ""
     if number.lower() == title.lower() or number.lower() == where[0].lower():

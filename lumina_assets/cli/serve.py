@@ -1,9 +1,11 @@
-"""`lumina serve`: the search API and web page (`serve_in_thread` runs it for `lumina bench serve` and tests)."""
+"""`lumina serve`: the search API and web page (`serve_in_thread` runs it for benches and tests)."""
 
 from __future__ import annotations
 
 import sys
 import threading
+
+from lumina_assets.cli.messages import BUILD_INDEX, fail
 
 
 def add_commands(commands, bench_commands) -> None:
@@ -35,16 +37,6 @@ def add_commands(commands, bench_commands) -> None:
     )
     serve.set_defaults(handler=_serve_then_exit)
 
-    bench = bench_commands.add_parser(
-        "responsiveness",
-        help="where a person waits: `lumina search` in process and through a running `lumina serve`, and how "
-        "long `lumina serve` takes to exit on Ctrl-C (idle and with a search in flight)",
-    )
-    bench.add_argument("--db", default=None, help="LanceDB URI (default: settings.lancedb_uri())")
-    bench.add_argument("--query", default="how does SPECTER use citations for training")
-    bench.add_argument("--runs", type=int, default=3, help="timed `lumina search` runs per path (default 3)")
-    bench.set_defaults(handler=_bench_responsiveness)
-
 
 def build_service(uri: str, *, engines: int, use_llm: bool):
     from lumina_assets.indexing.embedding import Embedder
@@ -70,10 +62,8 @@ def build_service(uri: str, *, engines: int, use_llm: bool):
 
 
 def _store_missing_sentence_vectors(uri: str) -> None:
-    """Stores the sentence vectors passage_index left out (LUMINA_SENTENCE_VECTORS=0, or an index built before they
-    were stored by default), while the server answers: until then evidence sentences are encoded per request, and
-    the scorer picks the stored ones up on its next refresh. Incremental: an index that has them all costs one hash
-    check."""
+    """Stores the sentence vectors the index lacks while the server answers (until then evidence sentences are
+    encoded per request); an index that has them all costs one hash check."""
     from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.embedding import Embedder
     from lumina_assets.indexing.sentence_vectors import backfill_from_index
@@ -100,20 +90,15 @@ def _serve(args) -> int:
 
     unavailable = unavailable_address(args.host, args.port)
     if unavailable:
-        print(f"Cannot listen on {args.host}:{args.port}: {unavailable}.", file=sys.stderr)
-        return 2
+        return fail(f"Cannot listen on {args.host}:{args.port}: {unavailable}.")
     uri = args.db or settings.lancedb_uri()
     service = build_service(uri, engines=args.engines, use_llm=not args.no_llm)
     try:
         service.warm_up()
     except IndexNotBuilt as error:
-        from lumina_assets.cli.messages import BUILD_INDEX
-
-        print(f"No search index yet ({error}): {BUILD_INDEX}.", file=sys.stderr)
-        return 2
+        return fail(f"No search index yet ({error}): {BUILD_INDEX}.")
     except IndexModelMismatch as error:
-        print(f"Cannot serve this index: {error}", file=sys.stderr)
-        return 2
+        return fail(f"Cannot serve this index: {error}")
     if service.store().empty():
         print(f"warning: {empty_index_message()}", file=sys.stderr)
     hosts = allowed_hosts(args.host, args.allow_host)
@@ -145,15 +130,12 @@ GRACE_SECONDS = 1  # after Ctrl-C, open requests get this long before their conn
 
 def _serve_then_exit(args) -> int:
     """`lumina serve`, then exit at once: a search still running in a worker thread is abandoned rather than
-    waited for (the interpreter would join its thread pools first), so Ctrl-C ends the server within
-    GRACE_SECONDS plus the shutdown itself. The server only reads the index; a background sentence-vector
-    store is cut between its batches' commits."""
+    joined, so Ctrl-C ends the server within GRACE_SECONDS (a background sentence-vector store is cut between
+    commits)."""
     import os
 
     code = _serve(args)
-    if (
-        code
-    ):  # refused before serving (no index, a bad address): nothing to abandon, return as any command does
+    if code:  # refused before serving: nothing to abandon
         return code
     sys.stdout.flush()
     sys.stderr.flush()
@@ -161,8 +143,7 @@ def _serve_then_exit(args) -> int:
 
 
 def unavailable_address(host: str, port: int) -> str | None:
-    """Why the server could not listen on host:port and what to change, or None: checked before the model and the
-    index load, so the error comes at once and not after a "listening on" line."""
+    """Why the server could not listen on host:port and what to change, or None (checked before anything loads)."""
     import errno
     import socket
 
@@ -182,8 +163,8 @@ def unavailable_address(host: str, port: int) -> str | None:
 
 
 def allowed_hosts(bound: str, extra: list[str]) -> list[str]:
-    """The names a request's Host header may carry: the loopback names, the bound address unless it is a
-    wildcard (0.0.0.0 and :: are no name a client sends), and every `--allow-host`."""
+    """The names a request's Host header may carry: the loopback names, the bound address unless a wildcard, and
+    every `--allow-host`."""
     from lumina_assets.search.api import LOOPBACK_HOSTS
 
     names = [*LOOPBACK_HOSTS]
@@ -211,87 +192,3 @@ def serve_in_thread(app, port: int = 0):
     while not server.started:
         time.sleep(0.05)
     return server, thread, port
-
-
-def _bench_responsiveness(args) -> int:
-    """Wall times of `lumina search` (a new process each time, as a person runs it) in process and through a
-    running server, and of `lumina serve`'s exit after SIGINT."""
-    import json
-    import os
-    import signal
-    import socket
-    import subprocess
-    import time
-    import urllib.parse
-    import urllib.request
-
-    from lumina_assets.core import settings
-
-    uri = args.db or settings.lancedb_uri()
-    lumina = [sys.executable, "-m", "lumina_assets.cli.main"]
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-
-    def timed_search(*extra: str) -> float:
-        started = time.perf_counter()
-        subprocess.run([*lumina, "search", "--db", uri, "-k", "5", *extra, args.query], check=True, **quiet)
-        return time.perf_counter() - started
-
-    def start_server(port: int) -> subprocess.Popen:
-        command = [*lumina, "serve", "--db", uri, "--port", str(port), "--no-llm", "--no-sentence-backfill"]
-        server = subprocess.Popen(command, start_new_session=True, **quiet)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=1) as response:
-                    if json.loads(response.read()).get("index") == "ready":
-                        return server
-            except OSError:
-                time.sleep(0.2)
-        os.killpg(server.pid, signal.SIGKILL)
-        raise RuntimeError("lumina serve did not come up within 300 s")
-
-    def exit_seconds(server: subprocess.Popen, in_flight: bool, port: int) -> float:
-        if in_flight:  # a search the server is working on when Ctrl-C comes
-            query = urllib.parse.urlencode({"q": args.query, "k": 50})
-            threading.Thread(
-                target=lambda: _ignore_errors(
-                    lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/api/search?{query}", timeout=30)
-                ),
-                daemon=True,
-            ).start()
-            time.sleep(0.05)
-        started = time.perf_counter()
-        os.killpg(server.pid, signal.SIGINT)  # what Ctrl-C in its terminal sends
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        return time.perf_counter() - started
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    print(f"index {uri}; query {args.query!r}; {args.runs} runs each")
-    cold = [timed_search("--in-process") for _ in range(args.runs)]
-    server = start_server(port)
-    try:
-        warm = [timed_search("--server", f"http://127.0.0.1:{port}") for _ in range(args.runs)]
-    finally:
-        idle_exit = exit_seconds(server, False, port)
-    server = start_server(port)
-    busy_exit = exit_seconds(server, True, port)
-    print("| what | seconds |")
-    print("|---|---|")
-    print(f"| `lumina search`, in process (new process each run) | {', '.join(f'{t:.2f}' for t in cold)} |")
-    print(f"| `lumina search` through a running `lumina serve` | {', '.join(f'{t:.2f}' for t in warm)} |")
-    print(f"| `lumina serve` exit after Ctrl-C, idle | {idle_exit:.2f} |")
-    print(f"| `lumina serve` exit after Ctrl-C, a search in flight | {busy_exit:.2f} |")
-    return 0
-
-
-def _ignore_errors(call) -> None:
-    try:
-        call()
-    except Exception:  # the server went away mid-request: what the bench provokes
-        pass

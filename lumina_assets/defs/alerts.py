@@ -1,5 +1,5 @@
-"""Alerts stage: `alert_hits` runs every saved search against the index the last `passage_index` run left and
-records the papers that newly entered each search's top k (sensors/alerts.py starts it after each index run)."""
+"""Alerts stage: `alert_hits` runs every saved search against the latest index and records the papers that newly
+entered each search's top k."""
 
 import hashlib
 import json
@@ -19,7 +19,6 @@ INDEX_RUN_TAG = "lumina/index_run"  # the passage_index run whose materializatio
 
 
 def _catalogue() -> dict[str, dict]:
-    """paper id -> when it joined the catalogue and the ingest batch it joined with."""
     frame = tables.read(tables.PAPERS)
     if frame is None or "ingest_batch" not in frame.columns:
         return {}
@@ -55,7 +54,7 @@ def alert_hits(
     from lumina_assets.search.stores import IndexNotBuilt
 
     searches = saved_searches.load()
-    index_run = (context.run.tags.get(INDEX_RUN_TAG) if context.run else None) or context.run.run_id
+    index_run = context.run.tags.get(INDEX_RUN_TAG) or context.run.run_id
     catalogue = _catalogue()
     found_at = saved_searches.now()
     new_hits: list[dict] = []
@@ -89,7 +88,6 @@ def alert_hits(
             "saved_searches": len(searches),
             "new_hits": len(new_hits),
             "index_run": index_run,
-            # which batch triggered which hits: the ingest batch each new paper came with
             "hits_by_batch": dg.MetadataValue.json(dict(by_batch)),
             "hits_by_search": dg.MetadataValue.json(dict(by_search)),
             "hits": dg.MetadataValue.md(_hits_markdown(new_hits)),

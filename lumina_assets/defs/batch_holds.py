@@ -1,15 +1,6 @@
-"""Which ingest batches the index holds back: those whose latest evaluation of a blocking check failed.
-
-A blocking check stops the steps after it inside one run only. `passage_index` is one unpartitioned asset that reads
-every batch, and the automation sensor requests it in a later run (eager: `passages` updated), so the hold has to be
-read where the index reads its input: here, from the instance's latest evaluation of each blocking check per batch
-partition (the same records the UI shows on the batch). An automation condition could only decide whether the whole
-index runs (holding every good batch behind one bad one), and a run started by hand would still read the bad batch.
-
-A batch is held until each of its blocking checks' latest evaluation passes (the batch re-run after a fix) or its
-papers leave the catalogue. A check planned by a run but not evaluated (its step failed or was skipped) holds the
-batch too: the file on disk may be the one it never checked.
-"""
+"""Which ingest batches the index holds back: those whose latest evaluation of a blocking check did not pass, read
+from the instance where the index reads its input (why not a run-scoped check or an automation condition:
+docs/production.md#held-batches)."""
 
 from __future__ import annotations
 
@@ -23,7 +14,7 @@ from lumina_assets.defs.instance_storage import latest_check_executions
 
 @dataclass(frozen=True)
 class Hold:
-    """One failed (or never finished) blocking check of one batch, with the reason the check gave."""
+    """One failed (or never finished) blocking check of one batch."""
 
     batch: str
     check: str  # "<asset>.<check>"
@@ -32,7 +23,6 @@ class Hold:
 
 
 def blocking_check_keys(assets: Iterable) -> list[dg.AssetCheckKey]:
-    """The blocking checks declared on the given (per-batch) assets."""
     keys = []
     for asset in assets:
         for spec in asset.check_specs:
@@ -59,7 +49,7 @@ def _reason(instance: dg.DagsterInstance, run_id: str, check_key: dg.AssetCheckK
 
 
 def held_batches(instance: dg.DagsterInstance, check_keys: list[dg.AssetCheckKey]) -> dict[str, list[Hold]]:
-    """{batch: its holds} for every batch partition whose latest evaluation of a blocking check did not pass."""
+    """{batch: its holds}; a check planned but never evaluated holds the batch too (its file was never checked)."""
     holds: dict[str, list[Hold]] = {}
     for execution in latest_check_executions(instance, check_keys):
         if execution.partition is None or execution.status == "SUCCEEDED":
@@ -80,7 +70,7 @@ def held_batches(instance: dg.DagsterInstance, check_keys: list[dg.AssetCheckKey
 
 
 def holds_markdown(holds: dict[str, list[Hold]], papers_held: dict[str, int]) -> str:
-    """What the index left out, for its materialization metadata (one line per failed check)."""
+    """What the index left out, one line per failed check."""
     if not holds:
         return "_none_"
     lines = []

@@ -1,11 +1,6 @@
-"""[benchmark] group: questions → provider results (partitioned by provider) → recursive levels → judgments →
-scores → report. The work is in `evals` (registry: the providers; setup: the judge; runner: query, recurse, judge,
-score; manifest: what a run takes and records; report: its prose and plots; ledger: cost, skips, agreement);
-these assets read the benchmark tables (core.tables), call it, write, and report counts, cost, tables and plots
-in their metadata. This module holds the questions and the per-provider assets and lists the whole group; its
-run config is `benchmark_config`, what the assets share `benchmark_common`, scores and report `benchmark_run`,
-the opt-in batch submissions `benchmark_batch`.
-"""
+"""[benchmark] group: questions → provider results (provider × shard) → recursive levels → judgments → scores →
+report; the work is in `evals`. This module holds the questions and per-provider assets and lists the whole group
+(run config: `benchmark_config`; shared helpers: `benchmark_common`; scores and report: `benchmark_run`)."""
 
 from pathlib import Path
 
@@ -33,6 +28,8 @@ from lumina_assets.defs.benchmark_common import (
     request_counters,
     run_shard,
     setup_failure,
+    stored_questions,
+    summary_row,
     upstream,
 )
 from lumina_assets.defs.benchmark_config import (
@@ -153,13 +150,6 @@ def _skipped(context, stage: str, schema: dict, reason: str) -> dg.MaterializeRe
     )
 
 
-def _questions() -> pl.DataFrame:
-    question_frame = tables.read(tables.QUESTIONS)
-    if question_frame is None:
-        raise dg.Failure("no questions yet: materialize `questions` first")
-    return question_frame
-
-
 @dg.asset(
     group_name=GROUP,
     code_version="2",
@@ -174,7 +164,7 @@ def provider_results(
     """Zero-shot (level 0) contexts for one shard of questions from one provider; a provider without a key is
     skipped."""
     name, shard = split_key(context.partition_key)
-    question_frame = _questions()
+    question_frame = stored_questions()
     provider, skipped = provider_for(context)
     if provider is None:
         ledger.mark_skipped("provider_results", name, skipped)
@@ -203,14 +193,11 @@ def provider_results(
     ledger.record_requests("provider_results", context.partition_key, request_counters(provider))
     ledger.record_cost("provider_results", context.partition_key, getattr(provider, "llm_client", None))
     lengths = pl.col("contexts").list.len()
-    counts = (
-        levels.select(
-            lengths.mean().alias("mean_contexts"),
-            (lengths == 0).sum().alias("questions_without_contexts"),
-            pl.col("error").is_not_null().sum().alias("errors"),
-        )
-        .collect()
-        .row(0, named=True)
+    counts = summary_row(
+        levels,
+        mean_contexts=lengths.mean(),
+        questions_without_contexts=(lengths == 0).sum(),
+        errors=pl.col("error").is_not_null().sum(),
     )
     errors = levels.filter(pl.col("error").is_not_null()).select("error").head(5).collect()
     return dg.MaterializeResult(
@@ -247,7 +234,7 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
     if provider is None:
         runs.write_stamp("recursive_results", name, {"skipped": skipped})
         return _skipped(context, "recursive_results", runner.RECURSIVE_SCHEMA, skipped)
-    question_frame = _questions()
+    question_frame = stored_questions()
     llm_choice = (config.llm or settings.get().benchmark.recursion_llm).lower()
     client = getattr(
         context.resources, "question_llm" if llm_choice == "question" else "judge_llm"
@@ -307,14 +294,11 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
     )
     ledger.record_requests("recursive_results", context.partition_key, request_counters(provider))
     summary = level_summary(table).collect()
-    counts = (
-        table.select(
-            pl.len().alias("rows"),
-            pl.col("failure").is_not_null().sum().alias("refinement_failures"),
-            pl.col("error").is_not_null().sum().alias("provider_errors"),
-        )
-        .collect()
-        .row(0, named=True)
+    counts = summary_row(
+        table,
+        rows=pl.len(),
+        refinement_failures=pl.col("failure").is_not_null().sum(),
+        provider_errors=pl.col("error").is_not_null().sum(),
     )
     return dg.MaterializeResult(
         metadata={
@@ -345,7 +329,7 @@ def judgments(
     """CR and CP verdicts for every unique (question, context) pair of one provider's levels for one shard of
     questions."""
     name, shard = split_key(context.partition_key)
-    question_frame = _questions()
+    question_frame = stored_questions()
     if not shards_lib.path("recursive_results", name, shard).exists():
         skipped = runs.read_stamp("recursive_results", name).get("skipped")
         if not skipped:
@@ -354,9 +338,7 @@ def judgments(
     recursive = upstream("recursive_results", context, runner.RECURSIVE_SCHEMA)
     with setup_failure():
         judge, client = build_judge(judge_llm, config)
-    if judge.is_offline:
-        # The only offline judge embeds with the model Lumina retrieves with: its verdicts would favour one of the
-        # providers under test, so offline runs compare providers on qrels alone and judge nothing.
+    if judge.is_offline:  # it would embed with Lumina's own model: offline runs compare on qrels alone
         context.log.info(f"judgments for {name}: no LLM judge configured; {OFFLINE_JUDGE_NOT_USED}")
 
     def judge_part(part: pl.DataFrame) -> pl.DataFrame:
@@ -386,15 +368,12 @@ def judgments(
         after=stamp_provider,
     )
     ledger.record_cost("judgments", context.partition_key, client)
-    counts = (
-        verdicts.select(
-            pl.len().alias("pairs"),
-            pl.col("relevant").sum().alias("relevant"),
-            pl.col("relevance_failure").is_not_null().sum().alias("relevance_failures"),
-            pl.col("precision_failure").is_not_null().sum().alias("precision_failures"),
-        )
-        .collect()
-        .row(0, named=True)
+    counts = summary_row(
+        verdicts,
+        pairs=pl.len(),
+        relevant=pl.col("relevant").sum(),
+        relevance_failures=pl.col("relevance_failure").is_not_null().sum(),
+        precision_failures=pl.col("precision_failure").is_not_null().sum(),
     )
     failures = (
         verdicts.filter(pl.col("relevance_failure").is_not_null() | pl.col("precision_failure").is_not_null())
@@ -455,7 +434,7 @@ def build_resources(
     question_rpm: float | None = None,
 ) -> dict:
     """The benchmark's resources; a budget (USD, with the ledger file the run's processes share) stops every LLM
-    client of the run once the counted spend reaches it; `*_rpm` override the LLMs' requests per minute."""
+    client once the counted spend reaches it; `*_rpm` override the LLMs' requests per minute."""
     return {
         **build_llm_resources(
             budget_usd=budget_usd, budget_file=budget_file, judge_rpm=judge_rpm, question_rpm=question_rpm

@@ -1,6 +1,5 @@
-"""[benchmark_batch] group, opt-in: the question generator's and the judge's prompts submitted as one batch each
-(half price); `sensors.benchmark_batches` watches the batches and requests the synchronous assets once every answer
-is in the LLM cache."""
+"""[benchmark_batch] group, opt-in: the question generator's and the judge's prompts submitted as batches (half
+price); `sensors.benchmark_batches` requests the synchronous assets once every answer is cached."""
 
 import dagster as dg
 import polars as pl
@@ -93,7 +92,6 @@ def judge_batch(
 
 
 def _submitted(record: dict, **counts: int) -> dict:
-    """A submitted batch's metadata: its id, backend, model and state, with the counts of what it carries."""
     return {
         "batch_id": record["id"],
         "backend": record["backend"],

@@ -1,5 +1,5 @@
-"""What the benchmark assets share: the data version of a table, setup failures as run failures, a provider's
-request counters, one provider × shard partition's computation (evals.shards) and the partition's provider."""
+"""What the benchmark assets share: data versions, setup failures as run failures, a provider's request counters,
+one provider × shard partition's computation and the partition's provider."""
 
 import contextlib
 from collections.abc import Callable
@@ -17,17 +17,27 @@ from lumina_assets.defs.partitions import split_key
 
 
 def data_version(frame: pl.DataFrame) -> dg.DataVersion:
-    """The data version: a content hash of every column, nested ones (contexts, verdicts) included."""
     return dg.DataVersion(tables.content_hash(frame))
 
 
 @contextlib.contextmanager
 def setup_failure():
-    """A benchmark step that cannot be set up fails the run with the reason."""
     try:
         yield
     except SetupError as exc:
         raise dg.Failure(str(exc)) from exc
+
+
+def stored_questions() -> pl.DataFrame:
+    question_frame = tables.read(tables.QUESTIONS)
+    if question_frame is None:
+        raise dg.Failure("no questions yet: materialize `questions` first")
+    return question_frame
+
+
+def summary_row(frame: pl.LazyFrame, **columns: pl.Expr) -> dict[str, Any]:
+    """One row of named aggregates over a lazy table."""
+    return frame.select(**columns).collect().row(0, named=True)
 
 
 def request_counters(provider) -> dict[str, Any]:
@@ -49,10 +59,9 @@ def run_shard(
     compute: Callable[[pl.DataFrame], pl.DataFrame],
     after: Callable[[list[str]], None] | None = None,
 ) -> tuple[pl.LazyFrame, dict[str, Any], dg.DataVersion]:
-    """`compute` for the partition's shard of questions (evals.shards: reused when its file and stamp match), then,
-    under the stage's lock, the provider's table rewritten from its current shards' files and `after(current
-    shards)` (the provider's stamps). Returns a lazy scan of the shard's rows, the metadata and the data version
-    (of the shard's file)."""
+    """`compute` for the partition's shard (reused when its file and stamp match), then, under the stage's lock, the
+    provider's table rewritten from its current shards and `after(current shards)`. Returns a lazy scan of the
+    shard's rows, the metadata and the data version."""
     provider, shard = split_key(context.partition_key)
     part = shards_lib.part(question_frame, shard)
     reused = shards_lib.run(stage, provider, shard, part, stamp(part), compute)
@@ -75,8 +84,7 @@ def upstream(stage: str, context: dg.AssetExecutionContext, schema: dict) -> pl.
 
 
 def provider_for(context: dg.AssetExecutionContext) -> tuple[Provider | None, str | None]:
-    """(the partition's provider, None), or (None, why it is skipped); built from the resources the registry
-    names (the asset requires all of them: `registry.resource_keys()`)."""
+    """(the partition's provider, None), or (None, why it is skipped)."""
     resources = {key: getattr(context.resources, key) for key in registry.resource_keys()}
     try:
         return registry.build_provider(split_key(context.partition_key)[0], resources), None

@@ -1,5 +1,4 @@
-"""The benchmark group's run config: one `dg.Config` per asset that takes one, and the whole group's default run
-config (the CLI and the demo shrink it)."""
+"""The benchmark group's run config: one `dg.Config` per asset that takes one, and the whole group's default."""
 
 from typing import Any
 
@@ -101,8 +100,7 @@ def default_run_config(
     beir_subset: str = defaults.BEIR_SUBSET,
     shard_size: int = defaults.SHARD_SIZE,
 ) -> dict[str, Any]:
-    """Run config for the whole group (the CLI and the demo shrink it); `providers` names the run's providers
-    (None: every provider partition whose results match the run)."""
+    """Run config for the whole group; `providers` None: every provider partition whose results match the run."""
     depths = depths or list(defaults.DEPTHS)
     page_sizes = page_sizes or list(defaults.PAGE_SIZES)
     return {

@@ -1,5 +1,4 @@
-"""The end of the benchmark group: one run's scores (evals.scored_run, recorded by evals.runs with its manifest)
-and the latest run's report (evals.report)."""
+"""The end of the benchmark group: one run's scores, recorded with its manifest, and the latest run's report."""
 
 import dagster as dg
 import polars as pl
@@ -11,7 +10,7 @@ from evals.report_plots import image_markdown
 from evals.setup import build_judge, calibration_question_ids, judge_agreement, load_papers
 from lumina_assets.core import settings, tables
 from lumina_assets.core.ids import short_hash
-from lumina_assets.defs.benchmark_common import data_version, setup_failure
+from lumina_assets.defs.benchmark_common import data_version, setup_failure, stored_questions
 from lumina_assets.defs.benchmark_config import GROUP, ScoresConfig
 from resources.llm import LLMResource
 
@@ -28,9 +27,7 @@ def benchmark_scores(
 ) -> dg.MaterializeResult:
     """One benchmark run's scores: per provider, page size, depth and question set, n scored questions, provider
     failures, judged CR / CP and the qrels measures with CIs, and paired tests for the headline comparisons."""
-    question_frame = tables.read(tables.QUESTIONS)
-    if question_frame is None:
-        raise dg.Failure("nothing to score: materialize questions first")
+    question_frame = stored_questions()
     with setup_failure():
         judge, _ = build_judge(judge_llm, config)
     run = manifest.select_run(
@@ -51,8 +48,7 @@ def benchmark_scores(
             f"the run's providers with the same questions and grid (left out: {run.excluded})"
         )
     primary = Primary(alpha=config.alpha)
-    # the judge's calls first (its validation, the pooled judging), so its API stays busy after the judgments and
-    # the scoring's local work comes after them
+    # the judge's calls first, so its API stays busy right after the judgments and the local scoring comes last
     with setup_failure():
         agreement = judge_agreement(judge_llm, config, llm_queries=config.validation_queries_llm)
     ledger.write_agreement(agreement)

@@ -1,6 +1,5 @@
-"""Citation stage: `citation_graph` turns the catalogue's OpenAlex references and the parsed bibliographies of
-local PDFs into in-corpus `citation_edges` (matching in `corpus.citations`), rebuilt incrementally as papers
-arrive. Kept apart from the corpus stage: it runs with the index, after parsing."""
+"""Citation stage: `citation_graph`, in-corpus citation edges from OpenAlex references and parsed bibliographies;
+it runs with the index, after parsing."""
 
 import dataclasses
 import json
@@ -19,7 +18,7 @@ from lumina_assets.corpus.citations import (
 
 
 def _reference_edges(frame: pl.DataFrame) -> tuple[list[dict], dict]:
-    """Edges from the parsed bibliographies (corpus.citations), updated incrementally from the last run's edges."""
+    """Edges from the parsed bibliographies, updated incrementally from the last run's."""
     parsed = tables.read_all(tables.PARSED_PAPERS)
     bibliographies = {}
     if parsed is not None and parsed.height:

@@ -1,6 +1,5 @@
-"""Corpus stage: seeds → OpenAlex / arXiv crawl and local papers → normalized, deduplicated `papers`
-(plus `rejected_papers`); the citation edges among them are the citation stage's (`defs/citations.py`). Each asset
-writes its own table and reports what it did."""
+"""Corpus stage: seeds → OpenAlex / arXiv crawl and local papers → normalized, deduplicated `papers` (plus
+`rejected_papers`)."""
 
 import dataclasses
 import functools
@@ -132,19 +131,35 @@ def _skipped(spec: tables.TableSpec, reason: str, context: dg.AssetExecutionCont
     )
 
 
-def _unreachable_metadata(name: str, base_url: str, http, context: dg.AssetExecutionContext) -> dict:
-    """A source the HTTP layer could not connect to (offline, a mirror down): its first request failed after its
-    retries and the client asked it nothing more. Said in the log and the metadata; the run succeeds and the
-    catalogue keeps every record earlier runs gave."""
-    if not http.unreachable_hosts:
-        return {}
-    where = redact_url(base_url)
-    reasons = ", ".join(sorted(set(http.unreachable_hosts.values())))
-    context.log.warning(
-        f"{name} unreachable at {where} ({reasons}): nothing new from it in this run; the catalogue keeps "
-        "its earlier records"
+def _crawl(context, spec, name: str, source, crawl, extra_ids: list[str], *, depths: bool = False):
+    """Crawl one source from the seeds plus every discovered id and write its table. A source the HTTP layer could
+    not reach is said in the log and the metadata; the run succeeds and the catalogue keeps its earlier records."""
+    seeds, discovered = _with_discovered(spec, read_stored_seeds(), extra_ids)
+    client = source.client()
+    result = crawl(client, seeds)
+    content, frame = _write_raw(spec, result.papers)
+    metadata = {"papers": len(result.papers), "discovered_by_sensor": discovered}
+    if depths:
+        by_depth = Counter(p.crawl_depth for p in result.papers)
+        metadata["by_depth"] = dg.MetadataValue.json({str(k): v for k, v in sorted(by_depth.items())})
+    if client.http.unreachable_hosts:
+        where = redact_url(source.base_url)
+        reasons = ", ".join(sorted(set(client.http.unreachable_hosts.values())))
+        context.log.warning(
+            f"{name} unreachable at {where} ({reasons}): nothing new from it in this run; the catalogue keeps "
+            "its earlier records"
+        )
+        metadata.update(unreachable=where, unreachable_reason=reasons)
+    sample = ["paper_id", "title", "year", *(["crawl_depth"] if depths else [])]
+    return dg.MaterializeResult(
+        metadata={
+            **metadata,
+            **_failure_metadata(result.failures),
+            **client.http.stats.as_metadata(),
+            "sample": dg.MetadataValue.md(tables.markdown_sample(frame, sample)),
+        },
+        data_version=dg.DataVersion(content),
     )
-    return {"unreachable": where, "unreachable_reason": reasons}
 
 
 @dg.asset(group_name=GROUP, code_version="1", deps=[seed_papers], pool="openalex")
@@ -160,24 +175,8 @@ def openalex_works(
             "OPENALEX_API_KEY is not set; OpenAlex requires a key since Feb 2026",
             context,
         )
-    seeds, discovered = _with_discovered(tables.OPENALEX_WORKS, read_stored_seeds(), config.extra_ids)
-    client = openalex.client()
-    result = crawl_openalex(client, seeds)
-    content, frame = _write_raw(tables.OPENALEX_WORKS, result.papers)
-    depths = Counter(p.crawl_depth for p in result.papers)
-    return dg.MaterializeResult(
-        metadata={
-            "papers": len(result.papers),
-            "discovered_by_sensor": discovered,
-            "by_depth": dg.MetadataValue.json({str(k): v for k, v in sorted(depths.items())}),
-            **_unreachable_metadata("OpenAlex", openalex.base_url, client.http, context),
-            **_failure_metadata(result.failures),
-            **client.http.stats.as_metadata(),
-            "sample": dg.MetadataValue.md(
-                tables.markdown_sample(frame, ["paper_id", "title", "year", "crawl_depth"])
-            ),
-        },
-        data_version=dg.DataVersion(content),
+    return _crawl(
+        context, tables.OPENALEX_WORKS, "OpenAlex", openalex, crawl_openalex, config.extra_ids, depths=True
     )
 
 
@@ -188,21 +187,7 @@ def arxiv_works(
     """Seeded arXiv ids and query results (one request every 3 s)."""
     if not corpus.live_crawl_enabled():
         return _skipped(tables.ARXIV_WORKS, "a local corpus is configured (offline mode)", context)
-    seeds, discovered = _with_discovered(tables.ARXIV_WORKS, read_stored_seeds(), config.extra_ids)
-    client = arxiv.client()
-    result = crawl_arxiv(client, seeds)
-    content, frame = _write_raw(tables.ARXIV_WORKS, result.papers)
-    return dg.MaterializeResult(
-        metadata={
-            "papers": len(result.papers),
-            "discovered_by_sensor": discovered,
-            **_unreachable_metadata("arXiv", arxiv.base_url, client.http, context),
-            **_failure_metadata(result.failures),
-            **client.http.stats.as_metadata(),
-            "sample": dg.MetadataValue.md(tables.markdown_sample(frame, ["paper_id", "title", "year"])),
-        },
-        data_version=dg.DataVersion(content),
-    )
+    return _crawl(context, tables.ARXIV_WORKS, "arXiv", arxiv, crawl_arxiv, config.extra_ids)
 
 
 # pool: with enrichment on it asks arXiv (one client at a time for everyone); offline arxiv_works skips at once
@@ -300,8 +285,8 @@ def _raw_records() -> list[catalogue.Record]:
 def _apply_removals(
     config: PapersConfig, records: list[catalogue.Record], seeds: Seeds, context: dg.AssetExecutionContext
 ) -> tuple[list[catalogue.Record], list[dict]]:
-    """Prunes drop an origin's records; removals by id and the papers a prune leaves without a record are written to
-    removed_papers (logged, and kept out of every later run until restored)."""
+    """Prunes drop an origin's records; removals by id and the papers a prune leaves without a record go to
+    removed_papers (kept out of every later run until restored)."""
     removed = catalogue.removed_ids()
     known = sorted(catalogue.origin_counts(records))
     entries: list[dict] = []
@@ -454,6 +439,3 @@ def build_resources() -> dict:
         "openalex": OpenAlexResource(api_key=env_secret("OPENALEX_API_KEY", missing=None)),
         "arxiv": ArxivResource(),
     }
-
-
-__all__ = ["ASSETS", "CHECKS", "build_resources"]

@@ -1,16 +1,7 @@
-"""Fan-out of passage embedding: `staged_passage_vectors`, a graph-backed asset that plans the new passages into
-parts, embeds each part in its own step (a process under the multiprocess executor, a pod under
-`LUMINA_EXECUTOR=k8s`, on a GPU node with `LUMINA_K8S_GPU`) and stages their vectors for `passage_index`.
-
-Why staging instead of a graph that writes the index: `passage_index` stays the one place the index is written
-(upserts, pruning, held batches, form checks, tuning); it takes a staged vector where one fits and embeds the rest
-itself (indexing/staged_vectors.py). With one part (`LUMINA_EMBED_PARTS=1`, or auto for a small batch) the plan
-stages nothing and `passage_index` embeds everything, as before the fan-out existed.
-
-The steps pass nothing through an IO manager (their outputs are `Nothing`): the plan, the staged vectors and the
-part numbers (mapping keys) live in the index's LanceDB database, so pods share them without a shared Dagster
-storage folder.
-"""
+"""`staged_passage_vectors`: a graph-backed asset that splits the new passages into parts, embeds each part in its
+own step (a process, or a pod under `LUMINA_EXECUTOR=k8s`) and stages their vectors for `passage_index`, which stays
+the one writer of the index. The plan and the vectors live in the index's LanceDB database, so the steps pass
+nothing through an IO manager (docs/production.md#embedding-a-large-batch-in-parallel)."""
 
 import multiprocessing
 import os
@@ -63,10 +54,8 @@ def plan_embedding_parts(
 
 
 def _share_cores(db, plan_id: str, part: int) -> int:
-    """Under the multiprocess executor the parts are processes of one machine: this one keeps its share of the
-    cores (staged_vectors.part_cores) before its encoder starts a thread per core. A pod (k8s) or the in-process
-    executor keeps every core it has. Returns the cores this part may use."""
-    # macOS has no affinity to set: there the parts share the cores as they are
+    """The cores this part may use: under the multiprocess executor its share of the machine's (set as its affinity
+    before the encoder starts a thread per core); a pod or the in-process executor keeps all it has."""
     if not hasattr(os, "sched_setaffinity"):
         return os.cpu_count() or 1
     available = sorted(os.sched_getaffinity(0))
@@ -87,14 +76,9 @@ def _share_cores(db, plan_id: str, part: int) -> int:
 def embed_passage_part(context: dg.OpExecutionContext, lancedb: LanceDBResource, embedder: EmbedderResource):
     part = int(context.get_mapping_key().removeprefix(PART_KEY_PREFIX))
     db = lancedb.connect()
-    cores = _share_cores(db, _plan_id(context), part)
-    stats = staged_vectors.embed_part(
-        db,
-        _plan_id(context),
-        part,
-        embedder.get_embedder(),
-        log_fn=context.log.info,
-    )
+    plan_id = _plan_id(context)
+    cores = _share_cores(db, plan_id, part)
+    stats = staged_vectors.embed_part(db, plan_id, part, embedder.get_embedder(), log_fn=context.log.info)
     context.add_output_metadata(
         {
             "part": part,

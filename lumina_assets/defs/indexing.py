@@ -16,9 +16,12 @@ from resources.lancedb import LanceDBResource
 INDEX_CODE_VERSION = f"index-v{indexing.INDEX_FORMAT_VERSION}"
 
 
-def _holds(instance: dg.DagsterInstance) -> dict[str, list[batch_holds.Hold]]:
-    """The batches whose per-batch blocking checks (parsed_papers, passages) failed at their latest evaluation."""
-    return batch_holds.held_batches(instance, batch_holds.blocking_check_keys(parse_stage.ASSETS))
+def _holds(instance: dg.DagsterInstance) -> tuple[dict[str, list[batch_holds.Hold]], dict[str, int]]:
+    """The batches held by a failed blocking check (parsed_papers, passages) that still have papers in the catalogue
+    (one whose papers left has nothing to hold), and the papers of each held batch."""
+    holds = batch_holds.held_batches(instance, batch_holds.blocking_check_keys(parse_stage.ASSETS))
+    held_papers = _papers_per_batch(holds)
+    return {batch: found for batch, found in holds.items() if held_papers.get(batch)}, held_papers
 
 
 def _upstream(held: frozenset[str] = frozenset()) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -34,34 +37,33 @@ def _upstream(held: frozenset[str] = frozenset()) -> tuple[pl.DataFrame, pl.Data
     for column in ("section_number", "section_title", "prev_id", "next_id"):
         if column not in passages.columns:
             passages = passages.with_columns(pl.lit(None, dtype=pl.String).alias(column))
-    # Passages of papers no longer in the catalogue (removed by hand, or merged into another id) leave the index;
-    # the catalogue never loses a paper otherwise, so nothing else is ever pruned or re-embedded without a title.
+    # passages of papers no longer in the catalogue leave the index; so do a held batch's papers, an earlier
+    # indexed version included, until the batch passes its checks or leaves the catalogue
     if held and "ingest_batch" in papers.columns:
-        # a held batch's papers leave the index with their passages (an earlier indexed version included: its
-        # passages file is the one the check failed on) until the batch passes its checks or leaves the catalogue
         papers = papers.filter(~(pl.col("ingest_batch").is_in(sorted(held)).fill_null(False)))
     passages = passages.filter(pl.col("paper_id").is_in(papers["paper_id"].implode()))
     return passages, papers
 
 
 def indexable_upstream(instance: dg.DagsterInstance) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The passages and papers passage_index indexes now: every batch's, less those of held batches (what the
-    embedding fan-out plans from, defs/embedding_fanout.py)."""
-    holds = _holds(instance)
-    held_papers = _papers_per_batch(holds)
-    return _upstream(frozenset(batch for batch in holds if held_papers.get(batch)))
+    """The passages and papers passage_index indexes now: every batch's, less those of held batches."""
+    return _upstream(frozenset(_holds(instance)[0]))
 
 
 def _papers_per_batch(batches) -> dict[str, int]:
     papers = tables.read(tables.PAPERS)
     if papers is None or "ingest_batch" not in papers.columns:
         return {}
-    counts = papers.filter(pl.col("ingest_batch").is_in(sorted(batches)))["ingest_batch"].value_counts()
-    return dict(zip(counts["ingest_batch"].to_list(), counts["count"].to_list(), strict=True))
+    return dict(
+        papers.filter(pl.col("ingest_batch").is_in(sorted(batches)))
+        .group_by("ingest_batch")
+        .len()
+        .iter_rows()
+    )
 
 
 def _graph_metadata(db) -> dict:
-    """Keep the paper neighbour graph up to date (search smooths with it); the metadata says whether it is on."""
+    """Keep the paper neighbour graph up to date; the metadata says whether search smooths with it."""
     keep_graph(db)
     graph_papers = graph_rows(db)
     return {
@@ -90,8 +92,7 @@ def _sentence_cost(stats) -> dict:
 
 @dg.asset(
     group_name="index",
-    # staged_passage_vectors: the fan-out's vectors of new passages, reused here (defs/embedding_fanout.py); it runs
-    # first in the same run, and neither its materialization nor its absence decides when the index runs
+    # staged_passage_vectors: the fan-out's vectors, reused here; it never decides when the index runs
     deps=[dg.AssetDep("passages"), dg.AssetDep("papers"), dg.AssetDep("staged_passage_vectors")],
     code_version=INDEX_CODE_VERSION,
     automation_condition=dg.AutomationCondition.eager().ignore(
@@ -102,10 +103,7 @@ def _sentence_cost(stats) -> dict:
 def passage_index(
     context: dg.AssetExecutionContext, lancedb: LanceDBResource, embedder: EmbedderResource
 ) -> dg.MaterializeResult:
-    holds = _holds(context.instance)
-    held_papers = _papers_per_batch(holds)
-    # a batch whose papers left the catalogue has nothing to hold
-    holds = {batch: found for batch, found in holds.items() if held_papers.get(batch)}
+    holds, held_papers = _holds(context.instance)
     for batch, found in holds.items():
         context.log.warning(
             f"batch {batch} held out of the index ({held_papers[batch]} papers): "
@@ -127,8 +125,6 @@ def passage_index(
     neighbour_graph = _graph_metadata(db)
     passages_table = indexing.open_table(db, indexing.PASSAGES_TABLE)
     sample = passages_table.search().select(["passage_id", "title", "text"]).limit(5).to_polars()
-    if isinstance(sample, pl.LazyFrame):
-        sample = sample.collect()
     throughput = stats.passages_embedded / stats.embed_seconds if stats.embed_seconds else 0.0
     return dg.MaterializeResult(
         metadata={
@@ -170,9 +166,7 @@ def passage_index(
 def passage_index_row_count(
     context: dg.AssetCheckExecutionContext, lancedb: LanceDBResource
 ) -> dg.AssetCheckResult:
-    holds = _holds(context.instance)
-    held_papers = _papers_per_batch(holds)
-    passages, _ = _upstream(frozenset(batch for batch in holds if held_papers.get(batch)))
+    passages, _ = indexable_upstream(context.instance)
     expected = passages["passage_id"].n_unique() if passages.height else 0
     table = indexing.open_table(lancedb.connect(), indexing.PASSAGES_TABLE)
     actual = table.count_rows() if table is not None else 0

@@ -1,8 +1,6 @@
-"""The only calls into the Dagster instance's event-log storage, which is not Dagster's public API.
-
-Per-pool concurrency limits (OSS `dagster.yaml` takes only a default) and the latest execution of each partitioned
-asset check (what the UI shows per partition) have no public accessor in Dagster 1.13. Keeping them here means an
-upgrade that moves them breaks one module, and tests/orchestration/test_instance_storage.py says so first."""
+"""The only calls into the Dagster instance's event-log storage (not public API): per-pool limits and the latest
+execution of each partitioned asset check have no public accessor. tests/orchestration/test_instance_storage.py
+catches an upgrade that moves them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The `lumina_terminal` logger: what assets say at INFO and WARNING (progress lines, counts, skips), printed as
-`    <step>: <message>` under the step `lumina demo` is running. Runs that do not configure it (the UI, the daemon)
-keep only Dagster's console logger."""
+"""The `lumina_terminal` logger: the assets' INFO and WARNING lines, printed under the step `lumina demo` runs."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Parsing stage: `pdf_files` -> `parsed_papers` -> `passages`, each partitioned by ingest batch.
-
-Per-paper state lives in one parquet file per batch; the work (fetching, the parse loop, chunking) is in
-`lumina_assets.parsing` (`pdf_store`, `batch`), these assets read the batch, call it, write and report.
-"""
+"""Parsing stage: `pdf_files` -> `parsed_papers` -> `passages`, each partitioned by ingest batch; the work is in
+`lumina_assets.parsing`."""
 
 import json
 import warnings
@@ -38,9 +35,8 @@ HELD = "the index leaves this batch out until it is re-run and passes, or its pa
 
 
 def _batch_check(name: str, **kwargs) -> dg.AssetCheckSpec:
-    """A check evaluated per batch partition: the instance keeps its latest result per batch, which the UI shows on the
-    batch and `passage_index` reads to hold a batch back across runs (defs/batch_holds.py). Partitioned checks are a
-    Dagster preview feature; its warning says only that."""
+    """A check evaluated per batch partition, whose latest result holds a batch out of the index (defs/batch_holds.py);
+    partitioned checks are a Dagster preview feature, whose warning says only that."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.PreviewWarning)
         return dg.AssetCheckSpec(name, partitions_def=INGEST_BATCHES, **kwargs)
@@ -61,7 +57,7 @@ def _previous_rows(spec: tables.TableSpec, batch: str) -> dict[str, dict[str, An
 
 
 def _md_failures(rows: list[dict[str, Any]], sources: dict[str, str] | None = None, limit: int = 50) -> str:
-    """One line per failed paper: which paper, from which file or URL, and why, without opening the table."""
+    """One line per failed paper: which paper, from which file or URL, and why."""
     failed = [row for row in rows if row["status"] == "failed"]
     lines = []
     for row in failed[:limit]:
@@ -78,9 +74,6 @@ def _md_counts(counts: dict[str, int]) -> str:
     if not counts:
         return "_none_"
     return "\n".join(f"- `{key}`: {value}" for key, value in sorted(counts.items(), key=lambda kv: -kv[1]))
-
-
-# ---------------------------------------------------------------- pdf_files
 
 
 @dg.asset(
@@ -142,9 +135,6 @@ def pdf_files(context: dg.AssetExecutionContext, parsing: ParsingConfig) -> dg.M
         metadata=metadata,
         data_version=dg.DataVersion(tables.content_hash(frame, ["paper_id", "sha256", "status"])),
     )
-
-
-# ---------------------------------------------------------------- parsed_papers
 
 
 def _paper_markdown(paper: ParsedPaper, limit: int = 12) -> str:
@@ -209,10 +199,9 @@ def parsed_papers(
     failures = Counter(row["reason"] for row in rows if row["status"] == "failed")
     with_pdf = statuses.get("ok", 0) + statuses.get("failed", 0)
     failure_rate = statuses.get("failed", 0) / with_pdf if with_pdf else 0.0
-    if sample is None:
-        ok_rows = frame.filter(pl.col("status") == "ok")
-        if ok_rows.height:
-            sample = ParsedPaper.from_json(ok_rows["parsed_json"][0])
+    ok = frame.filter(pl.col("status") == "ok")
+    if sample is None and ok.height:
+        sample = ParsedPaper.from_json(ok["parsed_json"][0])
     verdict = systemic_failure(
         failures,
         with_pdf,
@@ -237,7 +226,6 @@ def parsed_papers(
             "verdict": verdict or "ok",
         },
     )
-    ok = frame.filter(pl.col("status") == "ok")
     return dg.MaterializeResult(
         metadata={
             "papers": len(rows),
@@ -261,9 +249,6 @@ def parsed_papers(
         data_version=dg.DataVersion(tables.content_hash(frame, ["paper_id", "sha256", "parser", "status"])),
         check_results=[check],
     )
-
-
-# ---------------------------------------------------------------- passages
 
 
 def _state_path(batch: str):

@@ -1,6 +1,5 @@
-"""The partitioning axes: ingest batches (one partition per batch of new papers, never one per paper), the
-benchmark's providers (`evals.registry`, modes included) and its question shards (`evals.shards`, added by the
-`questions` asset as questions arrive); the per-question benchmark assets are partitioned by provider × shard."""
+"""The partitioning axes: ingest batches (one per batch of new papers) and the benchmark's provider × question
+shard."""
 
 from __future__ import annotations
 
@@ -17,12 +16,10 @@ PROVIDER_SHARDS = dg.MultiPartitionsDefinition({"provider": PROVIDERS, "shard": 
 
 
 def provider_shard_key(provider: str, shard: str) -> str:
-    """The partition key of one provider × shard (`provider|shard`)."""
     return str(dg.MultiPartitionKey({"provider": provider, "shard": shard}))
 
 
 def split_key(key: str) -> tuple[str, str]:
-    """(provider, shard) of a provider × shard partition key."""
     keys = PROVIDER_SHARDS.get_partition_key_from_str(key).keys_by_dimension
     return keys["provider"], keys["shard"]
 
