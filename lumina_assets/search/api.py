@@ -10,20 +10,9 @@
     GET  /pdf/{sha256}[/{name}.pdf] a stored PDF, by content hash only (the name is what a browser saves it as)
     GET  /api/health
 
-Bad input is a 4xx with {"error": message}: an empty query, one over 1000 characters, a body over 16 KB (counted
-as it streams in, whatever its framing: a chunked body is cut at the cap, never read whole first), a POST that is
-not `application/json` (so a cross-site form or `text/plain` POST cannot skip the browser's CORS preflight),
-a body that is not UTF-8 or not JSON (lone surrogate escapes, nesting too deep, NaN / Infinity included),
-control characters, k outside 1..50, page outside 1..20, an unknown field, a value of the wrong type (JSON `k` must
-be an integer, flags booleans; a query string's are read strictly from their text), a query string whose
-percent-escapes are not UTF-8 (a lone surrogate among them), an unknown export format. An unknown paper is a 404.
-
-Browsers reach a local server from any page they open, so every request must name an allowed host (the loopback
-names by default, plus `lumina serve --allow-host`: DNS rebinding gets a 400), and one that carries an `Origin`
-must come from this server's own origin (403). A GET never calls an LLM (the overview is then extractive): a
-link or an image tag on any page can send a GET, and an LLM call costs money. Handlers are sync functions where
-they can be, so Starlette runs them in its thread pool and the engine pool (results.EnginePool) bounds concurrent
-searches.
+Bad input is a 4xx with {"error": message} (the rules: `request.py`, docs/search.md); every request must name an
+allowed host and come from this server's own origin (docs/security.md). A GET never calls an LLM: any page can send
+one, and a call costs money. Handlers are sync where they can be, so the engine pool bounds concurrent searches.
 """
 
 from __future__ import annotations
@@ -84,10 +73,8 @@ def _host_name(host_header: str) -> str | None:
 
 
 class LocalRequestsOnly:
-    """Every request must name an allowed host (400 otherwise: a page whose DNS name was rebound to this machine
-    sends its own name), and one carrying an `Origin` header must come from this server's own origin, scheme://Host
-    as the request names it (403 otherwise; `Origin: null`, sent by sandboxed frames and file:// pages, included).
-    A request without `Origin` (curl, the CLI, a same-origin GET) passes the second check."""
+    """Every request must name an allowed host (400: DNS rebinding), and one carrying `Origin` must come from this
+    server's own scheme://Host (403; `Origin: null` included). A request without `Origin` passes the second check."""
 
     def __init__(self, app: ASGIApp, allowed_hosts: frozenset[str]) -> None:
         self.app = app
@@ -121,9 +108,8 @@ def _same_origin(origin: str, host: str) -> bool:
 
 
 async def read_json_post(request: Request) -> Any:
-    """A POST's JSON body, read the one way every route reads it: 415 unless it is JSON (so a cross-site form
-    cannot post), 413 past the cap (counted as it streams), 400 when it does not decode. The error Response is
-    returned in place of the data."""
+    """A POST's JSON body, or the error Response in its place: 415 unless JSON (a cross-site form cannot post),
+    413 past the cap, 400 when it does not decode."""
     if not _is_json(request.headers.get("content-type")):
         return _error(415, "a POST body must be application/json")
     try:
@@ -137,10 +123,8 @@ async def read_json_post(request: Request) -> Any:
 
 
 async def read_capped_body(request: Request, cap: int = MAX_BODY_BYTES) -> bytes:
-    """The body, refused (BodyTooLarge) as soon as more than `cap` bytes have arrived: a declared Content-Length
-    over the cap is refused before reading, and a chunked (or lying) body is counted as it streams, so the server
-    never holds more than the cap plus one chunk. What is left unread is the server's to drop (uvicorn closes
-    the connection)."""
+    """The body; BodyTooLarge as soon as more than `cap` bytes have arrived (a declared Content-Length before
+    reading, a chunked or lying body as it streams), so the server never holds more than the cap plus one chunk."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > cap:
         raise BodyTooLarge
@@ -159,9 +143,8 @@ def _is_json(content_type: str | None) -> bool:
 
 
 def query_string_fields(request: Request) -> dict[str, str]:
-    """A GET's query string as {name: value} (the last of a repeated name), decoded strictly: BadRequest when
-    a percent-escape is not UTF-8 (`%ED%A0%80`, a lone surrogate, included), where Starlette would silently
-    substitute U+FFFD and search for the replacement characters."""
+    """A GET's query string as {name: value} (the last of a repeated name); BadRequest when a percent-escape is
+    not UTF-8 (a lone surrogate included), where Starlette would silently substitute U+FFFD."""
     raw = request.scope.get("query_string", b"").decode("latin-1")
     try:
         return dict(parse_qsl(raw, keep_blank_values=True, encoding="utf-8", errors="strict"))
@@ -172,8 +155,8 @@ def query_string_fields(request: Request) -> dict[str, str]:
 
 
 def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBACK_HOSTS) -> Starlette:
-    """The app; `allowed_hosts` are the names a request's Host header may carry (port aside): the loopback
-    names by default, `*` for any (only behind a proxy that checks the Host itself)."""
+    """The app; `allowed_hosts` are the names a Host header may carry: the loopback names by default, `*` for any
+    (only behind a proxy that checks the Host itself)."""
     page_html = PAGE.read_text(encoding="utf-8")
 
     def index(request: Request) -> Response:
@@ -195,8 +178,8 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
         return JSONResponse({"status": "ok", "index": "ready", "index_key": served})
 
     async def read_request(request: Request, extra: frozenset[str] = frozenset()):
-        """(SearchRequest, the `extra` fields' values) from a JSON POST or a GET's query string; an error
-        Response instead when the input is bad."""
+        """(SearchRequest, the `extra` fields' values) from a JSON POST or a GET's query string, or an error
+        Response."""
         if request.method == "POST":
             data = await read_json_post(request)
             if isinstance(data, Response):
@@ -219,8 +202,7 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
         return parsed, extras
 
     async def run_search(parsed: SearchRequest, *, use_llm: bool):
-        """The service's answer, or a 503 Response: an index problem is the server's (logged), the client sees
-        its kind only."""
+        """The service's answer, or a 503 naming only the error's kind (the server logs the rest)."""
         from starlette.concurrency import run_in_threadpool
 
         try:
@@ -233,7 +215,6 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
         read = await read_request(request)
         if isinstance(read, Response):
             return read
-        # a GET never calls the LLM: any page can send one (a link, an <img>), and each call costs money
         answer = await run_search(read[0], use_llm=request.method == "POST")
         return answer if isinstance(answer, Response) else JSONResponse(answer)
 
