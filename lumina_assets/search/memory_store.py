@@ -1,10 +1,6 @@
 """The small-corpus store and the choice between stores: `MemoryStore` answers from memory what `LanceStore` asks
 LanceDB for, and `open_store` picks one per index and keeps it open across queries (one per process and index, so
-concurrent engines share it).
-
-Why a module apart from `stores`: the index-backed store is the one every size uses; this one is the fast path
-below `memory_max_passages`, with its own loading, mirrors and background reload.
-"""
+concurrent engines share it)."""
 
 from __future__ import annotations
 
@@ -35,11 +31,9 @@ def empty_index_message() -> str:
 
 
 class MemoryStore(LanceStore):
-    """Small corpora (below `SearchConfig.memory_max_passages`): passage vectors and display columns in memory
-    (exact search by one matrix product, where LanceDB would scan every vector from disk per query; rows taken by
-    position instead of a round trip per lookup), and both full-text searches answered by in-memory mirrors of
-    LanceDB's full-text indexes (`fulltext_mirror`: same tokens, same BM25 scores), built in a background thread
-    when the store opens; until they are ready LanceDB's own indexes answer, so a first query never waits."""
+    """Small corpora: passage vectors and display columns in memory (exact search by one matrix product, rows
+    taken by position), and both full-text searches answered by `fulltext_mirror`s built in a background thread
+    at open; until they are ready LanceDB's own indexes answer, so a first query never waits."""
 
     def __init__(self, db, *, mirrors: bool = True, **kwargs) -> None:
         super().__init__(db, **kwargs)
@@ -119,7 +113,7 @@ class MemoryStore(LanceStore):
         return []
 
     def _admitted(self, filters: Filters, years: np.ndarray, paper_ids: Sequence[str]) -> np.ndarray | None:
-        """Boolean mask of the rows a filter lets through (None: no filter), as `Filters.admits` decides."""
+        """Boolean mask of the rows a filter lets through (None: no filter), as `Filters.sql` decides."""
         if filters.empty:
             return None
         mask = np.ones(len(years), dtype=bool)
@@ -261,9 +255,7 @@ def open_store(
 
 def _reload_in_background(key: tuple, db, options: dict) -> None:
     """Load the new table version into a MemoryStore in a daemon thread and swap it in (called under
-    _STORES_LOCK). Why: a server would otherwise stall the query that notices a new ingest batch while it loads;
-    this way the new papers appear a little later instead. Until its full-text mirrors are built the new store
-    answers full text from LanceDB, as at start-up."""
+    _STORES_LOCK), so no query stalls while it loads: the new papers appear a little later instead."""
     if key in _RELOADING:
         return
     _RELOADING.add(key)
