@@ -25,12 +25,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lumina_assets.core import settings
-from lumina_assets.search.request import SearchRequest
+from lumina_assets.search.request import FILTER_FIELDS, SearchRequest
 
 log = logging.getLogger(__name__)
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-FILTER_FIELDS = ("year_min", "year_max", "author", "venue", "tag", "collection")
 MAX_SEARCHES = 200
 MAX_HITS_PER_SEARCH = 500  # the oldest hits leave first; the feed shows the newest
 DATABASE = "alerts.sqlite3"
