@@ -41,9 +41,7 @@ def constraints(parsed, config) -> list[dict]:
                 "as_filter": f'author:"{author}"',
             }
         )
-    for venue in getattr(parsed, "explicit_venues", []) or []:
-        out.append({"kind": "venue", "value": venue, "mode": "filter", "as_filter": f'venue:"{venue}"'})
-    for kind in ("tag", "collection"):  # a reference library's labels (corpus.library)
+    for kind in ("venue", "tag", "collection"):
         for label in getattr(parsed, f"explicit_{kind}s", []) or []:
             out.append({"kind": kind, "value": label, "mode": "filter", "as_filter": f'{kind}:"{label}"'})
     for item in out:
