@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from lumina_assets.search.bm25 import BM25
 from lumina_assets.search.stopwords import lancedb_english
+from lumina_assets.search.text import stemmer
 
 MAX_TOKEN_BYTES = 40  # LanceDB's default max_token_length: a word this long or longer is dropped
 
@@ -53,13 +54,6 @@ _WORD = re.compile(r"[^\W_]+")
 _NOT_WORD = r"[^\p{L}\p{N}]+"  # RE2 (pyarrow): the same split as _WORD, vectorized
 
 
-@functools.lru_cache(maxsize=1)
-def _stemmer():
-    import Stemmer
-
-    return Stemmer.Stemmer("english")
-
-
 def fold_to_ascii(token: str) -> str:
     if token.isascii():
         return token
@@ -72,7 +66,7 @@ def analyze_word(word: str) -> str | None:
     """One word (a run of letters and digits) as the index stores it, or None when the index drops it."""
     if not word or len(word.encode("utf-8")) >= MAX_TOKEN_BYTES:  # "" is what a split leaves at either end
         return None
-    stemmed = _stemmer().stemWord(word.lower())
+    stemmed = stemmer().stemWord(word.lower())
     return None if stemmed in STOP_TOKENS else fold_to_ascii(stemmed)
 
 

@@ -12,16 +12,15 @@ import re
 from collections.abc import Iterator
 
 from lumina_assets.search.alerts_store import (
-    FILTER_FIELDS,
     MAX_HITS_PER_SEARCH,
     MAX_SEARCHES,
     NAME,
     SEARCH_COLUMNS,
     SavedSearch,
-    StoreUnreadable,
-    alerts_dir,
+    StoreUnreadable,  # noqa: F401 - re-exported for callers
+    alerts_dir,  # noqa: F401 - re-exported for callers
     connect,
-    database_path,
+    database_path,  # noqa: F401 - re-exported for callers
     insert_hits,
     insert_search,
     locked,
@@ -30,39 +29,10 @@ from lumina_assets.search.alerts_store import (
     put_state,
     search_from_row,
     states,
-    stored_in,
+    stored_in,  # noqa: F401 - re-exported for callers
     trim,
 )
-from lumina_assets.search.request import BadRequest
-
-# the store's names its callers use through this module
-__all__ = [
-    "MAX_HITS_PER_SEARCH",
-    "MAX_SEARCHES",
-    "NAME",
-    "DuplicateName",
-    "SavedSearch",
-    "StoreUnreadable",
-    "UnknownSearch",
-    "add",
-    "alerts_dir",
-    "database_path",
-    "get",
-    "hits_for",
-    "load",
-    "mark_seen",
-    "name_from_query",
-    "new_count",
-    "now",
-    "read_hits_state",
-    "remove",
-    "stored_in",
-    "summaries",
-    "summary",
-    "updating_hits",
-    "validate",
-    "write_hits_state",
-]
+from lumina_assets.search.request import FILTER_FIELDS, BadRequest
 
 
 class DuplicateName(ValueError):
