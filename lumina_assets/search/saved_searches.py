@@ -1,7 +1,6 @@
-"""Saved searches (the queries a researcher wants alerts for) and the hits the `alert_hits` asset recorded for them,
-over the alerts store (`search.alerts_store`: the SQLite database, its migration from earlier versions' JSON files,
-the rows). A search is keyed by an `id` made when it is saved, so a search removed and saved again under the same
-name starts afresh instead of inheriting the old one's hits."""
+"""Saved searches (the queries a researcher wants alerts for) and the hits recorded for them, over
+`search.alerts_store`. A search is keyed by an `id` made when it is saved, so one removed and saved again under the
+same name starts afresh."""
 
 from __future__ import annotations
 
@@ -142,9 +141,8 @@ def read_hits_state() -> dict:
 @contextlib.contextmanager
 def updating_hits() -> Iterator[dict]:
     """The alert run's state to change in place: {"searches": every search's known papers, "hits": []}; the hits
-    appended to it are stored when the block ends, each search's state replaced, in one short transaction. Alert
-    runs take a file lock, so two that overlap (two index runs in quick succession) evaluate one after the
-    other, never from the same state; saving or removing a search meanwhile is not held up."""
+    appended are stored when the block ends, in one short transaction. A file lock makes overlapping runs evaluate
+    one after the other; saving or removing a search meanwhile is not held up."""
     with locked("hits"):
         with connect() as db:
             state = {"searches": states(db), "hits": []}
