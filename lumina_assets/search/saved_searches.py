@@ -157,17 +157,6 @@ def updating_hits() -> Iterator[dict]:
             trim(db, {hit["search_id"] for hit in state["hits"]} & live)
 
 
-def write_hits_state(state: dict) -> None:
-    """Replace every search's state and all hits with `state` (as read_hits_state gives it)."""
-    with locked("hits"), connect(write=True) as db:
-        db.execute("DELETE FROM search_state")
-        db.execute("DELETE FROM hits")
-        for search_id, entry in state["searches"].items():
-            put_state(db, search_id, entry)
-        insert_hits(db, state["hits"])
-        trim(db)
-
-
 def hits_for(search: SavedSearch, state: dict | None = None) -> list[dict]:
     """The search's hits, newest first (at most MAX_HITS_PER_SEARCH)."""
     if state is not None:
