@@ -245,27 +245,27 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
             },
         )
 
-    def passage(request: Request) -> Response:
-        passage_id = request.path_params["passage_id"]
-        if len(passage_id) > 500:
-            return _error(422, "passage id too long")
+    def by_id(kind: str, answer):
+        """A handler for `/…/{<kind>_id}`: 422 for an id over 500 characters, else `answer(request, id)`."""
+
+        def handle(request: Request) -> Response:
+            value = request.path_params[f"{kind}_id"]
+            return _error(422, f"{kind} id too long") if len(value) > 500 else answer(request, value)
+
+        return handle
+
+    def passage(request: Request, passage_id: str) -> Response:
         found = service.passage(passage_id)
         return JSONResponse(found) if found else _error(404, f"no passage {passage_id!r}")
 
-    def citations(request: Request) -> Response:
-        paper_id = request.path_params["paper_id"]
-        if len(paper_id) > 500:
-            return _error(422, "paper id too long")
+    def citations(request: Request, paper_id: str) -> Response:
         found = service.citations(paper_id)
         return (
             JSONResponse(found) if found is not None else _error(404, f"no paper {paper_id!r} in the index")
         )
 
-    def paper_export(request: Request) -> Response:
+    def paper_export(request: Request, paper_id: str) -> Response:
         """One paper's citation (the page's "copy BibTeX"): `?format=bibtex|ris|csv`, shown inline."""
-        paper_id = request.path_params["paper_id"]
-        if len(paper_id) > 500:
-            return _error(422, "paper id too long")
         fmt = request.query_params.get("format", "bibtex")
         if fmt not in FORMATS:
             return _error(422, f"format must be one of {', '.join(FORMATS)}")
@@ -294,9 +294,9 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
             Route("/api/health", health),
             Route("/api/search", search, methods=["GET", "POST"]),
             Route("/api/export", export_results, methods=["GET"]),
-            Route("/api/passages/{passage_id:path}", passage),
-            Route("/api/papers/{paper_id:path}/citations", citations),
-            Route("/api/papers/{paper_id:path}/export", paper_export),
+            Route("/api/passages/{passage_id:path}", by_id("passage", passage)),
+            Route("/api/papers/{paper_id:path}/citations", by_id("paper", citations)),
+            Route("/api/papers/{paper_id:path}/export", by_id("paper", paper_export)),
             Route("/pdf/{sha256}", pdf),
             Route("/pdf/{sha256}/{name}", pdf),
         ],

@@ -132,25 +132,15 @@ class MemoryStore(LanceStore):
             return super().start_text_runs(text, passage_n, paper_n, filters)
         passage_index, paper_index, paper_ids, paper_years = self._text_mirrors
         words = fts_text(text)
-
-        def passage_run() -> Run:
-            admitted = self._admitted(filters, self._years, self._paper_of)
-            hits = passage_index.top(words, passage_n, admitted) if words else []
-            return Run([(self._ids[i], score, self._paper_of[i]) for i, score in hits])
-
-        def paper_run() -> Run:
-            admitted = self._admitted(filters, paper_years, paper_ids)
-            hits = paper_index.top(words, paper_n, admitted) if words else []
-            return Run([(paper_ids[i], score, paper_ids[i]) for i, score in hits])
-
         futures: dict[str, Future] = {}
-        for name, n, run in (
-            ("passage_fulltext", passage_n, passage_run),
-            ("paper_fulltext", paper_n, paper_run),
+        for name, n, mirror, ids, papers, years in (
+            ("passage_fulltext", passage_n, passage_index, self._ids, self._paper_of, self._years),
+            ("paper_fulltext", paper_n, paper_index, paper_ids, paper_ids, paper_years),
         ):
-            if n > 0:  # computed here: a hand-off to a thread costs as much as the search on 2 cores
+            if n > 0:  # computed here: a hand-off to a thread costs as much as the search
+                hits = mirror.top(words, n, self._admitted(filters, years, papers)) if words else []
                 futures[name] = Future()
-                futures[name].set_result(run())
+                futures[name].set_result(Run([(ids[i], score, papers[i]) for i, score in hits]))
         return futures
 
     def passage_vector_run(self, vector, n, filters) -> Run:

@@ -105,19 +105,15 @@ class SearchService:
             return engine.store()
 
     def _papers(self, store, paper_ids: list[str]) -> dict[str, dict]:
-        from lumina_assets.indexing.table_ops import sql_in
-        from lumina_assets.search.stores import query_rows
+        from lumina_assets.search.stores import rows_by_id
 
-        if not paper_ids:
-            return {}
         columns = [
             c
             for c in ("paper_id", "title", "doi", "url", "year", "authors", "venue", "tags", "collections")
             + CITATION_COLUMNS
             if c in store.paper_columns
         ]
-        query = store.papers_table.search().where(sql_in("paper_id", paper_ids)).select(columns)
-        return {r["paper_id"]: r for r in query_rows(query.limit(len(paper_ids)))}
+        return rows_by_id(store.papers_table, "paper_id", paper_ids, columns)
 
     def search(self, request: SearchRequest, *, use_llm: bool = True) -> dict:
         """The answer to one request; `use_llm=False` keeps the overview extractive (the API's GETs)."""

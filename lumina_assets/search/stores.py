@@ -85,6 +85,15 @@ def query_rows(query) -> list[dict]:
     return arrow_rows(query.to_arrow())
 
 
+def rows_by_id(table, key: str, ids, columns: list[str]) -> dict[str, dict]:
+    """The rows whose `key` is one of `ids`, by key (a scalar-indexed lookup of those rows only)."""
+    ids = sorted(set(ids))
+    if not ids:
+        return {}
+    query = table.search().where(sql_in(key, ids)).select(columns).limit(len(ids))
+    return {r[key]: r for r in query_rows(query)}
+
+
 def _rows_on_loop(query) -> list[dict]:
     """Rows of an async LanceDB query (on a sync table's async handle, `table._table`; lancedb pinned), run on
     LanceDB's own event loop: faster per lookup than the sync API."""
@@ -252,16 +261,7 @@ class LanceStore:
         }
 
     def passages(self, passage_ids) -> dict[str, dict]:
-        ids = sorted(set(passage_ids))
-        if not ids:
-            return {}
-        query = (
-            self.passages_table.search()
-            .where(sql_in("passage_id", ids))
-            .select(PASSAGE_FIELDS)
-            .limit(len(ids))
-        )
-        return {r["passage_id"]: r for r in query_rows(query)}
+        return rows_by_id(self.passages_table, "passage_id", passage_ids, PASSAGE_FIELDS)
 
     def paper_passage_rows(self, paper_ids) -> dict[str, list[dict]]:
         """Every passage of these papers (`CONTEXT_FIELDS` and vector): the rows contexts are built from."""
@@ -275,11 +275,7 @@ class LanceStore:
         return out
 
     def papers(self, paper_ids) -> dict[str, dict]:
-        ids = sorted(set(paper_ids))
-        if not ids:
-            return {}
-        query = self.papers_table.search().where(sql_in("paper_id", ids)).select(PAPER_FIELDS).limit(len(ids))
-        return {r["paper_id"]: r for r in query_rows(query)}
+        return rows_by_id(self.papers_table, "paper_id", paper_ids, PAPER_FIELDS)
 
     def papers_by_author(self, last_names, limit) -> list[str]:
         if not last_names or "author_last_names" not in self.paper_columns:
