@@ -395,8 +395,6 @@ class SearchEngine:
             return scores
         meta = store.papers(list(scores))
         boosted = dict(scores)
-        low = parsed.year_min if parsed.year_min is not None else -(10**6)
-        high = parsed.year_max if parsed.year_max is not None else 10**6
         years = [m["year"] for m in meta.values() if m.get("year")]
         oldest, newest = (min(years), max(years)) if years else (0, 0)
         for paper_id, score in scores.items():
@@ -407,7 +405,7 @@ class SearchEngine:
             factor = 1.0
             if wants_authors:  # "X et al." prefers papers with X as first author (query_parser.author_match)
                 factor *= 1.0 + cfg.author_boost * author_match(parsed, paper.get("authors"))
-            if year_boost and year and low <= year <= high:
+            if year_boost and year and parsed.in_years(year):
                 factor *= 1.0 + cfg.year_boost
             if cfg.recency_weight > 0 and year:
                 factor *= 1.0 + cfg.recency_weight * (year - oldest) / max(newest - oldest, 1)

@@ -79,6 +79,12 @@ class ParsedQuery:
     def has_year(self) -> bool:
         return self.year_min is not None or self.year_max is not None
 
+    def in_years(self, year: int) -> bool:
+        """Whether `year` lies in the asked range (an open end is unbounded)."""
+        return (self.year_min is None or year >= self.year_min) and (
+            self.year_max is None or year <= self.year_max
+        )
+
     def filters_in_words(self) -> str:
         """The explicit author / venue / tag / collection filters, as "no paper <this> in the index" reads."""
         wanted = [f"by {', '.join(self.explicit_authors)}"] if self.explicit_authors else []
@@ -88,6 +94,15 @@ class ParsedQuery:
             [f"in collection {', '.join(self.explicit_collections)}"] if self.explicit_collections else []
         )
         return " and ".join(wanted)
+
+
+def year_syntax(low: int | None, high: int | None) -> str | None:
+    """A year range as explicit filter syntax: `year:2010..2015`, `year>=2010` or `year<=2015`."""
+    if low is not None and high is not None:
+        return f"year:{low}..{high}"
+    if low is not None:
+        return f"year>={low}"
+    return f"year<={high}" if high is not None else None
 
 
 def unquote(value: str) -> str:

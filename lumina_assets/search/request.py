@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from lumina_assets.search.query_parser import year_syntax
+
 MAX_QUERY_CHARS = 1000
 MAX_K = 50
 MAX_PAGE = 20
@@ -158,13 +160,8 @@ class SearchRequest:
     def engine_query(self) -> str:
         """The query with UI filters written as explicit syntax: how the search reads to a person (the engine
         gets the fields themselves through `constrain`)."""
-        parts = [self.query]
-        if self.year_min is not None and self.year_max is not None:
-            parts.append(f"year:{self.year_min}..{self.year_max}")
-        elif self.year_min is not None:
-            parts.append(f"year>={self.year_min}")
-        elif self.year_max is not None:
-            parts.append(f"year<={self.year_max}")
+        years = year_syntax(self.year_min, self.year_max)
+        parts = [self.query, *([years] if years else [])]
         parts += [f'{name}:"{getattr(self, name)}"' for name in FILTER_FIELDS[2:] if getattr(self, name)]
         return " ".join(parts)
 
