@@ -110,7 +110,7 @@ def _same_origin(origin: str, host: str) -> bool:
 async def read_json_post(request: Request) -> Any:
     """A POST's JSON body, or the error Response in its place: 415 unless JSON (a cross-site form cannot post),
     413 past the cap, 400 when it does not decode."""
-    if not _is_json(request.headers.get("content-type")):
+    if (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower() != "application/json":
         return _error(415, "a POST body must be application/json")
     try:
         body = await read_capped_body(request)
@@ -136,10 +136,6 @@ async def read_capped_body(request: Request, cap: int = MAX_BODY_BYTES) -> bytes
             raise BodyTooLarge
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _is_json(content_type: str | None) -> bool:
-    return (content_type or "").split(";", 1)[0].strip().lower() == "application/json"
 
 
 def query_string_fields(request: Request) -> dict[str, str]:

@@ -68,9 +68,7 @@ class SearchConfig:
     max_query_chars: int = 2000
 
     def __init__(self, **values: Any) -> None:
-        unknown = sorted(values.keys() - _NAMES)
-        if unknown:
-            raise TypeError(f"SearchConfig has no field {', '.join(unknown)}")
+        _known(values)
         for item in dataclasses.fields(self):
             if item.name in values and item.name != "weights":
                 setattr(self, item.name, values[item.name])
@@ -102,9 +100,7 @@ class SearchConfig:
     def replace(self, **changes: Any) -> SearchConfig:
         """A copy with `changes`, which count as set explicitly (use this, not `dataclasses.replace`, which would
         mark every field explicit)."""
-        unknown = sorted(changes.keys() - _NAMES)
-        if unknown:
-            raise TypeError(f"SearchConfig has no field {', '.join(unknown)}")
+        _known(changes)
         new = copy.copy(self)
         for name, value in changes.items():
             if name != "weights":
@@ -135,6 +131,14 @@ class SearchConfig:
 
 
 _NAMES = frozenset(item.name for item in dataclasses.fields(SearchConfig))
+
+
+def _known(values: dict) -> None:
+    unknown = sorted(values.keys() - _NAMES)
+    if unknown:
+        raise TypeError(f"SearchConfig has no field {', '.join(unknown)}")
+
+
 _MODES = {
     name: typing.get_args(hint)
     for name, hint in typing.get_type_hints(SearchConfig).items()

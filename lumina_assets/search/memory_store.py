@@ -30,6 +30,11 @@ def empty_index_message() -> str:
     )
 
 
+def _years(column) -> np.ndarray:
+    """A year column as int32, -1 where unknown."""
+    return np.asarray([y if y is not None else -1 for y in column.to_pylist()], dtype=np.int32)
+
+
 class MemoryStore(LanceStore):
     """Small corpora: passage vectors and display columns in memory (exact search by one matrix product, rows
     taken by position), and both full-text searches answered by `fulltext_mirror`s built in a background thread
@@ -46,9 +51,7 @@ class MemoryStore(LanceStore):
         self._rows = table.drop_columns(["vector", "search_text"])
         self._ids = table["passage_id"].to_pylist()
         self._paper_of = table["paper_id"].to_pylist()
-        self._years = np.asarray(
-            [y if y is not None else -1 for y in table["year"].to_pylist()], dtype=np.int32
-        )
+        self._years = _years(table["year"])
         self._vectors = vectors_from_arrow(table["vector"], self.dimension)
         self._position = {pid: i for i, pid in enumerate(self._ids)}
         self._by_paper: dict[str, list[int]] = {}
@@ -67,10 +70,8 @@ class MemoryStore(LanceStore):
                 self._by_paper, zip(*paper_columns.values(), strict=True), strict=True
             )
         }
-        texts = self._rows["text"]
-        self._texts = (
-            texts.chunk(0) if texts.num_chunks == 1 else texts.combine_chunks()
-        )  # one chunk: no copy
+        texts = self._rows["text"]  # one chunk: taken without a copy
+        self._texts = texts.chunk(0) if texts.num_chunks == 1 else texts.combine_chunks()
         self.loaded_version = self.version()
         self._text_mirrors: tuple | None = None
         self.text_mirrors_ready = threading.Event()
@@ -91,14 +92,11 @@ class MemoryStore(LanceStore):
             papers = self.papers_table.search().select(["paper_id", "year", "search_text"])
             papers = papers.limit(max(self.papers_table.count_rows(), 1)).to_arrow().combine_chunks()
             paper_ids = papers["paper_id"].to_pylist()
-            paper_years = np.asarray(
-                [y if y is not None else -1 for y in papers["year"].to_pylist()], np.int32
-            )
             self._text_mirrors = (
                 FullTextMirror(passage_texts),
                 FullTextMirror(papers["search_text"]),
                 paper_ids,
-                paper_years,
+                _years(papers["year"]),
             )
         except Exception as error:  # a hint only: LanceDB's indexes keep answering
             log.warning("full-text mirror not built, LanceDB's full-text index answers instead: %s", error)
@@ -224,12 +222,7 @@ def open_store(
         if store is not None:
             store.checkout_latest()
         stale_memory = not isinstance(store, MemoryStore) or store.loaded_version != store.version()
-        options = {
-            "nprobes": nprobes,
-            "probe_share": probe_share,
-            "refine_factor": refine_factor,
-            "preload": preload,
-        }
+        options = dict(nprobes=nprobes, probe_share=probe_share, refine_factor=refine_factor, preload=preload)
         if small and stale_memory and reload_in_background and isinstance(store, MemoryStore):
             _reload_in_background(key, db, {**options, "mirrors": mirrors})
             return store  # the loaded version answers until the new one is in

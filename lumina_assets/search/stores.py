@@ -196,8 +196,7 @@ class LanceStore:
     def checkout_latest(self) -> None:
         """See rows another process added since this one opened the tables."""
         for table in (self.passages_table, self.papers_table):
-            if table is not None:
-                table.checkout_latest()
+            table.checkout_latest()
         self._empty = None
         self.nprobes = self._probes()
 
