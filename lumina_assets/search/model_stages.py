@@ -57,6 +57,10 @@ def _json_object(text: str) -> dict:
     return value
 
 
+def _failed(stage: str, error: Exception, fallback: str) -> None:
+    log.warning("LLM %s failed (%s: %s); %s", stage, type(error).__name__, error, fallback)
+
+
 def _year(value) -> int | None:
     if value is None or value == "":
         return None
@@ -77,9 +81,7 @@ def llm_query_parser(client) -> Callable[[str], ParsedQuery]:
             text = str(reply.get("text") or "").strip() or query
             year_min, year_max = _year(reply.get("year_min")), _year(reply.get("year_max"))
         except Exception as error:  # noqa: BLE001 - an LLM failure must not fail the search
-            log.warning(
-                "LLM query parser failed (%s: %s); using the heuristic parser", type(error).__name__, error
-            )
+            _failed("query parser", error, "using the heuristic parser")
             return parse_query(query)
         return ParsedQuery(query, text, authors, year_min, year_max, keywords, parser="llm")
 
@@ -93,9 +95,7 @@ def llm_multi_query(client, count: int = 3) -> Callable[[str], list[str]]:
         try:
             text = client.complete(EXPAND_PROMPT.format(query=query, count=count), temperature=0.0).text
         except Exception as error:  # noqa: BLE001
-            log.warning(
-                "LLM multi-query failed (%s: %s); searching the query alone", type(error).__name__, error
-            )
+            _failed("multi-query", error, "searching the query alone")
             return []
         lines = [
             re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", line).strip().strip('"') for line in text.splitlines()
@@ -121,7 +121,7 @@ def llm_reranker(client, max_chars: int = 1200) -> Callable[[str, list[Context]]
             ratings = _json_object(client.complete(prompt, temperature=0.0).text)
             scores = {int(key): float(value) for key, value in ratings.items()}
         except Exception as error:  # noqa: BLE001
-            log.warning("LLM rerank failed (%s: %s); keeping the fused order", type(error).__name__, error)
+            _failed("rerank", error, "keeping the fused order")
             return contexts
         order = sorted(range(len(contexts)), key=lambda i: (-scores.get(i + 1, -1.0), i))
         return [contexts[i] for i in order]
