@@ -121,7 +121,7 @@ def _search(args) -> int:
         print(f"No search index yet ({error}): {BUILD_INDEX}.", file=sys.stderr)
         return 2
     message = engine.last_trace.message
-    explain = engine.effective_config() if args.explain else None
+    explain = engine.config.explain() if args.explain else None
     found = [c.to_dict() for c in contexts] if args.json else contexts
     return _print(args, found, answer, message, explain)
 

@@ -164,10 +164,6 @@ class SearchEngine:
             self._store_checked_at = now
         return self._store
 
-    def effective_config(self) -> dict:
-        """The configuration searches run with (`SearchConfig.explain`)."""
-        return self.config.explain()
-
     def warm_up(self) -> None:
         """Open the indexes and run one query so that first-query latency is not model or index loading."""
         self.store()

@@ -31,7 +31,6 @@ def empty_index_message() -> str:
 
 
 def _years(column) -> np.ndarray:
-    """A year column as int32, -1 where unknown."""
     return np.asarray([y if y is not None else -1 for y in column.to_pylist()], dtype=np.int32)
 
 

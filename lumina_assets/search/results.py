@@ -160,7 +160,7 @@ class SearchService:
                 contexts, via, bonus = self._widen(engine, request, contexts, pool)
             trace = engine.last_trace
             store = engine.store()
-            config, explain = engine.config, engine.effective_config()
+            config, explain = engine.config, engine.config.explain()
             line = line_for(engine.embedder)
             relevance = relevance_scores(engine, contexts)
             if request.sort == "date":
