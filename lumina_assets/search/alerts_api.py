@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from lumina_assets.search import saved_searches
 from lumina_assets.search.alerts import atom_feed
-from lumina_assets.search.api import _error, read_json_post
+from lumina_assets.search.api import json_error, read_json_post
 from lumina_assets.search.request import BadRequest
 
 log = logging.getLogger(__name__)
@@ -62,9 +62,9 @@ def alert_routes() -> list[Route]:
             search = saved_searches.validate(name, query, data.get("filters"), data.get("k", 10))
             await run_in_threadpool(saved_searches.add, search)  # a file lock: off the event loop
         except BadRequest as error:
-            return _error(400, str(error))
+            return json_error(400, str(error))
         except saved_searches.DuplicateName:
-            return _error(409, f"a saved search named {search.name!r} exists already")
+            return json_error(409, f"a saved search named {search.name!r} exists already")
         return JSONResponse({"name": search.name, "feed_url": search.feed_path()}, status_code=201)
 
     def listing(request: Request) -> Response:
@@ -79,14 +79,14 @@ def alert_routes() -> list[Route]:
                 with contextlib.suppress(saved_searches.UnknownSearch):  # unless removed in between
                     change(search.name)
                     return Response(status_code=204)
-            return _error(404, "no saved search of that name")
+            return json_error(404, "no saved search of that name")
 
         return handle
 
     def feed(request: Request) -> Response:
         search = _known(request.path_params["name"])
         if search is None:
-            return _error(404, "no saved search of that name")
+            return json_error(404, "no saved search of that name")
         body = atom_feed(search, saved_searches.hits_for(search), str(request.base_url))
         return Response(body, media_type="application/atom+xml; charset=utf-8")
 
@@ -113,6 +113,6 @@ def _store_errors(handler):
             return await run_in_threadpool(handler, request)
         except saved_searches.StoreUnreadable as error:
             log.warning("alerts store unreadable: %s", error)
-            return _error(503, str(error))
+            return json_error(503, str(error))
 
     return guarded

@@ -51,7 +51,7 @@ class BodyTooLarge(Exception):
     """The request body passed MAX_BODY_BYTES while streaming in."""
 
 
-def _error(status: int, message: str) -> JSONResponse:
+def json_error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
@@ -86,13 +86,13 @@ class LocalRequestsOnly:
             host = headers.get("host", "")
             refusal = None
             if "*" not in self.allowed_hosts and _host_name(host) not in self.allowed_hosts:
-                refusal = _error(
+                refusal = json_error(
                     400,
                     f"host {host[:100]!r} is not served here (allowed: {', '.join(sorted(self.allowed_hosts))}; "
                     "`lumina serve --allow-host NAME` adds one)",
                 )
             elif (origin := headers.get("origin")) is not None and not _same_origin(origin, host):
-                refusal = _error(403, "cross-origin request refused: this API answers its own page only")
+                refusal = json_error(403, "cross-origin request refused: this API answers its own page only")
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
@@ -111,15 +111,15 @@ async def read_json_post(request: Request) -> Any:
     """A POST's JSON body, or the error Response in its place: 415 unless JSON (a cross-site form cannot post),
     413 past the cap, 400 when it does not decode."""
     if (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower() != "application/json":
-        return _error(415, "a POST body must be application/json")
+        return json_error(415, "a POST body must be application/json")
     try:
         body = await read_capped_body(request)
     except BodyTooLarge:
-        return _error(413, f"request body too large (at most {MAX_BODY_BYTES} bytes)")
+        return json_error(413, f"request body too large (at most {MAX_BODY_BYTES} bytes)")
     try:
         return decode_json_body(body)
     except BadRequest as error:
-        return _error(400, str(error))
+        return json_error(400, str(error))
 
 
 async def read_capped_body(request: Request, cap: int = MAX_BODY_BYTES) -> bytes:
@@ -182,19 +182,19 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
                 return data
         else:
             if len(str(request.url)) > MAX_BODY_BYTES:
-                return _error(414, "URL too long")
+                return json_error(414, "URL too long")
             try:
                 data = query_string_fields(request)
             except BadRequest as error:
-                return _error(400, str(error))
+                return json_error(400, str(error))
         if not isinstance(data, dict):
-            return _error(422, "the request must be a JSON object")
+            return json_error(422, "the request must be a JSON object")
         data = dict(data)
         extras = {name: data.pop(name, None) for name in extra}
         try:
             parsed = SearchRequest.from_mapping(data, from_query=request.method != "POST")
         except BadRequest as error:
-            return _error(422 if "too long" not in str(error) else 413, str(error))
+            return json_error(422 if "too long" not in str(error) else 413, str(error))
         return parsed, extras
 
     async def run_search(parsed: SearchRequest, *, use_llm: bool):
@@ -205,7 +205,7 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
             return await run_in_threadpool(service.search, parsed, use_llm=use_llm)
         except Exception as error:
             log.exception("search failed")
-            return _error(503, f"search unavailable ({type(error).__name__}; see the server log)")
+            return json_error(503, f"search unavailable ({type(error).__name__}; see the server log)")
 
     async def search(request: Request) -> Response:
         read = await read_request(request)
@@ -221,13 +221,13 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
         parsed, extras = read
         fmt = extras["format"] or "bibtex"
         if fmt not in FORMATS:
-            return _error(422, f"format must be one of {', '.join(FORMATS)}")
+            return json_error(422, f"format must be one of {', '.join(FORMATS)}")
         try:  # `all`: also the results under the relevance line
             include_all = extras["all"] not in (None, "") and flag(
                 extras["all"], "all", from_query=request.method != "POST"
             )
         except BadRequest as error:
-            return _error(422, str(error))
+            return json_error(422, str(error))
         answer = await run_search(replace(parsed, overview=False), use_llm=False)
         if isinstance(answer, Response):
             return answer
@@ -246,37 +246,39 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
 
         def handle(request: Request) -> Response:
             value = request.path_params[f"{kind}_id"]
-            return _error(422, f"{kind} id too long") if len(value) > 500 else answer(request, value)
+            return json_error(422, f"{kind} id too long") if len(value) > 500 else answer(request, value)
 
         return handle
 
     def passage(request: Request, passage_id: str) -> Response:
         found = service.passage(passage_id)
-        return JSONResponse(found) if found else _error(404, f"no passage {passage_id!r}")
+        return JSONResponse(found) if found else json_error(404, f"no passage {passage_id!r}")
 
     def citations(request: Request, paper_id: str) -> Response:
         found = service.citations(paper_id)
         return (
-            JSONResponse(found) if found is not None else _error(404, f"no paper {paper_id!r} in the index")
+            JSONResponse(found)
+            if found is not None
+            else json_error(404, f"no paper {paper_id!r} in the index")
         )
 
     def paper_export(request: Request, paper_id: str) -> Response:
         """One paper's citation (the page's "copy BibTeX"): `?format=bibtex|ris|csv`, shown inline."""
         fmt = request.query_params.get("format", "bibtex")
         if fmt not in FORMATS:
-            return _error(422, f"format must be one of {', '.join(FORMATS)}")
+            return json_error(422, f"format must be one of {', '.join(FORMATS)}")
         found = service.paper(paper_id)
         if found is None:
-            return _error(404, f"no paper {paper_id!r} in the index")
+            return json_error(404, f"no paper {paper_id!r} in the index")
         return Response(export([found], fmt), media_type=FORMATS[fmt].media_type)
 
     def pdf(request: Request) -> Response:
         path = service.pdf_path(request.path_params["sha256"])
         if path is None:
-            return _error(404, "no stored PDF with that hash")
+            return json_error(404, "no stored PDF with that hash")
         name = request.path_params.get("name")
         if name is not None and not PDF_NAME.fullmatch(name):
-            return _error(404, "a PDF name is letters, digits and hyphens, ending in .pdf")
+            return json_error(404, "a PDF name is letters, digits and hyphens, ending in .pdf")
         return FileResponse(
             path, media_type="application/pdf", filename=name, content_disposition_type="inline"
         )
