@@ -67,9 +67,6 @@ def alert_routes() -> list[Route]:
             return json_error(409, f"a saved search named {search.name!r} exists already")
         return JSONResponse({"name": search.name, "feed_url": search.feed_path()}, status_code=201)
 
-    def listing(request: Request) -> Response:
-        return JSONResponse(saved_searches.summaries())
-
     def by_name(change):
         """A handler applying `change(name)` to a saved search: 204, or 404 when it is unknown (or just removed)."""
 
@@ -93,7 +90,7 @@ def alert_routes() -> list[Route]:
     async def alerts_endpoint(request: Request) -> Response:
         if request.method == "POST":
             return await create(request)
-        return await run_in_threadpool(listing, request)
+        return JSONResponse(await run_in_threadpool(saved_searches.summaries))
 
     return [
         Route("/api/alerts", _store_errors(alerts_endpoint), methods=["GET", "POST"]),
