@@ -279,12 +279,7 @@ class LanceStore:
     def papers_by_author(self, last_names, limit) -> list[str]:
         if not last_names or "author_last_names" not in self.paper_columns:
             return []
-        query = (
-            self.papers_table.search()
-            .where(f"array_has_any(author_last_names, [{_sql_strings(last_names)}])")
-            .select(["paper_id"])
-        )
-        return [r["paper_id"] for r in query_rows(query.limit(limit))]
+        return self._paper_ids(f"array_has_any(author_last_names, [{_sql_strings(last_names)}])", limit)
 
     def papers_by_venue(self, venues, limit) -> list[str]:
         """Papers whose venue is any of `venues`, by whole words or a known name of the venue (search.venues)."""
@@ -308,8 +303,11 @@ class LanceStore:
         library_labels), i.e. the papers of a reference library's tag or collection."""
         if not labels or "library_labels" not in self.paper_columns:
             return []
-        query = self.papers_table.search().where(f"array_has_all(library_labels, [{_sql_strings(labels)}])")
-        return [r["paper_id"] for r in query_rows(query.select(["paper_id"]).limit(limit))]
+        return self._paper_ids(f"array_has_all(library_labels, [{_sql_strings(labels)}])", limit)
+
+    def _paper_ids(self, where: str, limit: int) -> list[str]:
+        query = self.papers_table.search().where(where).select(["paper_id"]).limit(limit)
+        return [r["paper_id"] for r in query_rows(query)]
 
     def has_author(self, last_name) -> bool:
         return bool(last_name) and bool(self.papers_by_author([last_name], 1))
