@@ -161,6 +161,7 @@ def _bench_relevance_line(args) -> int:
     relevance line uses, beside the same on the fused score (not comparable across queries, for contrast)."""
     import dataclasses
 
+    from bench import relevance_fit
     from evals.collection_eval import doc_id_for_paper, ensure_eval_index
     from lumina_assets.core import settings
     from lumina_assets.corpus import splits
@@ -184,7 +185,7 @@ def _bench_relevance_line(args) -> int:
         engine.warm_up()
         queries = {q: collection.queries[q] for q in ids}
         engines[collection.name], asked[collection.name] = engine, queries
-        judged[collection.name] = relevance.judged_results(
+        judged[collection.name] = relevance_fit.judged_results(
             engine,
             queries,
             collection.qrels,
@@ -203,7 +204,7 @@ def _bench_relevance_line(args) -> int:
             if query_name != index_name:
                 sample = dict(list(queries.items())[: args.off_topic_queries])
                 name = f"{query_name} queries on {index_name}"
-                off_topic[name] = relevance.judged_results(engine, sample, None, args.depth)
+                off_topic[name] = relevance_fit.judged_results(engine, sample, None, args.depth)
     if args.save:
         with open(args.save, "w") as out:
             for name, results in judged.items():
@@ -222,21 +223,21 @@ def _bench_relevance_line(args) -> int:
     )
     print("|---|" + "---|" * (len(names) + len(crossed)))
     for line in sorted({round(0.15 + 0.025 * i, 3) for i in range(15)} | {relevance.RELEVANCE_LINE}):
-        cells = [relevance.kept_shares(judged[n], line) for n in names]
+        cells = [relevance_fit.kept_shares(judged[n], line) for n in names]
         mark = " (the line)" if abs(line - relevance.RELEVANCE_LINE) < 1e-9 else ""
         print(
             f"| {line:.3f}{mark} | "
             + " | ".join(f"{a:.1%} / {b:.1%}" for a, b in cells)
-            + "".join(f" | {relevance.kept_shares(off_topic[n], line)[1]:.1%}" for n in crossed)
+            + "".join(f" | {relevance_fit.kept_shares(off_topic[n], line)[1]:.1%}" for n in crossed)
             + " |"
         )
-    share = f"{relevance.KEEP_RELEVANT:.0%}"
+    share = f"{relevance_fit.KEEP_RELEVANT:.0%}"
     for name in names:
-        fitted = relevance.fit_line(judged[name])
+        fitted = relevance_fit.fit_line(judged[name])
         print(f"{name}: the highest cosine line keeping {share} of its relevant results: {fitted:.2f}")
-        fused = relevance.fit_line(judged[name], score=lambda r: r.fused)
+        fused = relevance_fit.fit_line(judged[name], score=lambda r: r.fused)
         for other in (n for n in names if n != name):
-            kept = relevance.kept_shares(judged[other], fused, score=lambda r: r.fused)
+            kept = relevance_fit.kept_shares(judged[other], fused, score=lambda r: r.fused)
             print(
                 f"  a fused-score line fitted the same way on {name} ({fused:.2f}) keeps on {other}: "
                 f"{kept[0]:.1%} of the relevant, {kept[1]:.1%} of the others"

@@ -108,7 +108,7 @@ def _search(args) -> int:
     except IndexNotBuilt as error:
         return fail(f"No search index yet ({error}): {BUILD_INDEX}.")
     message = engine.last_trace.message
-    explain = engine.effective_config() if args.explain else None
+    explain = engine.config.explain() if args.explain else None
     found = [c.to_dict() for c in contexts] if args.json else contexts
     return _print(args, found, answer, message, explain)
 

@@ -1,10 +1,6 @@
 """Alerts: which papers newly entered a saved search's top k after the index changed, and the Atom feed of them.
-
-`evaluate` compares a search's top k now with every paper it has shown before. The first time a search is
-evaluated, the papers that were in the catalogue before it was saved are what it already showed (no alert for
-what the user saw when saving); a paper that joined the catalogue later is a hit. Each hit carries the ingest batch
-that brought its paper in and the index run that made it visible, so the Dagster UI and the feed both say which
-batch triggered which hits."""
+The first evaluation counts the papers catalogued before the search was saved as already shown. Each hit carries
+the ingest batch that brought its paper in and the index run that made it visible."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ anywhere: a feed reader polls the feed."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 
@@ -23,16 +24,12 @@ from starlette.routing import Route
 
 from lumina_assets.search import saved_searches
 from lumina_assets.search.alerts import atom_feed
-from lumina_assets.search.api import read_json_post
+from lumina_assets.search.api import json_error, read_json_post
 from lumina_assets.search.request import BadRequest
 
 log = logging.getLogger(__name__)
 
 ALERT_FIELDS = {"name", "query", "filters", "k"}
-
-
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
 
 
 def _known(name: str):
@@ -46,8 +43,7 @@ def _known(name: str):
 
 
 def alert_routes() -> list[Route]:
-    """The routes. A body is read as the search API reads one (capped as it streams in, JSON only, the same
-    decoding rules), so a cross-site form cannot save a search and a huge body is refused early."""
+    """The routes; a body is read as the search API reads one (`api.read_json_post`)."""
 
     async def create(request: Request) -> Response:
         data = await read_json_post(request)
@@ -66,57 +62,46 @@ def alert_routes() -> list[Route]:
             search = saved_searches.validate(name, query, data.get("filters"), data.get("k", 10))
             await run_in_threadpool(saved_searches.add, search)  # a file lock: off the event loop
         except BadRequest as error:
-            return _error(400, str(error))
+            return json_error(400, str(error))
         except saved_searches.DuplicateName:
-            return _error(409, f"a saved search named {search.name!r} exists already")
+            return json_error(409, f"a saved search named {search.name!r} exists already")
         return JSONResponse({"name": search.name, "feed_url": search.feed_path()}, status_code=201)
 
-    def listing(request: Request) -> Response:
-        return JSONResponse(saved_searches.summaries())
+    def by_name(change):
+        """A handler applying `change(name)` to a saved search: 204, or 404 when it is unknown (or just removed)."""
 
-    def seen(request: Request) -> Response:
-        search = _known(request.path_params["name"])
-        if search is None:
-            return _error(404, "no saved search of that name")
-        try:
-            saved_searches.mark_seen(search.name)
-        except saved_searches.UnknownSearch:  # removed in between
-            return _error(404, "no saved search of that name")
-        return Response(status_code=204)
+        def handle(request: Request) -> Response:
+            search = _known(request.path_params["name"])
+            if search is not None:
+                with contextlib.suppress(saved_searches.UnknownSearch):  # unless removed in between
+                    change(search.name)
+                    return Response(status_code=204)
+            return json_error(404, "no saved search of that name")
 
-    def delete(request: Request) -> Response:
-        search = _known(request.path_params["name"])
-        if search is None:
-            return _error(404, "no saved search of that name")
-        try:
-            saved_searches.remove(search.name)
-        except saved_searches.UnknownSearch:
-            return _error(404, "no saved search of that name")
-        return Response(status_code=204)
+        return handle
 
     def feed(request: Request) -> Response:
         search = _known(request.path_params["name"])
         if search is None:
-            return _error(404, "no saved search of that name")
+            return json_error(404, "no saved search of that name")
         body = atom_feed(search, saved_searches.hits_for(search), str(request.base_url))
         return Response(body, media_type="application/atom+xml; charset=utf-8")
 
     async def alerts_endpoint(request: Request) -> Response:
         if request.method == "POST":
             return await create(request)
-        return await run_in_threadpool(listing, request)
+        return JSONResponse(await run_in_threadpool(saved_searches.summaries))
 
     return [
         Route("/api/alerts", _store_errors(alerts_endpoint), methods=["GET", "POST"]),
-        Route("/api/alerts/{name}/seen", _store_errors(seen), methods=["POST"]),
-        Route("/api/alerts/{name}", _store_errors(delete), methods=["DELETE"]),
+        Route("/api/alerts/{name}/seen", _store_errors(by_name(saved_searches.mark_seen)), methods=["POST"]),
+        Route("/api/alerts/{name}", _store_errors(by_name(saved_searches.remove)), methods=["DELETE"]),
         Route("/feeds/{name}.xml", _store_errors(feed)),
     ]
 
 
 def _store_errors(handler):
-    """A store that cannot be read is a 503 with a JSON message saying what to do (never a plain-text 500); the
-    search page and the search API keep working."""
+    """A store that cannot be read is a 503 with a JSON message saying what to do (never a plain-text 500)."""
 
     async def guarded(request: Request) -> Response:
         try:
@@ -125,6 +110,6 @@ def _store_errors(handler):
             return await run_in_threadpool(handler, request)
         except saved_searches.StoreUnreadable as error:
             log.warning("alerts store unreadable: %s", error)
-            return _error(503, str(error))
+            return json_error(503, str(error))
 
     return guarded

@@ -1,14 +1,8 @@
-"""The alerts store: saved searches and the hits the `alert_hits` asset recorded for them, in one SQLite database,
-`<data dir>/alerts/alerts.sqlite3` (the standard library's sqlite3, WAL journal):
-- `searches`: what the user saved (`lumina alerts`, the API, the page) and when they last looked;
-- `search_state`: per search, the papers already seen in its top k (written only by the `alert_hits` asset);
-- `hits`: the papers that newly entered a search's top k, each with the ingest batch that brought it in, indexed
-  by (search, time) so a page load counts new hits without reading the others.
-
-Writes are transactions; the alert runs also take a file lock so two overlapping runs evaluate one after the
-other. The JSON files of earlier versions (`saved_searches.json`, `hits.json`) are migrated on first use, what is
-usable of them, and renamed (`.migrated`; a damaged one `.unreadable`) so nothing is lost. The saved-search logic
-over it is `search.saved_searches`."""
+"""The alerts store: one SQLite database, `<data dir>/alerts/alerts.sqlite3` (WAL journal), holding `searches` (what
+the user saved and when they last looked), `search_state` (per search, the papers already seen in its top k) and
+`hits` (papers that newly entered a search's top k, indexed by search and time). Writes are transactions; alert runs
+also take a file lock. Earlier versions' JSON files are migrated on first use and renamed (`.migrated`, a damaged
+one `.unreadable`), so nothing is lost. The saved-search logic over it is `search.saved_searches`."""
 
 from __future__ import annotations
 
@@ -25,12 +19,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lumina_assets.core import settings
-from lumina_assets.search.request import SearchRequest
+from lumina_assets.search.request import FILTER_FIELDS, SearchRequest
 
 log = logging.getLogger(__name__)
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-FILTER_FIELDS = ("year_min", "year_max", "author", "venue", "tag", "collection")
 MAX_SEARCHES = 200
 MAX_HITS_PER_SEARCH = 500  # the oldest hits leave first; the feed shows the newest
 DATABASE = "alerts.sqlite3"
@@ -158,8 +151,7 @@ def _prepare(db: sqlite3.Connection) -> None:
         return
     if version > VERSION:
         raise sqlite3.DatabaseError(f"written by a newer Lumina (store version {version})")
-    # one process makes the store at a time: switching a new file to WAL answers "locked" at once, without waiting
-    # for the busy timeout, while another process holds it
+    # one process makes the store at a time: switching to WAL answers "locked" at once, without the busy timeout
     with locked("store-setup"):
         [(version,)] = db.execute("PRAGMA user_version")  # another process may have made it meanwhile
         if version == VERSION:

@@ -196,10 +196,10 @@ def filters_view(filters, parsed) -> dict:
         "paper_ids": len(filters.paper_ids)
         if filters is not None and filters.paper_ids is not None
         else None,
-        "authors": list(parsed.explicit_authors) if parsed else [],
-        "venues": list(getattr(parsed, "explicit_venues", []) or []) if parsed else [],
-        "tags": list(getattr(parsed, "explicit_tags", []) or []) if parsed else [],
-        "collections": list(getattr(parsed, "explicit_collections", []) or []) if parsed else [],
+        **{
+            name: list(getattr(parsed, f"explicit_{name}", None) or [])
+            for name in ("authors", "venues", "tags", "collections")
+        },
     }
 
 

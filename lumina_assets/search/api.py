@@ -10,20 +10,9 @@
     GET  /pdf/{sha256}[/{name}.pdf] a stored PDF, by content hash only (the name is what a browser saves it as)
     GET  /api/health
 
-Bad input is a 4xx with {"error": message}: an empty query, one over 1000 characters, a body over 16 KB (counted
-as it streams in, whatever its framing: a chunked body is cut at the cap, never read whole first), a POST that is
-not `application/json` (so a cross-site form or `text/plain` POST cannot skip the browser's CORS preflight),
-a body that is not UTF-8 or not JSON (lone surrogate escapes, nesting too deep, NaN / Infinity included),
-control characters, k outside 1..50, page outside 1..20, an unknown field, a value of the wrong type (JSON `k` must
-be an integer, flags booleans; a query string's are read strictly from their text), a query string whose
-percent-escapes are not UTF-8 (a lone surrogate among them), an unknown export format. An unknown paper is a 404.
-
-Browsers reach a local server from any page they open, so every request must name an allowed host (the loopback
-names by default, plus `lumina serve --allow-host`: DNS rebinding gets a 400), and one that carries an `Origin`
-must come from this server's own origin (403). A GET never calls an LLM (the overview is then extractive): a
-link or an image tag on any page can send a GET, and an LLM call costs money. Handlers are sync functions where
-they can be, so Starlette runs them in its thread pool and the engine pool (results.EnginePool) bounds concurrent
-searches.
+Bad input is a 4xx with {"error": message} (the rules: `request.py`, docs/search.md); every request must name an
+allowed host and come from this server's own origin (docs/security.md). A GET never calls an LLM: any page can send
+one, and a call costs money. Handlers are sync where they can be, so the engine pool bounds concurrent searches.
 """
 
 from __future__ import annotations
@@ -62,7 +51,7 @@ class BodyTooLarge(Exception):
     """The request body passed MAX_BODY_BYTES while streaming in."""
 
 
-def _error(status: int, message: str) -> JSONResponse:
+def json_error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
@@ -84,10 +73,8 @@ def _host_name(host_header: str) -> str | None:
 
 
 class LocalRequestsOnly:
-    """Every request must name an allowed host (400 otherwise: a page whose DNS name was rebound to this machine
-    sends its own name), and one carrying an `Origin` header must come from this server's own origin, scheme://Host
-    as the request names it (403 otherwise; `Origin: null`, sent by sandboxed frames and file:// pages, included).
-    A request without `Origin` (curl, the CLI, a same-origin GET) passes the second check."""
+    """Every request must name an allowed host (400: DNS rebinding), and one carrying `Origin` must come from this
+    server's own scheme://Host (403; `Origin: null` included). A request without `Origin` passes the second check."""
 
     def __init__(self, app: ASGIApp, allowed_hosts: frozenset[str]) -> None:
         self.app = app
@@ -99,13 +86,13 @@ class LocalRequestsOnly:
             host = headers.get("host", "")
             refusal = None
             if "*" not in self.allowed_hosts and _host_name(host) not in self.allowed_hosts:
-                refusal = _error(
+                refusal = json_error(
                     400,
                     f"host {host[:100]!r} is not served here (allowed: {', '.join(sorted(self.allowed_hosts))}; "
                     "`lumina serve --allow-host NAME` adds one)",
                 )
             elif (origin := headers.get("origin")) is not None and not _same_origin(origin, host):
-                refusal = _error(403, "cross-origin request refused: this API answers its own page only")
+                refusal = json_error(403, "cross-origin request refused: this API answers its own page only")
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
@@ -121,26 +108,23 @@ def _same_origin(origin: str, host: str) -> bool:
 
 
 async def read_json_post(request: Request) -> Any:
-    """A POST's JSON body, read the one way every route reads it: 415 unless it is JSON (so a cross-site form
-    cannot post), 413 past the cap (counted as it streams), 400 when it does not decode. The error Response is
-    returned in place of the data."""
-    if not _is_json(request.headers.get("content-type")):
-        return _error(415, "a POST body must be application/json")
+    """A POST's JSON body, or the error Response in its place: 415 unless JSON (a cross-site form cannot post),
+    413 past the cap, 400 when it does not decode."""
+    if (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower() != "application/json":
+        return json_error(415, "a POST body must be application/json")
     try:
         body = await read_capped_body(request)
     except BodyTooLarge:
-        return _error(413, f"request body too large (at most {MAX_BODY_BYTES} bytes)")
+        return json_error(413, f"request body too large (at most {MAX_BODY_BYTES} bytes)")
     try:
         return decode_json_body(body)
     except BadRequest as error:
-        return _error(400, str(error))
+        return json_error(400, str(error))
 
 
 async def read_capped_body(request: Request, cap: int = MAX_BODY_BYTES) -> bytes:
-    """The body, refused (BodyTooLarge) as soon as more than `cap` bytes have arrived: a declared Content-Length
-    over the cap is refused before reading, and a chunked (or lying) body is counted as it streams, so the server
-    never holds more than the cap plus one chunk. What is left unread is the server's to drop (uvicorn closes
-    the connection)."""
+    """The body; BodyTooLarge as soon as more than `cap` bytes have arrived (a declared Content-Length before
+    reading, a chunked or lying body as it streams), so the server never holds more than the cap plus one chunk."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > cap:
         raise BodyTooLarge
@@ -154,14 +138,9 @@ async def read_capped_body(request: Request, cap: int = MAX_BODY_BYTES) -> bytes
     return b"".join(chunks)
 
 
-def _is_json(content_type: str | None) -> bool:
-    return (content_type or "").split(";", 1)[0].strip().lower() == "application/json"
-
-
 def query_string_fields(request: Request) -> dict[str, str]:
-    """A GET's query string as {name: value} (the last of a repeated name), decoded strictly: BadRequest when
-    a percent-escape is not UTF-8 (`%ED%A0%80`, a lone surrogate, included), where Starlette would silently
-    substitute U+FFFD and search for the replacement characters."""
+    """A GET's query string as {name: value} (the last of a repeated name); BadRequest when a percent-escape is
+    not UTF-8 (a lone surrogate included), where Starlette would silently substitute U+FFFD."""
     raw = request.scope.get("query_string", b"").decode("latin-1")
     try:
         return dict(parse_qsl(raw, keep_blank_values=True, encoding="utf-8", errors="strict"))
@@ -172,8 +151,8 @@ def query_string_fields(request: Request) -> dict[str, str]:
 
 
 def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBACK_HOSTS) -> Starlette:
-    """The app; `allowed_hosts` are the names a request's Host header may carry (port aside): the loopback
-    names by default, `*` for any (only behind a proxy that checks the Host itself)."""
+    """The app; `allowed_hosts` are the names a Host header may carry: the loopback names by default, `*` for any
+    (only behind a proxy that checks the Host itself)."""
     page_html = PAGE.read_text(encoding="utf-8")
 
     def index(request: Request) -> Response:
@@ -195,45 +174,43 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
         return JSONResponse({"status": "ok", "index": "ready", "index_key": served})
 
     async def read_request(request: Request, extra: frozenset[str] = frozenset()):
-        """(SearchRequest, the `extra` fields' values) from a JSON POST or a GET's query string; an error
-        Response instead when the input is bad."""
+        """(SearchRequest, the `extra` fields' values) from a JSON POST or a GET's query string, or an error
+        Response."""
         if request.method == "POST":
             data = await read_json_post(request)
             if isinstance(data, Response):
                 return data
         else:
             if len(str(request.url)) > MAX_BODY_BYTES:
-                return _error(414, "URL too long")
+                return json_error(414, "URL too long")
             try:
                 data = query_string_fields(request)
             except BadRequest as error:
-                return _error(400, str(error))
+                return json_error(400, str(error))
         if not isinstance(data, dict):
-            return _error(422, "the request must be a JSON object")
+            return json_error(422, "the request must be a JSON object")
         data = dict(data)
         extras = {name: data.pop(name, None) for name in extra}
         try:
             parsed = SearchRequest.from_mapping(data, from_query=request.method != "POST")
         except BadRequest as error:
-            return _error(422 if "too long" not in str(error) else 413, str(error))
+            return json_error(422 if "too long" not in str(error) else 413, str(error))
         return parsed, extras
 
     async def run_search(parsed: SearchRequest, *, use_llm: bool):
-        """The service's answer, or a 503 Response: an index problem is the server's (logged), the client sees
-        its kind only."""
+        """The service's answer, or a 503 naming only the error's kind (the server logs the rest)."""
         from starlette.concurrency import run_in_threadpool
 
         try:
             return await run_in_threadpool(service.search, parsed, use_llm=use_llm)
         except Exception as error:
             log.exception("search failed")
-            return _error(503, f"search unavailable ({type(error).__name__}; see the server log)")
+            return json_error(503, f"search unavailable ({type(error).__name__}; see the server log)")
 
     async def search(request: Request) -> Response:
         read = await read_request(request)
         if isinstance(read, Response):
             return read
-        # a GET never calls the LLM: any page can send one (a link, an <img>), and each call costs money
         answer = await run_search(read[0], use_llm=request.method == "POST")
         return answer if isinstance(answer, Response) else JSONResponse(answer)
 
@@ -244,13 +221,13 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
         parsed, extras = read
         fmt = extras["format"] or "bibtex"
         if fmt not in FORMATS:
-            return _error(422, f"format must be one of {', '.join(FORMATS)}")
+            return json_error(422, f"format must be one of {', '.join(FORMATS)}")
         try:  # `all`: also the results under the relevance line
             include_all = extras["all"] not in (None, "") and flag(
                 extras["all"], "all", from_query=request.method != "POST"
             )
         except BadRequest as error:
-            return _error(422, str(error))
+            return json_error(422, str(error))
         answer = await run_search(replace(parsed, overview=False), use_llm=False)
         if isinstance(answer, Response):
             return answer
@@ -264,42 +241,44 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
             },
         )
 
-    def passage(request: Request) -> Response:
-        passage_id = request.path_params["passage_id"]
-        if len(passage_id) > 500:
-            return _error(422, "passage id too long")
-        found = service.passage(passage_id)
-        return JSONResponse(found) if found else _error(404, f"no passage {passage_id!r}")
+    def by_id(kind: str, answer):
+        """A handler for `/…/{<kind>_id}`: 422 for an id over 500 characters, else `answer(request, id)`."""
 
-    def citations(request: Request) -> Response:
-        paper_id = request.path_params["paper_id"]
-        if len(paper_id) > 500:
-            return _error(422, "paper id too long")
+        def handle(request: Request) -> Response:
+            value = request.path_params[f"{kind}_id"]
+            return json_error(422, f"{kind} id too long") if len(value) > 500 else answer(request, value)
+
+        return handle
+
+    def passage(request: Request, passage_id: str) -> Response:
+        found = service.passage(passage_id)
+        return JSONResponse(found) if found else json_error(404, f"no passage {passage_id!r}")
+
+    def citations(request: Request, paper_id: str) -> Response:
         found = service.citations(paper_id)
         return (
-            JSONResponse(found) if found is not None else _error(404, f"no paper {paper_id!r} in the index")
+            JSONResponse(found)
+            if found is not None
+            else json_error(404, f"no paper {paper_id!r} in the index")
         )
 
-    def paper_export(request: Request) -> Response:
+    def paper_export(request: Request, paper_id: str) -> Response:
         """One paper's citation (the page's "copy BibTeX"): `?format=bibtex|ris|csv`, shown inline."""
-        paper_id = request.path_params["paper_id"]
-        if len(paper_id) > 500:
-            return _error(422, "paper id too long")
         fmt = request.query_params.get("format", "bibtex")
         if fmt not in FORMATS:
-            return _error(422, f"format must be one of {', '.join(FORMATS)}")
+            return json_error(422, f"format must be one of {', '.join(FORMATS)}")
         found = service.paper(paper_id)
         if found is None:
-            return _error(404, f"no paper {paper_id!r} in the index")
+            return json_error(404, f"no paper {paper_id!r} in the index")
         return Response(export([found], fmt), media_type=FORMATS[fmt].media_type)
 
     def pdf(request: Request) -> Response:
         path = service.pdf_path(request.path_params["sha256"])
         if path is None:
-            return _error(404, "no stored PDF with that hash")
+            return json_error(404, "no stored PDF with that hash")
         name = request.path_params.get("name")
         if name is not None and not PDF_NAME.fullmatch(name):
-            return _error(404, "a PDF name is letters, digits and hyphens, ending in .pdf")
+            return json_error(404, "a PDF name is letters, digits and hyphens, ending in .pdf")
         return FileResponse(
             path, media_type="application/pdf", filename=name, content_disposition_type="inline"
         )
@@ -313,9 +292,9 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
             Route("/api/health", health),
             Route("/api/search", search, methods=["GET", "POST"]),
             Route("/api/export", export_results, methods=["GET"]),
-            Route("/api/passages/{passage_id:path}", passage),
-            Route("/api/papers/{paper_id:path}/citations", citations),
-            Route("/api/papers/{paper_id:path}/export", paper_export),
+            Route("/api/passages/{passage_id:path}", by_id("passage", passage)),
+            Route("/api/papers/{paper_id:path}/citations", by_id("paper", citations)),
+            Route("/api/papers/{paper_id:path}/export", by_id("paper", paper_export)),
             Route("/pdf/{sha256}", pdf),
             Route("/pdf/{sha256}/{name}", pdf),
         ],

@@ -1,10 +1,6 @@
-"""Okapi BM25 over a sparse term-weight matrix, for ranking texts held in memory: the bm25 baseline provider, the
-judge's hard negatives (`evals.lexical`) and the small-corpus mirror of LanceDB's full-text index
-(`search.fulltext_mirror`). Larger corpora are searched through LanceDB's on-disk full-text index.
-
-Why our own rather than bm25s: queries may carry per-term weights, and the texts are tokenized with `text.tokenize`
-(stemming, the stopwords bm25s ships), the same vocabulary as search's query parsing.
-"""
+"""Okapi BM25 for texts held in memory: the bm25 baseline provider, the judge's hard negatives (`evals.lexical`) and
+the small-corpus mirror of LanceDB's full-text index (`search.fulltext_mirror`). Our own rather than bm25s: queries
+carry per-term weights, and texts are tokenized with `text.tokenize`, search's vocabulary."""
 
 from __future__ import annotations
 
@@ -15,10 +11,8 @@ import scipy.sparse as sp
 
 
 class BM25:
-    """Okapi BM25 over a sparse (document x term) matrix of precomputed per-posting contributions, in float32 the
-    way LanceDB's full-text index scores (idf = ln(1 + (N - n + 0.5) / (n + 0.5)), k1 1.2, b 0.75); supports
-    weighted queries. The one BM25 of the project: the bm25 baseline, the judge's hard negatives and the
-    small-corpus full-text mirror (`search.fulltext_mirror`, built from token ids) all score with it."""
+    """Okapi BM25 over a sparse (document x term) matrix of per-posting contributions, in float32 the way
+    LanceDB's full-text index scores (idf = ln(1 + (N - n + 0.5) / (n + 0.5)), k1 1.2, b 0.75)."""
 
     def __init__(self, documents: Sequence[list[str]], *, k1: float = 1.2, b: float = 0.75) -> None:
         vocab: dict[str, int] = {}

@@ -1,24 +1,8 @@
-"""Search results written as citation files: BibTeX, RIS and CSV (what `GET /api/export`, `lumina export` and the
-page's "copy BibTeX" hand to a reference manager or a spreadsheet).
-
-Input is the result list of `SearchService.search` (JSON-ready dicts). BibTeX is written with bibtexparser v2:
-its `LatexEncodingMiddleware` (pylatexenc) escapes what TeX would read as markup (`{ } & % $ # _` and accents,
-`Müller` -> `M\\"uller`) and its writer adds the enclosing braces; DOIs and URLs are left verbatim, as BibTeX
-styles print them with `\\url`. RIS is written with rispy. CSV uses the standard library, with a cell that a
-spreadsheet would run as a formula (`=`, `+`, `-`, `@` first) prefixed with `'`.
-
-Author names are split with nameparser, which reads particles in either case as part of the last name ("Cristiano
-De Marchis" -> "De Marchis", "Johannes van der Waals" -> "van der Waals"), and are written "Last, First" (RIS's AU
-form, and the BibTeX form that keeps a capitalised particle in the last name, which BibTeX's own split of "First
-Last" would not). An organisation ("Allen Institute for AI") is one braced BibTeX name and a plain RIS name. arXiv
-papers carry `eprint` / `archivePrefix` (and `primaryClass` where known); `pages` are written where known.
-
-Citation keys are stable: first author's last name (particles included), year and the first significant title word
-in ASCII (`demarchis2016multi`); when two papers of one export share a key, each gets a suffix derived from its
-paper id, so the same paper keeps the same key whatever else the export holds.
-
-No value carries a terminal control sequence or control character (ESC, BEL, C0, C1) into a file: a title holding
-`ESC]0;...BEL` would set a terminal's window title when the file is printed.
+"""Search results written as citation files: BibTeX (bibtexparser, LaTeX-escaped), RIS (rispy) and CSV (a cell a
+spreadsheet would run as a formula prefixed with `'`), for `GET /api/export`, `lumina export` and the page's "copy
+BibTeX". Names are split with nameparser and written "Last, First"; citation keys are stable (`demarchis2016multi`,
+a paper-id suffix where two share one); no value carries a control character or terminal escape into a file
+(docs/pdf-papers.md, docs/search.md).
 """
 
 from __future__ import annotations
@@ -175,7 +159,8 @@ def base_key(result: dict) -> str:
 
 
 def citation_keys(results: list[dict]) -> list[str]:
-    """One key per result (see the module docstring); distinct within the list."""
+    """One key per result, distinct within the list; a shared key gets a suffix from the paper id, so a paper keeps
+    its key whatever else is exported."""
     bases = [base_key(r) for r in results]
     shared = Counter(bases)
     keys = []
@@ -246,16 +231,12 @@ def page_range(result: dict) -> tuple[str, str] | None:
     return (match.group(1), match.group(2) or "") if match else None
 
 
-def _is_conference(venue: str) -> bool:
-    return bool(CONFERENCE.search(venue))
-
-
 def venue_kind(venue: str) -> str:
     """ "conference", "preprint" (arXiv and the like: BibTeX @misc, as reference managers export a preprint),
     "journal", or "" without a venue."""
     if not venue:
         return ""
-    return "conference" if _is_conference(venue) else "preprint" if PREPRINT.search(venue) else "journal"
+    return "conference" if CONFERENCE.search(venue) else "preprint" if PREPRINT.search(venue) else "journal"
 
 
 # ---------------------------------------------------------------- BibTeX

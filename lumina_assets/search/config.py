@@ -29,13 +29,10 @@ class SearchConfig:
 
     # parsing
     parse_query: bool = True
-    llm_parser: Callable[[str], ParsedQuery] | None = (
-        None  # e.g. evals' LLM wrapper, used instead of the heuristic
-    )
+    llm_parser: Callable[[str], ParsedQuery] | None = None  # used instead of the heuristic parser
     llm_multi_query: Callable[[str], list[str]] | None = None  # extra phrasings, each embedded and fused
-    # retrieval: candidates always come from indexes; `store` picks where vectors and metadata are read
-    store: Store = "auto"  # auto: in memory up to memory_max_passages passages, else from the indexes
-    # below this many passages search holds vectors, display columns and full-text mirrors in memory
+    # retrieval: `store` picks where vectors and metadata are read; auto: in memory below memory_max_passages
+    store: Store = "auto"
     memory_max_passages: int = 150_000
     # IVF partitions scanned per query (ignored below the ANN threshold): at least `nprobes`, and at least
     # `ann_probe_share` of the partitions, so recall holds as the index grows (docs/search-at-scale.md)
@@ -51,17 +48,13 @@ class SearchConfig:
     fusion: Fusion = "weighted"  # weighted: min-max normalized scores over each retriever's candidates
     rrf_k: int = 60
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    # corpus-graph smoothing (`search.neighbour_graph`): a paper's fused score plus this share of its nearest
-    # papers' fused scores, where the index holds the graph. Weighted fusion only: RRF's flat scores would let
-    # the neighbours' share dominate (docs/search-quality.md)
+    # corpus-graph smoothing (`search.neighbour_graph`), weighted fusion only (docs/search-quality.md)
     neighbour_smoothing: float = 0.2
     smoothing_neighbours: int = 3  # k: how many nearest papers (of the 10 stored) are averaged
     # boosts and filters
     author_boost: float = 1.0
     year_mode: YearMode = "boost"  # natural-language years ("after 2019"); explicit ones always filter
-    author_filter_max_papers: int = (
-        10_000  # an explicit author filter admits at most this many of their papers
-    )
+    author_filter_max_papers: int = 10_000  # the most papers an explicit author / venue / label filter admits
     year_boost: float = 0.5
     recency_weight: float = 0.0  # e.g. 0.2 favours recent papers
     # results
@@ -70,17 +63,12 @@ class SearchConfig:
     expand_neighbours: bool = True  # parent-document: add the passages around a short hit
     neighbour_window: int = 1
     neighbour_below_words: int = 60  # only hits shorter than this get neighbours
-    # rerank(query, contexts) -> contexts, e.g. search_models.cross_encoder_reranker / llm_reranker; None = off
-    rerank: Callable[[str, list[Context]], list[Context]] | None = None
-    rerank_depth: int = (
-        30  # how many fused papers the reranker sees (it can lift one from below k into the top k)
-    )
+    rerank: Callable[[str, list[Context]], list[Context]] | None = None  # model_stages' rerankers; None = off
+    rerank_depth: int = 30  # how many fused papers the reranker sees (it can lift one into the top k)
     max_query_chars: int = 2000
 
     def __init__(self, **values: Any) -> None:
-        unknown = sorted(values.keys() - _NAMES)
-        if unknown:
-            raise TypeError(f"SearchConfig has no field {', '.join(unknown)}")
+        _known(values)
         for item in dataclasses.fields(self):
             if item.name in values and item.name != "weights":
                 setattr(self, item.name, values[item.name])
@@ -112,9 +100,7 @@ class SearchConfig:
     def replace(self, **changes: Any) -> SearchConfig:
         """A copy with `changes`, which count as set explicitly (use this, not `dataclasses.replace`, which would
         mark every field explicit)."""
-        unknown = sorted(changes.keys() - _NAMES)
-        if unknown:
-            raise TypeError(f"SearchConfig has no field {', '.join(unknown)}")
+        _known(changes)
         new = copy.copy(self)
         for name, value in changes.items():
             if name != "weights":
@@ -145,6 +131,14 @@ class SearchConfig:
 
 
 _NAMES = frozenset(item.name for item in dataclasses.fields(SearchConfig))
+
+
+def _known(values: dict) -> None:
+    unknown = sorted(values.keys() - _NAMES)
+    if unknown:
+        raise TypeError(f"SearchConfig has no field {', '.join(unknown)}")
+
+
 _MODES = {
     name: typing.get_args(hint)
     for name, hint in typing.get_type_hints(SearchConfig).items()

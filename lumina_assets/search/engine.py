@@ -1,12 +1,9 @@
-"""The Lumina search pipeline over candidate sets: query -> parse -> retrieve candidates from
-indexes (passage vectors, passage full text, paper full text) -> fuse -> smooth over the corpus graph -> boost ->
-diversify -> neighbour expansion -> optional rerank -> ranked `Context`s.
+"""The search pipeline over candidate sets: parse -> retrieve (passage vectors, passage and paper full text) ->
+fuse -> smooth over the corpus graph -> boost -> contexts (diversified, with neighbours) -> optional rerank.
 
-Every stage works on what the indexes returned (a few hundred ids), never on arrays the size of the corpus: a
-search process holds open indexes (`stores.LanceStore`), or, for small corpora, the same store with its vectors
-in memory (`memory_store.MemoryStore`). Explicit constraints (`year:2020..2023`, `author:Cohan`) are pushed down
-as filters; natural-language cues ("after 2019", "Cohan et al.") boost. Every stage is a switch in `SearchConfig`.
-The whole path, from request to contexts, is in search/README.md.
+Every stage works on what the indexes returned, never on arrays the size of the corpus. Explicit constraints
+(`year:2020..2023`, `author:Cohan`) are pushed down as filters; natural-language cues ("after 2019", "Cohan et
+al.") boost. The whole path is in search/README.md.
 """
 
 from __future__ import annotations
@@ -83,12 +80,9 @@ class Plan:
 
 
 class SearchEngine:
-    """`SearchEngine(db_uri, embedder, config).search(query, k) -> list[Context]`.
-
-    `db_uri` is a LanceDB URI (local path or s3://...); `embedder` anything with `encode(list[str]) -> ndarray`
-    (lumina_assets.indexing.embedding.Embedder); `config` a SearchConfig (defaults when None). The tables are
-    re-checked out at most every `refresh_seconds`, so a long-lived process sees papers another process added.
-    """
+    """`SearchEngine(db_uri, embedder, config).search(query, k) -> list[Context]`; `embedder` is anything with
+    `encode(list[str]) -> ndarray`. The tables are re-checked out at most every `refresh_seconds`, so a long-lived
+    process sees papers another process added."""
 
     def __init__(
         self,
@@ -118,11 +112,9 @@ class SearchEngine:
         self._store: LanceStore | None = None
         self._store_checked_at = 0.0
         self.refresh_seconds = refresh_seconds
-        # a long-lived server keeps answering from the loaded small-corpus store while a new version loads;
-        # off by default, so a search right after indexing in the same process sees the new rows
+        # a server keeps answering from the loaded small-corpus store while a new version loads
         self.reload_in_background = reload_in_background
-        # False for a process that answers once and exits (`lumina search`): nothing is loaded in the background (no
-        # index preloaded whole, no full-text mirrors, no bounded cache), so no loading thread outlives the command
+        # False for a process that answers once and exits (`lumina search`): no loading thread outlives it
         self.background_loading = background_loading
         self.embedding_cache: dict[str, np.ndarray] | None = None  # text -> vector, filled by evaluations
         self._query_model = None  # model_identity.ModelIdentity of the embedder, computed on the first query
@@ -172,19 +164,14 @@ class SearchEngine:
             self._store_checked_at = now
         return self._store
 
-    def effective_config(self) -> dict:
-        """The configuration searches run with (`SearchConfig.explain`)."""
-        return self.config.explain()
-
     def warm_up(self) -> None:
         """Open the indexes and run one query so that first-query latency is not model or index loading."""
         self.store()
         self.search("warm up query", k=1)
 
     def wait_until_warm(self, timeout: float | None = None) -> bool:
-        """Block until what the store loads in the background (a small corpus's full-text mirrors, an index
-        store's prewarm after its first query) is ready, so a measurement sees the steady state; searches never
-        need to wait. False on timeout."""
+        """Block until what the store loads in the background is ready (for measurements; searches never wait).
+        False on timeout."""
         return self.store().wait_until_warm(timeout)
 
     # -- public API
@@ -220,9 +207,8 @@ class SearchEngine:
         ]
         seen = set(reranked)
         ids = reranked + [paper_id for paper_id, _ in order if paper_id not in seen]
-        return [
-            (paper_id, float(len(ids) - rank)) for rank, paper_id in enumerate(ids)
-        ]  # scores keep the order
+        # scores that keep the order
+        return [(paper_id, float(len(ids) - rank)) for rank, paper_id in enumerate(ids)]
 
     # -- pipeline
 
@@ -261,9 +247,8 @@ class SearchEngine:
         )
 
     def _check_model(self, store: LanceStore) -> None:
-        """Refuse a query model other than the one that built the index, whatever its dimension (the index
-        records the model's name and a fingerprint of its weights); an index or embedder that records no
-        identity is searched with one warning that it cannot be checked."""
+        """Refuse a query model other than the one that built the index (its name and weights fingerprint); an
+        index or embedder that records no identity is searched with one warning."""
         from lumina_assets.indexing import model_identity
 
         index = getattr(store, "model_identity", None) or model_identity.ModelIdentity()
@@ -293,9 +278,8 @@ class SearchEngine:
         return vector / max(float(np.linalg.norm(vector)), 1e-12)
 
     def _retrieve(self, store: LanceStore, text: str, embed: Callable[[], np.ndarray], filters: Filters):
-        """(paper runs, passage runs, query vector) from every enabled retriever, queried concurrently: the
-        full-text searches start before the query is embedded, the vector search once it is (LanceDB, numpy
-        and onnxruntime release the GIL, so the index reads overlap the embedding)."""
+        """(paper runs, passage runs, query vector) from every enabled retriever: the full-text searches start
+        before the query is embedded, so the index reads overlap the embedding."""
         cfg = self.config
         text_depth = cfg.fulltext_candidates or cfg.candidates
         futures = store.start_text_runs(
@@ -319,12 +303,7 @@ class SearchEngine:
     ) -> dict[str, float]:
         cfg = self.config
         return fuse(
-            runs,
-            cfg.weights,
-            method=cfg.fusion,
-            candidates=candidates,
-            rrf_k=cfg.rrf_k,
-            papers=papers,
+            runs, cfg.weights, method=cfg.fusion, candidates=candidates, rrf_k=cfg.rrf_k, papers=papers
         )
 
     def _candidate_passages(self, plan: Plan, papers: Sequence[str]):
@@ -412,8 +391,6 @@ class SearchEngine:
             return scores
         meta = store.papers(list(scores))
         boosted = dict(scores)
-        low = parsed.year_min if parsed.year_min is not None else -(10**6)
-        high = parsed.year_max if parsed.year_max is not None else 10**6
         years = [m["year"] for m in meta.values() if m.get("year")]
         oldest, newest = (min(years), max(years)) if years else (0, 0)
         for paper_id, score in scores.items():
@@ -424,7 +401,7 @@ class SearchEngine:
             factor = 1.0
             if wants_authors:  # "X et al." prefers papers with X as first author (query_parser.author_match)
                 factor *= 1.0 + cfg.author_boost * author_match(parsed, paper.get("authors"))
-            if year_boost and year and low <= year <= high:
+            if year_boost and year and parsed.in_years(year):
                 factor *= 1.0 + cfg.year_boost
             if cfg.recency_weight > 0 and year:
                 factor *= 1.0 + cfg.recency_weight * (year - oldest) / max(newest - oldest, 1)
@@ -432,12 +409,10 @@ class SearchEngine:
         return boosted
 
     def _choose_without_names(self, plan: Plan, by_paper, paper_passages, passage_scores) -> None:
-        """A query word that names a paper ("SPECTER" for "SPECTER: Document-level …") selects the paper but says
-        nothing about which of its passages answer, and every passage inherits it from the title in its indexed
-        header: such a paper's passages are chosen (in place, in `paper_passages` and `passage_scores`) by the
-        query without that word, searched among that paper's passages only. Paper ranking is not touched. The
-        full-text search gets the words without stop words: LanceDB drops them after stemming, so "does" (doe)
-        would count, and every "how does X ..." would prefer the passages that say "does"."""
+        """A query word naming a paper ("SPECTER" for "SPECTER: Document-level …") says nothing about which of its
+        passages answer (each inherits it from the title in its header): such a paper's passages are chosen, in
+        place, by the query without that word, among its own passages; paper ranking is not touched. Stop words
+        are dropped first: LanceDB drops them only after stemming, so "does" (doe) would count."""
         text, groups, stop = plan.parsed.text or "", {}, lancedb_english()
         for paper_id, members in by_paper.items():
             rest = without_paper_name(text, members[0].get("title"))
@@ -452,9 +427,8 @@ class SearchEngine:
             passage_scores.update(scores)
 
     def _contexts(self, plan: Plan, order: list[str]) -> list[Context]:
-        """Contexts for the ordered papers: their best candidate passages (or, for a paper found only at paper
-        level, its passage closest to the query vector), plus neighbours of short hits. One fetch brings every
-        passage of these papers, so choosing, scoring and widening need no further round trip."""
+        """Contexts for the ordered papers: their best candidate passages (for a paper found only at paper level,
+        its passage closest to the query vector), plus neighbours of short hits, from one fetch of their passages."""
         cfg = self.config
         by_paper = self.store().paper_passage_rows(order)
         rows = {row["passage_id"]: row for members in by_paper.values() for row in members}

@@ -4,7 +4,7 @@ boost, with the syntax that makes a boost a filter), the boosts applied to a pap
 from __future__ import annotations
 
 from lumina_assets.core.names import last_name
-from lumina_assets.search.query_parser import author_match
+from lumina_assets.search.query_parser import author_match, year_syntax
 
 
 def constraints(parsed, config) -> list[dict]:
@@ -16,19 +16,12 @@ def constraints(parsed, config) -> list[dict]:
     if parsed.has_year:
         low, high = parsed.year_min, parsed.year_max
         strict = parsed.year_explicit or config.year_mode == "filter"
-        syntax = (
-            f"year:{low}..{high}"
-            if low is not None and high is not None
-            else f"year>={low}"
-            if low is not None
-            else f"year<={high}"
-        )
         out.append(
             {
                 "kind": "year",
                 "value": {"min": low, "max": high},
                 "mode": "filter" if strict else "boost",
-                "as_filter": syntax,
+                "as_filter": year_syntax(low, high),
             }
         )
     explicit = {a.lower() for a in parsed.explicit_authors}
@@ -41,9 +34,7 @@ def constraints(parsed, config) -> list[dict]:
                 "as_filter": f'author:"{author}"',
             }
         )
-    for venue in getattr(parsed, "explicit_venues", []) or []:
-        out.append({"kind": "venue", "value": venue, "mode": "filter", "as_filter": f'venue:"{venue}"'})
-    for kind in ("tag", "collection"):  # a reference library's labels (corpus.library)
+    for kind in ("venue", "tag", "collection"):
         for label in getattr(parsed, f"explicit_{kind}s", []) or []:
             out.append({"kind": kind, "value": label, "mode": "filter", "as_filter": f'{kind}:"{label}"'})
     for item in out:
@@ -64,9 +55,7 @@ def applied_boosts(parsed, config, paper: dict) -> list[str]:
             applied.append(f"author {author} ×{1 + config.author_boost * share:g}")
     year = paper.get("year")
     if parsed.has_year and not parsed.year_explicit and config.year_mode == "boost" and year:
-        low = parsed.year_min if parsed.year_min is not None else -(10**6)
-        high = parsed.year_max if parsed.year_max is not None else 10**6
-        if low <= year <= high:
+        if parsed.in_years(year):
             applied.append(f"year {year} in the asked range ×{1 + config.year_boost:g}")
     if config.recency_weight > 0 and year:
         applied.append(f"recency (weight {config.recency_weight:g})")

@@ -1,18 +1,8 @@
-"""An in-memory mirror of LanceDB's native full-text index, for corpora small enough to hold in memory.
-
-A query to LanceDB's full-text index costs 3-6 ms at 10k-100k passages (query planning, the posting reads and the
-`take` of the id columns), more than everything else a small-corpus search does after the query embedding. The
-mirror answers the same question from sparse arrays in ~0.3 ms, and gives the same answer: it reads text the way
-the index's tokenizer does (`FTS(stem=True, remove_stop_words=True, ascii_folding=True, lower_case=True)`, the
-indexer's settings) and scores with the same BM25 (k1 = 1.2, b = 0.75, idf = ln(1 + (N - n + 0.5) / (n + 0.5)),
-float32, a repeated query word counted each time). `tests/unit/search/test_fulltext_mirror.py` checks scores and
-rankings against LanceDB itself, so a LanceDB upgrade that changes its tokenizer fails there, not silently in
-search quality.
-
-The tokenizer, as LanceDB 0.40 runs it: split on every character that is not a letter or a number; drop words of
-40 bytes or more; lower-case; Snowball English stemming (PyStemmer, the same algorithm as rust-stemmers); drop
-stop words (`STOP_TOKENS`, compared after stemming); fold accents and a few compatibility characters to ASCII. Tied scores may come
-back in another order than LanceDB's (its order among ties is unspecified); here ties go by row position.
+"""An in-memory mirror of LanceDB's native full-text index, for corpora small enough to hold in memory: the same
+tokens as the index's tokenizer (split on anything not a letter or digit, words of 40+ bytes dropped, lower case,
+Snowball English stemming, stop words compared after stemming, ASCII folding) and the same float32 BM25, answered
+from sparse arrays (docs/search-at-scale.md). `tests/unit/search/test_fulltext_mirror.py` checks both against
+LanceDB itself. Ties go by row position (LanceDB's order among ties is unspecified).
 """
 
 from __future__ import annotations
@@ -29,12 +19,11 @@ import pyarrow.compute as pc
 
 from lumina_assets.search.bm25 import BM25
 from lumina_assets.search.stopwords import lancedb_english
+from lumina_assets.search.text import stemmer
 
 MAX_TOKEN_BYTES = 40  # LanceDB's default max_token_length: a word this long or longer is dropped
 
-# LanceDB's English stop words are NLTK's list, compared with the *stemmed*
-# token: "hers" -> "her" is dropped, "above" -> "abov" is kept. Found by indexing every word of the collections in
-# ../shared/data one per row and asking the index for each; the test re-checks a sample against LanceDB.
+# LanceDB's English stop words are NLTK's list, compared with the *stemmed* token ("hers" -> "her" is dropped)
 STOP_TOKENS = lancedb_english()
 
 # Compatibility characters LanceDB's ASCII folding maps that canonical decomposition (NFD) leaves alone.
@@ -65,13 +54,6 @@ _WORD = re.compile(r"[^\W_]+")
 _NOT_WORD = r"[^\p{L}\p{N}]+"  # RE2 (pyarrow): the same split as _WORD, vectorized
 
 
-@functools.lru_cache(maxsize=1)
-def _stemmer():
-    import Stemmer
-
-    return Stemmer.Stemmer("english")
-
-
 def fold_to_ascii(token: str) -> str:
     if token.isascii():
         return token
@@ -84,7 +66,7 @@ def analyze_word(word: str) -> str | None:
     """One word (a run of letters and digits) as the index stores it, or None when the index drops it."""
     if not word or len(word.encode("utf-8")) >= MAX_TOKEN_BYTES:  # "" is what a split leaves at either end
         return None
-    stemmed = _stemmer().stemWord(word.lower())
+    stemmed = stemmer().stemWord(word.lower())
     return None if stemmed in STOP_TOKENS else fold_to_ascii(stemmed)
 
 
@@ -126,10 +108,7 @@ class FullTextMirror:
         tokens = token_of_word[encoded.indices.to_numpy(zero_copy_only=False)] if len(encoded) else encoded
         tokens = np.asarray(tokens, dtype=np.int64)
         kept = tokens >= 0
-        lance_k1, lance_b = 1.2, 0.75
-        self._bm25 = BM25.from_token_ids(
-            doc_of_word[kept], tokens[kept], vocabulary, self.size, k1=lance_k1, b=lance_b
-        )
+        self._bm25 = BM25.from_token_ids(doc_of_word[kept], tokens[kept], vocabulary, self.size)
 
     def scores(self, text: str) -> np.ndarray:
         """BM25 score of every document (0 where no query token occurs); a repeated query word counts twice."""

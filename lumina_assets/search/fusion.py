@@ -12,8 +12,7 @@ from dataclasses import dataclass
 class Run:
     """One retriever's ranked candidates, best first: (id, score, paper id). `floor`, when set, is the score at
     the retriever's own cut (its last passage, for a run aggregated to papers): min-max normalization starts
-    there, so which of several passages tied at the cut an index returned changes no fused score (a paper whose
-    only hit sits at the cut gets 0 from the run either way)."""
+    there, so which of several passages tied at the cut an index returned changes no fused score."""
 
     hits: list[tuple[str, float, str]]
     floor: float | None = None
@@ -21,21 +20,10 @@ class Run:
     def by_paper(self) -> Run:
         """Passage hits to paper hits: a paper scores its first hit (its best, in a run ranked best first)."""
         first: dict[str, float] = {}
-        previous = float("inf")
         for _, score, paper_id in self.hits:
-            if score > previous:  # not best first after all: sort
-                return self._by_paper_sorted()
-            previous = score
             first.setdefault(paper_id, score)
-        floor = self.hits[-1][1] if self.hits else None
-        return Run([(paper_id, score, paper_id) for paper_id, score in first.items()], floor)
-
-    def _by_paper_sorted(self) -> Run:
-        best: dict[str, float] = {}
-        for _, score, paper_id in self.hits:
-            best.setdefault(paper_id, score)
         floor = min((score for _, score, _ in self.hits), default=None)
-        ranked = sorted(best.items(), key=lambda item: -item[1])
+        ranked = sorted(first.items(), key=lambda item: -item[1])
         return Run([(paper_id, score, paper_id) for paper_id, score in ranked], floor)
 
     def top(self, n: int) -> list[tuple[str, float, str]]:

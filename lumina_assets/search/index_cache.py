@@ -1,13 +1,8 @@
 """How much memory a search process's LanceDB index cache may hold, and whether its indexes are preloaded whole.
 
-Why a bound by default: with every index preloaded, a search process holds its indexes whole (10M passages: 7.4 GB
-resident), while a cache bounded to 2,560 MB held the same process to 3.4 GB at the same latency (p50 124 ms
-against 134 ms unbounded; docs/search-at-scale.md). Why preloading still happens below the bound: an index that fits
-answers its first hundred queries faster when it is loaded whole in the background after the first query (1M
-passages: ~0.7 GB), and loading it whole costs nothing the bound would have saved.
-
-`LUMINA_INDEX_CACHE_MB` chooses: unset or `auto` (this module's choice), a number of megabytes (that bound, nothing
-preloaded), or `unbounded` (LanceDB's own default and every index preloaded, the behaviour before the bound).
+Bounded by default, since preloaded indexes are held whole; an index that fits well within the bound is still
+loaded whole after the first query (docs/search-at-scale.md). `LUMINA_INDEX_CACHE_MB` chooses: unset or `auto`
+(this module's choice), a number of megabytes (that bound, nothing preloaded), or `unbounded`.
 """
 
 from __future__ import annotations
@@ -18,11 +13,9 @@ from pathlib import Path
 from lumina_assets.core import settings
 from lumina_assets.indexing.fts_build import machine_memory_mb
 
-AUTO_LIMIT_MB = 2560  # the bound measured at 10M passages (3.4 GB resident, p50 as fast as unbounded)
+AUTO_LIMIT_MB = 2560
 SMALLEST_AUTO_LIMIT_MB = 256
-# Indexes are preloaded whole when their files take at most this share of the bound: loaded, an index measured
-# ~1.3x its files (1M passages: ~0.55 GB of index files, +0.7 GB resident once preloaded)
-PRELOAD_SHARE = 0.5
+PRELOAD_SHARE = 0.5  # indexes are preloaded whole when their files take at most this share of the bound
 INDEXED_TABLES = ("passages", "papers")
 
 

@@ -1,10 +1,6 @@
 """The small-corpus store and the choice between stores: `MemoryStore` answers from memory what `LanceStore` asks
 LanceDB for, and `open_store` picks one per index and keeps it open across queries (one per process and index, so
-concurrent engines share it).
-
-Why a module apart from `stores`: the index-backed store is the one every size uses; this one is the fast path
-below `memory_max_passages`, with its own loading, mirrors and background reload.
-"""
+concurrent engines share it)."""
 
 from __future__ import annotations
 
@@ -34,12 +30,14 @@ def empty_index_message() -> str:
     )
 
 
+def _years(column) -> np.ndarray:
+    return np.asarray([y if y is not None else -1 for y in column.to_pylist()], dtype=np.int32)
+
+
 class MemoryStore(LanceStore):
-    """Small corpora (below `SearchConfig.memory_max_passages`): passage vectors and display columns in memory
-    (exact search by one matrix product, where LanceDB would scan every vector from disk per query; rows taken by
-    position instead of a round trip per lookup), and both full-text searches answered by in-memory mirrors of
-    LanceDB's full-text indexes (`fulltext_mirror`: same tokens, same BM25 scores), built in a background thread
-    when the store opens; until they are ready LanceDB's own indexes answer, so a first query never waits."""
+    """Small corpora: passage vectors and display columns in memory (exact search by one matrix product, rows
+    taken by position), and both full-text searches answered by `fulltext_mirror`s built in a background thread
+    at open; until they are ready LanceDB's own indexes answer, so a first query never waits."""
 
     def __init__(self, db, *, mirrors: bool = True, **kwargs) -> None:
         super().__init__(db, **kwargs)
@@ -52,9 +50,7 @@ class MemoryStore(LanceStore):
         self._rows = table.drop_columns(["vector", "search_text"])
         self._ids = table["passage_id"].to_pylist()
         self._paper_of = table["paper_id"].to_pylist()
-        self._years = np.asarray(
-            [y if y is not None else -1 for y in table["year"].to_pylist()], dtype=np.int32
-        )
+        self._years = _years(table["year"])
         self._vectors = vectors_from_arrow(table["vector"], self.dimension)
         self._position = {pid: i for i, pid in enumerate(self._ids)}
         self._by_paper: dict[str, list[int]] = {}
@@ -73,10 +69,8 @@ class MemoryStore(LanceStore):
                 self._by_paper, zip(*paper_columns.values(), strict=True), strict=True
             )
         }
-        texts = self._rows["text"]
-        self._texts = (
-            texts.chunk(0) if texts.num_chunks == 1 else texts.combine_chunks()
-        )  # one chunk: no copy
+        texts = self._rows["text"]  # one chunk: taken without a copy
+        self._texts = texts.chunk(0) if texts.num_chunks == 1 else texts.combine_chunks()
         self.loaded_version = self.version()
         self._text_mirrors: tuple | None = None
         self.text_mirrors_ready = threading.Event()
@@ -97,14 +91,11 @@ class MemoryStore(LanceStore):
             papers = self.papers_table.search().select(["paper_id", "year", "search_text"])
             papers = papers.limit(max(self.papers_table.count_rows(), 1)).to_arrow().combine_chunks()
             paper_ids = papers["paper_id"].to_pylist()
-            paper_years = np.asarray(
-                [y if y is not None else -1 for y in papers["year"].to_pylist()], np.int32
-            )
             self._text_mirrors = (
                 FullTextMirror(passage_texts),
                 FullTextMirror(papers["search_text"]),
                 paper_ids,
-                paper_years,
+                _years(papers["year"]),
             )
         except Exception as error:  # a hint only: LanceDB's indexes keep answering
             log.warning("full-text mirror not built, LanceDB's full-text index answers instead: %s", error)
@@ -119,7 +110,7 @@ class MemoryStore(LanceStore):
         return []
 
     def _admitted(self, filters: Filters, years: np.ndarray, paper_ids: Sequence[str]) -> np.ndarray | None:
-        """Boolean mask of the rows a filter lets through (None: no filter), as `Filters.admits` decides."""
+        """Boolean mask of the rows a filter lets through (None: no filter), as `Filters.sql` decides."""
         if filters.empty:
             return None
         mask = np.ones(len(years), dtype=bool)
@@ -138,25 +129,15 @@ class MemoryStore(LanceStore):
             return super().start_text_runs(text, passage_n, paper_n, filters)
         passage_index, paper_index, paper_ids, paper_years = self._text_mirrors
         words = fts_text(text)
-
-        def passage_run() -> Run:
-            admitted = self._admitted(filters, self._years, self._paper_of)
-            hits = passage_index.top(words, passage_n, admitted) if words else []
-            return Run([(self._ids[i], score, self._paper_of[i]) for i, score in hits])
-
-        def paper_run() -> Run:
-            admitted = self._admitted(filters, paper_years, paper_ids)
-            hits = paper_index.top(words, paper_n, admitted) if words else []
-            return Run([(paper_ids[i], score, paper_ids[i]) for i, score in hits])
-
         futures: dict[str, Future] = {}
-        for name, n, run in (
-            ("passage_fulltext", passage_n, passage_run),
-            ("paper_fulltext", paper_n, paper_run),
+        for name, n, mirror, ids, papers, years in (
+            ("passage_fulltext", passage_n, passage_index, self._ids, self._paper_of, self._years),
+            ("paper_fulltext", paper_n, paper_index, paper_ids, paper_ids, paper_years),
         ):
-            if n > 0:  # computed here: a hand-off to a thread costs as much as the search on 2 cores
+            if n > 0:  # computed here: a hand-off to a thread costs as much as the search
+                hits = mirror.top(words, n, self._admitted(filters, years, papers)) if words else []
                 futures[name] = Future()
-                futures[name].set_result(run())
+                futures[name].set_result(Run([(ids[i], score, papers[i]) for i, score in hits]))
         return futures
 
     def passage_vector_run(self, vector, n, filters) -> Run:
@@ -240,12 +221,7 @@ def open_store(
         if store is not None:
             store.checkout_latest()
         stale_memory = not isinstance(store, MemoryStore) or store.loaded_version != store.version()
-        options = {
-            "nprobes": nprobes,
-            "probe_share": probe_share,
-            "refine_factor": refine_factor,
-            "preload": preload,
-        }
+        options = dict(nprobes=nprobes, probe_share=probe_share, refine_factor=refine_factor, preload=preload)
         if small and stale_memory and reload_in_background and isinstance(store, MemoryStore):
             _reload_in_background(key, db, {**options, "mirrors": mirrors})
             return store  # the loaded version answers until the new one is in
@@ -261,9 +237,7 @@ def open_store(
 
 def _reload_in_background(key: tuple, db, options: dict) -> None:
     """Load the new table version into a MemoryStore in a daemon thread and swap it in (called under
-    _STORES_LOCK). Why: a server would otherwise stall the query that notices a new ingest batch while it loads;
-    this way the new papers appear a little later instead. Until its full-text mirrors are built the new store
-    answers full text from LanceDB, as at start-up."""
+    _STORES_LOCK), so no query stalls while it loads: the new papers appear a little later instead."""
     if key in _RELOADING:
         return
     _RELOADING.add(key)

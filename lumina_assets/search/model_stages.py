@@ -1,16 +1,7 @@
 """The optional model-backed search stages: an LLM query parser, LLM multi-query expansion, and reranking by a
-cross-encoder or an LLM. None runs by default (offline, no model bundled for them).
-
-Each is a plain callable that `SearchConfig` takes (`llm_parser`, `llm_multi_query`, `rerank`). An LLM that fails,
-times out or answers something unparseable never fails a search: the stage logs why and falls back to the offline
-path (heuristic parse, no extra phrasings, the fused order).
-
-`configured_search_config()` switches them on from the environment, for `lumina search`, `lumina eval beir` and
-the benchmark's Lumina provider alike:
-- `LUMINA_SEARCH_LLM=parse,expand,rerank` (any subset) with the question LLM's backend and key
-  (`LUMINA_QUESTION_BACKEND`, `ANTHROPIC_API_KEY`, ...);
-- `LUMINA_RERANK_MODEL=<sentence-transformers CrossEncoder name or path>`.
-"""
+cross-encoder or an LLM, off by default; each is a callable `SearchConfig` takes. An LLM that fails or answers
+something unparseable never fails a search: the stage logs why and falls back to the offline path.
+`configured_search_config()` switches them on from `LUMINA_SEARCH_LLM` and `LUMINA_RERANK_MODEL`."""
 
 from __future__ import annotations
 
@@ -66,6 +57,10 @@ def _json_object(text: str) -> dict:
     return value
 
 
+def _failed(stage: str, error: Exception, fallback: str) -> None:
+    log.warning("LLM %s failed (%s: %s); %s", stage, type(error).__name__, error, fallback)
+
+
 def _year(value) -> int | None:
     if value is None or value == "":
         return None
@@ -86,9 +81,7 @@ def llm_query_parser(client) -> Callable[[str], ParsedQuery]:
             text = str(reply.get("text") or "").strip() or query
             year_min, year_max = _year(reply.get("year_min")), _year(reply.get("year_max"))
         except Exception as error:  # noqa: BLE001 - an LLM failure must not fail the search
-            log.warning(
-                "LLM query parser failed (%s: %s); using the heuristic parser", type(error).__name__, error
-            )
+            _failed("query parser", error, "using the heuristic parser")
             return parse_query(query)
         return ParsedQuery(query, text, authors, year_min, year_max, keywords, parser="llm")
 
@@ -102,9 +95,7 @@ def llm_multi_query(client, count: int = 3) -> Callable[[str], list[str]]:
         try:
             text = client.complete(EXPAND_PROMPT.format(query=query, count=count), temperature=0.0).text
         except Exception as error:  # noqa: BLE001
-            log.warning(
-                "LLM multi-query failed (%s: %s); searching the query alone", type(error).__name__, error
-            )
+            _failed("multi-query", error, "searching the query alone")
             return []
         lines = [
             re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", line).strip().strip('"') for line in text.splitlines()
@@ -130,7 +121,7 @@ def llm_reranker(client, max_chars: int = 1200) -> Callable[[str, list[Context]]
             ratings = _json_object(client.complete(prompt, temperature=0.0).text)
             scores = {int(key): float(value) for key, value in ratings.items()}
         except Exception as error:  # noqa: BLE001
-            log.warning("LLM rerank failed (%s: %s); keeping the fused order", type(error).__name__, error)
+            _failed("rerank", error, "keeping the fused order")
             return contexts
         order = sorted(range(len(contexts)), key=lambda i: (-scores.get(i + 1, -1.0), i))
         return [contexts[i] for i in order]
@@ -163,10 +154,8 @@ def cross_encoder_reranker(name_or_path: str, max_chars: int = 2000) -> Callable
 
 
 def search_llm_client(question_client: Callable[[], Any]):
-    """The question LLM's client for the `LUMINA_SEARCH_LLM` stages, for `configured_search_config(llm_client=...)`:
-    None when no stage is asked for (then `question_client` is never called, so a plain search builds no LLM and
-    imports no Dagster) or when the LLM is offline. `question_client` builds it: the benchmark passes its
-    `question_llm` resource's `get_client`, the CLI one built from the environment (`lumina_assets.cli.llm_client`)."""
+    """The question LLM's client (built by `question_client`) for the `LUMINA_SEARCH_LLM` stages; None when no
+    stage is asked for (then nothing is built, so a plain search imports no Dagster) or the LLM is offline."""
     if not settings.get().search.llm_stages:
         return None
     client = question_client()
@@ -174,13 +163,8 @@ def search_llm_client(question_client: Callable[[], Any]):
 
 
 def configured_search_config(base: SearchConfig | None = None, *, llm_client=None) -> SearchConfig:
-    """`base` (default SearchConfig()) with the stages LUMINA_SEARCH_LLM and LUMINA_RERANK_MODEL switch on.
-
-    `llm_client` is the question LLM's client, None when it is offline (`search_llm_client` above); the caller
-    builds it, so this module never reaches for a Dagster resource. Asking for LLM stages without a usable LLM
-    raises ValueError naming what is missing, rather than silently running the offline pipeline the user did not
-    ask for.
-    """
+    """`base` (default SearchConfig()) with the stages LUMINA_SEARCH_LLM and LUMINA_RERANK_MODEL switch on;
+    ValueError when LLM stages are asked for and `llm_client` (`search_llm_client`) is None."""
     config = base or SearchConfig()
     stages = settings.get().search.llm_stages  # the settings refuse an unknown stage, naming the variable
     changes: dict = {}

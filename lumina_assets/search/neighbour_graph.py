@@ -1,15 +1,9 @@
 """Corpus-graph score smoothing: a paper's fused score plus a share of its nearest neighbours' fused scores.
 
-The cluster hypothesis (papers close to each other answer the same questions) turned into one step after fusion:
 `score'(p) = score(p) + alpha * mean over p's k nearest papers of their fused score` (weighted by cosine
-similarity; a neighbour no retriever returned counts 0). The neighbours come from the corpus's own vectors (a
-paper's vector: the mean of its passage vectors), computed once at index time and stored with the index
-(`paper_neighbours` table), so a query only looks them up.
-
-On by default (`SearchConfig.neighbour_smoothing` 0.2, k = 3, weighted fusion only) wherever the index holds the
-graph: where a question has many relevant papers that resemble each other it lifts them together, where it has one
-or two it changes little (docs/search-quality.md). `passage_index` keeps the graph (`keep_graph`) for corpora up to
-`MAX_GRAPH_PAPERS`; above that an index has none and search fuses without smoothing.
+similarity; a neighbour no retriever returned counts 0): papers close to each other answer the same questions.
+A paper's vector is the mean of its passage vectors; the graph is computed at index time and stored with the index
+(`paper_neighbours`) for corpora up to `MAX_GRAPH_PAPERS` (docs/search-quality.md).
 """
 
 from __future__ import annotations
@@ -178,14 +172,10 @@ def read_graph(db) -> NeighbourGraph | None:
         flat_sims = pc.list_flatten(similarities).to_numpy(zero_copy_only=False).astype(np.float32)
         matrix = np.full((len(papers), width), -1, dtype=np.int64)
         sims = np.zeros((len(papers), width), dtype=np.float32)
-        if (lengths == width).all():  # every paper has its full list: one reshape
-            matrix[:] = flat.reshape(len(papers), width)
-            sims[:] = flat_sims.reshape(len(papers), width)
-        else:
-            offsets = np.concatenate([[0], np.cumsum(lengths)])
-            for i, (begin, end) in enumerate(zip(offsets[:-1], offsets[1:], strict=True)):
-                matrix[i, : end - begin] = flat[begin:end]
-                sims[i, : end - begin] = flat_sims[begin:end]
+        row_of = np.repeat(np.arange(len(papers)), lengths)  # each list's entries, left-aligned in its row
+        column = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        matrix[row_of, column] = flat
+        sims[row_of, column] = flat_sims
         return NeighbourGraph.from_arrays(papers, matrix, sims)
     except Exception as error:  # an unreadable graph must not stop search: fusion alone answers
         log.warning("paper neighbour table unreadable, searching without smoothing: %s", error)
@@ -202,8 +192,7 @@ def graph_rows(db) -> int:
 
 def keep_graph(db) -> bool:
     """Store the graph for a corpus small enough for an exact one when the stored graph does not cover every paper
-    (new, or papers added since); True when it was written. Smoothing is a search option
-    (`SearchConfig.neighbour_smoothing`), so the graph is kept whether or not a search uses it."""
+    (new, or papers added since); True when it was written."""
     from lumina_assets.indexing.lancedb_tables import PAPERS_TABLE, PASSAGES_TABLE
     from lumina_assets.indexing.table_ops import open_table, read_columns, vectors_from_arrow
 

@@ -26,39 +26,30 @@ class PaperFiles:
             return None
         return pl.scan_parquet(str(folder / "*.parquet"), missing_columns="insert", extra_columns="ignore")
 
-    def page_spans(self, passage_ids: list[str]) -> dict[str, tuple[int | None, int | None]]:
+    def _rows(self, table: str, key: str, ids: list[str], columns: list[str], where=None) -> list[dict]:
+        """The rows of `ids` only (and `where`); none while the table is missing or being rewritten."""
         import polars as pl
 
-        scan = self._scan("passages")
-        if scan is None or not passage_ids:
-            return {}
+        scan = self._scan(table)
+        if scan is None or not ids:
+            return []
+        wanted = pl.col(key).is_in(ids)
         try:
-            frame = (
-                scan.filter(pl.col("passage_id").is_in(passage_ids))
-                .select("passage_id", "page_start", "page_end")
-                .collect()
-            )
-        except Exception as error:  # a table being rewritten: no page numbers this time
-            log.debug("page spans unavailable: %s", error)
-            return {}
-        return {r["passage_id"]: (r["page_start"], r["page_end"]) for r in frame.iter_rows(named=True)}
+            frame = scan.filter(wanted if where is None else wanted & where).select(key, *columns).collect()
+        except Exception as error:
+            log.debug("%s rows unavailable: %s", table, error)
+            return []
+        return list(frame.iter_rows(named=True))
+
+    def page_spans(self, passage_ids: list[str]) -> dict[str, tuple[int | None, int | None]]:
+        rows = self._rows("passages", "passage_id", passage_ids, ["page_start", "page_end"])
+        return {r["passage_id"]: (r["page_start"], r["page_end"]) for r in rows}
 
     def pdf_hashes(self, paper_ids: list[str]) -> dict[str, str]:
         import polars as pl
 
-        scan = self._scan("pdf_files")
-        if scan is None or not paper_ids:
-            return {}
-        try:
-            frame = (
-                scan.filter(pl.col("paper_id").is_in(paper_ids) & (pl.col("status") == "ok"))
-                .select("paper_id", "sha256")
-                .collect()
-            )
-        except Exception as error:
-            log.debug("pdf hashes unavailable: %s", error)
-            return {}
-        return {r["paper_id"]: r["sha256"] for r in frame.iter_rows(named=True) if r["sha256"]}
+        rows = self._rows("pdf_files", "paper_id", paper_ids, ["sha256"], pl.col("status") == "ok")
+        return {r["paper_id"]: r["sha256"] for r in rows if r["sha256"]}
 
     def cited_by_counts(self, paper_ids: list[str]) -> dict[str, int]:
         """How many corpus papers cite each of `paper_ids` (in-corpus "cited by", from `citation_edges`); papers

@@ -79,6 +79,12 @@ class ParsedQuery:
     def has_year(self) -> bool:
         return self.year_min is not None or self.year_max is not None
 
+    def in_years(self, year: int) -> bool:
+        """Whether `year` lies in the asked range (an open end is unbounded)."""
+        return (self.year_min is None or year >= self.year_min) and (
+            self.year_max is None or year <= self.year_max
+        )
+
     def filters_in_words(self) -> str:
         """The explicit author / venue / tag / collection filters, as "no paper <this> in the index" reads."""
         wanted = [f"by {', '.join(self.explicit_authors)}"] if self.explicit_authors else []
@@ -88,6 +94,15 @@ class ParsedQuery:
             [f"in collection {', '.join(self.explicit_collections)}"] if self.explicit_collections else []
         )
         return " and ".join(wanted)
+
+
+def year_syntax(low: int | None, high: int | None) -> str | None:
+    """A year range as explicit filter syntax: `year:2010..2015`, `year>=2010` or `year<=2015`."""
+    if low is not None and high is not None:
+        return f"year:{low}..{high}"
+    if low is not None:
+        return f"year>={low}"
+    return f"year<={high}" if high is not None else None
 
 
 def unquote(value: str) -> str:
@@ -141,11 +156,8 @@ def library_labels(parsed: ParsedQuery) -> list[str]:
 
 
 def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) -> ParsedQuery:
-    """Heuristic parse: explicit author syntax, "X et al.", "by X" (only when X is a known author), year ranges.
-
-    "by X" is ambiguous in scientific text ("activated by Notch"), so it counts as an author only when
-    `known_authors(last_name)` says the index has such an author; otherwise the words stay in the query.
-    """
+    """Heuristic parse: explicit author syntax, "X et al.", "by X", year ranges. "by X" is ambiguous ("activated by
+    Notch"), so it counts only when `known_authors(last_name)` says the index has such an author."""
     text, cited = _read_authors(query, known_authors)
     text, explicit_venues = _read_venues(text)
     text, labels = _read_labels(text)
@@ -240,32 +252,23 @@ def _read_years(text: str, *, statement: bool) -> tuple[str, int | None, int | N
     return text, year_min, year_max, year_explicit
 
 
+# (year_min, year_max) after a one-year cue; the bound it does not set is kept
+_ONE_YEAR = {
+    "before": lambda year, low, high: (low, year - 1),
+    "until": lambda year, low, high: (low, year),
+    "after": lambda year, low, high: (year + 1, high),
+    "since": lambda year, low, high: (year, high),
+    "in": lambda year, low, high: (year, year),
+}
+_OPERATORS = {">=": "since", ">": "after", "<=": "until", "<": "before"}  # `=` and `:` read as "in"
+
+
 def _year_bounds(kind: str, match: re.Match, year_min: int | None, year_max: int | None):
-    """(year_min, year_max) after one year pattern of `kind` matched; the bound it does not set is kept."""
+    """(year_min, year_max) after one year pattern of `kind` matched."""
     if kind == "between":
         return tuple(sorted((int(match.group(1)), int(match.group(2)))))
     if kind == "op":
-        return _op_bounds(match.group(1), int(match.group(2)), year_min, year_max)
-    year = int(match.group(1))
-    if kind == "before":
-        return year_min, year - 1
-    if kind == "until":
-        return year_min, year
-    if kind == "after":
-        return year + 1, year_max
-    if kind == "since":
-        return year, year_max
-    return year, year  # "in"
-
-
-def _op_bounds(op: str, year: int, year_min: int | None, year_max: int | None):
-    """(year_min, year_max) after `year<op><year>` syntax (`>=`, `>`, `<=`, `<`, `=` or `:`)."""
-    if op == ">=":
-        return year, year_max
-    if op == ">":
-        return year + 1, year_max
-    if op == "<=":
-        return year_min, year
-    if op == "<":
-        return year_min, year - 1
-    return year, year
+        kind, year = _OPERATORS.get(match.group(1), "in"), int(match.group(2))
+    else:
+        year = int(match.group(1))
+    return _ONE_YEAR[kind](year, year_min, year_max)

@@ -1,27 +1,21 @@
 """The relevance line: which results likely match the query, on a score comparable across queries.
 
-The engine's final score is a weighted min-max fusion: within one search the best candidate scores near the top
-of the scale whatever it is, so it ranks but cannot say "this does not match". The line is drawn on a score that
-means the same in every search: the cosine between the query and the paper's closest passage (the index's own
-unit vectors, the query encoded by the same model). A result at or above `RELEVANCE_LINE` matches; the rest are
-"less related": shown under a divider on the page and in `lumina search`, left out of exports and saved-search
-alerts unless all results are asked for. `lumina bench relevance-line` measures, on collections with judgments,
-the share of relevant and of non-relevant papers each candidate line keeps (docs/search.md).
+Fused scores rank but cannot say "this does not match" (min-max fusion puts each search's best candidate near the
+top whatever it is), so the line is drawn on the cosine between the query and the paper's closest passage. Results
+below it are "less related": shown under a divider, left out of exports and alerts unless all are asked for
+(docs/search.md; fitted by `lumina bench relevance-line`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 
 from lumina_assets.search.query_parser import author_match
 
-# Fitted with `lumina bench relevance-line` (each query's top 20): the highest line keeping 95 % of the judged-relevant
-# results, on SciFact train's tuning half; CISI's own fit is 0.38, so one line serves both (docs/search.md).
+# the highest line keeping 95 % of the judged-relevant results on SciFact train's tuning half (docs/search.md)
 RELEVANCE_LINE = 0.37
-KEEP_RELEVANT = 0.95  # the share of judged-relevant results the fitted line keeps
 AUTHOR_MATCH = 1.0  # the relevance score of a paper by the author the query cites
 
 
@@ -67,10 +61,8 @@ def relevance_scores(engine, contexts: Sequence) -> dict[str, float]:
     vector = query_vector(engine, text)
     ids = [c.paper_id for c in contexts]
     scores = closest_passage_cosines(engine.store(), ids, vector)
-    if (
-        parsed is not None and parsed.authors
-    ):  # "Cohan et al. 2020": a name has no meaning to compare; a paper
-        # written by the cited author (its first author, for "et al.") matches whatever its cosine
+    if parsed is not None and parsed.authors:
+        # "Cohan et al. 2020": a paper by the cited (first) author matches whatever its cosine
         for paper_id, paper in engine.store().papers(ids).items():
             if author_match(parsed, paper.get("authors")) >= 1.0:
                 scores[paper_id] = max(scores.get(paper_id, 0.0), AUTHOR_MATCH)
@@ -103,72 +95,3 @@ def matching_contexts(engine, request, k: int, *, include_all: bool = False) -> 
 def exported(results: Sequence[dict], include_all: bool = False) -> list[dict]:
     """The API results an export or alert takes: those above the line, or every one with `include_all`."""
     return [r for r in results if include_all or r.get("matching", True)]
-
-
-# ---------------------------------------------------------------- calibration on judged collections
-
-
-@dataclass(frozen=True)
-class Judged:
-    """One returned paper of one judged query."""
-
-    query_id: str
-    paper_id: str
-    rank: int
-    fused: float
-    cosine: float
-    relevant: bool
-
-
-def judged_results(
-    engine,
-    queries: dict[str, str],
-    qrels: dict[str, dict[str, int]] | None,
-    depth: int = 20,
-    doc_id=lambda paper_id: paper_id,
-):
-    """Every paper of the top `depth` of each judged query, with its fused score, its cosine and its judgment
-    (`doc_id(paper_id)` is the id the qrels use). `qrels=None`: queries from another collection, so every result
-    is off topic (judged not relevant)."""
-    out: list[Judged] = []
-    for query_id, text in queries.items():
-        judged = {} if qrels is None else qrels.get(query_id)
-        if judged is None or (qrels is not None and not judged):
-            continue
-        contexts = engine.search(text, k=depth)
-        cosines = relevance_scores(engine, contexts)
-        for rank, context in enumerate(contexts, start=1):
-            out.append(
-                Judged(
-                    query_id,
-                    context.paper_id,
-                    rank,
-                    float(context.score),
-                    cosines.get(context.paper_id, float("-inf")),
-                    judged.get(doc_id(context.paper_id), 0) > 0,
-                )
-            )
-    return out
-
-
-def kept_shares(results: Iterable[Judged], line: float, score=lambda r: r.cosine) -> tuple[float, float]:
-    """(share of the relevant results kept at or above `line`, share of the non-relevant ones kept)."""
-    relevant = kept_relevant = other = kept_other = 0
-    for result in results:
-        kept = score(result) >= line
-        if result.relevant:
-            relevant, kept_relevant = relevant + 1, kept_relevant + kept
-        else:
-            other, kept_other = other + 1, kept_other + kept
-    return kept_relevant / max(relevant, 1), kept_other / max(other, 1)
-
-
-def fit_line(
-    results: Sequence[Judged], keep_relevant: float = KEEP_RELEVANT, score=lambda r: r.cosine
-) -> float:
-    """The highest line (to 0.01) that keeps at least `keep_relevant` of the relevant results."""
-    values = sorted((score(r) for r in results if r.relevant), reverse=True)
-    if not values:
-        return 0.0
-    cut = values[min(len(values) - 1, max(0, int(np.ceil(keep_relevant * len(values))) - 1))]
-    return float(np.floor(cut * 100) / 100)

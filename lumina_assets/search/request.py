@@ -1,10 +1,6 @@
-"""What a search request may ask, validated and bounded before it reaches the engine: the API, the CLI and the
-web page build a `SearchRequest` through `from_mapping`, so every entry point refuses the same inputs with the same
-message (`BadRequest`).
-
-Types are strict: from a JSON body `k` and `page` must be JSON integers (not `"5"`, not `5.0`) and the flags JSON
-booleans (not `"yes"`); from a query string (`from_query=True`, every value a string) an integer is written in
-digits and a flag is `true` / `false` / `1` / `0`."""
+"""What a search request may ask, validated and bounded before it reaches the engine: every entry point builds a
+`SearchRequest` through `from_mapping`, so all refuse the same inputs with the same message (`BadRequest`). Types
+are strict: JSON integers and booleans in a body; digits and true / false / 1 / 0 in a query string."""
 
 from __future__ import annotations
 
@@ -13,16 +9,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from lumina_assets.search.query_parser import year_syntax
+
 MAX_QUERY_CHARS = 1000
 MAX_K = 50
 MAX_PAGE = 20
 MAX_FIELD_CHARS = 200
 MAX_DEPTH = 200  # k × page: how deep one request may page into the ranking
 SORTS = ("relevance", "date")
-FIELDS = frozenset(
-    {"query", "q", "k", "page", "year_min", "year_max", "author", "venue", "overview", "widen", "sort"}
-    | {"tag", "collection"}  # a reference library's labels (corpus.library)
-)
+# the UI filters; tag and collection are a reference library's labels
+FILTER_FIELDS = ("year_min", "year_max", "author", "venue", "tag", "collection")
+FIELDS = frozenset({"query", "q", "k", "page", "overview", "widen", "sort", *FILTER_FIELDS})
 DIGITS = re.compile(r"-?[0-9]{1,12}")
 FLAG_WORDS = {"true": True, "1": True, "false": False, "0": False}
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -42,10 +39,8 @@ class BadRequest(ValueError):
 
 
 def decode_json_body(body: bytes) -> Any:
-    """The JSON value of a request body, or BadRequest saying what is wrong with it: bytes that are not UTF-8,
-    malformed JSON, nesting too deep for the parser, the non-standard constants NaN / Infinity, and escaped lone
-    surrogates (`"\\ud800"`, valid JSON but not Unicode text). Every decoding problem is the client's, never the
-    engine's: none of these may reach the search and come back as a 5xx."""
+    """The JSON value of a request body, or BadRequest saying what is wrong with it (not UTF-8, malformed, nested
+    too deep, NaN / Infinity, escaped lone surrogates): a decoding problem is the client's, never a 5xx."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -68,8 +63,8 @@ def _refuse_constant(name: str):
 
 
 def _holds_lone_surrogate(value: Any) -> bool:
-    """Whether any string (key or value) in a decoded JSON value holds a lone surrogate; iterative, so a deep
-    value cannot exhaust the stack here either."""
+    """Whether any string (key or value) in a decoded JSON value holds a lone surrogate (iterative: a deep value
+    cannot exhaust the stack)."""
     pending = [value]
     while pending:
         item = pending.pop()
@@ -95,9 +90,7 @@ class SearchRequest:
     venue: str | None = None
     overview: bool = True
     widen: bool = False  # also list in-corpus papers the top results cite or are cited by
-    sort: str = (
-        "relevance"  # or "date": the most relevant papers (search.results.DATE_SORT_POOL), newest first
-    )
+    sort: str = "relevance"  # or "date": the most relevant papers (results.DATE_SORT_POOL), newest first
     tag: str | None = None  # only papers with this tag in the user's reference library
     collection: str | None = None  # only papers in this library collection (or its sub-collections)
 
@@ -117,9 +110,7 @@ class SearchRequest:
             raise BadRequest(f"query is too long ({len(query)} characters; at most {MAX_QUERY_CHARS})")
         if CONTROL.search(query):
             raise BadRequest("query contains control characters")
-        if LONE_SURROGATE.search(
-            query
-        ):  # e.g. a command-line argument that was not UTF-8 (surrogate-escaped)
+        if LONE_SURROGATE.search(query):  # e.g. a command-line argument that was not UTF-8
             raise BadRequest("query holds a lone surrogate (\\ud800-\\udfff): not valid Unicode text")
         query = re.sub(r"\s+", " ", query).strip()
         if not query:
@@ -144,21 +135,13 @@ class SearchRequest:
 
     def filters(self) -> dict:
         """The UI filters that are set, by field name (what a saved search or an export link carries)."""
-        named = {
-            "year_min": self.year_min,
-            "year_max": self.year_max,
-            "author": self.author,
-            "venue": self.venue,
-            "tag": self.tag,
-            "collection": self.collection,
-        }
-        return {name: value for name, value in named.items() if value is not None}
+        values = {name: getattr(self, name) for name in FILTER_FIELDS}
+        return {name: value for name, value in values.items() if value is not None}
 
     def constrain(self, parsed):
-        """`parsed` (the engine's ParsedQuery of the query text) with the structured filter fields applied as
-        given: a field that is set replaces whatever the query text said for that kind of filter (the year range as
-        a whole, the author, the venue, the tag, the collection); kinds the fields leave unset keep the text's
-        syntax. The fields never pass through the query parser, so no text can widen, narrow or garble them."""
+        """`parsed` (the engine's ParsedQuery of the query text) with the filter fields applied as given: a field
+        that is set replaces what the text said for that kind of filter (the year range as a whole); unset kinds
+        keep the text's syntax. The fields never pass through the parser, so no text can garble them."""
         from dataclasses import replace
 
         changes: dict = {}
@@ -169,32 +152,17 @@ class SearchRequest:
                 explicit_authors=[self.author],
                 authors=[a for a in parsed.authors if a not in parsed.explicit_authors] + [self.author],
             )
-        if self.venue:
-            changes["explicit_venues"] = [self.venue]
-        if self.tag:
-            changes["explicit_tags"] = [self.tag]
-        if self.collection:
-            changes["explicit_collections"] = [self.collection]
+        for name in ("venue", "tag", "collection"):
+            if getattr(self, name):
+                changes[f"explicit_{name}s"] = [getattr(self, name)]
         return replace(parsed, **changes) if changes else parsed
 
     def engine_query(self) -> str:
         """The query with UI filters written as explicit syntax: how the search reads to a person (the engine
         gets the fields themselves through `constrain`)."""
-        parts = [self.query]
-        if self.year_min is not None and self.year_max is not None:
-            parts.append(f"year:{self.year_min}..{self.year_max}")
-        elif self.year_min is not None:
-            parts.append(f"year>={self.year_min}")
-        elif self.year_max is not None:
-            parts.append(f"year<={self.year_max}")
-        if self.author:
-            parts.append(f'author:"{self.author}"')
-        if self.venue:
-            parts.append(f'venue:"{self.venue}"')
-        if self.tag:
-            parts.append(f'tag:"{self.tag}"')
-        if self.collection:
-            parts.append(f'collection:"{self.collection}"')
+        years = year_syntax(self.year_min, self.year_max)
+        parts = [self.query, *([years] if years else [])]
+        parts += [f'{name}:"{getattr(self, name)}"' for name in FILTER_FIELDS[2:] if getattr(self, name)]
         return " ".join(parts)
 
 

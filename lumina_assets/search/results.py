@@ -1,19 +1,8 @@
-"""Search results for researchers: the engine's contexts turned into explained, pinpointed results.
-
-`SearchService.search(SearchRequest)` runs the engine (a small pool of engines sharing one embedder and one open
-store, so concurrent requests each get their own trace) and returns a JSON-ready dict:
-- per result: paper metadata (title, authors, year, venue, DOI, URL, PDF link by content hash where the PDF is
-  stored), the score and its explanation (the retrievers that found the paper, the boosts applied), and per passage
-  its section title / number, page span, kind, prev / next ids and highlighted evidence sentences (offsets);
-- the parsed constraints (filters applied strictly, cues only boosting, each with the syntax that turns it into a
-  filter or the query without it);
-- an overview citing the returned passages (LLM when configured, else extractive, labelled);
-- pagination (page, k, has_more);
-- the relevance line (search.relevance): per result its relevance score and whether it matches, the count of
-  matching papers; the matching results come first;
-- `explain`: the configuration the search ran with and what of it the caller set (`SearchConfig.explain`).
-UI filters (year range, author, venue, tag, collection) are applied to the parsed query as given
-(`SearchRequest.constrain`), replacing filter syntax of the same kind in the query text.
+"""Search results for researchers: `SearchService.search(SearchRequest)` runs the engine (one of a small pool
+sharing one embedder and one open store, so concurrent requests each get their own trace) and returns the API's
+JSON-ready answer: per result its metadata, score and explanation, passages with their place in the paper and
+highlighted evidence sentences; the parsed constraints, an overview citing the passages, pagination, the
+relevance line and `explain` (shaped by `answer.py`; the path is in search/README.md).
 """
 
 from __future__ import annotations
@@ -44,13 +33,9 @@ log = logging.getLogger(__name__)
 
 WIDEN_FROM = 5  # widening follows the citations of this many top results
 WIDEN_MAX = 30  # at most this many linked papers join the candidates
-WIDEN_BONUS = (
-    0.25  # a widened paper gains this share of the score of each top result it is linked to (set a priori)
-)
+WIDEN_BONUS = 0.25  # a widened paper gains this share of the score of each top result it links to
 DENSE_RESULTS = 10  # results whose sentences get dense (model) scores; further ones are scored lexically
-DATE_SORT_POOL = (
-    200  # sort=date orders this many most relevant papers by year (the deepest a request may page)
-)
+DATE_SORT_POOL = 200  # sort=date orders this many most relevant papers by year (the deepest one may page)
 MATCH_POOL = 50  # papers ranked per search so that the count above the relevance line is not just one page's
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -75,17 +60,15 @@ class EnginePool:
 
 
 def stored_sentences(engine):
-    """The index's stored sentence vectors (SentenceVectors) for the engine's model; None where the engine has
-    no LanceDB behind it. An index without the table still answers: sentences are then encoded per request."""
+    """The index's stored sentence vectors for the engine's model; None without them (sentences are then
+    encoded per request)."""
     from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE, embedder_identity
     from lumina_assets.indexing.model_identity import follow_table
     from lumina_assets.indexing.sentence_vectors import SentenceVectors
     from lumina_assets.indexing.table_ops import open_table
 
     try:
-        follow_table(
-            engine.embedder, open_table(engine.db, PASSAGES_TABLE)
-        )  # the model the sentences were stored by
+        follow_table(engine.embedder, open_table(engine.db, PASSAGES_TABLE))  # the model that stored them
         return SentenceVectors(engine.db, embedder_identity(engine.embedder))
     except Exception as error:  # no index yet, or a test double without one
         log.debug("no stored sentence vectors: %s", error)
@@ -122,19 +105,15 @@ class SearchService:
             return engine.store()
 
     def _papers(self, store, paper_ids: list[str]) -> dict[str, dict]:
-        from lumina_assets.indexing.table_ops import sql_in
-        from lumina_assets.search.stores import query_rows
+        from lumina_assets.search.stores import rows_by_id
 
-        if not paper_ids:
-            return {}
         columns = [
             c
             for c in ("paper_id", "title", "doi", "url", "year", "authors", "venue", "tags", "collections")
             + CITATION_COLUMNS
             if c in store.paper_columns
         ]
-        query = store.papers_table.search().where(sql_in("paper_id", paper_ids)).select(columns)
-        return {r["paper_id"]: r for r in query_rows(query.limit(len(paper_ids)))}
+        return rows_by_id(store.papers_table, "paper_id", paper_ids, columns)
 
     def search(self, request: SearchRequest, *, use_llm: bool = True) -> dict:
         """The answer to one request; `use_llm=False` keeps the overview extractive (the API's GETs)."""
@@ -181,7 +160,7 @@ class SearchService:
                 contexts, via, bonus = self._widen(engine, request, contexts, pool)
             trace = engine.last_trace
             store = engine.store()
-            config, explain = engine.config, engine.effective_config()
+            config, explain = engine.config, engine.config.explain()
             line = line_for(engine.embedder)
             relevance = relevance_scores(engine, contexts)
             if request.sort == "date":
@@ -236,10 +215,9 @@ class SearchService:
         return {p: found for p, found in links.items() if any(t != p for t, _ in found)}
 
     def _widen(self, engine, request: SearchRequest, contexts: list, depth: int):
-        """The query widened along in-corpus citations: papers the top results cite or are cited by join the
-        candidates; one search restricted to candidates + linked papers scores them all with the same pipeline
-        (retrievers, fusion, boosts); then each paper gains `WIDEN_BONUS` × the score of every top result it is
-        linked to, and the candidates are re-ranked. Returns (contexts, via, bonus)."""
+        """(contexts, via, bonus): papers the top results cite or are cited by join the candidates, one search
+        restricted to them all scores them with the same pipeline, then each paper gains `WIDEN_BONUS` × the score
+        of every top result it is linked to, and the candidates are re-ranked."""
         from dataclasses import replace
 
         top = contexts[:WIDEN_FROM]

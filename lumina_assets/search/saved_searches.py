@@ -1,7 +1,6 @@
-"""Saved searches (the queries a researcher wants alerts for) and the hits the `alert_hits` asset recorded for them,
-over the alerts store (`search.alerts_store`: the SQLite database, its migration from earlier versions' JSON files,
-the rows). A search is keyed by an `id` made when it is saved, so a search removed and saved again under the same
-name starts afresh instead of inheriting the old one's hits."""
+"""Saved searches (the queries a researcher wants alerts for) and the hits recorded for them, over
+`search.alerts_store`. A search is keyed by an `id` made when it is saved, so one removed and saved again under the
+same name starts afresh."""
 
 from __future__ import annotations
 
@@ -12,16 +11,15 @@ import re
 from collections.abc import Iterator
 
 from lumina_assets.search.alerts_store import (
-    FILTER_FIELDS,
     MAX_HITS_PER_SEARCH,
     MAX_SEARCHES,
     NAME,
     SEARCH_COLUMNS,
     SavedSearch,
-    StoreUnreadable,
-    alerts_dir,
+    StoreUnreadable,  # noqa: F401 - re-exported for callers
+    alerts_dir,  # noqa: F401 - re-exported for callers
     connect,
-    database_path,
+    database_path,  # noqa: F401 - re-exported for callers
     insert_hits,
     insert_search,
     locked,
@@ -30,39 +28,10 @@ from lumina_assets.search.alerts_store import (
     put_state,
     search_from_row,
     states,
-    stored_in,
+    stored_in,  # noqa: F401 - re-exported for callers
     trim,
 )
-from lumina_assets.search.request import BadRequest
-
-# the store's names its callers use through this module
-__all__ = [
-    "MAX_HITS_PER_SEARCH",
-    "MAX_SEARCHES",
-    "NAME",
-    "DuplicateName",
-    "SavedSearch",
-    "StoreUnreadable",
-    "UnknownSearch",
-    "add",
-    "alerts_dir",
-    "database_path",
-    "get",
-    "hits_for",
-    "load",
-    "mark_seen",
-    "name_from_query",
-    "new_count",
-    "now",
-    "read_hits_state",
-    "remove",
-    "stored_in",
-    "summaries",
-    "summary",
-    "updating_hits",
-    "validate",
-    "write_hits_state",
-]
+from lumina_assets.search.request import FILTER_FIELDS, BadRequest
 
 
 class DuplicateName(ValueError):
@@ -172,9 +141,8 @@ def read_hits_state() -> dict:
 @contextlib.contextmanager
 def updating_hits() -> Iterator[dict]:
     """The alert run's state to change in place: {"searches": every search's known papers, "hits": []}; the hits
-    appended to it are stored when the block ends, each search's state replaced, in one short transaction. Alert
-    runs take a file lock, so two that overlap (two index runs in quick succession) evaluate one after the
-    other, never from the same state; saving or removing a search meanwhile is not held up."""
+    appended are stored when the block ends, in one short transaction. A file lock makes overlapping runs evaluate
+    one after the other; saving or removing a search meanwhile is not held up."""
     with locked("hits"):
         with connect() as db:
             state = {"searches": states(db), "hits": []}
@@ -187,17 +155,6 @@ def updating_hits() -> Iterator[dict]:
                     put_state(db, search_id, entry)
             insert_hits(db, [hit for hit in state["hits"] if hit["search_id"] in live])
             trim(db, {hit["search_id"] for hit in state["hits"]} & live)
-
-
-def write_hits_state(state: dict) -> None:
-    """Replace every search's state and all hits with `state` (as read_hits_state gives it)."""
-    with locked("hits"), connect(write=True) as db:
-        db.execute("DELETE FROM search_state")
-        db.execute("DELETE FROM hits")
-        for search_id, entry in state["searches"].items():
-            put_state(db, search_id, entry)
-        insert_hits(db, state["hits"])
-        trim(db)
 
 
 def hits_for(search: SavedSearch, state: dict | None = None) -> list[dict]:

@@ -1,16 +1,7 @@
 """Where the search pipeline gets its candidates: every method answers for a handful of ids or a top-n list, never
-for the whole corpus, so a search process holds open indexes and nothing the size of the corpus.
-
-`LanceStore` asks LanceDB for everything: ANN (or exact, below the ANN threshold) vector search with a refine step,
-the native full-text (BM25) index, and scalar-indexed lookups by id for the metadata of candidates only. Filters
-(years, paper ids) are pushed down into each search as prefilters.
-
-`memory_store.MemoryStore` is the small-corpus fast path: the same interface with the passage vectors and
-display columns held in memory (exact search by one matrix product instead of LanceDB's flat scan, which reads
-every vector from disk per query) and the full-text searches answered by in-memory mirrors of LanceDB's indexes
-(`fulltext_mirror`: same tokens, same BM25 scores), so both stores feed the same pipeline the same candidates.
-`memory_store.open_store` picks it below `memory_max_passages` (150k by default); from there on the ANN and
-full-text indexes answer.
+for the whole corpus. `LanceStore` asks LanceDB: ANN (or exact) vector search with a refine step, the native
+full-text (BM25) index, and lookups by id for the candidates' metadata, with filters pushed down as prefilters.
+`memory_store.MemoryStore` is the small-corpus fast path behind the same interface.
 """
 
 from __future__ import annotations
@@ -37,9 +28,8 @@ PAPER_FIELDS = ["paper_id", "title", "doi", "url", "year", "authors"]
 CONTEXT_FIELDS = ["passage_id", "paper_id", "text", "prev_id", "next_id", "title", "doi", "url"]
 _FTS_WORD = re.compile(r"\w+", re.UNICODE)
 
-
-# a filter admitting at most this many rows is searched exactly (a scan this size is fast), since an ANN index
-# probing a few percent of its partitions would find only the admitted rows that lie in them
+# a filter admitting at most this many rows is searched exactly: an ANN index probing a few percent of its
+# partitions would find only the admitted rows that lie in them
 EXACT_SEARCH_MAX_ROWS = 20_000
 
 
@@ -73,12 +63,10 @@ class Filters:
             clauses.append(sql_in("paper_id", list(self.paper_ids)) if self.paper_ids else "false")
         return " AND ".join(clauses) or None
 
-    def admits(self, year: int | None, paper_id: str) -> bool:
-        if self.year_min is not None and (year is None or year < self.year_min):
-            return False
-        if self.year_max is not None and (year is None or year > self.year_max):
-            return False
-        return self.paper_ids is None or paper_id in self.paper_ids
+
+def _sql_strings(values) -> str:
+    """Values as comma-separated SQL string literals."""
+    return ",".join("'" + str(v).replace("'", "''") + "'" for v in values)
 
 
 def fts_text(text: str, limit: int = 1000) -> str:
@@ -87,8 +75,7 @@ def fts_text(text: str, limit: int = 1000) -> str:
 
 
 def arrow_rows(table) -> list[dict]:
-    """An Arrow table as row dicts, column by column (several times faster than `Table.to_pylist` for the few
-    dozen rows of a result page)."""
+    """An Arrow table as row dicts, column by column (faster than `Table.to_pylist` for a result page's rows)."""
     columns = table.to_pydict()
     names = list(columns)
     return [dict(zip(names, row, strict=True)) for row in zip(*columns.values(), strict=True)]
@@ -98,10 +85,18 @@ def query_rows(query) -> list[dict]:
     return arrow_rows(query.to_arrow())
 
 
+def rows_by_id(table, key: str, ids, columns: list[str]) -> dict[str, dict]:
+    """The rows whose `key` is one of `ids`, by key (a scalar-indexed lookup of those rows only)."""
+    ids = sorted(set(ids))
+    if not ids:
+        return {}
+    query = table.search().where(sql_in(key, ids)).select(columns).limit(len(ids))
+    return {r[key]: r for r in query_rows(query)}
+
+
 def _rows_on_loop(query) -> list[dict]:
-    """Rows of an async LanceDB query (built on a sync table's async handle, `table._table`; lancedb 0.40 pinned),
-    run on LanceDB's own event loop: faster per lookup than the sync API, which builds the same query in Python
-    first."""
+    """Rows of an async LanceDB query (on a sync table's async handle, `table._table`; lancedb pinned), run on
+    LanceDB's own event loop: faster per lookup than the sync API."""
     from lancedb.background_loop import LOOP
 
     async def fetch():
@@ -146,9 +141,8 @@ class LanceStore:
         return f"{self.passages_table.version}:{self.papers_table.version}"
 
     def after_query(self) -> None:
-        """Called after each search: the first one starts `prewarm_in_background`. Not at open: loading whole
-        indexes while the first query runs slows it, and the first query needs only the posting lists and IVF
-        partitions it touches; loading the rest afterwards spares the next queries those loads."""
+        """Called after each search: the first one starts `prewarm_in_background` (at open it would slow the first
+        query, which needs only what it touches)."""
         if not self._prewarm_started:
             self._prewarm_started = True
             if not self.preload:  # a cache bound the indexes do not fit in: queries load what they touch
@@ -156,9 +150,8 @@ class LanceStore:
             self._prewarm_threads = self.prewarm_in_background()
 
     def prewarm_in_background(self) -> list[threading.Thread]:
-        """Loads the vector and full-text indexes in daemon threads (one per index), otherwise loaded piecemeal by
-        the queries that need them. A hint only: an index LanceDB cannot prewarm is skipped, and a query never
-        waits for these."""
+        """Loads the vector and full-text indexes in daemon threads, one per index. A hint only: an index LanceDB
+        cannot prewarm is skipped, and a query never waits for these."""
 
         def prewarm(table, name: str) -> None:
             try:
@@ -182,8 +175,7 @@ class LanceStore:
         return threads
 
     def wait_until_warm(self, timeout: float | None = None) -> bool:
-        """Block until the index prewarm a first query started has finished (a measurement then sees the steady
-        state; queries never wait for it). False on timeout."""
+        """Block until the prewarm a first query started has finished (for measurements). False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self._prewarm_threads:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
@@ -204,8 +196,7 @@ class LanceStore:
     def checkout_latest(self) -> None:
         """See rows another process added since this one opened the tables."""
         for table in (self.passages_table, self.papers_table):
-            if table is not None:
-                table.checkout_latest()
+            table.checkout_latest()
         self._empty = None
         self.nprobes = self._probes()
 
@@ -225,11 +216,7 @@ class LanceStore:
         return _rows_on_loop(query)
 
     def _admitted_rows(self, table, where: str) -> int:
-        """Rows a filter admits (scalar indexes answer it), counted once per filter and table version.
-
-        Why: the ANN index only scores the partitions it probes, so a selective filter (an author's few passages
-        among millions) left it almost none of them; at or below `EXACT_SEARCH_MAX_ROWS` the admitted rows are
-        searched exactly."""
+        """Rows a filter admits (scalar indexes answer it), counted once per filter and table version."""
         key = (table.name, table.version, where)
         count = self._admitted_counts.get(key)
         if count is None:
@@ -246,8 +233,7 @@ class LanceStore:
 
     def start_text_runs(self, text: str, passage_n: int, paper_n: int, filters: Filters) -> dict[str, Future]:
         """The passage and paper full-text searches (those with n > 0), started now as one coroutine each on
-        LanceDB's own event loop; each future gives a Run. Two Python threads blocking on the sync API cost more
-        than the searches on a small machine, and the query embedding runs meanwhile in the caller."""
+        LanceDB's own event loop (cheaper than two threads on the sync API); each future gives a Run."""
         from lancedb.background_loop import LOOP
 
         words, where = fts_text(text), filters.sql()
@@ -255,7 +241,6 @@ class LanceStore:
         async def run(table, n: int, fields: list[str], passage_level: bool) -> Run:
             if not words or n <= 0:
                 return Run([])
-            # the sync table's async handle (lancedb 0.40, pinned): same checkout, no schema round trips per query
             query = table._table.query().nearest_to_text(words, columns="search_text").select(fields).limit(n)
             if where:
                 query = query.where(where)
@@ -275,16 +260,7 @@ class LanceStore:
         }
 
     def passages(self, passage_ids) -> dict[str, dict]:
-        ids = sorted(set(passage_ids))
-        if not ids:
-            return {}
-        query = (
-            self.passages_table.search()
-            .where(sql_in("passage_id", ids))
-            .select(PASSAGE_FIELDS)
-            .limit(len(ids))
-        )
-        return {r["passage_id"]: r for r in query_rows(query)}
+        return rows_by_id(self.passages_table, "passage_id", passage_ids, PASSAGE_FIELDS)
 
     def paper_passage_rows(self, paper_ids) -> dict[str, list[dict]]:
         """Every passage of these papers (`CONTEXT_FIELDS` and vector): the rows contexts are built from."""
@@ -298,22 +274,12 @@ class LanceStore:
         return out
 
     def papers(self, paper_ids) -> dict[str, dict]:
-        ids = sorted(set(paper_ids))
-        if not ids:
-            return {}
-        query = self.papers_table.search().where(sql_in("paper_id", ids)).select(PAPER_FIELDS).limit(len(ids))
-        return {r["paper_id"]: r for r in query_rows(query)}
+        return rows_by_id(self.papers_table, "paper_id", paper_ids, PAPER_FIELDS)
 
     def papers_by_author(self, last_names, limit) -> list[str]:
         if not last_names or "author_last_names" not in self.paper_columns:
             return []
-        names = ",".join("'" + n.replace("'", "''") + "'" for n in last_names)
-        query = (
-            self.papers_table.search()
-            .where(f"array_has_any(author_last_names, [{names}])")
-            .select(["paper_id"])
-        )
-        return [r["paper_id"] for r in query_rows(query.limit(limit))]
+        return self._paper_ids(f"array_has_any(author_last_names, [{_sql_strings(last_names)}])", limit)
 
     def papers_by_venue(self, venues, limit) -> list[str]:
         """Papers whose venue is any of `venues`, by whole words or a known name of the venue (search.venues)."""
@@ -322,7 +288,7 @@ class LanceStore:
         terms = sorted({t for v in venues or [] for t in prefilter_terms(v)})
         if not terms or "venue" not in self.paper_columns:
             return []
-        clauses = " OR ".join("strpos(lower(venue), '" + t.replace("'", "''") + "') > 0" for t in terms)
+        clauses = " OR ".join(f"strpos(lower(venue), {_sql_strings([t])}) > 0" for t in terms)
         query = (
             self.papers_table.search()
             .where(f"venue IS NOT NULL AND ({clauses})")
@@ -337,9 +303,11 @@ class LanceStore:
         library_labels), i.e. the papers of a reference library's tag or collection."""
         if not labels or "library_labels" not in self.paper_columns:
             return []
-        wanted = ",".join("'" + label.replace("'", "''") + "'" for label in labels)
-        query = self.papers_table.search().where(f"array_has_all(library_labels, [{wanted}])")
-        return [r["paper_id"] for r in query_rows(query.select(["paper_id"]).limit(limit))]
+        return self._paper_ids(f"array_has_all(library_labels, [{_sql_strings(labels)}])", limit)
+
+    def _paper_ids(self, where: str, limit: int) -> list[str]:
+        query = self.papers_table.search().where(where).select(["paper_id"]).limit(limit)
+        return [r["paper_id"] for r in query_rows(query)]
 
     def has_author(self, last_name) -> bool:
         return bool(last_name) and bool(self.papers_by_author([last_name], 1))

@@ -13,14 +13,12 @@ def stopwords() -> frozenset[str]:
     return english_stopwords()
 
 
-@functools.lru_cache(maxsize=1)
-def _stemmer():
-    try:
-        import Stemmer
+@functools.cache
+def stemmer():
+    """Snowball English (PyStemmer), the algorithm LanceDB's full-text index stems with too."""
+    import Stemmer
 
-        return Stemmer.Stemmer("english")
-    except ImportError:  # PyStemmer missing: exact-form matching still works
-        return None
+    return Stemmer.Stemmer("english")
 
 
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -30,5 +28,4 @@ def tokenize(text: str) -> list[str]:
     """Lower-cased word tokens without English stopwords, Snowball-stemmed (the BM25 vocabulary)."""
     stop = stopwords()
     words = [w for w in WORD.findall(text.lower()) if w not in stop and (len(w) > 1 or w.isdigit())]
-    stemmer = _stemmer()
-    return stemmer.stemWords(words) if stemmer is not None and words else words
+    return stemmer().stemWords(words) if words else words

@@ -126,11 +126,10 @@ def test_unknown_names_are_404(client):
 
 def test_removed_then_saved_again_starts_afresh():
     first = saved_searches.add(saved_searches.validate("again", "sepsis", {}, 10))
-    state = saved_searches.read_hits_state()
-    state["hits"].append(
-        {"search_id": first.id, "search": "again", "paper_id": "p1", "found_at": saved_searches.now()}
-    )
-    saved_searches.write_hits_state(state)
+    with saved_searches.updating_hits() as state:
+        state["hits"].append(
+            {"search_id": first.id, "search": "again", "paper_id": "p1", "found_at": saved_searches.now()}
+        )
     assert saved_searches.new_count(saved_searches.get("again")) == 1
     saved_searches.remove("again")
     second = saved_searches.add(saved_searches.validate("again", "sepsis", {}, 10))

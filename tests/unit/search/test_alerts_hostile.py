@@ -38,9 +38,8 @@ def _hit(search, number: int, **fields) -> dict:
 
 
 def _store_hits(search, hits) -> None:
-    state = saved_searches.read_hits_state()
-    state["hits"] += hits
-    saved_searches.write_hits_state(state)
+    with saved_searches.updating_hits() as state:
+        state["hits"] += hits
 
 
 def test_a_feed_with_control_characters_and_script_links_stays_valid(data_dir):

@@ -257,14 +257,13 @@ def _raise_new_hits(service: SearchService) -> int:
     search = saved_searches.get("citation-signal")
     with service.pool.engine() as engine:
         contexts = engine.search(search.request().engine_query(), k=search.k)
-    state = saved_searches.read_hits_state()
-    state["searches"].pop(search.id, None)
     later = "2999-01-01T00:00:00+00:00"
     catalogue = {c.paper_id: {"first_seen": later, "ingest_batch": "batch2"} for c in contexts[:3]}
-    hits = alerts.evaluate(
-        search, contexts, state, catalogue, found_at=saved_searches.now(), index_run="test"
-    )
-    saved_searches.write_hits_state(state)
+    with saved_searches.updating_hits() as state:
+        state["searches"].pop(search.id, None)
+        hits = alerts.evaluate(
+            search, contexts, state, catalogue, found_at=saved_searches.now(), index_run="test"
+        )
     return len(hits)
 
 
