@@ -1,7 +1,5 @@
-"""Which ingest batch each catalogue paper belongs to: a new work joins the run's batch, a known one keeps the batch
-and `first_seen` it was given, so parsing and indexing (partitioned by batch) only touch new papers. Each row's
-content hash says whether a known paper changed; the fingerprint of a run's inputs lets `papers` skip a run whose
-sources and removals are those of the last one."""
+"""Which ingest batch each catalogue paper belongs to: a new work joins the run's batch, a known one keeps its batch
+and `first_seen`. A row's content hash says whether a known paper changed; the inputs fingerprint lets a run skip."""
 
 from __future__ import annotations
 

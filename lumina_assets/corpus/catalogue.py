@@ -1,14 +1,6 @@
-"""The catalogue behind `papers`: every record any source ever contributed, kept by origin, so the corpus only grows.
-
-A source that is not configured in a run (no `LUMINA_CORPUS`, no API key, an empty inbox) contributes nothing new
-and takes nothing away: its earlier records stay in `catalogue_records` and keep their papers in `papers`. Papers
-leave only by an explicit removal (`remove`: by paper id; `prune`: every record of one origin), which is written to
-`removed_papers` with what, why and when, and stays in force (a source that offers the paper again is refused with
-reason `removed`) until `restore`.
-
-Origins: `openalex`, `arxiv`, `inbox`, and `corpus:<absolute path>` for a `LUMINA_CORPUS` folder (`zotero:<absolute
-path>` for a reference library), recorded the first time it is ingested (`earlier_runs` for papers a pre-catalogue
-`papers` table held)."""
+"""The catalogue behind `papers`: every record any source ever contributed, kept by origin, so the corpus only grows;
+papers leave only by an explicit removal (`remove`, `prune`), in force until `restore`. Origins: `openalex`, `arxiv`,
+`inbox`, `corpus:<absolute path>` and `zotero:<absolute path>` (docs/corpus.md)."""
 
 from __future__ import annotations
 
@@ -171,9 +163,7 @@ def restore(paper_ids: list[str] | None = None, *, origin: str | None = None) ->
 class Catalogue:
     papers: list[Paper] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
-    origins: dict[str, list[str]] = field(
-        default_factory=dict
-    )  # catalogue paper id -> origins of its records
+    origins: dict[str, list[str]] = field(default_factory=dict)  # paper id -> origins of its records
 
 
 def build(

@@ -1,12 +1,6 @@
-"""A user's reference library as a corpus: a Zotero data folder (`zotero.sqlite` + `storage/`) or an export (BibTeX,
-RIS, CSL-JSON) with its attached files. `LUMINA_CORPUS` may name either (with or without a `zotero:` prefix); the
-catalogue records its papers under the origin `zotero:<absolute path>`, and like a corpus folder it only grows.
-
-The library's own metadata (title, authors, venue, year, DOI, abstract, pages, tags, collections) is the strongest
-source there is: it wins over what the PDF heuristics (or GROBID) read from the attached PDF, and each field says
-so in `metadata_sources` (`title:zotero`). The PDF still gives the full text, its hash and whatever the library
-left empty. An item without a PDF enters with its abstract; one with neither is left to the catalogue's filters.
-Each PDF is opened in a limited child process, as a corpus folder's are (`corpus.local`)."""
+"""A user's reference library as a corpus: a Zotero data folder or an export (BibTeX, RIS, CSL-JSON) with its attached
+files. The library's metadata wins over what is read from the attached PDF (`metadata_sources` says `title:zotero`);
+the PDF gives the full text, its hash and what the library left empty (docs/library-and-alerts.md)."""
 
 from __future__ import annotations
 

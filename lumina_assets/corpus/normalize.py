@@ -35,12 +35,6 @@ class NormalizeResult:
     papers: list[Paper] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
 
-    def reasons(self) -> dict[str, int]:
-        counts: dict[str, int] = defaultdict(int)
-        for rejection in self.rejected:
-            counts[rejection.reason] += 1
-        return dict(counts)
-
 
 def normalize_title(title: str | None) -> str:
     text = unicodedata.normalize("NFKD", title or "").encode("ascii", "ignore").decode().lower()

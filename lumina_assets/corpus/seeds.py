@@ -1,11 +1,6 @@
-"""The seeds file (`LUMINA_SEEDS`, data/seeds.yaml): what the live crawl starts from, read defensively.
-
-A seeds file is user input that may come from anywhere, so reading it is bounded: the file is refused past
-`MAX_SEEDS_BYTES` before it is read, YAML aliases past `MAX_YAML_ALIASES` and nesting past `MAX_YAML_DEPTH` are
-refused while the document is composed (a "billion laughs" anchor bomb never expands), and every field is checked
-against the schema below (pydantic), a wrong one named in `problems` with the default kept in its place. Nothing
-in a seeds file fails a run: a bad file gives no seeds and says why.
-"""
+"""The seeds file (`LUMINA_SEEDS`, data/seeds.yaml): what the live crawl starts from, read defensively. The size,
+YAML aliases and nesting are bounded before anything expands, every field is checked (pydantic) with a wrong one
+named in `problems` and its default kept: a bad file gives no seeds and says why, never a failed run."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""A Zotero data folder read without Zotero: a consistent copy of `zotero.sqlite` (see `consistent_copy`; nothing is
-ever written beside the library), attachments from `storage/<attachment key>/<file>`.
-
-Zotero keeps fields as entity-attribute-value rows (items -> itemData -> fields / itemDataValues), people in
-creators / itemCreators, tags in tags / itemTags and collections (nested through parentCollectionID) in
-collections / collectionItems; an attachment is an item of its own whose itemAttachments row names its parent
-item and its path (`storage:<file name>` for a stored file, an absolute path for a linked one). Items in the trash
-(deletedItems), notes, annotations and the items of feed libraries (RSS subscriptions, `libraries.type = 'feed'`)
-are not papers; an attachment with no parent item is a paper of its own when it is a PDF (its metadata is read from
-the PDF). Every stored attachment must resolve inside `storage/<its key>/`: linked files are the only way out."""
+"""A Zotero data folder read without Zotero: a consistent private copy of `zotero.sqlite` (`consistent_copy`), items
+joined from its entity-attribute-value tables, attachments from `storage/<attachment key>/<file>`. Trash, notes,
+annotations and feed libraries are not papers; a stored attachment must resolve inside its own storage folder."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""One ingest batch through the parser and the chunker: which papers need parsing again, the parse loop (in
-process or in a process pool), and the passages of each paper, rebuilt only when its inputs changed.
-
-Every paper gets a row with a status and a reason, so a bad PDF is a recorded failure and never a crashed run;
-abstract-only papers (BEIR, failed downloads or parses) still get passages from their title and abstract."""
+"""One ingest batch through the parser and the chunker: which papers need parsing again, the parse loop, and each
+paper's passages, rebuilt only when its inputs changed. A bad PDF is a recorded failure, never a crashed run."""
 
 from __future__ import annotations
 
@@ -46,7 +43,6 @@ def parse_one(parser, path: str, paper_id: str) -> tuple[ParsedPaper | None, str
 
 
 def timed_parse(parser, path: str, paper_id: str):
-    """parse_one plus the seconds it took."""
     started = time.perf_counter()
     paper, reason, detail = parse_one(parser, path, paper_id)
     return paper, reason, detail, time.perf_counter() - started
@@ -75,8 +71,7 @@ def parse_all(
     progress: Progress | None = None,
 ) -> list:
     """(paper, reason, detail, seconds) per (path, paper_id) job, in order. With `limits`, every document is
-    parsed in its own limited child process, `workers` at a time; without, in this process (tests, `lumina
-    bench`). `progress` is advanced as each document finishes."""
+    parsed in its own limited child process, `workers` at a time; without, in this process (tests, benches)."""
 
     def one(job: tuple[str, str]):
         outcome = (
@@ -96,13 +91,7 @@ def parse_all(
 
 
 # Failures that say the parser (or its environment) is broken, not the file: what the blocking check counts.
-PARSER_FAILURE_REASONS = {
-    "parser_error",
-    "parser_crashed",
-    "parser_unavailable",
-    "grobid_error",
-    "worker_error",
-}
+PARSER_FAILURE_REASONS = RETRYABLE_REASONS | {"worker_error"}
 ALL_FAILED_MIN_DOCUMENTS = 3
 
 

@@ -4,6 +4,7 @@ font (what every heading and caption test compares against)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -75,16 +76,10 @@ class Page:
     blocks: list[Block] = field(default_factory=list)
 
 
-_FONT_STYLE: dict[str, tuple[bool, bool]] = {}
-
-
+@functools.cache
 def _font_style(font: str) -> tuple[bool, bool]:
     """(bold, math) for a font name, cached: a page has tens of thousands of spans but a handful of fonts."""
-    style = _FONT_STYLE.get(font)
-    if style is None:
-        style = (bool(_BOLD_FONT.search(font)), bool(_MATH_FONT.search(font)))
-        _FONT_STYLE[font] = style
-    return style
+    return bool(_BOLD_FONT.search(font)), bool(_MATH_FONT.search(font))
 
 
 def _line_from_spans(line: dict, page: int) -> Line | None:
@@ -159,10 +154,8 @@ _HTML_TOKENS = re.compile(
 
 
 def _page_line_styles(html: str) -> list[tuple[float, float, float, float, bool, float, str]]:
-    """(top, left, line height, size, bold, math share, font) per line, in one pass over the page's HTML.
-
-    A line's size and font are those of its longest span; bold means 80 % of its characters are bold.
-    """
+    """(top, left, line height, size, bold, math share, font) per line, in one pass over the page's HTML; a line's
+    size and font are those of its longest span, bold means 80 % of its characters are bold."""
     styles: list[tuple[float, float, float, float, bool, float, str]] = []
     top = left = height = 0.0
     chars = bold_chars = math_chars = longest = 0
@@ -204,11 +197,8 @@ def _page_line_styles(html: str) -> list[tuple[float, float, float, float, bool,
 
 
 def extract_page(page, number: int) -> Page:
-    """Blocks (geometry and text) and HTML (font size, weight, family per line) from one text page.
-
-    Both come from the same MuPDF text page in C, which costs far less than building the span-level "dict";
-    when their line counts disagree the page falls back to "dict".
-    """
+    """Blocks (geometry and text) and HTML (font size, weight, family per line) from one text page, far cheaper than
+    the span-level "dict"; when their line counts disagree the page falls back to "dict"."""
     textpage = page.get_textpage(flags=TEXT_FLAGS)
     raw_blocks = [b for b in textpage.extractBLOCKS() if b[6] == 0]
     styles = _page_line_styles(textpage.extractHTML())

@@ -1,8 +1,5 @@
-"""Content-addressed PDF store (data/pdfs/<sha[:2]>/<sha>.pdf) and the download / intake of one paper's PDF.
-
-Every file lands through a temp file and an atomic rename, so a killed download never leaves half a PDF;
-the same bytes always map to the same path, so a re-run stores nothing twice.
-"""
+"""Content-addressed PDF store (data/pdfs/<sha[:2]>/<sha>.pdf) and the download or intake of one paper's PDF: every
+file lands through a temp file and an atomic rename, and the same bytes always map to the same path."""
 
 from __future__ import annotations
 
@@ -18,8 +15,6 @@ from lumina_assets.core.http import HttpClient, HttpError
 
 DEFAULT_MAX_PDF_BYTES = 100 * 1024 * 1024
 PDF_MAGIC = b"%PDF-"
-
-PDF_FILES_COLUMNS = ["paper_id", "sha256", "path", "bytes", "status", "reason", "source_url"]
 
 
 class PdfFetchError(Exception):
@@ -212,15 +207,3 @@ def remove_stale_temp_files(store: PdfStore) -> int:
         leftover.unlink(missing_ok=True)
         removed += 1
     return removed
-
-
-__all__ = [
-    "PDF_FILES_COLUMNS",
-    "PdfFetchError",
-    "PdfStore",
-    "StoredPdf",
-    "check_pdf_bytes",
-    "download_pdf",
-    "fetch_paper_pdf",
-    "remove_stale_temp_files",
-]
