@@ -5,6 +5,7 @@ papers leave only by an explicit removal (`remove`, `prune`), in force until `re
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -114,10 +115,7 @@ def merge_records(known: list[Record], incoming: list[Record]) -> tuple[list[Rec
 
 
 def origin_counts(records: list[Record]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for record in records:
-        counts[record.origin] = counts.get(record.origin, 0) + 1
-    return dict(sorted(counts.items()))
+    return dict(sorted(Counter(record.origin for record in records).items()))
 
 
 # ---------------------------------------------------------------- removals

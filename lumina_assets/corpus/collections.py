@@ -251,8 +251,7 @@ def available_splits(root: Path) -> list[str]:
 
 def pick_split(root: Path, order: str | tuple[str, ...] | list[str] = DEFAULT_SPLIT_ORDER) -> str:
     """The first split of `order` (a name, or comma-separated names, tried in turn) that has qrels/<split>.tsv
-    in `root`; CollectionError naming the splits there are when none has. Most BEIR sets ship test only,
-    SciFact ships train and test."""
+    in `root`; CollectionError naming the splits there are when none has."""
     names = [s.strip() for s in order.split(",")] if isinstance(order, str) else list(order)
     present = available_splits(root)
     for name in names:

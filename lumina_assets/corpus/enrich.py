@@ -56,9 +56,8 @@ def merge_enrichment(paper: Paper, found: Paper, label: str) -> Paper:
 
 
 def enrich_paper(paper: Paper, *, openalex=None, arxiv=None) -> Paper:
-    """The record enriched by OpenAlex (DOI) or arXiv (arXiv id) when a client is given and answers; unchanged
-    otherwise. Clients are `corpus.openalex.OpenAlexClient` / `corpus.arxiv.ArxivClient` (any object with `work` /
-    `by_ids`)."""
+    """The record enriched by OpenAlex (DOI, an OpenAlexClient) or arXiv (arXiv id, an ArxivClient) when a client
+    is given and answers; unchanged otherwise."""
     from lumina_assets.corpus.openalex import work_to_paper
 
     try:

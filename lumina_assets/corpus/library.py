@@ -123,10 +123,8 @@ def load_library(
     store_root: Path | None = None,
     enricher: Enricher | None = None,
 ) -> LoadReport:
-    """Every item of the library as a Paper. Never fatal: a library that cannot be read at all is one
-    `unreadable_corpus` row with advice; an unreadable entry, a refused attachment (outside storage, a link loop,
-    not a PDF, over a limit) and a top-level PDF that cannot be read are rows of their own with the reason, and
-    the other items come in (an item keeps its library metadata when its attachment is refused)."""
+    """Every item of the library as a Paper. Never fatal: an unreadable library is one `unreadable_corpus` row with
+    advice; an unreadable entry or a refused attachment is a row of its own, and the item keeps its metadata."""
     kind = "zotero_data_folder" if is_data_folder(path) else "zotero_export"
     try:
         read, kind = _read(path)

@@ -112,12 +112,6 @@ class OpenAlexClient:
         self.http = http
         self._auth = {k: v for k, v in {"api_key": api_key, "mailto": mailto}.items() if v}
 
-    def _get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        body = self.http.get_json(path, params={**(params or {}), **self._auth})
-        if not isinstance(body, dict):
-            raise OpenAlexError(f"unexpected OpenAlex body for {path}: {type(body).__name__}")
-        return body
-
     def work(self, identifier: str) -> dict[str, Any] | None:
         """A work by DOI, OpenAlex id or arXiv id; None when OpenAlex does not know it (404, cached too)."""
         key = self.lookup_key(identifier)
@@ -150,10 +144,10 @@ class OpenAlexClient:
         cursor = "*"
         seen = 0
         while cursor:
-            body = self._get(
-                "/works",
-                {"filter": filter_expr, "per-page": per_page, "cursor": cursor, "select": SELECT_FIELDS},
-            )
+            page = {"filter": filter_expr, "per-page": per_page, "cursor": cursor, "select": SELECT_FIELDS}
+            body = self.http.get_json("/works", params={**page, **self._auth})
+            if not isinstance(body, dict):
+                raise OpenAlexError(f"unexpected OpenAlex body for /works: {type(body).__name__}")
             results = body.get("results")
             if not isinstance(results, list):
                 raise OpenAlexError(f"OpenAlex page for filter {filter_expr!r} has no results list")

@@ -57,7 +57,11 @@ SECTIONS: dict[str, dict[str, tuple[Any, TypeAdapter]]] = {
         "require_abstract": (True, TypeAdapter(bool)),
     },
 }
-ID_LISTS = {"dois": normalize_doi, "arxiv_ids": normalize_arxiv_id, "openalex_ids": normalize_openalex_id}
+ID_LISTS = {  # list name -> (normalizer, what one entry must be)
+    "dois": (normalize_doi, "a DOI"),
+    "arxiv_ids": (normalize_arxiv_id, "an arXiv id"),
+    "openalex_ids": (normalize_openalex_id, "an OpenAlex id"),
+}
 KNOWN_KEYS = {*ID_LISTS, "arxiv_queries", *SECTIONS}
 MAX_RESULTS = TypeAdapter(Annotated[int, Field(ge=1, le=2000)])
 MISSING = ("", "~", "null", "Null", "NULL")  # what YAML's BaseLoader reads an empty value as
@@ -130,12 +134,12 @@ def load_seeds(path: Path) -> Seeds:
         seeds.problems.append(
             f"unknown key {str(key)[:40]!r} ignored (known: {', '.join(sorted(KNOWN_KEYS))})"
         )
-    for name, normalize in ID_LISTS.items():
+    for name, (normalize, wanted) in ID_LISTS.items():
         for value in _entries(raw, name, seeds.problems):
             if isinstance(value, str) and (normalized := normalize(value)):
                 getattr(seeds, name).append(normalized)
             else:
-                seeds.problems.append(f"{name}: not {_ID_NAMES[name]}: {_shown(value)}")
+                seeds.problems.append(f"{name}: not {wanted}: {_shown(value)}")
     for entry in _entries(raw, "arxiv_queries", seeds.problems):
         query = _arxiv_query(entry, seeds.problems)
         if query is not None:
@@ -157,9 +161,6 @@ def load_seeds(path: Path) -> Seeds:
     if seeds.is_empty():
         seeds.problems.append(f"seed file {path} lists no DOIs, arXiv ids, OpenAlex ids or arXiv queries")
     return seeds
-
-
-_ID_NAMES = {"dois": "a DOI", "arxiv_ids": "an arXiv id", "openalex_ids": "an OpenAlex id"}
 
 
 def _shown(value: Any) -> str:

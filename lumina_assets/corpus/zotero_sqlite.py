@@ -55,15 +55,12 @@ def is_data_folder(path: Path) -> bool:
     return path.is_dir() and (path / DATABASE).is_file()
 
 
-def _decode(raw: bytes) -> str:
-    """Text SQLite holds that is not UTF-8 is read with U+FFFD instead of failing the whole query."""
-    return raw.decode("utf-8", errors="replace")
-
-
 def _open(path: Path, *, read_only: bool, timeout: float = 0.0) -> sqlite3.Connection:
     mode = "?mode=ro" if read_only else ""
     db = sqlite3.connect(f"file:{quote(str(path.resolve()))}{mode}", uri=True, timeout=timeout)
-    db.text_factory = _decode
+    db.text_factory = lambda raw: raw.decode(
+        "utf-8", errors="replace"
+    )  # not UTF-8: U+FFFD, not a failed query
     return db
 
 
@@ -135,10 +132,8 @@ def _snapshot(database: Path, target: Path) -> None:
 
 @contextlib.contextmanager
 def consistent_copy(database: Path) -> Iterator[tuple[sqlite3.Connection, str]]:
-    """(a connection to a private copy of the database in its last committed state, how it was made). The backup
-    API is used when the lock can be had within LOCK_WAIT_S ("backup"); while a writer holds it (Zotero running,
-    a transaction whose pages already reached the file) the file and its journal are copied together and the
-    journal rolled back in the copy ("snapshot"). The copy lives in a temporary folder that is removed after."""
+    """(a connection to a private copy of the database in its last committed state, "backup" or "snapshot"): the
+    backup API when the lock can be had within LOCK_WAIT_S, else `_snapshot` while a writer (Zotero) holds it."""
     with tempfile.TemporaryDirectory(prefix="lumina-zotero-") as folder:
         target = Path(folder) / DATABASE
         how = "backup" if _backup(database, target) else "snapshot"
@@ -316,10 +311,9 @@ def _doi_in_extra(extra: str | None) -> str | None:
 
 
 def _attachment_path(folder: Path, key: str, link_mode, path) -> tuple[Path | None, str | None, str]:
-    """(where the file is, refusal reason, message). `storage:<name>` -> storage/<attachment key>/<name>, which
-    must resolve inside that folder (no `../` in the key or the name, no symbolic link out of it); a linked
-    file's absolute path as it is; a path relative to Zotero's base folder (`attachments:`) cannot be resolved
-    without Zotero's preferences."""
+    """(where the file is, refusal reason, message). `storage:<name>` must resolve inside storage/<attachment key>/
+    (no `../`, no link out of it); a linked file's absolute path is taken as it is; `attachments:` (relative to
+    Zotero's base folder, which only its preferences know) cannot be resolved."""
     if not path:
         return None, None, ""
     path = str(path)

@@ -217,32 +217,24 @@ def passage_inputs_digest(paper: dict[str, Any], parsed_row: dict[str, Any] | No
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:24]
 
 
-def build_passages(
-    papers: list[dict[str, Any]],
-    parsed_rows: dict[str, dict[str, Any]],
-    *,
-    count_tokens,
-    max_tokens: int,
+def _paper_passages(
+    paper: dict[str, Any], parsed_row: dict[str, Any] | None, count_tokens, max_tokens: int
 ) -> list[dict[str, Any]]:
-    """Passage rows for papers: from the parsed document when parsing succeeded, else title + abstract."""
+    """A paper's passage rows: from the parsed document when parsing succeeded, else title + abstract."""
     from lumina_assets.parsing.chunking import passages_for_paper
 
-    rows: list[dict[str, Any]] = []
-    for paper in papers:
-        parsed_row = parsed_rows.get(paper["paper_id"])
-        parsed = None
-        if parsed_row is not None and parsed_row.get("status") == "ok" and parsed_row.get("parsed_json"):
-            parsed = ParsedPaper.from_json(parsed_row["parsed_json"])
-        passages = passages_for_paper(
-            paper["paper_id"],
-            title=paper.get("title"),
-            abstract=paper.get("abstract"),
-            parsed=parsed,
-            count_tokens=count_tokens,
-            max_tokens=max_tokens,
-        )
-        rows.extend(p.to_row() for p in passages if p.text.strip())
-    return rows
+    parsed = None
+    if parsed_row is not None and parsed_row.get("status") == "ok" and parsed_row.get("parsed_json"):
+        parsed = ParsedPaper.from_json(parsed_row["parsed_json"])
+    passages = passages_for_paper(
+        paper["paper_id"],
+        title=paper.get("title"),
+        abstract=paper.get("abstract"),
+        parsed=parsed,
+        count_tokens=count_tokens,
+        max_tokens=max_tokens,
+    )
+    return [p.to_row() for p in passages if p.text.strip()]
 
 
 @dataclass
@@ -284,6 +276,6 @@ def passages_for_batch(
             continue
         if counter is None:
             counter = token_counter()
-        rows.extend(build_passages([paper], parsed_rows, count_tokens=counter, max_tokens=max_tokens))
+        rows.extend(_paper_passages(paper, parsed_rows.get(paper_id), counter, max_tokens))
         rebuilt += 1
     return PassageBatch(rows, new_state, rebuilt, reused)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -19,11 +20,6 @@ _MATH_FONT = re.compile(r"CMMI|CMSY|CMEX|MSBM|MSAM|Math|Symbol|STIX|Euclid|rsfs|
 MATH_CHARS = set("=≤≥≈∑∏∫∈∉∀∃∂∇√±×÷→←↔⇒⊂⊆∪∩αβγδεθλμπσφψωΣΠΩΔΓΛ")
 _BOLD_FONT = re.compile(r"Bold|Black|Heavy|Semibold|Demi|Medi|[.,-]B$|[.,-]Bd$|-SB$", re.I)
 _PAGE_NUMBER = re.compile(r"^(page\s*)?\d{1,4}(\s*(of|/)\s*\d{1,4})?$", re.I)
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
 
 
 @dataclass
@@ -59,7 +55,7 @@ class Block:
 
     @property
     def size(self) -> float:
-        return _median([line.size for line in self.lines])
+        return statistics.median_high(line.size for line in self.lines)
 
     def is_prose(self) -> bool:
         words = [len(line.text.split()) for line in self.lines]

@@ -143,11 +143,8 @@ def fetch_paper_pdf(
     max_bytes: int = DEFAULT_MAX_PDF_BYTES,
     previous: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One pdf_files row for one papers row: local file first, else the first working URL.
-
-    A paper with neither (an abstract-only BEIR document) is `no_pdf`, which is not a failure. A previous
-    `ok` row whose file is still in the store is reused without a download.
-    """
+    """One pdf_files row for one papers row: local file first, else the first working URL; neither (an abstract-only
+    BEIR document) is `no_pdf`, not a failure. A previous `ok` row whose file is still stored is reused."""
     row = {"paper_id": paper["paper_id"], "sha256": None, "path": None, "bytes": None, "source_url": None}
     local = paper.get("local_path")
     urls = [u for u in (paper.get("pdf_urls") or []) if u]
@@ -200,10 +197,7 @@ def fetch_paper_pdf(
 
 def remove_stale_temp_files(store: PdfStore) -> int:
     """Leftovers of killed downloads (never visible under a real name) are deleted on the next run."""
-    if not store.root.exists():
-        return 0
-    removed = 0
-    for leftover in store.root.glob(".incoming-*.part"):
+    leftovers = list(store.root.glob(".incoming-*.part"))
+    for leftover in leftovers:
         leftover.unlink(missing_ok=True)
-        removed += 1
-    return removed
+    return len(leftovers)
