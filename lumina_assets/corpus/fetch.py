@@ -56,9 +56,8 @@ class KnownCollection:
 
 BEIR_DATASETS = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
 
-# URLs and md5 sums as published in BEIR's README ("Available Datasets" table, github.com/beir-cellar/beir), the
-# checksums BEIR itself publishes for its archives. scifact's SHA-256 (2,816,079 bytes) is the digest recorded
-# independently by several public projects that pin the same archive; md5 alone is what BEIR publishes.
+# URLs and md5 sums as BEIR's README publishes them (github.com/beir-cellar/beir); scifact's SHA-256 is the digest
+# several public projects pin for the same archive.
 KNOWN_COLLECTIONS: dict[str, KnownCollection] = {
     collection.name: collection
     for collection in (

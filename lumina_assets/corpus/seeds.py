@@ -13,7 +13,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi, normalize_openalex_id
 
-MAX_SEEDS_BYTES = 1024 * 1024  # a seeds file of 1 MB lists ~40,000 DOIs
+MAX_SEEDS_BYTES = 1024 * 1024  # tens of thousands of DOIs
 MAX_YAML_ALIASES = 32  # a hand-written seeds file needs none; a bomb needs thousands
 MAX_YAML_DEPTH = 16  # the schema nests three levels deep
 

@@ -14,8 +14,8 @@ from lumina_assets.parsing.base import ParseFailure
 PDF_MAGIC = b"%PDF-"
 DEFAULT_MAX_BYTES = 100 * 1024 * 1024
 DEFAULT_MAX_PAGES = 500
-# A page's content stream of a real paper decodes to well under a megabyte (a dense vector plot to a few);
-# MuPDF needs ~30x a content stream's size in memory to interpret it, so 300 MB is a decompression bomb.
+# A real paper's content streams decode to a few megabytes at most, and MuPDF needs many times a stream's size in
+# memory to interpret it: a stream past this is a decompression bomb.
 DEFAULT_MAX_STREAM_BYTES = 32 * 1024 * 1024
 _FILTER_NAMES = re.compile(r"/(\w+)")
 
