@@ -136,24 +136,16 @@ def load_library(
     for where, message in read.problems:
         report.reject(f"{SOURCE}:{where}", where, SOURCE, "unreadable_entry", message)
     for refused in read.refused:
+        kept = f"{refused.message} (metadata kept)"
         report.reject(
-            f"{SOURCE}:{refused.item_key}:attachment",
-            refused.attachment_key,
-            SOURCE,
-            refused.reason,
-            f"{refused.message} (metadata kept)",
+            f"{SOURCE}:{refused.item_key}:attachment", refused.attachment_key, SOURCE, refused.reason, kept
         )
     for item in read.standalone:
         _load_standalone(item, report, limits, store_root, enricher, name)
     for item in read.items:
         if not item.title and not item.abstract and not item.files:
-            report.reject(
-                f"{SOURCE}:{item.key}",
-                item.key,
-                SOURCE,
-                "no_title_or_abstract",
-                f"{item.key}: empty library item",
-            )
+            empty = f"{item.key}: empty library item"
+            report.reject(f"{SOURCE}:{item.key}", item.key, SOURCE, "no_title_or_abstract", empty)
             continue
         pdf = None
         for attachment in item.files:
@@ -185,24 +177,16 @@ def _load_standalone(item, report, limits, store_root, enricher, name) -> None:
     attachment = item.files[0] if item.files else None
     if attachment is None:
         return  # refused above with its reason
+    item_id, shown = f"{SOURCE}:{item.key}", display_name(attachment.name)
     if not _is_file(attachment):
-        report.reject(
-            f"{SOURCE}:{item.key}",
-            display_name(attachment.name),
-            SOURCE,
-            "standalone_attachment_missing",
-            f"{item.key}: top-level attachment {display_name(attachment)} not found",
-        )
+        missing = f"{item.key}: top-level attachment {display_name(attachment)} not found"
+        report.reject(item_id, shown, SOURCE, "standalone_attachment_missing", missing)
         return
     loaded = load_local_corpus(attachment, limits=limits, store_root=store_root, enricher=enricher)
     if not loaded.papers:
         for rejection, error in zip(loaded.rejected, loaded.errors, strict=True):
             report.reject(
-                f"{SOURCE}:{item.key}",
-                rejection.title,
-                SOURCE,
-                rejection.reason,
-                f"{item.key}: top-level {error}",
+                item_id, rejection.title, SOURCE, rejection.reason, f"{item.key}: top-level {error}"
             )
         return
     report.papers.append(library_paper(item, loaded.papers[0], name))

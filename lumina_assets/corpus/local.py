@@ -280,13 +280,8 @@ def iter_pdf_files(root: Path) -> tuple[list[Path], list[tuple[Path, str, str]]]
                     skipped.append((path, "broken_symlink", f"{display_name(path)}: broken symbolic link"))
                     continue
                 if not target.is_relative_to(base):
-                    skipped.append(
-                        (
-                            path,
-                            "symlink_outside_corpus",
-                            f"{display_name(path)}: links outside {display_name(base)}",
-                        )
-                    )
+                    outside = f"{display_name(path)}: links outside {display_name(base)}"
+                    skipped.append((path, "symlink_outside_corpus", outside))
                     continue
                 if is_dir_link or not target.is_file():
                     continue  # a link to a folder inside the corpus: its files are listed where they are

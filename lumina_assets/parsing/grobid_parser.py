@@ -68,22 +68,26 @@ class GrobidParser:
             self._client = client
         return self._client
 
+    def _process(self, service: str, path: Path | str, *, full_text: bool):
+        """(path, HTTP status, TEI text) from one GROBID service; citations and coordinates for the full text only."""
+        return self.client().process_pdf(
+            service,
+            str(path),
+            generate_ids=False,
+            consolidate_header=self.consolidate_header,
+            consolidate_citations=self.consolidate_citations and full_text,
+            include_raw_citations=full_text,
+            include_raw_affiliations=False,
+            tei_coordinates=self.tei_coordinates and full_text,
+            segment_sentences=False,
+        )
+
     def parse(self, path: Path | str, paper_id: str) -> ParsedPaper:
         check_file(path, max_bytes=self.max_bytes)  # GROBID would turn bad files into opaque 500s
         doc = open_pdf(path, max_pages=self.max_pages, max_stream_bytes=self.max_stream_bytes)
         page_count = doc.page_count
         doc.close()
-        _, status, text = self.client().process_pdf(
-            "processFulltextDocument",
-            str(path),
-            generate_ids=False,
-            consolidate_header=self.consolidate_header,
-            consolidate_citations=self.consolidate_citations,
-            include_raw_citations=True,
-            include_raw_affiliations=False,
-            tei_coordinates=self.tei_coordinates,
-            segment_sentences=False,
-        )
+        _, status, text = self._process("processFulltextDocument", path, full_text=True)
         if status == 204:
             raise ParseFailure("empty_result", "GROBID extracted no content (HTTP 204)")
         if status != 200:
@@ -102,17 +106,7 @@ class GrobidParser:
         from lumina_assets.parsing.tei import parse_tei_header
 
         check_file(path, max_bytes=self.max_bytes)
-        _, status, text = self.client().process_pdf(
-            "processHeaderDocument",
-            str(path),
-            generate_ids=False,
-            consolidate_header=self.consolidate_header,
-            consolidate_citations=False,
-            include_raw_citations=False,
-            include_raw_affiliations=False,
-            tei_coordinates=False,
-            segment_sentences=False,
-        )
+        _, status, text = self._process("processHeaderDocument", path, full_text=False)
         if status != 200 or not text:
             raise ParseFailure("grobid_error", f"HTTP {status} from {self.grobid_url} for the header")
         return parse_tei_header(text.encode("utf-8"))

@@ -91,24 +91,18 @@ class PyMuPdfParser:
 
     def _title(self, pages: list[Page], doc, layout: Layout) -> str:
         first = pages[0]
-        candidates = [
+        top = [
             line
             for block in first.blocks
             for line in block.lines
-            if line.y0 < first.height * 0.45 and len(line.text) >= 15 and len(line.text.split()) >= 3
+            if line.y0 < first.height * 0.45 and usable_title_line(line.text, direction=None)
         ]
-        candidates = [line for line in candidates if usable_title_line(line.text, direction=None)]
+        candidates = [line for line in top if len(line.text) >= 15 and len(line.text.split()) >= 3]
         if candidates:
             biggest = max(line.size for line in candidates)
             # a title's short last line ("Citation-informed Transformers", "Beyond Summarization:") belongs to it
             title_lines = [
-                line
-                for block in first.blocks
-                for line in block.lines
-                if line.y0 < first.height * 0.45
-                and abs(line.size - biggest) <= 0.3
-                and len(line.text.strip()) >= 2
-                and usable_title_line(line.text, direction=None)
+                line for line in top if abs(line.size - biggest) <= 0.3 and len(line.text.strip()) >= 2
             ]
             if biggest >= layout.body_size + 1:
                 text = clean_title(
