@@ -82,18 +82,12 @@ def _backup(database: Path, target: Path) -> bool:
     running Zotero keeps an exclusive lock for as long as it runs) or a crashed writer left a journal to roll
     back (which only the snapshot's writable copy can)."""
     try:
-        source = _open(database, read_only=True, timeout=LOCK_WAIT_S)
-        try:
+        with contextlib.closing(_open(database, read_only=True, timeout=LOCK_WAIT_S)) as source:
             # the shared lock first, waiting at most LOCK_WAIT_S: the backup itself retries a busy step forever
             source.execute("BEGIN")
             source.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            destination = sqlite3.connect(target)
-            try:
+            with contextlib.closing(sqlite3.connect(target)) as destination:
                 source.backup(destination)
-            finally:
-                destination.close()
-        finally:
-            source.close()
     except sqlite3.OperationalError:  # locked, or a hot journal a read-only reader may not roll back
         target.unlink(missing_ok=True)
         return False
@@ -116,14 +110,12 @@ def _snapshot(database: Path, target: Path) -> None:
                 shutil.copyfile(f"{database}{suffix}", f"{target}{suffix}")
         if _fingerprint(database) != before:
             continue
-        copy = _open(target, read_only=False)
-        try:
-            verdict = copy.execute("PRAGMA quick_check").fetchone()[0]
-        except sqlite3.DatabaseError as error:
-            problem = str(error)
-            copy.close()
-            continue
-        copy.close()
+        with contextlib.closing(_open(target, read_only=False)) as copy:
+            try:
+                verdict = copy.execute("PRAGMA quick_check").fetchone()[0]
+            except sqlite3.DatabaseError as error:
+                problem = str(error)
+                continue
         if verdict == "ok":
             return
         problem = f"integrity check: {verdict}"
@@ -139,11 +131,8 @@ def consistent_copy(database: Path) -> Iterator[tuple[sqlite3.Connection, str]]:
         how = "backup" if _backup(database, target) else "snapshot"
         if how == "snapshot":
             _snapshot(database, target)
-        db = _open(target, read_only=False)
-        try:
+        with contextlib.closing(_open(target, read_only=False)) as db:
             yield db, how
-        finally:
-            db.close()
 
 
 def _tables(db: sqlite3.Connection) -> dict[str, set[str]]:
