@@ -214,9 +214,7 @@ def plan_remove(
     paper_ids: list[str], current: pl.DataFrame | None, origins: dict[str, list[str]]
 ) -> RemovalPlan:
     plan = RemovalPlan()
-    known = {}
-    if current is not None:
-        known = {pid: title for pid, title in current.select("paper_id", "title").iter_rows()}
+    known = dict(current.select("paper_id", "title").iter_rows()) if current is not None else {}
     for pid in dict.fromkeys(paper_ids):
         if pid in known:
             plan.papers.append(
