@@ -20,9 +20,8 @@ LATER_COLUMNS = ("tags", "collections", "pages", "arxiv_primary_class")
 
 
 def row_hash(row: dict) -> str:
-    """A paper row's content hash over the paper columns (not the batch bookkeeping added to it). Library labels,
-    pages and the arXiv class count only where a paper has them, so rows written before they existed keep their
-    hash."""
+    """A paper row's content hash over the paper columns (not the batch bookkeeping); LATER_COLUMNS count only
+    where a paper has a value."""
     relevant = {k: row.get(k) for k in PAPER_COLUMNS if k not in LATER_COLUMNS or row.get(k)}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:20]
 

@@ -136,10 +136,9 @@ def _nesting_depth(value: object) -> int:
 def iter_corpus_records(
     root: Path, repairs: list[str] | None = None, *, max_record_bytes: int = MAX_RECORD_BYTES
 ) -> Iterator[tuple[int, dict | None, RecordProblem | None]]:
-    """(line number, record, problem) for every non-empty line of corpus.jsonl; a record's `_id` is a stripped
-    string. A line that is not JSON, is longer than `max_record_bytes`, nests deeper than MAX_RECORD_DEPTH, has no
-    usable `_id`, title or text, or repeats an earlier `_id` (the first record is kept) comes back as a problem
-    naming the line. Bytes that are not UTF-8 and lone surrogates are replaced (U+FFFD), noted in `repairs`."""
+    """(line number, record, problem) for every non-empty line of corpus.jsonl. A line that is not JSON, too long,
+    too deep, without a usable `_id`, title or text, or repeating an earlier `_id` is a problem naming the line;
+    bytes that are not UTF-8 and lone surrogates are replaced (U+FFFD) and noted in `repairs`."""
     first_line_of: dict[str, int] = {}
     with (Path(root) / "corpus.jsonl").open("rb") as handle:
         for number, raw, size in _capped_lines(handle, max_record_bytes):

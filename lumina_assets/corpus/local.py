@@ -311,9 +311,8 @@ def load_pdf_folder(
     store_root: Path | None = None,
     enricher: Enricher | None = None,
 ) -> LoadReport:
-    """Metadata of every PDF under `folder`, each opened in a limited child process (a bomb costs its own
-    file only); refused files and links out of the folder are rejected with their reason. `enricher` (e.g.
-    `functools.partial(corpus.enrich.enrich_paper, openalex=..., arxiv=...)`) completes each record from an API."""
+    """Metadata of every PDF under `folder`, each read in a limited child process; refused files and links out of
+    the folder are rejected with their reason. `enricher` (e.g. a partial of `enrich.enrich_paper`) completes each."""
     limits = limits or PdfLimits()
     report = LoadReport(kind="pdf_folder")
     files, skipped = iter_pdf_files(folder)
