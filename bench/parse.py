@@ -54,9 +54,9 @@ def _parser_pages_per_second(parser, files: list[Path], repeat: int, clock=time.
 def bench_parse_command(args) -> int:
     import pymupdf  # noqa: F401  (loads PyMuPDF's layout model once, outside the timings)
 
+    from bench.parse_quality import compare_structure
     from lumina_assets.core import settings
     from lumina_assets.parsing.base import ParserUnavailable
-    from lumina_assets.parsing.quality import compare_structure
     from lumina_assets.parsing.tei import parse_tei
 
     folder = Path(args.dir) if args.dir else settings.shared_data_dir() / "pdfs"

@@ -12,7 +12,6 @@ from lumina_assets.core.http import HttpClient
 from lumina_assets.core.ids import normalize_arxiv_class, normalize_arxiv_id, normalize_doi, paper_id_for
 from lumina_assets.core.schemas import Paper
 
-DEFAULT_BASE_URL = "https://export.arxiv.org/api"
 MIN_INTERVAL_SECONDS = 3.0
 NS = {
     "atom": "http://www.w3.org/2005/Atom",

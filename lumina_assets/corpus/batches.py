@@ -1,7 +1,5 @@
-"""Which ingest batch each catalogue paper belongs to: a new work joins the run's batch, a known one keeps the batch
-and `first_seen` it was given, so parsing and indexing (partitioned by batch) only touch new papers. Each row's
-content hash says whether a known paper changed; the fingerprint of a run's inputs lets `papers` skip a run whose
-sources and removals are those of the last one."""
+"""Which ingest batch each catalogue paper belongs to: a new work joins the run's batch, a known one keeps its batch
+and `first_seen`. A row's content hash says whether a known paper changed; the inputs fingerprint lets a run skip."""
 
 from __future__ import annotations
 
@@ -22,9 +20,8 @@ LATER_COLUMNS = ("tags", "collections", "pages", "arxiv_primary_class")
 
 
 def row_hash(row: dict) -> str:
-    """A paper row's content hash over the paper columns (not the batch bookkeeping added to it). Library labels,
-    pages and the arXiv class count only where a paper has them, so rows written before they existed keep their
-    hash."""
+    """A paper row's content hash over the paper columns (not the batch bookkeeping); LATER_COLUMNS count only
+    where a paper has a value."""
     relevant = {k: row.get(k) for k in PAPER_COLUMNS if k not in LATER_COLUMNS or row.get(k)}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:20]
 

@@ -1,18 +1,11 @@
-"""The catalogue behind `papers`: every record any source ever contributed, kept by origin, so the corpus only grows.
-
-A source that is not configured in a run (no `LUMINA_CORPUS`, no API key, an empty inbox) contributes nothing new
-and takes nothing away: its earlier records stay in `catalogue_records` and keep their papers in `papers`. Papers
-leave only by an explicit removal (`remove`: by paper id; `prune`: every record of one origin), which is written to
-`removed_papers` with what, why and when, and stays in force (a source that offers the paper again is refused with
-reason `removed`) until `restore`.
-
-Origins: `openalex`, `arxiv`, `inbox`, and `corpus:<absolute path>` for a `LUMINA_CORPUS` folder (`zotero:<absolute
-path>` for a reference library), recorded the first time it is ingested (`earlier_runs` for papers a pre-catalogue
-`papers` table held)."""
+"""The catalogue behind `papers`: every record any source ever contributed, kept by origin, so the corpus only grows;
+papers leave only by an explicit removal (`remove`, `prune`), in force until `restore`. Origins: `openalex`, `arxiv`,
+`inbox`, `corpus:<absolute path>` and `zotero:<absolute path>` (docs/corpus.md)."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -122,10 +115,7 @@ def merge_records(known: list[Record], incoming: list[Record]) -> tuple[list[Rec
 
 
 def origin_counts(records: list[Record]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for record in records:
-        counts[record.origin] = counts.get(record.origin, 0) + 1
-    return dict(sorted(counts.items()))
+    return dict(sorted(Counter(record.origin for record in records).items()))
 
 
 # ---------------------------------------------------------------- removals
@@ -171,9 +161,7 @@ def restore(paper_ids: list[str] | None = None, *, origin: str | None = None) ->
 class Catalogue:
     papers: list[Paper] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
-    origins: dict[str, list[str]] = field(
-        default_factory=dict
-    )  # catalogue paper id -> origins of its records
+    origins: dict[str, list[str]] = field(default_factory=dict)  # paper id -> origins of its records
 
 
 def build(
@@ -226,9 +214,7 @@ def plan_remove(
     paper_ids: list[str], current: pl.DataFrame | None, origins: dict[str, list[str]]
 ) -> RemovalPlan:
     plan = RemovalPlan()
-    known = {}
-    if current is not None:
-        known = {pid: title for pid, title in current.select("paper_id", "title").iter_rows()}
+    known = dict(current.select("paper_id", "title").iter_rows()) if current is not None else {}
     for pid in dict.fromkeys(paper_ids):
         if pid in known:
             plan.papers.append(

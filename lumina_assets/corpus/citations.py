@@ -1,18 +1,6 @@
 """In-corpus citations from parsed bibliographies: each reference of a paper matched to a catalogue paper by DOI,
-then arXiv id, then normalized title (fuzzy), and every match an edge `citing -> cited`.
-
-Matching runs over the whole catalogue each time (a paper that arrives later is matched by the references of the
-papers already there, so it gets its incoming edges too); a reference that matches nothing stays in its parsed paper
-and is matched again when the catalogue grows.
-
-Title threshold: `TITLE_THRESHOLD` (rapidfuzz `ratio` on normalized titles, 0-100) was chosen on the reference lists
-of the seven shared PDFs and the four GROBID TEI bibliographies (472 entries) against the titles of the seven
-papers: every true citation scored 99.4-100, the best wrong pair 69.8 ("The Semantic Scholar Open Data Platform"
-against "S2ORC: The Semantic Scholar Open Research Corpus"); 90 sits inside that gap with room for a hyphenation or
-OCR slip. Entries whose title field could not be parsed fall
-back to the catalogue title found inside the raw string (`partial_ratio` >= 95, titles of four words or more) and
-then also need the first author's surname and a year within one of the paper's.
-"""
+then arXiv id, then normalized title (fuzzy), and every match an edge `citing -> cited`. The thresholds and how
+they were chosen: docs/pdf-papers.md ("References and citations")."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Retrieval test collections for evaluation: BEIR layout (corpus.jsonl, queries.jsonl, qrels/<split>.tsv) and
-classic SMART collections (CISI: CISI.ALL / CISI.QRY / CISI.REL), converted on the fly to the same plain dicts.
-
-Kept as beir does it: corpus / queries / qrels are plain dicts and retrieval is separate from evaluation.
-This is the one BEIR reader: the local corpus loader (papers from corpus.jsonl), the offline judge's calibration
-and the benchmark's BEIR questions all read through `iter_corpus_records`, `read_queries` and `read_qrels`.
-Indexing a collection, running its queries and scoring the run belong to evaluation (`evals.collection_eval`).
-"""
+"""Retrieval test collections for evaluation, BEIR layout (corpus.jsonl, queries.jsonl, qrels/<split>.tsv) or SMART
+(CISI), read into plain dicts as beir does. This is the one BEIR reader: the local corpus loader, the judge's
+calibration and the benchmark's questions read through `iter_corpus_records`, `read_queries` and `read_qrels`."""
 
 from __future__ import annotations
 
@@ -100,9 +95,8 @@ def check_corpus_record(record: object, number: int) -> tuple[dict | None, Recor
     return cleaned, None
 
 
-# A corpus.jsonl record is one line: real BEIR records are a few KB (SciFact's longest: 10 KB). A line past the
-# cap is rejected while it is read (never held whole: one 500 MB line took the reader to 5.1 GB), and so is a
-# record nested deeper than a flat record needs (json.loads would raise RecursionError on ~1,000 levels).
+# A corpus.jsonl record is one line of a few KB: a line past the cap is rejected while it is read (never held
+# whole), and so is a record nested deeper than a flat record needs (json.loads would raise RecursionError).
 MAX_RECORD_BYTES = 4 * 1024 * 1024
 MAX_RECORD_DEPTH = 32
 
@@ -142,29 +136,23 @@ def _nesting_depth(value: object) -> int:
 def iter_corpus_records(
     root: Path, repairs: list[str] | None = None, *, max_record_bytes: int = MAX_RECORD_BYTES
 ) -> Iterator[tuple[int, dict | None, RecordProblem | None]]:
-    """(line number, record, problem) for every non-empty line of corpus.jsonl; a record's `_id` is a stripped
-    string. A line that is not JSON, is longer than `max_record_bytes`, nests deeper than MAX_RECORD_DEPTH, has no
-    usable `_id`, title or text, or repeats an earlier `_id` (the first record is kept) comes back as a problem
-    naming the line. Bytes that are not UTF-8 and lone surrogates are replaced (U+FFFD), noted in `repairs`."""
+    """(line number, record, problem) for every non-empty line of corpus.jsonl. A line that is not JSON, too long,
+    too deep, without a usable `_id`, title or text, or repeating an earlier `_id` is a problem naming the line;
+    bytes that are not UTF-8 and lone surrogates are replaced (U+FFFD) and noted in `repairs`."""
     first_line_of: dict[str, int] = {}
     with (Path(root) / "corpus.jsonl").open("rb") as handle:
         for number, raw, size in _capped_lines(handle, max_record_bytes):
+            where = f"corpus.jsonl line {number}"
             if raw is None:
-                yield (
-                    number,
-                    None,
-                    RecordProblem(
-                        f"corpus.jsonl line {number}: {size:,} bytes, over the {max_record_bytes:,} byte record cap",
-                        "record_too_large",
-                    ),
-                )
+                cap = f"{size:,} bytes, over the {max_record_bytes:,} byte record cap"
+                yield number, None, RecordProblem(f"{where}: {cap}", "record_too_large")
                 continue
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
                 line = raw.decode("utf-8", errors="replace")
                 if repairs is not None:
-                    repairs.append(f"corpus.jsonl line {number}: bytes that are not UTF-8 replaced")
+                    repairs.append(f"{where}: bytes that are not UTF-8 replaced")
             if not line.strip():
                 continue
             try:
@@ -173,39 +161,23 @@ def iter_corpus_records(
                 record = None  # deeper than the parser goes: refused below like any record too deep
                 depth = MAX_RECORD_DEPTH + 1
             except json.JSONDecodeError as exc:
-                yield (
-                    number,
-                    None,
-                    RecordProblem(f"corpus.jsonl line {number}: not JSON ({exc.msg})", "invalid_json"),
-                )
+                yield number, None, RecordProblem(f"{where}: not JSON ({exc.msg})", "invalid_json")
                 continue
             else:
                 depth = _nesting_depth(record)
             if depth > MAX_RECORD_DEPTH:
-                yield (
-                    number,
-                    None,
-                    RecordProblem(
-                        f"corpus.jsonl line {number}: nested deeper than {MAX_RECORD_DEPTH} levels",
-                        "too_deep",
-                    ),
-                )
+                too_deep = f"{where}: nested deeper than {MAX_RECORD_DEPTH} levels"
+                yield number, None, RecordProblem(too_deep, "too_deep")
                 continue
             record, fixed = clean_strings(record)
             if fixed and repairs is not None:
-                repairs.append(f"corpus.jsonl line {number}: {fixed} string(s) with lone surrogates repaired")
+                repairs.append(f"{where}: {fixed} string(s) with lone surrogates repaired")
             record, problem = check_corpus_record(record, number)
             if record is not None:
                 first = first_line_of.setdefault(record["_id"], number)
                 if first != number:
-                    record, problem = (
-                        None,
-                        RecordProblem(
-                            f"corpus.jsonl line {number}: duplicate _id {record['_id'][:60]!r} (first on line {first}, "
-                            "which is kept)",
-                            "duplicate_id",
-                        ),
-                    )
+                    duplicate = f"duplicate _id {record['_id'][:60]!r} (first on line {first}, which is kept)"
+                    record, problem = None, RecordProblem(f"{where}: {duplicate}", "duplicate_id")
             yield number, record, problem
 
 
@@ -263,11 +235,8 @@ def qrels_path(root: Path, split: str) -> Path:
     """qrels/<split>.tsv, or CollectionError naming the splits there are."""
     path = Path(root) / "qrels" / f"{split}.tsv"
     if not path.exists():
-        folder = Path(root) / "qrels"
-        available = sorted(p.stem for p in folder.glob("*.tsv")) if folder.is_dir() else []
-        raise CollectionError(
-            f"no qrels for split {split!r} in {root} (available: {', '.join(available) or 'none'})"
-        )
+        available = ", ".join(available_splits(root)) or "none"
+        raise CollectionError(f"no qrels for split {split!r} in {root} (available: {available})")
     return path
 
 
@@ -281,8 +250,7 @@ def available_splits(root: Path) -> list[str]:
 
 def pick_split(root: Path, order: str | tuple[str, ...] | list[str] = DEFAULT_SPLIT_ORDER) -> str:
     """The first split of `order` (a name, or comma-separated names, tried in turn) that has qrels/<split>.tsv
-    in `root`; CollectionError naming the splits there are when none has. Most BEIR sets ship test only,
-    SciFact ships train and test."""
+    in `root`; CollectionError naming the splits there are when none has."""
     names = [s.strip() for s in order.split(",")] if isinstance(order, str) else list(order)
     present = available_splits(root)
     for name in names:

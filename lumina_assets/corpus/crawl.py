@@ -33,10 +33,8 @@ class CrawlResult:
 
 
 def crawl_openalex(client: OpenAlexClient, seeds: Seeds) -> CrawlResult:
-    """Seeds, then their references breadth-first up to `depth` hops, never more than `max_papers` works.
-
-    A seed that OpenAlex does not know, or a page that fails, is recorded and the crawl goes on.
-    """
+    """Seeds, then their references breadth-first up to `depth` hops, never more than `max_papers` works; a seed
+    that OpenAlex does not know, or a page that fails, is recorded and the crawl goes on."""
     result = CrawlResult()
     seen: set[str] = set()
     frontier: deque[tuple[Paper, int]] = deque()

@@ -1,8 +1,6 @@
-"""Enrichment of a local PDF's record by the identifier it prints: OpenAlex by DOI, else arXiv by arXiv id, through
-the project's clients (cached, rate-limited HTTP layer). A field an API returns replaces what the PDF's own text or
-Info dictionary or GROBID said (the order of strength: a library export > an API looked up by DOI > GROBID > the PDF's
-own text) and is labelled `<api>_enriched` in `metadata_sources`; a field from a library export is never overwritten. Offline, or when the API does not
-know the work, the record stays as the PDF gave it."""
+"""Enrichment of a local PDF's record by the identifier it prints: OpenAlex by DOI, else arXiv by arXiv id. An API
+field replaces a weaker source (GROBID, the PDF's own text or Info dictionary), never a library export's, and is
+labelled `<api>_enriched` in `metadata_sources`; offline, or for an unknown work, the record stays as it was."""
 
 from __future__ import annotations
 
@@ -58,9 +56,8 @@ def merge_enrichment(paper: Paper, found: Paper, label: str) -> Paper:
 
 
 def enrich_paper(paper: Paper, *, openalex=None, arxiv=None) -> Paper:
-    """The record enriched by OpenAlex (DOI) or arXiv (arXiv id) when a client is given and answers; unchanged
-    otherwise. Clients are `corpus.openalex.OpenAlexClient` / `corpus.arxiv.ArxivClient` (any object with `work` /
-    `by_ids`)."""
+    """The record enriched by OpenAlex (DOI, an OpenAlexClient) or arXiv (arXiv id, an ArxivClient) when a client
+    is given and answers; unchanged otherwise."""
     from lumina_assets.corpus.openalex import work_to_paper
 
     try:
@@ -72,8 +69,7 @@ def enrich_paper(paper: Paper, *, openalex=None, arxiv=None) -> Paper:
             found = [p for p in arxiv.by_ids([paper.arxiv_id]).papers if p.arxiv_id == paper.arxiv_id]
             if found:
                 return merge_enrichment(paper, found[0], "arxiv_enriched")
-    except (
-        Exception
-    ) as error:  # offline, a 5xx after retries, a body that is not a work: the PDF's fields stand
+    # offline, a 5xx after retries, a body that is not a work: the PDF's fields stand
+    except Exception as error:
         log.warning("enrichment of %s skipped: %s", paper.paper_id, error)
     return paper

@@ -1,9 +1,6 @@
-"""Fetch a published BEIR collection (corpus.jsonl, queries.jsonl, qrels/) into a folder `LUMINA_CORPUS` can name.
-
-A user who cloned the project has no test data beside it; this gives them a public collection with relevance
-judgments in one command. The archive is checked against its published checksum before anything is written,
-unpacked member by member inside a staging folder (no absolute paths, no `..`, no links, bounded count and size),
-and moved into place only when whole, so a failed fetch leaves no folder behind."""
+"""Fetch a published BEIR collection into a folder `LUMINA_CORPUS` can name. The archive must match its published
+checksum before anything is written, is unpacked member by member in a staging folder (no absolute paths, `..` or
+links; bounded count and size), and is moved into place only when whole."""
 
 from __future__ import annotations
 
@@ -22,9 +19,8 @@ from lumina_assets.core.http import HttpClient, HttpError
 from lumina_assets.core.url_safety import redact_url
 from lumina_assets.corpus.collections import available_splits, is_beir_corpus, is_beir_queries
 
-MAX_DOWNLOAD_BYTES = (
-    512 * 1024 * 1024
-)  # the archive is held in memory to be checked before anything is written
+# the archive is held in memory to be checked before anything is written
+MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024
 MAX_UNPACKED_BYTES = 4 * 1024 * 1024 * 1024  # a zip bomb stops here, whatever its members declare
 MAX_MEMBERS = 10_000  # a BEIR archive holds a handful of files
 MAX_RATIO = 100  # JSON text deflates about 4:1; a member declaring more than this is a bomb
@@ -60,9 +56,8 @@ class KnownCollection:
 
 BEIR_DATASETS = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
 
-# URLs and md5 sums as published in BEIR's README ("Available Datasets" table, github.com/beir-cellar/beir), the
-# checksums BEIR itself publishes for its archives. scifact's SHA-256 (2,816,079 bytes) is the digest recorded
-# independently by several public projects that pin the same archive; md5 alone is what BEIR publishes.
+# URLs and md5 sums as BEIR's README publishes them (github.com/beir-cellar/beir); scifact's SHA-256 is the digest
+# several public projects pin for the same archive.
 KNOWN_COLLECTIONS: dict[str, KnownCollection] = {
     collection.name: collection
     for collection in (
@@ -180,9 +175,7 @@ def unpack_archive(data: bytes, target: Path, *, max_bytes: int = MAX_UNPACKED_B
                 )
             try:
                 destination.parent.mkdir(parents=True, exist_ok=True)
-            except (
-                OSError
-            ) as exc:  # a file where a folder must go, a name too long: named without the staging path
+            except OSError as exc:  # a file where a folder must go: named without the staging path
                 raise FetchError(f"cannot unpack {info.filename!r} ({exc.strerror or exc})") from None
             written += _copy_member(archive, info, destination, max_bytes - written)
 
@@ -203,12 +196,8 @@ def _copy_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, destination: P
         raise FetchError(f"the archive holds {info.filename!r} twice") from None
     except OSError as exc:  # a name too long, a full disk: said without the staging folder's path
         raise FetchError(f"cannot unpack {info.filename!r} ({exc.strerror or exc})") from None
-    except (
-        zipfile.BadZipFile,
-        RuntimeError,
-        NotImplementedError,
-        EOFError,
-    ) as exc:  # RuntimeError: encrypted
+    # RuntimeError: an encrypted member
+    except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError) as exc:
         raise FetchError(f"cannot unpack {info.filename!r} ({exc})") from None
     if written > budget:
         raise FetchError("the archive unpacks to more than the size limit; refused")

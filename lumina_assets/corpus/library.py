@@ -1,12 +1,6 @@
-"""A user's reference library as a corpus: a Zotero data folder (`zotero.sqlite` + `storage/`) or an export (BibTeX,
-RIS, CSL-JSON) with its attached files. `LUMINA_CORPUS` may name either (with or without a `zotero:` prefix); the
-catalogue records its papers under the origin `zotero:<absolute path>`, and like a corpus folder it only grows.
-
-The library's own metadata (title, authors, venue, year, DOI, abstract, pages, tags, collections) is the strongest
-source there is: it wins over what the PDF heuristics (or GROBID) read from the attached PDF, and each field says
-so in `metadata_sources` (`title:zotero`). The PDF still gives the full text, its hash and whatever the library
-left empty. An item without a PDF enters with its abstract; one with neither is left to the catalogue's filters.
-Each PDF is opened in a limited child process, as a corpus folder's are (`corpus.local`)."""
+"""A user's reference library as a corpus: a Zotero data folder or an export (BibTeX, RIS, CSL-JSON) with its attached
+files. The library's metadata wins over what is read from the attached PDF (`metadata_sources` says `title:zotero`);
+the PDF gives the full text, its hash and what the library left empty (docs/library-and-alerts.md)."""
 
 from __future__ import annotations
 
@@ -129,10 +123,8 @@ def load_library(
     store_root: Path | None = None,
     enricher: Enricher | None = None,
 ) -> LoadReport:
-    """Every item of the library as a Paper. Never fatal: a library that cannot be read at all is one
-    `unreadable_corpus` row with advice; an unreadable entry, a refused attachment (outside storage, a link loop,
-    not a PDF, over a limit) and a top-level PDF that cannot be read are rows of their own with the reason, and
-    the other items come in (an item keeps its library metadata when its attachment is refused)."""
+    """Every item of the library as a Paper. Never fatal: an unreadable library is one `unreadable_corpus` row with
+    advice; an unreadable entry or a refused attachment is a row of its own, and the item keeps its metadata."""
     kind = "zotero_data_folder" if is_data_folder(path) else "zotero_export"
     try:
         read, kind = _read(path)
@@ -144,24 +136,16 @@ def load_library(
     for where, message in read.problems:
         report.reject(f"{SOURCE}:{where}", where, SOURCE, "unreadable_entry", message)
     for refused in read.refused:
+        kept = f"{refused.message} (metadata kept)"
         report.reject(
-            f"{SOURCE}:{refused.item_key}:attachment",
-            refused.attachment_key,
-            SOURCE,
-            refused.reason,
-            f"{refused.message} (metadata kept)",
+            f"{SOURCE}:{refused.item_key}:attachment", refused.attachment_key, SOURCE, refused.reason, kept
         )
     for item in read.standalone:
         _load_standalone(item, report, limits, store_root, enricher, name)
     for item in read.items:
         if not item.title and not item.abstract and not item.files:
-            report.reject(
-                f"{SOURCE}:{item.key}",
-                item.key,
-                SOURCE,
-                "no_title_or_abstract",
-                f"{item.key}: empty library item",
-            )
+            empty = f"{item.key}: empty library item"
+            report.reject(f"{SOURCE}:{item.key}", item.key, SOURCE, "no_title_or_abstract", empty)
             continue
         pdf = None
         for attachment in item.files:
@@ -193,24 +177,16 @@ def _load_standalone(item, report, limits, store_root, enricher, name) -> None:
     attachment = item.files[0] if item.files else None
     if attachment is None:
         return  # refused above with its reason
+    item_id, shown = f"{SOURCE}:{item.key}", display_name(attachment.name)
     if not _is_file(attachment):
-        report.reject(
-            f"{SOURCE}:{item.key}",
-            display_name(attachment.name),
-            SOURCE,
-            "standalone_attachment_missing",
-            f"{item.key}: top-level attachment {display_name(attachment)} not found",
-        )
+        missing = f"{item.key}: top-level attachment {display_name(attachment)} not found"
+        report.reject(item_id, shown, SOURCE, "standalone_attachment_missing", missing)
         return
     loaded = load_local_corpus(attachment, limits=limits, store_root=store_root, enricher=enricher)
     if not loaded.papers:
         for rejection, error in zip(loaded.rejected, loaded.errors, strict=True):
             report.reject(
-                f"{SOURCE}:{item.key}",
-                rejection.title,
-                SOURCE,
-                rejection.reason,
-                f"{item.key}: top-level {error}",
+                item_id, rejection.title, SOURCE, rejection.reason, f"{item.key}: top-level {error}"
             )
         return
     report.papers.append(library_paper(item, loaded.papers[0], name))

@@ -1,30 +1,29 @@
-"""Local corpora: a folder of PDFs (metadata as the PDF prints it: `parsing.pdf_metadata`) or a BEIR
-directory (`corpus.jsonl` with `_id`, `title`, `text`). Bad items are rejected by name with a reason, never
-fatal: every PDF is opened in a child process under PdfLimits (size, decoded streams, memory, wall time)."""
+"""Local corpora: a folder of PDFs (metadata as the PDF prints it: `parsing.pdf_metadata`) or a BEIR directory.
+Bad items are rejected by name with a reason, never fatal: every PDF is opened in a child process under PdfLimits."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import re
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lumina_assets.core import settings
 from lumina_assets.core.hygiene import cap_metadata, clean_text, display_name, is_utf8_path, path_text
-from lumina_assets.core.ids import normalize_arxiv_id, normalize_pages, paper_id_for
+from lumina_assets.core.ids import normalize_pages, paper_id_for
 from lumina_assets.core.sandbox import run_limited
 from lumina_assets.core.schemas import Paper
 from lumina_assets.corpus.collections import is_beir_corpus, iter_corpus_records
 from lumina_assets.corpus.normalize import Rejection
-from lumina_assets.parsing.pdf_metadata import PdfHeader, authors_from_info, read_header
+from lumina_assets.parsing.pdf_metadata import header_from_info, read_header
 from lumina_assets.parsing.preflight import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_PAGES,
     DEFAULT_MAX_STREAM_BYTES,
     PdfLimits,
+    inflated_size,
 )
 from lumina_assets.parsing.titles import clean_title, usable_title_line
 
@@ -63,11 +62,8 @@ class PdfRejected(ValueError):
 
 
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def load_beir_papers(path: Path, *, corpus_name: str | None = None) -> LoadReport:
@@ -93,11 +89,9 @@ def load_beir_papers(path: Path, *, corpus_name: str | None = None) -> LoadRepor
     return report
 
 
-# What one page may hold for a metadata read (its content streams and the forms it draws, decoded): real papers'
-# pages hold 10-500 KB. Reading metadata interprets page one several times (text, title layout, author lines),
-# which on a page of 31 MB of text operators took the whole 120 s limit where parsing took 11 s; a first page past
-# this is not read (title and authors from the Info dictionary and the file name, recorded as
-# "page_text:skipped"), and other pages past it are left out of the running-header scan.
+# What one page may hold for a metadata read (its content streams and the forms it draws, decoded); metadata
+# interprets page one several times, so a first page past this is not read ("page_text:skipped": title and authors
+# from the Info dictionary and the file name), and other pages past it are left out of the running-header scan.
 PAGE_CONTENT_BUDGET = 1024 * 1024
 
 
@@ -107,33 +101,12 @@ def page_content_bytes(document, page, budget: int = PAGE_CONTENT_BUDGET) -> int
     total = 0
     for xref in [*page.get_contents(), *(xobject[0] for xobject in page.get_xobjects())]:
         if document.xref_get_key(xref, "Filter")[1] == "/FlateDecode":
-            inflater, data = zlib.decompressobj(), document.xref_stream_raw(xref)
-            try:
-                while data and total <= budget:
-                    total += len(inflater.decompress(data, 1 << 20))
-                    data = inflater.unconsumed_tail
-            except zlib.error:
-                pass  # a broken stream: MuPDF repairs or rejects it; what inflated so far counts
+            total += inflated_size(document.xref_stream_raw(xref), budget - total)
         else:
             total += len(document.xref_stream(xref) or b"")
         if total > budget:
             break
     return total
-
-
-def _header_from_info(meta: dict[str, str], file_stem: str) -> PdfHeader:
-    """What a PDF says of itself without reading a page: the Info dictionary, the file name."""
-    header = PdfHeader()
-    header.authors = authors_from_info(meta.get("author"))
-    if header.authors:
-        header.sources["authors"] = "pdf_info"
-    header.arxiv_id = normalize_arxiv_id(file_stem) if file_stem else None
-    if header.arxiv_id:
-        header.sources["arxiv_id"] = "file_name"
-    created = re.match(r"D:(\d{4})", meta.get("creationDate") or "")
-    if created:
-        header.year, header.sources["year"] = int(created.group(1)), "pdf_info_date"
-    return header
 
 
 def _first_page_text(document) -> str:
@@ -204,10 +177,8 @@ def pdf_metadata(
     max_pages: int = DEFAULT_MAX_PAGES,
     grobid_url: str | None = None,
 ) -> Paper:
-    """A Paper for one local PDF; raises PdfRejected (a ValueError naming the file) when it is too large,
-    not a PDF, encrypted, a decompression bomb, over the page cap or cannot be opened (the limits parsing
-    applies). Pages over PAGE_CONTENT_BUDGET are not read; free-text fields are capped (core.hygiene). Every
-    string is valid UTF-8."""
+    """A Paper for one local PDF, every string valid UTF-8 and free text capped (core.hygiene); PdfRejected (a
+    ValueError naming the file) for a file the parsing limits refuse. Pages over PAGE_CONTENT_BUDGET are not read."""
     import pymupdf
 
     from lumina_assets.parsing.base import ParseFailure
@@ -260,7 +231,7 @@ def pdf_metadata(
         if read_pages:
             header = read_header(document, file_stem=display_name(path.stem))
         else:
-            header = _header_from_info(meta, display_name(path.stem))
+            header = header_from_info(meta, display_name(path.stem))
             sources["page_text"] = "skipped"
         sources.update(header.sources)
         if grobid_url:
@@ -313,13 +284,8 @@ def iter_pdf_files(root: Path) -> tuple[list[Path], list[tuple[Path, str, str]]]
                     skipped.append((path, "broken_symlink", f"{display_name(path)}: broken symbolic link"))
                     continue
                 if not target.is_relative_to(base):
-                    skipped.append(
-                        (
-                            path,
-                            "symlink_outside_corpus",
-                            f"{display_name(path)}: links outside {display_name(base)}",
-                        )
-                    )
+                    outside = f"{display_name(path)}: links outside {display_name(base)}"
+                    skipped.append((path, "symlink_outside_corpus", outside))
                     continue
                 if is_dir_link or not target.is_file():
                     continue  # a link to a folder inside the corpus: its files are listed where they are
@@ -349,9 +315,8 @@ def load_pdf_folder(
     store_root: Path | None = None,
     enricher: Enricher | None = None,
 ) -> LoadReport:
-    """Metadata of every PDF under `folder`, each opened in a limited child process (a bomb costs its own
-    file only); refused files and links out of the folder are rejected with their reason. `enricher` (e.g.
-    `functools.partial(corpus.enrich.enrich_paper, openalex=..., arxiv=...)`) completes each record from an API."""
+    """Metadata of every PDF under `folder`, each read in a limited child process; refused files and links out of
+    the folder are rejected with their reason. `enricher` (e.g. a partial of `enrich.enrich_paper`) completes each."""
     limits = limits or PdfLimits()
     report = LoadReport(kind="pdf_folder")
     files, skipped = iter_pdf_files(folder)

@@ -35,12 +35,6 @@ class NormalizeResult:
     papers: list[Paper] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
 
-    def reasons(self) -> dict[str, int]:
-        counts: dict[str, int] = defaultdict(int)
-        for rejection in self.rejected:
-            counts[rejection.reason] += 1
-        return dict(counts)
-
 
 def normalize_title(title: str | None) -> str:
     text = unicodedata.normalize("NFKD", title or "").encode("ascii", "ignore").decode().lower()
@@ -191,23 +185,20 @@ def filter_papers(
     result = NormalizeResult()
     allowed = set(languages or [])
     for paper in papers:
+        reason = None
         if not paper.title and not paper.abstract:
-            result.rejected.append(
-                Rejection(paper.paper_id, paper.title, paper.source, "no_title_or_abstract")
-            )
-            continue
-        has_full_text = bool(paper.local_path or paper.pdf_urls)
-        if require_abstract and not paper.abstract and not has_full_text:
-            result.rejected.append(Rejection(paper.paper_id, paper.title, paper.source, "missing_abstract"))
-            continue
-        if paper.language is None:
-            paper.language = detect_language(f"{paper.title}. {paper.abstract or ''}")
-        if allowed and paper.language and paper.language not in allowed:
-            result.rejected.append(
-                Rejection(paper.paper_id, paper.title, paper.source, f"language_{paper.language}")
-            )
-            continue
-        result.papers.append(paper)
+            reason = "no_title_or_abstract"
+        elif require_abstract and not paper.abstract and not (paper.local_path or paper.pdf_urls):
+            reason = "missing_abstract"  # nor any full text to parse
+        else:
+            if paper.language is None:
+                paper.language = detect_language(f"{paper.title}. {paper.abstract or ''}")
+            if allowed and paper.language and paper.language not in allowed:
+                reason = f"language_{paper.language}"
+        if reason:
+            result.rejected.append(Rejection(paper.paper_id, paper.title, paper.source, reason))
+        else:
+            result.papers.append(paper)
     return result
 
 

@@ -1,9 +1,8 @@
-"""OpenAlex works API: lookups by DOI / OpenAlex id / arXiv id, referenced works with cursor paging,
-abstracts rebuilt from the inverted index, best open-access PDF URL."""
+"""OpenAlex works API: lookups by DOI / OpenAlex id / arXiv id, works by filter with cursor paging, abstracts
+rebuilt from the inverted index, best open-access PDF URL."""
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -18,9 +17,6 @@ from lumina_assets.core.ids import (
 )
 from lumina_assets.core.schemas import Paper
 
-log = logging.getLogger(__name__)
-
-DEFAULT_BASE_URL = "https://api.openalex.org"
 SELECT_FIELDS = (
     "id,doi,title,display_name,publication_year,publication_date,ids,language,primary_location,"
     "best_oa_location,locations,open_access,authorships,keywords,concepts,cited_by_count,"
@@ -47,13 +43,8 @@ def rebuild_abstract(inverted_index: dict[str, list[int]] | None) -> str | None:
 
 def best_pdf_urls(work: dict[str, Any]) -> list[str]:
     """Open-access PDF URLs, best location first, without duplicates."""
-    urls: list[str] = []
     candidates = [work.get("best_oa_location"), work.get("primary_location"), *(work.get("locations") or [])]
-    for location in candidates:
-        url = (location or {}).get("pdf_url")
-        if url and url not in urls:
-            urls.append(url)
-    return urls
+    return list(dict.fromkeys(url for location in candidates if (url := (location or {}).get("pdf_url"))))
 
 
 def arxiv_id_of(work: dict[str, Any]) -> str | None:
@@ -121,12 +112,6 @@ class OpenAlexClient:
         self.http = http
         self._auth = {k: v for k, v in {"api_key": api_key, "mailto": mailto}.items() if v}
 
-    def _get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        body = self.http.get_json(path, params={**(params or {}), **self._auth})
-        if not isinstance(body, dict):
-            raise OpenAlexError(f"unexpected OpenAlex body for {path}: {type(body).__name__}")
-        return body
-
     def work(self, identifier: str) -> dict[str, Any] | None:
         """A work by DOI, OpenAlex id or arXiv id; None when OpenAlex does not know it (404, cached too)."""
         key = self.lookup_key(identifier)
@@ -159,10 +144,10 @@ class OpenAlexClient:
         cursor = "*"
         seen = 0
         while cursor:
-            body = self._get(
-                "/works",
-                {"filter": filter_expr, "per-page": per_page, "cursor": cursor, "select": SELECT_FIELDS},
-            )
+            page = {"filter": filter_expr, "per-page": per_page, "cursor": cursor, "select": SELECT_FIELDS}
+            body = self.http.get_json("/works", params={**page, **self._auth})
+            if not isinstance(body, dict):
+                raise OpenAlexError(f"unexpected OpenAlex body for /works: {type(body).__name__}")
             results = body.get("results")
             if not isinstance(results, list):
                 raise OpenAlexError(f"OpenAlex page for filter {filter_expr!r} has no results list")
@@ -174,10 +159,6 @@ class OpenAlexClient:
             cursor = (body.get("meta") or {}).get("next_cursor")
             if not results:
                 return
-
-    def referenced_works(self, openalex_id: str, *, limit: int | None = None) -> Iterator[dict]:
-        """Works that `openalex_id` cites (filter cited_by:)."""
-        return self.iter_works(f"cited_by:{normalize_openalex_id(openalex_id)}", limit=limit)
 
     def citing_works(
         self, openalex_id: str, *, since: str | None = None, limit: int | None = None

@@ -1,11 +1,6 @@
-"""The seeds file (`LUMINA_SEEDS`, data/seeds.yaml): what the live crawl starts from, read defensively.
-
-A seeds file is user input that may come from anywhere, so reading it is bounded: the file is refused past
-`MAX_SEEDS_BYTES` before it is read, YAML aliases past `MAX_YAML_ALIASES` and nesting past `MAX_YAML_DEPTH` are
-refused while the document is composed (a "billion laughs" anchor bomb never expands), and every field is checked
-against the schema below (pydantic), a wrong one named in `problems` with the default kept in its place. Nothing
-in a seeds file fails a run: a bad file gives no seeds and says why.
-"""
+"""The seeds file (`LUMINA_SEEDS`, data/seeds.yaml): what the live crawl starts from, read defensively. The size,
+YAML aliases and nesting are bounded before anything expands, every field is checked (pydantic) with a wrong one
+named in `problems` and its default kept: a bad file gives no seeds and says why, never a failed run."""
 
 from __future__ import annotations
 
@@ -18,7 +13,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from lumina_assets.core.ids import normalize_arxiv_id, normalize_doi, normalize_openalex_id
 
-MAX_SEEDS_BYTES = 1024 * 1024  # a seeds file of 1 MB lists ~40,000 DOIs
+MAX_SEEDS_BYTES = 1024 * 1024  # tens of thousands of DOIs
 MAX_YAML_ALIASES = 32  # a hand-written seeds file needs none; a bomb needs thousands
 MAX_YAML_DEPTH = 16  # the schema nests three levels deep
 
@@ -62,7 +57,11 @@ SECTIONS: dict[str, dict[str, tuple[Any, TypeAdapter]]] = {
         "require_abstract": (True, TypeAdapter(bool)),
     },
 }
-ID_LISTS = {"dois": normalize_doi, "arxiv_ids": normalize_arxiv_id, "openalex_ids": normalize_openalex_id}
+ID_LISTS = {  # list name -> (normalizer, what one entry must be)
+    "dois": (normalize_doi, "a DOI"),
+    "arxiv_ids": (normalize_arxiv_id, "an arXiv id"),
+    "openalex_ids": (normalize_openalex_id, "an OpenAlex id"),
+}
 KNOWN_KEYS = {*ID_LISTS, "arxiv_queries", *SECTIONS}
 MAX_RESULTS = TypeAdapter(Annotated[int, Field(ge=1, le=2000)])
 MISSING = ("", "~", "null", "Null", "NULL")  # what YAML's BaseLoader reads an empty value as
@@ -135,12 +134,12 @@ def load_seeds(path: Path) -> Seeds:
         seeds.problems.append(
             f"unknown key {str(key)[:40]!r} ignored (known: {', '.join(sorted(KNOWN_KEYS))})"
         )
-    for name, normalize in ID_LISTS.items():
+    for name, (normalize, wanted) in ID_LISTS.items():
         for value in _entries(raw, name, seeds.problems):
             if isinstance(value, str) and (normalized := normalize(value)):
                 getattr(seeds, name).append(normalized)
             else:
-                seeds.problems.append(f"{name}: not {_ID_NAMES[name]}: {_shown(value)}")
+                seeds.problems.append(f"{name}: not {wanted}: {_shown(value)}")
     for entry in _entries(raw, "arxiv_queries", seeds.problems):
         query = _arxiv_query(entry, seeds.problems)
         if query is not None:
@@ -162,9 +161,6 @@ def load_seeds(path: Path) -> Seeds:
     if seeds.is_empty():
         seeds.problems.append(f"seed file {path} lists no DOIs, arXiv ids, OpenAlex ids or arXiv queries")
     return seeds
-
-
-_ID_NAMES = {"dois": "a DOI", "arxiv_ids": "an arXiv id", "openalex_ids": "an OpenAlex id"}
 
 
 def _shown(value: Any) -> str:

@@ -1,15 +1,6 @@
-"""Which queries of a collection Lumina may be tuned on, and which are held out for the benchmark.
-
-A BEIR folder with a `test` (or `dev`) split is held out by construction: tune on `train`, benchmark on `test`.
-A folder that ships `train` only (the SciFact copy in ../shared/data has 809 train claims and no test split) is cut
-in two by query id: a query is held out when the SHA-256 of `lumina-holdout-v1:<query id>` is odd. The rule looks at
-the id alone, so it is the same on every machine, for every subset of the queries, and never moves a query when
-others are added. On SciFact train it holds out 388 of the 809 claims and leaves 421 for tuning.
-
-Every tuning of Lumina (SearchConfig ablations, per-corpus ranking settings chosen from qrels) must use
-`tuning_ids` only; the benchmark's BEIR questions default to `held_out_ids`. This module lives in `corpus`, below
-`indexing`, `search` and `evals`, so all of them read the one rule.
-"""
+"""Which queries of a collection Lumina may be tuned on, and which are held out for the benchmark: a test or dev split
+whole, else the train queries whose salted id hash is odd (docs/benchmark.md). Every tuning must use `tuning_ids`
+only; `indexing`, `search` and `evals` all read this one rule."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""A reference manager's export read into `LibraryItem`s: BibTeX (Zotero's own export and Better BibTeX, parsed by
-bibtexparser v2), RIS (rispy) or CSL-JSON, with attached files resolved relative to the export's folder.
-
-Zotero writes attachments as `file = {Full Text PDF:files/12/name.pdf:application/pdf;Snapshot:...}` in BibTeX
-(`description:path:mime type`, `;` between files, `\\:` / `\\;` / `\\\\` escaped) and as `L1  - files/12/name.pdf`
-lines in RIS; an absolute path (an export without "Export Files") is taken as it is. Tags come from BibTeX
-`keywords`, RIS `KW`, CSL `keyword`; pages from BibTeX `pages`, RIS `SP` / `EP`, CSL `page`; collections from a BibTeX `groups` field (JabRef / Better BibTeX), when
-present. A record the parser cannot read is reported with its reason, never fatal."""
+"""A reference manager's export read into `LibraryItem`s: BibTeX (bibtexparser v2), RIS (rispy) or CSL-JSON, with
+attached files resolved relative to the export's folder. A record that cannot be read is a problem naming it,
+never fatal."""
 
 from __future__ import annotations
 
@@ -58,12 +53,10 @@ class ExportRead:
     items: list[LibraryItem] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (item key or line, message)
     refused: list[Refused] = field(default_factory=list)  # attachments refused (outside storage, a link loop)
-    standalone: list[LibraryItem] = field(
-        default_factory=list
-    )  # PDFs without a parent item: metadata from the PDF
-    notes: list[str] = field(
-        default_factory=list
-    )  # what was left out on purpose, and how the library was read
+    # PDFs without a parent item: metadata from the PDF
+    standalone: list[LibraryItem] = field(default_factory=list)
+    # what was left out on purpose, and how the library was read
+    notes: list[str] = field(default_factory=list)
 
 
 def year_in(text) -> int | None:
@@ -393,11 +386,8 @@ def read_csl_json(path: Path) -> ExportRead:
 
 
 def read_export(path: Path) -> ExportRead:
+    readers = {"bibtex": read_bibtex, "ris": read_ris, "csl_json": read_csl_json}
     kind = EXPORT_SUFFIXES.get(path.suffix.lower())
-    if kind == "bibtex":
-        return read_bibtex(path)
-    if kind == "ris":
-        return read_ris(path)
-    if kind == "csl_json":
-        return read_csl_json(path)
-    raise ValueError(f"{path.name}: not a library export (.bib, .ris or CSL .json)")
+    if kind is None:
+        raise ValueError(f"{path.name}: not a library export (.bib, .ris or CSL .json)")
+    return readers[kind](path)

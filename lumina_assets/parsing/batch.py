@@ -1,8 +1,5 @@
-"""One ingest batch through the parser and the chunker: which papers need parsing again, the parse loop (in
-process or in a process pool), and the passages of each paper, rebuilt only when its inputs changed.
-
-Every paper gets a row with a status and a reason, so a bad PDF is a recorded failure and never a crashed run;
-abstract-only papers (BEIR, failed downloads or parses) still get passages from their title and abstract."""
+"""One ingest batch through the parser and the chunker: which papers need parsing again, the parse loop, and each
+paper's passages, rebuilt only when its inputs changed. A bad PDF is a recorded failure, never a crashed run."""
 
 from __future__ import annotations
 
@@ -46,7 +43,6 @@ def parse_one(parser, path: str, paper_id: str) -> tuple[ParsedPaper | None, str
 
 
 def timed_parse(parser, path: str, paper_id: str):
-    """parse_one plus the seconds it took."""
     started = time.perf_counter()
     paper, reason, detail = parse_one(parser, path, paper_id)
     return paper, reason, detail, time.perf_counter() - started
@@ -75,8 +71,7 @@ def parse_all(
     progress: Progress | None = None,
 ) -> list:
     """(paper, reason, detail, seconds) per (path, paper_id) job, in order. With `limits`, every document is
-    parsed in its own limited child process, `workers` at a time; without, in this process (tests, `lumina
-    bench`). `progress` is advanced as each document finishes."""
+    parsed in its own limited child process, `workers` at a time; without, in this process (tests, benches)."""
 
     def one(job: tuple[str, str]):
         outcome = (
@@ -96,13 +91,7 @@ def parse_all(
 
 
 # Failures that say the parser (or its environment) is broken, not the file: what the blocking check counts.
-PARSER_FAILURE_REASONS = {
-    "parser_error",
-    "parser_crashed",
-    "parser_unavailable",
-    "grobid_error",
-    "worker_error",
-}
+PARSER_FAILURE_REASONS = RETRYABLE_REASONS | {"worker_error"}
 ALL_FAILED_MIN_DOCUMENTS = 3
 
 
@@ -228,32 +217,24 @@ def passage_inputs_digest(paper: dict[str, Any], parsed_row: dict[str, Any] | No
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:24]
 
 
-def build_passages(
-    papers: list[dict[str, Any]],
-    parsed_rows: dict[str, dict[str, Any]],
-    *,
-    count_tokens,
-    max_tokens: int,
+def _paper_passages(
+    paper: dict[str, Any], parsed_row: dict[str, Any] | None, count_tokens, max_tokens: int
 ) -> list[dict[str, Any]]:
-    """Passage rows for papers: from the parsed document when parsing succeeded, else title + abstract."""
+    """A paper's passage rows: from the parsed document when parsing succeeded, else title + abstract."""
     from lumina_assets.parsing.chunking import passages_for_paper
 
-    rows: list[dict[str, Any]] = []
-    for paper in papers:
-        parsed_row = parsed_rows.get(paper["paper_id"])
-        parsed = None
-        if parsed_row is not None and parsed_row.get("status") == "ok" and parsed_row.get("parsed_json"):
-            parsed = ParsedPaper.from_json(parsed_row["parsed_json"])
-        passages = passages_for_paper(
-            paper["paper_id"],
-            title=paper.get("title"),
-            abstract=paper.get("abstract"),
-            parsed=parsed,
-            count_tokens=count_tokens,
-            max_tokens=max_tokens,
-        )
-        rows.extend(p.to_row() for p in passages if p.text.strip())
-    return rows
+    parsed = None
+    if parsed_row is not None and parsed_row.get("status") == "ok" and parsed_row.get("parsed_json"):
+        parsed = ParsedPaper.from_json(parsed_row["parsed_json"])
+    passages = passages_for_paper(
+        paper["paper_id"],
+        title=paper.get("title"),
+        abstract=paper.get("abstract"),
+        parsed=parsed,
+        count_tokens=count_tokens,
+        max_tokens=max_tokens,
+    )
+    return [p.to_row() for p in passages if p.text.strip()]
 
 
 @dataclass
@@ -295,6 +276,6 @@ def passages_for_batch(
             continue
         if counter is None:
             counter = token_counter()
-        rows.extend(build_passages([paper], parsed_rows, count_tokens=counter, max_tokens=max_tokens))
+        rows.extend(_paper_passages(paper, parsed_rows.get(paper_id), counter, max_tokens))
         rebuilt += 1
     return PassageBatch(rows, new_state, rebuilt, reused)

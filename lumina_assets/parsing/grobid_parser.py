@@ -1,12 +1,8 @@
-"""GROBID through grobid-client-python: the PDF goes to `processFulltextDocument` on a configurable server
-(`GROBID_URL`), the TEI comes back and `tei.parse_tei` turns it into a ParsedPaper.
-
-GROBID is a self-hosted service, so it is reached through its own client rather than the shared HttpClient.
-"""
+"""GROBID through grobid-client-python (a self-hosted service, not the shared HttpClient): the PDF goes to
+`processFulltextDocument` on `GROBID_URL` and `tei.parse_tei` turns the TEI into a ParsedPaper."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from lumina_assets.core import settings
@@ -21,7 +17,6 @@ from lumina_assets.parsing.preflight import (
 )
 from lumina_assets.parsing.tei import parse_tei
 
-log = logging.getLogger(__name__)
 DEFAULT_GROBID_URL = "http://localhost:8070"
 
 
@@ -29,9 +24,10 @@ def grobid_url_from_env(url: str | None = None) -> str:
     return (url or settings.get().parsing.grobid_url or DEFAULT_GROBID_URL).rstrip("/")
 
 
+@register("grobid")
 class GrobidParser:
     name = "grobid"
-    version = "1.1"  # 1.1: bibliography venue and arXiv id
+    version = "1.1"
 
     def __init__(
         self,
@@ -72,24 +68,26 @@ class GrobidParser:
             self._client = client
         return self._client
 
-    def parse(self, path: Path | str, paper_id: str) -> ParsedPaper:
-        check_file(path, max_bytes=self.max_bytes)
-        doc = open_pdf(
-            path, max_pages=self.max_pages, max_stream_bytes=self.max_stream_bytes
-        )  # GROBID would turn these into opaque 500s
-        page_count = doc.page_count
-        doc.close()
-        _, status, text = self.client().process_pdf(
-            "processFulltextDocument",
+    def _process(self, service: str, path: Path | str, *, full_text: bool):
+        """(path, HTTP status, TEI text) from one GROBID service; citations and coordinates for the full text only."""
+        return self.client().process_pdf(
+            service,
             str(path),
             generate_ids=False,
             consolidate_header=self.consolidate_header,
-            consolidate_citations=self.consolidate_citations,
-            include_raw_citations=True,
+            consolidate_citations=self.consolidate_citations and full_text,
+            include_raw_citations=full_text,
             include_raw_affiliations=False,
-            tei_coordinates=self.tei_coordinates,
+            tei_coordinates=self.tei_coordinates and full_text,
             segment_sentences=False,
         )
+
+    def parse(self, path: Path | str, paper_id: str) -> ParsedPaper:
+        check_file(path, max_bytes=self.max_bytes)  # GROBID would turn bad files into opaque 500s
+        doc = open_pdf(path, max_pages=self.max_pages, max_stream_bytes=self.max_stream_bytes)
+        page_count = doc.page_count
+        doc.close()
+        _, status, text = self._process("processFulltextDocument", path, full_text=True)
         if status == 204:
             raise ParseFailure("empty_result", "GROBID extracted no content (HTTP 204)")
         if status != 200:
@@ -108,22 +106,7 @@ class GrobidParser:
         from lumina_assets.parsing.tei import parse_tei_header
 
         check_file(path, max_bytes=self.max_bytes)
-        _, status, text = self.client().process_pdf(
-            "processHeaderDocument",
-            str(path),
-            generate_ids=False,
-            consolidate_header=self.consolidate_header,
-            consolidate_citations=False,
-            include_raw_citations=False,
-            include_raw_affiliations=False,
-            tei_coordinates=False,
-            segment_sentences=False,
-        )
+        _, status, text = self._process("processHeaderDocument", path, full_text=False)
         if status != 200 or not text:
             raise ParseFailure("grobid_error", f"HTTP {status} from {self.grobid_url} for the header")
         return parse_tei_header(text.encode("utf-8"))
-
-
-@register("grobid")
-def _factory(**options) -> GrobidParser:
-    return GrobidParser(**options)

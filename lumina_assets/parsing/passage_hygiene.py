@@ -1,12 +1,6 @@
-"""What a paper's body contributes to retrieval: back matter (acknowledgments, funding, author contributions,
-competing interests, references) and publication boilerplate (copyright and venue footers, licences, author notes)
-stay out, a bare pointer ("See Figure 6.") stays out, and a passage with fewer
-than `MIN_WORDS` real words joins the passage before it when it fits, so no stub is returned on its own.
-
-Abstracts and titles are never touched: a BEIR document is its abstract, and retrieval on such collections must not
-change. Section labels are shown as the paper prints them: `printed_number` hides the internal numbers that only
-keep passage ids unique (`s6`, `3-2`, `figure-5`, `abstract`).
-"""
+"""What a paper's body contributes to retrieval: back matter, publication boilerplate and bare pointers stay out, and
+a stub under `MIN_WORDS` real words joins a neighbour (docs/pdf-papers.md). Abstracts and titles are never touched.
+`printed_number` hides the internal section numbers that only keep passage ids unique (`s6`, `3-2`, `figure-5`)."""
 
 from __future__ import annotations
 
@@ -53,9 +47,7 @@ def is_bare_pointer(text: str) -> bool:
     corresponding papers in RealScholarQuery."."""
     stripped = " ".join((text or "").split())
     one_sentence = len(re.findall(r"[.!?](?:\s|$)", stripped)) <= 1
-    states_a_finding = re.search(
-        r"\b(?:that|whether|because|than)\b", stripped, re.I
-    )  # "shows that X improves"
+    states_a_finding = re.search(r"\b(?:that|whether|because|than)\b", stripped, re.I)  # "shows that X ..."
     short = real_words(stripped) < (MIN_WORDS if states_a_finding else POINTER_MAX_WORDS)
     return short and one_sentence and bool(_POINTER.match(stripped))
 

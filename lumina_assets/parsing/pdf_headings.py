@@ -10,49 +10,15 @@ from lumina_assets.parsing.pdf_layout import Block, Layout, Line
 NUMBERED = re.compile(
     r"^(?P<num>(?:\d{1,2}(?:\.\d{1,2}){0,3}|[A-H](?:\.\d{1,2}){0,3}|[IVX]{1,5}))\.?\s+(?P<title>\S.*)$"
 )
-KNOWN_HEADINGS = {
-    "abstract",
-    "introduction",
-    "background",
-    "related work",
-    "related works",
-    "method",
-    "methods",
-    "methodology",
-    "materials and methods",
-    "experiments",
-    "experimental setup",
-    "results",
-    "results and discussion",
-    "evaluation",
-    "discussion",
-    "analysis",
-    "conclusion",
-    "conclusions",
-    "conclusion and future work",
-    "conclusions and future work",
-    "future work",
-    "limitations",
-    "ethics statement",
-    "ethical considerations",
-    "broader impact",
-    "acknowledgments",
-    "acknowledgements",
-    "acknowledgment",
-    "acknowledgement",
-    "references",
-    "bibliography",
-    "literature cited",
-    "works cited",
-    "appendix",
-    "appendices",
-    "supplementary material",
-    "keywords",
-    "funding",
-    "author contributions",
-    "competing interests",
-    "data availability",
-}
+KNOWN_HEADINGS = set(
+    "abstract|introduction|background|related work|related works|method|methods|methodology|"
+    "materials and methods|experiments|experimental setup|results|results and discussion|evaluation|"
+    "discussion|analysis|conclusion|conclusions|conclusion and future work|"
+    "conclusions and future work|future work|limitations|ethics statement|ethical considerations|"
+    "broader impact|acknowledgments|acknowledgements|acknowledgment|acknowledgement|references|"
+    "bibliography|literature cited|works cited|appendix|appendices|supplementary material|keywords|"
+    "funding|author contributions|competing interests|data availability".split("|")
+)
 REFERENCE_HEADINGS = {"references", "bibliography", "literature cited", "works cited", "reference"}
 ROMAN = {"I": 1, "II": 2, "III": 3, "IV": 4, "V": 5, "VI": 6, "VII": 7, "VIII": 8, "IX": 9, "X": 10}
 

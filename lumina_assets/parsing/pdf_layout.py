@@ -4,7 +4,9 @@ font (what every heading and caption test compares against)."""
 
 from __future__ import annotations
 
+import functools
 import re
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -18,11 +20,6 @@ _MATH_FONT = re.compile(r"CMMI|CMSY|CMEX|MSBM|MSAM|Math|Symbol|STIX|Euclid|rsfs|
 MATH_CHARS = set("=≤≥≈∑∏∫∈∉∀∃∂∇√±×÷→←↔⇒⊂⊆∪∩αβγδεθλμπσφψωΣΠΩΔΓΛ")
 _BOLD_FONT = re.compile(r"Bold|Black|Heavy|Semibold|Demi|Medi|[.,-]B$|[.,-]Bd$|-SB$", re.I)
 _PAGE_NUMBER = re.compile(r"^(page\s*)?\d{1,4}(\s*(of|/)\s*\d{1,4})?$", re.I)
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
 
 
 @dataclass
@@ -58,7 +55,7 @@ class Block:
 
     @property
     def size(self) -> float:
-        return _median([line.size for line in self.lines])
+        return statistics.median_high(line.size for line in self.lines)
 
     def is_prose(self) -> bool:
         words = [len(line.text.split()) for line in self.lines]
@@ -75,16 +72,10 @@ class Page:
     blocks: list[Block] = field(default_factory=list)
 
 
-_FONT_STYLE: dict[str, tuple[bool, bool]] = {}
-
-
+@functools.cache
 def _font_style(font: str) -> tuple[bool, bool]:
     """(bold, math) for a font name, cached: a page has tens of thousands of spans but a handful of fonts."""
-    style = _FONT_STYLE.get(font)
-    if style is None:
-        style = (bool(_BOLD_FONT.search(font)), bool(_MATH_FONT.search(font)))
-        _FONT_STYLE[font] = style
-    return style
+    return bool(_BOLD_FONT.search(font)), bool(_MATH_FONT.search(font))
 
 
 def _line_from_spans(line: dict, page: int) -> Line | None:
@@ -159,10 +150,8 @@ _HTML_TOKENS = re.compile(
 
 
 def _page_line_styles(html: str) -> list[tuple[float, float, float, float, bool, float, str]]:
-    """(top, left, line height, size, bold, math share, font) per line, in one pass over the page's HTML.
-
-    A line's size and font are those of its longest span; bold means 80 % of its characters are bold.
-    """
+    """(top, left, line height, size, bold, math share, font) per line, in one pass over the page's HTML; a line's
+    size and font are those of its longest span, bold means 80 % of its characters are bold."""
     styles: list[tuple[float, float, float, float, bool, float, str]] = []
     top = left = height = 0.0
     chars = bold_chars = math_chars = longest = 0
@@ -204,11 +193,8 @@ def _page_line_styles(html: str) -> list[tuple[float, float, float, float, bool,
 
 
 def extract_page(page, number: int) -> Page:
-    """Blocks (geometry and text) and HTML (font size, weight, family per line) from one text page.
-
-    Both come from the same MuPDF text page in C, which costs far less than building the span-level "dict";
-    when their line counts disagree the page falls back to "dict".
-    """
+    """Blocks (geometry and text) and HTML (font size, weight, family per line) from one text page, far cheaper than
+    the span-level "dict"; when their line counts disagree the page falls back to "dict"."""
     textpage = page.get_textpage(flags=TEXT_FLAGS)
     raw_blocks = [b for b in textpage.extractBLOCKS() if b[6] == 0]
     styles = _page_line_styles(textpage.extractHTML())

@@ -1,10 +1,5 @@
-"""Paper metadata as the PDF itself prints it: authors from the first page's layout, venue and year from the
-"Proceedings of ..." line, a journal's running header or an arXiv stamp, DOI and arXiv id wherever printed, with
-the PDF's Info dictionary as the fallback. Each field records where it came from (`sources`).
-
-Authors are the lines between the title and the abstract, cut at superscript markers (affiliation numbers, †, α),
-commas and "and"; a line naming an institution, an e-mail, a URL, a place or a number is an affiliation, not a name.
-"""
+"""Paper metadata as the PDF itself prints it (authors, venue, year, DOI, arXiv id, pages), with the Info
+dictionary as the fallback; each field records where it came from (`sources`). docs/pdf-papers.md has the rules."""
 
 from __future__ import annotations
 
@@ -62,23 +57,7 @@ _AFFILIATION = re.compile(
     re.IGNORECASE,
 )
 _MARKERS = "†‡∗*§¶⋄□■◆♣♠♦♥⊥⊤‖#"
-_PARTICLES = {
-    "van",
-    "von",
-    "de",
-    "der",
-    "den",
-    "da",
-    "di",
-    "del",
-    "la",
-    "le",
-    "du",
-    "dos",
-    "bin",
-    "al",
-    "ter",
-}
+_PARTICLES = frozenset("van von de der den da di del la le du dos bin al ter".split())
 _NAME_TOKEN = re.compile(r"^(?:[^\W\d_][\w'’\-]*\.?|[^\W\d_]\.(?:-?[^\W\d_]\.)*)$")
 
 
@@ -92,9 +71,8 @@ class PdfHeader:
     arxiv_id: str | None = None
     pages: str | None = None  # "2270–2282", as printed
     arxiv_primary_class: str | None = None  # "cs.IR", from the arXiv stamp
-    sources: dict[str, str] = field(
-        default_factory=dict
-    )  # field -> pdf_text | pdf_info | arxiv_stamp | file_name | anthology_id
+    # field -> pdf_text | pdf_info | arxiv_stamp | file_name | anthology_id
+    sources: dict[str, str] = field(default_factory=dict)
 
 
 def looks_like_name(text: str) -> bool:
@@ -385,6 +363,16 @@ def _header_venue_year(header: PdfHeader, found, stamp, meta: dict[str, str]) ->
         if created:
             header.year = int(created.group(1))
             header.sources["year"] = "pdf_info_date"
+
+
+def header_from_info(meta: dict[str, str], file_stem: str) -> PdfHeader:
+    """What a PDF says of itself without reading a page: the Info dictionary's authors and creation year, and an
+    arXiv id in the file name."""
+    header = PdfHeader()
+    _header_authors(header, None, meta)
+    _header_arxiv(header, "", file_stem)
+    _header_venue_year(header, None, None, meta)
+    return header
 
 
 def read_header(document, *, file_stem: str = "") -> PdfHeader:

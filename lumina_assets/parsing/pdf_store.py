@@ -1,8 +1,5 @@
-"""Content-addressed PDF store (data/pdfs/<sha[:2]>/<sha>.pdf) and the download / intake of one paper's PDF.
-
-Every file lands through a temp file and an atomic rename, so a killed download never leaves half a PDF;
-the same bytes always map to the same path, so a re-run stores nothing twice.
-"""
+"""Content-addressed PDF store (data/pdfs/<sha[:2]>/<sha>.pdf) and the download or intake of one paper's PDF: every
+file lands through a temp file and an atomic rename, and the same bytes always map to the same path."""
 
 from __future__ import annotations
 
@@ -18,8 +15,6 @@ from lumina_assets.core.http import HttpClient, HttpError
 
 DEFAULT_MAX_PDF_BYTES = 100 * 1024 * 1024
 PDF_MAGIC = b"%PDF-"
-
-PDF_FILES_COLUMNS = ["paper_id", "sha256", "path", "bytes", "status", "reason", "source_url"]
 
 
 class PdfFetchError(Exception):
@@ -148,11 +143,8 @@ def fetch_paper_pdf(
     max_bytes: int = DEFAULT_MAX_PDF_BYTES,
     previous: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One pdf_files row for one papers row: local file first, else the first working URL.
-
-    A paper with neither (an abstract-only BEIR document) is `no_pdf`, which is not a failure. A previous
-    `ok` row whose file is still in the store is reused without a download.
-    """
+    """One pdf_files row for one papers row: local file first, else the first working URL; neither (an abstract-only
+    BEIR document) is `no_pdf`, not a failure. A previous `ok` row whose file is still stored is reused."""
     row = {"paper_id": paper["paper_id"], "sha256": None, "path": None, "bytes": None, "source_url": None}
     local = paper.get("local_path")
     urls = [u for u in (paper.get("pdf_urls") or []) if u]
@@ -205,22 +197,7 @@ def fetch_paper_pdf(
 
 def remove_stale_temp_files(store: PdfStore) -> int:
     """Leftovers of killed downloads (never visible under a real name) are deleted on the next run."""
-    if not store.root.exists():
-        return 0
-    removed = 0
-    for leftover in store.root.glob(".incoming-*.part"):
+    leftovers = list(store.root.glob(".incoming-*.part"))
+    for leftover in leftovers:
         leftover.unlink(missing_ok=True)
-        removed += 1
-    return removed
-
-
-__all__ = [
-    "PDF_FILES_COLUMNS",
-    "PdfFetchError",
-    "PdfStore",
-    "StoredPdf",
-    "check_pdf_bytes",
-    "download_pdf",
-    "fetch_paper_pdf",
-    "remove_stale_temp_files",
-]
+    return len(leftovers)

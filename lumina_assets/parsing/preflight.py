@@ -14,8 +14,8 @@ from lumina_assets.parsing.base import ParseFailure
 PDF_MAGIC = b"%PDF-"
 DEFAULT_MAX_BYTES = 100 * 1024 * 1024
 DEFAULT_MAX_PAGES = 500
-# A page's content stream of a real paper decodes to well under a megabyte (a dense vector plot to a few);
-# MuPDF needs ~30x a content stream's size in memory to interpret it, so 300 MB is a decompression bomb.
+# A real paper's content streams decode to a few megabytes at most, and MuPDF needs many times a stream's size in
+# memory to interpret it: a stream past this is a decompression bomb.
 DEFAULT_MAX_STREAM_BYTES = 32 * 1024 * 1024
 _FILTER_NAMES = re.compile(r"/(\w+)")
 
@@ -58,20 +58,17 @@ def check_file(path: Path | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> int:
     return size
 
 
-def _decoded_size_exceeds(raw: bytes, limit: int) -> bool:
-    """Inflate a FlateDecode stream a megabyte at a time, stopping past `limit`: never holds the whole."""
-    inflater = zlib.decompressobj()
-    total = 0
-    data = raw
+def inflated_size(raw: bytes, limit: int) -> int:
+    """What a FlateDecode stream decodes to, inflated a megabyte at a time and counted only to just past `limit`
+    (never held whole); a broken stream counts what inflated before the break (MuPDF repairs or rejects it)."""
+    inflater, total, data = zlib.decompressobj(), 0, raw
     try:
-        while data:
+        while data and total <= limit:
             total += len(inflater.decompress(data, 1 << 20))
-            if total > limit:
-                return True
             data = inflater.unconsumed_tail
     except zlib.error:
-        return False  # a broken stream is MuPDF's to repair or reject, not a bomb
-    return False
+        pass
+    return total
 
 
 def check_streams(doc, *, max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES) -> None:
@@ -85,7 +82,7 @@ def check_streams(doc, *, max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES) -> N
         filters = _FILTER_NAMES.findall(doc.xref_get_key(xref, "Filter")[1])
         if filters != ["FlateDecode"]:
             continue  # unfiltered streams are as large as the file; other chains are left to the limits
-        if _decoded_size_exceeds(doc.xref_stream_raw(xref), max_stream_bytes):
+        if inflated_size(doc.xref_stream_raw(xref), max_stream_bytes) > max_stream_bytes:
             raise ParseFailure(
                 "stream_too_large",
                 f"object {xref} decodes past the {max_stream_bytes // (1024 * 1024)} MB stream limit",

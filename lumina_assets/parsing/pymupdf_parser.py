@@ -1,11 +1,9 @@
 """The default parser: PyMuPDF text with layout heuristics, fast and offline.
 
-One text page per PDF page (images off, ligatures expanded) feeds everything: the layout (`pdf_layout`: lines,
-blocks, running headers / footers, two-column reading order), headings (`pdf_headings`), captions, tables and
-display formulas (`pdf_elements`), the reading pass into sections (`pdf_sections`), and the reference list split
-into parsed entries (`references`); this module extracts the pages, the title and the elements. PyMuPDF's own table
-finder costs about a second a page, so it runs only on pages that carry a table caption (`tables="finder"`); the
-default `tables="fast"` rebuilds table rows from the text lines next to the caption.
+One text page per PDF page feeds the layout (`pdf_layout`), headings (`pdf_headings`), captions, tables and display
+formulas (`pdf_elements`), the reading pass into sections (`pdf_sections`) and the reference list (`references`);
+this module extracts the pages, the title and the elements. PyMuPDF's slow table finder runs only on pages with a
+table caption (`tables="finder"`); the default `tables="fast"` rebuilds rows from the text lines by the caption.
 """
 
 from __future__ import annotations
@@ -37,15 +35,13 @@ from lumina_assets.parsing.references import link_citations
 from lumina_assets.parsing.titles import clean_title, usable_title_line
 
 
+@register("pymupdf")
 class PyMuPdfParser:
     """Layout-aware PyMuPDF parser; `tables` is "fast" (rows rebuilt from text), "finder" (PyMuPDF table
     finder on caption pages) or "off"."""
 
     name = "pymupdf"
-    # 1.1: references parsed into fields, footnotes out of the list, whole formula sentences; 1.2: compounds
-    # broken at a line end keep their hyphen ("document-" + "level"); 1.3: a table keeps its header row, and its
-    # side of the caption follows the paper's own convention where tables are stacked
-    version = "1.3"
+    version = "1.3"  # part of the parser tag: a new version re-parses every paper
 
     def __init__(
         self,
@@ -95,24 +91,18 @@ class PyMuPdfParser:
 
     def _title(self, pages: list[Page], doc, layout: Layout) -> str:
         first = pages[0]
-        candidates = [
+        top = [
             line
             for block in first.blocks
             for line in block.lines
-            if line.y0 < first.height * 0.45 and len(line.text) >= 15 and len(line.text.split()) >= 3
+            if line.y0 < first.height * 0.45 and usable_title_line(line.text, direction=None)
         ]
-        candidates = [line for line in candidates if usable_title_line(line.text, direction=None)]
+        candidates = [line for line in top if len(line.text) >= 15 and len(line.text.split()) >= 3]
         if candidates:
             biggest = max(line.size for line in candidates)
             # a title's short last line ("Citation-informed Transformers", "Beyond Summarization:") belongs to it
             title_lines = [
-                line
-                for block in first.blocks
-                for line in block.lines
-                if line.y0 < first.height * 0.45
-                and abs(line.size - biggest) <= 0.3
-                and len(line.text.strip()) >= 2
-                and usable_title_line(line.text, direction=None)
+                line for line in top if abs(line.size - biggest) <= 0.3 and len(line.text.strip()) >= 2
             ]
             if biggest >= layout.body_size + 1:
                 text = clean_title(
@@ -234,8 +224,3 @@ def _formula_elements(blocks: list[Block], page: int, elements: dict[int, Elemen
         )
         for block in group:
             block.consumed = True
-
-
-@register("pymupdf")
-def _factory(**options) -> PyMuPdfParser:
-    return PyMuPdfParser(**options)

@@ -1,14 +1,5 @@
-"""Bibliography entries: a reference list cut into entries, each entry parsed into fields, and in-text citation
-markers resolved to entries.
-
-No maintained Python library parses free-form reference strings offline (refextract targets HEP report numbers and
-journals, refparse reads Web of Science / Scopus exports, anystyle is Ruby, GROBID needs its server), so the fields
-come from the layouts scientific PDFs print, checked against GROBID's TEI for the same papers:
-- author-year (ACL / natbib, ACM, APA): `Authors. 2020. Title. In Venue, pages.` or `Authors (2020). Title. Venue.`
-- Vancouver / BMC: `Surname AB, Surname C. Title. Journal. 2012;27(3):268-72.`
-- IEEE: `A. Surname and B. Surname, "Title," in Venue, 2019.`
-DOIs and arXiv ids are read wherever they are printed.
-"""
+"""Bibliography entries: a reference list cut into entries, each entry parsed into fields (author-year, Vancouver and
+IEEE layouts, docs/pdf-papers.md), and in-text citation markers resolved to entries."""
 
 from __future__ import annotations
 

@@ -83,14 +83,15 @@ def _reference(bibl) -> Reference:
     )
 
 
-def _element(figure, section_number: str | None) -> Element:
+def _element(figure) -> Element:
     kind = "table" if figure.get("type") == "table" else "figure"
     head = _text(figure.find("t:head", NS))
     label = _text(figure.find("t:label", NS))
     caption = _text(figure.find("t:figDesc", NS)) or _text(figure.find("t:note", NS))
-    rows = []
-    for row in figure.iterfind(".//t:table/t:row", NS):
-        rows.append(" | ".join(_text(cell) for cell in row.iterfind("t:cell", NS)))
+    rows = [
+        " | ".join(_text(cell) for cell in row.iterfind("t:cell", NS))
+        for row in figure.iterfind(".//t:table/t:row", NS)
+    ]
     shown_label = head.rstrip(" :") or (
         f"{'Table' if kind == 'table' else 'Figure'} {label}" if label else None
     )
@@ -104,20 +105,23 @@ def _element(figure, section_number: str | None) -> Element:
     )
 
 
+def _xml_root(xml: bytes | str, **options):
+    """The XML's root element (no entities resolved, no network, no DTD); ParseFailure("bad_tei") if malformed."""
+    from lxml import etree
+
+    data = xml.encode("utf-8", errors="replace") if isinstance(xml, str) else xml
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, **options)
+    try:
+        return etree.fromstring(data, parser=parser)
+    except etree.XMLSyntaxError as exc:
+        raise ParseFailure("bad_tei", f"malformed TEI XML: {exc}") from None
+
+
 def parse_tei(xml: bytes | str, paper_id: str, parser: str = "grobid") -> ParsedPaper:
     """Parse one GROBID TEI document; raises ParseFailure("bad_tei") for XML that is not a TEI document."""
     from lxml import etree
 
-    data = xml.encode("utf-8", errors="replace") if isinstance(xml, str) else xml
-    try:
-        root = etree.fromstring(
-            data,
-            parser=etree.XMLParser(
-                recover=False, huge_tree=True, resolve_entities=False, no_network=True, load_dtd=False
-            ),
-        )
-    except etree.XMLSyntaxError as exc:
-        raise ParseFailure("bad_tei", f"malformed TEI XML: {exc}") from None
+    root = _xml_root(xml, huge_tree=True)
     if root.tag != f"{{{TEI}}}TEI":
         raise ParseFailure("bad_tei", f"root element is {root.tag}, not TEI")
     # GROBID never writes a DTD; entity declarations (and the unresolved entity nodes they leave) are hostile.
@@ -188,7 +192,7 @@ def _tei_document(root, paper_id: str, parser: str) -> ParsedPaper:
         formula.section_number = section.number
         elements.append(formula)
     for figure in root.iterfind("t:text//t:figure", NS):
-        elements.append(_element(figure, None))
+        elements.append(_element(figure))
     return ParsedPaper(
         paper_id=paper_id,
         parser=parser,
@@ -218,19 +222,9 @@ def _formula(node) -> Element:
 
 
 def parse_tei_header(xml: bytes | str) -> dict:
-    """Title, authors, venue, year, DOI and page range ("1683-1688") from a GROBID TEI header (`processHeaderDocument` or the full text's
-    header); empty fields left out. Raises ParseFailure("bad_tei") like `parse_tei`."""
-    from lumina_assets.parsing.base import ParseFailure as _Failure
-
-    data = xml.encode("utf-8", errors="replace") if isinstance(xml, str) else xml
-    from lxml import etree
-
-    try:
-        root = etree.fromstring(
-            data, parser=etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
-        )
-    except etree.XMLSyntaxError as exc:
-        raise _Failure("bad_tei", f"malformed TEI XML: {exc}") from None
+    """Title, authors, venue, year, DOI and page range ("1683-1688") from a GROBID TEI header (`processHeaderDocument`
+    or the full text's header); empty fields left out. Raises ParseFailure("bad_tei") like `parse_tei`."""
+    root = _xml_root(xml)
     source = root.find("t:teiHeader/t:fileDesc/t:sourceDesc/t:biblStruct", NS)
     header: dict = {"title": _text(root.find("t:teiHeader//t:titleStmt/t:title", NS))}
     if source is not None:

@@ -1,9 +1,5 @@
-"""Title hygiene for PDFs: which first-page lines can be part of a title, and what to strip from one.
-
-A line drawn letter by letter (a logo or a letter-spaced heading: "Pa per S e a rch") comes out of the PDF as many
-tiny spans; the arXiv stamp ("arXiv:2501.10120v1 [cs.IR] 17 Jan 2025") is a rotated line in the margin. Neither is a
-title, and neither may be glued onto one.
-"""
+"""Title hygiene for PDFs: which first-page lines can be part of a title (not a letter-spaced logo, not the rotated
+arXiv stamp), and what to strip from one."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""unstructured's `partition_pdf` (optional `tables` extra), used above all for tables.
-
-It must never return nothing silently: offline, unstructured tries to download spaCy's en_core_web_sm, fails,
-and its "fast" strategy then yields zero elements; "hi_res" (the only strategy that finds tables) needs layout
-models from the Hugging Face hub. Both situations are detected and raised as ParserUnavailable with the fix.
-"""
+"""unstructured's `partition_pdf` (optional `tables` extra), used above all for tables. Offline it would silently
+return nothing (no spaCy model, no hub layout models): that is raised as ParserUnavailable with the fix."""
 
 from __future__ import annotations
 
@@ -40,6 +36,7 @@ def check_unstructured_available() -> None:
         )
 
 
+@register("unstructured")
 class UnstructuredParser:
     name = "unstructured"
     version = "1.0"
@@ -158,8 +155,3 @@ class UnstructuredParser:
             sections=ensure_unique_numbers(sections),
             elements=parsed_elements,
         )
-
-
-@register("unstructured")
-def _factory(**options) -> UnstructuredParser:
-    return UnstructuredParser(**options)

@@ -9,10 +9,10 @@ import re
 import pymupdf
 import pytest
 
+from bench.parse_quality import compare_structure
 from lumina_assets.core.schemas import ParsedPaper, Section
 from lumina_assets.parsing.base import ParseFailure, ensure_unique_numbers, get_parser, join_lines
 from lumina_assets.parsing.pymupdf_parser import PyMuPdfParser
-from lumina_assets.parsing.quality import compare_structure
 from lumina_assets.parsing.tei import parse_tei
 
 WITH_TEI = ["N18-3011", "2020.acl-main.207", "0046d83a-edd6-4631-b57c-755cdcce8b7f"]

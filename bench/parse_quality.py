@@ -1,5 +1,5 @@
-"""Structure-quality measures of one parse against a reference parse (GROBID TEI): used by `lumina bench parse`
-and the parser tests, so the figures reported and the figures tested are the same computation."""
+"""Structure-quality measures of one parse against a reference parse (GROBID TEI): used by `bench/parse.py` and
+the parser tests, so the figures reported and the figures tested are the same computation."""
 
 from __future__ import annotations
 
