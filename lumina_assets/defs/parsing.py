@@ -27,11 +27,21 @@ from lumina_assets.parsing.batch import (
 from lumina_assets.parsing.pdf_store import PdfStore, fetch_paper_pdf, remove_stale_temp_files
 from resources.grobid import GrobidResource
 from resources.parsing import ParsingConfig
-from sensors.conditions import ON_BATCH_WRITTEN, ON_NEW_BATCH
 
 GROUP = "parsing"
 # what a failed blocking check means past its own run: passage_index reads it (defs/batch_holds.py)
 HELD = "the index leaves this batch out until it is re-run and passes, or its papers are removed"
+
+# every new batch rewrites the unpartitioned `papers`: ignoring it, a batch's steps follow their own partition only
+ON_NEW_BATCH = dg.AutomationCondition.eager().ignore(dg.AssetSelection.assets("papers"))
+
+# pdf_files waits for `papers` to write the batch: the inbox sensor adds the partition before the ingest run fills it
+ON_BATCH_WRITTEN = (
+    dg.AutomationCondition.missing()
+    & dg.AutomationCondition.any_deps_updated().since_last_handled()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+)
 
 
 def _batch_check(name: str, **kwargs) -> dg.AssetCheckSpec:
