@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from lumina_assets.search import saved_searches
 from lumina_assets.search.alerts import atom_feed
-from lumina_assets.search.api import json_error, read_json_post
+from lumina_assets.search.http_json import json_error, read_json_post
 from lumina_assets.search.request import BadRequest
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def _known(name: str):
 
 
 def alert_routes() -> list[Route]:
-    """The routes; a body is read as the search API reads one (`api.read_json_post`)."""
+    """The routes; a body is read as the search API reads one (`http_json.read_json_post`)."""
 
     async def create(request: Request) -> Response:
         data = await read_json_post(request)

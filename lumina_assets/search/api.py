@@ -22,7 +22,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from starlette.applications import Starlette
@@ -33,26 +32,19 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from lumina_assets.search.alerts_api import alert_routes
 from lumina_assets.search.citation_export import FORMATS, export, export_filename
+from lumina_assets.search.http_json import MAX_BODY_BYTES, json_error, read_json_post
 from lumina_assets.search.memory_store import empty_index_message
 from lumina_assets.search.relevance import exported
-from lumina_assets.search.request import BadRequest, SearchRequest, decode_json_body, flag, index_key
+from lumina_assets.search.request import BadRequest, SearchRequest, flag, index_key
 from lumina_assets.search.results import SearchService
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 16 * 1024
 PAGE = Path(__file__).with_name("web") / "index.html"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 PDF_NAME = re.compile(r"[A-Za-z0-9-]{1,100}\.pdf")
-
-
-class BodyTooLarge(Exception):
-    """The request body passed MAX_BODY_BYTES while streaming in."""
-
-
-def json_error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
 
 
 def host_names(hosts: Iterable[str]) -> frozenset[str]:
@@ -105,37 +97,6 @@ def _same_origin(origin: str, host: str) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(host) and parts.netloc.lower() == host.strip().lower()
-
-
-async def read_json_post(request: Request) -> Any:
-    """A POST's JSON body, or the error Response in its place: 415 unless JSON (a cross-site form cannot post),
-    413 past the cap, 400 when it does not decode."""
-    if (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower() != "application/json":
-        return json_error(415, "a POST body must be application/json")
-    try:
-        body = await read_capped_body(request)
-    except BodyTooLarge:
-        return json_error(413, f"request body too large (at most {MAX_BODY_BYTES} bytes)")
-    try:
-        return decode_json_body(body)
-    except BadRequest as error:
-        return json_error(400, str(error))
-
-
-async def read_capped_body(request: Request, cap: int = MAX_BODY_BYTES) -> bytes:
-    """The body; BodyTooLarge as soon as more than `cap` bytes have arrived (a declared Content-Length before
-    reading, a chunked or lying body as it streams), so the server never holds more than the cap plus one chunk."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap:
-        raise BodyTooLarge
-    chunks: list[bytes] = []
-    total = 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > cap:
-            raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def query_string_fields(request: Request) -> dict[str, str]:
@@ -282,8 +243,6 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
         return FileResponse(
             path, media_type="application/pdf", filename=name, content_disposition_type="inline"
         )
-
-    from lumina_assets.search.alerts_api import alert_routes  # saved searches and their feeds
 
     return Starlette(
         routes=[

@@ -11,7 +11,8 @@ from starlette.testclient import TestClient
 
 from lumina_assets.cli.main import main
 from lumina_assets.search import saved_searches
-from lumina_assets.search.api import MAX_BODY_BYTES, create_app
+from lumina_assets.search.api import create_app
+from lumina_assets.search.http_json import MAX_BODY_BYTES
 
 BASE = "http://127.0.0.1:8765"
 

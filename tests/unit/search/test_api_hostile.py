@@ -18,9 +18,10 @@ from lumina_assets.core.schemas import PASSAGE_SCHEMA, rows_to_table
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing.connection import connect_lancedb
 from lumina_assets.parsing.chunking import passages_for_paper
-from lumina_assets.search.api import MAX_BODY_BYTES, create_app
+from lumina_assets.search.api import create_app
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.engine import SearchEngine
+from lumina_assets.search.http_json import MAX_BODY_BYTES
 from lumina_assets.search.results import SearchService
 
 PAPERS = [
