@@ -17,7 +17,7 @@ import numpy as np
 from lumina_assets.core.concurrency import map_in_threads
 from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.core.schemas import Context
-from lumina_assets.parsing.chunking import split_sentences
+from lumina_assets.parsing.sentences import split_sentences
 
 
 class JudgeParseError(ValueError):

@@ -18,7 +18,7 @@ import numpy as np
 from evals.judge import OfflineJudge, OfflineThresholds
 from lumina_assets.core.schemas import Context
 from lumina_assets.corpus.collections import load_beir
-from lumina_assets.parsing.chunking import split_sentences
+from lumina_assets.parsing.sentences import split_sentences
 
 
 @dataclass

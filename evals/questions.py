@@ -24,7 +24,7 @@ from lumina_assets.corpus.collections import (
     read_qrels,
     read_queries,
 )
-from lumina_assets.parsing.chunking import split_sentences
+from lumina_assets.parsing.sentences import split_sentences
 
 QUESTION_SCHEMA = {
     "question_id": pl.String,

@@ -1,6 +1,6 @@
 """Sentence vectors stored at index time, so highlighting evidence at request time encodes only the query.
 
-`passage_sentences` holds a row per passage: its sentences' offsets (`parsing.chunking.sentence_spans`) and
+`passage_sentences` holds a row per passage: its sentences' offsets (`parsing.sentences.sentence_spans`) and
 their L2-normalized float16 vectors as `n × dim` bytes; `text_hash` covers model and text, so a stale row
 is never used. A `SentencePlan` encodes only passages whose hash is missing or differs, with their passages
 in an index build or all at once (`index_sentences`, a backfill). An index without the table still works:
@@ -56,7 +56,7 @@ class SentencePlan:
     def __init__(self, db, passage_ids: Sequence[str], texts: Sequence[str], model: str, *, background=True):
         from lumina_assets.indexing.passage_table import BatchWriter
         from lumina_assets.indexing.table_ops import column_map, open_table
-        from lumina_assets.parsing.chunking import sentence_spans
+        from lumina_assets.parsing.sentences import sentence_spans
 
         self.db, self.passage_ids, self.texts = db, list(passage_ids), [t or "" for t in texts]
         table = open_table(db, SENTENCES_TABLE)
@@ -81,7 +81,7 @@ class SentencePlan:
         """Encode and write the sentences of the passages at `positions` still owed (others are skipped); returns
         how many sentences."""
         from lumina_assets.indexing.length_batches import encode_in_length_order
-        from lumina_assets.parsing.chunking import sentence_spans
+        from lumina_assets.parsing.sentences import sentence_spans
 
         chosen = [i for i in positions if i in self.pending]
         if not chosen:
@@ -146,7 +146,7 @@ class SentencePlan:
 
         left = [i for i in self.todo if i in self.pending]
         if left:
-            from lumina_assets.parsing.chunking import sentence_spans
+            from lumina_assets.parsing.sentences import sentence_spans
 
             total = sum(len(sentence_spans(self.texts[i])) for i in left)
             say(f"sentence vectors: {len(left)} of {len(self.passage_ids)} passages to encode")

@@ -17,6 +17,7 @@ from lumina_assets.parsing.passage_hygiene import (
     printed_number,
     without_boilerplate,
 )
+from lumina_assets.parsing.sentences import split_sentences
 
 TokenCounter = Callable[[str], int]
 CHUNKER_VERSION = "4"  # part of every paper's passage digest (parsing.batch): a new version rebuilds passages
@@ -52,36 +53,6 @@ def model_token_counter(model_name_or_path: str | None = None) -> TokenCounter:
 def whitespace_token_counter(text: str) -> int:
     """Cheap stand-in counter (one token per word) for callers without the model tokenizer."""
     return len(text.split())
-
-
-def split_sentences(text: str, language: str = "en") -> list[str]:
-    """Sentences via sentencex (Wikimedia's rule-based segmenter: keeps "et al.", "Fig. 3", "e.g." and decimals
-    inside their sentence), whitespace-trimmed, empties dropped."""
-    import sentencex
-
-    text = text.strip()
-    if not text:
-        return []
-    return [s.strip() for s in sentencex.segment(language, text) if s.strip()]
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) character offsets of each sentence of `text` (split_sentences, located in the original)."""
-    spans: list[tuple[int, int]] = []
-    cursor = 0
-    for sentence in split_sentences(text or ""):
-        at = text.find(sentence, cursor)
-        if at < 0:  # the segmenter normalized something: fall back to the first word's position
-            first = sentence.split()[0] if sentence.split() else sentence
-            at = text.find(first, cursor)
-            if at < 0:
-                continue
-            end = min(len(text), at + len(sentence))
-        else:
-            end = at + len(sentence)
-        spans.append((at, end))
-        cursor = end
-    return spans
 
 
 def _split_long_sentence(sentence: str, count: TokenCounter, max_tokens: int) -> list[str]:

@@ -94,15 +94,3 @@ def printed_number(section_number: str | None) -> str:
     if duplicate and re.match(r"^(?:\d+(?:\.\d+)*|[A-Z](?:\.\d+)*|0)$", duplicate.group(1)):
         number = duplicate.group(1)
     return "" if number == "0" else number
-
-
-def last_sentence(text: str, limit: int = 400) -> str:
-    """The last complete sentence of `text` (what introduces a display formula), at most `limit` characters."""
-    from lumina_assets.parsing.chunking import split_sentences
-
-    tail = " ".join((text or "").split())[-2000:]
-    sentences = split_sentences(tail)
-    if not sentences:
-        return ""
-    sentence = sentences[-1]
-    return sentence[-limit:] if len(sentence) > limit else sentence

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 from lumina_assets.core.schemas import Element, Reference, Section
 from lumina_assets.parsing.base import ensure_unique_numbers, join_lines
-from lumina_assets.parsing.passage_hygiene import last_sentence
 from lumina_assets.parsing.pdf_headings import KNOWN_HEADINGS, REFERENCE_HEADINGS, Heading, detect_heading
 from lumina_assets.parsing.pdf_layout import Block, Layout, Line, Page, reading_order
 from lumina_assets.parsing.references import ReferenceLine, parse_reference, split_reference_lines
+from lumina_assets.parsing.sentences import last_sentence
 
 _FOOTNOTE_START = re.compile(r"^\d{1,3}(?=[A-Z][a-z])")
 

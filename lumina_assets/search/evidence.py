@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from lumina_assets.parsing.chunking import sentence_spans
+from lumina_assets.parsing.sentences import sentence_spans
 from lumina_assets.search.bm25 import BM25
 from lumina_assets.search.text import tokenize
 

@@ -13,7 +13,7 @@ import logging
 import re
 from dataclasses import asdict, dataclass, field
 
-from lumina_assets.parsing.chunking import sentence_spans
+from lumina_assets.parsing.sentences import sentence_spans
 from lumina_assets.search.evidence import TABLE_LABEL, table_caption, table_sentences
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ def _numbers(group: str) -> list[int]:
 
 def split_overview_sentences(text: str) -> list[str]:
     """Sentences of an overview; a citation after the full stop ("... done. [2]") stays with its sentence."""
-    from lumina_assets.parsing.chunking import split_sentences
+    from lumina_assets.parsing.sentences import split_sentences
 
     merged: list[str] = []
     for sentence in split_sentences(text):
@@ -170,7 +170,7 @@ def check_citations(text: str, references: list[Reference]) -> tuple[list[Overvi
 def quotable_sentence(evidence: str) -> tuple[str | None, str | None]:
     """(sentence, None) for the first quotable sentence of an evidence span (the paper's own citation numbers removed),
     or (None, reason) when none is."""
-    from lumina_assets.parsing.chunking import split_sentences
+    from lumina_assets.parsing.sentences import split_sentences
 
     reason = "no sentence"
     for sentence in split_sentences(strip_paper_citations(evidence)) or []:

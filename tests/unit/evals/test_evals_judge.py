@@ -20,7 +20,7 @@ from evals.judge import (
 )
 from lumina_assets.core import settings
 from lumina_assets.core.schemas import Context
-from lumina_assets.parsing.chunking import split_sentences
+from lumina_assets.parsing.sentences import split_sentences
 
 CONTEXT = Context(
     title="Vitamin D and fractures",

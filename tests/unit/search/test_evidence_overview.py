@@ -9,7 +9,7 @@ from hashing_embedder import HashingEmbedder
 
 from evals.pinpoint import RationalePair, evaluate_pinpoint, is_rationale, rationale_spans
 from lumina_assets.core.schemas import Context
-from lumina_assets.parsing.chunking import sentence_spans
+from lumina_assets.parsing.sentences import sentence_spans
 from lumina_assets.search.evidence import EvidenceScorer, first_highlight
 from lumina_assets.search.overview import (
     Reference,
