@@ -1,6 +1,7 @@
 """A user's reference library as a corpus: a Zotero data folder or an export (BibTeX, RIS, CSL-JSON) with its attached
 files. The library's metadata wins over what is read from the attached PDF (`metadata_sources` says `title:zotero`);
-the PDF gives the full text, its hash and what the library left empty (docs/library-and-alerts.md)."""
+the PDF gives the full text, its hash and what the library left empty (docs/library-and-alerts.md).
+`load_local_corpus` reads whatever LUMINA_CORPUS names: a library, or a BEIR directory or PDFs (corpus.local)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 from lumina_assets.core.hygiene import cap_metadata, clean_text, display_name, path_text
 from lumina_assets.core.ids import paper_id_for
 from lumina_assets.core.schemas import Paper
-from lumina_assets.corpus.local import Enricher, LoadReport, load_local_corpus
+from lumina_assets.corpus.collections import is_beir_corpus
+from lumina_assets.corpus.local import Enricher, LoadReport, load_beir_papers, load_one_pdf, load_pdf_folder
 from lumina_assets.corpus.normalize import Rejection
 from lumina_assets.corpus.zotero_export import EXPORT_SUFFIXES, ExportRead, LibraryItem, read_export
 from lumina_assets.corpus.zotero_sqlite import is_data_folder, read_data_folder
@@ -190,3 +192,29 @@ def _load_standalone(item, report, limits, store_root, enricher, name) -> None:
             )
         return
     report.papers.append(library_paper(item, loaded.papers[0], name))
+
+
+def load_local_corpus(
+    path: Path,
+    *,
+    limits: PdfLimits | None = None,
+    store_root: Path | None = None,
+    enricher: Enricher | None = None,
+) -> LoadReport:
+    """A BEIR directory, a reference library (Zotero data folder or BibTeX / RIS / CSL-JSON export) or a folder
+    of PDFs; a clear error for anything else."""
+    if not path.exists():
+        raise FileNotFoundError(f"LUMINA_CORPUS points to {display_name(path)}, which does not exist")
+    if is_library(path):
+        return load_library(path, limits=limits, store_root=store_root, enricher=enricher)
+    if is_beir_corpus(path):
+        return load_beir_papers(path)
+    if path.is_dir():
+        return load_pdf_folder(path, limits=limits, store_root=store_root, enricher=enricher)
+    if path.suffix.lower() == ".pdf":
+        report = LoadReport(kind="pdf_folder")
+        load_one_pdf(path, limits or PdfLimits(), report, store_root, enricher)
+        return report
+    raise ValueError(
+        f"LUMINA_CORPUS={display_name(path)} is neither a folder of PDFs nor a BEIR directory with corpus.jsonl"
+    )

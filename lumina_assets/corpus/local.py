@@ -15,7 +15,7 @@ from lumina_assets.core.hygiene import cap_metadata, clean_text, display_name, i
 from lumina_assets.core.ids import normalize_pages, paper_id_for
 from lumina_assets.core.sandbox import run_limited
 from lumina_assets.core.schemas import Paper
-from lumina_assets.corpus.collections import is_beir_corpus, iter_corpus_records
+from lumina_assets.corpus.collections import iter_corpus_records
 from lumina_assets.corpus.normalize import Rejection
 from lumina_assets.parsing.pdf_metadata import header_from_info, read_header
 from lumina_assets.parsing.preflight import (
@@ -325,17 +325,18 @@ def load_pdf_folder(
             f"file:{display_name(path.name)}", display_name(path.name), "local_pdf", reason, message
         )
     for path in files:
-        _load_one(path, limits, report, store_root, enricher)
+        load_one_pdf(path, limits, report, store_root, enricher)
     return report
 
 
-def _load_one(
+def load_one_pdf(
     path: Path,
     limits: PdfLimits,
     report: LoadReport,
     store_root: Path | None,
     enricher: Enricher | None = None,
 ) -> None:
+    """One PDF's paper into `report` (metadata read in a limited child process), or its rejection."""
     shown = display_name(path.name)
     if not is_utf8_path(path):
         report.repairs.append(f"{shown}: file name is not UTF-8 (shown with U+FFFD)")
@@ -365,31 +366,3 @@ def _load_one(
         outcome.detail if outcome.error_type == "PdfRejected" else f"{shown}: {reason} ({outcome.detail})"
     )
     report.reject(f"file:{shown}", shown, "local_pdf", reason, message)
-
-
-def load_local_corpus(
-    path: Path,
-    *,
-    limits: PdfLimits | None = None,
-    store_root: Path | None = None,
-    enricher: Enricher | None = None,
-) -> LoadReport:
-    """A BEIR directory, a reference library (Zotero data folder or BibTeX / RIS / CSL-JSON export:
-    corpus.library) or a folder of PDFs; a clear error for anything else."""
-    if not path.exists():
-        raise FileNotFoundError(f"LUMINA_CORPUS points to {display_name(path)}, which does not exist")
-    from lumina_assets.corpus import library  # it reads its PDFs through this module
-
-    if library.is_library(path):
-        return library.load_library(path, limits=limits, store_root=store_root, enricher=enricher)
-    if is_beir_corpus(path):
-        return load_beir_papers(path)
-    if path.is_dir():
-        return load_pdf_folder(path, limits=limits, store_root=store_root, enricher=enricher)
-    if path.suffix.lower() == ".pdf":
-        report = LoadReport(kind="pdf_folder")
-        _load_one(path, limits or PdfLimits(), report, store_root, enricher)
-        return report
-    raise ValueError(
-        f"LUMINA_CORPUS={display_name(path)} is neither a folder of PDFs nor a BEIR directory with corpus.jsonl"
-    )

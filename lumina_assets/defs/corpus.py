@@ -26,7 +26,8 @@ from lumina_assets.core.schemas import (
 from lumina_assets.corpus import batches, catalogue
 from lumina_assets.corpus.crawl import ArxivQuery, Seeds, crawl_arxiv, crawl_openalex, load_seeds
 from lumina_assets.corpus.enrich import enrich_paper
-from lumina_assets.corpus.local import LoadReport, load_local_corpus, load_pdf_folder
+from lumina_assets.corpus.library import load_local_corpus
+from lumina_assets.corpus.local import LoadReport, load_pdf_folder
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from resources.arxiv import ArxivResource
 from resources.corpus import CorpusResource

@@ -16,7 +16,8 @@ from lumina_assets.core import settings
 from lumina_assets.core.http import HttpClient, HttpError
 from lumina_assets.corpus.arxiv import ArxivClient, ArxivError, parse_feed
 from lumina_assets.corpus.crawl import Seeds, crawl_arxiv, crawl_openalex, load_seeds
-from lumina_assets.corpus.local import load_beir_papers, load_local_corpus, pdf_metadata
+from lumina_assets.corpus.library import load_local_corpus
+from lumina_assets.corpus.local import load_beir_papers, pdf_metadata
 from lumina_assets.corpus.normalize import deduplicate, filter_papers, normalize
 from lumina_assets.corpus.openalex import OpenAlexClient, rebuild_abstract, work_to_paper
 

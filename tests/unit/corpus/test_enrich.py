@@ -120,7 +120,7 @@ def test_enrichment_by_arxiv_id_from_recorded_feed(shared_data, tmp_path):
 
 
 def test_the_folder_loader_passes_each_record_through_the_enricher(shared_data):
-    from lumina_assets.corpus.local import load_local_corpus
+    from lumina_assets.corpus.library import load_local_corpus
 
     seen = []
 

@@ -8,7 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lumina_assets.corpus.local import load_local_corpus, pdf_metadata
+from lumina_assets.corpus.library import load_local_corpus
+from lumina_assets.corpus.local import pdf_metadata
 
 
 class _HeaderGrobid(BaseHTTPRequestHandler):

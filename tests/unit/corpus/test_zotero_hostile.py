@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from zotero_db import ZoteroDatabase
 
-from lumina_assets.corpus.local import load_local_corpus
+from lumina_assets.corpus.library import load_local_corpus
 from lumina_assets.corpus.zotero_sqlite import read_data_folder
 
 N18 = "N18-3011.pdf"

@@ -11,8 +11,7 @@ from pathlib import Path
 from zotero_db import ZoteroDatabase
 
 from lumina_assets.corpus import catalogue
-from lumina_assets.corpus.library import is_library
-from lumina_assets.corpus.local import load_local_corpus
+from lumina_assets.corpus.library import is_library, load_local_corpus
 from lumina_assets.corpus.zotero_export import bibtex_files, read_csl_json, read_ris
 from lumina_assets.corpus.zotero_sqlite import read_data_folder
 
