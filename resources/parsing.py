@@ -8,8 +8,9 @@ from pydantic import Field
 
 from lumina_assets.core.http import HttpClient, UrlPolicy
 from lumina_assets.core.sandbox import DEFAULT_MEMORY_MB, DEFAULT_WALL_SECONDS
-from lumina_assets.parsing.base import PdfParser, get_parser
+from lumina_assets.parsing.base import PdfParser
 from lumina_assets.parsing.chunking import DEFAULT_MAX_TOKENS
+from lumina_assets.parsing.parsers import get_parser
 from lumina_assets.parsing.preflight import DEFAULT_MAX_STREAM_BYTES, PdfLimits
 
 MB = 1024 * 1024

@@ -11,7 +11,7 @@ PARSER_CHOICES = ("pymupdf", "grobid", "unstructured", "combined")
 
 
 def make_parser(name: str, tables: str, grobid_url: str | None):
-    from lumina_assets.parsing.base import get_parser
+    from lumina_assets.parsing.parsers import get_parser
 
     if name == "pymupdf":
         return get_parser("pymupdf", tables=tables)

@@ -1,13 +1,13 @@
-"""Interchangeable PDF parsers (paper-qa style): each turns one file into a ParsedPaper and names itself; bad
-input raises `ParseFailure` with a machine-readable `reason`, recorded per paper instead of crashing the run."""
+"""Interchangeable PDF parsers (paper-qa style, built by name in `parsers.py`): each turns one file into a ParsedPaper
+and names itself; bad input raises `ParseFailure` with a machine-readable `reason`, recorded per paper instead of
+crashing the run."""
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from lumina_assets.core.schemas import ParsedPaper, Section
 
@@ -34,33 +34,6 @@ class PdfParser(Protocol):
     version: str
 
     def parse(self, path: Path, paper_id: str) -> ParsedPaper: ...
-
-
-ParserFactory = Callable[..., PdfParser]
-_REGISTRY: dict[str, ParserFactory] = {}
-
-
-def register(name: str) -> Callable[[ParserFactory], ParserFactory]:
-    def decorator(factory: ParserFactory) -> ParserFactory:
-        _REGISTRY[name] = factory
-        return factory
-
-    return decorator
-
-
-def _load_builtin() -> None:
-    # Imported lazily: a parser module may need an optional package (unstructured) or nothing at all.
-    from lumina_assets.parsing import combined, grobid_parser, pymupdf_parser, unstructured_parser  # noqa: F401
-
-
-def get_parser(name: str, **options: Any) -> PdfParser:
-    """A parser by registry name (`pymupdf`, `grobid`, `unstructured`, `combined`) built with its options."""
-    _load_builtin()
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown parser {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
-    return factory(**options)
 
 
 def parser_tag(parser: PdfParser) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lumina_assets.core import settings
 from lumina_assets.core.schemas import ParsedPaper
-from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, register
+from lumina_assets.parsing.base import ParseFailure, ParserUnavailable
 from lumina_assets.parsing.preflight import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_PAGES,
@@ -24,7 +24,6 @@ def grobid_url_from_env(url: str | None = None) -> str:
     return (url or settings.get().parsing.grobid_url or DEFAULT_GROBID_URL).rstrip("/")
 
 
-@register("grobid")
 class GrobidParser:
     name = "grobid"
     version = "1.1"

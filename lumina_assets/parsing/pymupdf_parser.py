@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lumina_assets.core.schemas import Element, ParsedPaper
-from lumina_assets.parsing.base import ParseFailure, join_lines, register
+from lumina_assets.parsing.base import ParseFailure, join_lines
 from lumina_assets.parsing.pdf_elements import (
     EQ_NUMBER,
     caption_match,
@@ -35,7 +35,6 @@ from lumina_assets.parsing.references import link_citations
 from lumina_assets.parsing.titles import clean_title, usable_title_line
 
 
-@register("pymupdf")
 class PyMuPdfParser:
     """Layout-aware PyMuPDF parser; `tables` is "fast" (rows rebuilt from text), "finder" (PyMuPDF table
     finder on caption pages) or "off"."""

@@ -7,7 +7,7 @@ import importlib.util
 from pathlib import Path
 
 from lumina_assets.core.schemas import Element, ParsedPaper, Section
-from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, ensure_unique_numbers, register
+from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, ensure_unique_numbers
 from lumina_assets.parsing.preflight import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_PAGES,
@@ -36,7 +36,6 @@ def check_unstructured_available() -> None:
         )
 
 
-@register("unstructured")
 class UnstructuredParser:
     name = "unstructured"
     version = "1.0"

@@ -11,8 +11,8 @@ import pytest
 
 from lumina_assets.core.sandbox import Limits
 from lumina_assets.corpus.local import load_pdf_folder
-from lumina_assets.parsing.base import get_parser
 from lumina_assets.parsing.batch import parse_all
+from lumina_assets.parsing.parsers import get_parser
 from lumina_assets.parsing.preflight import PdfLimits
 
 

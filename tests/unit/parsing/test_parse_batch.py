@@ -7,7 +7,7 @@ from lumina_assets.parsing.batch import parse_all
 
 
 def test_parse_in_worker_processes_matches_in_process(shared_data, tmp_path):
-    from lumina_assets.parsing.base import get_parser
+    from lumina_assets.parsing.parsers import get_parser
 
     not_pdf = tmp_path / "x.pdf"
     not_pdf.write_text("plain text")
@@ -23,7 +23,7 @@ def test_parse_progress_counts_every_document(shared_data, tmp_path):
     """The parse loop reports each finished document (pooled workers too), and the last line says all are done."""
     from lumina_assets.core.progress import Progress
     from lumina_assets.core.sandbox import Limits
-    from lumina_assets.parsing.base import get_parser
+    from lumina_assets.parsing.parsers import get_parser
 
     not_pdf = tmp_path / "x.pdf"
     not_pdf.write_text("plain text")

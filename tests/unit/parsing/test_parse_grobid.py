@@ -10,9 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from lumina_assets.core.schemas import Element, ParsedPaper
-from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, get_parser
-from lumina_assets.parsing.combined import CombinedParser, merge_tables
+from lumina_assets.parsing.base import ParseFailure, ParserUnavailable
 from lumina_assets.parsing.grobid_parser import GrobidParser
+from lumina_assets.parsing.parsers import CombinedParser, get_parser, merge_tables
 from lumina_assets.parsing.tei import parse_tei
 
 DOC2JSON = ["N18-3011", "2020.acl-main.207"]

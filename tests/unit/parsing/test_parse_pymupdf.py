@@ -11,7 +11,8 @@ import pytest
 
 from bench.parse_quality import compare_structure
 from lumina_assets.core.schemas import ParsedPaper, Section
-from lumina_assets.parsing.base import ParseFailure, ensure_unique_numbers, get_parser, join_lines
+from lumina_assets.parsing.base import ParseFailure, ensure_unique_numbers, join_lines
+from lumina_assets.parsing.parsers import get_parser
 from lumina_assets.parsing.pymupdf_parser import PyMuPdfParser
 from lumina_assets.parsing.tei import parse_tei
 

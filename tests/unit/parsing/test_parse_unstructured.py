@@ -10,7 +10,8 @@ import importlib.util
 import pytest
 import unstructured.documents.elements as elements  # the tables extra, installed by `make install`
 
-from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, get_parser
+from lumina_assets.parsing.base import ParseFailure, ParserUnavailable
+from lumina_assets.parsing.parsers import get_parser
 from lumina_assets.parsing.unstructured_parser import UnstructuredParser, check_unstructured_available
 
 FULL_STACK = all(importlib.util.find_spec(m) for m in ("unstructured_inference", "en_core_web_sm"))

@@ -1,17 +1,39 @@
-"""Structure from one parser (GROBID by default), table content from the first table parser that can run here; one
-that cannot is skipped with a warning. The parser name recorded says which contributed (`combined:grobid+pymupdf`)."""
+"""Parsers by name (`get_parser`), each module imported only when asked for (unstructured needs an optional
+package); and the combined parser: structure from one parser (GROBID by default), table content from the first table
+parser that can run here; one that cannot is skipped with a warning. The parser name recorded says which contributed
+(`combined:grobid+pymupdf`)."""
 
 from __future__ import annotations
 
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 from lumina_assets.core.schemas import Element, ParsedPaper
-from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, PdfParser, get_parser, register
+from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, PdfParser
 
 log = logging.getLogger(__name__)
 _NUMBER = re.compile(r"(\d+|[IVXL]+)")
+
+
+def get_parser(name: str, **options: Any) -> PdfParser:
+    """A parser by name (`pymupdf`, `grobid`, `unstructured`, `combined`) built with its options."""
+    if name == "pymupdf":
+        from lumina_assets.parsing.pymupdf_parser import PyMuPdfParser
+
+        return PyMuPdfParser(**options)
+    if name == "grobid":
+        from lumina_assets.parsing.grobid_parser import GrobidParser
+
+        return GrobidParser(**options)
+    if name == "unstructured":
+        from lumina_assets.parsing.unstructured_parser import UnstructuredParser
+
+        return UnstructuredParser(**options)
+    if name == "combined":
+        return CombinedParser(**options)
+    raise ValueError(f"unknown parser {name!r}; known: combined, grobid, pymupdf, unstructured")
 
 
 def _table_key(element: Element) -> str | None:
@@ -37,7 +59,6 @@ def merge_tables(paper: ParsedPaper, tables: list[Element]) -> int:
     return changed
 
 
-@register("combined")
 class CombinedParser:
     name = "combined"
     version = "1.0"
