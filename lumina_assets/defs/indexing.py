@@ -9,11 +9,12 @@ from lumina_assets.defs import batch_holds
 from lumina_assets.defs import parsing as parse_stage
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing import model_identity, staged_vectors
+from lumina_assets.indexing.index_rows import INDEX_FORMAT_VERSION
 from lumina_assets.search.neighbour_graph import MAX_GRAPH_PAPERS, graph_rows, keep_graph
 from resources.embedder import EmbedderResource
 from resources.lancedb import LanceDBResource
 
-INDEX_CODE_VERSION = f"index-v{indexing.INDEX_FORMAT_VERSION}"
+INDEX_CODE_VERSION = f"index-v{INDEX_FORMAT_VERSION}"
 
 
 def _holds(instance: dg.DagsterInstance) -> tuple[dict[str, list[batch_holds.Hold]], dict[str, int]]:

@@ -1,19 +1,17 @@
 """The rows and schemas of the index tables: passages joined with their paper's metadata and the text that gets
-embedded, paper rows for the paper-level full-text index, and the hashes that tell what changed."""
+embedded, paper rows for the paper-level full-text index, and the hashes that tell what changed; `IndexConfig` (how
+rows are made and written) and `IndexStats` (what an indexing run did)."""
 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import polars as pl
 import pyarrow as pa
 
 from lumina_assets.core.names import last_name
 from lumina_assets.core.schemas import CITATION_COLUMNS
-
-if TYPE_CHECKING:
-    from lumina_assets.indexing.lancedb_tables import IndexConfig
 
 # what search shows of a passage: the columns fetched for candidates (search.stores) and kept in every index row
 PASSAGE_DISPLAY_FIELDS = [
@@ -33,9 +31,51 @@ PASSAGE_DISPLAY_FIELDS = [
 ]
 
 
+INDEX_FORMAT_VERSION = "1"  # what gets embedded: changing it re-embeds every passage
+
+
 def short_hash(text: str) -> str:
     """The 24-hex-digit SHA-256 prefix that row and text hashes use."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+
+
+@dataclass
+class IndexConfig:
+    """How passages are turned into index rows. Changing a field that alters embedded text re-embeds."""
+
+    embed_title: bool = True  # embed "title. passage" so a passage carries its paper's topic
+    ann_min_rows: int = 100_000  # below this a flat scan of 384-d vectors is faster than an ANN index
+    ann_retrain_growth: float = 2.0  # retrain the ANN index once the table holds this many times its rows
+    write_batch_rows: int = 4096  # rows embedded and written per merge_insert
+    # a batch's sentences encoded right after its passages, both written in the background while the next
+    # batch is encoded; off: passages, then sentences, each write awaited (the same rows and vectors)
+    pipelined: bool = True
+    embed_chunk_rows: int = 1024  # most texts per encode call (calls are sized so progress comes on time)
+    progress_every_s: float = 10.0  # seconds between progress lines while embedding
+    prune: bool = True  # delete rows whose passage / paper no longer exists upstream
+    sentence_vectors: bool = True  # store passages' sentence vectors (highlighting encodes only the query)
+
+    def fingerprint(self) -> str:
+        return short_hash(f"{INDEX_FORMAT_VERSION}|{int(self.embed_title)}")
+
+
+@dataclass
+class IndexStats:
+    passages_total: int = 0
+    passages_embedded: int = 0
+    passages_metadata_updated: int = 0
+    passages_deleted: int = 0
+    papers_total: int = 0
+    papers_deleted: int = 0
+    sentences_embedded: int = 0
+    sentence_seconds: float = 0.0  # splitting and encoding sentences (embed_seconds: passages)
+    passage_seconds: float = 0.0  # encoding passages alone (what sentence_seconds is compared with)
+    embed_seconds: float = 0.0
+    write_seconds: float = 0.0
+    ann_index: bool = False
+    dimension: int = 0
+    form: str = ""  # the numeric form the vectors were encoded in (indexing/encoder_forms.py)
+    notes: list[str] = field(default_factory=list)
 
 
 def paper_url(

@@ -2,15 +2,14 @@
 (metadata and the title + abstract full-text index).
 
 Rows are keyed by deterministic ids and merged in; a passage is embedded again only when its embedded text
-changed (`text_hash`), and a metadata-only change keeps the stored vector. Rows and schemas come from
-`index_rows`, the passages' write path from `passage_table`."""
+changed (`text_hash`), and a metadata-only change keeps the stored vector. Rows, schemas and the
+configuration come from `index_rows`, the passages' write path from `passage_table`."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import polars as pl
 import pyarrow as pa
@@ -18,6 +17,8 @@ import pyarrow as pa
 from lumina_assets.indexing.index_rows import (
     CITATION_FIELDS,
     LIBRARY_FIELDS,
+    IndexConfig,
+    IndexStats,
     citation_key,
     embedder_identity,
     labels_key,
@@ -39,47 +40,7 @@ from lumina_assets.indexing.table_ops import (
 log = logging.getLogger(__name__)
 
 PAPERS_TABLE = "papers"
-INDEX_FORMAT_VERSION = "1"  # what gets embedded: changing it re-embeds every passage
 TABLES_VERSION = "2"  # columns and indexes around the vectors
-
-
-@dataclass
-class IndexConfig:
-    """How passages are turned into index rows. Changing a field that alters embedded text re-embeds."""
-
-    embed_title: bool = True  # embed "title. passage" so a passage carries its paper's topic
-    ann_min_rows: int = 100_000  # below this a flat scan of 384-d vectors is faster than an ANN index
-    ann_retrain_growth: float = 2.0  # retrain the ANN index once the table holds this many times its rows
-    write_batch_rows: int = 4096  # rows embedded and written per merge_insert
-    # a batch's sentences encoded right after its passages, both written in the background while the next
-    # batch is encoded; off: passages, then sentences, each write awaited (the same rows and vectors)
-    pipelined: bool = True
-    embed_chunk_rows: int = 1024  # most texts per encode call (calls are sized so progress comes on time)
-    progress_every_s: float = 10.0  # seconds between progress lines while embedding
-    prune: bool = True  # delete rows whose passage / paper no longer exists upstream
-    sentence_vectors: bool = True  # store passages' sentence vectors (highlighting encodes only the query)
-
-    def fingerprint(self) -> str:
-        return short_hash(f"{INDEX_FORMAT_VERSION}|{int(self.embed_title)}")
-
-
-@dataclass
-class IndexStats:
-    passages_total: int = 0
-    passages_embedded: int = 0
-    passages_metadata_updated: int = 0
-    passages_deleted: int = 0
-    papers_total: int = 0
-    papers_deleted: int = 0
-    sentences_embedded: int = 0
-    sentence_seconds: float = 0.0  # splitting and encoding sentences (embed_seconds: passages)
-    passage_seconds: float = 0.0  # encoding passages alone (what sentence_seconds is compared with)
-    embed_seconds: float = 0.0
-    write_seconds: float = 0.0
-    ann_index: bool = False
-    dimension: int = 0
-    form: str = ""  # the numeric form the vectors were encoded in (indexing/encoder_forms.py)
-    notes: list[str] = field(default_factory=list)
 
 
 def index_corpus(

@@ -5,14 +5,13 @@ next batch is encoded, pruning, and the table's full-text, scalar and ANN indexe
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from lumina_assets.core.progress import Progress
-from lumina_assets.indexing.index_rows import passage_schema
+from lumina_assets.indexing.index_rows import IndexConfig, IndexStats, passage_schema
 from lumina_assets.indexing.table_ops import (
     column_map,
     delete_ids,
@@ -26,9 +25,6 @@ from lumina_assets.indexing.table_ops import (
     vector_array,
     vectors_from_arrow,
 )
-
-if TYPE_CHECKING:
-    from lumina_assets.indexing.lancedb_tables import IndexConfig, IndexStats
 
 PASSAGES_TABLE = "passages"
 

@@ -212,7 +212,7 @@ def backfill_from_index(db, embedder, *, log_fn: Callable[[str], None] | None = 
     """Sentence vectors for the passages already in an index's `passages` table (an index built before this
     table existed, e.g. a reused eval index); incremental, so a complete table costs one hash comparison."""
     from lumina_assets.indexing.index_rows import embedder_identity
-    from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE
+    from lumina_assets.indexing.passage_table import PASSAGES_TABLE
     from lumina_assets.indexing.table_ops import open_table, read_columns
 
     passages = open_table(db, PASSAGES_TABLE)
