@@ -119,7 +119,8 @@ SETUP = re.compile(
     r"|\b(we (aimed|sought|investigated|examined|evaluated|assessed|studied|used|performed|conducted|analy[sz]ed"
     r"|measured|enrolled|recruited|hypothesi[sz]ed)|(this|the present|our) study (was|aimed|examined|investigated)"
     r"|to (investigate|determine|examine|assess|evaluate|explore|test whether)|remains? (unclear|unknown|poorly)"
-    r"|is unknown|little is known|were (randomly )?(assigned|randomi[sz]ed|enrolled|recruited|included))\b",
+    r"|is unknown|little is known|were (randomly )?(assigned|randomi[sz]ed|enrolled|recruited|included)"
+    r"|we (call|name|dub|term|coin) (it|this|them|these|our|the)|(hereafter|henceforth) (called|referred to as))\b",
     re.IGNORECASE,
 )
 

@@ -46,6 +46,20 @@ def test_scorer_highlights_the_answering_sentence_first():
     assert scorer.highlight("anything", [[""], []]) == [[[]], []]
 
 
+def test_the_sentence_that_names_the_model_is_not_its_answer():
+    """"We call our model ZORBA ..." shares the query's name but only defines it: a setup cue, so the sentence
+    saying how ZORBA uses links is the evidence (the README question's case, SPECTER's § 2.1)."""
+    text = (
+        "Venues and authors are left out. "
+        "We use links: the model is pretrained so that linked documents are closer than others. "
+        "We call our model ZORBA, which learns document vectors."
+    )
+    scorer = EvidenceScorer(HashingEmbedder(), max_highlights=1)
+    index, best = first_highlight(scorer.highlight("how does ZORBA use links", [[text]])[0])
+    assert text[best.start : best.end].startswith("We use links")
+    assert best.prior == 0.0  # the answer carries no cue; the naming sentence carried the setup penalty
+
+
 def _refs(n: int) -> list[Reference]:
     return [
         Reference(i, f"p{i}#1:0", f"p{i}", f"Paper {i}", f"Text {i}.", f"Evidence sentence {i}.")
