@@ -61,8 +61,14 @@ def _run(defs: dg.Definitions, instance: dg.DagsterInstance, tags: dict, run_con
 def test_nightly_crawl_without_network_skips_or_succeeds_and_keeps_the_catalogue(
     shared_data, data_dir, tmp_path, monkeypatch, answering_server
 ):
+    import resources.http
+    from lumina_assets.core.http import HttpClient
     from lumina_assets.definitions import build_definitions
 
+    def without_backoff(*args, **kwargs) -> HttpClient:  # the same attempts, without the seconds between them
+        return HttpClient(*args, **{**kwargs, "backoff_base": 0.0, "min_interval": 0.0})
+
+    monkeypatch.setattr(resources.http, "HttpClient", without_backoff)
     for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
