@@ -97,10 +97,11 @@ def table_sentences(text: str) -> tuple[list[tuple[int, int]], list[str]]:
 def table_caption(text: str) -> str:
     """A table passage's label and caption (the text before its header and rows), "" for any other passage."""
     spans, roles = table_sentences(text)
-    if "row" not in roles:
-        return ""
-    opening = text[: spans[roles.index("row")][0]]
-    return opening.split("Columns: ", 1)[0].strip(" …")
+    return _caption_before(text, spans[roles.index("row")][0]) if "row" in roles else ""
+
+
+def _caption_before(text: str, first_row: int) -> str:
+    return text[:first_row].split("Columns: ", 1)[0].strip(" …")
 
 
 # What a sentence does in a scientific abstract, from its wording (general cues, not fitted to one collection):
@@ -374,10 +375,14 @@ def _table_context(groups: list[list[Sentence]], results) -> dict[int, tuple[lis
     offset = 0
     for group, passages in zip(groups, results, strict=True):
         captions: dict[int, list[int]] = {}
+        texts: dict[
+            int, str
+        ] = {}  # the spans are already split: the caption is the text before the first row
         for i, sentence in enumerate(group, offset):
             if sentence.role == "caption" and not sentence.text.startswith("Columns: "):
                 captions.setdefault(sentence.passage, []).append(i)
-        texts = {p: table_caption(passages[p]) for p in captions}
+            elif sentence.role == "row" and sentence.passage not in texts:
+                texts[sentence.passage] = _caption_before(passages[sentence.passage], sentence.start)
         for i, sentence in enumerate(group, offset):
             if sentence.role == "row" and sentence.passage in captions:
                 out[i] = (captions[sentence.passage], texts[sentence.passage])

@@ -25,8 +25,9 @@ PAPER_CITATION = re.compile(
     r"\s*\[\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\](?:\s*[–-]?\s*\[\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\])*"
 )
 _CAPTION = re.compile(
-    r"^\s*(?:figure|fig\.|table|tab\.|algorithm|listing)\s*[\dIVX]+[a-z]?(?:\s*[:.|—–-]|\s+[A-Z][a-z])", re.I
-)  # "Table 2: ..." or "Table 2 Statistics of ..." (PDF captions often have no colon)
+    r"^\s*(?:figure|fig\.|table|tab\.|algorithm|listing)\s*[\dIVX]+[a-z]?(?:\s*[:.|—–-]|(?-i:\s+[A-Z][a-z]))",
+    re.I,
+)  # "Table 2: ..." or "Table 2 Statistics of ..." (PDF captions often have no colon); not "Table 2 shows ..."
 _TRANSITION = re.compile(
     r"^\s*(?:(?:in|as (?:described|discussed|shown|mentioned) in) (?:the|this) (?:previous|next|following|present|"
     r"current|last|preceding)?\s*(?:section|chapter|subsection|part|paper)s?\b(?!\s+\d)|the (?:rest|remainder) of "

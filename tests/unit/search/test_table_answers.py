@@ -21,7 +21,7 @@ from lumina_assets.parsing.chunking import model_token_counter, passages_for_pap
 from lumina_assets.search.config import SearchConfig
 from lumina_assets.search.engine import SearchEngine
 from lumina_assets.search.evidence import table_caption, table_sentences
-from lumina_assets.search.overview import Reference, extractive_overview
+from lumina_assets.search.overview import Reference, extractive_overview, refusal_reason
 from lumina_assets.search.request import SearchRequest
 from lumina_assets.search.results import SearchService
 
@@ -137,3 +137,4 @@ def test_the_overview_quotes_a_row_whole_after_its_table_label():
         == "Table 9 (Performance of the Crawler on AutoScholarQuery): α: 2.0; Crawler Recall: 0.8063. [1]"
     )
     assert overview.refused[0]["reason"] == "a figure or table caption"
+    assert refusal_reason("Table 2 shows that recall rises with depth.") is None  # a finding about a table
