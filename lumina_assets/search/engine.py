@@ -54,7 +54,7 @@ class SearchTrace:
     runs: dict[str, Run] = field(default_factory=dict)  # each retriever's paper-level candidates
     candidates: int = 0  # how many of each run fusion saw
     message: str = ""
-    # the unit vector of `query_text` alone (no expansion or feedback), so evidence scoring need not encode it again
+    # the unit vector of `query_text`, so evidence scoring need not encode it again
     query_text: str = ""
     query_vector: np.ndarray | None = None
 
@@ -214,8 +214,6 @@ class SearchEngine:
 
     def _parse(self, query: str, store: LanceStore) -> ParsedQuery:
         cfg = self.config
-        if cfg.llm_parser is not None:
-            return cfg.llm_parser(query)
         if cfg.parse_query:
             return parse_query(query, known_authors=store.has_author)
         return ParsedQuery(query, query)
@@ -267,14 +265,12 @@ class SearchEngine:
                 missing if not index.known else "the query embedder",
             )
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
-        cached = [self.embedding_cache.get(t) for t in texts] if self.embedding_cache is not None else [None]
-        if all(v is not None for v in cached):
-            vectors = np.stack(cached)
-        else:
+    def _embed(self, text: str) -> np.ndarray:
+        vector = self.embedding_cache.get(text) if self.embedding_cache is not None else None
+        if vector is None:
             encode = getattr(self.embedder, "encode_queries", self.embedder.encode)
-            vectors = encode(texts)
-        vector = np.asarray(vectors, dtype=np.float32).mean(axis=0)
+            vector = encode([text])[0]
+        vector = np.asarray(vector, dtype=np.float32)
         return vector / max(float(np.linalg.norm(vector)), 1e-12)
 
     def _retrieve(self, store: LanceStore, text: str, embed: Callable[[], np.ndarray], filters: Filters):
@@ -345,16 +341,11 @@ class SearchEngine:
             trace.message = f"no paper {parsed.filters_in_words()} in the index"
             return None
 
-        texts = [text]
-        if cfg.llm_multi_query is not None:
-            texts += [t for t in cfg.llm_multi_query(text) if t and t.strip()][:4]
-
         def embed() -> np.ndarray:
             t0 = time.perf_counter()
-            vector = self._embed(texts)
+            vector = self._embed(text)
             trace.timings_ms["embed"] = (time.perf_counter() - t0) * 1000
-            if len(texts) == 1:
-                trace.query_text, trace.query_vector = text, vector
+            trace.query_text, trace.query_vector = text, vector
             if store.dimension != vector.shape[0]:
                 raise IndexModelMismatch(
                     f"the index holds {store.dimension}-d vectors but the query model gives {vector.shape[0]}-d "
@@ -421,7 +412,7 @@ class SearchEngine:
         for rest, papers in groups.items():
             words = " ".join(w for w in WORD.findall(rest) if w.lower() not in stop)
             filters = Filters(paper_ids=tuple(sorted(papers)))
-            _, runs, vector = self._retrieve(self.store(), words, lambda r=rest: self._embed([r]), filters)
+            _, runs, vector = self._retrieve(self.store(), words, lambda r=rest: self._embed(r), filters)
             found, scores = self._candidate_passages(Plan(plan.parsed, vector, {}, runs), papers)
             paper_passages.update(found)
             passage_scores.update(scores)

@@ -67,7 +67,6 @@ class ParsedQuery:
     year_min: int | None = None
     year_max: int | None = None
     keywords: list[str] = field(default_factory=list)
-    parser: str = "heuristic"
     year_explicit: bool = False  # `year:2020..2023`, `year>=2016`: a filter, not a cue to boost
     explicit_authors: list[str] = field(default_factory=list)  # `author:Cohan`: a filter
     explicit_venues: list[str] = field(default_factory=list)  # `venue:"Nature Medicine"`: a filter
