@@ -24,6 +24,7 @@ def _bench(args) -> int:
     import os
     import tempfile
     import time
+    from unittest import mock
 
     from starlette.testclient import TestClient
 
@@ -41,7 +42,7 @@ def _bench(args) -> int:
 
     with (
         tempfile.TemporaryDirectory(prefix="lumina-alerts-bench-") as folder,
-        saved_searches.stored_in(Path(folder) / "alerts"),
+        mock.patch.object(saved_searches, "alerts_dir", lambda: Path(folder) / "alerts"),
     ):
         alerts = saved_searches.alerts_dir()
         alerts.mkdir(parents=True)

@@ -1,9 +1,5 @@
-"""`SearchConfig`: every stage of the search pipeline as a switch, so evaluations can measure each one's share.
-
-A config remembers which fields its caller set (`explicit`), so every answer can say what it ran with and what of it
-was asked for (`explain`). `weights` given in part are merged over the default weights, and only the retrievers
-named count as set.
-"""
+"""`SearchConfig`: every stage of the search pipeline as a switch. A config remembers which fields its caller set
+(`explicit`, for `explain`); `weights` given in part are merged over the default weights."""
 
 from __future__ import annotations
 

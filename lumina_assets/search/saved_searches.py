@@ -1,8 +1,6 @@
-"""Saved searches (the queries a researcher wants alerts for) and the hits recorded for them, in one SQLite
-database, `<data dir>/alerts/alerts.sqlite3` (WAL journal): `searches` (what the user saved and when they last
-looked), `search_state` (per search, the papers already seen in its top k) and `hits` (papers that newly entered a
-search's top k, indexed by search and time). Writes are transactions; alert runs also take a file lock. A search is
-keyed by an `id` made when it is saved, so one removed and saved again under the same name starts afresh."""
+"""Saved searches and their hits in one SQLite database, `<data dir>/alerts/alerts.sqlite3` (WAL): `searches`,
+`search_state` (each search's papers already seen) and `hits` (indexed by search and time). A search is keyed by an
+`id` made when it is saved, so one removed and saved again under the same name starts afresh."""
 
 from __future__ import annotations
 
@@ -75,21 +73,8 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-_FOLDER: list[Path] = []  # set by `stored_in` (benches and tools); empty: under the data folder
-
-
 def alerts_dir() -> Path:
-    return _FOLDER[-1] if _FOLDER else settings.data_dir() / "alerts"
-
-
-@contextlib.contextmanager
-def stored_in(folder: Path) -> Iterator[None]:
-    """Use the alerts store in `folder` for the block (a bench's scratch store, never the user's)."""
-    _FOLDER.append(Path(folder))
-    try:
-        yield
-    finally:
-        _FOLDER.pop()
+    return settings.data_dir() / "alerts"
 
 
 def database_path() -> Path:
@@ -118,9 +103,8 @@ def _unreadable(path: Path, error: BaseException) -> StoreUnreadable:
 
 @contextlib.contextmanager
 def connect(*, write: bool = False) -> Iterator[sqlite3.Connection]:
-    """A connection to the store (made and migrated on first use); `write`: one IMMEDIATE transaction, committed
-    when the block ends. StoreUnreadable when the file is not a usable database (damaged, another shape, written
-    by a newer version) or stays locked past BUSY_TIMEOUT_S."""
+    """A connection to the store (made on first use); `write`: one IMMEDIATE transaction. StoreUnreadable when the
+    file is not a usable database (damaged, another shape, a newer version) or stays locked past BUSY_TIMEOUT_S."""
     path = database_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -170,9 +154,6 @@ def _prepare(db: sqlite3.Connection) -> None:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
-
-
-# ---------------------------------------------------------------- rows
 
 
 def insert_search(db: sqlite3.Connection, search: SavedSearch) -> None:
@@ -269,9 +250,6 @@ def _saved(db: sqlite3.Connection) -> list[SavedSearch]:
     return [search_from_row(row) for row in rows]
 
 
-# ---------------------------------------------------------------- saved searches
-
-
 def validate(name, query, filters, k) -> SavedSearch:
     """A SavedSearch from untrusted input, or BadRequest saying what is wrong: the name is a file-name-safe word
     (it is part of the feed's URL), the query and filters are what a search request accepts."""
@@ -351,14 +329,10 @@ def mark_seen(name: str) -> None:
             raise UnknownSearch(name)
 
 
-# ---------------------------------------------------------------- hits
-
-
 @contextlib.contextmanager
 def updating_hits() -> Iterator[dict]:
-    """The alert run's state to change in place: {"searches": every search's known papers, "hits": []}; the hits
-    appended are stored when the block ends, in one short transaction. A file lock makes overlapping runs evaluate
-    one after the other; saving or removing a search meanwhile is not held up."""
+    """The alert run's state to change in place, {"searches": each search's known papers, "hits": []}, stored when
+    the block ends in one short transaction; a file lock serialises overlapping runs."""
     with locked("hits"):
         with connect() as db:
             state = {"searches": states(db), "hits": []}
