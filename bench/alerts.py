@@ -20,12 +20,11 @@ def add_commands(commands, bench_commands) -> None:
 
 
 def _bench(args) -> int:
-    """Fills a fresh store under a temporary data folder (the old JSON form first, so the migration is timed too)
-    and prints milliseconds per operation."""
-    import json
+    """Fills a fresh store under a temporary data folder and prints milliseconds per operation."""
     import os
     import tempfile
     import time
+    from unittest import mock
 
     from starlette.testclient import TestClient
 
@@ -43,21 +42,15 @@ def _bench(args) -> int:
 
     with (
         tempfile.TemporaryDirectory(prefix="lumina-alerts-bench-") as folder,
-        saved_searches.stored_in(Path(folder) / "alerts"),
+        mock.patch.object(saved_searches, "alerts_dir", lambda: Path(folder) / "alerts"),
     ):
         alerts = saved_searches.alerts_dir()
         alerts.mkdir(parents=True)
         stamp = "2026-01-01T00:00:00.000000+00:00"
         searches = [
-            {
-                "name": f"s{n:03d}",
-                "query": f"query {n}",
-                "filters": {},
-                "k": 10,
-                "id": f"id{n:03d}",
-                "created_at": stamp,
-                "seen_at": stamp,
-            }
+            saved_searches.SavedSearch(
+                f"s{n:03d}", f"query {n}", id=f"id{n:03d}", created_at=stamp, seen_at=stamp
+            )
             for n in range(args.searches)
         ]
         hits = [
@@ -78,15 +71,19 @@ def _bench(args) -> int:
         known = {
             f"id{n:03d}": {"known": [f"k{n}-{i}" for i in range(args.known)]} for n in range(args.searches)
         }
-        (alerts / "saved_searches.json").write_text(json.dumps({"searches": searches}))
-        (alerts / "hits.json").write_text(json.dumps({"searches": known, "hits": hits}))
-        size = (alerts / "hits.json").stat().st_size
-        print(
-            f"{args.searches} saved searches x {args.hits} hits ({len(hits):,} hits, hits.json {size / 1e6:.0f} MB)"
-        )
+
+        def fill():
+            with saved_searches.connect(write=True) as db:
+                for search in searches:
+                    saved_searches.insert_search(db, search)
+                for search_id, entry in known.items():
+                    saved_searches.put_state(db, search_id, entry)
+                saved_searches.insert_hits(db, hits)
+
+        print(f"{args.searches} saved searches x {args.hits} hits ({len(hits):,} hits)")
         print("| operation | median ms | max ms |")
         print("|---|---|---|")
-        timed("migrate the JSON files (once)", saved_searches.load, 1)
+        timed("fill the store (once)", fill, 1)
         client = TestClient(create_app(service=None), base_url="http://127.0.0.1:8765")
         timed(
             "GET /api/alerts (page load)", lambda: client.get("/api/alerts").raise_for_status(), args.repeat

@@ -226,19 +226,15 @@ class LuminaProvider:
         search_fn: Callable[[str, int], list[Context]],
         *,
         name: str = "lumina",
-        llm: str = "",
-        llm_client=None,
     ):
         self.search_fn = search_fn
         self.name = name
-        self.llm = llm  # the LLM its search stages use (LUMINA_SEARCH_LLM), "" for none
-        self.llm_client = llm_client  # its client, whose usage is this provider's LLM cost
 
     def describe(self) -> dict[str, Any]:
         """What this provider searched with, for the run manifest (evals.disclosure)."""
         from evals.disclosure import engine_setup
 
-        return {**engine_setup(self.search_fn), "llm": self.llm or "none"}
+        return {**engine_setup(self.search_fn), "llm": "none"}
 
     def search(self, query: str, k: int) -> list[Context]:
         contexts = list(self.search_fn(query, k))[:k]

@@ -33,22 +33,16 @@ class ProviderSpec:
     llm: str = "none"  # the LLM the provider's answers depend on, as far as it is known
 
 
-def _lumina(question_llm) -> Provider:
-    """The in-process engine with LUMINA_SEARCH_LLM's stages, or `lumina serve`'s API when LUMINA_API_URL is set."""
-    from lumina_assets.search.model_stages import configured_search_config, search_llm_client
+def _lumina(_resource) -> Provider:
+    """The in-process engine (with LUMINA_RERANK_MODEL's reranker, if set), or `lumina serve`'s API when
+    LUMINA_API_URL is set."""
+    from lumina_assets.search.rerank import configured_search_config
 
     if settings.get().benchmark.lumina_api_url:
         return providers.LuminaProvider(
-            providers.lumina_api_search_fn(settings.get().benchmark.lumina_api_url),
-            llm="unknown (lumina serve decides its own LLM stages)",
+            providers.lumina_api_search_fn(settings.get().benchmark.lumina_api_url)
         )
-    client = search_llm_client(question_llm.get_client)
-    config = configured_search_config(llm_client=client)
-    return providers.LuminaProvider(
-        providers.lumina_search_fn(config=config),
-        llm=f"llm:{client.label}" if client is not None else "",
-        llm_client=client,
-    )
+    return providers.LuminaProvider(providers.lumina_search_fn(config=configured_search_config()))
 
 
 def dense_config():
@@ -59,8 +53,6 @@ def dense_config():
     return SearchConfig().replace(
         passage_fulltext=False,
         paper_fulltext=False,
-        llm_parser=None,
-        llm_multi_query=None,
         rerank=None,
         neighbour_smoothing=0.0,
     )
@@ -91,7 +83,7 @@ def _external(name: str, provider_class: Callable[[Any], Provider], key_env: str
 PROVIDERS: dict[str, ProviderSpec] = {
     spec.name: spec
     for spec in (
-        ProviderSpec("lumina", _lumina, resource_key="question_llm"),
+        ProviderSpec("lumina", _lumina),
         ProviderSpec(RECURSIVE_ALIAS, None),
         ProviderSpec("bm25", _bm25),
         ProviderSpec("dense", _dense),

@@ -80,10 +80,8 @@ def _parse_overrides(pairs: list[str]) -> dict:
         if not hasattr(defaults, name):
             raise SystemExit(f"unknown SearchConfig field {name!r}")
         current = getattr(defaults, name)
-        if current is None:  # the model-backed stages take code, not a string
-            raise SystemExit(
-                f"{name} cannot be set with --set: use LUMINA_SEARCH_LLM=parse,expand,rerank or LUMINA_RERANK_MODEL"
-            )
+        if current is None:  # the reranker takes code, not a string
+            raise SystemExit(f"{name} cannot be set with --set: use LUMINA_RERANK_MODEL")
         if isinstance(current, bool):
             value = raw.lower() in ("1", "true", "yes", "on")
         elif isinstance(current, int | float):
@@ -123,12 +121,12 @@ def _eval_beir(args) -> int:
     from evals import ablation
     from evals.collection_eval import ensure_eval_index, evaluate_run, query_vector_cache, run_queries
     from evals.latency import percentile_ms
-    from lumina_assets.cli.search import configured
     from lumina_assets.corpus import splits
     from lumina_assets.corpus.collections import CollectionError, load_collection
     from lumina_assets.indexing.embedding import Embedder
     from lumina_assets.search.config import SearchConfig
     from lumina_assets.search.engine import SearchEngine
+    from lumina_assets.search.rerank import configured_search_config
 
     try:
         collection = load_collection(args.directory, split=args.split)
@@ -144,10 +142,7 @@ def _eval_beir(args) -> int:
     )
     uri, index_seconds, reused = ensure_eval_index(collection, embedder, log_fn=log)
     overrides = _parse_overrides(args.set)
-    try:
-        config = configured(SearchConfig(**overrides))
-    except ValueError as error:
-        return fail(f"Search stages misconfigured: {error}")
+    config = configured_search_config(SearchConfig(**overrides))
     print(
         f"{collection.name}: {len(collection.corpus)} documents, {len(collection.queries)} judged queries "
         f"({splits.describe(args.split, args.subset)}); "

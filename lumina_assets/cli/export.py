@@ -40,12 +40,11 @@ def add_commands(commands, bench_commands) -> None:
 
 
 def _export(args) -> int:
-    from lumina_assets.cli.search import configured
     from lumina_assets.core import settings
     from lumina_assets.search.citation_export import export
-    from lumina_assets.search.config import SearchConfig
     from lumina_assets.search.engine import SearchEngine
     from lumina_assets.search.request import BadRequest, SearchRequest
+    from lumina_assets.search.rerank import configured_search_config
     from lumina_assets.search.results import SearchService
     from lumina_assets.search.stores import IndexModelMismatch, IndexNotBuilt
 
@@ -59,7 +58,7 @@ def _export(args) -> int:
         return fail(f"Cannot export: {error}.")
     uri = args.db or settings.lancedb_uri()
     try:
-        config = configured(SearchConfig())
+        config = configured_search_config()
         engine = SearchEngine(uri, config=config, background_loading=False)
         answer = SearchService(lambda: engine, pool_size=1).search(request, use_llm=False)
     except IndexNotBuilt as error:

@@ -50,15 +50,6 @@ def add_commands(commands, bench_commands) -> None:
     search.set_defaults(handler=_search)
 
 
-def configured(config):
-    """`config` plus the LLM / cross-encoder stages the environment switches on (see search_models)."""
-    from lumina_assets.cli.llm_client import env_llm_client
-    from lumina_assets.search.model_stages import configured_search_config, search_llm_client
-
-    client = search_llm_client(lambda: env_llm_client("question_llm"))
-    return configured_search_config(config, llm_client=client)
-
-
 def _search(args) -> int:
     from lumina_assets.core import settings
     from lumina_assets.search.request import MAX_K
@@ -74,17 +65,13 @@ def _search(args) -> int:
             return fail(f"Cannot search: {asked}.")
         if asked is not None:
             return _print_answer(asked, args)
-    from lumina_assets.search.config import SearchConfig  # the model and index load only from here on
-    from lumina_assets.search.engine import SearchEngine
+    from lumina_assets.search.engine import SearchEngine  # the model and index load only from here on
+    from lumina_assets.search.request import BadRequest, SearchRequest
+    from lumina_assets.search.rerank import configured_search_config
+    from lumina_assets.search.results import SearchService
     from lumina_assets.search.stores import IndexModelMismatch, IndexNotBuilt
 
-    try:
-        config = configured(SearchConfig())
-    except ValueError as error:
-        return fail(f"Search stages misconfigured: {error}")
-    from lumina_assets.search.request import BadRequest, SearchRequest
-    from lumina_assets.search.results import SearchService
-
+    config = configured_search_config()
     answer = None
     try:
         engine = SearchEngine(uri, config=config, background_loading=False)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,10 +41,6 @@ def _url(value: Any) -> Any:
 
 
 Url = Annotated[str, BeforeValidator(_url)]  # a URL without its trailing slash
-
-
-def _comma_list(value: Any) -> Any:
-    return [item.strip() for item in value.split(",") if item.strip()] if isinstance(value, str) else value
 
 
 def _env(name: str, default: Any = None, description: str = "", **kwargs: Any) -> Any:
@@ -171,16 +167,8 @@ class EmbeddingSettings(_Group):
 
 
 class SearchSettings(_Group):
-    """Model-backed search stages and the search process's index cache."""
+    """The optional reranker and the search process's index cache."""
 
-    llm_stages: Annotated[
-        list[Literal["parse", "expand", "rerank"]], NoDecode, BeforeValidator(_comma_list)
-    ] = _env(
-        "LUMINA_SEARCH_LLM",
-        [],
-        "any of `parse,expand,rerank`: LLM query parsing, multi-query expansion and reranking with the question "
-        "LLM's backend and key; an LLM failure falls back to the offline stage",
-    )
     rerank_model: str = _env(
         "LUMINA_RERANK_MODEL",
         "",

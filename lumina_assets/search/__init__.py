@@ -1,7 +1,5 @@
-"""Search over candidate sets (engine, stores, fusion, query parsing).
-
-Importing the package caps glibc's malloc arenas before any thread starts: glibc gives every allocating thread its
-own 64 MB arena, which the retriever and LanceDB I/O threads would otherwise multiply (docs/search-at-scale.md)."""
+"""Search over candidate sets. Importing the package caps glibc's malloc arenas before any thread starts (one 64 MB
+arena per allocating thread would otherwise multiply; docs/search-at-scale.md)."""
 
 
 def _cap_malloc_arenas(arenas: int = 2) -> None:

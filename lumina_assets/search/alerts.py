@@ -1,6 +1,5 @@
-"""Alerts: which papers newly entered a saved search's top k after the index changed, and the Atom feed of them.
-The first evaluation counts the papers catalogued before the search was saved as already shown. Each hit carries
-the ingest batch that brought its paper in and the index run that made it visible."""
+"""Alerts: which papers newly entered a saved search's top k after the index changed (each hit with the ingest batch
+and the index run that brought it), and the Atom feed of them."""
 
 from __future__ import annotations
 
@@ -33,9 +32,8 @@ def evaluate(
     found_at: str,
     index_run: str,
 ) -> list[dict]:
-    """The hits of one search for this index version (also appended to `state["hits"]`, and the search's known
-    papers updated in `state["searches"]`). `catalogue` maps paper id -> {"first_seen", "ingest_batch"} (the
-    `papers` table)."""
+    """The hits of one search for this index version, also recorded in `state`; papers catalogued before the search
+    was saved count as shown. `catalogue`: paper id -> {"first_seen", "ingest_batch"}."""
     entry = state["searches"].get(search.id)
     top = [c for c in contexts if c.paper_id]
     if entry is None:
@@ -86,9 +84,6 @@ def forget_removed(state: dict, searches: Sequence[SavedSearch]) -> int:
     return before - len(state["hits"])
 
 
-# ---------------------------------------------------------------- Atom
-
-
 def _text(parent: ET.Element, tag: str, text: str, **attributes: str) -> ET.Element:
     """An element whose text is made XML-safe: a title holding ESC or U+FFFF must not make the feed invalid."""
     element = ET.SubElement(parent, f"{{{ATOM}}}{tag}", {k: xml_safe(v) for k, v in attributes.items()})
@@ -114,9 +109,8 @@ def _atom_time(stamp: str | None) -> str:
 
 
 def atom_feed(search: SavedSearch, hits: Sequence[dict], base_url: str) -> bytes:
-    """An Atom 1.0 feed (RFC 4287) of a search's hits, newest first: feed id / title / updated / author / links,
-    one entry per hit with id, title, updated, link, summary (batch and passage) and the batch as a category.
-    `base_url` is the server's own (`http://127.0.0.1:8765/`): it makes the feed's links absolute."""
+    """An Atom 1.0 feed (RFC 4287) of a search's hits, newest first, one entry per hit; `base_url` (the server's own)
+    makes its links absolute."""
     base = base_url.rstrip("/")
     ET.register_namespace("", ATOM)
     feed = ET.Element(f"{{{ATOM}}}feed")

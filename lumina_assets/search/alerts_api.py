@@ -1,15 +1,6 @@
-"""The alerts part of `lumina serve`: saved searches and their Atom feeds, mounted by `api.create_app` behind the
-same host check and same-origin rule as every other route (`api.LocalRequestsOnly`).
-
-    POST   /api/alerts              save a search: JSON {"name", "query", "filters", "k"} -> 201 {"name": ...}
-                                    (400 bad input, 409 the name is taken, 413 body over the cap, 415 not JSON)
-    GET    /api/alerts              [{"name", "query", "filters", "k", "new_count", "feed_url"}]
-    POST   /api/alerts/{name}/seen  the user has looked: new_count back to 0 -> 204 (404 unknown)
-    DELETE /api/alerts/{name}       -> 204 (404 unknown)
-    GET    /feeds/{name}.xml        the search's hits as an Atom feed (404 unknown)
-
-Hits come from the `alert_hits` asset (run after each index update); nothing here searches or sends anything
-anywhere: a feed reader polls the feed."""
+"""The alerts routes of `lumina serve` (saved searches and their Atom feeds; listed in docs/library-and-alerts.md),
+behind the same host and origin checks as every other route. Hits come from the `alert_hits` asset; nothing here
+searches or sends anything: a feed reader polls the feed."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The shape of a search answer: what the engine ranked (`Ranking`), the page of it split at the relevance line
-(`Page`), the rows a page needs (`Details`), and the views of each result, its passages, its explanation and the
-filters, assembled into the API's answer (`assemble_answer`). `SearchService.search` runs the steps."""
+"""The shape of a search answer: the engine's ranking (`Ranking`), the page of it split at the relevance line
+(`Page`), the rows a page needs (`Details`) and the views assembled into the API's answer (`assemble_answer`)."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ from lumina_assets.search.request import SearchRequest
 
 
 def pdf_name(title: str | None) -> str:
-    """A file name for a stored PDF's link (`/pdf/<sha256>/<name>.pdf`): the title's words in ASCII, so a saved
-    or opened PDF is named after the paper, not its hash."""
+    """A stored PDF's file name for its link (`/pdf/<sha256>/<name>.pdf`): the title's words in ASCII."""
     import unicodedata
 
     ascii_title = unicodedata.normalize("NFKD", title or "").encode("ascii", "ignore").decode()
@@ -27,9 +25,7 @@ def pdf_name(title: str | None) -> str:
 
 @dataclass
 class Ranking:
-    """What the engine answered for one request: the ranked contexts (widened and date-sorted as asked), the
-    pool it ranked, its trace, store and configuration, the relevance line and scores, and the widening's links
-    (`via`) and citation bonuses."""
+    """What the engine answered for one request, with the relevance line and scores and the widening's links."""
 
     contexts: list
     pool: int
@@ -45,8 +41,7 @@ class Ranking:
 
 @dataclass
 class Page:
-    """The ranking split at the relevance line (matching papers first, each part in its own order) and the
-    requested page of it."""
+    """The ranking split at the relevance line (matching papers first) and the requested page of it."""
 
     matching: list
     less_related: list
@@ -67,8 +62,7 @@ class Details:
 
 
 def page_of(ranking: Ranking, request: SearchRequest) -> Page:
-    """The results above the relevance line first (each part in its own order), the less related after them,
-    and the page `request` asks for."""
+    """The results above the relevance line first, the less related after them, and the page `request` asks for."""
     depth = request.k * request.page
     matching, less_related = partition(ranking.contexts, ranking.relevance, ranking.line)
     ranked = matching + less_related
@@ -103,8 +97,7 @@ def passage_view(number: int, passage_id: str, text: str, marks: list, details: 
 
 
 def passages_view(context, per_passage: list, details: Details, references: list[Reference]) -> list[dict]:
-    """A result's passages, each numbered after the `references` so far and added to them (the overview cites
-    them by number)."""
+    """A result's passages, each numbered after the `references` so far and added to them (the overview cites them)."""
     passages = []
     for passage_id, text, marks in zip(context.passage_ids, context.chunks, per_passage, strict=True):
         number = len(references) + 1
@@ -126,8 +119,7 @@ def passages_view(context, per_passage: list, details: Details, references: list
 
 
 def explain_result(context, paper: dict, per_passage: list, ranking: Ranking) -> dict:
-    """Why a result ranks where it does: the retrievers that found it, the fusion, boosts and citation bonus
-    applied, and its best evidence sentence's score."""
+    """Why a result ranks where it does: the retrievers, fusion, boosts and citation bonus, its best evidence."""
     config, paper_id = ranking.config, context.paper_id
     best = max((h for marks in per_passage for h in marks), key=lambda h: h.score, default=None)
     return {
@@ -188,8 +180,7 @@ def result_view(
 
 
 def filters_view(filters, parsed) -> dict:
-    """The filters the search applied: the year range, the size of any paper-id restriction, and the explicit
-    author / venue / tag / collection filters."""
+    """The filters the search applied (a paper-id restriction by its size)."""
     return {
         "year_min": getattr(filters, "year_min", None),
         "year_max": getattr(filters, "year_max", None),

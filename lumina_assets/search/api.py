@@ -1,19 +1,6 @@
-"""The HTTP API and web page of `lumina serve` (Starlette; run by uvicorn, bound to 127.0.0.1 by default).
-
-    GET  /                          the search page
-    GET  /api/search?q=...&k=10     search (also POST /api/search with a JSON body: query, k, page, year_min,
-                                    year_max, author, venue, overview, widen, sort = relevance | date)
-    GET  /api/export?q=...&format=bibtex|ris|csv  the same search's results as a citation file (attachment)
-    GET  /api/passages/{id}         one passage with its previous and next passage
-    GET  /api/papers/{id}/citations what a paper cites / what cites it within the corpus (404: no such paper)
-    GET  /api/papers/{id}/export?format=bibtex  one paper's citation (the page's "copy BibTeX")
-    GET  /pdf/{sha256}[/{name}.pdf] a stored PDF, by content hash only (the name is what a browser saves it as)
-    GET  /api/health
-
-Bad input is a 4xx with {"error": message} (the rules: `request.py`, docs/search.md); every request must name an
-allowed host and come from this server's own origin (docs/security.md). A GET never calls an LLM: any page can send
-one, and a call costs money. Handlers are sync where they can be, so the engine pool bounds concurrent searches.
-"""
+"""The HTTP API and web page of `lumina serve` (Starlette; the routes are listed in docs/search.md). Bad input is a
+4xx with {"error": message}; every request must name an allowed host and come from this server's own origin
+(docs/security.md). A GET never calls an LLM: any page can send one, and a call costs money."""
 
 from __future__ import annotations
 

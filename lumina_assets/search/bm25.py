@@ -1,6 +1,5 @@
-"""Okapi BM25 for texts held in memory: the bm25 baseline provider, the judge's hard negatives (`evals.lexical`) and
-the small-corpus mirror of LanceDB's full-text index (`search.fulltext_mirror`). Our own rather than bm25s: queries
-carry per-term weights, and texts are tokenized with `text.tokenize`, search's vocabulary."""
+"""Okapi BM25 for texts held in memory (the bm25 baseline, `evals.lexical`, `search.fulltext_mirror`); our own since
+queries carry per-term weights and scores must match LanceDB's float32 ones."""
 
 from __future__ import annotations
 

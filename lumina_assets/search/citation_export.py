@@ -1,9 +1,5 @@
-"""Search results written as citation files: BibTeX (bibtexparser, LaTeX-escaped), RIS (rispy) and CSV (a cell a
-spreadsheet would run as a formula prefixed with `'`), for `GET /api/export`, `lumina export` and the page's "copy
-BibTeX". Names are split with nameparser and written "Last, First"; citation keys are stable (`demarchis2016multi`,
-a paper-id suffix where two share one); no value carries a control character or terminal escape into a file
-(docs/pdf-papers.md, docs/search.md).
-"""
+"""Search results written as citation files: BibTeX (bibtexparser), RIS (rispy) and CSV, with names split by
+nameparser, stable citation keys, and no control character or terminal escape in any value (docs/search.md)."""
 
 from __future__ import annotations
 
@@ -22,20 +18,9 @@ KEY_STOPWORDS = frozenset(
     "a an the of on in for and to with from by at as is are via towards toward using what how why when".split()
 )
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-CSV_COLUMNS = (
-    "rank",
-    "citation_key",
-    "title",
-    "authors",
-    "year",
-    "venue",
-    "doi",
-    "url",
-    "cited_by_in_corpus",
-    "score",
-    "evidence_page",
-    "evidence",
-    "paper_id",
+CSV_COLUMNS = tuple(
+    "rank citation_key title authors year venue doi url cited_by_in_corpus score evidence_page evidence "
+    "paper_id".split()
 )
 
 
@@ -66,9 +51,6 @@ def export_filename(query: str, fmt: str) -> str:
     return f"lumina-{'-'.join(words)[:60].strip('-') or 'results'}.{FORMATS[fmt].extension}"
 
 
-# ---------------------------------------------------------------- keys and fields
-
-
 def _ascii(text: str) -> str:
     return unicodedata.normalize("NFKD", text or "").encode("ascii", "ignore").decode()
 
@@ -84,14 +66,11 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ufffe\uffff]")
 
 
 def _clean(text) -> str:
-    """One line of printable text: escape sequences and control characters removed, newlines and runs of spaces
-    folded (an RIS or CSV value must not start a new record)."""
+    """One line of printable text: escape sequences and control characters removed, whitespace folded."""
     text = _ESCAPE_SEQUENCE.sub("", str(text or ""))
     text = _CONTROL.sub("", re.sub(r"[\s\x85]", " ", text))
     return re.sub(r"\s+", " ", text).strip()
 
-
-# ---------------------------------------------------------------- names
 
 ORGANISATION = re.compile(
     r"\b(?:institute|institut|university|universit[éàä]t?|consortium|collaboration|group|team|foundation|"
@@ -104,8 +83,8 @@ ORGANISATION = re.compile(
 
 @dataclass(frozen=True)
 class Name:
-    """An author as citation files need it: `last` with its particles ("De Marchis", "van der Waals"), `first`
-    with middle names, `suffix` ("Jr."); an organisation is all `last`."""
+    """An author as citation files need it: `last` with its particles ("De Marchis"), `first` with middle names,
+    `suffix` ("Jr."); an organisation is all `last`."""
 
     last: str
     first: str = ""
@@ -120,8 +99,7 @@ class Name:
 
 
 def is_organisation(name: str) -> bool:
-    """A name that is an organisation: an institution word, or an "and" or "&" inside ("Bill and Melinda Gates
-    Foundation", "Ernst & Young")."""
+    """A name that is an organisation: an institution word, or an "and" or "&" inside ("Ernst & Young")."""
     return bool(ORGANISATION.search(name) or re.search(r"\s(?:and|&)\s", name))
 
 
@@ -159,8 +137,7 @@ def base_key(result: dict) -> str:
 
 
 def citation_keys(results: list[dict]) -> list[str]:
-    """One key per result, distinct within the list; a shared key gets a suffix from the paper id, so a paper keeps
-    its key whatever else is exported."""
+    """One key per result, distinct within the list; a shared key gets a suffix from the paper id."""
     bases = [base_key(r) for r in results]
     shared = Counter(bases)
     keys = []
@@ -206,8 +183,7 @@ _PRIMARY_CLASS = re.compile(r"^[a-z\-]+(?:\.[A-Za-z\-]+)?$")
 
 
 def arxiv_id(result: dict) -> str | None:
-    """The paper's arXiv identifier: its `arxiv_id`, else read from an arXiv DOI (10.48550/arXiv.<id>) or an
-    arxiv.org abs/pdf URL."""
+    """The paper's arXiv identifier: its `arxiv_id`, else read from an arXiv DOI or an arxiv.org abs/pdf URL."""
     given = _clean(result.get("arxiv_id"))
     if re.fullmatch(_ARXIV_ID, given):
         return given
@@ -232,19 +208,15 @@ def page_range(result: dict) -> tuple[str, str] | None:
 
 
 def venue_kind(venue: str) -> str:
-    """ "conference", "preprint" (arXiv and the like: BibTeX @misc, as reference managers export a preprint),
-    "journal", or "" without a venue."""
+    """ "conference", "preprint" (arXiv and the like: BibTeX @misc), "journal", or "" without a venue."""
     if not venue:
         return ""
     return "conference" if CONFERENCE.search(venue) else "preprint" if PREPRINT.search(venue) else "journal"
 
 
-# ---------------------------------------------------------------- BibTeX
-
-
 def _protect_capitals(encoded_title: str) -> str:
-    """Words whose capitals matter (`BERT`, `SciBERT`, `iPhone`) in braces, so a BibTeX style that lower-cases
-    titles keeps them; applied to words of letters and digits only, never inside a TeX command."""
+    """Words whose capitals matter (`SciBERT`, `iPhone`) in braces, so a BibTeX style that lower-cases titles keeps
+    them (words of letters and digits only, never inside a TeX command)."""
 
     def protect(token: str) -> str:
         match = re.fullmatch(r"([A-Za-z0-9-]+)([:;,.?!]*)", token)
@@ -257,7 +229,7 @@ def _protect_capitals(encoded_title: str) -> str:
 
 def bibtex_entry_parts(result: dict, key: str):
     """(bibtexparser Entry with the text fields, author names, verbatim fields) for one result; the names are
-    fields `author0`, `author1`, ... until encoded, so each is escaped alone and joined afterwards."""
+    fields `author0`, `author1`, ... until encoded, so each is escaped alone."""
     from bibtexparser.model import Entry, Field
 
     venue = _clean(result.get("venue"))
@@ -287,8 +259,8 @@ def bibtex_entry_parts(result: dict, key: str):
 
 
 def _join_authors(entry, organisations: list[bool]) -> None:
-    """The encoded `author<i>` fields joined into BibTeX's `author` ("Last, First and Last, First"), placed after
-    the title; an organisation is braced so BibTeX reads it as one last name ("{Allen Institute for AI}")."""
+    """The encoded `author<i>` fields joined into BibTeX's `author` after the title; an organisation is braced so
+    BibTeX reads it as one last name."""
     from bibtexparser.model import Field
 
     names = [entry.pop(f"author{i}").value for i in range(len(organisations))]
@@ -322,13 +294,9 @@ def to_bibtex(results: list[dict]) -> str:
     return bibtexparser.write_string(library)
 
 
-# ---------------------------------------------------------------- RIS and CSV
-
-
 @functools.cache
 def _ris_writer():
-    """rispy's writer as the RIS layout has it: a record opens with `TY  - ` (no `1.` line before it, which
-    rispy writes by default) and lines end in CR LF."""
+    """rispy's writer as the RIS layout has it: a record opens with `TY  - ` (no `1.` line) and lines end in CR LF."""
     import rispy
 
     class RisRecords(rispy.RisWriter):

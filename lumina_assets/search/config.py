@@ -1,9 +1,5 @@
-"""`SearchConfig`: every stage of the search pipeline as a switch, so evaluations can measure each one's share.
-
-A config remembers which fields its caller set (`explicit`), so every answer can say what it ran with and what of it
-was asked for (`explain`). `weights` given in part are merged over the default weights, and only the retrievers
-named count as set.
-"""
+"""`SearchConfig`: every stage of the search pipeline as a switch. A config remembers which fields its caller set
+(`explicit`, for `explain`); `weights` given in part are merged over the default weights."""
 
 from __future__ import annotations
 
@@ -15,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lumina_assets.core.schemas import Context
-from lumina_assets.search.query_parser import ParsedQuery
 
 Store = Literal["auto", "memory", "index"]
 Fusion = Literal["rrf", "weighted"]
@@ -25,12 +20,10 @@ DEFAULT_WEIGHTS = {"passage_vectors": 1.0, "passage_fulltext": 1.0, "paper_fullt
 
 @dataclass(init=False)
 class SearchConfig:
-    """Every stage of the pipeline; defaults are the tuned offline configuration (no LLM, no reranker)."""
+    """Every stage of the pipeline; defaults are the tuned offline configuration (no reranker)."""
 
     # parsing
     parse_query: bool = True
-    llm_parser: Callable[[str], ParsedQuery] | None = None  # used instead of the heuristic parser
-    llm_multi_query: Callable[[str], list[str]] | None = None  # extra phrasings, each embedded and fused
     # retrieval: `store` picks where vectors and metadata are read; auto: in memory below memory_max_passages
     store: Store = "auto"
     memory_max_passages: int = 150_000
@@ -63,7 +56,9 @@ class SearchConfig:
     expand_neighbours: bool = True  # parent-document: add the passages around a short hit
     neighbour_window: int = 1
     neighbour_below_words: int = 60  # only hits shorter than this get neighbours
-    rerank: Callable[[str, list[Context]], list[Context]] | None = None  # model_stages' rerankers; None = off
+    rerank: Callable[[str, list[Context]], list[Context]] | None = (
+        None  # `rerank.cross_encoder_reranker`; None = off
+    )
     rerank_depth: int = 30  # how many fused papers the reranker sees (it can lift one into the top k)
     max_query_chars: int = 2000
 

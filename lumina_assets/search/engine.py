@@ -1,10 +1,6 @@
-"""The search pipeline over candidate sets: parse -> retrieve (passage vectors, passage and paper full text) ->
-fuse -> smooth over the corpus graph -> boost -> contexts (diversified, with neighbours) -> optional rerank.
-
-Every stage works on what the indexes returned, never on arrays the size of the corpus. Explicit constraints
-(`year:2020..2023`, `author:Cohan`) are pushed down as filters; natural-language cues ("after 2019", "Cohan et
-al.") boost. The whole path is in search/README.md.
-"""
+"""The search pipeline over candidate sets, never arrays the size of the corpus: parse -> retrieve (passage
+vectors, passage and paper full text) -> fuse -> smooth over the corpus graph -> boost -> contexts (diversified, with
+neighbours) -> optional rerank. The whole path is in search/README.md."""
 
 from __future__ import annotations
 
@@ -54,14 +50,13 @@ class SearchTrace:
     runs: dict[str, Run] = field(default_factory=dict)  # each retriever's paper-level candidates
     candidates: int = 0  # how many of each run fusion saw
     message: str = ""
-    # the unit vector of `query_text` alone (no expansion or feedback), so evidence scoring need not encode it again
+    # the unit vector of `query_text`, so evidence scoring need not encode it again
     query_text: str = ""
     query_vector: np.ndarray | None = None
 
     @functools.cached_property
     def found_by(self) -> dict[str, list[str]]:
-        """paper id -> the retrievers that put it among their candidates (asked for explanations only, so a
-        query does not pay for it)."""
+        """paper id -> the retrievers that put it among their candidates (computed for explanations only)."""
         found: dict[str, list[str]] = {}
         for name, run in self.runs.items():
             for paper_id, _, _ in run.top(self.candidates):
@@ -81,8 +76,7 @@ class Plan:
 
 class SearchEngine:
     """`SearchEngine(db_uri, embedder, config).search(query, k) -> list[Context]`; `embedder` is anything with
-    `encode(list[str]) -> ndarray`. The tables are re-checked out at most every `refresh_seconds`, so a long-lived
-    process sees papers another process added."""
+    `encode(list[str]) -> ndarray`."""
 
     def __init__(
         self,
@@ -95,7 +89,6 @@ class SearchEngine:
         reload_in_background: bool = False,
         background_loading: bool = True,
     ):
-
         self.db_uri = db_uri or settings.lancedb_uri()
         self.storage_options = storage_options
         if embedder is None:
@@ -121,8 +114,6 @@ class SearchEngine:
         self._unchecked_warned = False
         self.last_trace = SearchTrace()
         self.graphs, self.graph = GraphCache(), None  # the index's paper neighbours, when smoothing is on
-
-    # -- plumbing
 
     @property
     def db(self):
@@ -170,17 +161,14 @@ class SearchEngine:
         self.search("warm up query", k=1)
 
     def wait_until_warm(self, timeout: float | None = None) -> bool:
-        """Block until what the store loads in the background is ready (for measurements; searches never wait).
-        False on timeout."""
+        """Block until what the store loads in the background is ready (for measurements); False on timeout."""
         return self.store().wait_until_warm(timeout)
-
-    # -- public API
 
     def search(
         self, query: str, k: int = 10, *, constrain: Callable[[ParsedQuery], ParsedQuery] | None = None
     ) -> list[Context]:
-        """Top-k contexts for `query`. Empty, unusable or filtered-out queries give []; never raises on input.
-        `constrain` adjusts the parsed query before filtering (structured filters applied as given)."""
+        """Top-k contexts for `query` ([] for an empty, unusable or filtered-out query); `constrain` adjusts the parsed
+        query before filtering (structured filters applied as given)."""
         plan = self._plan(query, constrain)
         if plan is None:
             return []
@@ -210,12 +198,8 @@ class SearchEngine:
         # scores that keep the order
         return [(paper_id, float(len(ids) - rank)) for rank, paper_id in enumerate(ids)]
 
-    # -- pipeline
-
     def _parse(self, query: str, store: LanceStore) -> ParsedQuery:
         cfg = self.config
-        if cfg.llm_parser is not None:
-            return cfg.llm_parser(query)
         if cfg.parse_query:
             return parse_query(query, known_authors=store.has_author)
         return ParsedQuery(query, query)
@@ -231,7 +215,7 @@ class SearchEngine:
         elif citation_only(parsed):  # "Cohan et al. 2020" alone: the cited author's papers, if any
             names = sorted({last_name(a) for a in parsed.first_authors} - {""})
             paper_ids = tuple(store.papers_by_author(names, cfg.author_filter_max_papers)) or None
-        if getattr(parsed, "explicit_venues", None):  # `venue:ACL`: only that venue's papers
+        if parsed.explicit_venues:  # `venue:ACL`: only that venue's papers
             venue_ids = store.papers_by_venue(parsed.explicit_venues, cfg.author_filter_max_papers)
             admitted = set(venue_ids)
             paper_ids = tuple(p for p in (venue_ids if paper_ids is None else paper_ids) if p in admitted)
@@ -247,8 +231,7 @@ class SearchEngine:
         )
 
     def _check_model(self, store: LanceStore) -> None:
-        """Refuse a query model other than the one that built the index (its name and weights fingerprint); an
-        index or embedder that records no identity is searched with one warning."""
+        """Refuse a query model other than the one that built the index; one recording no identity gets one warning."""
         from lumina_assets.indexing import model_identity
 
         index = getattr(store, "model_identity", None) or model_identity.ModelIdentity()
@@ -267,19 +250,17 @@ class SearchEngine:
                 missing if not index.known else "the query embedder",
             )
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
-        cached = [self.embedding_cache.get(t) for t in texts] if self.embedding_cache is not None else [None]
-        if all(v is not None for v in cached):
-            vectors = np.stack(cached)
-        else:
+    def _embed(self, text: str) -> np.ndarray:
+        vector = self.embedding_cache.get(text) if self.embedding_cache is not None else None
+        if vector is None:
             encode = getattr(self.embedder, "encode_queries", self.embedder.encode)
-            vectors = encode(texts)
-        vector = np.asarray(vectors, dtype=np.float32).mean(axis=0)
+            vector = encode([text])[0]
+        vector = np.asarray(vector, dtype=np.float32)
         return vector / max(float(np.linalg.norm(vector)), 1e-12)
 
     def _retrieve(self, store: LanceStore, text: str, embed: Callable[[], np.ndarray], filters: Filters):
-        """(paper runs, passage runs, query vector) from every enabled retriever: the full-text searches start
-        before the query is embedded, so the index reads overlap the embedding."""
+        """(paper runs, passage runs, query vector) from every enabled retriever; the full-text searches start
+        before the query is embedded, so the two overlap."""
         cfg = self.config
         text_depth = cfg.fulltext_candidates or cfg.candidates
         futures = store.start_text_runs(
@@ -307,8 +288,7 @@ class SearchEngine:
         )
 
     def _candidate_passages(self, plan: Plan, papers: Sequence[str]):
-        """(paper id -> its candidate passages, best first; passage id -> fused score) for the papers shown only:
-        passage-level fusion for a handful of papers instead of every passage candidate."""
+        """(paper id -> its candidate passages, best first; passage id -> fused score), for the papers shown only."""
         scores = self._fuse(plan.passage_runs, 10 * self.config.candidates, set(papers))
         paper_of = {hit: paper for run in plan.passage_runs.values() for hit, _, paper in run.hits}
         by_paper: dict[str, list[str]] = {}
@@ -345,16 +325,11 @@ class SearchEngine:
             trace.message = f"no paper {parsed.filters_in_words()} in the index"
             return None
 
-        texts = [text]
-        if cfg.llm_multi_query is not None:
-            texts += [t for t in cfg.llm_multi_query(text) if t and t.strip()][:4]
-
         def embed() -> np.ndarray:
             t0 = time.perf_counter()
-            vector = self._embed(texts)
+            vector = self._embed(text)
             trace.timings_ms["embed"] = (time.perf_counter() - t0) * 1000
-            if len(texts) == 1:
-                trace.query_text, trace.query_vector = text, vector
+            trace.query_text, trace.query_vector = text, vector
             if store.dimension != vector.shape[0]:
                 raise IndexModelMismatch(
                     f"the index holds {store.dimension}-d vectors but the query model gives {vector.shape[0]}-d "
@@ -409,10 +384,9 @@ class SearchEngine:
         return boosted
 
     def _choose_without_names(self, plan: Plan, by_paper, paper_passages, passage_scores) -> None:
-        """A query word naming a paper ("SPECTER" for "SPECTER: Document-level …") says nothing about which of its
-        passages answer (each inherits it from the title in its header): such a paper's passages are chosen, in
-        place, by the query without that word, among its own passages; paper ranking is not touched. Stop words
-        are dropped first: LanceDB drops them only after stemming, so "does" (doe) would count."""
+        """A query word naming a paper ("SPECTER" for "SPECTER: …") is in every passage's header, so it says nothing
+        about which passage answers: such a paper's passages are chosen by the query without that word (stop words
+        dropped first: LanceDB drops them only after stemming). Paper ranking is not touched."""
         text, groups, stop = plan.parsed.text or "", {}, lancedb_english()
         for paper_id, members in by_paper.items():
             rest = without_paper_name(text, members[0].get("title"))
@@ -421,14 +395,14 @@ class SearchEngine:
         for rest, papers in groups.items():
             words = " ".join(w for w in WORD.findall(rest) if w.lower() not in stop)
             filters = Filters(paper_ids=tuple(sorted(papers)))
-            _, runs, vector = self._retrieve(self.store(), words, lambda r=rest: self._embed([r]), filters)
+            _, runs, vector = self._retrieve(self.store(), words, lambda r=rest: self._embed(r), filters)
             found, scores = self._candidate_passages(Plan(plan.parsed, vector, {}, runs), papers)
             paper_passages.update(found)
             passage_scores.update(scores)
 
     def _contexts(self, plan: Plan, order: list[str]) -> list[Context]:
-        """Contexts for the ordered papers: their best candidate passages (for a paper found only at paper level,
-        its passage closest to the query vector), plus neighbours of short hits, from one fetch of their passages."""
+        """Contexts for the ordered papers: their best candidate passages (else the passage closest to the query
+        vector), plus neighbours of short hits, from one fetch of their passages."""
         cfg = self.config
         by_paper = self.store().paper_passage_rows(order)
         rows = {row["passage_id"]: row for members in by_paper.values() for row in members}

@@ -1,23 +1,9 @@
 """Highlighted evidence: which sentences inside a returned passage answer the query, as character offsets.
 
-A sentence-level scorer, general rather than tuned to one collection: every sentence of the returned passages
-(split with the project's `split_sentences`) gets
-- a dense score: cosine between the query vector and the sentence vector (the index's embedding model; vectors
-  stored at index time in `passage_sentences` where the index has them, so a request encodes only the query),
-- a coverage score: the IDF-weighted share of the query's terms the sentence contains, and a BM25 score, with
-  document frequencies over the sentences of the whole result set (a term every result repeats weighs little),
-- a role prior from its wording and place: + a finding / conclusion cue ("we found", "was associated",
-  "significantly", "RESULTS", "95% confidence interval"...), − a background / aim / method cue ("we aimed",
-  "to determine whether", "remains unclear", "were randomly assigned", "METHODS"...), + its relative position for
-  abstracts (findings and conclusions come last).
-The relevance scores are min-max normalized over the sentences of one result and averaged with `ScorerWeights`;
-the prior is added. The best sentences of each result (at most `max_highlights`, and only those within
-`relative_floor` of its best) are highlighted; the first highlight of a result is its single best sentence. A passage
-left without a highlight gets its own best sentence when that scores within `passage_floor` of the result's best.
-
-In a table passage ("Table 5 <caption>. Columns: ... . <row>. <row>."), the rows are the evidence and the caption is
-their context: a row is scored with its caption's words and the mean of its own and its caption's cosine, so the row
-of the table the query names wins over the same row of another table; the caption and header are not highlighted.
+Every sentence of the returned passages gets a dense score (cosine to the query; sentence vectors stored at index time
+where the index has them), a query-term coverage and a BM25 score (document frequencies over the whole result set),
+min-max normalized within its result and averaged by `ScorerWeights`, plus a role prior (finding / setup cues,
+position in an abstract). A table row is scored with its caption. docs/search.md#evidence-sentences has the details.
 """
 
 from __future__ import annotations
@@ -66,13 +52,13 @@ class Sentence:
 TABLE_LABEL = re.compile(r"^\s*(?:Table|Tab\.)\s*[\dIVX]+[a-z]?\b")
 _ROW = re.compile(r" \| |; [^;]+: ")  # a rendered row: "a | b | c" or "name: value; name: value"
 _FIGURE = re.compile(r"\d")
+SENTENCE_CACHE_SIZE = 50_000  # sentence vectors kept by text
 
 
 def table_sentences(text: str) -> tuple[list[tuple[int, int]], list[str]]:
-    """A passage's sentence spans and, when it is a table with rows (the chunker's form: label and caption,
-    "Columns: ..." header, one sentence per row), each span's role: "caption" (label, caption, header) or "row";
-    else "" for every span. A row the sentence splitter cut at an abbreviation ("Avg.", "Bib.") is joined again:
-    every row holds a figure."""
+    """A passage's sentence spans and each one's role: in a table with rows (the chunker's form), "caption" (label,
+    caption, "Columns: ..." header) or "row", else "". A row cut at an abbreviation ("Avg.") is joined again: every
+    row holds a figure."""
     spans = sentence_spans(text or "")
     if not TABLE_LABEL.match(text or ""):
         return spans, [""] * len(spans)
@@ -104,8 +90,7 @@ def _caption_before(text: str, first_row: int) -> str:
     return text[:first_row].split("Columns: ", 1)[0].strip(" …")
 
 
-# What a sentence does in a scientific abstract, from its wording (general cues, not fitted to one collection):
-# findings and conclusions state what the paper shows; background, aims and methods set it up.
+# What a sentence does in an abstract, from its wording: findings state what the paper shows; aims and methods set it up
 FINDING = re.compile(
     r"^(results?|findings|conclusions?|interpretation)\b|\b(we (found|find|show|observed|demonstrate|report|identified)"
     r"|results? (show|indicate|suggest|demonstrate|reveal)|(these|our) (data|findings|results)|in conclusion"
@@ -128,10 +113,8 @@ SETUP = re.compile(
 
 @dataclass(frozen=True)
 class ScorerWeights:
-    """How a sentence's evidence score is made: a relevance part (the weighted mean of the min-max normalized
-    dense cosine, query-term coverage and BM25 over the sentences of one result) plus a role prior (finding cue,
-    setup cue, relative position for abstracts). Defaults chosen on half of the SciFact train rationale pairs
-    (even query ids) and reported on the other half (see README)."""
+    """The relevance part's weights (dense cosine, coverage, BM25) and the role prior's (finding, setup, position in
+    an abstract); chosen on half of the SciFact train rationale pairs (docs/search.md)."""
 
     dense: float = 0.5
     coverage: float = 0.5
@@ -152,37 +135,27 @@ def _minmax(values: np.ndarray) -> np.ndarray:
 
 class EvidenceScorer:
     """`highlight(query, results)`: for each result (a list of passage texts), per passage the highlighted
-    sentences. `embedder` is the search engine's (anything with `encode(list[str])`); sentence vectors are cached
-    by text, so a repeated result costs no model call."""
+    sentences. `embedder` is the search engine's; sentence vectors are cached by text."""
 
     def __init__(
         self,
         embedder,
         *,
-        dense_weight: float = 0.5,
         max_highlights: int = 2,
         weights: ScorerWeights | None = None,
         relative_floor: float = 0.75,
         passage_floor: float = 0.6,
-        k1: float = 1.2,
-        b: float = 0.75,
-        cache_size: int = 50_000,
         stored=None,
     ):
         self.embedder = embedder
         self.stored = stored  # SentenceVectors (index-time sentence vectors) or None: encode per request
-        self.weights = weights or ScorerWeights(dense=dense_weight, coverage=1 - dense_weight)
-        self.dense_weight = self.weights.dense
+        self.weights = weights or ScorerWeights()
         self.max_highlights = max_highlights
         self.relative_floor = relative_floor
         self.passage_floor = passage_floor
-        self.k1, self.b = k1, b
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_size = cache_size
         self._lock = threading.Lock()
         self._encode_lock = threading.Lock()
-
-    # -- vectors
 
     def _encode_sentences(self, texts: list[str]):
         """The embedder's request-time path for short texts where it has one (ONNX, no torch), else `encode`."""
@@ -212,7 +185,7 @@ class EvidenceScorer:
             with self._lock:
                 for text, vector in zip(missing, encoded, strict=True):
                     self._cache[text] = self._normalize(vector)
-                while len(self._cache) > self._cache_size:
+                while len(self._cache) > SENTENCE_CACHE_SIZE:
                     self._cache.popitem(last=False)
         with self._lock:
             vectors = [known[t] if t in known else self._cache.get(t) for t in texts]
@@ -226,8 +199,6 @@ class EvidenceScorer:
         dim = len(vectors[0]) if vectors else 0
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), dim)
 
-    # -- scoring
-
     def score_sentences(
         self,
         query: str,
@@ -237,9 +208,8 @@ class EvidenceScorer:
         passage_ids: Sequence[Sequence[str]] | None = None,
     ) -> list[list[tuple[Sentence, float, float, float, float]]]:
         """Per result, every sentence with (combined, dense, lexical, prior) scores. Only the results in `dense_results`
-        (all when None) get dense scores; the others are scored lexically (their sentences still count for
-        document frequencies). With `passage_ids` (parallel to `results`) and a `stored` source, sentence vectors
-        stored at index time are used and only sentences without one are encoded."""
+        (all when None) get dense scores; with `passage_ids` and a `stored` source, index-time sentence vectors are
+        used and only sentences without one are encoded."""
         sentences: list[list[Sentence]] = []
         for passages in results:
             found = []
@@ -261,7 +231,7 @@ class EvidenceScorer:
         mask = np.asarray(
             [dense_results is None or i in dense_results for i, group in enumerate(sentences) for _ in group]
         )
-        if wanted and self.dense_weight > 0:
+        if wanted and self.weights.dense > 0:
             qvec = self._query_vector(query) if query_vector is None else self._normalize(query_vector)
             known = self._stored_vectors(results, passage_ids, dense_results)
             chosen = [t for t, m in zip(flat, mask, strict=True) if m]
@@ -330,7 +300,7 @@ class EvidenceScorer:
         idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
         total = sum(idf.values()) or 1.0
         coverage = np.asarray([sum(idf[t] for t in set(toks) & terms) / total for toks in tokens], np.float32)
-        bm25 = BM25(tokens, k1=self.k1, b=self.b).scores(dict.fromkeys(terms, 1.0))
+        bm25 = BM25(tokens).scores(dict.fromkeys(terms, 1.0))
         return bm25, coverage
 
     def highlight(
@@ -356,8 +326,7 @@ class EvidenceScorer:
                     per_passage[sentence.passage].append(
                         Highlight(sentence.start, sentence.end, combined, dense, lexical, prior)
                     )
-                # a passage shown without any highlight gets its own best sentence when it is close enough to the
-                # result's best: the reader sees why each passage is there (the result's first highlight is unchanged)
+                # a passage without a highlight gets its own best sentence when it is close to the result's best
                 for sentence, combined, dense, lexical, prior in ranked:
                     if combined < self.passage_floor * best:
                         break
@@ -375,9 +344,8 @@ def _table_context(groups: list[list[Sentence]], results) -> dict[int, tuple[lis
     offset = 0
     for group, passages in zip(groups, results, strict=True):
         captions: dict[int, list[int]] = {}
-        texts: dict[
-            int, str
-        ] = {}  # the spans are already split: the caption is the text before the first row
+        # the spans are already split: the caption is the text before the first row
+        texts: dict[int, str] = {}
         for i, sentence in enumerate(group, offset):
             if sentence.role == "caption" and not sentence.text.startswith("Columns: "):
                 captions.setdefault(sentence.passage, []).append(i)

@@ -1,9 +1,6 @@
-"""An in-memory mirror of LanceDB's native full-text index, for corpora small enough to hold in memory: the same
-tokens as the index's tokenizer (split on anything not a letter or digit, words of 40+ bytes dropped, lower case,
-Snowball English stemming, stop words compared after stemming, ASCII folding) and the same float32 BM25, answered
-from sparse arrays (docs/search-at-scale.md). `tests/unit/search/test_fulltext_mirror.py` checks both against
-LanceDB itself. Ties go by row position (LanceDB's order among ties is unspecified).
-"""
+"""An in-memory mirror of LanceDB's native full-text index for small corpora: the same tokens as its tokenizer and
+the same float32 BM25, from sparse arrays (docs/search-at-scale.md; tested against LanceDB itself). Ties go by row
+position (LanceDB's order among ties is unspecified)."""
 
 from __future__ import annotations
 

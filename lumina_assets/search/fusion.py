@@ -1,6 +1,5 @@
 """Fusion over candidate sets: each retriever returns a ranked run of (id, score, paper id); runs are fused by
-reciprocal rank or by weighted, normalized scores over each run's top candidates. Nothing here is sized by the
-corpus: a run holds what its index returned."""
+reciprocal rank or by weighted, normalized scores over each run's top candidates."""
 
 from __future__ import annotations
 
@@ -10,9 +9,8 @@ from dataclasses import dataclass
 
 @dataclass
 class Run:
-    """One retriever's ranked candidates, best first: (id, score, paper id). `floor`, when set, is the score at
-    the retriever's own cut (its last passage, for a run aggregated to papers): min-max normalization starts
-    there, so which of several passages tied at the cut an index returned changes no fused score."""
+    """One retriever's ranked candidates, best first: (id, score, paper id). `floor`, when set, is the score at the
+    retriever's own cut, where min-max normalization starts (so ties at the cut change no fused score)."""
 
     hits: list[tuple[str, float, str]]
     floor: float | None = None
@@ -39,9 +37,8 @@ def fuse(
     rrf_k: int,
     papers: set[str] | None = None,
 ) -> dict[str, float]:
-    """Fused score per id (ids no retriever put in its top `candidates` are absent): reciprocal rank (`rrf`) or
-    weighted min-max normalized scores. With `papers`, only the hits of those papers are scored; each run is still
-    normalized over all its top candidates, so their scores do not change."""
+    """Fused score per id in any run's top `candidates`: reciprocal rank (`rrf`) or weighted min-max normalized
+    scores. With `papers`, only their hits are scored (each run still normalized over all its top candidates)."""
     fused: dict[str, float] = {}
     get = fused.get
     for name, run in runs.items():

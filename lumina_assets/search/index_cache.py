@@ -1,9 +1,5 @@
-"""How much memory a search process's LanceDB index cache may hold, and whether its indexes are preloaded whole.
-
-Bounded by default, since preloaded indexes are held whole; an index that fits well within the bound is still
-loaded whole after the first query (docs/search-at-scale.md). `LUMINA_INDEX_CACHE_MB` chooses: unset or `auto`
-(this module's choice), a number of megabytes (that bound, nothing preloaded), or `unbounded`.
-"""
+"""How much memory a search process's LanceDB index cache may hold, and whether its indexes are preloaded whole
+(`LUMINA_INDEX_CACHE_MB`: `auto`, a number of megabytes, or `unbounded`; docs/search-at-scale.md)."""
 
 from __future__ import annotations
 
@@ -34,7 +30,7 @@ def auto_limit_mb(memory_mb: int | None = None) -> int:
 
 def index_files_mb(db_uri: str) -> float | None:
     """Megabytes of index files (`_indices`) of the passage and paper tables of a local LanceDB database; None for
-    object storage, where listing every index file would cost more than it tells."""
+    object storage."""
     if "://" in db_uri and not db_uri.startswith("file://"):
         return None
     root = Path(db_uri.removeprefix("file://"))

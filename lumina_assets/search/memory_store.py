@@ -1,6 +1,5 @@
 """The small-corpus store and the choice between stores: `MemoryStore` answers from memory what `LanceStore` asks
-LanceDB for, and `open_store` picks one per index and keeps it open across queries (one per process and index, so
-concurrent engines share it)."""
+LanceDB for; `open_store` picks one per index and keeps it open (one per process and index, shared by engines)."""
 
 from __future__ import annotations
 
@@ -35,9 +34,8 @@ def _years(column) -> np.ndarray:
 
 
 class MemoryStore(LanceStore):
-    """Small corpora: passage vectors and display columns in memory (exact search by one matrix product, rows
-    taken by position), and both full-text searches answered by `fulltext_mirror`s built in a background thread
-    at open; until they are ready LanceDB's own indexes answer, so a first query never waits."""
+    """Small corpora: passage vectors and display columns in memory (exact search by one matrix product), and both
+    full-text searches answered by `fulltext_mirror`s built in a background thread (LanceDB answers until then)."""
 
     def __init__(self, db, *, mirrors: bool = True, **kwargs) -> None:
         super().__init__(db, **kwargs)
@@ -56,11 +54,9 @@ class MemoryStore(LanceStore):
         self._by_paper: dict[str, list[int]] = {}
         for index, paper_id in enumerate(self._paper_of):
             self._by_paper.setdefault(paper_id, []).append(index)
-        # what a context is built from, by position, so a result page converts only the rows it reads: neighbour
-        # ids as lists, title / DOI / URL once per paper, the texts stay in Arrow.
+        # what a context is built from, by position: neighbour ids as lists, title / DOI / URL once per paper
         self._neighbours = self._rows.select(["prev_id", "next_id"]).to_pydict()
-        # typed indices: an empty index (a corpus run that indexed nothing) has no first rows, and an untyped
-        # empty list is a null array Arrow cannot take with
+        # typed: an empty index has no first rows, and Arrow cannot take with an untyped empty list
         firsts = pa.array([positions[0] for positions in self._by_paper.values()], type=pa.int64())
         paper_columns = self._rows.select(["title", "doi", "url"]).take(firsts).to_pydict()
         self._paper_display = {
@@ -205,9 +201,9 @@ def open_store(
     preload: bool = True,
     mirrors: bool = True,
 ) -> LanceStore:
-    """The store for the current table versions: in memory up to `memory_max_passages` rows, else index-backed.
-    A memory store is rebuilt when a table version changes (with `reload_in_background`, the loaded one keeps
-    answering meanwhile); an index-backed one only re-checks out the tables."""
+    """The store for the current table versions: in memory below `memory_max_passages` rows, else index-backed. A
+    memory store is rebuilt when a table version changes (with `reload_in_background`, the loaded one answers
+    meanwhile); an index-backed one only re-checks out the tables."""
     from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE
     from lumina_assets.indexing.table_ops import open_table
 
@@ -236,8 +232,7 @@ def open_store(
 
 
 def _reload_in_background(key: tuple, db, options: dict) -> None:
-    """Load the new table version into a MemoryStore in a daemon thread and swap it in (called under
-    _STORES_LOCK), so no query stalls while it loads: the new papers appear a little later instead."""
+    """Load the new table version into a MemoryStore in a daemon thread and swap it in (called under _STORES_LOCK)."""
     if key in _RELOADING:
         return
     _RELOADING.add(key)

@@ -1,16 +1,12 @@
-"""Corpus-graph score smoothing: a paper's fused score plus a share of its nearest neighbours' fused scores.
-
-`score'(p) = score(p) + alpha * mean over p's k nearest papers of their fused score` (weighted by cosine
-similarity; a neighbour no retriever returned counts 0): papers close to each other answer the same questions.
-A paper's vector is the mean of its passage vectors; the graph is computed at index time and stored with the index
-(`paper_neighbours`) for corpora up to `MAX_GRAPH_PAPERS` (docs/search-quality.md).
-"""
+"""Corpus-graph score smoothing: `score'(p) = score(p) + alpha * the similarity-weighted mean fused score of p's k
+nearest papers` (by the mean of their passage vectors). The graph is computed at index time and stored with the
+index (`paper_neighbours`) for corpora up to `MAX_GRAPH_PAPERS` (docs/search-quality.md)."""
 
 from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -41,8 +37,8 @@ def paper_matrix(vectors: np.ndarray, passage_papers: Sequence[str]) -> tuple[li
 def nearest(
     matrix: np.ndarray, k: int = STORED_NEIGHBOURS, block: int = 1024
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(neighbour rows, their cosine similarities), best first, for every row of a unit-vector matrix (exact,
-    computed block by block so memory stays at block x rows)."""
+    """(neighbour rows, their cosine similarities), best first, for every row of a unit-vector matrix (exact, block
+    by block)."""
     n = len(matrix)
     k = max(0, min(k, n - 1))
     ids = np.zeros((n, k), dtype=np.int64)
@@ -61,37 +57,19 @@ def nearest(
 
 
 class NeighbourGraph:
-    """paper id -> (neighbour ids, similarities), best first; held as arrays (row numbers, not ids), so an index's
-    graph loads in a few vectorized steps."""
+    """Each paper's neighbours, best first, as arrays: `rows` (papers x stored neighbours) holds row numbers into
+    `papers`, -1 where none, so an index's graph loads in a few vectorized steps."""
 
-    def __init__(self, neighbours: Mapping[str, tuple[Sequence[str], Sequence[float]]]) -> None:
-        papers = list(neighbours)
-        position = {p: i for i, p in enumerate(papers)}
-        width = max((len(ids) for ids, _ in neighbours.values()), default=0)
-        rows = np.full((len(papers), width), -1, dtype=np.int64)
-        sims = np.zeros((len(papers), width), dtype=np.float32)
-        for i, (ids, values) in enumerate(neighbours.values()):
-            rows[i, : len(ids)] = [position.get(n, -1) for n in ids]
-            sims[i, : len(values)] = values
-        self._set(papers, rows, sims)
-
-    def _set(self, papers: list[str], rows: np.ndarray, sims: np.ndarray) -> None:
+    def __init__(self, papers: list[str], rows: np.ndarray, sims: np.ndarray) -> None:
         self.papers = papers
         self.position = {p: i for i, p in enumerate(papers)}
-        self.rows = rows  # papers x stored neighbours: row numbers into `papers`, -1 where none
+        self.rows = rows
         self.sims = np.where(rows >= 0, sims, 0.0).astype(np.float32)
-
-    @classmethod
-    def from_arrays(cls, papers: list[str], rows: np.ndarray, sims: np.ndarray) -> NeighbourGraph:
-        graph = cls.__new__(cls)
-        graph._set(papers, rows, sims)
-        return graph
 
     @classmethod
     def build(cls, vectors: np.ndarray, passage_papers: Sequence[str], k: int = STORED_NEIGHBOURS):
         papers, matrix = paper_matrix(vectors, passage_papers)
-        ids, sims = nearest(matrix, k)
-        return cls.from_arrays(papers, ids, sims)
+        return cls(papers, *nearest(matrix, k))
 
     @property
     def neighbours(self) -> dict[str, tuple[list[str], list[float]]]:
@@ -103,9 +81,6 @@ class NeighbourGraph:
             )
             for p, row, sims in zip(self.papers, self.rows, self.sims, strict=True)
         }
-
-    def __len__(self) -> int:
-        return len(self.papers)
 
     def smooth(
         self, scores: dict[str, float], alpha: float, k: int, depth: int = SMOOTHED_DEPTH
@@ -176,7 +151,7 @@ def read_graph(db) -> NeighbourGraph | None:
         column = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         matrix[row_of, column] = flat
         sims[row_of, column] = flat_sims
-        return NeighbourGraph.from_arrays(papers, matrix, sims)
+        return NeighbourGraph(papers, matrix, sims)
     except Exception as error:  # an unreadable graph must not stop search: fusion alone answers
         log.warning("paper neighbour table unreadable, searching without smoothing: %s", error)
         return None
@@ -191,8 +166,8 @@ def graph_rows(db) -> int:
 
 
 def keep_graph(db) -> bool:
-    """Store the graph for a corpus small enough for an exact one when the stored graph does not cover every paper
-    (new, or papers added since); True when it was written."""
+    """Store the graph of a corpus small enough for an exact one when the stored graph misses papers; True when
+    written."""
     from lumina_assets.indexing.lancedb_tables import PAPERS_TABLE, PASSAGES_TABLE
     from lumina_assets.indexing.table_ops import open_table, read_columns, vectors_from_arrow
 

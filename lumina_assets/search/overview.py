@@ -1,11 +1,6 @@
-"""A short overview of the top results where every sentence cites [n] a returned passage.
-
-The returned passages are numbered 1..N in result order (`Reference`s). An LLM writes the overview when one is
-configured (the project's `core.llm` client, so the same backend and disk cache as the benchmark); otherwise the
-overview is extractive: the best highlighted sentence of each top result, quoted and cited, and labelled as such.
-Either way `check_citations` keeps only sentences whose every [n] points at a returned passage; a sentence with no
-citation or one pointing elsewhere is refused (listed in `refused`, never shown as part of the overview).
-"""
+"""A short overview of the top results where every sentence cites [n] a returned passage (numbered 1..N in result
+order). An LLM writes it when one is configured, else it quotes each top result's best highlighted sentence; either
+way a sentence citing nothing or a passage not returned is refused (listed in `refused`, never shown)."""
 
 from __future__ import annotations
 
@@ -41,10 +36,8 @@ _REFERENCE_ENTRY = re.compile(
     r"(?:\bet al\.|\bIn Proceedings\b|\bProc\.|\barXiv preprint\b|\bpp\. \d|\bvol\. \d|\bdoi:)", re.I
 )
 MIN_QUOTE_WORDS = 3  # "Results." or "Conclusion" is a heading, not a finding
-# A later result is quoted only when its sentence's cosine to the query is at least this share of the first quote's:
-# the evidence scores are normalized within each result, so without it every result's best sentence is quoted,
-# however unrelated the result. Chosen on SciFact train and CISI: it keeps nearly every result the qrels call
-# relevant and leaves out a share of the others (docs/search.md).
+# A later result is quoted only when its sentence's cosine to the query is at least this share of the first quote's
+# (evidence scores are normalized within each result, so they cannot say an unrelated result is unrelated)
 RELATIVE_COSINE_FLOOR = 0.6
 MAX_QUOTE_WORDS = 70
 
@@ -204,12 +197,9 @@ def table_row_quote(reference: Reference) -> str | None:
 
 def extractive_overview(references: list[Reference], max_sentences: int = 3) -> Overview:
     """The best quotable highlighted sentence of the first `max_sentences` results (one per paper), each citing its
-    passage. A caption, heading, transition or reference entry is refused and the paper's next best passage tried;
-    a result whose sentence is much less related to the search than the first quote is left out
-    (`RELATIVE_COSINE_FLOOR`)."""
-    candidates: dict[
-        str, list[Reference]
-    ] = {}  # per paper, in result order: its passages, best evidence first
+    passage; a refused sentence makes the paper's next best passage tried (`refusal_reason`,
+    `RELATIVE_COSINE_FLOOR`)."""
+    candidates: dict[str, list[Reference]] = {}  # per paper, in result order
     for reference in references:
         if reference.evidence:
             candidates.setdefault(reference.paper_id, []).append(reference)
@@ -264,9 +254,7 @@ def llm_overview(client, query: str, references: list[Reference], max_chars: int
         return fallback
     kept, refused = check_citations(reply.text.strip(), references)
     screened = []
-    for (
-        sentence
-    ) in kept:  # the same rules as for a quote: no captions, headings, transitions, reference entries
+    for sentence in kept:  # the same rules as for a quote
         reason = refusal_reason(sentence.text)
         if reason is None:
             screened.append(sentence)

@@ -29,7 +29,7 @@ _YEAR_PATTERNS: list[tuple[re.Pattern, str]] = [
 ]
 _NAME = r"[A-Z][a-zA-Z'\u00C0-\u024F\-]+"
 _AUTHOR_EXPLICIT = re.compile(r"\bauthor\s*:\s*(\"[^\"]+\"|'[^']+'|\S+)", re.I)
-_VENUE_EXPLICIT = re.compile(r"\bvenue\s*:\s*(\"[^\"]+\"|'[^']+'|\S+)", re.I)
+_VENUE_EXPLICIT = re.compile(r"\b(venue)\s*:\s*(\"[^\"]+\"|'[^']+'|\S+)", re.I)
 _LABEL_EXPLICIT = re.compile(r"\b(tag|collection)\s*:\s*(\"[^\"]+\"|'[^']+'|\S+)", re.I)  # a library's labels
 # "Cohan et al.", "Cohan et al. 2020", "Cohan et al. (2020)", "Cohan et al., 2020": the first author, and the year
 _AUTHOR_ET_AL = re.compile(
@@ -67,7 +67,6 @@ class ParsedQuery:
     year_min: int | None = None
     year_max: int | None = None
     keywords: list[str] = field(default_factory=list)
-    parser: str = "heuristic"
     year_explicit: bool = False  # `year:2020..2023`, `year>=2016`: a filter, not a cue to boost
     explicit_authors: list[str] = field(default_factory=list)  # `author:Cohan`: a filter
     explicit_venues: list[str] = field(default_factory=list)  # `venue:"Nature Medicine"`: a filter
@@ -121,7 +120,7 @@ def author_match(parsed: ParsedQuery, paper_authors) -> float:
     wanted = {last_name(a) for a in parsed.authors} - {""}
     if not names or not wanted & set(names):
         return 0.0
-    first = {last_name(a) for a in getattr(parsed, "first_authors", None) or []}
+    first = {last_name(a) for a in parsed.first_authors}
     if names[0] in wanted or (wanted - first) & set(names):
         return 1.0
     return CO_AUTHOR_SHARE
@@ -143,15 +142,15 @@ def without_paper_name(text: str, title: str | None) -> str:
 
 def citation_only(parsed: ParsedQuery) -> bool:
     """Whether the query is an author citation and nothing else ("Cohan et al. 2020"): no topic words to match."""
-    first = getattr(parsed, "first_authors", None)
-    return bool(first) and not parsed.keywords and not parsed.explicit_authors
+    return bool(parsed.first_authors) and not parsed.keywords and not parsed.explicit_authors
 
 
 def library_labels(parsed: ParsedQuery) -> list[str]:
     """The `tag:` / `collection:` filters as the index's library labels (indexing.index_rows.library_labels)."""
-    tags = [f"tag:{t.strip().lower()}" for t in getattr(parsed, "explicit_tags", None) or []]
-    collections = getattr(parsed, "explicit_collections", None) or []
-    paths = ["/".join(p.strip() for p in c.lower().split("/") if p.strip()) for c in collections]
+    tags = [f"tag:{t.strip().lower()}" for t in parsed.explicit_tags]
+    paths = [
+        "/".join(p.strip() for p in c.lower().split("/") if p.strip()) for c in parsed.explicit_collections
+    ]
     return tags + [f"collection:{path}" for path in paths if path]
 
 
@@ -159,7 +158,6 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
     """Heuristic parse: explicit author syntax, "X et al.", "by X", year ranges. "by X" is ambiguous ("activated by
     Notch"), so it counts only when `known_authors(last_name)` says the index has such an author."""
     text, cited = _read_authors(query, known_authors)
-    text, explicit_venues = _read_venues(text)
     text, labels = _read_labels(text)
     text, year_min, year_max, year_explicit = _read_years(text, statement=_is_statement(query))
     if cited.year is not None and year_min is None and year_max is None:
@@ -178,7 +176,7 @@ def parse_query(query: str, known_authors: Callable[[str], bool] | None = None) 
         keywords,
         year_explicit=year_explicit,
         explicit_authors=cited.explicit,
-        explicit_venues=[v for v in explicit_venues if v],
+        explicit_venues=[v for v in labels["venue"] if v],
         explicit_tags=[t for t in labels["tag"] if t],
         explicit_collections=[c for c in labels["collection"] if c],
         first_authors=cited.first,
@@ -215,21 +213,13 @@ def _read_authors(text: str, known_authors: Callable[[str], bool] | None) -> tup
     return text, found
 
 
-def _read_venues(text: str) -> tuple[str, list[str]]:
-    """`venue:X` filters, removed from the text."""
-    venues: list[str] = []
-    for match in list(_VENUE_EXPLICIT.finditer(text)):
-        venues.append(unquote(match.group(1)))
-        text = text.replace(match.group(0), " ", 1)
-    return text, venues
-
-
 def _read_labels(text: str) -> tuple[str, dict[str, list[str]]]:
-    """`tag:X` / `collection:X` filters (a reference library's labels), removed from the text."""
-    labels: dict[str, list[str]] = {"tag": [], "collection": []}
-    for match in list(_LABEL_EXPLICIT.finditer(text)):
-        labels[match.group(1).lower()].append(unquote(match.group(2)))
-        text = text.replace(match.group(0), " ", 1)
+    """`venue:X`, then `tag:X` / `collection:X` filters (a reference library's labels), removed from the text."""
+    labels: dict[str, list[str]] = {"venue": [], "tag": [], "collection": []}
+    for pattern in (_VENUE_EXPLICIT, _LABEL_EXPLICIT):
+        for match in list(pattern.finditer(text)):
+            labels[match.group(1).lower()].append(unquote(match.group(2)))
+            text = text.replace(match.group(0), " ", 1)
     return text, labels
 
 

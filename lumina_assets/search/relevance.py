@@ -1,10 +1,6 @@
-"""The relevance line: which results likely match the query, on a score comparable across queries.
-
-Fused scores rank but cannot say "this does not match" (min-max fusion puts each search's best candidate near the
-top whatever it is), so the line is drawn on the cosine between the query and the paper's closest passage. Results
-below it are "less related": shown under a divider, left out of exports and alerts unless all are asked for
-(docs/search.md; fitted by `lumina bench relevance-line`).
-"""
+"""The relevance line: which results likely match the query, drawn on the cosine between the query and the paper's
+closest passage (fused scores rank but cannot say "this does not match"). Results below it are "less related"
+(docs/search.md; fitted by `lumina bench relevance-line`)."""
 
 from __future__ import annotations
 
@@ -20,8 +16,7 @@ AUTHOR_MATCH = 1.0  # the relevance score of a paper by the author the query cit
 
 
 def line_for(embedder) -> float | None:
-    """The relevance line for an embedder's cosines: `RELEVANCE_LINE` for the bundled model it was fitted on;
-    None (no line: every result counts as matching) for any other model, whose cosines it does not describe."""
+    """`RELEVANCE_LINE` for the bundled model it was fitted on; None (every result matches) for any other model."""
     from lumina_assets.indexing.embedding import default_model_path
 
     for candidate in (embedder, getattr(embedder, "inner", None)):
@@ -35,7 +30,7 @@ def query_vector(engine, text: str) -> np.ndarray:
     trace = engine.last_trace
     if trace.query_vector is not None and trace.query_text == text:
         return trace.query_vector
-    vector = np.asarray(engine._embed([text]), dtype=np.float32)
+    vector = np.asarray(engine._embed(text), dtype=np.float32)
     return vector / max(float(np.linalg.norm(vector)), 1e-12)
 
 
@@ -74,17 +69,16 @@ def above(score: float | None, line: float | None) -> bool:
     return line is None or (score is not None and score >= line)
 
 
-def partition(items: Sequence, scores: dict[str, float], line: float | None, key=None):
-    """(the items at or above the line, the rest), each in the order given. `key(item)` is its paper id."""
-    key = key or (lambda item: item.paper_id)
-    matching = [item for item in items if above(scores.get(key(item)), line)]
-    rest = [item for item in items if not above(scores.get(key(item)), line)]
+def partition(contexts: Sequence, scores: dict[str, float], line: float | None):
+    """(the contexts at or above the line, the rest), each in the order given."""
+    matching = [c for c in contexts if above(scores.get(c.paper_id), line)]
+    rest = [c for c in contexts if not above(scores.get(c.paper_id), line)]
     return matching, rest
 
 
 def matching_contexts(engine, request, k: int, *, include_all: bool = False) -> list:
-    """The top-k contexts of a SearchRequest (its structured filters applied as given) that are above the line;
-    every one of them with `include_all` (what saved-search alerts take their hits from)."""
+    """The top-k contexts of a SearchRequest that are above the line (all of them with `include_all`); alerts take
+    their hits from these."""
     contexts = engine.search(request.query, k=k, constrain=request.constrain)
     line = line_for(engine.embedder)
     if include_all or line is None:

@@ -139,9 +139,8 @@ class SearchRequest:
         return {name: value for name, value in values.items() if value is not None}
 
     def constrain(self, parsed):
-        """`parsed` (the engine's ParsedQuery of the query text) with the filter fields applied as given: a field
-        that is set replaces what the text said for that kind of filter (the year range as a whole); unset kinds
-        keep the text's syntax. The fields never pass through the parser, so no text can garble them."""
+        """`parsed` with the filter fields applied as given: a field that is set replaces what the text said for that
+        kind of filter (the year range as a whole). The fields never pass through the parser."""
         from dataclasses import replace
 
         changes: dict = {}

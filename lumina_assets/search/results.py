@@ -1,9 +1,5 @@
-"""Search results for researchers: `SearchService.search(SearchRequest)` runs the engine (one of a small pool
-sharing one embedder and one open store, so concurrent requests each get their own trace) and returns the API's
-JSON-ready answer: per result its metadata, score and explanation, passages with their place in the paper and
-highlighted evidence sentences; the parsed constraints, an overview citing the passages, pagination, the
-relevance line and `explain` (shaped by `answer.py`; the path is in search/README.md).
-"""
+"""Search results for researchers: `SearchService.search(SearchRequest)` runs an engine from a small pool and returns
+the API's JSON-ready answer (shaped by `answer.py`; the path is in search/README.md)."""
 
 from __future__ import annotations
 
@@ -41,8 +37,7 @@ SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class EnginePool:
-    """A few SearchEngines sharing one embedder (and, through stores.open_store, one open store): a request holds
-    one engine for its search, so its `last_trace` is its own."""
+    """A few SearchEngines sharing one embedder and store: a request holds one, so its `last_trace` is its own."""
 
     def __init__(self, factory, size: int = 4):
         self._engines: queue.Queue = queue.Queue()
@@ -60,8 +55,7 @@ class EnginePool:
 
 
 def stored_sentences(engine):
-    """The index's stored sentence vectors for the engine's model; None without them (sentences are then
-    encoded per request)."""
+    """The index's stored sentence vectors for the engine's model; None without them."""
     from lumina_assets.indexing.lancedb_tables import PASSAGES_TABLE, embedder_identity
     from lumina_assets.indexing.model_identity import follow_table
     from lumina_assets.indexing.sentence_vectors import SentenceVectors
@@ -146,8 +140,7 @@ class SearchService:
         return assemble_answer(request, ranking, page, related, results, overview, timings, started)
 
     def _rank(self, request: SearchRequest) -> Ranking:
-        """The engine's ranking for `request`: deep enough for the page asked for (and for counting the papers
-        above the relevance line), widened along citations and sorted by date where asked."""
+        """The engine's ranking for `request`, deep enough for the page asked for, widened and sorted as asked."""
         depth = request.k * request.page
         via: dict[str, list[str]] = {}
         bonus: dict[str, float] = {}
@@ -168,8 +161,7 @@ class SearchService:
         return Ranking(contexts, pool, trace, store, config, explain, line, relevance, via, bonus)
 
     def _details(self, store, contexts: list) -> Details:
-        """What the page's results show beyond the engine's contexts: passage rows, page spans, paper metadata,
-        stored PDFs and in-corpus citation counts."""
+        """What the page's results show beyond the engine's contexts."""
         passage_ids = [p for c in contexts for p in c.passage_ids]
         paper_ids = [c.paper_id for c in contexts]
         return Details(
@@ -203,8 +195,7 @@ class SearchService:
         return sorted(contexts, key=lambda c: -(years.get(c.paper_id) or 0))
 
     def _links(self, top) -> dict[str, list[tuple[str, str]]]:
-        """{paper_id: [(top paper_id, "cited by" | "cites")]}: the in-corpus citation links (`citation_edges`) of
-        the `top` contexts, to any paper (returned or not)."""
+        """{paper_id: [(top paper_id, "cited by" | "cites")]}: the in-corpus citation links of the `top` contexts."""
         links: dict[str, list[tuple[str, str]]] = {}
         for context in top:
             edges = self.files.citations(context.paper_id)
@@ -215,9 +206,8 @@ class SearchService:
         return {p: found for p, found in links.items() if any(t != p for t, _ in found)}
 
     def _widen(self, engine, request: SearchRequest, contexts: list, depth: int):
-        """(contexts, via, bonus): papers the top results cite or are cited by join the candidates, one search
-        restricted to them all scores them with the same pipeline, then each paper gains `WIDEN_BONUS` × the score
-        of every top result it is linked to, and the candidates are re-ranked."""
+        """(contexts, via, bonus): papers the top results cite or are cited by join the candidates, all are scored by
+        one restricted search, and each gains `WIDEN_BONUS` × the score of every top result it is linked to."""
         from dataclasses import replace
 
         top = contexts[:WIDEN_FROM]
@@ -287,8 +277,7 @@ class SearchService:
         }
 
     def paper(self, paper_id: str) -> dict | None:
-        """One indexed paper's metadata, shaped as a search result without passages (what a single citation is
-        written from); None when no indexed paper has that id."""
+        """One indexed paper's metadata, shaped as a search result without passages; None when not indexed."""
         found = self._papers(self.store(), [paper_id]).get(paper_id)
         if found is None:
             return None
@@ -330,8 +319,7 @@ class SearchService:
 
 @contextmanager
 def _only_papers(engine, paper_ids: list[str]):
-    """While held, `engine` admits only these papers as candidates (intersected with the query's own
-    filters): every retriever is restricted to them, so they are ranked by the same pipeline."""
+    """While held, `engine` admits only these papers as candidates (within the query's own filters)."""
     from dataclasses import replace
 
     original = engine._filters

@@ -1,37 +1,44 @@
-"""Saved searches (the queries a researcher wants alerts for) and the hits recorded for them, over
-`search.alerts_store`. A search is keyed by an `id` made when it is saved, so one removed and saved again under the
-same name starts afresh."""
+"""Saved searches and their hits in one SQLite database, `<data dir>/alerts/alerts.sqlite3` (WAL): `searches`,
+`search_state` (each search's papers already seen) and `hits` (indexed by search and time). A search is keyed by an
+`id` made when it is saved, so one removed and saved again under the same name starts afresh."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import re
+import sqlite3
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 
-from lumina_assets.search.alerts_store import (
-    MAX_HITS_PER_SEARCH,
-    MAX_SEARCHES,
-    NAME,
-    SEARCH_COLUMNS,
-    SavedSearch,
-    StoreUnreadable,  # noqa: F401 - re-exported for callers
-    alerts_dir,  # noqa: F401 - re-exported for callers
-    connect,
-    database_path,  # noqa: F401 - re-exported for callers
-    insert_hits,
-    insert_search,
-    locked,
-    new_hits_count,
-    now,
-    put_state,
-    search_from_row,
-    states,
-    stored_in,  # noqa: F401 - re-exported for callers
-    trim,
+from lumina_assets.core import settings
+from lumina_assets.search.request import FILTER_FIELDS, BadRequest, SearchRequest
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MAX_SEARCHES = 200
+MAX_HITS_PER_SEARCH = 500  # the oldest hits leave first; the feed shows the newest
+DATABASE = "alerts.sqlite3"
+VERSION = 1  # PRAGMA user_version of the store's shape
+BUSY_TIMEOUT_S = 10.0
+TABLES = (
+    "CREATE TABLE IF NOT EXISTS searches (position INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
+    "name TEXT NOT NULL UNIQUE, query TEXT NOT NULL, filters TEXT NOT NULL, k INTEGER NOT NULL, "
+    "created_at TEXT NOT NULL, seen_at TEXT)",
+    "CREATE TABLE IF NOT EXISTS search_state (search_id TEXT PRIMARY KEY, name TEXT, evaluated_at TEXT, "
+    "known TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS hits (search_id TEXT NOT NULL, paper_id TEXT NOT NULL, found_at TEXT NOT NULL, "
+    "rank INTEGER NOT NULL DEFAULT 0, hit TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS hits_by_search ON hits (search_id, found_at)",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
 )
-from lumina_assets.search.request import FILTER_FIELDS, BadRequest
+
+
+class StoreUnreadable(RuntimeError):
+    """The alerts database cannot be read; the message names it and what to do."""
 
 
 class DuplicateName(ValueError):
@@ -42,7 +49,205 @@ class UnknownSearch(KeyError):
     """No saved search of that name."""
 
 
-# ---------------------------------------------------------------- saved searches
+@dataclass
+class SavedSearch:
+    name: str
+    query: str
+    filters: dict = field(default_factory=dict)
+    k: int = 10
+    id: str = ""
+    created_at: str = ""
+    seen_at: str | None = None  # when the user last looked at its hits (POST .../seen); None: never
+
+    def request(self) -> SearchRequest:
+        """The search it runs (validated as the API validates a search)."""
+        return SearchRequest.from_mapping(
+            {"query": self.query, "k": self.k, "overview": False, **self.filters}
+        )
+
+    def feed_path(self) -> str:
+        return f"/feeds/{self.name}.xml"
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def alerts_dir() -> Path:
+    return settings.data_dir() / "alerts"
+
+
+def database_path() -> Path:
+    return alerts_dir() / DATABASE
+
+
+@contextlib.contextmanager
+def locked(name: str) -> Iterator[None]:
+    """An exclusive lock across threads and processes (alert runs take it so two runs evaluate one by one)."""
+    folder = alerts_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f".{name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _unreadable(path: Path, error: BaseException) -> StoreUnreadable:
+    return StoreUnreadable(
+        f"the alerts store {path} cannot be read ({error}): move it away (saved searches and hits start "
+        "afresh) or restore it from a backup"
+    )
+
+
+@contextlib.contextmanager
+def connect(*, write: bool = False) -> Iterator[sqlite3.Connection]:
+    """A connection to the store (made on first use); `write`: one IMMEDIATE transaction. StoreUnreadable when the
+    file is not a usable database (damaged, another shape, a newer version) or stays locked past BUSY_TIMEOUT_S."""
+    path = database_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except (OSError, sqlite3.Error) as error:
+        raise _unreadable(path, error) from None
+    try:
+        _prepare(db)
+        if write:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        else:
+            yield db
+    except sqlite3.IntegrityError:
+        raise
+    except sqlite3.DatabaseError as error:
+        if "locked" in str(error) or "busy" in str(error):
+            raise StoreUnreadable(f"the alerts store {path} is busy in another process; try again") from None
+        raise _unreadable(path, error) from None
+    finally:
+        db.close()
+
+
+def _prepare(db: sqlite3.Connection) -> None:
+    [(version,)] = db.execute("PRAGMA user_version")
+    if version == VERSION:
+        return
+    if version > VERSION:
+        raise sqlite3.DatabaseError(f"written by a newer Lumina (store version {version})")
+    # one process makes the store at a time: switching to WAL answers "locked" at once, without the busy timeout
+    with locked("store-setup"):
+        [(version,)] = db.execute("PRAGMA user_version")  # another process may have made it meanwhile
+        if version == VERSION:
+            return
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in TABLES:
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {VERSION}")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+
+def insert_search(db: sqlite3.Connection, search: SavedSearch) -> None:
+    db.execute(
+        "INSERT INTO searches (id, name, query, filters, k, created_at, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            search.id,
+            search.name,
+            search.query,
+            json.dumps(search.filters, ensure_ascii=False, sort_keys=True),
+            search.k,
+            search.created_at,
+            search.seen_at,
+        ),
+    )
+
+
+def search_from_row(row) -> SavedSearch:
+    search_id, name, query, filters, k, created_at, seen_at = row
+    return SavedSearch(
+        name=name,
+        query=query,
+        filters=json.loads(filters),
+        k=k,
+        id=search_id,
+        created_at=created_at,
+        seen_at=seen_at,
+    )
+
+
+SEARCH_COLUMNS = "id, name, query, filters, k, created_at, seen_at"
+
+
+def put_state(db: sqlite3.Connection, search_id: str, entry: dict) -> None:
+    db.execute(
+        "INSERT OR REPLACE INTO search_state (search_id, name, evaluated_at, known) VALUES (?, ?, ?, ?)",
+        (
+            search_id,
+            entry.get("name"),
+            entry.get("evaluated_at"),
+            json.dumps([str(p) for p in entry.get("known") or []]),
+        ),
+    )
+
+
+def insert_hits(db: sqlite3.Connection, hits: list[dict]) -> None:
+    db.executemany(
+        "INSERT INTO hits (search_id, paper_id, found_at, rank, hit) VALUES (?, ?, ?, ?, ?)",
+        [
+            (
+                hit["search_id"],
+                hit["paper_id"],
+                hit["found_at"],
+                hit.get("rank") if isinstance(hit.get("rank"), int) else 0,
+                json.dumps(hit, ensure_ascii=False, sort_keys=True),
+            )
+            for hit in hits
+        ],
+    )
+
+
+def trim(db: sqlite3.Connection, search_ids) -> None:
+    """Each of `search_ids` keeps its MAX_HITS_PER_SEARCH newest hits; hits of searches no longer saved go."""
+    db.execute("DELETE FROM hits WHERE search_id NOT IN (SELECT id FROM searches)")
+    for search_id in search_ids:
+        db.execute(
+            "DELETE FROM hits WHERE search_id = ? AND rowid NOT IN (SELECT rowid FROM hits WHERE search_id = ? "
+            "ORDER BY found_at DESC, rank ASC LIMIT ?)",
+            (search_id, search_id, MAX_HITS_PER_SEARCH),
+        )
+
+
+def states(db: sqlite3.Connection) -> dict:
+    """Every search's state by search id: its known papers, name and when it was last evaluated."""
+    return {
+        search_id: {"known": json.loads(known), "name": name, "evaluated_at": evaluated_at}
+        for search_id, name, evaluated_at, known in db.execute(
+            "SELECT search_id, name, evaluated_at, known FROM search_state"
+        )
+    }
+
+
+def _new_hits(db: sqlite3.Connection, search: SavedSearch) -> int:
+    """Hits found since the user last looked, counted on the (search, time) index."""
+    [(count,)] = db.execute(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM hits WHERE search_id = ? AND found_at > ? LIMIT ?)",
+        (search.id, search.seen_at or "", MAX_HITS_PER_SEARCH),
+    )
+    return count
+
+
+def _saved(db: sqlite3.Connection) -> list[SavedSearch]:
+    rows = db.execute(f"SELECT {SEARCH_COLUMNS} FROM searches ORDER BY position LIMIT ?", (MAX_SEARCHES,))
+    return [search_from_row(row) for row in rows]
 
 
 def validate(name, query, filters, k) -> SavedSearch:
@@ -81,8 +286,7 @@ def name_from_query(query: str) -> str:
 
 def load() -> list[SavedSearch]:
     with connect() as db:
-        rows = db.execute(f"SELECT {SEARCH_COLUMNS} FROM searches ORDER BY position LIMIT ?", (MAX_SEARCHES,))
-        return [search_from_row(row) for row in rows]
+        return _saved(db)
 
 
 def get(name: str) -> SavedSearch:
@@ -125,24 +329,10 @@ def mark_seen(name: str) -> None:
             raise UnknownSearch(name)
 
 
-# ---------------------------------------------------------------- hits
-
-
-def read_hits_state() -> dict:
-    """Everything, as one dict: {"searches": {search id: {"known": [paper ids], "evaluated_at": ...}},
-    "hits": [hit, ...]} (for tests and tools; the page and the CLI ask the database for what they show)."""
-    with connect() as db:
-        return {
-            "searches": states(db),
-            "hits": [json.loads(row[0]) for row in db.execute("SELECT hit FROM hits")],
-        }
-
-
 @contextlib.contextmanager
 def updating_hits() -> Iterator[dict]:
-    """The alert run's state to change in place: {"searches": every search's known papers, "hits": []}; the hits
-    appended are stored when the block ends, in one short transaction. A file lock makes overlapping runs evaluate
-    one after the other; saving or removing a search meanwhile is not held up."""
+    """The alert run's state to change in place, {"searches": each search's known papers, "hits": []}, stored when
+    the block ends in one short transaction; a file lock serialises overlapping runs."""
     with locked("hits"):
         with connect() as db:
             state = {"searches": states(db), "hits": []}
@@ -157,11 +347,8 @@ def updating_hits() -> Iterator[dict]:
             trim(db, {hit["search_id"] for hit in state["hits"]} & live)
 
 
-def hits_for(search: SavedSearch, state: dict | None = None) -> list[dict]:
+def hits_for(search: SavedSearch) -> list[dict]:
     """The search's hits, newest first (at most MAX_HITS_PER_SEARCH)."""
-    if state is not None:
-        found = [h for h in state["hits"] if h["search_id"] == search.id]
-        return sorted(found, key=lambda h: (h["found_at"], -h.get("rank", 0)), reverse=True)
     with connect() as db:
         rows = db.execute(
             "SELECT hit FROM hits WHERE search_id = ? ORDER BY found_at DESC, rank ASC LIMIT ?",
@@ -170,29 +357,23 @@ def hits_for(search: SavedSearch, state: dict | None = None) -> list[dict]:
         return [json.loads(row[0]) for row in rows]
 
 
-def new_count(search: SavedSearch, state: dict | None = None) -> int:
-    """Hits found since the user last looked (counted on the (search, time) index)."""
-    if state is not None:
-        return sum(1 for h in hits_for(search, state) if not search.seen_at or h["found_at"] > search.seen_at)
+def new_count(search: SavedSearch) -> int:
     with connect() as db:
-        return new_hits_count(db, search)
-
-
-def summary(search: SavedSearch, state: dict | None = None, *, count: int | None = None) -> dict:
-    """What `GET /api/alerts` and `lumina alerts list` show of a search."""
-    return {
-        "name": search.name,
-        "query": search.query,
-        "filters": search.filters,
-        "k": search.k,
-        "new_count": new_count(search, state) if count is None else count,
-        "feed_url": search.feed_path(),
-    }
+        return _new_hits(db, search)
 
 
 def summaries() -> list[dict]:
-    """Every saved search's summary, read in one connection: one indexed count per search."""
+    """What `GET /api/alerts` and `lumina alerts list` show of every saved search, read in one connection: one
+    indexed count per search."""
     with connect() as db:
-        rows = db.execute(f"SELECT {SEARCH_COLUMNS} FROM searches ORDER BY position LIMIT ?", (MAX_SEARCHES,))
-        searches = [search_from_row(row) for row in rows]
-        return [summary(search, count=new_hits_count(db, search)) for search in searches]
+        return [
+            {
+                "name": search.name,
+                "query": search.query,
+                "filters": search.filters,
+                "k": search.k,
+                "new_count": _new_hits(db, search),
+                "feed_url": search.feed_path(),
+            }
+            for search in _saved(db)
+        ]

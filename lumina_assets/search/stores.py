@@ -1,8 +1,6 @@
-"""Where the search pipeline gets its candidates: every method answers for a handful of ids or a top-n list, never
-for the whole corpus. `LanceStore` asks LanceDB: ANN (or exact) vector search with a refine step, the native
-full-text (BM25) index, and lookups by id for the candidates' metadata, with filters pushed down as prefilters.
-`memory_store.MemoryStore` is the small-corpus fast path behind the same interface.
-"""
+"""Where the search pipeline gets its candidates, each method for a handful of ids or a top-n list: `LanceStore` asks
+LanceDB (vector search, the native full-text index, lookups by id, filters pushed down as prefilters);
+`memory_store.MemoryStore` is the small-corpus fast path behind the same interface."""
 
 from __future__ import annotations
 
@@ -65,7 +63,6 @@ class Filters:
 
 
 def _sql_strings(values) -> str:
-    """Values as comma-separated SQL string literals."""
     return ",".join("'" + str(v).replace("'", "''") + "'" for v in values)
 
 
@@ -75,7 +72,7 @@ def fts_text(text: str, limit: int = 1000) -> str:
 
 
 def arrow_rows(table) -> list[dict]:
-    """An Arrow table as row dicts, column by column (faster than `Table.to_pylist` for a result page's rows)."""
+    """An Arrow table as row dicts, column by column (faster than `Table.to_pylist`)."""
     columns = table.to_pydict()
     names = list(columns)
     return [dict(zip(names, row, strict=True)) for row in zip(*columns.values(), strict=True)]
@@ -95,8 +92,8 @@ def rows_by_id(table, key: str, ids, columns: list[str]) -> dict[str, dict]:
 
 
 def _rows_on_loop(query) -> list[dict]:
-    """Rows of an async LanceDB query (on a sync table's async handle, `table._table`; lancedb pinned), run on
-    LanceDB's own event loop: faster per lookup than the sync API."""
+    """Rows of an async LanceDB query (a sync table's async handle, `table._table`; lancedb pinned), run on LanceDB's
+    own event loop: faster per lookup than the sync API."""
     from lancedb.background_loop import LOOP
 
     async def fetch():
@@ -141,8 +138,7 @@ class LanceStore:
         return f"{self.passages_table.version}:{self.papers_table.version}"
 
     def after_query(self) -> None:
-        """Called after each search: the first one starts `prewarm_in_background` (at open it would slow the first
-        query, which needs only what it touches)."""
+        """After each search: the first starts `prewarm_in_background` (at open it would slow the first query)."""
         if not self._prewarm_started:
             self._prewarm_started = True
             if not self.preload:  # a cache bound the indexes do not fit in: queries load what they touch
@@ -150,8 +146,7 @@ class LanceStore:
             self._prewarm_threads = self.prewarm_in_background()
 
     def prewarm_in_background(self) -> list[threading.Thread]:
-        """Loads the vector and full-text indexes in daemon threads, one per index. A hint only: an index LanceDB
-        cannot prewarm is skipped, and a query never waits for these."""
+        """Loads the vector and full-text indexes in daemon threads, one per index; a query never waits for them."""
 
         def prewarm(table, name: str) -> None:
             try:
@@ -175,7 +170,7 @@ class LanceStore:
         return threads
 
     def wait_until_warm(self, timeout: float | None = None) -> bool:
-        """Block until the prewarm a first query started has finished (for measurements). False on timeout."""
+        """Block until the prewarm a first query started has finished (for measurements); False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self._prewarm_threads:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
@@ -232,8 +227,8 @@ class LanceStore:
         return Run([(r["passage_id"], 1.0 - r["_distance"], r["paper_id"]) for r in rows])
 
     def start_text_runs(self, text: str, passage_n: int, paper_n: int, filters: Filters) -> dict[str, Future]:
-        """The passage and paper full-text searches (those with n > 0), started now as one coroutine each on
-        LanceDB's own event loop (cheaper than two threads on the sync API); each future gives a Run."""
+        """The passage and paper full-text searches (those with n > 0), each started now as a coroutine on LanceDB's
+        event loop; each future gives a Run."""
         from lancedb.background_loop import LOOP
 
         words, where = fts_text(text), filters.sql()
@@ -299,8 +294,7 @@ class LanceStore:
         return found[:limit]
 
     def papers_with_labels(self, labels, limit) -> list[str]:
-        """Papers carrying every one of `labels` (`tag:x`, `collection:a/b`, lower case: indexing's
-        library_labels), i.e. the papers of a reference library's tag or collection."""
+        """Papers carrying every one of `labels` (`tag:x`, `collection:a/b`: indexing's library_labels)."""
         if not labels or "library_labels" not in self.paper_columns:
             return []
         return self._paper_ids(f"array_has_all(library_labels, [{_sql_strings(labels)}])", limit)

@@ -1,8 +1,6 @@
-"""Venue filters by words and known venue names, never by substring: `venue:ACL` matches "ACL 2020" and
-"Proceedings of the 58th Annual Meeting of the Association for Computational Linguistics", not "NAACL-HLT".
-
-A wanted venue matches a paper's venue when its words appear as a run of whole words in it, or when one of the
-names the catalogue below gives the same venue does (an acronym and its long form, in either direction)."""
+"""Venue filters by whole words and known venue names (an acronym and its long form, either way), never by
+substring: `venue:ACL` matches "ACL 2020" and "... Annual Meeting of the Association for Computational
+Linguistics", not "NAACL-HLT"."""
 
 from __future__ import annotations
 
@@ -88,9 +86,8 @@ def venue_matches(venue: str | None, wanted: str) -> bool:
 
 
 def prefilter_terms(wanted: str) -> list[str]:
-    """Lower-case strings one of which a matching venue's lower-cased text must contain (the longest word of
-    each alternative, and the acronyms whose long form holds the wanted words): a cheap index-side filter
-    before `venue_matches` decides."""
+    """Lower-case strings one of which a matching venue's text must contain (each alternative's longest word, and the
+    acronyms whose long form holds the wanted words): a cheap index-side filter before `venue_matches`."""
     runs = alternatives(wanted)
     acronyms = {
         group[0][0]

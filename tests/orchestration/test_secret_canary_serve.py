@@ -1,8 +1,8 @@
 """The canary scan over the paths tests/orchestration/test_secret_canary.py does not run: `lumina serve`'s requests
-(its JSON API with an LLM-written overview), `lumina search` with the search-LLM stages on (`LUMINA_SEARCH_LLM=
-parse,expand,rerank`), and the infrastructure secrets used for real: the index is built by Lumina's own
-`passage_index` on S3 (moto's server, AWS_* holding canaries), in a run recorded by a Dagster instance on PostgreSQL
-(docs/production.md's dagster.yaml, the server requiring DAGSTER_PG_PASSWORD, a canary).
+(its JSON API with an LLM-written overview), `lumina search`, and the infrastructure secrets used for real: the
+index is built by Lumina's own `passage_index` on S3 (moto's server, AWS_* holding canaries), in a run recorded by a
+Dagster instance on PostgreSQL (docs/production.md's dagster.yaml, the server requiring DAGSTER_PG_PASSWORD, a
+canary).
 
 Every secret variable the code or docs name holds a canary. None may appear in a log line, stdout / stderr, the
 serve API's responses, Dagster's events and metadata, any file under the data dir or the Dagster home, any row of
@@ -95,7 +95,6 @@ def test_no_secret_leaves_through_serve_search_llm_s3_or_postgres(
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LUMINA_QUESTION_BACKEND", "anthropic")
-    monkeypatch.setenv("LUMINA_SEARCH_LLM", "parse,expand,rerank")
     monkeypatch.setattr(lumina_assets.indexing.embedding, "Embedder", _Embedder)
     llm = _fake_llm(monkeypatch)
     write_scifact_slice(shared_data, claims=3, distractors=20)
@@ -125,12 +124,7 @@ def test_no_secret_leaves_through_serve_search_llm_s3_or_postgres(
         assert result.success
         assert any(k.startswith(f"s3://{BUCKET}/lancedb/") for k in bucket_texts(s3, BUCKET))
 
-        # lumina search with the LLM query parser, multi-query expansion and LLM rerank
         assert main(["search", QUERY, "--json", "-k", "3"]) == 0
-        prompts = llm.prompts()
-        assert any("separate its constraints from its topic" in p for p in prompts)
-        assert any("different search queries" in p for p in prompts)
-        assert any("Rate how well each numbered passage" in p for p in prompts)
 
         # lumina serve: its service and app as the command builds them, on 127.0.0.1
         service = build_service(settings.lancedb_uri(), engines=1, use_llm=True)

@@ -61,14 +61,12 @@ def test_switches_keep_their_opt_in_and_opt_out_words(monkeypatch, value, vector
 
 
 def test_values_are_typed_and_normalised(monkeypatch, tmp_path):
-    monkeypatch.setenv("LUMINA_SEARCH_LLM", " parse, rerank ,")
     monkeypatch.setenv("LUMINA_CORPUS", f"zotero:{tmp_path}")
     monkeypatch.setenv("LUMINA_OPENALEX_URL", "http://mirror.internal/openalex/")
     monkeypatch.setenv("LUMINA_INDEX_CACHE_MB", "Unbounded")
     monkeypatch.setenv("LUMINA_EMBED_PARTS", "auto")
     monkeypatch.setenv("LUMINA_EXECUTOR", "")
     current = settings.get()
-    assert current.search.llm_stages == ["parse", "rerank"]
     assert current.paths.corpus == tmp_path.resolve()
     assert current.network.openalex_url == "http://mirror.internal/openalex"
     assert current.search.index_cache_mb == "unbounded"
@@ -82,7 +80,6 @@ def test_values_are_typed_and_normalised(monkeypatch, tmp_path):
     ("name", "value"),
     [
         ("LUMINA_QUERY_ENCODER", "tensorflow"),
-        ("LUMINA_SEARCH_LLM", "parse,summarise"),
         ("LUMINA_K8S_GPU", "two"),
         ("LUMINA_RECURSION_LLM", "both"),
         ("LUMINA_BEIR_QUERIES", "-1"),

@@ -91,7 +91,7 @@ def test_baseline_configurations_are_pinned(monkeypatch):
         "paper_fulltext": False,
     }
     assert dense["neighbour_smoothing"] == 0.0
-    assert dense["rerank"] is None and dense["llm_parser"] is None and dense["llm_multi_query"] is None
+    assert dense["rerank"] is None
 
 
 def test_setup_section_prints_each_baselines_configuration_and_hashes():

@@ -53,7 +53,6 @@ def test_search_config_is_disclosed_with_model_stages_named():
     described = config.as_json()
     assert described["passage_fulltext"] is True and described["weights"]["passage_vectors"] == 1.0
     assert described["rerank"] == "test_search_config_is_disclosed_with_model_stages_named"
-    assert described["llm_parser"] is None
     dense = dense_config().as_json()
     assert dense["passage_vectors"] is True and not dense["passage_fulltext"] and not dense["paper_fulltext"]
 

@@ -1,11 +1,10 @@
 """Hostile alert data and terminal output (issue 40 items 3, 4, 5, 6, 10): feeds stay well-formed XML with control
-characters in titles and snippets and never link to `javascript:` / `data:`; the earlier JSON files migrate into the
-SQLite store, damaged ones without a crash; a damaged store is a clear JSON 503 and one CLI line; `lumina alerts
-hits`, `lumina search --color never` and `lumina export` to stdout print no raw ESC / BEL / C1 control."""
+characters in titles and snippets and never link to `javascript:` / `data:`; a damaged store is a clear JSON 503
+and one CLI line; `lumina alerts hits`, `lumina search --color never` and `lumina export` to stdout print no raw
+ESC / BEL / C1 control."""
 
 from __future__ import annotations
 
-import json
 from xml.etree import ElementTree as ET
 
 import feedparser
@@ -13,7 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from lumina_assets.cli.main import main
-from lumina_assets.search import alerts_store, saved_searches
+from lumina_assets.search import saved_searches
 from lumina_assets.search.alerts import atom_feed
 from lumina_assets.search.api import create_app
 
@@ -69,103 +68,6 @@ def test_feed_builder_output_parses_for_every_control_character():
     for code in [*range(0x20), 0x7F, 0xFFFE, 0xFFFF, 0xD800]:
         character = chr(code)
         ET.fromstring(atom_feed(search, [_hit(search, 1, title=f"a{character}b", snippet=character)], BASE))
-
-
-def test_json_files_of_earlier_versions_migrate_into_the_database(data_dir):
-    folder = saved_searches.alerts_dir()
-    folder.mkdir(parents=True)
-    searches = [
-        {
-            "name": "one",
-            "query": "graphs",
-            "filters": {"tag": "x"},
-            "k": 5,
-            "id": "id-one",
-            "created_at": "2026-01-01",
-        },
-        {
-            "name": "two",
-            "query": "trees",
-            "filters": {},
-            "k": 10,
-            "id": "id-two",
-            "created_at": "2026-01-02",
-            "seen_at": "2026-06-01",
-            "future_field": True,
-        },  # a newer version's field: ignored
-    ]
-    (folder / "saved_searches.json").write_text(json.dumps({"searches": searches}))
-    hits = [
-        {
-            "search_id": "id-one",
-            "paper_id": f"p{n}",
-            "found_at": f"2026-05-{n + 1:02d}",
-            "title": "T",
-            "rank": 1,
-        }
-        for n in range(3)
-    ] + [{"search_id": "id-two", "paper_id": "q", "found_at": "2026-05-01", "title": "old", "rank": 1}]
-    (folder / "hits.json").write_text(
-        json.dumps({"searches": {"id-one": {"known": ["p0"], "name": "one"}}, "hits": hits})
-    )
-    assert saved_searches.summaries() == [
-        {
-            "name": "one",
-            "query": "graphs",
-            "filters": {"tag": "x"},
-            "k": 5,
-            "new_count": 3,
-            "feed_url": "/feeds/one.xml",
-        },
-        {
-            "name": "two",
-            "query": "trees",
-            "filters": {},
-            "k": 10,
-            "new_count": 0,
-            "feed_url": "/feeds/two.xml",
-        },
-    ]
-    assert [h["paper_id"] for h in saved_searches.hits_for(saved_searches.get("one"))] == ["p2", "p1", "p0"]
-    assert saved_searches.read_hits_state()["searches"]["id-one"]["known"] == ["p0"]
-    assert sorted(p.name for p in folder.glob("*.json*")) == [
-        "hits.json.migrated",
-        "saved_searches.json.migrated",
-    ]
-
-
-@pytest.mark.parametrize(
-    ("searches_file", "hits_file"),
-    [
-        (b'{"searches": [{"name": "one", "query": "gra', None),  # truncated
-        (b"[]", None),
-        (
-            b'{"searches": [{"name": "caf\xe9", "query": "gr\xe4phs"}, {"name": "ok", "query": "q"}]}',
-            None,
-        ),  # Latin-1
-        (b'{"searches": [{"name": "ok", "query": "q", "id": "i"}]}', b'{"hits": {"search_id": 1}}'),
-        (b'{"searches": [{"name": "ok", "query": "q", "id": "i"}]}', b'[{"paper_id": "x"}]'),
-        (b'{"searches": [{"name": "ok", "query": "q", "id": "i"}]}', b'{"hits": [{"paper_id": "x"}, 5]}'),
-    ],
-)
-def test_damaged_json_files_never_break_the_routes_or_the_cli(searches_file, hits_file, data_dir, capsys):
-    folder = saved_searches.alerts_dir()
-    folder.mkdir(parents=True)
-    (folder / "saved_searches.json").write_bytes(searches_file)
-    if hits_file is not None:
-        (folder / "hits.json").write_bytes(hits_file)
-    client = TestClient(create_app(service=None), base_url=BASE, raise_server_exceptions=False)
-    response = client.get("/api/alerts")  # before: a plain-text 500
-    assert response.status_code == 200
-    names = [row["name"] for row in response.json()]
-    assert names in ([], ["ok"])
-    for name in names:
-        assert client.get(f"/feeds/{name}.xml").status_code == 200
-    assert main(["alerts", "list"]) == 0
-    printed = capsys.readouterr()
-    assert "Error" not in printed.err and "Traceback" not in printed.err
-    assert not (folder / "saved_searches.json").exists()  # set aside (.migrated / .unreadable), never deleted
-    assert list(folder.glob("saved_searches.json.*"))
 
 
 @pytest.mark.parametrize("damage", [b"not a database at all" * 100, b"SQLite format 3\x00" + b"\x00" * 200])
@@ -283,16 +185,6 @@ def test_terminal_safe_keeps_colours_only_when_asked():
     assert "\r\nnext" in plain and "\rover" not in plain and "\ttab" in plain
     kept = terminal_safe(coloured, keep_colors=True)
     assert kept.startswith("\x1b[1mTitle\x1b[0m ") and kept.count("\x1b") == 2 and "\x07" not in kept
-
-
-def test_a_json_file_far_past_the_caps_is_set_aside_unread(data_dir, monkeypatch):
-    monkeypatch.setattr(alerts_store, "MAX_OLD_FILE_BYTES", 1024)
-    folder = saved_searches.alerts_dir()
-    folder.mkdir(parents=True)
-    (folder / "saved_searches.json").write_text(json.dumps({"searches": [{"name": "ok", "query": "q"}]}))
-    (folder / "hits.json").write_text(json.dumps({"searches": {}, "hits": [{"pad": "x" * 2048}]}))
-    assert [s.name for s in saved_searches.load()] == ["ok"]
-    assert (folder / "hits.json.unreadable").exists() and saved_searches.read_hits_state()["hits"] == []
 
 
 def test_the_alerts_sensor_skips_with_the_reason_when_the_store_is_damaged(data_dir):

@@ -38,8 +38,20 @@ def test_a_paper_vector_is_the_mean_of_its_passages():
     assert np.allclose(matrix, [[2**-0.5, 2**-0.5], [1, 0]])
 
 
+def _graph(neighbours: dict[str, tuple[list[str], list[float]]]) -> NeighbourGraph:
+    """A graph from paper id -> (neighbour ids, similarities); a neighbour that is not a paper of it: -1."""
+    papers = list(neighbours)
+    width = max(len(ids) for ids, _ in neighbours.values())
+    rows = np.full((len(papers), width), -1, dtype=np.int64)
+    sims = np.zeros((len(papers), width), dtype=np.float32)
+    for i, (ids, values) in enumerate(neighbours.values()):
+        rows[i, : len(ids)] = [papers.index(n) if n in papers else -1 for n in ids]
+        sims[i, : len(values)] = values
+    return NeighbourGraph(papers, rows, sims)
+
+
 def test_smoothing_lifts_a_paper_whose_neighbours_scored_over_an_equal_one_whose_did_not():
-    graph = NeighbourGraph(
+    graph = _graph(
         {
             "lonely": (["x", "y"], [0.9, 0.8]),
             "clustered": (["friend", "y"], [0.9, 0.8]),
@@ -72,7 +84,7 @@ def test_the_graph_is_kept_with_the_index_and_search_smooths_with_it(tmp_path, s
     assert neighbour_graph.read_graph(db) is None
     assert neighbour_graph.keep_graph(db)
     graph = neighbour_graph.read_graph(db)
-    assert graph is not None and len(graph) == papers.height
+    assert graph is not None and len(graph.papers) == papers.height
     some_paper = next(iter(graph.neighbours))
     neighbours, sims = graph.neighbours[some_paper]
     assert len(neighbours) == neighbour_graph.STORED_NEIGHBOURS and some_paper not in neighbours
@@ -111,12 +123,12 @@ def test_papers_added_later_get_neighbours_and_the_cache_sees_the_new_graph(tmp_
     db, _, _ = _index(tmp_path, shared_data, 40)
     neighbour_graph.keep_graph(db)
     cache = GraphCache()
-    assert len(cache.get(db)) == 40
+    assert len(cache.get(db).papers) == 40
     corpus = dict(list(load_beir(shared_data / "scifact", "train").corpus.items())[:45])  # the 40 and 5 more
     papers, passages = collection_tables(Collection("scifact", corpus, {}, {}))
     indexing.index_corpus(db, passages, papers, HashingEmbedder())
     assert neighbour_graph.keep_graph(db)  # the 5 new papers are not covered: rewritten
-    assert len(cache.get(db)) == 45
+    assert len(cache.get(db).papers) == 45
 
 
 def test_a_corpus_too_large_for_an_exact_graph_gets_none(tmp_path, shared_data, monkeypatch):
@@ -128,7 +140,7 @@ def test_a_corpus_too_large_for_an_exact_graph_gets_none(tmp_path, shared_data, 
 def test_a_corpus_grown_past_the_graph_size_loses_its_old_graph(tmp_path, shared_data, monkeypatch):
     """A graph of the earlier papers only would lift them (their neighbours score) and never the new ones."""
     db, _, _ = _index(tmp_path, shared_data, 20)
-    assert neighbour_graph.keep_graph(db) and len(neighbour_graph.read_graph(db)) == 20
+    assert neighbour_graph.keep_graph(db) and len(neighbour_graph.read_graph(db).papers) == 20
     monkeypatch.setattr(neighbour_graph, "MAX_GRAPH_PAPERS", 19)  # as if the corpus had grown past the limit
     assert not neighbour_graph.keep_graph(db) and neighbour_graph.read_graph(db) is None
     assert neighbour_graph.graph_rows(db) == 0
@@ -155,7 +167,7 @@ def test_the_graph_reads_back_as_written_and_skips_a_neighbour_since_removed(tmp
     the graph was written) is skipped, by the reader as by the constructor."""
     import pyarrow as pa
 
-    full = NeighbourGraph.from_arrays(["a", "b", "c"], np.array([[1, 2], [0, 2], [0, 1]]), np.ones((3, 2)))
+    full = NeighbourGraph(["a", "b", "c"], np.array([[1, 2], [0, 2], [0, 1]]), np.ones((3, 2)))
     db = connect_lancedb(str(tmp_path / "db"))
     neighbour_graph.write_graph(db, full)
     assert neighbour_graph.read_graph(db).neighbours == full.neighbours
@@ -171,7 +183,7 @@ def test_the_graph_reads_back_as_written_and_skips_a_neighbour_since_removed(tmp
         neighbour_graph.GRAPH_TABLE, data=pa.table({**stale, "similarities": similarities}), mode="overwrite"
     )
     read = neighbour_graph.read_graph(db)
-    built = NeighbourGraph({"a": (["gone", "b"], [0.9, 0.8]), "b": (["a"], [0.9])})
+    built = _graph({"a": (["gone", "b"], [0.9, 0.8]), "b": (["a"], [0.9])})
     assert (
         read.neighbours
         == built.neighbours

@@ -308,35 +308,6 @@ def test_rerank_sees_a_deeper_pool_and_drives_document_rankings(index_uri, embed
     assert [s for _, s in ranking] == sorted((s for _, s in ranking), reverse=True)
 
 
-def test_llm_stages_run_inside_the_pipeline(index_uri, embedder):
-    """An LLM parser's year constraint filters, and its extra phrasings are embedded with the query."""
-    from lumina_assets.search.query_parser import ParsedQuery
-
-    calls: list[list[str]] = []
-
-    class CountingEmbedder:
-        def encode(self, texts):
-            calls.append(list(texts))
-            return embedder.encode(texts)
-
-    config = SearchConfig(
-        llm_parser=lambda q: ParsedQuery(q, "aspirin and stroke", [], 2010, 2012, ["aspirin"], parser="llm"),
-        llm_multi_query=lambda text: [
-            "acetylsalicylic acid cerebrovascular events",
-            "aspirin stroke prevention",
-        ],
-        year_mode="filter",
-    )
-    engine = SearchEngine(index_uri, CountingEmbedder(), config)
-    contexts = engine.search("aspirin and stroke in 2010-2012 please", k=5)
-    assert engine.last_trace.parsed.parser == "llm"
-    assert calls == [
-        ["aspirin and stroke", "acetylsalicylic acid cerebrovascular events", "aspirin stroke prevention"]
-    ]
-    years = {p["paper_id"]: p["year"] for p in _table(index_uri, "papers")}
-    assert contexts and all(2010 <= years[c.paper_id] <= 2012 for c in contexts)
-
-
 def test_index_store_prewarms_its_search_indexes_after_the_first_query(index_uri, embedder, monkeypatch):
     """An index-backed store loads the full-text (and ANN, where built) indexes of both tables in background
     threads, started once, by the first search and not before it."""
