@@ -426,18 +426,5 @@ ASSETS = [
 CHECKS = [questions_are_wellformed]
 
 
-def build_resources(
-    *,
-    budget_usd: float = 0.0,
-    budget_file: str = "",
-    judge_rpm: float | None = None,
-    question_rpm: float | None = None,
-) -> dict:
-    """The benchmark's resources; a budget (USD, with the ledger file the run's processes share) stops every LLM
-    client once the counted spend reaches it; `*_rpm` override the LLMs' requests per minute."""
-    return {
-        **build_llm_resources(
-            budget_usd=budget_usd, budget_file=budget_file, judge_rpm=judge_rpm, question_rpm=question_rpm
-        ),
-        **build_provider_resources(),
-    }
+def build_resources() -> dict:
+    return {**build_llm_resources(), **build_provider_resources()}
