@@ -20,10 +20,7 @@ PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
 def run_until_stopped(
-    command: Sequence[str],
-    *,
-    grace_seconds: float = 5.0,
-    serving: Callable[[], bool] | None = None,
+    command: Sequence[str], *, grace_seconds: float = 5.0, serving: Callable[[], bool] | None = None
 ) -> int:
     """Run `command` until it exits, this process receives a stop signal, or `serving()` (polled twice a second)
     turns false after it was true — the command's own shutdown has begun (someone signalled it directly); then stop

@@ -13,13 +13,7 @@ from evals import shards as shards_lib
 from evals.providers import describe, http_stats
 from evals.recursive import LLMRefiner, PseudoRelevanceRefiner
 from evals.report import OFFLINE_JUDGE_NOT_USED, level_summary, results_sample
-from evals.setup import (
-    beir_folder_candidates,
-    build_judge,
-    load_papers,
-    load_passages,
-    remember_beir_folder,
-)
+from evals.setup import beir_folder_candidates, build_judge, load_papers, load_passages, remember_beir_folder
 from lumina_assets.core import settings, tables
 from lumina_assets.defs.benchmark_batch import judge_batch, question_batch
 from lumina_assets.defs.benchmark_common import (
@@ -249,12 +243,7 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
 
     def levels(part: pl.DataFrame) -> pl.DataFrame:
         frame = runner.run_recursive(
-            provider,
-            part,
-            level0.collect(),
-            page_sizes=page_sizes,
-            max_depth=max(depths),
-            refiner=refiner,
+            provider, part, level0.collect(), page_sizes=page_sizes, max_depth=max(depths), refiner=refiner
         )
         return frame.filter(pl.col("depth").is_in(depths))
 
@@ -317,11 +306,7 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
 
 
 @dg.asset(
-    group_name=GROUP,
-    code_version="2",
-    partitions_def=PROVIDER_SHARDS,
-    deps=[recursive_results],
-    pool="llm",
+    group_name=GROUP, code_version="2", partitions_def=PROVIDER_SHARDS, deps=[recursive_results], pool="llm"
 )
 def judgments(
     context: dg.AssetExecutionContext, config: JudgeConfig, judge_llm: LLMResource
