@@ -235,7 +235,6 @@ def local_papers(
     table = _papers_table(report.papers).append_column("origin", pa.array(origins, pa.string()))
     tables.write(tables.LOCAL_PAPERS, table)
     frame = pl.from_arrow(table)
-    content = tables.content_hash(frame)
     tables.write(
         tables.LOCAL_REJECTED,
         rows_to_table([dataclasses.asdict(r) for r in report.rejected], REJECTED_SCHEMA),
@@ -258,7 +257,7 @@ def local_papers(
                 tables.markdown_sample(frame, ["paper_id", "title", "source", "source_id"])
             ),
         },
-        data_version=dg.DataVersion(content),
+        data_version=dg.DataVersion(tables.content_hash(frame)),
     )
 
 
