@@ -1,6 +1,6 @@
 """[benchmark] group: questions → provider results (provider × shard) → recursive levels → judgments → scores →
 report; the work is in `evals`. This module holds the questions and per-provider assets and lists the whole group
-(run config: `benchmark_config`; shared helpers: `benchmark_common`; scores and report: `benchmark_run`)."""
+(run config and shared helpers: `benchmark_common`; scores, report and the batch submissions: `benchmark_run`)."""
 
 from pathlib import Path
 
@@ -15,8 +15,14 @@ from evals.recursive import LLMRefiner, PseudoRelevanceRefiner
 from evals.report import OFFLINE_JUDGE_NOT_USED, level_summary, results_sample
 from evals.setup import beir_folder_candidates, build_judge, load_papers, load_passages, remember_beir_folder
 from lumina_assets.core import settings, tables
-from lumina_assets.defs.benchmark_batch import judge_batch, question_batch
 from lumina_assets.defs.benchmark_common import (
+    GROUP,
+    JudgeConfig,
+    ProviderResultsConfig,
+    QuestionsConfig,
+    RecursionConfig,
+    SyntheticQuestionsConfig,
+    UserQueriesConfig,
     data_version,
     provider_for,
     request_counters,
@@ -26,17 +32,8 @@ from lumina_assets.defs.benchmark_common import (
     summary_row,
     upstream,
 )
-from lumina_assets.defs.benchmark_config import (
-    GROUP,
-    JudgeConfig,
-    ProviderResultsConfig,
-    QuestionsConfig,
-    RecursionConfig,
-    SyntheticQuestionsConfig,
-    UserQueriesConfig,
-)
-from lumina_assets.defs.benchmark_config import default_run_config as default_run_config
-from lumina_assets.defs.benchmark_run import benchmark_report, benchmark_scores
+from lumina_assets.defs.benchmark_common import default_run_config as default_run_config
+from lumina_assets.defs.benchmark_run import benchmark_report, benchmark_scores, judge_batch, question_batch
 from lumina_assets.defs.partitions import PROVIDER_SHARDS, SHARDS, split_key
 from resources.llm import LLMResource, build_llm_resources
 from resources.providers import build_provider_resources
