@@ -5,13 +5,13 @@ duplicate run."""
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
-from pydantic import BaseModel, ValidationError
 
 from lumina_assets.core import settings
 from lumina_assets.corpus.local import iter_pdf_files
@@ -54,21 +54,20 @@ def scan_inbox(inbox: Path, *, settle_seconds: float = 0.0, now: float | None = 
     return sorted(found)
 
 
-class InboxCursor(BaseModel):
-    version: int = CURSOR_VERSION
-    seen: dict[str, str] = {}  # relative name -> fingerprint of each file already sent to a run
-
-
 def load_cursor(cursor: str | None) -> dict[str, str]:
     """{relative name: fingerprint} of files already sent to a run; an unreadable cursor starts empty."""
-    try:
-        return InboxCursor.model_validate_json(cursor or "{}").seen
-    except ValidationError:
+    if not cursor:
         return {}
+    try:
+        data = json.loads(cursor)
+    except json.JSONDecodeError:
+        return {}
+    seen = data.get("seen") if isinstance(data, dict) else None
+    return {str(k): str(v) for k, v in seen.items()} if isinstance(seen, dict) else {}
 
 
 def dump_cursor(seen: dict[str, str]) -> str:
-    return InboxCursor(seen=dict(sorted(seen.items()))).model_dump_json()
+    return json.dumps({"version": CURSOR_VERSION, "seen": dict(sorted(seen.items()))}, separators=(",", ":"))
 
 
 def batch_key_for(files: list[InboxFile]) -> str:
