@@ -227,10 +227,10 @@ def _bench_scale(args) -> int:
 
 
 def _bench_serve(args) -> int:
-    from bench.serve_load import run_load
+    from bench.serve_load import run_load, serve_in_thread
     from evals.collection_eval import collection_index
     from evals.latency import percentile_ms
-    from lumina_assets.cli.serve import build_service, serve_in_thread
+    from lumina_assets.cli.serve import build_service
     from lumina_assets.core import settings
     from lumina_assets.corpus.collections import CollectionError
     from lumina_assets.search.api import create_app

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "devtools"))
+sys.path[:0] = [str(ROOT), str(ROOT / "devtools")]
 
 SCRIPT = r"""
 const { chromium } = require(process.env.PLAYWRIGHT_CORE);
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print("cannot take the screenshot: " + ", ".join(missing), file=sys.stderr)
         return 2
-    from lumina_assets.cli.serve import build_service, serve_in_thread
+    from bench.serve_load import serve_in_thread
+    from lumina_assets.cli.serve import build_service
     from lumina_assets.search.api import create_app
 
     service = build_service(args.db, engines=1, use_llm=False)

@@ -24,18 +24,14 @@ automation_condition_sensor = dg.AutomationConditionSensorDefinition(
 
 
 def executor_from_env() -> dg.ExecutorDefinition:
-    """How a run launched by the UI or the daemon runs its steps (`LUMINA_EXECUTOR`): in_process (the default),
-    multiprocess or k8s (docs/production.md)."""
+    """How a run launched by the UI or the daemon runs its steps (`LUMINA_EXECUTOR`, docs/production.md); settings
+    refuse any other value."""
     choice = settings.get().orchestration.executor
-    if choice == "in_process":
-        return dg.in_process_executor
-    if choice == "multiprocess":
-        return dg.multiprocess_executor
     if choice == "k8s":
         from sensors.k8s import k8s_executor  # dagster-k8s: the `k8s` extra, installed in the image
 
         return k8s_executor()
-    raise ValueError(f"LUMINA_EXECUTOR={choice!r}: use in_process, multiprocess or k8s")
+    return dg.multiprocess_executor if choice == "multiprocess" else dg.in_process_executor
 
 
 SENSORS = [

@@ -5,13 +5,13 @@ its cursor, and a backlog over `max_works_per_tick` drains over the next ticks, 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
+from pydantic import BaseModel, ValidationError
 
 from lumina_assets.core import settings
 from lumina_assets.core.http import HttpError
@@ -31,51 +31,34 @@ CURSOR_VERSION = 1
 SOURCE_ERRORS = (HttpError, OpenAlexError, ArxivError)
 
 
-@dataclass
-class SourceCursor:
+class SourceCursor(BaseModel):
     since: str  # ISO date; works from this day on are asked for
-    boundary: list[str] = field(default_factory=list)  # ids already seen that the next query returns again
-
-    def as_dict(self) -> dict:
-        return {"since": self.since, "boundary": sorted(set(self.boundary))}
+    boundary: list[str] = []  # ids already seen that the next query returns again, sorted
 
 
-@dataclass
-class PollCursor:
+class PollCursor(BaseModel):
+    version: int = CURSOR_VERSION
     openalex: SourceCursor
     arxiv: SourceCursor
-    seed_openalex_ids: dict[str, str | None] = field(default_factory=dict)  # seed identifier -> W id
+    seed_openalex_ids: dict[str, str | None] = {}  # seed identifier -> W id
 
     @classmethod
     def initial(cls, today: date, lookback_days: int) -> PollCursor:
         start = (today - timedelta(days=lookback_days)).isoformat()
-        return cls(SourceCursor(start), SourceCursor(start))
+        return cls(openalex=SourceCursor(since=start), arxiv=SourceCursor(since=start))
 
     @classmethod
     def load(cls, raw: str | None, today: date, lookback_days: int) -> PollCursor:
-        if not raw:
-            return cls.initial(today, lookback_days)
-        try:
-            data = json.loads(raw)
-            return cls(
-                SourceCursor(**data["openalex"]),
-                SourceCursor(**data["arxiv"]),
-                dict(data.get("seed_openalex_ids") or {}),
-            )
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            log.warning("unreadable polling cursor (%s); starting from the look-back window", exc)
-            return cls.initial(today, lookback_days)
+        if raw:
+            try:
+                return cls.model_validate_json(raw)
+            except ValidationError as exc:
+                log.warning("unreadable polling cursor (%s); starting from the look-back window", exc)
+        return cls.initial(today, lookback_days)
 
     def dump(self) -> str:
-        return json.dumps(
-            {
-                "version": CURSOR_VERSION,
-                "openalex": self.openalex.as_dict(),
-                "arxiv": self.arxiv.as_dict(),
-                "seed_openalex_ids": dict(sorted(self.seed_openalex_ids.items())),
-            },
-            separators=(",", ":"),
-        )
+        seeds = dict(sorted(self.seed_openalex_ids.items()))
+        return self.model_copy(update={"seed_openalex_ids": seeds}).model_dump_json()
 
 
 @dataclass
@@ -109,8 +92,8 @@ def _take_and_advance(
         returned.add(item)
         taken.append(item)
     if complete and today.isoformat() > cursor.since:
-        return taken, SourceCursor(today.isoformat(), sorted(returned))
-    return taken, SourceCursor(cursor.since, sorted(skip | set(taken)))
+        return taken, SourceCursor(since=today.isoformat(), boundary=sorted(returned))
+    return taken, SourceCursor(since=cursor.since, boundary=sorted(skip | set(taken)))
 
 
 def resolve_seed_openalex_ids(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from lumina_assets.defs.instance_storage import pool_limits, set_pool_limit
+from lumina_assets.defs.instance_storage import set_pool_limit
 
 # Steps in the same pool run at most this many at a time across all runs (the HTTP layer's per-host rate limit
 # still spaces requests inside each step). tests/orchestration/test_pools.py checks these against the assets' pools;
@@ -24,7 +24,3 @@ def apply_pool_limits(instance: dg.DagsterInstance) -> dict[str, int]:
     for pool, limit in POOL_LIMITS.items():
         set_pool_limit(instance, pool, limit)
     return dict(POOL_LIMITS)
-
-
-def current_pool_limits(instance: dg.DagsterInstance) -> dict[str, int]:
-    return pool_limits(instance)

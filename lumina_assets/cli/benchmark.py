@@ -16,14 +16,12 @@ def _int_list(text: str) -> list[int]:
 
 
 def add_commands(commands, bench_commands) -> None:
-    from evals import defaults, registry
-
     bench = commands.add_parser(
         "benchmark", help="run the CR/CP benchmark (questions → providers → judge → report)"
     )
     sub = bench.add_subparsers(dest="benchmark_command", required=True)
     run = sub.add_parser("run", help="materialize the benchmark group and print the headline table")
-    _add_run_options(run, defaults, registry)
+    _add_run_options(run)
     run.add_argument(
         "--poll-seconds",
         type=float,
@@ -34,7 +32,7 @@ def add_commands(commands, bench_commands) -> None:
     plan = sub.add_parser(
         "plan", help="calls, tokens, USD and wall time the run with these options would take (calls nothing)"
     )
-    _add_run_options(plan, defaults, registry)
+    _add_run_options(plan)
     plan.add_argument(
         "--user-queries",
         type=int,
@@ -69,8 +67,10 @@ def add_commands(commands, bench_commands) -> None:
     compare.set_defaults(handler=compare_benchmark_runs)
 
 
-def _add_run_options(parser, defaults, registry) -> None:
+def _add_run_options(parser) -> None:
     """The options `run` and `plan` share."""
+    from evals import defaults, registry
+
     parser.add_argument(
         "--budget",
         type=float,
@@ -278,13 +278,8 @@ def run_benchmark(args: argparse.Namespace) -> int:
         shard_steps(args, chains, ("judgments",), config, budget, budget_spent)
     if budget_spent():
         return stopped()
-    if not step(
-        assets,
-        [benchmark.benchmark_scores, benchmark.benchmark_report],
-        config,
-        instance=instance,
-        resources=resources,
-    ):
+    scoring = [benchmark.benchmark_scores, benchmark.benchmark_report]
+    if not step(assets, scoring, config, instance=instance, resources=resources):
         return 1
     from evals import runs
     from evals.report import headline_table
@@ -296,12 +291,8 @@ def run_benchmark(args: argparse.Namespace) -> int:
     if agreement:
         print(f"judge: {agreement.get('judge')}\njudge agreement: {agreement.get('summary')}")
     if report.exists():
-        headline = [
-            line
-            for line in report.read_text(encoding="utf-8").splitlines()
-            if line.startswith("**Headline.**")
-        ]
-        print("\n" + "\n".join(headline))
+        lines = report.read_text(encoding="utf-8").splitlines()
+        print("\n" + "\n".join(line for line in lines if line.startswith("**Headline.**")))
     if run is not None:
         manifest, scores, _ = runs.read_run(run)
         for name in ("synthetic", "beir", "user"):

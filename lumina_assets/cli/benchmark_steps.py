@@ -29,17 +29,16 @@ def step(assets, selection, run_config, *, partition_key=None, instance, resourc
 def run_resources(args: argparse.Namespace, judge_concurrency: int | None = None, **budget) -> dict:
     """The benchmark's resources with the command's limits; `judge_concurrency` (default `--judge-concurrency`)
     replaces the judge's."""
-    from lumina_assets.defs import benchmark
     from resources.llm import build_llm_resources
+    from resources.providers import build_provider_resources
 
-    limits = {"judge_rpm": args.judge_rpm, "question_rpm": args.question_rpm}
-    resources = benchmark.build_resources(**budget, **limits)
-    concurrency = judge_concurrency or getattr(args, "judge_concurrency", None)
-    if concurrency:
-        resources["judge_llm"] = build_llm_resources(**budget, **limits, judge_concurrency=concurrency)[
-            "judge_llm"
-        ]
-    return resources
+    llms = build_llm_resources(
+        **budget,
+        judge_rpm=args.judge_rpm,
+        question_rpm=args.question_rpm,
+        judge_concurrency=judge_concurrency or getattr(args, "judge_concurrency", None),
+    )
+    return {**llms, **build_provider_resources()}
 
 
 SEARCHING = ("provider_results", "recursive_results")  # the steps that call the provider's search API

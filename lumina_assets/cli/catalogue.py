@@ -111,7 +111,7 @@ def run_restore(args) -> int:
             "Nothing to restore: none of these was removed (`lumina sources` counts removed papers).", 1
         )
     print(f"restored {len(lifted)}: {json.dumps(lifted[:20])}")
-    return _curate({}, "restore") if lifted else 0
+    return _curate({}, "restore")
 
 
 def run_sources(args) -> int:

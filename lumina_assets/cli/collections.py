@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from lumina_assets.cli.messages import fail
@@ -23,10 +22,7 @@ def _fetch_collection(args) -> int:
     try:
         if args.url or args.sha256:
             if not (args.url and args.sha256):
-                print(
-                    "--url and --sha256 go together: an archive is never unpacked unchecked", file=sys.stderr
-                )
-                return 2
+                return fail("--url and --sha256 go together: an archive is never unpacked unchecked")
             collection = fetch.KnownCollection(args.name, args.url, sha256=args.sha256)
         else:
             collection = fetch.known_collection(args.name)

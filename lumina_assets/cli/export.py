@@ -49,9 +49,8 @@ def _export(args) -> int:
     from lumina_assets.search.stores import IndexModelMismatch, IndexNotBuilt
 
     fields = {"query": args.query, "k": args.k, "page": args.page, "sort": args.sort, "overview": False}
-    fields.update({"year_min": args.year_min, "year_max": args.year_max, "author": args.author})
-    fields["venue"] = args.venue
-    fields.update({name: getattr(args, name) for name in ("tag", "collection") if getattr(args, name)})
+    fields |= {name: getattr(args, name) for name in ("year_min", "year_max", "author", "venue")}
+    fields |= {name: getattr(args, name) for name in ("tag", "collection") if getattr(args, name)}
     try:
         request = SearchRequest.from_mapping(fields)
     except BadRequest as error:

@@ -12,7 +12,8 @@ from lumina_assets.cli.messages import fail
 
 def run_pools(args) -> int:
     from lumina_assets.cli.runner import instance as project_instance
-    from sensors.pools import POOL_LIMITS, apply_pool_limits, current_pool_limits
+    from lumina_assets.defs.instance_storage import pool_limits
+    from sensors.pools import POOL_LIMITS, apply_pool_limits
 
     instance = project_instance()
     if args.action == "apply":
@@ -21,7 +22,7 @@ def run_pools(args) -> int:
         for pool, limit in applied.items():
             print(f"  {pool:18} {limit}")
         return 0
-    current = current_pool_limits(instance)
+    current = pool_limits(instance)
     default = instance.get_concurrency_config().pool_config.default_pool_limit
     print(f"instance {instance.root_directory}: default limit for other pools = {default}")
     for pool in sorted(set(current) | set(POOL_LIMITS)):

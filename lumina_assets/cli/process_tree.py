@@ -20,10 +20,7 @@ PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
 def run_until_stopped(
-    command: Sequence[str],
-    *,
-    grace_seconds: float = 5.0,
-    serving: Callable[[], bool] | None = None,
+    command: Sequence[str], *, grace_seconds: float = 5.0, serving: Callable[[], bool] | None = None
 ) -> int:
     """Run `command` until it exits, this process receives a stop signal, or `serving()` (polled twice a second)
     turns false after it was true — the command's own shutdown has begun (someone signalled it directly); then stop
@@ -94,15 +91,17 @@ def stop_descendants(
     if interrupt:
         _signal_group(group, signal.SIGINT)
         for process in _descendants():
-            if _group(process) not in (group, None):
-                _send(process, signal.SIGINT)
+            with contextlib.suppress(ProcessLookupError, psutil.NoSuchProcess):
+                if os.getpgid(process.pid) != group:
+                    process.send_signal(signal.SIGINT)
     if not _outlived(child, grace_seconds, hurry):
         return
     left = [p for p in _descendants() if _alive(p)]
     print(f"killing the {len(left)} processes still running", file=sys.stderr, flush=True)
     _signal_group(group, signal.SIGKILL)
     for process in left:
-        _send(process, signal.SIGKILL)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.send_signal(signal.SIGKILL)
     _outlived(child, 2.0)
     try:
         child.wait(timeout=1)
@@ -142,18 +141,6 @@ def _alive(process: psutil.Process) -> bool:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
-
-
-def _group(process: psutil.Process) -> int | None:
-    try:
-        return os.getpgid(process.pid)
-    except ProcessLookupError:
-        return None
-
-
-def _send(process: psutil.Process, number: int) -> None:
-    with contextlib.suppress(psutil.NoSuchProcess):
-        process.send_signal(number)
 
 
 def _signal_group(group: int, number: int) -> None:

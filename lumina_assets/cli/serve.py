@@ -1,4 +1,4 @@
-"""`lumina serve`: the search API and web page (`serve_in_thread` runs it for benches and tests)."""
+"""`lumina serve`: the search API and web page."""
 
 from __future__ import annotations
 
@@ -171,24 +171,3 @@ def allowed_hosts(bound: str, extra: list[str]) -> list[str]:
     if bound not in ("0.0.0.0", "::", ""):
         names.append(bound)
     return list(dict.fromkeys([*names, *extra]))
-
-
-def serve_in_thread(app, port: int = 0):
-    """(uvicorn server, its thread, port) serving `app` on 127.0.0.1 from a daemon thread, started; port 0 picks a
-    free one. Stop it with `server.should_exit = True` and join the thread."""
-    import socket
-    import threading
-    import time
-
-    import uvicorn
-
-    if not port:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    return server, thread, port

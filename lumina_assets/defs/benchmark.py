@@ -1,6 +1,6 @@
 """[benchmark] group: questions → provider results (provider × shard) → recursive levels → judgments → scores →
 report; the work is in `evals`. This module holds the questions and per-provider assets and lists the whole group
-(run config: `benchmark_config`; shared helpers: `benchmark_common`; scores and report: `benchmark_run`)."""
+(run config and shared helpers: `benchmark_common`; scores, report and the batch submissions: `benchmark_run`)."""
 
 from pathlib import Path
 
@@ -13,16 +13,16 @@ from evals import shards as shards_lib
 from evals.providers import describe, http_stats
 from evals.recursive import LLMRefiner, PseudoRelevanceRefiner
 from evals.report import OFFLINE_JUDGE_NOT_USED, level_summary, results_sample
-from evals.setup import (
-    beir_folder_candidates,
-    build_judge,
-    load_papers,
-    load_passages,
-    remember_beir_folder,
-)
+from evals.setup import beir_folder_candidates, build_judge, load_papers, load_passages, remember_beir_folder
 from lumina_assets.core import settings, tables
-from lumina_assets.defs.benchmark_batch import judge_batch, question_batch
 from lumina_assets.defs.benchmark_common import (
+    GROUP,
+    JudgeConfig,
+    ProviderResultsConfig,
+    QuestionsConfig,
+    RecursionConfig,
+    SyntheticQuestionsConfig,
+    UserQueriesConfig,
     data_version,
     provider_for,
     request_counters,
@@ -32,17 +32,8 @@ from lumina_assets.defs.benchmark_common import (
     summary_row,
     upstream,
 )
-from lumina_assets.defs.benchmark_config import (
-    GROUP,
-    JudgeConfig,
-    ProviderResultsConfig,
-    QuestionsConfig,
-    RecursionConfig,
-    SyntheticQuestionsConfig,
-    UserQueriesConfig,
-)
-from lumina_assets.defs.benchmark_config import default_run_config as default_run_config
-from lumina_assets.defs.benchmark_run import benchmark_report, benchmark_scores
+from lumina_assets.defs.benchmark_common import default_run_config as default_run_config
+from lumina_assets.defs.benchmark_run import benchmark_report, benchmark_scores, judge_batch, question_batch
 from lumina_assets.defs.partitions import PROVIDER_SHARDS, SHARDS, split_key
 from resources.llm import LLMResource, build_llm_resources
 from resources.providers import build_provider_resources
@@ -249,12 +240,7 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
 
     def levels(part: pl.DataFrame) -> pl.DataFrame:
         frame = runner.run_recursive(
-            provider,
-            part,
-            level0.collect(),
-            page_sizes=page_sizes,
-            max_depth=max(depths),
-            refiner=refiner,
+            provider, part, level0.collect(), page_sizes=page_sizes, max_depth=max(depths), refiner=refiner
         )
         return frame.filter(pl.col("depth").is_in(depths))
 
@@ -317,11 +303,7 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
 
 
 @dg.asset(
-    group_name=GROUP,
-    code_version="2",
-    partitions_def=PROVIDER_SHARDS,
-    deps=[recursive_results],
-    pool="llm",
+    group_name=GROUP, code_version="2", partitions_def=PROVIDER_SHARDS, deps=[recursive_results], pool="llm"
 )
 def judgments(
     context: dg.AssetExecutionContext, config: JudgeConfig, judge_llm: LLMResource
@@ -426,18 +408,5 @@ ASSETS = [
 CHECKS = [questions_are_wellformed]
 
 
-def build_resources(
-    *,
-    budget_usd: float = 0.0,
-    budget_file: str = "",
-    judge_rpm: float | None = None,
-    question_rpm: float | None = None,
-) -> dict:
-    """The benchmark's resources; a budget (USD, with the ledger file the run's processes share) stops every LLM
-    client once the counted spend reaches it; `*_rpm` override the LLMs' requests per minute."""
-    return {
-        **build_llm_resources(
-            budget_usd=budget_usd, budget_file=budget_file, judge_rpm=judge_rpm, question_rpm=question_rpm
-        ),
-        **build_provider_resources(),
-    }
+def build_resources() -> dict:
+    return {**build_llm_resources(), **build_provider_resources()}

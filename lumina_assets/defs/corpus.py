@@ -5,9 +5,9 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -64,13 +64,13 @@ def _write_raw(spec: tables.TableSpec, papers: list[Paper]) -> tuple[str, pl.Dat
     return tables.content_hash(frame), frame
 
 
-def _seeds_path() -> str:
-    return str(settings.tables_dir() / "seed_papers.json")
+def _seeds_path() -> Path:
+    return settings.tables_dir() / "seed_papers.json"
 
 
 def read_stored_seeds() -> Seeds:
     """The seeds as the last `seed_papers` run resolved them."""
-    raw = json.loads(open(_seeds_path(), encoding="utf-8").read())
+    raw = json.loads(_seeds_path().read_text(encoding="utf-8"))
     raw["arxiv_queries"] = [ArxivQuery(**q) for q in raw.get("arxiv_queries", [])]
     return Seeds(**raw)
 
@@ -86,8 +86,7 @@ def seed_papers(context: dg.AssetExecutionContext, corpus: CorpusResource) -> dg
         context.log.warning(problem)
     settings.tables_dir().mkdir(parents=True, exist_ok=True)
     blob = json.dumps(dataclasses.asdict(seeds), sort_keys=True)
-    with open(_seeds_path(), "w", encoding="utf-8") as handle:
-        handle.write(blob)
+    _seeds_path().write_text(blob, encoding="utf-8")
     return dg.MaterializeResult(
         metadata={
             "seed_file": str(corpus.seeds_file()),
@@ -236,7 +235,6 @@ def local_papers(
     table = _papers_table(report.papers).append_column("origin", pa.array(origins, pa.string()))
     tables.write(tables.LOCAL_PAPERS, table)
     frame = pl.from_arrow(table)
-    content = tables.content_hash(frame)
     tables.write(
         tables.LOCAL_REJECTED,
         rows_to_table([dataclasses.asdict(r) for r in report.rejected], REJECTED_SCHEMA),
@@ -259,7 +257,7 @@ def local_papers(
                 tables.markdown_sample(frame, ["paper_id", "title", "source", "source_id"])
             ),
         },
-        data_version=dg.DataVersion(content),
+        data_version=dg.DataVersion(tables.content_hash(frame)),
     )
 
 
@@ -335,7 +333,7 @@ def papers(context: dg.AssetExecutionContext, config: PapersConfig) -> dg.Materi
     corpus.catalogue). Sources add and update; a paper leaves only through an explicit removal (this asset's
     config, `lumina remove`, `lumina prune`). New works join a new ingest batch (a dynamic partition) so parsing and
     indexing only touch them; known works keep their batch and first_seen."""
-    seeds = read_stored_seeds() if os.path.exists(_seeds_path()) else Seeds()
+    seeds = read_stored_seeds() if _seeds_path().exists() else Seeds()
     raw = _raw_records()
     input_hash = batches.inputs_fingerprint(raw, catalogue.removed_ids())
     previous = tables.read(tables.PAPERS)

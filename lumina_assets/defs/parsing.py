@@ -261,10 +261,6 @@ def parsed_papers(
     )
 
 
-def _state_path(batch: str):
-    return settings.tables_dir() / "passages_state" / f"{batch}.json"
-
-
 @dg.asset(
     group_name=GROUP,
     partitions_def=INGEST_BATCHES,
@@ -289,7 +285,7 @@ def passages(context: dg.AssetExecutionContext, parsing: ParsingConfig) -> dg.Ma
     parsed = tables.read(tables.PARSED_PAPERS, batch)
     parsed_rows = {row["paper_id"]: row for row in parsed.iter_rows(named=True)} if parsed is not None else {}
     settings_key = f"{parsing.tokenizer or 'bundled-minilm'}:{parsing.max_tokens}"
-    state_file = _state_path(batch)
+    state_file = settings.tables_dir() / "passages_state" / f"{batch}.json"
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
     built = passages_for_batch(
         papers.iter_rows(named=True),

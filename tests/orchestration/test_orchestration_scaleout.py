@@ -16,9 +16,10 @@ import yaml
 from orchestration_servers import local_moto_s3, local_postgres
 
 from lumina_assets.core import settings
+from lumina_assets.defs.instance_storage import pool_limits
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG, INGEST_BATCHES
 from sensors.inbox import INBOX_ASSETS, build_inbox_sensor
-from sensors.pools import POOL_LIMITS, apply_pool_limits, current_pool_limits
+from sensors.pools import POOL_LIMITS, apply_pool_limits
 
 
 def _postgres_instance(home, server) -> dg.DagsterInstance:
@@ -89,7 +90,7 @@ def test_ingest_run_on_a_postgres_instance(shared_data, data_dir, tmp_path):
         assert run.tags[INGEST_BATCH_TAG] == batch_key
         assert reopened.get_latest_materialization_event(dg.AssetKey("papers")) is not None
         assert batch_key in reopened.get_dynamic_partitions(INGEST_BATCHES.name)
-        assert current_pool_limits(reopened) == POOL_LIMITS
+        assert pool_limits(reopened) == POOL_LIMITS
         reopened.dispose()
     papers = pl.read_parquet(settings.tables_dir() / "papers.parquet")
     assert papers.filter(pl.col("ingest_batch") == batch_key).height == 1

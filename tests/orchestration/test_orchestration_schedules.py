@@ -9,12 +9,13 @@ import pytest
 import yaml
 
 from lumina_assets.core import settings
+from lumina_assets.defs.instance_storage import pool_limits
 from lumina_assets.defs.partitions import INGEST_BATCH_TAG
 from resources.arxiv import ArxivResource
 from resources.corpus import CorpusResource
 from resources.openalex import OpenAlexResource
 from sensors.automation import SCHEDULES, SENSORS, executor_from_env
-from sensors.pools import POOL_LIMITS, apply_pool_limits, current_pool_limits
+from sensors.pools import POOL_LIMITS, apply_pool_limits
 from sensors.schedules import nightly_crawl_schedule, weekly_benchmark_schedule
 
 PROJECT = settings.PROJECT_ROOT
@@ -111,7 +112,7 @@ def test_shipped_instance_config_loads(tmp_path):
     assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
     assert instance.run_retries_enabled and instance.run_monitoring_enabled
     assert apply_pool_limits(instance) == POOL_LIMITS
-    assert current_pool_limits(instance) == POOL_LIMITS
+    assert pool_limits(instance) == POOL_LIMITS
     instance.dispose()
 
 

@@ -78,8 +78,9 @@ def _fake_llm(monkeypatch) -> LLMApi:
 def test_no_secret_leaves_through_serve_search_llm_s3_or_postgres(
     shared_data, data_dir, tmp_path, monkeypatch, caplog, capfd
 ):
+    from bench.serve_load import serve_in_thread
     from lumina_assets.cli.main import main
-    from lumina_assets.cli.serve import build_service, serve_in_thread
+    from lumina_assets.cli.serve import build_service
     from lumina_assets.defs import indexing
     from lumina_assets.search.api import create_app
     from resources.lancedb import LanceDBResource

@@ -13,7 +13,8 @@ import pytest
 from hashing_embedder import HashingEmbedder
 from starlette.testclient import TestClient
 
-from lumina_assets.cli.serve import allowed_hosts, serve_in_thread
+from bench.serve_load import serve_in_thread
+from lumina_assets.cli.serve import allowed_hosts
 from lumina_assets.core.schemas import PASSAGE_SCHEMA, rows_to_table
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing.connection import connect_lancedb

@@ -9,7 +9,7 @@ from hashing_embedder import HashingEmbedder
 from starlette.testclient import TestClient
 from tools import missing_tool
 
-from lumina_assets.cli.serve import serve_in_thread
+from bench.serve_load import serve_in_thread
 from lumina_assets.core import tables
 from lumina_assets.core.schemas import PASSAGE_SCHEMA, rows_to_table
 from lumina_assets.indexing import lancedb_tables as indexing

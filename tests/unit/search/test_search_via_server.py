@@ -14,8 +14,8 @@ import polars as pl
 import pytest
 from hashing_embedder import HashingEmbedder
 
+from bench.serve_load import serve_in_thread
 from lumina_assets.cli.search import _print_answer, ask_server
-from lumina_assets.cli.serve import serve_in_thread
 from lumina_assets.core.schemas import PASSAGE_SCHEMA, rows_to_table
 from lumina_assets.indexing import lancedb_tables as indexing
 from lumina_assets.indexing.connection import connect_lancedb
