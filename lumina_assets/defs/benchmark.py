@@ -182,7 +182,6 @@ def provider_results(
             lambda part: deep_recall.collect(provider, part),
         )
     ledger.record_requests("provider_results", context.partition_key, request_counters(provider))
-    ledger.record_cost("provider_results", context.partition_key, getattr(provider, "llm_client", None))
     lengths = pl.col("contexts").list.len()
     counts = summary_row(
         levels,
@@ -275,9 +274,6 @@ def recursive_results(context: dg.AssetExecutionContext, config: RecursionConfig
         after=stamp_provider,
     )
     ledger.record_cost("recursive_results", context.partition_key, client)
-    ledger.record_cost(
-        "recursive_results", context.partition_key, getattr(provider, "llm_client", None), role="search LLM"
-    )
     ledger.record_requests("recursive_results", context.partition_key, request_counters(provider))
     summary = level_summary(table).collect()
     counts = summary_row(
