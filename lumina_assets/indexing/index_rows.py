@@ -43,20 +43,16 @@ def short_hash(text: str) -> str:
 class IndexConfig:
     """How passages are turned into index rows. Changing a field that alters embedded text re-embeds."""
 
-    embed_title: bool = True  # embed "title. passage" so a passage carries its paper's topic
     ann_min_rows: int = 100_000  # below this a flat scan of 384-d vectors is faster than an ANN index
     ann_retrain_growth: float = 2.0  # retrain the ANN index once the table holds this many times its rows
     write_batch_rows: int = 4096  # rows embedded and written per merge_insert
-    # a batch's sentences encoded right after its passages, both written in the background while the next
-    # batch is encoded; off: passages, then sentences, each write awaited (the same rows and vectors)
-    pipelined: bool = True
     embed_chunk_rows: int = 1024  # most texts per encode call (calls are sized so progress comes on time)
     progress_every_s: float = 10.0  # seconds between progress lines while embedding
     prune: bool = True  # delete rows whose passage / paper no longer exists upstream
     sentence_vectors: bool = True  # store passages' sentence vectors (highlighting encodes only the query)
 
     def fingerprint(self) -> str:
-        return short_hash(f"{INDEX_FORMAT_VERSION}|{int(self.embed_title)}")
+        return short_hash(f"{INDEX_FORMAT_VERSION}|1")  # "1": the title is embedded (kept so hashes hold)
 
 
 @dataclass
@@ -100,10 +96,10 @@ def section_heading(kind: str | None, section_title: str | None, text: str) -> s
     return "" if text.startswith(heading) else heading
 
 
-def passage_embed_text(title: str | None, text: str, *, embed_title: bool, section: str = "") -> str:
+def passage_embed_text(title: str | None, text: str, section: str = "") -> str:
     """What is embedded: the paper title and the section heading before the passage (contextual chunk)."""
     title = (title or "").strip()
-    head = [title] if embed_title and title and not text.startswith(title) else []
+    head = [title] if title and not text.startswith(title) else []
     head += [section] if section else []
     return ". ".join([*head, text])
 
@@ -202,8 +198,7 @@ def passage_rows(
     ]
     columns = (titles, texts, sections)
     embed_texts = [
-        passage_embed_text(title, text, embed_title=config.embed_title, section=section)
-        for title, text, section in zip(*columns, strict=True)
+        passage_embed_text(title, text, section) for title, text, section in zip(*columns, strict=True)
     ]
     fingerprint = f"{config.fingerprint()}|{model}"
     frame = frame.with_columns(

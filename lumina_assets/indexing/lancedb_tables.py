@@ -71,7 +71,7 @@ def index_corpus(
         from lumina_assets.indexing.sentence_vectors import SentencePlan
 
         ids, texts = rows["passage_id"].to_list(), rows["text"].to_list()
-        sentences = SentencePlan(db, ids, texts, model, background=config.pipelined)
+        sentences = SentencePlan(db, ids, texts, model)
     try:
         index_passages(db, rows, embedder, config, stats, dim, say, sentences)
         model_identity.record(open_table(db, PASSAGES_TABLE), model_identity.of_embedder(embedder))

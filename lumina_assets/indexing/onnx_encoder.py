@@ -203,7 +203,7 @@ def _fuse_transformer_ops(onnx_path: Path, config) -> bool:
         return False
 
 
-def export(model, model_name_or_path: str, cache_dir: Path, *, normalize: bool) -> OnnxQueryEncoder:
+def export(model, model_name_or_path: str, cache_dir: Path) -> OnnxQueryEncoder:
     """Export a sentence-transformers `model` (once; reused by every later process) and check it reproduces it."""
     transformer, has_normalize_module = _mean_pooling_pipeline(model)
     backend = getattr(transformer.tokenizer, "backend_tokenizer", None)
@@ -236,13 +236,13 @@ def export(model, model_name_or_path: str, cache_dir: Path, *, normalize: bool) 
     atomic_replace(settings_path, lambda path: path.write_text(json.dumps(settings, indent=2)))
 
     fused = _fuse_transformer_ops(onnx_path, transformer.auto_model.config)
-    encoder = OnnxQueryEncoder.load(model_name_or_path, cache_dir, normalize=normalize)
-    reference = model.encode(list(PROBE_TEXTS), normalize_embeddings=encoder.normalize, convert_to_numpy=True)
+    encoder = OnnxQueryEncoder.load(model_name_or_path, cache_dir)
+    reference = model.encode(list(PROBE_TEXTS), normalize_embeddings=True, convert_to_numpy=True)
     difference = float(np.abs(encoder.encode(list(PROBE_TEXTS)) - reference).max())
     if difference > TOLERANCE and fused:  # a fusion that changed the numbers: the plain export instead
         log.warning("fused ONNX export differs by %.2e; using the unfused export", difference)
         _export_onnx(transformer, input_names, onnx_path)
-        encoder = OnnxQueryEncoder.load(model_name_or_path, cache_dir, normalize=normalize)
+        encoder = OnnxQueryEncoder.load(model_name_or_path, cache_dir)
         difference = float(np.abs(encoder.encode(list(PROBE_TEXTS)) - reference).max())
     if difference > TOLERANCE:
         for path in (onnx_path, tokenizer_path, settings_path):
@@ -255,16 +255,7 @@ class OnnxQueryEncoder:
     """`encode(texts) -> (n, dim) float32` from an export (fp32, or its int8 quantization): onnxruntime and
     tokenizers only, no torch. `form` says which; texts are encoded in length-sorted batches."""
 
-    def __init__(
-        self,
-        onnx_path: Path,
-        tokenizer_path: Path,
-        settings: dict,
-        *,
-        normalize: bool,
-        threads: int | None = None,
-        form: str = "fp32",
-    ):
+    def __init__(self, onnx_path: Path, tokenizer_path: Path, settings: dict, *, form: str = "fp32"):
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -273,13 +264,12 @@ class OnnxQueryEncoder:
         self.path = onnx_path
         self.form = form
         self.input_names: list[str] = settings["input_names"]
-        self.normalize = normalize or bool(settings["normalize_module"])
         self.pad_id = int(settings["pad_id"])
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self.tokenizer.enable_truncation(max_length=int(settings["max_length"]))
         self.tokenizer.no_padding()  # batches are padded here, after sorting by length
         options = ort.SessionOptions()
-        options.intra_op_num_threads = max(1, threads or available_cores())
+        options.intra_op_num_threads = available_cores()
         options.inter_op_num_threads = 1
         # no busy-waiting between ops: on a loaded machine spinning threads steal the cores they wait for
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -288,9 +278,7 @@ class OnnxQueryEncoder:
         self._dimension: int | None = None
 
     @classmethod
-    def load(
-        cls, model_name_or_path: str, cache_dir: Path, *, normalize: bool, form: str = "fp32"
-    ) -> OnnxQueryEncoder:
+    def load(cls, model_name_or_path: str, cache_dir: Path, *, form: str = "fp32") -> OnnxQueryEncoder:
         """The cached export of this model in `form` (fp32 or int8; int8 is quantized from the fp32 export the
         first time and checked against it); FileNotFoundError when there is no export, OnnxUnavailable when it is
         unreadable (dropped) or the form cannot be made."""
@@ -305,7 +293,7 @@ class OnnxQueryEncoder:
         onnx_path, tokenizer_path, settings_path = paths
         try:
             settings = json.loads(settings_path.read_text())
-            fp32 = cls(onnx_path, tokenizer_path, settings, normalize=normalize)
+            fp32 = cls(onnx_path, tokenizer_path, settings)
         except Exception as error:  # noqa: BLE001 - a corrupt cached file: drop it so the next process re-exports
             for path in (*paths, _int8_path(onnx_path)):
                 path.unlink(missing_ok=True)
@@ -317,7 +305,7 @@ class OnnxQueryEncoder:
         fresh = not _int8_path(onnx_path).exists()
         int8_path = quantize_int8(onnx_path)
         try:
-            int8 = cls(int8_path, tokenizer_path, settings, normalize=normalize, form="int8")
+            int8 = cls(int8_path, tokenizer_path, settings, form="int8")
         except Exception as error:  # noqa: BLE001
             int8_path.unlink(missing_ok=True)
             raise OnnxUnavailable(f"cannot load {int8_path.name}: {error}") from error
@@ -362,6 +350,5 @@ class OnnxQueryEncoder:
         hidden = self.session.run(None, feeds)[0]
         mask = feeds["attention_mask"][..., None].astype(np.float32)
         vectors = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
-        if self.normalize:
-            vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+        vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
         return vectors.astype(np.float32)

@@ -30,16 +30,16 @@ PASSAGES_TABLE = "passages"
 
 
 class BatchWriter:
-    """Upserts batches in order, in one background thread when `background` (batch N written while N+1 is
-    embedded, one write in flight); a write's error is raised by the next `write` or by `close`.
-    `append_only`: the table holds none of these keys yet, so rows are appended instead of merged."""
+    """Upserts batches in order in one background thread (batch N written while N+1 is embedded, one write in
+    flight); a write's error is raised by the next `write` or by `close`. `append_only`: the table holds none
+    of these keys yet, so rows are appended instead of merged."""
 
-    def __init__(self, db, name: str, table, key: str, *, background: bool = True, append_only: bool = False):
+    def __init__(self, db, name: str, table, key: str, *, append_only: bool = False):
         from concurrent.futures import ThreadPoolExecutor
 
         self.db, self.name, self.table, self.key = db, name, table, key
         self.append_only = append_only
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="lumina-index-writer") if background else None
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="lumina-index-writer")
         self._pending = None
 
     def _upsert(self, data: pa.Table) -> None:
@@ -55,10 +55,7 @@ class BatchWriter:
 
     def write(self, data: pa.Table) -> None:
         self._wait()
-        if self._pool is None:
-            self._upsert(data)
-        else:
-            self._pending = self._pool.submit(self._upsert, data)
+        self._pending = self._pool.submit(self._upsert, data)
 
     def close(self, *, raise_errors: bool = True):
         """Wait for the last write; the table (None if nothing was ever written to a missing table)."""
@@ -68,8 +65,7 @@ class BatchWriter:
             if raise_errors:
                 raise
         finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
+            self._pool.shutdown(wait=True)
         return self.table
 
 
@@ -91,9 +87,9 @@ def _with_vectors(batch: pl.DataFrame, vectors: np.ndarray, layout, dim: int) ->
 def _embed_and_write(
     rows, to_embed, embedder, config, stats, dim, writer, progress, layout, sentences
 ) -> None:
-    """Embed the `to_embed` rows batch by batch, shortest texts first, and hand each batch to `writer`;
-    pipelined, the batch's sentences (`sentences`) are encoded next while it is written. `progress`:
-    (passages, sentences) callbacks."""
+    """Embed the `to_embed` rows batch by batch, shortest texts first, and hand each batch to `writer`; the
+    batch's sentences (`sentences`) are encoded next while it is written. `progress`: (passages, sentences)
+    callbacks."""
     from lumina_assets.indexing.length_batches import encode_in_length_order
 
     sizer, sentence_sizer = call_sizer(config), call_sizer(config)  # passages and sentences: their own rates
@@ -111,7 +107,7 @@ def _embed_and_write(
         writer.write(_with_vectors(batch, vectors, layout, dim))  # waits for the previous batch's write first
         stats.write_seconds += time.perf_counter() - t0
         stats.passages_embedded += batch.height
-        if sentences is not None and config.pipelined:
+        if sentences is not None:
             sentences.encode(chosen, embedder, dim, sentence_sizer, progress[1])
 
 
@@ -133,7 +129,7 @@ def _changed_rows(table, rows: pl.DataFrame) -> tuple[dict[str, tuple[str, str]]
 
 def _embedding_progress(rows: pl.DataFrame, to_embed: list[int], config, say, sentences) -> tuple:
     """The passages' progress line and its two callbacks (passages encoded, sentences encoded); its ETA counts the
-    characters to encode (passages' embedded texts, and their sentences when pipelined)."""
+    characters to encode (passages' embedded texts and their sentences)."""
     texts = rows["embed_text"].to_list()
     chars = {"total": sum(len(texts[i]) for i in to_embed), "done": 0}
     if sentences is not None:
@@ -201,29 +197,21 @@ def _ensure_passage_indexes(table, config, stats: IndexStats) -> None:
 def index_passages(
     db, rows: pl.DataFrame, embedder, config, stats: IndexStats, dim: int, say, sentences=None
 ) -> None:
-    """Upsert passages (pipelined: with the sentence vectors `sentences` owes for them), prune the passages no
-    longer upstream (config.prune) and keep the table's indexes."""
+    """Upsert passages (with the sentence vectors `sentences` owes for them), prune the passages no longer
+    upstream (config.prune) and keep the table's indexes."""
     table = open_table(db, PASSAGES_TABLE)
     existing_hash, to_embed, to_refresh = _changed_rows(table, rows)
     ids = rows["passage_id"].to_list()
     say(f"passages: {len(ids)} upstream, {len(to_embed)} to embed, {len(to_refresh)} metadata-only updates")
-    if sentences is not None and config.pipelined and sentences.todo:
+    if sentences is not None and sentences.todo:
         say(
             f"sentence vectors: {len(sentences.todo)} passages owe {sentences.owed}, encoded with their passages"
         )
     schema = passage_schema(dim)
     base_columns = [f.name for f in schema if f.name != "vector"]
-    progress, encoded, sentences_encoded = _embedding_progress(
-        rows, to_embed, config, say, sentences if config.pipelined else None
-    )
-    writer = BatchWriter(
-        db,
-        PASSAGES_TABLE,
-        table,
-        "passage_id",
-        background=config.pipelined,
-        append_only=not existing_hash and (table is None or not table.count_rows()),
-    )
+    progress, encoded, sentences_encoded = _embedding_progress(rows, to_embed, config, say, sentences)
+    append_only = not existing_hash and (table is None or not table.count_rows())
+    writer = BatchWriter(db, PASSAGES_TABLE, table, "passage_id", append_only=append_only)
     try:
         _embed_and_write(
             rows,

@@ -81,7 +81,7 @@ def test_values_are_typed_and_normalised(monkeypatch, tmp_path):
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        ("LUMINA_QUERY_ENCODER", "tensorflow"),
+        ("LUMINA_EMBEDDING_FORM", "bf16"),
         ("LUMINA_SEARCH_LLM", "parse,summarise"),
         ("LUMINA_K8S_GPU", "two"),
         ("LUMINA_RECURSION_LLM", "both"),
