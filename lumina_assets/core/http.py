@@ -1,9 +1,7 @@
 """The one HTTP layer every external API goes through: retries with backoff and Retry-After (tenacity), a
-per-host rate limit and an on-disk response cache, so a rematerialization repeats no call.
-
-Hostile servers are expected: bodies are streamed under a byte cap, every call has a total deadline,
-redirects are followed by hand with each hop checked by the address policy and credentials dropped once the
-origin changes (`url_safety`), and every httpx failure becomes an `HttpError` naming the redacted URL."""
+per-host rate limit and an on-disk response cache. Hostile servers are expected: bodies are streamed under a
+byte cap, every call has a deadline, each redirect hop is checked by the address policy and loses credentials
+across origins (`url_safety`), and every httpx failure becomes an `HttpError` naming the redacted URL."""
 
 from __future__ import annotations
 
@@ -110,16 +108,11 @@ class HttpStats:
     cache_hits: int = 0
     retries: int = 0
     failures: int = 0
-    by_status: dict[int, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def count(self, name: str) -> None:
         with self._lock:
             setattr(self, name, getattr(self, name) + 1)
-
-    def answered(self, status: int) -> None:
-        with self._lock:
-            self.by_status[status] = self.by_status.get(status, 0) + 1
 
     def as_metadata(self) -> dict[str, int]:
         with self._lock:
@@ -148,12 +141,8 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 
 
 class HttpClient:
-    """httpx client with retry, backoff, Retry-After, per-host rate limit and a response cache.
-
-    `timeout` bounds each connect / read, `deadline` the whole call (retries and redirects included),
-    `max_bytes` the body. `transport` lets tests serve recorded responses; `sleep` and `clock` let them skip
-    real waiting.
-    """
+    """`timeout` bounds each connect / read, `deadline` the whole call (retries and redirects included),
+    `max_bytes` the body. `transport` lets tests serve recorded responses; `sleep` and `clock` skip waiting."""
 
     def __init__(
         self,
@@ -239,11 +228,8 @@ class HttpClient:
         ok_statuses: Iterable[int] = (),
         max_bytes: int | None = None,
     ) -> CachedResponse:
-        """Send once through cache, rate limit and retries; raise HttpError naming the URL when it fails for good.
-
-        Statuses in `ok_statuses` (e.g. 404 for "not found is an answer") return instead of raising;
-        `max_bytes` overrides the client's body cap for this request (PDFs).
-        """
+        """Send through cache, rate limit and retries; HttpError naming the URL when it fails for good. Statuses
+        in `ok_statuses` (404 where "not found" is an answer) return; `max_bytes` overrides the body cap (PDFs)."""
         full_url = self._absolute(url)
         clean_params = {k: v for k, v in (params or {}).items() if v is not None}
         shown = redact_url(full_url, clean_params)
@@ -282,7 +268,6 @@ class HttpClient:
             except HttpError:
                 self.stats.count("failures")
                 raise
-            self.stats.answered(status)
             if 200 <= status < 300 or status in allowed:
                 result = CachedResponse(status, response_headers, body, shown, cache_key=key)
                 if key is not None:  # a 404 the caller treats as an answer is cached too

@@ -1,9 +1,6 @@
 """LLM access (benchmark, search stages): one client over anthropic, openai, openai-compatible servers and
-`offline`.
-
-Completions are cached on disk by (backend, model, endpoint, prompt, params), so a rematerialization costs
-no call; tokens and estimated cost are counted per client. Keys arrive only through `dg.EnvVar`, never
-logged or cached."""
+`offline`. Completions are cached on disk by (backend, model, endpoint, prompt, params), so a rematerialization
+costs no call; tokens and estimated cost are counted per client. Keys are never logged or cached."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 `get()` returns a `LuminaSettings` whose groups each read their own `LUMINA_*` variables, parsed once per
 distinct set of their values (so a test's `monkeypatch.setenv` is seen). Secrets are not settings:
 resources read them through `dagster.EnvVar` (`resources/env.py`); only their presence is asked here
-(`is_set`). docs/configuration.md is generated from these fields (`core/settings_docs.py`). Derived paths
+(`is_set`). docs/configuration.md is generated from these fields (`devtools/settings_docs.py`). Derived paths
 are functions, so importing touches no disk."""
 
 from __future__ import annotations

@@ -196,8 +196,8 @@ class Embedder:
         return self.plan.form
 
     def adopt_index_form(self, index_form: str) -> str:
-        """Encode in a form whose vectors compare with an index built in `index_form` ("" = before forms were
-        recorded: fp32): kept where compatible, else switched to the index's CPU form. Returns the form now used."""
+        """Encode in a form whose vectors compare with an index built in `index_form` ("": fp32): kept where
+        compatible, else switched to the index's CPU form. Returns the form now used."""
         from lumina_assets.indexing.encoder_forms import compatible, query_form
 
         if compatible(index_form, self.plan.form):  # the plan first: nothing is loaded for a form not kept
@@ -252,12 +252,11 @@ class Embedder:
 
     @property
     def model_name(self) -> str:
-        """A short, stable name for the model (path basename or hub name) for metadata and cache keys."""
+        """The path's basename or the hub name, for metadata and cache keys."""
         return self.model_name_or_path.rstrip("/").split("/")[-1]
 
-    def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
-        """Vectors for `texts` as an (n, dim) float32 array in this embedder's form ((0, dim) for no
-        texts)."""
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for `texts` as an (n, dim) float32 array in this embedder's form."""
         if len(texts) == 0:
             return np.zeros((0, self.dimension), dtype=np.float32)
         encoder = self._fast_query_encoder() if self.plan.device == "cpu" else None
@@ -272,7 +271,7 @@ class Embedder:
                 batch_size=self.batch_size,
                 normalize_embeddings=True,
                 convert_to_numpy=True,
-                show_progress_bar=show_progress,
+                show_progress_bar=False,
             )
         return np.asarray(vectors, dtype=np.float32)
 
@@ -289,8 +288,7 @@ class Embedder:
         return encoder.encode(list(texts))
 
     def encode_sentences(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors for request-time evidence sentences: the query encoder, so highlighting never loads
-        torch."""
+        """Request-time evidence sentences go through the query encoder, so highlighting never loads torch."""
         return self.encode_queries(texts)
 
     def prepare_query_encoder(self) -> None:

@@ -11,7 +11,7 @@ import polars as pl
 import pyarrow as pa
 
 from lumina_assets.core.names import last_name
-from lumina_assets.core.schemas import CITATION_COLUMNS
+from lumina_assets.core.schemas import CITATION_COLUMNS, PASSAGE_SCHEMA
 
 # what search shows of a passage: the columns fetched for candidates (search.stores) and kept in every index row
 PASSAGE_DISPLAY_FIELDS = [
@@ -30,6 +30,15 @@ PASSAGE_DISPLAY_FIELDS = [
     "authors",
 ]
 
+
+# the passages table's columns besides the vector
+PASSAGE_COLUMNS = [
+    *PASSAGE_DISPLAY_FIELDS[:6],
+    "search_text",
+    *PASSAGE_DISPLAY_FIELDS[6:],
+    "text_hash",
+    "row_hash",
+]
 
 INDEX_FORMAT_VERSION = "1"  # what gets embedded: changing it re-embeds every passage
 
@@ -64,9 +73,8 @@ class IndexStats:
     papers_total: int = 0
     papers_deleted: int = 0
     sentences_embedded: int = 0
-    sentence_seconds: float = 0.0  # splitting and encoding sentences (embed_seconds: passages)
-    passage_seconds: float = 0.0  # encoding passages alone (what sentence_seconds is compared with)
-    embed_seconds: float = 0.0
+    sentence_seconds: float = 0.0  # splitting and encoding sentences
+    embed_seconds: float = 0.0  # encoding passages alone
     write_seconds: float = 0.0
     ann_index: bool = False
     dimension: int = 0
@@ -127,22 +135,9 @@ def paper_rows(papers: pl.DataFrame) -> pl.DataFrame:
                 **{name: row.get(name) or None for name in CITATION_COLUMNS},
             }
         )
-    schema = {
-        "paper_id": pl.String,
-        "title": pl.String,
-        "abstract": pl.String,
-        "doi": pl.String,
-        "url": pl.String,
-        "year": pl.Int32,
-        "authors": pl.List(pl.String),
-        "author_last_names": pl.List(pl.String),
-        "venue": pl.String,
-        "tags": pl.List(pl.String),
-        "collections": pl.List(pl.String),
-        "library_labels": pl.List(pl.String),
-        **dict.fromkeys(CITATION_COLUMNS, pl.String),
-    }
-    return pl.DataFrame(rows, schema=schema).unique("paper_id", keep="last", maintain_order=True)
+    meta = [f for f in paper_schema() if f.name not in ("search_text", "text_hash", "row_hash")]
+    frame = pl.from_arrow(pa.Table.from_pylist(rows, schema=pa.schema(meta)))
+    return frame.unique("paper_id", keep="last", maintain_order=True)
 
 
 def library_labels(tags, collections) -> list[str]:
@@ -232,33 +227,14 @@ def passage_rows(
             separator="|",
         ).alias("row_hash")
     )
-    columns = [*PASSAGE_DISPLAY_FIELDS[:6], "search_text", *PASSAGE_DISPLAY_FIELDS[6:]]
-    columns += ["embed_text", "text_hash", "row_hash"]
-    return frame.select(columns)
+    return frame.select(*PASSAGE_COLUMNS[:-2], "embed_text", *PASSAGE_COLUMNS[-2:])
 
 
 def passage_schema(dim: int) -> pa.Schema:
-    return pa.schema(
-        [
-            pa.field("passage_id", pa.string(), nullable=False),
-            pa.field("paper_id", pa.string(), nullable=False),
-            pa.field("kind", pa.string()),
-            pa.field("section_number", pa.string()),
-            pa.field("section_title", pa.string()),
-            pa.field("text", pa.string()),
-            pa.field("search_text", pa.string()),
-            pa.field("prev_id", pa.string()),
-            pa.field("next_id", pa.string()),
-            pa.field("title", pa.string()),
-            pa.field("doi", pa.string()),
-            pa.field("url", pa.string()),
-            pa.field("year", pa.int32()),
-            pa.field("authors", pa.list_(pa.string())),
-            pa.field("text_hash", pa.string()),
-            pa.field("row_hash", pa.string()),
-            pa.field("vector", pa.list_(pa.float32(), dim)),
-        ]
-    )
+    """The passages table: a passage's columns (core.schemas) with its paper's, the hashes and the vector."""
+    fields = {f.name: f for f in PASSAGE_SCHEMA} | {f.name: f for f in paper_schema()}
+    vector = pa.field("vector", pa.list_(pa.float32(), dim))
+    return pa.schema([*(fields[name] for name in PASSAGE_COLUMNS), vector])
 
 
 # a reference library's labels (corpus.library): shown with a paper, and what tag / collection filters match

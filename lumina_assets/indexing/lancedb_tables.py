@@ -1,9 +1,6 @@
 """Build and update the LanceDB tables the search engine reads: `passages` (a vector per passage) and `papers`
-(metadata and the title + abstract full-text index).
-
-Rows are keyed by deterministic ids and merged in; a passage is embedded again only when its embedded text
-changed (`text_hash`), and a metadata-only change keeps the stored vector. Rows, schemas and the
-configuration come from `index_rows`, the passages' write path from `passage_table`."""
+(metadata and the title + abstract full-text index). A passage is embedded again only when its embedded text
+changed (`text_hash`); a metadata-only change keeps the stored vector."""
 
 from __future__ import annotations
 
@@ -31,8 +28,7 @@ from lumina_assets.indexing.passage_table import PASSAGES_TABLE, call_sizer, ind
 from lumina_assets.indexing.table_ops import (
     column_map,
     delete_ids,
-    ensure_fts,
-    ensure_scalar,
+    ensure_search_indexes,
     open_table,
     upsert,
 )
@@ -105,16 +101,16 @@ def adopt_index_form(db, embedder) -> None:
 
 def cost_line(stats: IndexStats) -> str:
     """What passages and their sentence vectors cost, side by side (seconds spent encoding each)."""
-    line = f"passages: {stats.passages_embedded} encoded in {stats.passage_seconds:.1f}s"
-    if stats.passage_seconds:
-        line += f" ({stats.passages_embedded / stats.passage_seconds:.1f}/s)"
+    line = f"passages: {stats.passages_embedded} encoded in {stats.embed_seconds:.1f}s"
+    if stats.embed_seconds:
+        line += f" ({stats.passages_embedded / stats.embed_seconds:.1f}/s)"
     if not stats.sentences_embedded:
         return line + "; no sentence vectors encoded"
     line += f"; sentence vectors: {stats.sentences_embedded} sentences in {stats.sentence_seconds:.1f}s"
     if stats.sentence_seconds:
         line += f" ({stats.sentences_embedded / stats.sentence_seconds:.1f}/s)"
-    if stats.passage_seconds:
-        line += f", {stats.sentence_seconds / stats.passage_seconds:.2f}x the passages' seconds"
+    if stats.embed_seconds:
+        line += f", {stats.sentence_seconds / stats.embed_seconds:.2f}x the passages' seconds"
     return line
 
 
@@ -190,11 +186,7 @@ def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
     if config.prune and existing:
         stats.papers_deleted = delete_ids(table, "paper_id", sorted(set(existing) - set(meta["paper_id"])))
     t0 = time.perf_counter()
-    if table.count_rows():
-        ensure_fts(table, "search_text")
-        for column, kind in (("paper_id", "BTREE"), ("year", "BTREE"), ("author_last_names", "LABEL_LIST")):
-            ensure_scalar(table, column, kind)
-        table.optimize()
+    ensure_search_indexes(table, {"paper_id": "BTREE", "year": "BTREE", "author_last_names": "LABEL_LIST"})
     stats.write_seconds += time.perf_counter() - t0
 
 

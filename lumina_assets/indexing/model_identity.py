@@ -1,11 +1,8 @@
 """Which embedding model built an index, and the refusal to search it with another one.
 
-The passages table's `vector` field records the model's name, a fingerprint of its weights and the numeric
-form as Arrow field metadata. Two models of one dimension give vectors that fit the table but do not
-compare, so the engine checks them before it encodes a query. The fingerprint hashes the model folder's
-files by content (remembered in data/models/fingerprints.json by size and mtime); a hub name has none and
-is compared by name. An index recorded without an identity is searched with a warning; one recorded without
-a form was built in fp32."""
+The passages table's `vector` field records the model's name, a fingerprint of its weights and the numeric form:
+two models of one dimension give vectors that fit the table but do not compare. An index without an identity is
+searched with a warning; one without a form was built in fp32."""
 
 from __future__ import annotations
 

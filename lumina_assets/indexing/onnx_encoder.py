@@ -1,10 +1,6 @@
 """The encoder of passages, sentences and queries: the model's transformer exported to ONNX once and run by
-onnxruntime in fp32 or, after dynamic per-channel quantization, in int8; no torch once exported
-(docs/embedding.md).
-
-Only Transformer -> mean Pooling [-> Normalize] pipelines qualify. Anything else, a failed export, outputs
-more than `TOLERANCE` from sentence-transformers', or int8 vectors under `INT8_MIN_COSINE` of fp32's
-disable it with a reason."""
+onnxruntime in fp32 or, quantized per channel, in int8; no torch once exported (docs/embedding.md). Only
+Transformer -> mean Pooling [-> Normalize] models qualify, and only exports that reproduce sentence-transformers."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Sentence vectors stored at index time, so highlighting evidence at request time encodes only the query.
 
-`passage_sentences` holds a row per passage: its sentences' offsets (`parsing.sentences.sentence_spans`) and
-their L2-normalized float16 vectors as `n × dim` bytes; `text_hash` covers model and text, so a stale row
-is never used. A `SentencePlan` encodes only passages whose hash is missing or differs, with their passages
-in an index build or all at once (`index_sentences`, a backfill). An index without the table still works:
-sentences are encoded per request."""
+`passage_sentences` holds a row per passage: its sentences' offsets and their unit float16 vectors as `n × dim`
+bytes, under a hash of model and text, so a stale row is never used. An index without the table still works:
+sentences are then encoded per request."""
 
 from __future__ import annotations
 
@@ -68,8 +66,7 @@ class SentencePlan:
         self.sentences = 0  # encoded so far
         self._batch_started: float | None = None
         self.seconds = 0.0  # spent splitting, encoding and building rows (writes run beside the next batch)
-        append_only = not self.stored and (table is None or not table.count_rows())
-        self.writer = BatchWriter(db, SENTENCES_TABLE, table, "passage_id", append_only=append_only)
+        self.writer = BatchWriter(db, SENTENCES_TABLE, table, "passage_id", append_only=not self.stored)
 
     def encode(self, positions: Sequence[int], embedder, dim: int, sizer, on_call=None) -> int:
         """Encode and write the sentences of the passages at `positions` still owed (others are skipped); returns

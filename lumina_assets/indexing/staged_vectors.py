@@ -1,11 +1,6 @@
-"""Passage embedding split into parts that run side by side (defs/embedding_fanout.py), reused by the index
-build.
-
-`plan_parts` splits the texts `index_corpus` would embed round-robin into parts; each `embed_part` encodes
-its texts in the index's form into the `staged_vectors` table, keyed by model identity and text;
-`finish_plan` indexes that table. The build then encodes through `StagedVectorEmbedder`, which takes a
-staged vector of a compatible form and encodes the rest, so the index is written by its one path.
-Everything lives in the index's LanceDB database."""
+"""Passage embedding split into parts that run side by side (defs/embedding_fanout.py): `plan_parts` splits the
+texts to embed round-robin, each `embed_part` stages their vectors in the `staged_vectors` table (keyed by model
+and text), and the index build then takes them through `StagedVectorEmbedder`, so the index has one write path."""
 
 from __future__ import annotations
 
@@ -92,7 +87,6 @@ def texts_to_embed(
 
 @dataclass(frozen=True)
 class Plan:
-    plan_id: str
     parts: int
     texts: int
     per_part: tuple[int, ...]
@@ -103,14 +97,14 @@ def plan_parts(db, plan_id: str, texts: Sequence[str], parts: int, dim: int) -> 
     the staging table for `dim`-wide vectors if there is none. With one part nothing is written: the index build
     embeds everything itself, as it always did."""
     if parts <= 1 or not texts:
-        return Plan(plan_id, 1, len(texts), (len(texts),))
+        return Plan(1, len(texts), (len(texts),))
     assignment = [i % parts for i in range(len(texts))]
     data = pa.table({"text": pa.array(list(texts), pa.string()), "part": pa.array(assignment, pa.int32())})
     db.create_table(plan_table(plan_id), data=data, mode="overwrite")
     if open_table(db, STAGED_TABLE) is None:
         db.create_table(STAGED_TABLE, data=pa.Table.from_pylist([], schema=staged_schema(dim)))
     per_part = tuple(assignment.count(p) for p in range(parts))
-    return Plan(plan_id, parts, len(texts), per_part)
+    return Plan(parts, len(texts), per_part)
 
 
 def plan_size(db, plan_id: str) -> int:
@@ -231,11 +225,11 @@ class StagedVectorEmbedder:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def encode(self, texts, **kwargs) -> np.ndarray:
+    def encode(self, texts) -> np.ndarray:
         texts = list(texts)
         if not self._remaining or not texts:
             self.encoded += len(texts)
-            return self.inner.encode(texts, **kwargs)
+            return self.inner.encode(texts)
         identity = model_identity.of_embedder(self.inner)
         keys = [text_key(identity.name, identity.fingerprint, text) for text in texts]
         found: dict[str, np.ndarray] = {}
@@ -251,7 +245,7 @@ class StagedVectorEmbedder:
                 if encoder_forms.compatible(form, identity.form):
                     found[key] = vector
         missing = [i for i, key in enumerate(keys) if key not in found]
-        encoded = self.inner.encode([texts[i] for i in missing], **kwargs) if missing else None
+        encoded = self.inner.encode([texts[i] for i in missing]) if missing else None
         dim = int(self.inner.dimension)
         out = np.zeros((len(texts), dim), dtype=np.float32)
         for i, key in enumerate(keys):
