@@ -111,7 +111,7 @@ class EmbeddingSettings(_Group):
     """`passage_index` stores every passage's sentence vectors for evidence highlighting
     ([embedding](embedding.md)); `0` / `false` / `no` / `off` leaves them out, and `lumina serve` then fills
     them in the background"""
-    embed_parts: Annotated[int | None, BeforeValidator(_auto_none)] = _env("LUMINA_EMBED_PARTS", None)
+    embed_parts: Annotated[int | None, BeforeValidator(_auto_none)] = _env("LUMINA_EMBED_PARTS", None, ge=1)
     """parallel steps that embed an index run's new passages (1: the index step embeds them itself); unset or
     `auto`: by passage count and cores"""
     model_cache: Path | None = _env("LUMINA_MODEL_CACHE", None)
@@ -125,14 +125,6 @@ class EmbeddingSettings(_Group):
     """the user's cache folder (XDG base directories)"""
     cuda_visible_devices: str = _env("CUDA_VISIBLE_DEVICES", "")
     """GPUs visible to this process; when set, the `auto` form may pick fp16"""
-
-    @model_validator(mode="after")
-    def _checked(self) -> EmbeddingSettings:
-        if self.embed_parts is not None and self.embed_parts < 1:
-            raise ValueError(
-                f"LUMINA_EMBED_PARTS={self.embed_parts!r}: a whole number of parts (1 or more), or auto"
-            )
-        return self
 
 
 class SearchSettings(_Group):

@@ -89,8 +89,7 @@ def weights_fingerprint(model_name_or_path: str) -> str:
 
 
 def of_embedder(embedder) -> ModelIdentity:
-    """The identity of `embedder` (or of the embedder it wraps, `inner`): name from `model_id` /
-    `model_name_or_path`, fingerprint from its `fingerprint` attribute."""
+    """The identity of `embedder` (or of the embedder it wraps, `inner`)."""
     from lumina_assets.indexing.index_rows import embedder_identity
 
     return ModelIdentity(
@@ -109,7 +108,7 @@ def _attribute(embedder, name: str) -> str:
 
 def adopt_form(embedder, index_form: str) -> None:
     """Make `embedder` (or the embedder it wraps) encode in a form compatible with an index built in `index_form`;
-    an embedder without forms (a test double) is left as it is."""
+    an embedder without forms is left as it is."""
     for candidate in (embedder, getattr(embedder, "inner", None)):
         adopt = getattr(candidate, "adopt_index_form", None)
         if callable(adopt):
@@ -125,8 +124,7 @@ def query_identity(embedder, index: ModelIdentity) -> ModelIdentity:
 
 
 def follow_table(embedder, table) -> ModelIdentity:
-    """`query_identity` for the index whose passages table is `table` (None: nothing to follow), for what
-    encodes outside a search (the sentence backfill, stored-sentence lookups)."""
+    """`query_identity` for the index whose passages table is `table` (None: nothing to follow)."""
     return query_identity(embedder, of_schema(table.schema) if table is not None else ModelIdentity())
 
 
@@ -156,8 +154,8 @@ def record(table, identity: ModelIdentity) -> None:
 
 
 def mismatch(index: ModelIdentity, query: ModelIdentity) -> str | None:
-    """Why `query` must not search an index built by `index`, or None. Fingerprints decide when both sides have
-    one (same weights under another name are the same model); otherwise names do."""
+    """Why `query` must not search an index built by `index`, or None. Fingerprints decide where both sides have
+    one; otherwise names do."""
     if not index.known or not query.known:
         return None
     if index.fingerprint and query.fingerprint:

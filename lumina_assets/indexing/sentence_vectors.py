@@ -177,8 +177,7 @@ def index_sentences(
     *,
     log_fn: Callable[[str], None] | None = None,
 ) -> dict:
-    """Bring `passage_sentences` up to date with these passages all at once (a backfill); returns counts and
-    seconds."""
+    """Bring `passage_sentences` up to date with these passages all at once (a backfill): counts and seconds."""
     from lumina_assets.indexing.length_batches import CallSizer
 
     plan = SentencePlan(db, passage_ids, texts, model)
@@ -222,8 +221,7 @@ class SentenceVectors:
         self._lock = threading.Lock()
 
     def lookup_table(self):
-        """The `passage_sentences` table (reopened at most every `refresh_seconds`), or None where there is
-        none."""
+        """The `passage_sentences` table (reopened at most every `refresh_seconds`), or None."""
         from lumina_assets.indexing.table_ops import open_table
 
         now = time.monotonic()

@@ -136,10 +136,17 @@ class PartStats:
     form: str = ""
 
 
-def _staged_forms(table, keys: Sequence[str]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for start in range(0, len(keys), LOOKUP_CHUNK):
-        found |= column_map(table, "key", "form", where=sql_in("key", keys[start : start + LOOKUP_CHUNK]))
+def _staged(table, keys: Sequence[str], form: str) -> dict[str, np.ndarray]:
+    """{key: vector} of the `keys` staged in a form compatible with `form`."""
+    found: dict[str, np.ndarray] = {}
+    unique = list(dict.fromkeys(keys))
+    for start in range(0, len(unique), LOOKUP_CHUNK):
+        chunk = sql_in("key", unique[start : start + LOOKUP_CHUNK])
+        stored = read_columns(table, ["key", "form", "vector"], chunk)
+        if stored.num_rows:
+            vectors = vectors_from_arrow(stored["vector"])
+            rows = zip(stored["key"].to_pylist(), stored["form"].to_pylist(), vectors, strict=True)
+            found |= {key: vector for key, staged, vector in rows if encoder_forms.compatible(staged, form)}
     return found
 
 
@@ -159,12 +166,8 @@ def embed_part(
     identity = model_identity.of_embedder(embedder)
     stats.form = identity.form
     keys = [text_key(identity.name, identity.fingerprint, text) for text in texts]
-    have = _staged_forms(staged, keys) if staged.count_rows() else {}
-    todo = [
-        i
-        for i, key in enumerate(keys)
-        if key not in have or not encoder_forms.compatible(have[key], stats.form)
-    ]
+    have = _staged(staged, keys, stats.form) if staged.count_rows() else {}
+    todo = [i for i, key in enumerate(keys) if key not in have]
     stats.already_staged = len(texts) - len(todo)
     dim = int(embedder.dimension)
     schema = staged_schema(dim)
@@ -232,18 +235,7 @@ class StagedVectorEmbedder:
             return self.inner.encode(texts)
         identity = model_identity.of_embedder(self.inner)
         keys = [text_key(identity.name, identity.fingerprint, text) for text in texts]
-        found: dict[str, np.ndarray] = {}
-        for start in range(0, len(keys), LOOKUP_CHUNK):
-            chunk = list(dict.fromkeys(keys[start : start + LOOKUP_CHUNK]))
-            stored = read_columns(self._table, ["key", "form", "vector"], sql_in("key", chunk))
-            if not stored.num_rows:
-                continue
-            vectors = vectors_from_arrow(stored["vector"])
-            for key, form, vector in zip(
-                stored["key"].to_pylist(), stored["form"].to_pylist(), vectors, strict=True
-            ):
-                if encoder_forms.compatible(form, identity.form):
-                    found[key] = vector
+        found = _staged(self._table, keys, identity.form)
         missing = [i for i, key in enumerate(keys) if key not in found]
         encoded = self.inner.encode([texts[i] for i in missing]) if missing else None
         dim = int(self.inner.dimension)
