@@ -40,6 +40,19 @@ PASSAGE_COLUMNS = [
     "row_hash",
 ]
 
+# what a passage's row hash covers besides its authors: a change rewrites the row, keeping its vector
+ROW_HASH_COLUMNS = (
+    "paper_id",
+    "kind",
+    "section_number",
+    "section_title",
+    "prev_id",
+    "next_id",
+    "doi",
+    "url",
+    "year",
+)
+
 INDEX_FORMAT_VERSION = "1"  # what gets embedded: changing it re-embeds every passage
 
 
@@ -208,26 +221,11 @@ def passage_rows(
             dtype=pl.String,
         ),
     )
-    frame = frame.with_columns(
-        pl.concat_str(
-            [
-                pl.col(c).cast(pl.String).fill_null("")
-                for c in (
-                    "paper_id",
-                    "kind",
-                    "section_number",
-                    "section_title",
-                    "prev_id",
-                    "next_id",
-                    "doi",
-                    "url",
-                )
-            ]
-            + [pl.col("year").cast(pl.String).fill_null(""), pl.col("authors").list.join(";").fill_null("")],
-            separator="|",
-        ).alias("row_hash")
+    covered = [pl.col(c).cast(pl.String).fill_null("") for c in ROW_HASH_COLUMNS]
+    row_hash = pl.concat_str([*covered, pl.col("authors").list.join(";").fill_null("")], separator="|")
+    return frame.with_columns(row_hash.alias("row_hash")).select(
+        *PASSAGE_COLUMNS[:-2], "embed_text", *PASSAGE_COLUMNS[-2:]
     )
-    return frame.select(*PASSAGE_COLUMNS[:-2], "embed_text", *PASSAGE_COLUMNS[-2:])
 
 
 def passage_schema(dim: int) -> pa.Schema:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import polars as pl
 import pyarrow as pa
 
+from lumina_assets.core.schemas import CITATION_COLUMNS
 from lumina_assets.indexing.index_rows import (
     CITATION_FIELDS,
     LIBRARY_FIELDS,
@@ -36,6 +37,15 @@ from lumina_assets.indexing.table_ops import (
 log = logging.getLogger(__name__)
 
 PAPERS_TABLE = "papers"
+PAPER_HASH_COLUMNS = (
+    "paper_id",
+    "abstract",
+    "doi",
+    "url",
+    "year",
+    "authors",
+    "venue",
+)  # with the labels, pages
 TABLES_VERSION = "2"  # columns and indexes around the vectors
 
 
@@ -132,39 +142,22 @@ def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
         table.add_columns(pa.schema(CITATION_FIELDS))  # null until a paper's row is written again
         stats.notes.append("papers table gained the pages / arXiv columns")
     existing = column_map(table, "paper_id", "text_hash", "row_hash") if table is not None else {}
-    abstract_hash: dict[str, str] = {}
-    for paper_id, pid, th in (
-        passage_frame.filter(pl.col("kind") == "abstract")
-        .select("paper_id", "passage_id", "text_hash")
-        .iter_rows()
-    ):
-        abstract_hash[paper_id] = abstract_hash.get(paper_id, "") + pid + th
+    abstracts = passage_frame.filter(pl.col("kind") == "abstract").group_by("paper_id")
+    abstract_hash = dict(abstracts.agg((pl.col("passage_id") + pl.col("text_hash")).str.join("")).iter_rows())
+    hashed = meta.select(*PAPER_HASH_COLUMNS, "library_labels", *CITATION_COLUMNS).iter_rows()
+    row_hashes = [
+        short_hash(
+            "|".join(map(str, row[:7]))
+            + abstract_hash.get(row[0], "")
+            + labels_key(row[7])
+            + citation_key(row[8:])
+        )
+        for row in hashed
+    ]
     meta = meta.with_columns(
         (pl.col("title") + pl.lit("\n") + pl.col("abstract")).alias("search_text"),
         pl.Series("text_hash", [short_hash(t or "") for t in meta["title"].to_list()], dtype=pl.String),
-        pl.Series(
-            "row_hash",
-            [
-                short_hash(
-                    "|".join(str(v) for v in row[:7])
-                    + abstract_hash.get(row[0], "")
-                    + labels_key(row[7])
-                    + citation_key(row[8:])
-                )
-                for row in meta.select(
-                    "paper_id",
-                    "abstract",
-                    "doi",
-                    "url",
-                    "year",
-                    "authors",
-                    "venue",
-                    "library_labels",
-                    *(f.name for f in CITATION_FIELDS),
-                ).iter_rows()
-            ],
-            dtype=pl.String,
-        ),
+        pl.Series("row_hash", row_hashes, dtype=pl.String),
     )
     changed = [
         i
