@@ -230,9 +230,7 @@ class Embedder:
         encoder = self._fast_query_encoder() if self.plan.device == "cpu" else None
         if encoder is not None:
             return encoder.dimension
-        model = self._torch_model()
-        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-        return int(getter())
+        return int(self._torch_model().get_embedding_dimension())
 
     @property
     def model_id(self) -> str:

@@ -44,9 +44,7 @@ def _mean_pooling_pipeline(model) -> tuple[object, bool]:
     if len(modules) < 2 or names[0] != "Transformer" or names[1] != "Pooling":
         raise OnnxUnavailable(f"pipeline {names} is not Transformer -> Pooling")
     pooling = modules[1]
-    mode = getattr(pooling, "pooling_mode", None)  # sentence-transformers >= 6
-    if mode is None and hasattr(pooling, "get_pooling_mode_str"):
-        mode = pooling.get_pooling_mode_str()
+    mode = getattr(pooling, "pooling_mode", None)
     if mode != "mean":
         raise OnnxUnavailable(f"pooling mode {mode!r} is not mean")
     rest = names[2:]
