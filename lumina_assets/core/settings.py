@@ -14,8 +14,16 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -257,10 +265,10 @@ class OrchestrationSettings(_Group):
     """`1`: the CLI prints tracebacks instead of one-line errors"""
 
 
-class LuminaSettings(BaseSettings):
+class LuminaSettings(BaseModel):
     """Every setting, by concern. Each group reads its own variables; this object only holds them."""
 
-    model_config = SettingsConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     paths: PathSettings = Field(default_factory=PathSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
@@ -269,16 +277,6 @@ class LuminaSettings(BaseSettings):
     network: NetworkSettings = Field(default_factory=NetworkSettings)
     benchmark: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
     orchestration: OrchestrationSettings = Field(default_factory=OrchestrationSettings)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        *args: Any,
-        **kwargs: Any,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings,)  # the groups read the environment, under the variables' own names
 
 
 GROUPS: dict[str, type[_Group]] = {
