@@ -127,8 +127,15 @@ def encoders(candidates=CANDIDATES) -> dict[str, Callable[[list[str]], np.ndarra
     """The baseline and each candidate, as `encode(texts) -> vectors`, all on the CPU."""
     from lumina_assets.indexing.embedding import Embedder
 
-    reference = Embedder(query_backend="torch", device="cpu")
-    found: dict[str, Callable[[list[str]], np.ndarray]] = {BASELINE: reference.encode}
+    reference = Embedder(device="cpu")
+
+    def baseline(texts: list[str]) -> np.ndarray:  # sentence-transformers itself, fp32
+        vectors = reference.model.encode(
+            texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    found: dict[str, Callable[[list[str]], np.ndarray]] = {BASELINE: baseline}
     for name in candidates:
         if name == "bf16":
             found[name] = _bf16_encoder(reference)

@@ -16,8 +16,6 @@ class EmbedderResource(dg.ConfigurableResource):
     model_name_or_path: str = ""
     batch_size: int = 64
     device: str = "auto"  # auto | cpu | cuda
-    normalize: bool = True
-    query_backend: str = "auto"  # auto | onnx | torch (torch: sentence-transformers for everything, fp32)
     form: str = ""
 
     _embedder: Embedder | None = PrivateAttr(default=None)
@@ -31,8 +29,6 @@ class EmbedderResource(dg.ConfigurableResource):
             self.model_name_or_path or None,
             batch_size=self.batch_size,
             device=self.device,
-            normalize=self.normalize,
-            query_backend=self.query_backend or None,
             form=self.form or None,
         )
 

@@ -79,9 +79,10 @@ class LLMResource(dg.ConfigurableResource):
 
     def resolved_concurrency(self) -> int:
         """`concurrency` when set, else derived from the rate limit and the expected latency."""
-        if self.concurrency > 0:
-            return self.concurrency
-        return derived_concurrency(self.requests_per_minute, self.expected_latency_s)
+        rate = self.requests_per_minute
+        return (
+            self.concurrency if self.concurrency > 0 else derived_concurrency(rate, self.expected_latency_s)
+        )
 
     def effective_backend(self) -> str:
         if self.backend == "offline":

@@ -34,10 +34,8 @@ class _ProviderResource(HttpApiResource):
     )
 
     def resolved_concurrency(self) -> int:
-        if self.concurrency > 0:
-            return self.concurrency
         rpm = 60.0 / self.min_interval_s if self.min_interval_s > 0 else 0.0
-        return derived_concurrency(rpm, self.expected_latency_s)
+        return self.concurrency if self.concurrency > 0 else derived_concurrency(rpm, self.expected_latency_s)
 
     def available(self) -> bool:
         return bool(self.resolved_api_key())

@@ -1,9 +1,7 @@
 """The one HTTP layer every external API goes through: retries with backoff and Retry-After (tenacity), a
-per-host rate limit and an on-disk response cache, so a rematerialization repeats no call.
-
-Hostile servers are expected: bodies are streamed under a byte cap, every call has a total deadline,
-redirects are followed by hand with each hop checked by the address policy and credentials dropped once the
-origin changes (`url_safety`), and every httpx failure becomes an `HttpError` naming the redacted URL."""
+per-host rate limit and an on-disk response cache. Hostile servers are expected: bodies are streamed under a
+byte cap, every call has a deadline, each redirect hop is checked by the address policy and loses credentials
+across origins (`url_safety`), and every httpx failure becomes an `HttpError` naming the redacted URL."""
 
 from __future__ import annotations
 
@@ -41,6 +39,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # an API answer; PDFs set their own cap
 DEFAULT_DEADLINE_SECONDS = 120.0
 MAX_REDIRECTS = 5
+BACKOFF_MAX_SECONDS = 60.0
+USER_AGENT = "lumina/0.1 (academic search benchmark)"
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -110,16 +110,11 @@ class HttpStats:
     cache_hits: int = 0
     retries: int = 0
     failures: int = 0
-    by_status: dict[int, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def count(self, name: str) -> None:
         with self._lock:
             setattr(self, name, getattr(self, name) + 1)
-
-    def answered(self, status: int) -> None:
-        with self._lock:
-            self.by_status[status] = self.by_status.get(status, 0) + 1
 
     def as_metadata(self) -> dict[str, int]:
         with self._lock:
@@ -148,12 +143,8 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 
 
 class HttpClient:
-    """httpx client with retry, backoff, Retry-After, per-host rate limit and a response cache.
-
-    `timeout` bounds each connect / read, `deadline` the whole call (retries and redirects included),
-    `max_bytes` the body. `transport` lets tests serve recorded responses; `sleep` and `clock` let them skip
-    real waiting.
-    """
+    """`timeout` bounds each connect / read, `deadline` the whole call (retries and redirects included),
+    `max_bytes` the body. `transport` lets tests serve recorded responses; `sleep` and `clock` skip waiting."""
 
     def __init__(
         self,
@@ -163,24 +154,20 @@ class HttpClient:
         timeout: float = 30.0,
         deadline: float | None = DEFAULT_DEADLINE_SECONDS,
         max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-        max_redirects: int = MAX_REDIRECTS,
         url_policy: UrlPolicy | None = None,
         max_retries: int = 4,
         backoff_base: float = 1.0,
-        backoff_max: float = 60.0,
         min_interval: float = 0.0,
         cache_dir: Path | str | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
-        user_agent: str = "lumina/0.1 (academic search benchmark)",
     ):
         self.base_url = base_url.rstrip("/")
         self.max_retries = max_retries
-        self.backoff_max = backoff_max
         # exponential from backoff_base, capped, with up to a quarter of backoff_base added at random
         self._backoff = tenacity.wait_exponential_jitter(
-            multiplier=backoff_base, max=backoff_max, jitter=backoff_base / 4
+            multiplier=backoff_base, max=BACKOFF_MAX_SECONDS, jitter=backoff_base / 4
         )
         self.min_interval = min_interval
         self.cache = DiskCache(cache_dir) if cache_dir else None
@@ -190,14 +177,13 @@ class HttpClient:
         self.timeout = timeout
         self.deadline = deadline
         self.max_bytes = max_bytes
-        self.max_redirects = max_redirects
         self.url_policy = url_policy or UrlPolicy()
         self.unreachable_hosts: dict[str, str] = {}  # host -> why (see UNREACHABLE_ERRORS)
         # Default headers (API keys among them) are sent per request, so a cross-origin hop can drop them.
-        self._headers = {"User-Agent": user_agent, **(headers or {})}
+        self._headers = {"User-Agent": USER_AGENT, **(headers or {})}
         self._client = httpx.Client(
             timeout=timeout,
-            headers={"User-Agent": user_agent},
+            headers={"User-Agent": USER_AGENT},
             transport=transport or PinnedTransport(),
             follow_redirects=False,
         )
@@ -223,9 +209,9 @@ class HttpClient:
         return DiskCache.key_for(method.upper(), url, visible, body)
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
-        """Retry-After when the server sent one (capped at backoff_max), else exponential backoff."""
+        """Retry-After when the server sent one (capped), else exponential backoff."""
         retry_after = state.outcome.exception().retry_after
-        return min(self.backoff_max, retry_after) if retry_after is not None else self._backoff(state)
+        return min(BACKOFF_MAX_SECONDS, retry_after) if retry_after is not None else self._backoff(state)
 
     def request(
         self,
@@ -239,11 +225,8 @@ class HttpClient:
         ok_statuses: Iterable[int] = (),
         max_bytes: int | None = None,
     ) -> CachedResponse:
-        """Send once through cache, rate limit and retries; raise HttpError naming the URL when it fails for good.
-
-        Statuses in `ok_statuses` (e.g. 404 for "not found is an answer") return instead of raising;
-        `max_bytes` overrides the client's body cap for this request (PDFs).
-        """
+        """Send through cache, rate limit and retries; HttpError naming the URL when it fails for good. Statuses
+        in `ok_statuses` (404 where "not found" is an answer) return; `max_bytes` overrides the body cap (PDFs)."""
         full_url = self._absolute(url)
         clean_params = {k: v for k, v in (params or {}).items() if v is not None}
         shown = redact_url(full_url, clean_params)
@@ -282,7 +265,6 @@ class HttpClient:
             except HttpError:
                 self.stats.count("failures")
                 raise
-            self.stats.answered(status)
             if 200 <= status < 300 or status in allowed:
                 result = CachedResponse(status, response_headers, body, shown, cache_key=key)
                 if key is not None:  # a 404 the caller treats as an answer is cached too
@@ -356,7 +338,7 @@ class HttpClient:
         first_origin = origin(url)
         secrets = secret_values(url, params, send_headers)
         query: Mapping[str, Any] | None = params
-        for _hop in range(self.max_redirects + 1):
+        for _hop in range(MAX_REDIRECTS + 1):
             shown = redact_url(url, query)
             pinned = self.url_policy.check(url)
             timeout = self._time_left(deadline_at, shown)
@@ -405,7 +387,7 @@ class HttpClient:
                     reason="transport",
                 ) from None
         raise HttpError(
-            f"more than {self.max_redirects} redirects from {redact_url(url)} (a redirect loop?)",
+            f"more than {MAX_REDIRECTS} redirects from {redact_url(url)} (a redirect loop?)",
             url=redact_url(url),
             reason="redirects",
         )

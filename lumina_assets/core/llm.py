@@ -1,9 +1,6 @@
 """LLM access (benchmark, search stages): one client over anthropic, openai, openai-compatible servers and
-`offline`.
-
-Completions are cached on disk by (backend, model, endpoint, prompt, params), so a rematerialization costs
-no call; tokens and estimated cost are counted per client. Keys arrive only through `dg.EnvVar`, never
-logged or cached."""
+`offline`. Completions are cached on disk by (backend, model, endpoint, prompt, params), so a rematerialization
+costs no call; tokens and estimated cost are counted per client. Keys are never logged or cached."""
 
 from __future__ import annotations
 
@@ -165,7 +162,6 @@ class LLMClient:
         max_retries: int = 3,
         http_client: Any = None,
         label: str | None = None,
-        unreachable_retry_s: float = UNREACHABLE_RETRY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         requests_per_minute: float = 0.0,
         concurrency: int = DEFAULT_CONCURRENCY,
@@ -187,7 +183,6 @@ class LLMClient:
         self._http_client = http_client
         self._sdk: Any = None
         self._sdk_lock = threading.Lock()  # threads asking at once build one SDK client
-        self.unreachable_retry_s = unreachable_retry_s
         self._clock = clock
         self.requests_per_minute = requests_per_minute  # 0: no limit of Lumina's own (the API's still holds)
         self.rate_file = Path(rate_file) if rate_file else None  # shares the limit with the run's processes
@@ -348,15 +343,15 @@ class LLMClient:
         return reply
 
     def _refuse_while_unreachable(self) -> None:
-        """LLMUnavailable at once while the endpoint failed to connect less than `unreachable_retry_s` ago."""
+        """LLMUnavailable at once while the endpoint failed to connect less than UNREACHABLE_RETRY_SECONDS ago."""
         if self._unreachable is None:
             return
         when, why = self._unreachable
         waited = self._clock() - when
-        if waited < self.unreachable_retry_s:
+        if waited < UNREACHABLE_RETRY_SECONDS:
             raise LLMUnavailable(
                 f"{self.label} could not be reached {waited:.0f} s ago ({why}); asked again after "
-                f"{self.unreachable_retry_s:g} s"
+                f"{UNREACHABLE_RETRY_SECONDS:g} s"
             )
 
     def _anthropic(self, prompt: str, params: dict[str, Any]) -> tuple[str, int, int]:

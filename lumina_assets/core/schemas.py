@@ -45,32 +45,22 @@ class Paper:
         return dataclasses.asdict(self)
 
 
-PAPER_FIELDS = [
-    pa.field("paper_id", pa.string(), nullable=False),
-    pa.field("title", pa.string()),
-    pa.field("doi", pa.string()),
-    pa.field("openalex_id", pa.string()),
-    pa.field("arxiv_id", pa.string()),
-    pa.field("authors", pa.list_(pa.string())),
-    pa.field("year", pa.int32()),
-    pa.field("publication_date", pa.string()),
-    pa.field("venue", pa.string()),
-    pa.field("keywords", pa.list_(pa.string())),
-    pa.field("abstract", pa.string()),
-    pa.field("citation_count", pa.int64()),
-    pa.field("pdf_urls", pa.list_(pa.string())),
-    pa.field("references", pa.list_(pa.string())),
-    pa.field("language", pa.string()),
-    pa.field("source", pa.string()),
-    pa.field("source_id", pa.string()),
-    pa.field("local_path", pa.string()),
-    pa.field("crawl_depth", pa.int32()),
-    pa.field("metadata_sources", pa.list_(pa.string())),
-    pa.field("tags", pa.list_(pa.string())),
-    pa.field("collections", pa.list_(pa.string())),
-    pa.field("pages", pa.string()),
-    pa.field("arxiv_primary_class", pa.string()),
-]
+_ARROW_TYPES = {"str": pa.string(), "int": pa.int32(), "list[str]": pa.list_(pa.string())}
+
+
+def arrow_fields(record: type, *, required: tuple[str, ...], int64: tuple[str, ...] = ()) -> list[pa.Field]:
+    """A record dataclass's columns in its field order: `required` ones not nullable, `int64` integers wide."""
+    return [
+        pa.field(
+            f.name,
+            pa.int64() if f.name in int64 else _ARROW_TYPES[f.type.removesuffix(" | None")],
+            nullable=f.name not in required,
+        )
+        for f in dataclasses.fields(record)
+    ]
+
+
+PAPER_FIELDS = arrow_fields(Paper, required=("paper_id",), int64=("citation_count",))
 # what a citation of a paper needs beyond the metadata a result shows (search.citation_export): kept in the index's
 # paper rows and in every search result, None where unknown
 CITATION_COLUMNS = ("pages", "arxiv_id", "arxiv_primary_class")
@@ -188,22 +178,7 @@ class Passage:
         return dataclasses.asdict(self)
 
 
-PASSAGE_SCHEMA = pa.schema(
-    [
-        pa.field("passage_id", pa.string(), nullable=False),
-        pa.field("paper_id", pa.string(), nullable=False),
-        pa.field("kind", pa.string()),
-        pa.field("section_number", pa.string()),
-        pa.field("section_title", pa.string()),
-        pa.field("text", pa.string()),
-        pa.field("page_start", pa.int32()),
-        pa.field("page_end", pa.int32()),
-        pa.field("token_count", pa.int32()),
-        pa.field("stop_reason", pa.string()),
-        pa.field("prev_id", pa.string()),
-        pa.field("next_id", pa.string()),
-    ]
-)
+PASSAGE_SCHEMA = pa.schema(arrow_fields(Passage, required=("passage_id", "paper_id")))
 
 # One row per paper of an ingest batch: its PDF in the content-addressed store (the pdf_files table).
 PDF_FILES_SCHEMA = pa.schema(

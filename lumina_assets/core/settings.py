@@ -3,7 +3,7 @@
 `get()` returns a `LuminaSettings` whose groups each read their own `LUMINA_*` variables, parsed once per
 distinct set of their values (so a test's `monkeypatch.setenv` is seen). Secrets are not settings:
 resources read them through `dagster.EnvVar` (`resources/env.py`); only their presence is asked here
-(`is_set`). docs/configuration.md is generated from these fields (`core/settings_docs.py`). Derived paths
+(`is_set`). docs/configuration.md is generated from these fields (`devtools/settings_docs.py`). Derived paths
 are functions, so importing touches no disk."""
 
 from __future__ import annotations
@@ -14,8 +14,16 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,16 +44,15 @@ def _auto_none(value: Any) -> Any:
     return None if isinstance(value, str) and value.lower() == "auto" else value
 
 
-def _url(value: Any) -> Any:
-    return value.rstrip("/") if isinstance(value, str) else value
+Url = Annotated[
+    str, BeforeValidator(lambda v: v.rstrip("/") if isinstance(v, str) else v)
+]  # no trailing slash
 
 
-Url = Annotated[str, BeforeValidator(_url)]  # a URL without its trailing slash
-
-
-def _env(name: str, default: Any = None, description: str = "", **kwargs: Any) -> Any:
-    """A field read from variable `name` (also settable by its field name in code and tests)."""
-    return Field(default, validation_alias=AliasChoices(name), description=description, **kwargs)
+def _env(name: str, default: Any = None, **kwargs: Any) -> Any:
+    """A field read from variable `name` (also settable by its field name in code and tests); its description is
+    the docstring under it."""
+    return Field(default, validation_alias=AliasChoices(name), **kwargs)
 
 
 def _derive(group: BaseSettings, name: str, value: Any) -> None:
@@ -56,7 +63,9 @@ def _derive(group: BaseSettings, name: str, value: Any) -> None:
 class _Group(BaseSettings):
     """One concern's variables. Values are stripped; a blank variable counts as unset."""
 
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, validate_default=True)
+    model_config = SettingsConfigDict(
+        extra="ignore", populate_by_name=True, validate_default=True, use_attribute_docstrings=True
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -70,29 +79,17 @@ class _Group(BaseSettings):
 class PathSettings(_Group):
     """Where runtime state lives."""
 
-    data_dir: Path = _env(
-        "LUMINA_DATA_DIR",
-        PROJECT_ROOT / "data",
-        "where tables, PDFs, caches, LanceDB, collections and reports live",
-    )
-    lancedb_uri: str = _env(
-        "LUMINA_LANCEDB_URI",
-        "",
-        "LanceDB location; `s3://bucket/path` for object storage ([production](production.md)); empty: "
-        "`<data dir>/lancedb`",
-    )
-    corpus: Path | None = _env(
-        "LUMINA_CORPUS",
-        None,
-        "folder of PDFs, BEIR directory or reference library (a Zotero data folder or a `.bib` / `.ris` / CSL "
-        "`.json` export, optionally written `zotero:<path>`; [your library](library-and-alerts.md)) indexed "
-        "offline instead of the live crawl (`lumina fetch-collection` downloads a BEIR one)",
-    )
-    seeds: Path = _env(
-        "LUMINA_SEEDS",
-        PROJECT_ROOT / "data" / "seeds.yaml",
-        "seed DOIs / arXiv ids / OpenAlex ids / arXiv queries, crawl depth and cap",
-    )
+    data_dir: Path = _env("LUMINA_DATA_DIR", PROJECT_ROOT / "data")
+    """where tables, PDFs, caches, LanceDB, collections and reports live"""
+    lancedb_uri: str = _env("LUMINA_LANCEDB_URI", "")
+    """LanceDB location; `s3://bucket/path` for object storage ([production](production.md)); empty: `<data
+    dir>/lancedb`"""
+    corpus: Path | None = _env("LUMINA_CORPUS", None)
+    """folder of PDFs, BEIR directory or reference library (a Zotero data folder or a `.bib` / `.ris` / CSL
+    `.json` export, optionally written `zotero:<path>`; [your library](library-and-alerts.md)) indexed offline
+    instead of the live crawl (`lumina fetch-collection` downloads a BEIR one)"""
+    seeds: Path = _env("LUMINA_SEEDS", PROJECT_ROOT / "data" / "seeds.yaml")
+    """seed DOIs / arXiv ids / OpenAlex ids / arXiv queries, crawl depth and cap"""
 
     @model_validator(mode="after")
     def _resolve(self) -> PathSettings:
@@ -105,82 +102,47 @@ class PathSettings(_Group):
 class EmbeddingSettings(_Group):
     """The encoder, its form, and how passage_index builds the index."""
 
-    model: str = _env(
-        "LUMINA_EMBEDDING_MODEL",
-        "",
-        "sentence-transformers name or path for passages and queries; empty: the bundled all-MiniLM-L6-v2. "
-        "Switching it re-embeds the index on the next run; a query model that does not match the index's is "
-        "refused with a message naming both",
-    )
-    query_encoder: Annotated[Literal["auto", "onnx", "torch"], BeforeValidator(_lower)] = _env(
-        "LUMINA_QUERY_ENCODER",
-        "auto",
-        "`auto` encodes queries with an ONNX export of the model where it qualifies (checked against "
-        "sentence-transformers), `onnx` insists on it, `torch` keeps sentence-transformers",
-    )
+    model: str = _env("LUMINA_EMBEDDING_MODEL", "")
+    """sentence-transformers name or path for passages and queries; empty: the bundled all-MiniLM-L6-v2.
+    Switching it re-embeds the index on the next run; a query model that does not match the index's is refused
+    with a message naming both"""
     form: Annotated[Literal["auto", "fp32", "int8", "fp16"], BeforeValidator(_lower)] = _env(
-        "LUMINA_EMBEDDING_FORM",
-        "auto",
-        "stored vector form: `auto` picks per machine (int8 on CPUs with VNNI, fp32 on others, fp16 on a CUDA "
-        "device); an existing index keeps the form it was built in",
+        "LUMINA_EMBEDDING_FORM", "auto"
     )
-    sentence_vectors: OptOut = _env(
-        "LUMINA_SENTENCE_VECTORS",
-        True,
-        "`passage_index` stores every passage's sentence vectors for evidence highlighting "
-        "([embedding](embedding.md)); `0` / `false` / `no` / `off` leaves them out, and `lumina serve` then "
-        "fills them in the background",
-    )
-    embed_parts: Annotated[int | None, BeforeValidator(_auto_none)] = _env(
-        "LUMINA_EMBED_PARTS",
-        None,
-        "parallel steps that embed an index run's new passages (1: the index step embeds them itself); unset or "
-        "`auto`: by passage count and cores",
-    )
-    model_cache: Path | None = _env(
-        "LUMINA_MODEL_CACHE",
-        None,
-        "where the encoder's ONNX export and int8 quantization are kept, keyed by weights and library versions; "
-        "unset: `$XDG_CACHE_HOME/lumina/models` (`~/.cache/lumina/models`)",
-    )
-    fts_memory_mb: int | None = _env(
-        "LUMINA_FTS_MEMORY_MB",
-        None,
-        "cap on the resident memory of a full-text index build, in MB; unset: a quarter of the machine's memory, "
-        "1-8 GB. A build that could pass it runs in a child process held under the cap "
-        "([embedding](embedding.md#full-text-index-under-a-memory-cap))",
-    )
-    xdg_cache_home: Path | None = _env(
-        "XDG_CACHE_HOME", None, "the user's cache folder (XDG base directories)"
-    )
-    cuda_visible_devices: str = _env(
-        "CUDA_VISIBLE_DEVICES", "", "GPUs visible to this process; when set, the `auto` form may pick fp16"
-    )
-
-    @model_validator(mode="after")
-    def _checked(self) -> EmbeddingSettings:
-        if self.embed_parts is not None and self.embed_parts < 1:
-            raise ValueError(
-                f"LUMINA_EMBED_PARTS={self.embed_parts!r}: a whole number of parts (1 or more), or auto"
-            )
-        return self
+    """stored vector form: `auto` picks per machine (int8 on CPUs with VNNI, fp32 on others, fp16 on a CUDA
+    device); an existing index keeps the form it was built in"""
+    sentence_vectors: OptOut = _env("LUMINA_SENTENCE_VECTORS", True)
+    """`passage_index` stores every passage's sentence vectors for evidence highlighting
+    ([embedding](embedding.md)); `0` / `false` / `no` / `off` leaves them out, and `lumina serve` then fills
+    them in the background"""
+    embed_parts: Annotated[int | None, BeforeValidator(_auto_none)] = _env("LUMINA_EMBED_PARTS", None, ge=1)
+    """parallel steps that embed an index run's new passages (1: the index step embeds them itself); unset or
+    `auto`: by passage count and cores"""
+    model_cache: Path | None = _env("LUMINA_MODEL_CACHE", None)
+    """where the encoder's ONNX export and int8 quantization are kept, keyed by weights and library versions;
+    unset: `$XDG_CACHE_HOME/lumina/models` (`~/.cache/lumina/models`)"""
+    fts_memory_mb: int | None = _env("LUMINA_FTS_MEMORY_MB", None)
+    """cap on the resident memory of a full-text index build, in MB; unset: a quarter of the machine's memory,
+    1-8 GB. A build that could pass it runs in a child process held under the cap
+    ([embedding](embedding.md#full-text-index-under-a-memory-cap))"""
+    xdg_cache_home: Path | None = _env("XDG_CACHE_HOME", None)
+    """the user's cache folder (XDG base directories)"""
+    cuda_visible_devices: str = _env("CUDA_VISIBLE_DEVICES", "")
+    """GPUs visible to this process; when set, the `auto` form may pick fp16"""
 
 
 class SearchSettings(_Group):
     """The optional reranker and the search process's index cache."""
 
-    rerank_model: str = _env(
-        "LUMINA_RERANK_MODEL",
-        "",
-        "a sentence-transformers `CrossEncoder` name or path that reranks the top fused papers; empty: no rerank",
-    )
+    rerank_model: str = _env("LUMINA_RERANK_MODEL", "")
+    """a sentence-transformers `CrossEncoder` name or path that reranks the top fused papers; empty: no
+    rerank"""
     index_cache_mb: Annotated[int | Literal["auto", "unbounded"], BeforeValidator(_lower)] = _env(
-        "LUMINA_INDEX_CACHE_MB",
-        "auto",
-        "the most memory a search process's LanceDB index cache holds: a number of MB (at least 64) bounds it and "
-        "preloads nothing; `unbounded` is LanceDB's default with every index preloaded; `auto` bounds it by the "
-        "machine and preloads the indexes that fit ([search at scale](search-at-scale.md))",
+        "LUMINA_INDEX_CACHE_MB", "auto"
     )
+    """the most memory a search process's LanceDB index cache holds: a number of MB (at least 64) bounds it
+    and preloads nothing; `unbounded` is LanceDB's default with every index preloaded; `auto` bounds it by the
+    machine and preloads the indexes that fit ([search at scale](search-at-scale.md))"""
 
     @model_validator(mode="after")
     def _checked(self) -> SearchSettings:
@@ -195,43 +157,33 @@ class SearchSettings(_Group):
 class ParsingSettings(_Group):
     """Where PDFs are parsed and completed."""
 
-    grobid_url: Url = _env("GROBID_URL", "", "GROBID server for the GROBID / combined parsers")
-    enrich_pdfs: OptIn = _env(
-        "LUMINA_ENRICH_PDFS",
-        False,
-        "`1` completes a local PDF's record from OpenAlex (by the DOI it prints; needs `OPENALEX_API_KEY`) and "
-        "arXiv (by the arXiv id it prints), labelling those fields in `metadata_sources`. Off by default: it sends "
-        "your library's identifiers to those APIs",
-    )
+    grobid_url: Url = _env("GROBID_URL", "")
+    """GROBID server for the GROBID / combined parsers"""
+    enrich_pdfs: OptIn = _env("LUMINA_ENRICH_PDFS", False)
+    """`1` completes a local PDF's record from OpenAlex (by the DOI it prints; needs `OPENALEX_API_KEY`) and
+    arXiv (by the arXiv id it prints), labelling those fields in `metadata_sources`. Off by default: it sends
+    your library's identifiers to those APIs"""
 
 
 class NetworkSettings(_Group):
     """API roots (a mirror, a proxy path or a local replay server) and the private-address policy."""
 
-    allow_private_urls: OptIn = _env(
-        "LUMINA_ALLOW_PRIVATE_URLS",
-        False,
-        "`1` lets every HTTP client (API calls, PDF downloads, `fetch-collection`) reach hosts that resolve to "
-        "loopback / private / link-local addresses (a local mirror or replay server); by default such a URL, or a "
-        "redirect to one, is refused as `blocked_url`",
-    )
-    openalex_url: Url = _env(
-        "LUMINA_OPENALEX_URL",
-        "https://api.openalex.org",
-        "OpenAlex API root (crawl, polling sensor, offline check)",
-    )
-    arxiv_url: Url = _env(
-        "LUMINA_ARXIV_URL", "https://export.arxiv.org/api", "arXiv export API root (crawl, polling sensor)"
-    )
+    allow_private_urls: OptIn = _env("LUMINA_ALLOW_PRIVATE_URLS", False)
+    """`1` lets every HTTP client (API calls, PDF downloads, `fetch-collection`) reach hosts that resolve to
+    loopback / private / link-local addresses (a local mirror or replay server); by default such a URL, or a
+    redirect to one, is refused as `blocked_url`"""
+    openalex_url: Url = _env("LUMINA_OPENALEX_URL", "https://api.openalex.org")
+    """OpenAlex API root (crawl, polling sensor, offline check)"""
+    arxiv_url: Url = _env("LUMINA_ARXIV_URL", "https://export.arxiv.org/api")
+    """arXiv export API root (crawl, polling sensor)"""
     semantic_scholar_url: Url = _env(
-        "LUMINA_SEMANTIC_SCHOLAR_URL",
-        "https://api.semanticscholar.org/graph/v1",
-        "Semantic Scholar Graph API root (benchmark provider)",
+        "LUMINA_SEMANTIC_SCHOLAR_URL", "https://api.semanticscholar.org/graph/v1"
     )
-    serpapi_url: Url = _env(
-        "LUMINA_SERPAPI_URL", "https://serpapi.com", "SerpAPI root (google_scholar benchmark provider)"
-    )
-    exa_url: Url = _env("LUMINA_EXA_URL", "https://api.exa.ai", "Exa API root (benchmark provider)")
+    """Semantic Scholar Graph API root (benchmark provider)"""
+    serpapi_url: Url = _env("LUMINA_SERPAPI_URL", "https://serpapi.com")
+    """SerpAPI root (google_scholar benchmark provider)"""
+    exa_url: Url = _env("LUMINA_EXA_URL", "https://api.exa.ai")
+    """Exa API root (benchmark provider)"""
 
 
 Backend = Literal["anthropic", "openai", "openai-compatible", "offline"]
@@ -241,57 +193,38 @@ COMPATIBLE_BASE_URL_VARIABLES = ("OPENAI_COMPATIBLE_BASE_URL", "OPENAI_BASE_URL"
 class BenchmarkSettings(_Group):
     """The benchmark's questions, LLM roles and the Lumina provider."""
 
-    user_queries: str = _env(
-        "LUMINA_USER_QUERIES",
-        "",
-        "comma-separated JSONL / CSV / text files of real user queries added to the benchmark",
-    )
-    beir_splits: str = _env(
-        "LUMINA_BEIR_SPLITS",
-        "test,dev,train",
-        "qrels splits a BEIR folder's benchmark questions come from: the first present wins; the report names it",
-    )
-    beir_queries: int = _env(
-        "LUMINA_BEIR_QUERIES",
-        0,
-        "at most this many of a BEIR folder's held-out queries in a benchmark run (a seeded sample); 0: all",
-        ge=0,
-    )
+    user_queries: str = _env("LUMINA_USER_QUERIES", "")
+    """comma-separated JSONL / CSV / text files of real user queries added to the benchmark"""
+    beir_splits: str = _env("LUMINA_BEIR_SPLITS", "test,dev,train")
+    """qrels splits a BEIR folder's benchmark questions come from: the first present wins; the report names
+    it"""
+    beir_queries: int = _env("LUMINA_BEIR_QUERIES", 0, ge=0)
+    """at most this many of a BEIR folder's held-out queries in a benchmark run (a seeded sample); 0: all"""
     recursion_llm: Annotated[Literal["judge", "question"], BeforeValidator(_lower)] = _env(
-        "LUMINA_RECURSION_LLM", "judge", "which LLM writes the recursive queries: `judge` or `question`"
+        "LUMINA_RECURSION_LLM", "judge"
     )
-    judge_backend: Annotated[Backend | None, BeforeValidator(_lower)] = _env(
-        "LUMINA_JUDGE_BACKEND",
-        None,
-        "judge backend; unset: `openai`, or `openai-compatible` when `OPENAI_COMPATIBLE_BASE_URL` or "
-        "`OPENAI_BASE_URL` is set",
-    )
-    judge_model: str = _env("LUMINA_JUDGE_MODEL", "", "judge model; empty: gpt-4o")
+    """which LLM writes the recursive queries: `judge` or `question`"""
+    judge_backend: Annotated[Backend | None, BeforeValidator(_lower)] = _env("LUMINA_JUDGE_BACKEND", None)
+    """judge backend; unset: `openai`, or `openai-compatible` when `OPENAI_COMPATIBLE_BASE_URL` or
+    `OPENAI_BASE_URL` is set"""
+    judge_model: str = _env("LUMINA_JUDGE_MODEL", "")
+    """judge model; empty: gpt-4o"""
     question_backend: Annotated[Backend, BeforeValidator(_lower)] = _env(
-        "LUMINA_QUESTION_BACKEND", "anthropic", "synthetic question generator's backend"
+        "LUMINA_QUESTION_BACKEND", "anthropic"
     )
-    question_model: str = _env(
-        "LUMINA_QUESTION_MODEL", "", "question generator's model; empty: claude-sonnet-4-6"
-    )
-    compatible_base_url_var: str | None = Field(
-        default=None,
-        exclude=True,
-        description="derived: the variable naming an OpenAI-compatible server's URL",
-    )
-    lumina_api_url: Url = _env(
-        "LUMINA_API_URL",
-        "",
-        "e.g. `http://127.0.0.1:8765`: the benchmark's Lumina provider calls `lumina serve`'s API instead of the "
-        "in-process engine",
-    )
+    """synthetic question generator's backend"""
+    question_model: str = _env("LUMINA_QUESTION_MODEL", "")
+    """question generator's model; empty: claude-sonnet-4-6"""
+    compatible_base_url_var: str | None = Field(None, exclude=True)
+    """derived: the variable naming an OpenAI-compatible server's URL"""
+    lumina_api_url: Url = _env("LUMINA_API_URL", "")
+    """e.g. `http://127.0.0.1:8765`: the benchmark's Lumina provider calls `lumina serve`'s API instead of the
+    in-process engine"""
 
     @model_validator(mode="after")
     def _backend(self) -> BenchmarkSettings:
-        _derive(
-            self,
-            "compatible_base_url_var",
-            next((n for n in COMPATIBLE_BASE_URL_VARIABLES if is_set(n)), None),
-        )
+        compatible = next((n for n in COMPATIBLE_BASE_URL_VARIABLES if is_set(n)), None)
+        _derive(self, "compatible_base_url_var", compatible)
         if self.judge_backend is None:
             _derive(self, "judge_backend", "openai-compatible" if self.compatible_base_url_var else "openai")
         return self
@@ -304,32 +237,26 @@ def _executor(value: Any) -> Any:
 class OrchestrationSettings(_Group):
     """How Dagster runs the graph."""
 
-    dagster_home: Path = _env(
-        "DAGSTER_HOME",
-        PROJECT_ROOT / ".dagster_home",
-        "Dagster instance (runs, materializations, sensor cursors)",
-    )
+    dagster_home: Path = _env("DAGSTER_HOME", PROJECT_ROOT / ".dagster_home")
+    """Dagster instance (runs, materializations, sensor cursors)"""
     executor: Annotated[Literal["multiprocess", "in_process", "k8s"], BeforeValidator(_executor)] = _env(
-        "LUMINA_EXECUTOR",
-        "in_process",
-        "how a run launched by the UI or the daemon runs its steps: `in_process` (one after another in the run's "
-        "process), `multiprocess` (a process per step), `k8s` (`k8s_job_executor`, a pod per step)",
+        "LUMINA_EXECUTOR", "in_process"
     )
-    k8s_gpus: int = _env(
-        "LUMINA_K8S_GPU",
-        0,
-        "under `LUMINA_EXECUTOR=k8s`, the `nvidia.com/gpu` the embedding step's pod asks for "
-        "([production](production.md#kubernetes-one-pod-per-run-gpu-pods-for-embedding)); 0: none",
-        ge=0,
-    )
-    ui_port: int = _env("LUMINA_UI_PORT", 3000, "port of `make ui`")
-    debug: OptOut = _env("LUMINA_DEBUG", False, "`1`: the CLI prints tracebacks instead of one-line errors")
+    """how a run launched by the UI or the daemon runs its steps: `in_process` (one after another in the run's
+    process), `multiprocess` (a process per step), `k8s` (`k8s_job_executor`, a pod per step)"""
+    k8s_gpus: int = _env("LUMINA_K8S_GPU", 0, ge=0)
+    """under `LUMINA_EXECUTOR=k8s`, the `nvidia.com/gpu` the embedding step's pod asks for
+    ([production](production.md#kubernetes-one-pod-per-run-gpu-pods-for-embedding)); 0: none"""
+    ui_port: int = _env("LUMINA_UI_PORT", 3000)
+    """port of `make ui`"""
+    debug: OptOut = _env("LUMINA_DEBUG", False)
+    """`1`: the CLI prints tracebacks instead of one-line errors"""
 
 
-class LuminaSettings(BaseSettings):
+class LuminaSettings(BaseModel):
     """Every setting, by concern. Each group reads its own variables; this object only holds them."""
 
-    model_config = SettingsConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     paths: PathSettings = Field(default_factory=PathSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
@@ -338,16 +265,6 @@ class LuminaSettings(BaseSettings):
     network: NetworkSettings = Field(default_factory=NetworkSettings)
     benchmark: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
     orchestration: OrchestrationSettings = Field(default_factory=OrchestrationSettings)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        *args: Any,
-        **kwargs: Any,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings,)  # the groups read the environment, under the variables' own names
 
 
 GROUPS: dict[str, type[_Group]] = {

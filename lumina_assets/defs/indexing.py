@@ -79,15 +79,15 @@ def _graph_metadata(db) -> dict:
 
 def _sentence_cost(stats) -> dict:
     """Sentence vectors' rate and their seconds beside the passages' (LUMINA_SENTENCE_VECTORS=0 leaves them out)."""
-    passages_rate = stats.passages_embedded / stats.passage_seconds if stats.passage_seconds else 0.0
+    passages_rate = stats.passages_embedded / stats.embed_seconds if stats.embed_seconds else 0.0
     sentences_rate = stats.sentences_embedded / stats.sentence_seconds if stats.sentence_seconds else 0.0
     cost = {
-        "passage_seconds": round(stats.passage_seconds, 2),
+        "passage_seconds": round(stats.embed_seconds, 2),
         "passages_per_second": round(passages_rate, 1),
         "sentences_per_second": round(sentences_rate, 1),
     }
-    if stats.passage_seconds and stats.sentence_seconds:
-        cost["sentence_seconds_per_passage_second"] = round(stats.sentence_seconds / stats.passage_seconds, 3)
+    if stats.embed_seconds and stats.sentence_seconds:
+        cost["sentence_seconds_per_passage_second"] = round(stats.sentence_seconds / stats.embed_seconds, 3)
     return cost
 
 

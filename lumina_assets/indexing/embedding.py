@@ -2,10 +2,9 @@
 queries.
 
 On CPU the model's ONNX export in fp32 or int8 (onnx_encoder.py), on a CUDA device sentence-transformers in
-fp16; sentence-transformers on CPU only where the model cannot be exported (or `query_backend="torch"`). An
-embedder that searches or extends an index adopts the index's form (`adopt_index_form`), so two forms are
-never compared. Models and encoders load once per process; no Dagster here (resources/embedder.py), so a
-search process starts faster."""
+fp16; sentence-transformers on CPU only where the model cannot be exported. An embedder that searches or
+extends an index adopts the index's form, so two forms are never compared. No Dagster here
+(resources/embedder.py), so a search process starts faster."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ log = logging.getLogger(__name__)
 
 _MODELS: dict[tuple[str, str], object] = {}
 _MODELS_LOCK = threading.RLock()
-_ONNX_ENCODERS: dict[tuple[str, bool], object] = {}
-QUERY_BACKENDS = ("auto", "onnx", "torch")  # auto: onnxruntime where the model qualifies, else torch
+_ONNX_ENCODERS: dict[tuple[str, str], object] = {}
 
 
 @functools.lru_cache(maxsize=1)
@@ -49,44 +47,38 @@ def load_sentence_transformer(model_name_or_path: str, device: str = "cpu"):
 
 
 def _onnx_encoder(embedder: Embedder, form: str):
-    """The process-wide OnnxQueryEncoder for this model and form: a cached export if there is one (the data dir's,
-    then the machine's model cache; no torch needed), else exported now from the loaded model into the cache."""
+    """The process-wide OnnxQueryEncoder for this model and form: a cached export (the data dir's, then the
+    machine's model cache; no torch needed), else exported now from the loaded model."""
     from lumina_assets.core import settings
     from lumina_assets.indexing import onnx_encoder as onnx_query
 
-    key = (embedder.model_name_or_path, embedder.normalize, form)
+    key = (embedder.model_name_or_path, form)
     encoder = _ONNX_ENCODERS.get(key)
     if encoder is not None:
         return encoder
     caches = (settings.models_dir(), settings.model_cache_dir())
     for cache in caches:
         try:
-            encoder = onnx_query.OnnxQueryEncoder.load(
-                embedder.model_name_or_path, cache, normalize=embedder.normalize, form=form
-            )
+            encoder = onnx_query.OnnxQueryEncoder.load(embedder.model_name_or_path, cache, form=form)
             break
         except FileNotFoundError:
             continue
     else:
         for cache in reversed(caches):  # the machine-wide cache first; the data dir where it is not writable
             try:
-                onnx_query.export(
-                    embedder.model, embedder.model_name_or_path, cache, normalize=embedder.normalize
-                )
+                onnx_query.export(embedder.model, embedder.model_name_or_path, cache)
                 break
             except OSError as error:
                 log.debug("cannot write the ONNX export to %s: %s", cache, error)
         else:
             raise onnx_query.OnnxUnavailable("no writable folder for the ONNX export")
-        encoder = onnx_query.OnnxQueryEncoder.load(
-            embedder.model_name_or_path, cache, normalize=embedder.normalize, form=form
-        )
+        encoder = onnx_query.OnnxQueryEncoder.load(embedder.model_name_or_path, cache, form=form)
     _ONNX_ENCODERS[key] = encoder
     return encoder
 
 
-def encode_pretokenized(model, texts: Sequence[str], batch_texts: int, *, normalize: bool) -> np.ndarray:
-    """A sentence-transformers model's vectors for `texts`, tokenized in one Rust tokenizer call and run in
+def encode_pretokenized(model, texts: Sequence[str], batch_texts: int) -> np.ndarray:
+    """A sentence-transformers model's unit vectors for `texts`, tokenized in one Rust tokenizer call and run in
     batches of similar length (on a GPU, per-batch Python tokenization would bound the throughput)."""
     import torch
 
@@ -102,9 +94,7 @@ def encode_pretokenized(model, texts: Sequence[str], batch_texts: int, *, normal
             chosen = order[begin : begin + batch_texts]
             feeds = padded_inputs([encodings[i] for i in chosen], names, pad_id)
             features = {name: torch.from_numpy(value).to(model.device) for name, value in feeds.items()}
-            vectors = model(features)["sentence_embedding"].float()
-            if normalize:
-                vectors = torch.nn.functional.normalize(vectors, dim=1)
+            vectors = torch.nn.functional.normalize(model(features)["sentence_embedding"].float(), dim=1)
             if out is None:
                 out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
             out[chosen] = vectors.cpu().numpy()
@@ -148,11 +138,10 @@ def _threads_for(count: int, device: str):
 
 
 class Embedder:
-    """Encodes texts to float32 vectors (L2-normalized by default, so dot product = cosine).
+    """Encodes texts to L2-normalized float32 vectors (dot product = cosine).
 
     `device`: auto (a CUDA device when there is one) | cpu | cuda. `form`: auto (per machine) or a form of
-    encoder_forms.FORMS, default LUMINA_EMBEDDING_FORM. `query_backend="torch"` encodes everything with
-    sentence-transformers in fp32 (the reference the ONNX path is checked against)."""
+    encoder_forms.FORMS, default LUMINA_EMBEDDING_FORM."""
 
     def __init__(
         self,
@@ -160,24 +149,17 @@ class Embedder:
         *,
         batch_size: int = 64,
         device: str = "auto",
-        normalize: bool = True,
-        query_backend: str | None = None,
         form: str | None = None,
     ) -> None:
         from lumina_assets.core import settings
         from lumina_assets.indexing.encoder_forms import FORMS
 
-        query_backend = query_backend or settings.get().embedding.query_encoder
-        if query_backend not in QUERY_BACKENDS:
-            raise ValueError(f"query_backend must be one of {QUERY_BACKENDS}, not {query_backend!r}")
         form = form or settings.get().embedding.form
         if form not in ("auto", *FORMS):
             raise ValueError(f"embedding form must be auto or one of {FORMS}, not {form!r}")
         self.model_name_or_path = model_name_or_path or settings.get().embedding.model or default_model_path()
         self.batch_size = batch_size
         self.device = device
-        self.normalize = normalize
-        self.query_backend = query_backend
         self.requested_form = form
         self._model = None
         self._plan = None
@@ -198,29 +180,24 @@ class Embedder:
         if self._plan is None:
             from lumina_assets.indexing import encoder_forms
 
-            if self.query_backend == "torch":
-                self._plan = encoder_forms.EncoderPlan(
-                    "fp32", "cuda" if self.device == "cuda" else "cpu", self.batch_size, 1, "torch requested"
-                )
-            else:
-                plan = encoder_forms.plan_for_this_machine(
-                    self.requested_form, use_gpu=self.device in ("auto", "cuda")
-                )
-                if self.device == "cuda" and plan.device != "cuda":
-                    raise RuntimeError("device='cuda' but no CUDA device is available")
-                self._plan = plan
+            plan = encoder_forms.plan_for_this_machine(
+                self.requested_form, use_gpu=self.device in ("auto", "cuda")
+            )
+            if self.device == "cuda" and plan.device != "cuda":
+                raise RuntimeError("device='cuda' but no CUDA device is available")
+            self._plan = plan
         return self._plan
 
     @property
     def form(self) -> str:
         """The numeric form of the vectors this embedder produces (what an index records)."""
-        if self.plan.device == "cpu" and self.query_backend != "torch":
+        if self.plan.device == "cpu":
             self._fast_query_encoder()  # a form that cannot be made here falls back to fp32 before any vector
         return self.plan.form
 
     def adopt_index_form(self, index_form: str) -> str:
-        """Encode in a form whose vectors compare with an index built in `index_form` ("" = before forms were
-        recorded: fp32): kept where compatible, else switched to the index's CPU form. Returns the form now used."""
+        """Encode in a form whose vectors compare with an index built in `index_form` ("": fp32): kept where
+        compatible, else switched to the index's CPU form. Returns the form now used."""
         from lumina_assets.indexing.encoder_forms import compatible, query_form
 
         if compatible(index_form, self.plan.form):  # the plan first: nothing is loaded for a form not kept
@@ -253,9 +230,7 @@ class Embedder:
         encoder = self._fast_query_encoder() if self.plan.device == "cpu" else None
         if encoder is not None:
             return encoder.dimension
-        model = self._torch_model()
-        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-        return int(getter())
+        return int(self._torch_model().get_embedding_dimension())
 
     @property
     def model_id(self) -> str:
@@ -275,12 +250,11 @@ class Embedder:
 
     @property
     def model_name(self) -> str:
-        """A short, stable name for the model (path basename or hub name) for metadata and cache keys."""
+        """The path's basename or the hub name, for metadata and cache keys."""
         return self.model_name_or_path.rstrip("/").split("/")[-1]
 
-    def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
-        """Vectors for `texts` as an (n, dim) float32 array in this embedder's form ((0, dim) for no
-        texts)."""
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for `texts` as an (n, dim) float32 array in this embedder's form."""
         if len(texts) == 0:
             return np.zeros((0, self.dimension), dtype=np.float32)
         encoder = self._fast_query_encoder() if self.plan.device == "cpu" else None
@@ -288,17 +262,14 @@ class Embedder:
             return encoder.encode(list(texts))
         device = self.plan.device
         if device == "cuda":
-            return encode_pretokenized(
-                self._torch_model(), texts, self.plan.batch_size, normalize=self.normalize
-            )
-        batch_size = self.batch_size
+            return encode_pretokenized(self._torch_model(), texts, self.plan.batch_size)
         with _threads_for(len(texts), device):
             vectors = self._torch_model().encode(
                 list(texts),
-                batch_size=batch_size,
-                normalize_embeddings=self.normalize,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
                 convert_to_numpy=True,
-                show_progress_bar=show_progress,
+                show_progress_bar=False,
             )
         return np.asarray(vectors, dtype=np.float32)
 
@@ -315,8 +286,7 @@ class Embedder:
         return encoder.encode(list(texts))
 
     def encode_sentences(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors for request-time evidence sentences: the query encoder, so highlighting never loads
-        torch."""
+        """Request-time evidence sentences go through the query encoder, so highlighting never loads torch."""
         return self.encode_queries(texts)
 
     def prepare_query_encoder(self) -> None:
@@ -335,29 +305,26 @@ class Embedder:
         with _MODELS_LOCK:
             if self._query_encoder_checked:
                 return self._query_encoder
-            if self.query_backend != "torch":
-                from lumina_assets.indexing.encoder_forms import EncoderPlan, query_form
-                from lumina_assets.indexing.onnx_encoder import OnnxUnavailable
+            from lumina_assets.indexing.encoder_forms import EncoderPlan, query_form
+            from lumina_assets.indexing.onnx_encoder import OnnxUnavailable
 
-                plan = self.plan
-                form = query_form(plan.form)
+            plan = self.plan
+            form = query_form(plan.form)
+            try:
                 try:
-                    try:
-                        self._query_encoder = _onnx_encoder(self, form)
-                    except OnnxUnavailable as error:
-                        if form == "fp32":
-                            raise
-                        log.warning("%s encoder unavailable (%s); encoding in fp32", form, error)
-                        self._query_encoder = _onnx_encoder(self, "fp32")
-                        if plan.device == "cpu":
-                            self._plan = EncoderPlan("fp32", "cpu", plan.batch_size, plan.threads, str(error))
-                    self.query_backend_used = "onnxruntime"
+                    self._query_encoder = _onnx_encoder(self, form)
                 except OnnxUnavailable as error:
-                    if self.query_backend == "onnx":
+                    if form == "fp32":
                         raise
-                    log.warning("encoding stays on sentence-transformers: %s", error)
-                    if plan.device == "cpu" and plan.form != "fp32":
+                    log.warning("%s encoder unavailable (%s); encoding in fp32", form, error)
+                    self._query_encoder = _onnx_encoder(self, "fp32")
+                    if plan.device == "cpu":
                         self._plan = EncoderPlan("fp32", "cpu", plan.batch_size, plan.threads, str(error))
+                self.query_backend_used = "onnxruntime"
+            except OnnxUnavailable as error:
+                log.warning("encoding stays on sentence-transformers: %s", error)
+                if plan.device == "cpu" and plan.form != "fp32":
+                    self._plan = EncoderPlan("fp32", "cpu", plan.batch_size, plan.threads, str(error))
             self._query_encoder_checked = True
         return self._query_encoder
 

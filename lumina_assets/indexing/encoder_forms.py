@@ -1,8 +1,5 @@
-"""Which numeric form encodes passages on this machine, and which forms' vectors may share an index.
-
-Per machine: `fp16` on a CUDA device (batch size from its free memory), `int8` on a CPU with 8-bit
-dot-product instructions (AVX-512 VNNI, AVX-VNNI, AMX-INT8), `fp32` elsewhere; bf16 is never chosen
-(docs/embedding.md). Float forms agree with fp32 closely enough to share an index; int8 vectors share one
+"""Which numeric form encodes passages on this machine: `fp16` on a CUDA device, `int8` on a CPU with 8-bit
+dot-product instructions, `fp32` elsewhere (docs/embedding.md). Float forms may share an index; int8 vectors
 only with int8 (`compatible`)."""
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Full-text (BM25) index builds under a memory cap (`LUMINA_FTS_MEMORY_MB`), with the build's peak resident
-memory.
+"""Full-text (BM25) index builds under a memory cap (`LUMINA_FTS_MEMORY_MB`), with the build's peak resident memory.
 
-A large table builds in a child process started with small read-ahead, two malloc arenas and the builder's
-share of the cap as `memory_limit` (Lance and glibc read those at process start; docs/embedding.md); BM25
-statistics stay index-wide, so scores match a one-partition build. A small table builds in process. Rows
-added later join through `table.optimize()`, which is not capped."""
+A large table builds in a child process started with small read-ahead, two malloc arenas and the builder's share
+of the cap (Lance and glibc read those at process start; docs/embedding.md); a small one in process."""
 
 from __future__ import annotations
 
@@ -54,7 +51,6 @@ class FtsBuild:
     peak_rss_mb: float  # the child's peak resident memory, or this process's growth in process
     seconds: float
     cap_mb: int
-    builder_mb: int  # LanceDB's memory_limit for the token builder
     separate_process: bool
     text_mb: float  # estimated size of the indexed text
 
@@ -118,7 +114,7 @@ def build_fts(table, column: str, cap_mb: int | None = None) -> FtsBuild:
         peak = _build_in_child(*location, column, builder)
         table.checkout_latest()  # this handle sees the index the child committed
     return FtsBuild(
-        column, round(peak, 1), round(time.perf_counter() - started, 2), cap, builder, not in_process, size
+        column, round(peak, 1), round(time.perf_counter() - started, 2), cap, not in_process, size
     )
 
 

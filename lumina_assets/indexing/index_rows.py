@@ -11,7 +11,7 @@ import polars as pl
 import pyarrow as pa
 
 from lumina_assets.core.names import last_name
-from lumina_assets.core.schemas import CITATION_COLUMNS
+from lumina_assets.core.schemas import CITATION_COLUMNS, PASSAGE_SCHEMA
 
 # what search shows of a passage: the columns fetched for candidates (search.stores) and kept in every index row
 PASSAGE_DISPLAY_FIELDS = [
@@ -31,6 +31,28 @@ PASSAGE_DISPLAY_FIELDS = [
 ]
 
 
+# the passages table's columns besides the vector
+PASSAGE_COLUMNS = [
+    *PASSAGE_DISPLAY_FIELDS[:6],
+    "search_text",
+    *PASSAGE_DISPLAY_FIELDS[6:],
+    "text_hash",
+    "row_hash",
+]
+
+# what a passage's row hash covers besides its authors: a change rewrites the row, keeping its vector
+ROW_HASH_COLUMNS = (
+    "paper_id",
+    "kind",
+    "section_number",
+    "section_title",
+    "prev_id",
+    "next_id",
+    "doi",
+    "url",
+    "year",
+)
+
 INDEX_FORMAT_VERSION = "1"  # what gets embedded: changing it re-embeds every passage
 
 
@@ -43,20 +65,16 @@ def short_hash(text: str) -> str:
 class IndexConfig:
     """How passages are turned into index rows. Changing a field that alters embedded text re-embeds."""
 
-    embed_title: bool = True  # embed "title. passage" so a passage carries its paper's topic
     ann_min_rows: int = 100_000  # below this a flat scan of 384-d vectors is faster than an ANN index
     ann_retrain_growth: float = 2.0  # retrain the ANN index once the table holds this many times its rows
     write_batch_rows: int = 4096  # rows embedded and written per merge_insert
-    # a batch's sentences encoded right after its passages, both written in the background while the next
-    # batch is encoded; off: passages, then sentences, each write awaited (the same rows and vectors)
-    pipelined: bool = True
     embed_chunk_rows: int = 1024  # most texts per encode call (calls are sized so progress comes on time)
     progress_every_s: float = 10.0  # seconds between progress lines while embedding
     prune: bool = True  # delete rows whose passage / paper no longer exists upstream
     sentence_vectors: bool = True  # store passages' sentence vectors (highlighting encodes only the query)
 
     def fingerprint(self) -> str:
-        return short_hash(f"{INDEX_FORMAT_VERSION}|{int(self.embed_title)}")
+        return short_hash(f"{INDEX_FORMAT_VERSION}|1")  # "1": the title is embedded (kept so hashes hold)
 
 
 @dataclass
@@ -68,9 +86,8 @@ class IndexStats:
     papers_total: int = 0
     papers_deleted: int = 0
     sentences_embedded: int = 0
-    sentence_seconds: float = 0.0  # splitting and encoding sentences (embed_seconds: passages)
-    passage_seconds: float = 0.0  # encoding passages alone (what sentence_seconds is compared with)
-    embed_seconds: float = 0.0
+    sentence_seconds: float = 0.0  # splitting and encoding sentences
+    embed_seconds: float = 0.0  # encoding passages alone
     write_seconds: float = 0.0
     ann_index: bool = False
     dimension: int = 0
@@ -100,10 +117,10 @@ def section_heading(kind: str | None, section_title: str | None, text: str) -> s
     return "" if text.startswith(heading) else heading
 
 
-def passage_embed_text(title: str | None, text: str, *, embed_title: bool, section: str = "") -> str:
+def passage_embed_text(title: str | None, text: str, section: str = "") -> str:
     """What is embedded: the paper title and the section heading before the passage (contextual chunk)."""
     title = (title or "").strip()
-    head = [title] if embed_title and title and not text.startswith(title) else []
+    head = [title] if title and not text.startswith(title) else []
     head += [section] if section else []
     return ". ".join([*head, text])
 
@@ -131,22 +148,9 @@ def paper_rows(papers: pl.DataFrame) -> pl.DataFrame:
                 **{name: row.get(name) or None for name in CITATION_COLUMNS},
             }
         )
-    schema = {
-        "paper_id": pl.String,
-        "title": pl.String,
-        "abstract": pl.String,
-        "doi": pl.String,
-        "url": pl.String,
-        "year": pl.Int32,
-        "authors": pl.List(pl.String),
-        "author_last_names": pl.List(pl.String),
-        "venue": pl.String,
-        "tags": pl.List(pl.String),
-        "collections": pl.List(pl.String),
-        "library_labels": pl.List(pl.String),
-        **dict.fromkeys(CITATION_COLUMNS, pl.String),
-    }
-    return pl.DataFrame(rows, schema=schema).unique("paper_id", keep="last", maintain_order=True)
+    meta = [f for f in paper_schema() if f.name not in ("search_text", "text_hash", "row_hash")]
+    frame = pl.from_arrow(pa.Table.from_pylist(rows, schema=pa.schema(meta)))
+    return frame.unique("paper_id", keep="last", maintain_order=True)
 
 
 def library_labels(tags, collections) -> list[str]:
@@ -202,8 +206,7 @@ def passage_rows(
     ]
     columns = (titles, texts, sections)
     embed_texts = [
-        passage_embed_text(title, text, embed_title=config.embed_title, section=section)
-        for title, text, section in zip(*columns, strict=True)
+        passage_embed_text(title, text, section) for title, text, section in zip(*columns, strict=True)
     ]
     fingerprint = f"{config.fingerprint()}|{model}"
     frame = frame.with_columns(
@@ -218,52 +221,18 @@ def passage_rows(
             dtype=pl.String,
         ),
     )
-    frame = frame.with_columns(
-        pl.concat_str(
-            [
-                pl.col(c).cast(pl.String).fill_null("")
-                for c in (
-                    "paper_id",
-                    "kind",
-                    "section_number",
-                    "section_title",
-                    "prev_id",
-                    "next_id",
-                    "doi",
-                    "url",
-                )
-            ]
-            + [pl.col("year").cast(pl.String).fill_null(""), pl.col("authors").list.join(";").fill_null("")],
-            separator="|",
-        ).alias("row_hash")
+    covered = [pl.col(c).cast(pl.String).fill_null("") for c in ROW_HASH_COLUMNS]
+    row_hash = pl.concat_str([*covered, pl.col("authors").list.join(";").fill_null("")], separator="|")
+    return frame.with_columns(row_hash.alias("row_hash")).select(
+        *PASSAGE_COLUMNS[:-2], "embed_text", *PASSAGE_COLUMNS[-2:]
     )
-    columns = [*PASSAGE_DISPLAY_FIELDS[:6], "search_text", *PASSAGE_DISPLAY_FIELDS[6:]]
-    columns += ["embed_text", "text_hash", "row_hash"]
-    return frame.select(columns)
 
 
 def passage_schema(dim: int) -> pa.Schema:
-    return pa.schema(
-        [
-            pa.field("passage_id", pa.string(), nullable=False),
-            pa.field("paper_id", pa.string(), nullable=False),
-            pa.field("kind", pa.string()),
-            pa.field("section_number", pa.string()),
-            pa.field("section_title", pa.string()),
-            pa.field("text", pa.string()),
-            pa.field("search_text", pa.string()),
-            pa.field("prev_id", pa.string()),
-            pa.field("next_id", pa.string()),
-            pa.field("title", pa.string()),
-            pa.field("doi", pa.string()),
-            pa.field("url", pa.string()),
-            pa.field("year", pa.int32()),
-            pa.field("authors", pa.list_(pa.string())),
-            pa.field("text_hash", pa.string()),
-            pa.field("row_hash", pa.string()),
-            pa.field("vector", pa.list_(pa.float32(), dim)),
-        ]
-    )
+    """The passages table: a passage's columns (core.schemas) with its paper's, the hashes and the vector."""
+    fields = {f.name: f for f in PASSAGE_SCHEMA} | {f.name: f for f in paper_schema()}
+    vector = pa.field("vector", pa.list_(pa.float32(), dim))
+    return pa.schema([*(fields[name] for name in PASSAGE_COLUMNS), vector])
 
 
 # a reference library's labels (corpus.library): shown with a paper, and what tag / collection filters match

@@ -1,9 +1,6 @@
 """Build and update the LanceDB tables the search engine reads: `passages` (a vector per passage) and `papers`
-(metadata and the title + abstract full-text index).
-
-Rows are keyed by deterministic ids and merged in; a passage is embedded again only when its embedded text
-changed (`text_hash`), and a metadata-only change keeps the stored vector. Rows, schemas and the
-configuration come from `index_rows`, the passages' write path from `passage_table`."""
+(metadata and the title + abstract full-text index). A passage is embedded again only when its embedded text
+changed (`text_hash`); a metadata-only change keeps the stored vector."""
 
 from __future__ import annotations
 
@@ -14,6 +11,7 @@ from collections.abc import Callable
 import polars as pl
 import pyarrow as pa
 
+from lumina_assets.core.schemas import CITATION_COLUMNS
 from lumina_assets.indexing.index_rows import (
     CITATION_FIELDS,
     LIBRARY_FIELDS,
@@ -31,8 +29,7 @@ from lumina_assets.indexing.passage_table import PASSAGES_TABLE, call_sizer, ind
 from lumina_assets.indexing.table_ops import (
     column_map,
     delete_ids,
-    ensure_fts,
-    ensure_scalar,
+    ensure_search_indexes,
     open_table,
     upsert,
 )
@@ -40,6 +37,15 @@ from lumina_assets.indexing.table_ops import (
 log = logging.getLogger(__name__)
 
 PAPERS_TABLE = "papers"
+PAPER_HASH_COLUMNS = (
+    "paper_id",
+    "abstract",
+    "doi",
+    "url",
+    "year",
+    "authors",
+    "venue",
+)  # with the labels, pages
 TABLES_VERSION = "2"  # columns and indexes around the vectors
 
 
@@ -71,7 +77,7 @@ def index_corpus(
         from lumina_assets.indexing.sentence_vectors import SentencePlan
 
         ids, texts = rows["passage_id"].to_list(), rows["text"].to_list()
-        sentences = SentencePlan(db, ids, texts, model, background=config.pipelined)
+        sentences = SentencePlan(db, ids, texts, model)
     try:
         index_passages(db, rows, embedder, config, stats, dim, say, sentences)
         model_identity.record(open_table(db, PASSAGES_TABLE), model_identity.of_embedder(embedder))
@@ -105,16 +111,16 @@ def adopt_index_form(db, embedder) -> None:
 
 def cost_line(stats: IndexStats) -> str:
     """What passages and their sentence vectors cost, side by side (seconds spent encoding each)."""
-    line = f"passages: {stats.passages_embedded} encoded in {stats.passage_seconds:.1f}s"
-    if stats.passage_seconds:
-        line += f" ({stats.passages_embedded / stats.passage_seconds:.1f}/s)"
+    line = f"passages: {stats.passages_embedded} encoded in {stats.embed_seconds:.1f}s"
+    if stats.embed_seconds:
+        line += f" ({stats.passages_embedded / stats.embed_seconds:.1f}/s)"
     if not stats.sentences_embedded:
         return line + "; no sentence vectors encoded"
     line += f"; sentence vectors: {stats.sentences_embedded} sentences in {stats.sentence_seconds:.1f}s"
     if stats.sentence_seconds:
         line += f" ({stats.sentences_embedded / stats.sentence_seconds:.1f}/s)"
-    if stats.passage_seconds:
-        line += f", {stats.sentence_seconds / stats.passage_seconds:.2f}x the passages' seconds"
+    if stats.embed_seconds:
+        line += f", {stats.sentence_seconds / stats.embed_seconds:.2f}x the passages' seconds"
     return line
 
 
@@ -136,39 +142,22 @@ def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
         table.add_columns(pa.schema(CITATION_FIELDS))  # null until a paper's row is written again
         stats.notes.append("papers table gained the pages / arXiv columns")
     existing = column_map(table, "paper_id", "text_hash", "row_hash") if table is not None else {}
-    abstract_hash: dict[str, str] = {}
-    for paper_id, pid, th in (
-        passage_frame.filter(pl.col("kind") == "abstract")
-        .select("paper_id", "passage_id", "text_hash")
-        .iter_rows()
-    ):
-        abstract_hash[paper_id] = abstract_hash.get(paper_id, "") + pid + th
+    abstracts = passage_frame.filter(pl.col("kind") == "abstract").group_by("paper_id")
+    abstract_hash = dict(abstracts.agg((pl.col("passage_id") + pl.col("text_hash")).str.join("")).iter_rows())
+    hashed = meta.select(*PAPER_HASH_COLUMNS, "library_labels", *CITATION_COLUMNS).iter_rows()
+    row_hashes = [
+        short_hash(
+            "|".join(map(str, row[:7]))
+            + abstract_hash.get(row[0], "")
+            + labels_key(row[7])
+            + citation_key(row[8:])
+        )
+        for row in hashed
+    ]
     meta = meta.with_columns(
         (pl.col("title") + pl.lit("\n") + pl.col("abstract")).alias("search_text"),
         pl.Series("text_hash", [short_hash(t or "") for t in meta["title"].to_list()], dtype=pl.String),
-        pl.Series(
-            "row_hash",
-            [
-                short_hash(
-                    "|".join(str(v) for v in row[:7])
-                    + abstract_hash.get(row[0], "")
-                    + labels_key(row[7])
-                    + citation_key(row[8:])
-                )
-                for row in meta.select(
-                    "paper_id",
-                    "abstract",
-                    "doi",
-                    "url",
-                    "year",
-                    "authors",
-                    "venue",
-                    "library_labels",
-                    *(f.name for f in CITATION_FIELDS),
-                ).iter_rows()
-            ],
-            dtype=pl.String,
-        ),
+        pl.Series("row_hash", row_hashes, dtype=pl.String),
     )
     changed = [
         i
@@ -190,11 +179,7 @@ def _index_papers(db, papers: pl.DataFrame, passage_frame, config, stats, say):
     if config.prune and existing:
         stats.papers_deleted = delete_ids(table, "paper_id", sorted(set(existing) - set(meta["paper_id"])))
     t0 = time.perf_counter()
-    if table.count_rows():
-        ensure_fts(table, "search_text")
-        for column, kind in (("paper_id", "BTREE"), ("year", "BTREE"), ("author_last_names", "LABEL_LIST")):
-            ensure_scalar(table, column, kind)
-        table.optimize()
+    ensure_search_indexes(table, {"paper_id": "BTREE", "year": "BTREE", "author_last_names": "LABEL_LIST"})
     stats.write_seconds += time.perf_counter() - t0
 
 

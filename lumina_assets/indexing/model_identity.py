@@ -1,11 +1,8 @@
 """Which embedding model built an index, and the refusal to search it with another one.
 
-The passages table's `vector` field records the model's name, a fingerprint of its weights and the numeric
-form as Arrow field metadata. Two models of one dimension give vectors that fit the table but do not
-compare, so the engine checks them before it encodes a query. The fingerprint hashes the model folder's
-files by content (remembered in data/models/fingerprints.json by size and mtime); a hub name has none and
-is compared by name. An index recorded without an identity is searched with a warning; one recorded without
-a form was built in fp32."""
+The passages table's `vector` field records the model's name, a fingerprint of its weights and the numeric form:
+two models of one dimension give vectors that fit the table but do not compare. An index without an identity is
+searched with a warning; one without a form was built in fp32."""
 
 from __future__ import annotations
 
@@ -92,8 +89,7 @@ def weights_fingerprint(model_name_or_path: str) -> str:
 
 
 def of_embedder(embedder) -> ModelIdentity:
-    """The identity of `embedder` (or of the embedder it wraps, `inner`): name from `model_id` /
-    `model_name_or_path`, fingerprint from its `fingerprint` attribute."""
+    """The identity of `embedder` (or of the embedder it wraps, `inner`)."""
     from lumina_assets.indexing.index_rows import embedder_identity
 
     return ModelIdentity(
@@ -112,7 +108,7 @@ def _attribute(embedder, name: str) -> str:
 
 def adopt_form(embedder, index_form: str) -> None:
     """Make `embedder` (or the embedder it wraps) encode in a form compatible with an index built in `index_form`;
-    an embedder without forms (a test double) is left as it is."""
+    an embedder without forms is left as it is."""
     for candidate in (embedder, getattr(embedder, "inner", None)):
         adopt = getattr(candidate, "adopt_index_form", None)
         if callable(adopt):
@@ -128,8 +124,7 @@ def query_identity(embedder, index: ModelIdentity) -> ModelIdentity:
 
 
 def follow_table(embedder, table) -> ModelIdentity:
-    """`query_identity` for the index whose passages table is `table` (None: nothing to follow), for what
-    encodes outside a search (the sentence backfill, stored-sentence lookups)."""
+    """`query_identity` for the index whose passages table is `table` (None: nothing to follow)."""
     return query_identity(embedder, of_schema(table.schema) if table is not None else ModelIdentity())
 
 
@@ -159,8 +154,8 @@ def record(table, identity: ModelIdentity) -> None:
 
 
 def mismatch(index: ModelIdentity, query: ModelIdentity) -> str | None:
-    """Why `query` must not search an index built by `index`, or None. Fingerprints decide when both sides have
-    one (same weights under another name are the same model); otherwise names do."""
+    """Why `query` must not search an index built by `index`, or None. Fingerprints decide where both sides have
+    one; otherwise names do."""
     if not index.known or not query.known:
         return None
     if index.fingerprint and query.fingerprint:

@@ -1,10 +1,6 @@
 """The encoder of passages, sentences and queries: the model's transformer exported to ONNX once and run by
-onnxruntime in fp32 or, after dynamic per-channel quantization, in int8; no torch once exported
-(docs/embedding.md).
-
-Only Transformer -> mean Pooling [-> Normalize] pipelines qualify. Anything else, a failed export, outputs
-more than `TOLERANCE` from sentence-transformers', or int8 vectors under `INT8_MIN_COSINE` of fp32's
-disable it with a reason."""
+onnxruntime in fp32 or, quantized per channel, in int8; no torch once exported (docs/embedding.md). Only
+Transformer -> mean Pooling [-> Normalize] models qualify, and only exports that reproduce sentence-transformers."""
 
 from __future__ import annotations
 
@@ -48,9 +44,7 @@ def _mean_pooling_pipeline(model) -> tuple[object, bool]:
     if len(modules) < 2 or names[0] != "Transformer" or names[1] != "Pooling":
         raise OnnxUnavailable(f"pipeline {names} is not Transformer -> Pooling")
     pooling = modules[1]
-    mode = getattr(pooling, "pooling_mode", None)  # sentence-transformers >= 6
-    if mode is None and hasattr(pooling, "get_pooling_mode_str"):
-        mode = pooling.get_pooling_mode_str()
+    mode = getattr(pooling, "pooling_mode", None)
     if mode != "mean":
         raise OnnxUnavailable(f"pooling mode {mode!r} is not mean")
     rest = names[2:]
@@ -203,7 +197,7 @@ def _fuse_transformer_ops(onnx_path: Path, config) -> bool:
         return False
 
 
-def export(model, model_name_or_path: str, cache_dir: Path, *, normalize: bool) -> OnnxQueryEncoder:
+def export(model, model_name_or_path: str, cache_dir: Path) -> OnnxQueryEncoder:
     """Export a sentence-transformers `model` (once; reused by every later process) and check it reproduces it."""
     transformer, has_normalize_module = _mean_pooling_pipeline(model)
     backend = getattr(transformer.tokenizer, "backend_tokenizer", None)
@@ -236,13 +230,13 @@ def export(model, model_name_or_path: str, cache_dir: Path, *, normalize: bool) 
     atomic_replace(settings_path, lambda path: path.write_text(json.dumps(settings, indent=2)))
 
     fused = _fuse_transformer_ops(onnx_path, transformer.auto_model.config)
-    encoder = OnnxQueryEncoder.load(model_name_or_path, cache_dir, normalize=normalize)
-    reference = model.encode(list(PROBE_TEXTS), normalize_embeddings=encoder.normalize, convert_to_numpy=True)
+    encoder = OnnxQueryEncoder.load(model_name_or_path, cache_dir)
+    reference = model.encode(list(PROBE_TEXTS), normalize_embeddings=True, convert_to_numpy=True)
     difference = float(np.abs(encoder.encode(list(PROBE_TEXTS)) - reference).max())
     if difference > TOLERANCE and fused:  # a fusion that changed the numbers: the plain export instead
         log.warning("fused ONNX export differs by %.2e; using the unfused export", difference)
         _export_onnx(transformer, input_names, onnx_path)
-        encoder = OnnxQueryEncoder.load(model_name_or_path, cache_dir, normalize=normalize)
+        encoder = OnnxQueryEncoder.load(model_name_or_path, cache_dir)
         difference = float(np.abs(encoder.encode(list(PROBE_TEXTS)) - reference).max())
     if difference > TOLERANCE:
         for path in (onnx_path, tokenizer_path, settings_path):
@@ -255,16 +249,7 @@ class OnnxQueryEncoder:
     """`encode(texts) -> (n, dim) float32` from an export (fp32, or its int8 quantization): onnxruntime and
     tokenizers only, no torch. `form` says which; texts are encoded in length-sorted batches."""
 
-    def __init__(
-        self,
-        onnx_path: Path,
-        tokenizer_path: Path,
-        settings: dict,
-        *,
-        normalize: bool,
-        threads: int | None = None,
-        form: str = "fp32",
-    ):
+    def __init__(self, onnx_path: Path, tokenizer_path: Path, settings: dict, *, form: str = "fp32"):
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -273,13 +258,12 @@ class OnnxQueryEncoder:
         self.path = onnx_path
         self.form = form
         self.input_names: list[str] = settings["input_names"]
-        self.normalize = normalize or bool(settings["normalize_module"])
         self.pad_id = int(settings["pad_id"])
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self.tokenizer.enable_truncation(max_length=int(settings["max_length"]))
         self.tokenizer.no_padding()  # batches are padded here, after sorting by length
         options = ort.SessionOptions()
-        options.intra_op_num_threads = max(1, threads or available_cores())
+        options.intra_op_num_threads = available_cores()
         options.inter_op_num_threads = 1
         # no busy-waiting between ops: on a loaded machine spinning threads steal the cores they wait for
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -288,9 +272,7 @@ class OnnxQueryEncoder:
         self._dimension: int | None = None
 
     @classmethod
-    def load(
-        cls, model_name_or_path: str, cache_dir: Path, *, normalize: bool, form: str = "fp32"
-    ) -> OnnxQueryEncoder:
+    def load(cls, model_name_or_path: str, cache_dir: Path, *, form: str = "fp32") -> OnnxQueryEncoder:
         """The cached export of this model in `form` (fp32 or int8; int8 is quantized from the fp32 export the
         first time and checked against it); FileNotFoundError when there is no export, OnnxUnavailable when it is
         unreadable (dropped) or the form cannot be made."""
@@ -305,7 +287,7 @@ class OnnxQueryEncoder:
         onnx_path, tokenizer_path, settings_path = paths
         try:
             settings = json.loads(settings_path.read_text())
-            fp32 = cls(onnx_path, tokenizer_path, settings, normalize=normalize)
+            fp32 = cls(onnx_path, tokenizer_path, settings)
         except Exception as error:  # noqa: BLE001 - a corrupt cached file: drop it so the next process re-exports
             for path in (*paths, _int8_path(onnx_path)):
                 path.unlink(missing_ok=True)
@@ -317,7 +299,7 @@ class OnnxQueryEncoder:
         fresh = not _int8_path(onnx_path).exists()
         int8_path = quantize_int8(onnx_path)
         try:
-            int8 = cls(int8_path, tokenizer_path, settings, normalize=normalize, form="int8")
+            int8 = cls(int8_path, tokenizer_path, settings, form="int8")
         except Exception as error:  # noqa: BLE001
             int8_path.unlink(missing_ok=True)
             raise OnnxUnavailable(f"cannot load {int8_path.name}: {error}") from error
@@ -362,6 +344,5 @@ class OnnxQueryEncoder:
         hidden = self.session.run(None, feeds)[0]
         mask = feeds["attention_mask"][..., None].astype(np.float32)
         vectors = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
-        if self.normalize:
-            vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+        vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
         return vectors.astype(np.float32)

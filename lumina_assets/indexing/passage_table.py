@@ -11,13 +11,12 @@ import polars as pl
 import pyarrow as pa
 
 from lumina_assets.core.progress import Progress
-from lumina_assets.indexing.index_rows import IndexConfig, IndexStats, passage_schema
+from lumina_assets.indexing.index_rows import PASSAGE_COLUMNS, IndexConfig, IndexStats, passage_schema
 from lumina_assets.indexing.table_ops import (
     column_map,
     delete_ids,
     ensure_ann,
-    ensure_fts,
-    ensure_scalar,
+    ensure_search_indexes,
     open_table,
     read_columns,
     sql_in,
@@ -30,16 +29,16 @@ PASSAGES_TABLE = "passages"
 
 
 class BatchWriter:
-    """Upserts batches in order, in one background thread when `background` (batch N written while N+1 is
-    embedded, one write in flight); a write's error is raised by the next `write` or by `close`.
-    `append_only`: the table holds none of these keys yet, so rows are appended instead of merged."""
+    """Upserts batches in order in one background thread (batch N written while N+1 is embedded, one write in
+    flight); a write's error is raised by the next `write` or by `close`. `append_only`: the table holds none
+    of these keys yet, so rows are appended instead of merged."""
 
-    def __init__(self, db, name: str, table, key: str, *, background: bool = True, append_only: bool = False):
+    def __init__(self, db, name: str, table, key: str, *, append_only: bool = False):
         from concurrent.futures import ThreadPoolExecutor
 
         self.db, self.name, self.table, self.key = db, name, table, key
         self.append_only = append_only
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="lumina-index-writer") if background else None
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="lumina-index-writer")
         self._pending = None
 
     def _upsert(self, data: pa.Table) -> None:
@@ -55,10 +54,7 @@ class BatchWriter:
 
     def write(self, data: pa.Table) -> None:
         self._wait()
-        if self._pool is None:
-            self._upsert(data)
-        else:
-            self._pending = self._pool.submit(self._upsert, data)
+        self._pending = self._pool.submit(self._upsert, data)
 
     def close(self, *, raise_errors: bool = True):
         """Wait for the last write; the table (None if nothing was ever written to a missing table)."""
@@ -68,8 +64,7 @@ class BatchWriter:
             if raise_errors:
                 raise
         finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
+            self._pool.shutdown(wait=True)
         return self.table
 
 
@@ -80,20 +75,16 @@ def call_sizer(config: IndexConfig):
     return CallSizer(config.progress_every_s / 3, config.embed_chunk_rows)
 
 
-def _with_vectors(batch: pl.DataFrame, vectors: np.ndarray, layout, dim: int) -> pa.Table:
-    """The batch's index columns (`layout`: (columns, schema)) with its vectors, as the table stores them."""
-    base_columns, schema = layout
-    return (
-        batch.select(base_columns).to_arrow().append_column("vector", vector_array(vectors, dim)).cast(schema)
-    )
+def _with_vectors(batch: pl.DataFrame, vectors: np.ndarray, dim: int) -> pa.Table:
+    """The batch's rows with their vectors, as the table stores them."""
+    table = batch.select(PASSAGE_COLUMNS).to_arrow().append_column("vector", vector_array(vectors, dim))
+    return table.cast(passage_schema(dim))
 
 
-def _embed_and_write(
-    rows, to_embed, embedder, config, stats, dim, writer, progress, layout, sentences
-) -> None:
-    """Embed the `to_embed` rows batch by batch, shortest texts first, and hand each batch to `writer`;
-    pipelined, the batch's sentences (`sentences`) are encoded next while it is written. `progress`:
-    (passages, sentences) callbacks."""
+def _embed_and_write(rows, to_embed, embedder, config, stats, dim, writer, progress, sentences) -> None:
+    """Embed the `to_embed` rows batch by batch, shortest texts first, and hand each batch to `writer`; the
+    batch's sentences (`sentences`) are encoded next while it is written. `progress`: (passages, sentences)
+    callbacks."""
     from lumina_assets.indexing.length_batches import encode_in_length_order
 
     sizer, sentence_sizer = call_sizer(config), call_sizer(config)  # passages and sentences: their own rates
@@ -104,14 +95,12 @@ def _embed_and_write(
         vectors = encode_in_length_order(
             batch["embed_text"].to_list(), embedder.encode, dim, sizer, progress[0]
         )
-        seconds = time.perf_counter() - t0
-        stats.embed_seconds += seconds
-        stats.passage_seconds += seconds
+        stats.embed_seconds += time.perf_counter() - t0
         t0 = time.perf_counter()
-        writer.write(_with_vectors(batch, vectors, layout, dim))  # waits for the previous batch's write first
+        writer.write(_with_vectors(batch, vectors, dim))  # waits for the previous batch's write first
         stats.write_seconds += time.perf_counter() - t0
         stats.passages_embedded += batch.height
-        if sentences is not None and config.pipelined:
+        if sentences is not None:
             sentences.encode(chosen, embedder, dim, sentence_sizer, progress[1])
 
 
@@ -133,7 +122,7 @@ def _changed_rows(table, rows: pl.DataFrame) -> tuple[dict[str, tuple[str, str]]
 
 def _embedding_progress(rows: pl.DataFrame, to_embed: list[int], config, say, sentences) -> tuple:
     """The passages' progress line and its two callbacks (passages encoded, sentences encoded); its ETA counts the
-    characters to encode (passages' embedded texts, and their sentences when pipelined)."""
+    characters to encode (passages' embedded texts and their sentences)."""
     texts = rows["embed_text"].to_list()
     chars = {"total": sum(len(texts[i]) for i in to_embed), "done": 0}
     if sentences is not None:
@@ -159,7 +148,7 @@ def _embedding_progress(rows: pl.DataFrame, to_embed: list[int], config, say, se
     return progress, encoded, sentences_encoded
 
 
-def _refresh_metadata(db, table, rows: pl.DataFrame, to_refresh: list[int], columns, config, stats, dim: int):
+def _refresh_metadata(db, table, rows: pl.DataFrame, to_refresh: list[int], config, stats, dim: int):
     """Rewrite the rows whose metadata alone changed, keeping their stored vectors; returns the table."""
     t0 = time.perf_counter()
     for start in range(0, len(to_refresh), config.write_batch_rows):
@@ -171,7 +160,7 @@ def _refresh_metadata(db, table, rows: pl.DataFrame, to_refresh: list[int], colu
             zip(stored["passage_id"].to_pylist(), vectors_from_arrow(stored["vector"], dim), strict=True)
         )
         vectors = np.stack([by_id[pid] for pid in batch["passage_id"].to_list()])
-        table = upsert(db, PASSAGES_TABLE, table, _with_vectors(batch, vectors, columns, dim), "passage_id")
+        table = upsert(db, PASSAGES_TABLE, table, _with_vectors(batch, vectors, dim), "passage_id")
     stats.passages_metadata_updated = len(to_refresh)
     stats.write_seconds += time.perf_counter() - t0
     return table
@@ -180,11 +169,7 @@ def _refresh_metadata(db, table, rows: pl.DataFrame, to_refresh: list[int], colu
 def _ensure_passage_indexes(table, config, stats: IndexStats) -> None:
     """The full-text, scalar and (past its threshold) ANN indexes of a non-empty passages table."""
     t0 = time.perf_counter()
-    if table.count_rows():
-        ensure_fts(table, "search_text")
-        for column in ("passage_id", "paper_id", "year"):
-            ensure_scalar(table, column, "BTREE")
-        table.optimize()
+    if ensure_search_indexes(table, {"passage_id": "BTREE", "paper_id": "BTREE", "year": "BTREE"}):
         has_ann, note = ensure_ann(
             table,
             "vector",
@@ -201,29 +186,18 @@ def _ensure_passage_indexes(table, config, stats: IndexStats) -> None:
 def index_passages(
     db, rows: pl.DataFrame, embedder, config, stats: IndexStats, dim: int, say, sentences=None
 ) -> None:
-    """Upsert passages (pipelined: with the sentence vectors `sentences` owes for them), prune the passages no
-    longer upstream (config.prune) and keep the table's indexes."""
+    """Upsert passages (with the sentence vectors `sentences` owes for them), prune the passages no longer
+    upstream (config.prune) and keep the table's indexes."""
     table = open_table(db, PASSAGES_TABLE)
     existing_hash, to_embed, to_refresh = _changed_rows(table, rows)
     ids = rows["passage_id"].to_list()
     say(f"passages: {len(ids)} upstream, {len(to_embed)} to embed, {len(to_refresh)} metadata-only updates")
-    if sentences is not None and config.pipelined and sentences.todo:
+    if sentences is not None and sentences.todo:
         say(
             f"sentence vectors: {len(sentences.todo)} passages owe {sentences.owed}, encoded with their passages"
         )
-    schema = passage_schema(dim)
-    base_columns = [f.name for f in schema if f.name != "vector"]
-    progress, encoded, sentences_encoded = _embedding_progress(
-        rows, to_embed, config, say, sentences if config.pipelined else None
-    )
-    writer = BatchWriter(
-        db,
-        PASSAGES_TABLE,
-        table,
-        "passage_id",
-        background=config.pipelined,
-        append_only=not existing_hash and (table is None or not table.count_rows()),
-    )
+    progress, encoded, sentences_encoded = _embedding_progress(rows, to_embed, config, say, sentences)
+    writer = BatchWriter(db, PASSAGES_TABLE, table, "passage_id", append_only=not existing_hash)
     try:
         _embed_and_write(
             rows,
@@ -234,7 +208,6 @@ def index_passages(
             dim,
             writer,
             (encoded, sentences_encoded),
-            (base_columns, schema),
             sentences,
         )
     except BaseException:
@@ -245,10 +218,9 @@ def index_passages(
     stats.write_seconds += time.perf_counter() - t0
     progress.finish()
     if to_refresh and table is not None:
-        table = _refresh_metadata(db, table, rows, to_refresh, (base_columns, schema), config, stats, dim)
+        table = _refresh_metadata(db, table, rows, to_refresh, config, stats, dim)
     if table is None:  # nothing upstream yet: an empty table still lets search answer "no results"
-        empty = pa.Table.from_pylist([], schema=schema)
-        table = db.create_table(PASSAGES_TABLE, data=empty, schema=schema)
+        table = upsert(db, PASSAGES_TABLE, None, passage_schema(dim).empty_table(), "passage_id")
     if config.prune and existing_hash:
         stats.passages_deleted = delete_ids(table, "passage_id", sorted(set(existing_hash) - set(ids)))
     _ensure_passage_indexes(table, config, stats)

@@ -1,10 +1,8 @@
 """Sentence vectors stored at index time, so highlighting evidence at request time encodes only the query.
 
-`passage_sentences` holds a row per passage: its sentences' offsets (`parsing.sentences.sentence_spans`) and
-their L2-normalized float16 vectors as `n × dim` bytes; `text_hash` covers model and text, so a stale row
-is never used. A `SentencePlan` encodes only passages whose hash is missing or differs, with their passages
-in an index build or all at once (`index_sentences`, a backfill). An index without the table still works:
-sentences are encoded per request."""
+`passage_sentences` holds a row per passage: its sentences' offsets and their unit float16 vectors as `n × dim`
+bytes, under a hash of model and text, so a stale row is never used. An index without the table still works:
+sentences are then encoded per request."""
 
 from __future__ import annotations
 
@@ -50,10 +48,10 @@ def _normalized(vectors: np.ndarray) -> np.ndarray:
 
 class SentencePlan:
     """The sentence vectors an index build owes (passages whose stored hash is missing or differs), encoded
-    right after their passages' batch (pipelined) or all at the end (`finish`), and written in the
-    background; each passage once."""
+    right after their passages' batch or at the end (`finish`), and written in the background; each passage
+    once."""
 
-    def __init__(self, db, passage_ids: Sequence[str], texts: Sequence[str], model: str, *, background=True):
+    def __init__(self, db, passage_ids: Sequence[str], texts: Sequence[str], model: str):
         from lumina_assets.indexing.passage_table import BatchWriter
         from lumina_assets.indexing.table_ops import column_map, open_table
         from lumina_assets.parsing.sentences import sentence_spans
@@ -68,14 +66,7 @@ class SentencePlan:
         self.sentences = 0  # encoded so far
         self._batch_started: float | None = None
         self.seconds = 0.0  # spent splitting, encoding and building rows (writes run beside the next batch)
-        self.writer = BatchWriter(
-            db,
-            SENTENCES_TABLE,
-            table,
-            "passage_id",
-            background=background,
-            append_only=not self.stored and (table is None or not table.count_rows()),
-        )
+        self.writer = BatchWriter(db, SENTENCES_TABLE, table, "passage_id", append_only=not self.stored)
 
     def encode(self, positions: Sequence[int], embedder, dim: int, sizer, on_call=None) -> int:
         """Encode and write the sentences of the passages at `positions` still owed (others are skipped); returns
@@ -136,7 +127,6 @@ class SentencePlan:
         sizer,
         *,
         prune: bool = True,
-        batch_passages: int = 2048,
         progress_every_s: float = 10.0,
         say: Callable[[str], None] = log.info,
     ) -> dict:
@@ -152,8 +142,8 @@ class SentencePlan:
             say(f"sentence vectors: {len(left)} of {len(self.passage_ids)} passages to encode")
             progress = Progress("embedding sentences", total, say, unit="sentences", every_s=progress_every_s)
             try:
-                for begin in range(0, len(left), batch_passages):
-                    chosen = left[begin : begin + batch_passages]
+                for begin in range(0, len(left), 2048):
+                    chosen = left[begin : begin + 2048]
                     self.encode(chosen, embedder, dim, sizer, lambda count, _chars: progress.advance(count))
             except BaseException:
                 self.abandon()
@@ -185,27 +175,14 @@ def index_sentences(
     embedder,
     model: str,
     *,
-    prune: bool = True,
-    batch_passages: int = 2048,
-    encode_chunk: int = 1024,
-    progress_every_s: float = 10.0,
     log_fn: Callable[[str], None] | None = None,
 ) -> dict:
-    """Bring `passage_sentences` up to date with these passages (all at once: a backfill, or the sequential
-    index build); returns counts and seconds. `encode_chunk`: most sentences per encode call."""
+    """Bring `passage_sentences` up to date with these passages all at once (a backfill): counts and seconds."""
     from lumina_assets.indexing.length_batches import CallSizer
 
     plan = SentencePlan(db, passage_ids, texts, model)
-    sizer = CallSizer(progress_every_s / 3, encode_chunk)
-    return plan.finish(
-        embedder,
-        int(embedder.dimension),
-        sizer,
-        prune=prune,
-        batch_passages=batch_passages,
-        progress_every_s=progress_every_s,
-        say=log_fn or log.info,
-    )
+    sizer = CallSizer(10.0 / 3, 1024)  # calls of about a third of the progress interval
+    return plan.finish(embedder, int(embedder.dimension), sizer, say=log_fn or log.info)
 
 
 def backfill_from_index(db, embedder, *, log_fn: Callable[[str], None] | None = None) -> dict:
@@ -244,8 +221,7 @@ class SentenceVectors:
         self._lock = threading.Lock()
 
     def lookup_table(self):
-        """The `passage_sentences` table (reopened at most every `refresh_seconds`), or None where there is
-        none."""
+        """The `passage_sentences` table (reopened at most every `refresh_seconds`), or None."""
         from lumina_assets.indexing.table_ops import open_table
 
         now = time.monotonic()

@@ -1,11 +1,6 @@
-"""Passage embedding split into parts that run side by side (defs/embedding_fanout.py), reused by the index
-build.
-
-`plan_parts` splits the texts `index_corpus` would embed round-robin into parts; each `embed_part` encodes
-its texts in the index's form into the `staged_vectors` table, keyed by model identity and text;
-`finish_plan` indexes that table. The build then encodes through `StagedVectorEmbedder`, which takes a
-staged vector of a compatible form and encodes the rest, so the index is written by its one path.
-Everything lives in the index's LanceDB database."""
+"""Passage embedding split into parts that run side by side (defs/embedding_fanout.py): `plan_parts` splits the
+texts to embed round-robin, each `embed_part` stages their vectors in the `staged_vectors` table (keyed by model
+and text), and the index build then takes them through `StagedVectorEmbedder`, so the index has one write path."""
 
 from __future__ import annotations
 
@@ -92,7 +87,6 @@ def texts_to_embed(
 
 @dataclass(frozen=True)
 class Plan:
-    plan_id: str
     parts: int
     texts: int
     per_part: tuple[int, ...]
@@ -103,14 +97,14 @@ def plan_parts(db, plan_id: str, texts: Sequence[str], parts: int, dim: int) -> 
     the staging table for `dim`-wide vectors if there is none. With one part nothing is written: the index build
     embeds everything itself, as it always did."""
     if parts <= 1 or not texts:
-        return Plan(plan_id, 1, len(texts), (len(texts),))
+        return Plan(1, len(texts), (len(texts),))
     assignment = [i % parts for i in range(len(texts))]
     data = pa.table({"text": pa.array(list(texts), pa.string()), "part": pa.array(assignment, pa.int32())})
     db.create_table(plan_table(plan_id), data=data, mode="overwrite")
     if open_table(db, STAGED_TABLE) is None:
         db.create_table(STAGED_TABLE, data=pa.Table.from_pylist([], schema=staged_schema(dim)))
     per_part = tuple(assignment.count(p) for p in range(parts))
-    return Plan(plan_id, parts, len(texts), per_part)
+    return Plan(parts, len(texts), per_part)
 
 
 def plan_size(db, plan_id: str) -> int:
@@ -142,10 +136,17 @@ class PartStats:
     form: str = ""
 
 
-def _staged_forms(table, keys: Sequence[str]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for start in range(0, len(keys), LOOKUP_CHUNK):
-        found |= column_map(table, "key", "form", where=sql_in("key", keys[start : start + LOOKUP_CHUNK]))
+def _staged(table, keys: Sequence[str], form: str) -> dict[str, np.ndarray]:
+    """{key: vector} of the `keys` staged in a form compatible with `form`."""
+    found: dict[str, np.ndarray] = {}
+    unique = list(dict.fromkeys(keys))
+    for start in range(0, len(unique), LOOKUP_CHUNK):
+        chunk = sql_in("key", unique[start : start + LOOKUP_CHUNK])
+        stored = read_columns(table, ["key", "form", "vector"], chunk)
+        if stored.num_rows:
+            vectors = vectors_from_arrow(stored["vector"])
+            rows = zip(stored["key"].to_pylist(), stored["form"].to_pylist(), vectors, strict=True)
+            found |= {key: vector for key, staged, vector in rows if encoder_forms.compatible(staged, form)}
     return found
 
 
@@ -165,12 +166,8 @@ def embed_part(
     identity = model_identity.of_embedder(embedder)
     stats.form = identity.form
     keys = [text_key(identity.name, identity.fingerprint, text) for text in texts]
-    have = _staged_forms(staged, keys) if staged.count_rows() else {}
-    todo = [
-        i
-        for i, key in enumerate(keys)
-        if key not in have or not encoder_forms.compatible(have[key], stats.form)
-    ]
+    have = _staged(staged, keys, stats.form) if staged.count_rows() else {}
+    todo = [i for i, key in enumerate(keys) if key not in have]
     stats.already_staged = len(texts) - len(todo)
     dim = int(embedder.dimension)
     schema = staged_schema(dim)
@@ -231,27 +228,16 @@ class StagedVectorEmbedder:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def encode(self, texts, **kwargs) -> np.ndarray:
+    def encode(self, texts) -> np.ndarray:
         texts = list(texts)
         if not self._remaining or not texts:
             self.encoded += len(texts)
-            return self.inner.encode(texts, **kwargs)
+            return self.inner.encode(texts)
         identity = model_identity.of_embedder(self.inner)
         keys = [text_key(identity.name, identity.fingerprint, text) for text in texts]
-        found: dict[str, np.ndarray] = {}
-        for start in range(0, len(keys), LOOKUP_CHUNK):
-            chunk = list(dict.fromkeys(keys[start : start + LOOKUP_CHUNK]))
-            stored = read_columns(self._table, ["key", "form", "vector"], sql_in("key", chunk))
-            if not stored.num_rows:
-                continue
-            vectors = vectors_from_arrow(stored["vector"])
-            for key, form, vector in zip(
-                stored["key"].to_pylist(), stored["form"].to_pylist(), vectors, strict=True
-            ):
-                if encoder_forms.compatible(form, identity.form):
-                    found[key] = vector
+        found = _staged(self._table, keys, identity.form)
         missing = [i for i, key in enumerate(keys) if key not in found]
-        encoded = self.inner.encode([texts[i] for i in missing], **kwargs) if missing else None
+        encoded = self.inner.encode([texts[i] for i in missing]) if missing else None
         dim = int(self.inner.dimension)
         out = np.zeros((len(texts), dim), dtype=np.float32)
         for i, key in enumerate(keys):

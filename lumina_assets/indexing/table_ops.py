@@ -90,6 +90,18 @@ def ensure_scalar(table, column: str, kind: str) -> None:
         table.create_index(column, config={"BTREE": BTree(), "LABEL_LIST": LabelList()}[kind], replace=True)
 
 
+def ensure_search_indexes(table, scalar: dict[str, str]) -> bool:
+    """A non-empty table's full-text index on `search_text` and its `scalar` {column: kind} indexes, then
+    `optimize()` (new rows join the indexes); False for an empty table."""
+    if not table.count_rows():
+        return False
+    ensure_fts(table, "search_text")
+    for column, kind in scalar.items():
+        ensure_scalar(table, column, kind)
+    table.optimize()
+    return True
+
+
 def ann_trained_rows(table, column: str) -> int:
     metadata = table.schema.field(column).metadata or {}
     return int(metadata.get(ANN_TRAINED_ROWS.encode(), b"0") or 0)

@@ -251,7 +251,7 @@ def test_ann_index_is_created_once_the_table_is_large_enough(tmp_path):
     assert vector_indexes and vector_indexes[0].index_type == "IvfSq"
     target = passages.row(42, named=True)
     title = docs[target["paper_id"].split(":", 1)[1]]["title"]
-    probe = embedder.encode([index_rows.passage_embed_text(title, target["text"], embed_title=True)])[0]
+    probe = embedder.encode([index_rows.passage_embed_text(title, target["text"])])[0]
     hits = (
         table.search(probe, vector_column_name="vector")
         .distance_type("cosine")

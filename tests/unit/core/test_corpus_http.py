@@ -146,4 +146,3 @@ def test_counters_add_up_when_many_threads_share_a_client():
     finally:
         sys.setswitchinterval(interval)
     assert client.stats.requests == 8000
-    assert client.stats.by_status == {200: 4000, 404: 4000}

@@ -8,7 +8,7 @@ import httpx2
 import pytest
 from fake_llm import openai_chat_response
 
-from lumina_assets.core.llm import LLMClient, LLMUnavailable
+from lumina_assets.core.llm import UNREACHABLE_RETRY_SECONDS, LLMClient, LLMUnavailable
 from lumina_assets.search.overview import Reference, build_overview
 
 
@@ -50,7 +50,7 @@ def test_an_unreachable_endpoint_is_asked_once_then_refused_at_once(backend):
         with pytest.raises(LLMUnavailable, match="could not be reached"):
             client.complete("hello again")
     assert len(sent) == 2
-    clock.now += client.unreachable_retry_s + 1
+    clock.now += UNREACHABLE_RETRY_SECONDS + 1
     with pytest.raises(Exception) as later:
         client.complete("hello once more")
     assert type(later.value).__name__ == "APIConnectionError" and len(sent) == 4
@@ -71,7 +71,7 @@ def test_an_endpoint_that_answers_again_is_used_again():
     state["up"] = True
     with pytest.raises(LLMUnavailable):
         client.complete("q")
-    clock.now += client.unreachable_retry_s
+    clock.now += UNREACHABLE_RETRY_SECONDS
     assert client.complete("q").text == "fine"
     assert client.complete("another").text == "fine"
 

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from lumina_assets.core import settings, settings_docs
+from devtools import settings_docs
+from lumina_assets.core import settings
 
 
 def test_the_configuration_page_is_generated_from_the_settings_object():
     assert settings_docs.PAGE.read_text(encoding="utf-8") == settings_docs.render(), (
-        "docs/configuration.md differs from the settings object: run python -m lumina_assets.core.settings_docs"
+        "docs/configuration.md differs from the settings object: run python -m devtools.settings_docs"
     )
 
 
@@ -79,7 +80,7 @@ def test_values_are_typed_and_normalised(monkeypatch, tmp_path):
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        ("LUMINA_QUERY_ENCODER", "tensorflow"),
+        ("LUMINA_EMBEDDING_FORM", "bf16"),
         ("LUMINA_K8S_GPU", "two"),
         ("LUMINA_RECURSION_LLM", "both"),
         ("LUMINA_BEIR_QUERIES", "-1"),

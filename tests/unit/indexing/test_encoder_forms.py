@@ -87,7 +87,7 @@ def test_simulated_cuda_encodes_on_the_gpu_in_fp16(monkeypatch):
     def fake_load(path, device):
         return loaded.setdefault(device, FakeGpuModel(device))
 
-    def fake_encode(model, texts, batch_texts, *, normalize):
+    def fake_encode(model, texts, batch_texts):
         calls.append((model.device, len(texts), batch_texts))
         return np.ones((len(texts), 384), dtype=np.float32) / np.sqrt(384)
 
@@ -112,7 +112,7 @@ def test_pretokenized_encoding_matches_sentence_transformers_in_input_order():
     texts = [*TEXTS, "long " * 600, "", TEXTS[1]]
     reference = model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
     for batch in (2, 64):
-        vectors = embedding.encode_pretokenized(model, texts, batch, normalize=True)
+        vectors = embedding.encode_pretokenized(model, texts, batch)
         assert vectors.shape == reference.shape
         np.testing.assert_allclose(vectors, reference, atol=1e-5)
 
@@ -131,7 +131,8 @@ def test_forms_that_compare_and_the_refusal_of_those_that_do_not():
 
 @pytest.fixture(scope="module")
 def minilm_vectors():
-    reference = Embedder(query_backend="torch").encode(TEXTS)
+    model = Embedder().model  # sentence-transformers: the reference
+    reference = model.encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True)
     return reference, Embedder(form="fp32").encode(TEXTS), Embedder(form="int8").encode(TEXTS)
 
 

@@ -10,6 +10,8 @@ import polars as pl
 from hashing_embedder import HashingEmbedder
 
 from lumina_assets.indexing import lancedb_tables as indexing
+from lumina_assets.indexing.length_batches import CallSizer
+from lumina_assets.indexing.sentence_vectors import SentencePlan
 
 
 class SlowEmbedder(HashingEmbedder):
@@ -58,7 +60,8 @@ def test_progress_lines_come_while_embedding(tmp_path):
 
 
 def test_sentence_vectors_report_progress_too(tmp_path):
-    """The sentence vectors of a BEIR-like corpus (one passage a paper) say their progress, pipelined or not."""
+    """The sentence vectors of a BEIR-like corpus (one passage a paper) say their progress, in a build and in a
+    backfill."""
     count = 600
     passages = pl.DataFrame(
         {
@@ -73,33 +76,32 @@ def test_sentence_vectors_report_progress_too(tmp_path):
     papers = pl.DataFrame(
         {"paper_id": [f"p{i}" for i in range(count)], "title": [f"Title {i}" for i in range(count)]}
     )
-    for pipelined in (True, False):
-        lines: list[str] = []
-        indexing.index_corpus(
-            lancedb.connect(tmp_path / f"db-{pipelined}"),
-            passages,
-            papers,
-            SlowEmbedder(),
-            indexing.IndexConfig(progress_every_s=0.3, pipelined=pipelined),
-            log_fn=lines.append,
-        )
-        # pipelined, on the passages' lines (encoded batch by batch with them); sequential, on lines of their own
-        # after the passages
-        if pipelined:
-            passage_lines = [line for line in lines if line.startswith("embedding passages:")]
-            shown = [line.rsplit("; sentences ", 1)[-1] for line in passage_lines]
-            waiting = [
-                line
-                for line, part in zip(passage_lines, shown, strict=True)
-                if 0 < int(part.split("/")[0]) < count
-            ]
-            assert waiting, lines
-            # while the last batch's sentences are encoded every passage is done, but the ETA says what is left
-            assert "ETA 0s" not in waiting[0] and "ETA ?" not in waiting[0], waiting  # ~3 s of sentences left
-            assert shown[-1].startswith(f"{count}/{count}")
-        else:
-            sentences = [line for line in lines if line.startswith("embedding sentences:")]
-            assert len(sentences) >= 2, lines
-            assert sentences[-1].startswith(f"embedding sentences: {count}/{count} sentences (100%)")
-        costs = [line for line in lines if line.startswith("passages: ") and "sentence vectors:" in line]
-        assert len(costs) == 1 and f"sentence vectors: {count} sentences in" in costs[0], lines
+    lines: list[str] = []
+    indexing.index_corpus(
+        lancedb.connect(tmp_path / "db"),
+        passages,
+        papers,
+        SlowEmbedder(),
+        indexing.IndexConfig(progress_every_s=0.3),
+        log_fn=lines.append,
+    )
+    # on the passages' lines: they are encoded batch by batch with them
+    passage_lines = [line for line in lines if line.startswith("embedding passages:")]
+    shown = [line.rsplit("; sentences ", 1)[-1] for line in passage_lines]
+    waiting = [
+        line for line, part in zip(passage_lines, shown, strict=True) if 0 < int(part.split("/")[0]) < count
+    ]
+    assert waiting, lines
+    # while the last batch's sentences are encoded every passage is done, but the ETA says what is left
+    assert "ETA 0s" not in waiting[0] and "ETA ?" not in waiting[0], waiting  # ~3 s of sentences left
+    assert shown[-1].startswith(f"{count}/{count}")
+    costs = [line for line in lines if line.startswith("passages: ") and "sentence vectors:" in line]
+    assert len(costs) == 1 and f"sentence vectors: {count} sentences in" in costs[0], lines
+
+    # a backfill encodes every sentence at once, on progress lines of its own
+    lines.clear()
+    plan = SentencePlan(lancedb.connect(tmp_path / "backfill"), passages["passage_id"], passages["text"], "m")
+    plan.finish(SlowEmbedder(), 16, CallSizer(0.1, 1024), progress_every_s=0.3, say=lines.append)
+    sentences = [line for line in lines if line.startswith("embedding sentences:")]
+    assert len(sentences) >= 2, lines
+    assert sentences[-1].startswith(f"embedding sentences: {count}/{count} sentences (100%)")

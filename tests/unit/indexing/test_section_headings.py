@@ -48,8 +48,6 @@ def test_a_body_passage_is_indexed_under_its_section_heading_but_shown_without_i
     assert row["embed_text"] == f"{TITLE}. Citation-Based Pretraining Objective. {text}"
     assert row["search_text"] == f"{TITLE}\nCitation-Based Pretraining Objective\n{text}"
     assert row["text"] == text and row["section_title"] == "Citation-Based Pretraining Objective"
-    untitled = _rows(IndexConfig(embed_title=False)).row(0, named=True)
-    assert untitled["embed_text"] == f"Citation-Based Pretraining Objective. {text}"
 
 
 def test_passages_without_a_heading_are_indexed_exactly_as_before():

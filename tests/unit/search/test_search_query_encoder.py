@@ -28,17 +28,22 @@ QUERIES = [
 
 @pytest.fixture(scope="module")
 def embedder() -> Embedder:
-    return Embedder(query_backend="torch")
+    return Embedder()
+
+
+def _reference(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """sentence-transformers' own vectors, the reference the ONNX path is checked against."""
+    return embedder.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
 
 
 @pytest.fixture(scope="module")
 def exported(embedder, tmp_path_factory) -> OnnxQueryEncoder:
     cache = tmp_path_factory.mktemp("data") / "models"
-    return onnx_query.export(embedder.model, embedder.model_name_or_path, cache, normalize=True)
+    return onnx_query.export(embedder.model, embedder.model_name_or_path, cache)
 
 
 def test_onnx_vectors_match_sentence_transformers(embedder, exported):
-    reference = embedder.encode(QUERIES)
+    reference = _reference(embedder, QUERIES)
     fast = exported.encode(QUERIES)  # one padded batch, including a query past the 256-token limit
     assert fast.shape == reference.shape == (len(QUERIES), 384)
     assert np.abs(fast - reference).max() < 1e-4
@@ -78,19 +83,19 @@ def test_a_fusion_that_changes_the_numbers_falls_back_to_the_plain_export(
 
     monkeypatch.setattr(onnx_query, "_fuse_transformer_ops", corrupting_fusion)
     with caplog.at_level(logging.WARNING):
-        encoder = onnx_query.export(embedder.model, embedder.model_name_or_path, tmp_path, normalize=True)
+        encoder = onnx_query.export(embedder.model, embedder.model_name_or_path, tmp_path)
     assert "using the unfused export" in caplog.text
-    assert np.abs(encoder.encode(QUERIES[:2]) - embedder.encode(QUERIES[:2])).max() < 1e-4
+    assert np.abs(encoder.encode(QUERIES[:2]) - _reference(embedder, QUERIES[:2])).max() < 1e-4
 
 
 def test_export_is_reused_not_redone(embedder, exported):
     modified = exported.path.stat().st_mtime_ns
-    again = OnnxQueryEncoder.load(embedder.model_name_or_path, exported.path.parent, normalize=True)
+    again = OnnxQueryEncoder.load(embedder.model_name_or_path, exported.path.parent)
     assert again.path == exported.path
     assert exported.path.stat().st_mtime_ns == modified
     assert sorted(p.suffix for p in exported.path.parent.iterdir()) == [".json", ".json", ".onnx"]
     with pytest.raises(FileNotFoundError):  # another model has no export yet
-        OnnxQueryEncoder.load("another-model", exported.path.parent, normalize=True)
+        OnnxQueryEncoder.load("another-model", exported.path.parent)
 
 
 def test_a_search_only_process_never_imports_torch(exported):
@@ -118,25 +123,18 @@ def test_corrupt_export_is_dropped_with_a_reason(embedder, tmp_path):
     for path in (onnx_file, tokenizer_file, settings_file):
         path.write_bytes(b"{}")
     with pytest.raises(OnnxUnavailable, match="cannot load"):
-        OnnxQueryEncoder.load(model_path, tmp_path, normalize=True)
+        OnnxQueryEncoder.load(model_path, tmp_path)
     assert not onnx_file.exists() and not settings_file.exists()  # the next process exports a fresh copy
 
 
-def test_torch_backend_never_builds_the_fast_path(embedder):
-    vector = embedder.encode_query(QUERIES[0])
-    assert embedder.query_backend_used == "sentence-transformers"
-    assert embedder._query_encoder is None
-    assert np.abs(vector - embedder.encode([QUERIES[0]])[0]).max() == 0
-
-
 def test_unsupported_pooling_falls_back_or_raises(embedder, tmp_path, caplog):
-    """A CLS-pooled model: `auto` logs why and stays on sentence-transformers, `onnx` refuses."""
+    """A CLS-pooled model cannot be exported: the embedder logs why and stays on sentence-transformers."""
     transformer = list(embedder.model)[0]
     cls_model = [transformer, type("Pooling", (), {"pooling_mode": "cls"})()]
     with pytest.raises(OnnxUnavailable, match="pooling mode 'cls'"):
-        onnx_query.export(cls_model, "cls-model", tmp_path, normalize=True)
+        onnx_query.export(cls_model, "cls-model", tmp_path)
 
-    auto = Embedder("cls-model", query_backend="auto")
+    auto = Embedder("cls-model")
     auto._model = cls_model
     auto.encode = lambda texts: np.zeros((len(texts), 384), dtype=np.float32)
     with caplog.at_level(logging.WARNING, logger="lumina_assets.indexing.embedding"):
@@ -144,24 +142,12 @@ def test_unsupported_pooling_falls_back_or_raises(embedder, tmp_path, caplog):
     assert auto.query_backend_used == "sentence-transformers"
     assert "pooling mode 'cls'" in caplog.text
 
-    strict = Embedder("cls-model", query_backend="onnx")
-    strict._model = cls_model
-    with pytest.raises(OnnxUnavailable, match="pooling mode 'cls'"):
-        strict.encode_query("a query")
 
-
-def test_unknown_backend_is_rejected():
-    with pytest.raises(ValueError, match="query_backend"):
-        Embedder(query_backend="tensorrt")
-
-
-def test_model_and_query_encoder_come_from_the_environment(monkeypatch):
+def test_the_model_comes_from_the_environment_unless_given(monkeypatch):
     monkeypatch.setenv("LUMINA_EMBEDDING_MODEL", "sentence-transformers/all-MiniLM-L12-v2")
-    monkeypatch.setenv("LUMINA_QUERY_ENCODER", "torch")
     configured = Embedder()  # nothing is loaded until the first encode
     assert configured.model_name_or_path == "sentence-transformers/all-MiniLM-L12-v2"
-    assert configured.query_backend == "torch"
-    assert Embedder("/models/mine", query_backend="onnx").model_name_or_path == "/models/mine"
+    assert Embedder("/models/mine").model_name_or_path == "/models/mine"
 
 
 def test_evidence_sentences_encode_like_the_model_without_torch(embedder, exported):
@@ -172,7 +158,7 @@ def test_evidence_sentences_encode_like_the_model_without_torch(embedder, export
         "Short.",
         "A somewhat longer sentence about vitamin D and bone density in the elderly.",
     ]
-    reference = embedder.encode(sentences)
+    reference = _reference(embedder, sentences)
     fast = embedder.encode_sentences(sentences)
     assert fast.shape == reference.shape and np.abs(fast - reference).max() < 1e-4
 

@@ -1,8 +1,7 @@
 """docs/configuration.md's variable tables, generated from the settings object so the page cannot drift from it.
 
 `render()` is the page with the part between the markers regenerated (the hand-written rest kept);
-`python -m lumina_assets.core.settings_docs` writes it; a test fails when the file differs from `render()`.
-"""
+`python -m devtools.settings_docs` writes it; a test fails when the file differs from `render()`."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from typing import Any, Literal
 from lumina_assets.core import settings
 
 PAGE = settings.PROJECT_ROOT / "docs" / "configuration.md"
-START = "<!-- generated from lumina_assets/core/settings.py: python -m lumina_assets.core.settings_docs -->"
+START = "<!-- generated from lumina_assets/core/settings.py: python -m devtools.settings_docs -->"
 END = "<!-- end of generated part -->"
 
 # Secrets and variables other libraries read: documented with the settings, never parsed or returned here.
