@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evals.ledger import write_text
 from lumina_assets.core import prices, settings
-from lumina_assets.core.tables import atomic_replace
 
 OPEN = "open"
 ENDED = "ended"
@@ -66,10 +66,7 @@ def records_dir() -> Path:
 
 
 def write_record(record: dict[str, Any]) -> None:
-    text = json.dumps(record, indent=2)
-    atomic_replace(
-        records_dir() / f"{record['id']}.json", lambda temp: temp.write_text(text, encoding="utf-8")
-    )
+    write_text(records_dir() / f"{record['id']}.json", json.dumps(record, indent=2))
 
 
 def _requests_path(batch_id: str) -> Path:

@@ -88,6 +88,15 @@ def binary_prompts(item: JudgeInput) -> list[str]:
     return prompts
 
 
+def parse_tag(answer: str, tag: str) -> str:
+    """The content, spaces collapsed, of exactly one non-empty `<tag>...</tag>`; anything else is malformed."""
+    pattern = re.compile(rf"<{tag}>(.*?)</{tag}>", re.IGNORECASE | re.DOTALL)
+    found = [re.sub(r"\s+", " ", m).strip() for m in pattern.findall(answer or "")]
+    if len(found) != 1 or not found[0]:
+        raise JudgeParseError(f"expected exactly one non-empty <{tag}>...</{tag}>, found {len(found)}")
+    return found[0]
+
+
 _RELEVANCE_TAG = re.compile(r"<\s*(highly_relevant|not_relevant)\s*/?\s*>", re.IGNORECASE)
 _PRECISION_ITEM = re.compile(r"(\d+)\s*[.):]\s*<\s*(critical|not_critical)\s*/?\s*>", re.IGNORECASE)
 _ANY_PRECISION_TAG = re.compile(r"<\s*(critical|not_critical)\s*/?\s*>", re.IGNORECASE)
@@ -175,12 +184,9 @@ def ask_with_retries(
 class LLMJudge:
     """The paper's judge through any `core.llm.LLMClient`, at temperature 0."""
 
-    def __init__(
-        self, client, *, max_attempts: int = 3, temperature: float = 0.0, workers: int | None = None
-    ):
+    def __init__(self, client, *, max_attempts: int = 3, workers: int | None = None):
         self.client = client
         self.max_attempts = max_attempts
-        self.temperature = temperature
         # the client's concurrency (`LLMResource.resolved_concurrency`, derived from its rate limit) unless the
         # caller names its own: enough pairs in flight to keep the API at its configured rate
         self.workers = workers if workers is not None else getattr(client, "concurrency", 4)
@@ -195,7 +201,7 @@ class LLMJudge:
             parse,
             self.max_attempts,
             "follow the required answer format exactly",
-            temperature=self.temperature,
+            temperature=0.0,
         )
 
     def judge_relevance(self, question: str, context: Context) -> tuple[int | None, str | None, int]:

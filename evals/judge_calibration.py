@@ -45,13 +45,11 @@ def calibration_query_ids(folder: Path, *, queries_per_split: int, seed: int = 1
     return set(ids[:queries_per_split])
 
 
+HARD_NEGATIVES = 2  # per query, besides one random negative
+
+
 def labelled_pairs(
-    folder: Path,
-    *,
-    queries_per_split: int,
-    seed: int = 13,
-    hard_negatives: int = 2,
-    random_negatives: int = 1,
+    folder: Path, *, queries_per_split: int, seed: int = 13
 ) -> tuple[list[LabelledPair], list[LabelledPair]]:
     """(calibration, validation) pairs from BEIR qrels, split by query: qrels positives, BM25 hard negatives (top docs
     outside the qrels) and random docs."""
@@ -69,9 +67,9 @@ def labelled_pairs(
     splits: tuple[list[LabelledPair], list[LabelledPair]] = ([], [])
     for index, qid in enumerate(chosen):
         relevant = {d for d, r in qrels[qid].items() if r > 0 and d in corpus}
-        top = [i for i, _ in lexical.search(queries[qid], hard_negatives + 10)]
-        negatives = [doc_ids[i] for i in top if doc_ids[i] not in relevant][:hard_negatives]
-        while len(negatives) < hard_negatives + random_negatives:
+        top = [i for i, _ in lexical.search(queries[qid], HARD_NEGATIVES + 10)]
+        negatives = [doc_ids[i] for i in top if doc_ids[i] not in relevant][:HARD_NEGATIVES]
+        while len(negatives) < HARD_NEGATIVES + 1:
             candidate = doc_ids[rng.randrange(len(doc_ids))]
             if candidate not in relevant and candidate not in negatives:
                 negatives.append(candidate)

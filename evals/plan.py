@@ -43,10 +43,6 @@ class ContextShape:
     source: str = "default"
     returned: float = 0.0  # title + chunks as returned, which the refiner reads (0: as judged)
 
-    @property
-    def returned_chars(self) -> float:
-        return self.returned or self.chars
-
 
 # A context longer than the equal form's budget (`evals.contexts`) is judged cut to about CUT_CHUNK_CHARS characters
 # in CUT_SENTENCES sentences plus its title; external lengths are what each API documents (docs/benchmark.md).
@@ -239,11 +235,6 @@ def _judge_usage(
     return usage, pairs
 
 
-def _is_local(inputs: PlanInputs, provider: str) -> bool:
-    api = inputs.provider_apis.get(provider)
-    return api is None or api.api == "local"
-
-
 def _pooled_usage(
     inputs: PlanInputs, providers: list[str], mean_chars: float, mean_sentences: float
 ) -> tuple[_Usage, dict[str, Any]]:
@@ -257,7 +248,9 @@ def _pooled_usage(
     elif p not in inputs.page_sizes or 0 not in inputs.depths:
         items, binary, graded, source = 0, 0, 0, f"none: p = {p} at depth 0 is not in the grid"
     else:
-        local = sum(1 for name in providers if _is_local(inputs, name))
+        local = sum(
+            1 for name in providers if inputs.provider_apis.get(name, ProviderAPI("local")).api == "local"
+        )
         pooled_papers = (
             local * LOCAL_POOL_SHARE.get(local, min(LOCAL_POOL_SHARE.values())) + len(providers) - local
         )
@@ -354,7 +347,7 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
     shapes = {p: inputs.shapes.get(p) or DEFAULT_SHAPES.get(p, FALLBACK_SHAPE) for p in providers}
     averaged = list(shapes.values()) or [FALLBACK_SHAPE]
     mean_chars = fmean(s.chars for s in averaged)
-    returned_chars = fmean(s.returned_chars for s in averaged)
+    returned_chars = fmean(s.returned or s.chars for s in averaged)
     mean_sentences = fmean(s.sentences for s in averaged)
     judge, pairs = _judge_usage(inputs, providers, mean_chars, mean_sentences)
     pooled, pool = _pooled_usage(inputs, providers, mean_chars, mean_sentences)

@@ -55,17 +55,9 @@ class SerpApiScholarClient:
 class ExaClient:
     """Exa `/search` with `contents.highlights`: the highlight is the context's chunk."""
 
-    def __init__(
-        self,
-        http: HttpClient,
-        *,
-        category: str = "research paper",
-        highlight_characters: int = EXA_HIGHLIGHT_CHARACTERS,
-        concurrency: int = 1,
-    ):
+    def __init__(self, http: HttpClient, *, category: str = "research paper", concurrency: int = 1):
         self.http = http
         self.category = category
-        self.highlight_characters = highlight_characters
         self.concurrency = concurrency
         self._last = threading.local()
 
@@ -78,7 +70,7 @@ class ExaClient:
             "query": query,
             "numResults": num_results,
             "type": "auto",
-            "contents": {"highlights": {"maxCharacters": self.highlight_characters}},
+            "contents": {"highlights": {"maxCharacters": EXA_HIGHLIGHT_CHARACTERS}},
         }
         if self.category:
             body["category"] = self.category

@@ -11,10 +11,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from evals.judge import JudgeParseError, ask_with_retries, load_prompt, render
+from evals.judge import ask_with_retries, load_prompt, parse_tag, render
 from lumina_assets.core.schemas import Context
 
-_QUERY_TAG = re.compile(r"<query>(.*?)</query>", re.IGNORECASE | re.DOTALL)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]{2,}")
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been before being below between
@@ -25,17 +24,6 @@ STOPWORDS = frozenset(
     using used use based study studies results result show shows shown found find paper patients associated
     increased decreased compared effect effects data significant significantly among within without via two one""".split()
 )
-
-
-def parse_query(answer: str) -> str:
-    """The refined query inside exactly one `<query>...</query>`; anything else is malformed."""
-    found = [m.strip() for m in _QUERY_TAG.findall(answer or "")]
-    if len(found) != 1:
-        raise JudgeParseError(f"expected exactly one <query>...</query>, found {len(found)}")
-    query = re.sub(r"\s+", " ", found[0])
-    if not query:
-        raise JudgeParseError("empty <query></query>")
-    return query
 
 
 def format_results(contexts: Sequence[Context]) -> str:
@@ -55,20 +43,19 @@ class Refinement:
 class LLMRefiner:
     """The Recursion Prompt through an LLM client; the refined query is the `<query>` tag's content."""
 
-    def __init__(self, client, *, max_attempts: int = 3, temperature: float | None = 0.0):
+    def __init__(self, client, *, max_attempts: int = 3):
         self.client = client
         self.max_attempts = max_attempts
-        self.temperature = temperature
         self.method = f"llm:{client.label}"
 
     def refine(self, question: str, previous_query: str, contexts: Sequence[Context]) -> Refinement:
         query, failure, attempts = ask_with_retries(
             self.client,
             render(load_prompt("recursion"), question=question, result=format_results(contexts)),
-            parse_query,
+            lambda answer: parse_tag(answer, "query"),
             self.max_attempts,
             "wrap the query in <query></query> exactly once",
-            temperature=self.temperature,
+            temperature=0.0,
         )
         return Refinement(query, self.method, failure=failure, attempts=attempts)
 

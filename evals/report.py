@@ -208,10 +208,9 @@ def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: boo
     return "\n".join(lines)
 
 
-def primary_set(scores: pl.DataFrame) -> str:
-    """The question set the plots and level table show: BEIR when the run has it, else the first there is."""
-    present = [s for s in ("beir", "user", "synthetic") if s in set(scores["question_set"].to_list())]
-    return present[0] if present else "all"
+def question_sets(scores: pl.DataFrame) -> list[str]:
+    """The run's question sets in report order; the first is the one the plots and the level table show."""
+    return [s for s in ("beir", "user", "synthetic") if s in set(scores["question_set"].to_list())]
 
 
 def _run_header(
@@ -299,7 +298,7 @@ def _score_sections(
 ) -> list[str]:
     """The scores per question set with their paired tests, the plot, and the judge's agreement per provider."""
     parts = ["## Scores per question set", ""]
-    for name in [s for s in ("beir", "user", "synthetic") if s in set(scores["question_set"].to_list())]:
+    for name in question_sets(scores):
         parts += [f"### {name}", "", headline_table(scores, name, offline=judge_offline), ""]
         parts += sections.length_table(scores, name, run.get("token_budget"))
         if comparisons is not None:
@@ -333,7 +332,7 @@ def write_report(
 ) -> dict[str, Any]:
     """Writes benchmark.md and the PNGs into out_dir; returns the paths and the markdown."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    focus = primary_set(scores)
+    focus = next(iter(question_sets(scores)), "all")
     prf = sections.PRF in refinement
     suffix = (" — OFFLINE, qrels only" if judge_offline else "") + (
         "; depth > 0 = pseudo-relevance feedback" if prf else ""
