@@ -1,6 +1,5 @@
 """`lumina eval beir --ablation`: the defaults, plain RRF (k = 60) of passage BM25 + passage vectors, each
-retriever alone, then each stage switched off, each row with a paired test against plain RRF.
-"""
+retriever alone, then each stage switched off, each row with a paired test against plain RRF."""
 
 from __future__ import annotations
 

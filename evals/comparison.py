@@ -1,7 +1,6 @@
 """Paired comparisons over questions, with one declared primary comparison and a Holm correction over its family
 (lumina against every baseline at the primary measure, page size and depth; `evals.defaults`). Every other
-comparison is exploratory with its uncorrected p-value; only questions scored on both sides are paired.
-"""
+comparison is exploratory with its uncorrected p-value; only questions scored on both sides are paired."""
 
 from __future__ import annotations
 
@@ -95,13 +94,6 @@ def verdict(
     return f"{better} higher ({shown})"
 
 
-def _held_out(frame: pl.DataFrame) -> bool:
-    """Every question of the set is held out of Lumina's tuning (a frame without the flag is not)."""
-    if "held_out" not in frame.columns or frame.height == 0:
-        return False
-    return bool(frame["held_out"].fill_null(False).all())
-
-
 def paired_comparisons(
     per_question: pl.DataFrame,
     measures: dict[str, str],
@@ -121,7 +113,9 @@ def paired_comparisons(
     first = baseline if baseline in providers else providers[0]
     for question_set in sorted(set(per_question["kind"].to_list())):
         frame = per_question.filter(pl.col("kind") == question_set)
-        confirmatory = question_set == primary.question_set and _held_out(frame) and first == primary.provider
+        # the family needs every question of the set held out of Lumina's tuning
+        held_out = "held_out" in frame.columns and bool(frame["held_out"].fill_null(False).all())
+        confirmatory = question_set == primary.question_set and held_out and first == primary.provider
         for page_size in sorted(set(frame["page_size"].to_list())):
             depths = sorted(set(frame.filter(pl.col("page_size") == page_size)["depth"].to_list()))
             deepest = depths[-1] if depths else 0

@@ -1,7 +1,6 @@
 """One context form for every provider before judging: each context is cut to one budget of word tokens by one
 rule that names no provider (`RULE`), since the judge's CR and CP react to length in opposite directions. The
-whitepaper's own form (as returned) stays available as `WHITEPAPER`.
-"""
+whitepaper's own form (as returned) stays available as `WHITEPAPER`."""
 
 from __future__ import annotations
 

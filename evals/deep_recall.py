@@ -1,6 +1,5 @@
 """Recall@100 for the providers on Lumina's own index: each BEIR question with qrels asked once more for the top
-`defaults.RECALL_DEPTH` papers, apart from the scored pages; external providers are not asked.
-"""
+`defaults.RECALL_DEPTH` papers, apart from the scored pages; external providers are not asked."""
 
 from __future__ import annotations
 

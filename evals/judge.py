@@ -57,14 +57,6 @@ def format_context_for_relevance(context: Context) -> str:
     )
 
 
-def format_context_for_precision(context: Context, sentences: Sequence[str]) -> str:
-    numbered = " ".join(f"{i}. {s}" for i, s in enumerate(sentences, start=1))
-    return (
-        json.dumps({"title": context.title, "doi": context.doi}, ensure_ascii=False)
-        + f" Sentences: {numbered}"
-    )
-
-
 def relevance_prompt(question: str, context: Context) -> str:
     return render(
         load_prompt("context_relevance"), question=question, context=format_context_for_relevance(context)
@@ -72,10 +64,11 @@ def relevance_prompt(question: str, context: Context) -> str:
 
 
 def precision_prompt(question: str, context: Context, sentences: Sequence[str]) -> str:
+    """The Context Precision prompt: title and DOI, then the sentences numbered from 1."""
+    numbered = " ".join(f"{i}. {s}" for i, s in enumerate(sentences, start=1))
+    described = json.dumps({"title": context.title, "doi": context.doi}, ensure_ascii=False)
     return render(
-        load_prompt("context_precision"),
-        question=question,
-        context=format_context_for_precision(context, sentences),
+        load_prompt("context_precision"), question=question, context=f"{described} Sentences: {numbered}"
     )
 
 

@@ -1,7 +1,6 @@
 """The offline judge's calibration and every judge's validation on BEIR qrels (SciFact train by default): qrels
 positives, BM25 hard negatives and a random negative per query, split into a calibration half (fits the two cosine
-thresholds) and a held-out half (agreement). Shipped calibrations live in evals/calibration/.
-"""
+thresholds) and a held-out half (agreement). Shipped calibrations live in evals/calibration/."""
 
 from __future__ import annotations
 

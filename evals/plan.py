@@ -1,7 +1,6 @@
 """What a benchmark run will send before it sends anything: LLM calls and tokens per role, requests per provider
 API, USD at list price (synchronous and batched) and the wall time at each API's configured limit. How each count
-is made, counted from stored levels or estimated, is in docs/benchmark.md ("Plan before spending").
-"""
+is made, counted from stored levels or estimated, is in docs/benchmark.md ("Plan before spending")."""
 
 from __future__ import annotations
 
@@ -86,10 +85,6 @@ class LLMRole:
     def offline(self) -> bool:
         return self.backend == "offline"
 
-    @property
-    def api(self) -> str:
-        return "none (offline)" if self.offline else self.backend
-
 
 @dataclass
 class ProviderAPI:
@@ -118,7 +113,6 @@ class PlanInputs:
     exact_pairs: tuple[int, int, int] | None = None
     # measured pooled judging, likewise: (pool items, CR / CP calls, graded calls) not in the cache
     exact_pool: tuple[int, int, int] | None = None
-    pool_page_size: int = PRIMARY_PAGE_SIZE
     skipped: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -132,12 +126,6 @@ def tokens(chars: float) -> float:
 
 def _template_chars(name: str) -> float:
     return float(len(re.sub(r"\{\w+\}", "", load_prompt(name))))
-
-
-def _question_prompt_chars() -> float:
-    from evals.questions import QUESTION_PROMPT
-
-    return float(len(QUESTION_PROMPT.replace("{title}", "").replace("{passage}", "")))
 
 
 def _usd(role: LLMRole, tokens_in: float, tokens_out: float, *, batch: bool) -> float | None:
@@ -239,7 +227,7 @@ def _pooled_usage(
     inputs: PlanInputs, providers: list[str], mean_chars: float, mean_sentences: float
 ) -> tuple[_Usage, dict[str, Any]]:
     """Pooled judging's calls and tokens: graded prompts, and the CR / CP prompts the judge step does not ask."""
-    p = inputs.pool_page_size
+    p = PRIMARY_PAGE_SIZE
     if inputs.judge_llm.offline:
         items, binary, graded, source = 0, 0, 0, "none: pooled judging runs with an LLM judge only"
     elif inputs.exact_pool is not None:
@@ -292,8 +280,10 @@ def _refiner_usage(
 
 def _question_usage(inputs: PlanInputs) -> _Usage:
     """One generator call per synthetic question (none offline)."""
+    from evals.questions import question_prompt
+
     calls = inputs.synthetic if not inputs.question_llm.offline else 0
-    tokens_in = tokens(_question_prompt_chars() + DEFAULT_TITLE_CHARS + inputs.passage_chars) * calls
+    tokens_in = tokens(len(question_prompt("", "")) + DEFAULT_TITLE_CHARS + inputs.passage_chars) * calls
     return _Usage(inputs.question_llm, calls, tokens_in, OUTPUT_TOKENS["questions"] * calls, batchable=True)
 
 
@@ -304,8 +294,8 @@ def _llm_row(usage: _Usage) -> dict[str, Any]:
     sync = _usd(role, usage.tokens_in, usage.tokens_out, batch=False)
     batch = _usd(role, usage.tokens_in, usage.tokens_out, batch=True) if usage.batchable else sync
     return {
-        "api": role.api,
-        "model": role.model if not role.offline else "offline",
+        "api": "none (offline)" if role.offline else role.backend,
+        "model": "offline" if role.offline else role.model,
         "calls": calls,
         "input_tokens": int(round(usage.tokens_in)),
         "output_tokens": int(round(usage.tokens_out)),

@@ -1,7 +1,6 @@
 """Raw clients of the external search APIs; each returns the provider's JSON untouched (`evals.providers` maps it).
 They go through `lumina_assets.core.http.HttpClient`; a key travels only in a header or a query parameter the
-HTTP layer redacts and keeps out of cache keys.
-"""
+HTTP layer redacts and keeps out of cache keys."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Benchmark questions: synthetic ones from sampled passages (natural qrels: their source passage and paper), user
-query files (JSONL / CSV / text) and BEIR query sets with their qrels. Every row says how it was made.
-"""
+query files (JSONL / CSV / text) and BEIR query sets with their qrels. Every row says how it was made."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The benchmark report of one run: what the run is, the headline comparison with paired tests per question set,
-every recursion level, and plots. Offline (no LLM judge) the headline uses qrels and natural qrels only.
-"""
+every recursion level, and plots. Offline (no LLM judge) the headline uses qrels and natural qrels only."""
 
 from __future__ import annotations
 

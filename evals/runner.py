@@ -1,7 +1,6 @@
 """The benchmark's steps as plain functions over polars frames (the Dagster assets call these): query providers,
 recurse, judge. A question with no contexts keeps its row; a provider error is stored as `error`, counted as a
-failure and never scored as an empty result.
-"""
+failure and never scored as an empty result."""
 
 from __future__ import annotations
 

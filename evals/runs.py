@@ -1,7 +1,6 @@
 """A benchmark run: the one set of (questions, providers, grid, judge, code version) a report's rows come from.
 `benchmark_scores` takes a provider into the run only when its stamps match the run, and every run keeps its
-scores and report under its own id.
-"""
+scores and report under its own id."""
 
 from __future__ import annotations
 

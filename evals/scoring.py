@@ -1,7 +1,6 @@
 """Scores of one benchmark run: per question, then per provider × page size × depth × question set with CIs.
 The measures (judged CR / CP, qrels, human CP, length) are defined in docs/benchmark.md ("Method"); a failed
-provider call keeps only its `error` and is never scored.
-"""
+provider call keeps only its `error` and is never scored."""
 
 from __future__ import annotations
 
@@ -88,15 +87,10 @@ def token_counts(recursive: pl.DataFrame, form: str = context_forms.EQUAL) -> di
 
 
 def budget_of(counts: Mapping[str, list[int]]) -> int | None:
-    """The smallest, over providers, of the median of `token_counts`; None without contexts."""
+    """The length-matched budget: the smallest, over providers, of the median of `token_counts`; None without
+    contexts."""
     medians = [statistics.median(values) for _, values in sorted(counts.items()) if values]
     return max(1, int(min(medians))) if medians else None
-
-
-def token_budget(recursive: pl.DataFrame, form: str = context_forms.EQUAL) -> int | None:
-    """The length-matched budget: the smallest, over providers, of the median word tokens per context judged at
-    depth 0; None without contexts."""
-    return budget_of(token_counts(recursive, form))
 
 
 def matched_paper(context: Context, matcher: PaperMatcher) -> str:

@@ -1,6 +1,5 @@
 """What a benchmark step needs before it can run: the corpus tables, the judge and its agreement with qrels.
-Resources are duck-typed, so this module never imports Dagster; a step that cannot run raises `SetupError`.
-"""
+Resources are duck-typed, so this module never imports Dagster; a step that cannot run raises `SetupError`."""
 
 from __future__ import annotations
 
