@@ -65,21 +65,14 @@ def context_shape(levels, *, sample_rows: int = 5000, form: str = CONTEXT_FORM) 
 
 def _judge_pairs(levels_by_provider: Mapping[str, Any], question_texts: Mapping[str, str], form: str):
     """(pairs before sharing, the distinct judge inputs by key) over stored levels, in the form the judge sees."""
-    from evals.contexts import judged_form
-    from evals.judge import JudgeInput
-    from evals.providers import contexts_from_rows
+    from evals.runner import judged_pairs
 
     naive = 0
     distinct: dict[str, Any] = {}
     for levels in levels_by_provider.values():
-        for row in levels.iter_rows(named=True):
-            question = question_texts.get(row["question_id"])
-            if question is None:
-                continue
-            for context in contexts_from_rows(row["contexts"]):
-                naive += 1
-                item = JudgeInput(row["question_id"], question, judged_form(context, form))
-                distinct.setdefault(item.key, item)
+        for _, _, item in judged_pairs(levels, question_texts, form):
+            naive += 1
+            distinct.setdefault(item.key, item)
     return naive, distinct
 
 

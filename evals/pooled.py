@@ -55,12 +55,6 @@ class PoolItem:
         return JudgeInput(self.question_id, self.question, self.context)
 
 
-def paper_of(context: Context, matcher: PaperMatcher) -> str:
-    """The collection paper a context is, else its own id (or DOI, URL, title)."""
-    found = matcher.match(context).paper_id
-    return found or context.paper_id or context.doi or context.url or f"title:{context.title.strip().lower()}"
-
-
 def rankings(
     recursive: pl.DataFrame, *, page_size: int, depth: int = 0, matcher: PaperMatcher | None = None
 ) -> dict[str, dict[str, list[tuple[str, Context]]]]:
@@ -73,7 +67,7 @@ def rankings(
     for row in rows.iter_rows(named=True):
         ranked: dict[str, Context] = {}
         for context in contexts_from_rows(row["contexts"])[:page_size]:
-            ranked.setdefault(paper_of(context, matcher), context)
+            ranked.setdefault(matcher.paper_of(context), context)
         out.setdefault(row["provider"], {})[row["question_id"]] = list(ranked.items())
     return out
 

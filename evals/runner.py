@@ -5,7 +5,7 @@ failure and never scored as an empty result."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -199,19 +199,25 @@ def _recursive_row(question: dict[str, Any], provider: str, page_size: int, leve
     }
 
 
+def judged_pairs(
+    levels: pl.DataFrame, texts: Mapping[str, str], form: str = CONTEXT_FORM
+) -> Iterator[tuple[dict[str, Any], Context, JudgeInput]]:
+    """(level row, a context as returned, its pair in the judged form) for every context of a question in `texts`."""
+    for row in levels.iter_rows(named=True):
+        question = texts.get(row["question_id"])
+        if question is not None:
+            for context in contexts_from_rows(row["contexts"]):
+                yield row, context, JudgeInput(row["question_id"], question, judged_form(context, form))
+
+
 def judge_inputs(
     recursive: pl.DataFrame, questions: pl.DataFrame, *, form: str = CONTEXT_FORM
 ) -> list[JudgeInput]:
     """Unique (question, context) pairs over every level and page size, contexts in the judged form."""
     texts = dict(zip(questions["question_id"].to_list(), questions["text"].to_list(), strict=True))
     unique: dict[str, JudgeInput] = {}
-    for row in recursive.iter_rows(named=True):
-        question = texts.get(row["question_id"])
-        if question is None:
-            continue
-        for context in contexts_from_rows(row["contexts"]):
-            item = JudgeInput(row["question_id"], question, judged_form(context, form))
-            unique.setdefault(item.key, item)
+    for _, _, item in judged_pairs(recursive, texts, form):
+        unique.setdefault(item.key, item)
     return list(unique.values())
 
 

@@ -14,7 +14,7 @@ import polars as pl
 from evals import contexts as context_forms
 from evals import human_labels
 from evals.judge import JudgeInput
-from evals.matching import PaperMatcher, context_key
+from evals.matching import PaperMatcher
 from evals.metrics import ContextVerdict, bootstrap_ci, mean, per_query_ranking, question_cp, question_cr
 from evals.providers import contexts_from_rows
 from lumina_assets.core.schemas import Context
@@ -93,18 +93,12 @@ def budget_of(counts: Mapping[str, list[int]]) -> int | None:
     return max(1, int(min(medians))) if medians else None
 
 
-def matched_paper(context: Context, matcher: PaperMatcher) -> str:
-    """The collection paper a context is; its own id (or an `unmatched:` key) when it is none of them."""
-    found = matcher.match(context).paper_id
-    return found or context.paper_id or f"unmatched:{context_key(context)}"
-
-
 def _pool_papers(row: dict[str, Any], matcher: PaperMatcher) -> list[str]:
     """The collection papers in a level's merged pool (every level so far), matched like its contexts."""
     refs = row.get("pool_refs")
     if refs is None:  # stored before pools kept their titles and DOIs
         refs = [{"paper_id": pid} for pid in row.get("pool_paper_ids") or []]
-    return [matched_paper(context, matcher) for context in contexts_from_rows(refs)]
+    return [matcher.paper_of(context) for context in contexts_from_rows(refs)]
 
 
 def _verdicts(judgments: pl.DataFrame | None) -> dict[str, ContextVerdict]:
@@ -177,7 +171,7 @@ class _RankedRuns:
         self, row: dict[str, Any], question: dict[str, Any], relevant: set[str], contexts, returned
     ) -> dict[str, Any]:
         """Records the question's papers; returns its P@p, R@100 (depth 0, from the deep search) and passage@p."""
-        docs = [matched_paper(c, self.matcher) for c in contexts]
+        docs = [self.matcher.paper_of(c) for c in contexts]
         measures: dict[str, Any] = {"cr_qrels": len(set(docs) & relevant) / row["page_size"]}
         key = (row["provider"], row["page_size"], row["depth"])
         self.runs.setdefault(key, {})[row["question_id"]] = docs
@@ -185,7 +179,7 @@ class _RankedRuns:
         self.qrels[row["question_id"]] = {pid: 1 for pid in relevant}
         ranked_deep = self.deep.get((row["provider"], row["question_id"]))
         if ranked_deep is not None and row["depth"] == 0:
-            found = {matched_paper(c, self.matcher) for c in ranked_deep[:100]}
+            found = {self.matcher.paper_of(c) for c in ranked_deep[:100]}
             measures["recall_100"] = len(found & relevant) / len(relevant)
         if question.get("source_passage_id"):
             ids = {pid for c in returned for pid in c.passage_ids}
