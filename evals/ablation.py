@@ -15,19 +15,9 @@ _UNSMOOTHED = {"neighbour_smoothing": 0.0}  # a retriever alone, or plain RRF, i
 
 COMPARISONS: dict[str, dict] = {
     DEFAULTS: {},
-    BASELINE: {
-        **_UNSMOOTHED,
-        "fusion": "rrf",
-        "rrf_k": 60,
-        "paper_fulltext": False,
-        "weights": _RRF_WEIGHTS,
-    },
+    BASELINE: {**_UNSMOOTHED, "fusion": "rrf", "rrf_k": 60, "paper_fulltext": False, "weights": _RRF_WEIGHTS},
     "BM25 alone (passages)": {**_UNSMOOTHED, "passage_vectors": False, "paper_fulltext": False},
-    "MiniLM alone (passage vectors)": {
-        **_UNSMOOTHED,
-        "passage_fulltext": False,
-        "paper_fulltext": False,
-    },
+    "MiniLM alone (passage vectors)": {**_UNSMOOTHED, "passage_fulltext": False, "paper_fulltext": False},
 }
 
 STAGES: dict[str, dict] = {

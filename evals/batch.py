@@ -180,12 +180,7 @@ def submit_all(
 
 
 def _submit(
-    client,
-    pending: _Pending,
-    *,
-    partition: str,
-    role: str,
-    run_config: dict[str, Any] | None,
+    client, pending: _Pending, *, partition: str, role: str, run_config: dict[str, Any] | None
 ) -> dict[str, Any]:
     sdk = client._client()
     pending.close()

@@ -106,9 +106,7 @@ def length(contexts: Sequence[Context]) -> tuple[float | None, float | None]:
     return sum(sentences) / len(sentences), sum(words) / len(words)
 
 
-def sentence_agreement(
-    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
-) -> dict[str, float | int] | None:
+def sentence_agreement(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[str, float | int] | None:
     """Cohen's kappa of the judge's sentence verdicts against the human labels over (verdicts, labels) pairs;
     pairs of different lengths are skipped and counted."""
     from evals.metrics import agreement

@@ -205,12 +205,7 @@ class PairedTest:
 
 
 def paired_test(
-    a: Sequence[float],
-    b: Sequence[float],
-    *,
-    resamples: int = 10000,
-    seed: int = 0,
-    exact_up_to: int = 16,
+    a: Sequence[float], b: Sequence[float], *, resamples: int = 10000, seed: int = 0, exact_up_to: int = 16
 ) -> PairedTest:
     """Sign-flip permutation test of mean(a - b) = 0 over paired questions. Exact (all 2^n sign patterns) up to
     `exact_up_to` questions, else `resamples` random flips (p counts the observed one, so it is never 0)."""
@@ -245,13 +240,5 @@ def paired_test(
         effect = 0.0 if diffs.mean() == 0 else math.copysign(math.inf, diffs.mean())
     ci = bootstrap_ci(diffs.tolist(), resamples=2000, seed=seed)
     return PairedTest(
-        n,
-        float(np.mean(a)),
-        float(np.mean(b)),
-        float(diffs.mean()),
-        ci.low,
-        ci.high,
-        p_value,
-        effect,
-        exact,
+        n, float(np.mean(a)), float(np.mean(b)), float(diffs.mean()), ci.low, ci.high, p_value, effect, exact
     )

@@ -395,7 +395,7 @@ def format_plan(plan: dict[str, Any]) -> str:
     lines = [
         f"plan: {q['total']:,} questions ({q['synthetic']:,} synthetic, {q['beir']:,} BEIR, {q['user']:,} user) x "
         f"{len(plan['providers'])} providers ({', '.join(plan['providers']) or 'none'}) x depths "
-        f"{plan['depths']} x p {plan['page_sizes']}",
+        f"{plan['depths']} x p {plan['page_sizes']}"
     ]
     for name, reason in plan["skipped"].items():
         lines.append(f"  skipped {name}: {reason}")

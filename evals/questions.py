@@ -337,12 +337,7 @@ def gather_user_queries(
     if beir is not None and is_beir_queries(beir) and beir_queries >= 0:
         frames.append(
             load_beir_queries(
-                beir,
-                n=beir_queries,
-                seed=seed,
-                split=split,
-                paper_ids=beir_paper_ids(papers),
-                subset=subset,
+                beir, n=beir_queries, seed=seed, split=split, paper_ids=beir_paper_ids(papers), subset=subset
             )
         )
     return merge_questions(frames)

@@ -235,9 +235,7 @@ def _run_header(
 
 
 def _providers_section(
-    excluded: dict[str, str] | None,
-    provider_stats: dict[str, dict[str, int]] | None,
-    skipped: dict[str, str],
+    excluded: dict[str, str] | None, provider_stats: dict[str, dict[str, int]] | None, skipped: dict[str, str]
 ) -> list[str]:
     """Stored results left out of this run, each provider's request counters, and the providers skipped."""
     parts: list[str] = []
@@ -344,10 +342,7 @@ def write_report(
     parts += _providers_section(excluded, provider_stats, skipped)
     parts += sections.cost_line(cost)
     parts += plan_vs_actual(plan, actual)
-    parts += [
-        f"**Questions:** {', '.join(f'{k}: {v}' for k, v in question_counts.items()) or 'none'}.",
-        "",
-    ]
+    parts += [f"**Questions:** {', '.join(f'{k}: {v}' for k, v in question_counts.items()) or 'none'}.", ""]
     for name, source in (question_sources or {}).items():
         parts += [f"- **{name}**: {source}"]
     parts += _method_notes(refinement, prf, run)
