@@ -212,10 +212,9 @@ def question_sets(scores: pl.DataFrame) -> list[str]:
     return [s for s in ("beir", "user", "synthetic") if s in set(scores["question_set"].to_list())]
 
 
-def _run_header(
-    run: dict[str, Any], comparisons: pl.DataFrame | None, judge_name: str, judge_offline: bool
-) -> list[str]:
+def _run_header(run: dict[str, Any], comparisons: pl.DataFrame | None) -> list[str]:
     """Title, the quotable headline paragraph, the judge banner and what this run is."""
+    judge_name, judge_offline = run["judge"], run["judge_offline"]
     return [
         f"# Lumina benchmark — run `{run.get('run_id', '?')}`",
         "",
@@ -234,15 +233,14 @@ def _run_header(
     ]
 
 
-def _providers_section(
-    excluded: dict[str, str] | None, provider_stats: dict[str, dict[str, int]] | None, skipped: dict[str, str]
-) -> list[str]:
+def _providers_section(run: dict[str, Any]) -> list[str]:
     """Stored results left out of this run, each provider's request counters, and the providers skipped."""
     parts: list[str] = []
+    excluded, skipped = run.get("excluded"), run.get("skipped")
     if excluded:
         parts += ["**Not in this run** (stored results of other runs, left out):", ""]
         parts += [f"- `{name}`: {reason}" for name, reason in sorted(excluded.items())] + [""]
-    for name, stats in sorted((provider_stats or {}).items()):
+    for name, stats in sorted(run.get("provider_stats", {}).items()):
         parts += [f"**{name} requests:** " + ", ".join(f"{k} = {v}" for k, v in stats.items()), ""]
     if skipped:
         parts += ["**Providers skipped:**", ""] + [
@@ -252,13 +250,14 @@ def _providers_section(
     return parts
 
 
-def _method_notes(refinement: str, prf: bool, run: dict[str, Any]) -> list[str]:
+def _method_notes(run: dict[str, Any]) -> list[str]:
     """How recursion ran, what each measure means, and the context form judged."""
+    refinement = run.get("refinement", "none")
     recursion = (
         "**Recursion offline is pseudo-relevance feedback** (`offline:pseudo-relevance-feedback`: key terms of the "
         "top results appended to the question), not the paper's recursive refinement, which needs an LLM to "
         "rewrite the query; depths above 0 below measure that stand-in."
-        if prf
+        if sections.PRF in refinement
         else f"**Recursion** (`{refinement}`): the Recursion Prompt asks the LLM for a refined query."
     )
     return [
@@ -289,11 +288,11 @@ def _score_sections(
     run: dict[str, Any],
     comparisons: pl.DataFrame | None,
     *,
-    judge_offline: bool,
     focus: str,
     bars: Path | None,
 ) -> list[str]:
     """The scores per question set with their paired tests, the plot, and the judge's agreement per provider."""
+    judge_offline = run["judge_offline"]
     parts = ["## Scores per question set", ""]
     for name in question_sets(scores):
         parts += [f"### {name}", "", headline_table(scores, name, offline=judge_offline), ""]
@@ -312,45 +311,36 @@ def write_report(
     scores: pl.DataFrame,
     *,
     out_dir: Path,
-    judge_name: str,
-    judge_offline: bool,
+    run: dict[str, Any],
     agreement: dict[str, Any] | None,
-    skipped: dict[str, str],
-    question_counts: dict[str, int],
-    refinement: str,
-    cost: dict[str, Any] | None = None,
+    cost: dict[str, Any] | None,
     comparisons: pl.DataFrame | None = None,
-    run: dict[str, Any] | None = None,
-    excluded: dict[str, str] | None = None,
-    question_sources: dict[str, str] | None = None,
-    provider_stats: dict[str, dict[str, int]] | None = None,
     plan: dict[str, Any] | None = None,
     actual: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Writes benchmark.md and the PNGs into out_dir; returns the paths and the markdown."""
+    """Writes the report of the run `run` (its manifest) as benchmark.md and PNGs into out_dir; returns the paths
+    and the markdown."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    judge_offline = run["judge_offline"]
     focus = next(iter(question_sets(scores)), "all")
-    prf = sections.PRF in refinement
+    prf = sections.PRF in run.get("refinement", "none")
     suffix = (" — OFFLINE, qrels only" if judge_offline else "") + (
         "; depth > 0 = pseudo-relevance feedback" if prf else ""
     )
     plot_options = {"offline": judge_offline, "title_suffix": suffix, "question_set": focus}
     bars = plot_scores(scores, out_dir / "benchmark_scores.png", **plot_options)
     convergence = plot_convergence(scores, out_dir / "benchmark_convergence.png", **plot_options)
-    run = run or {}
-    parts = _run_header(run, comparisons, judge_name, judge_offline)
-    parts += _providers_section(excluded, provider_stats, skipped)
-    parts += sections.cost_line(cost)
+    parts = _run_header(run, comparisons) + _providers_section(run) + sections.cost_line(cost)
     parts += plan_vs_actual(plan, actual)
-    parts += [f"**Questions:** {', '.join(f'{k}: {v}' for k, v in question_counts.items()) or 'none'}.", ""]
-    for name, source in (question_sources or {}).items():
-        parts += [f"- **{name}**: {source}"]
-    parts += _method_notes(refinement, prf, run)
+    counts = ", ".join(f"{k}: {v}" for k, v in run.get("question_counts", {}).items())
+    parts += [f"**Questions:** {counts or 'none'}.", ""]
+    parts += [f"- **{name}**: {source}" for name, source in run.get("question_sources", {}).items()]
+    parts += _method_notes(run)
     if not judge_offline:
         parts += [f"**CP definition.** {CP_DEFINITION}", "", agreement_line(agreement), ""]
     parts += sections.disclosure_section(run)
     parts += sections.matching_table(run)
-    parts += _score_sections(scores, run, comparisons, judge_offline=judge_offline, focus=focus, bars=bars)
+    parts += _score_sections(scores, run, comparisons, focus=focus, bars=bars)
     level_title = "pseudo-relevance feedback level" if prf else "recursion level"
     parts += [
         f"## Every {level_title} ({focus} questions)",
