@@ -16,7 +16,6 @@ from lumina_assets.core import prices, settings
 
 OPEN = "open"
 ENDED = "ended"
-BATCH_BACKENDS = ("openai", "anthropic")
 # (requests, bytes of input) one batch may hold, as each API documents them
 LIMITS = {"openai": (50_000, 200 * 1024 * 1024), "anthropic": (100_000, 256 * 1024 * 1024)}
 
@@ -156,7 +155,7 @@ def submit_all(
 ) -> list[dict[str, Any]]:
     """Submit `requests` (any iterable) as as many batches as the limits ask (0: the API's documented limit), each
     submitted when full; requests wait on disk, so memory holds no batch's prompts."""
-    if client.backend not in BATCH_BACKENDS:
+    if client.backend not in prices.BATCH_BACKENDS:
         raise ValueError(f"{client.backend} has no batch API (openai and anthropic do)")
     limit_requests, limit_bytes = LIMITS[client.backend]
     max_requests = min(max_requests or limit_requests, limit_requests)

@@ -187,7 +187,7 @@ class LLMJudge:
         self.is_offline = False
 
     def ask(self, prompt: str, parse: Callable[[str], Any]) -> tuple[Any, str | None, int]:
-        """`prompt` at the judge's temperature, retried on a bad answer (`ask_with_retries`)."""
+        """`prompt` at temperature 0, retried on a bad answer (`ask_with_retries`)."""
         return ask_with_retries(
             self.client,
             prompt,
@@ -235,9 +235,6 @@ class LLMJudge:
     def relevance_verdicts(self, pairs: Sequence[tuple[str, Context]]) -> list[int | None]:
         """CR verdicts of `pairs`, `workers` at a time, in the order given."""
         return map_in_threads(lambda pair: self.judge_relevance(*pair)[0], pairs, self.workers)
-
-
-# ---------------------------------------------------------------- offline judge
 
 
 @dataclass

@@ -160,9 +160,6 @@ class PaperMatcher:
         return Match(self.title_ids[found[2]], "fuzzy title", float(found[1]))
 
 
-# ---------------------------------------------------------------- per provider
-
-
 def context_key(context: Context) -> str:
     """A result's identity for counting: its provider's id, else DOI, URL or title."""
     return context.paper_id or context.doi or context.url or normalize_title(context.title) or ""

@@ -34,9 +34,6 @@ def doi_from_text(text: str | None) -> str | None:
     return match.group(1).rstrip(".,;)").lower() if match else None
 
 
-# ---------------------------------------------------------------- response mappings
-
-
 def map_s2_snippets(payload: dict[str, Any], k: int) -> list[Context]:
     """S2 `/snippet/search`: snippets grouped by paper (rank of each paper's best snippet), up to k papers."""
     contexts: dict[str, Context] = {}
@@ -124,9 +121,6 @@ def map_exa(payload: dict[str, Any], k: int) -> list[Context]:
             )
         )
     return contexts
-
-
-# ---------------------------------------------------------------- providers
 
 
 class SemanticScholarProvider:

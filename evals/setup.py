@@ -28,9 +28,6 @@ def load_papers() -> pl.DataFrame | None:
     return tables.read(tables.PAPERS)
 
 
-# ---------------------------------------------------------------- judge
-
-
 def calibration_dir(config_value: str) -> Path:
     """The offline judge's calibration set: the configured folder, LUMINA_CORPUS when SciFact, else the shared one."""
     if config_value:
