@@ -11,6 +11,7 @@ from typing import Any
 
 import polars as pl
 
+from evals.defaults import JUDGE_MAX_ATTEMPTS
 from evals.judge import ask_with_retries, parse_tag
 from lumina_assets.core.ids import paper_id_for, short_hash
 from lumina_assets.corpus import splits
@@ -157,7 +158,6 @@ def synthetic_questions(
     n: int,
     seed: int = 7,
     llm_client=None,
-    max_attempts: int = 3,
 ) -> tuple[pl.DataFrame, list[dict[str, str]]]:
     """(questions, failures). With an online `llm_client` the question comes from the LLM, else from the template."""
     titles = _titles(papers)
@@ -172,7 +172,7 @@ def synthetic_questions(
                 llm_client,
                 question_prompt(title, passage["text"]),
                 lambda answer: parse_tag(answer, "question"),
-                max_attempts,
+                JUDGE_MAX_ATTEMPTS,
                 "answer with <question>...</question> only",
                 max_tokens=QUESTION_MAX_TOKENS,
             )

@@ -65,9 +65,8 @@ class PseudoRelevanceRefiner:
 
     method = "offline:pseudo-relevance-feedback"
 
-    def __init__(self, *, terms: int = 5, top_contexts: int = 3):
+    def __init__(self, *, terms: int = 5):
         self.terms = terms
-        self.top_contexts = top_contexts
 
     @staticmethod
     def _words(text: str) -> list[str]:
@@ -80,7 +79,7 @@ class PseudoRelevanceRefiner:
         document_frequency = Counter(w for words in documents for w in set(words))
         seen = set(self._words(previous_query)) | set(self._words(question))
         weights: Counter[str] = Counter()
-        for words in documents[: self.top_contexts]:
+        for words in documents[:3]:  # the top contexts give the terms; every context gives their idf
             counts = Counter(words)
             for word, count in counts.items():
                 if word not in seen:

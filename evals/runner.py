@@ -5,7 +5,7 @@ failure and never scored as an empty result."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -101,12 +101,8 @@ class _Bounded:
             return self._provider.search(query, k)
 
 
-def query_provider(
-    provider, questions: pl.DataFrame, k: int, *, on_progress: Callable[[int], None] | None = None
-) -> pl.DataFrame:
+def query_provider(provider, questions: pl.DataFrame, k: int) -> pl.DataFrame:
     """Level 0 for every question at page size k; a failed request is recorded in `error`, not raised."""
-    done = [0]
-    lock = threading.Lock()
 
     def one(question: dict[str, Any]) -> dict[str, Any]:
         error = None
@@ -114,10 +110,6 @@ def query_provider(
             contexts = provider.search(question["text"], k)[:k]
         except Exception as exc:  # one failing question must not lose the others; the reason is kept
             contexts, error = [], f"{type(exc).__name__}: {exc}"[:500]
-        if on_progress:
-            with lock:
-                done[0] += 1
-                on_progress(done[0])
         return {
             "question_id": question["question_id"],
             "provider": provider.name,
