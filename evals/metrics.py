@@ -3,8 +3,7 @@ metrics through ir_measures, and judge-vs-human agreement.
 
 CR_j = (1/n_j) sum_i R_ij,   R_ij in {0, 1}                      CR = mean_j CR_j
 CP_j = (1/n_j) sum_i s_ij / t_ij  (critical of total sentences)  CP = mean_j CP_j
-A question with no contexts scores 0; a context whose verdict failed is left out of n_j and counted as a failure.
-"""
+A question with no contexts scores 0; a question with a failed verdict is counted as failed, not scored."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Search providers behind one protocol, each answer mapped to `lumina_assets.core.schemas.Context`, so the
-judge sees every provider the same way. A provider without its key raises `ProviderUnavailable`; never faked.
-"""
+judge sees every provider the same way. A provider without its key raises `ProviderUnavailable`, never fakes."""
 
 from __future__ import annotations
 
