@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -124,10 +124,7 @@ class _Pending:
 
     def add(self, request: BatchRequest, line: bytes) -> None:
         self._input.write(line)
-        self._prompts.write(
-            json.dumps({"custom_id": request.custom_id, "prompt": request.prompt, "params": request.params})
-            + "\n"
-        )
+        self._prompts.write(json.dumps(asdict(request)) + "\n")
         self.ids.append(request.custom_id)
         self.size += len(line)
         if self.client.backend == "anthropic":
@@ -160,27 +157,25 @@ def submit_all(
     limit_requests, limit_bytes = LIMITS[client.backend]
     max_requests = min(max_requests or limit_requests, limit_requests)
     max_bytes = min(max_bytes or limit_bytes, limit_bytes)
+    owner = {"partition": partition, "role": role, "run_config": run_config or {}}
     records: list[dict[str, Any]] = []
     pending = _Pending(client)
     try:
         for request in requests:
             line = _line(client, request)
             if pending.ids and (len(pending.ids) >= max_requests or pending.size + len(line) > max_bytes):
-                records.append(
-                    _submit(client, pending, partition=partition, role=role, run_config=run_config)
-                )
+                records.append(_submit(client, pending, owner))
                 pending = _Pending(client)
             pending.add(request, line)
         if pending.ids:
-            records.append(_submit(client, pending, partition=partition, role=role, run_config=run_config))
+            records.append(_submit(client, pending, owner))
     finally:
         pending.discard()
     return records
 
 
-def _submit(
-    client, pending: _Pending, *, partition: str, role: str, run_config: dict[str, Any] | None
-) -> dict[str, Any]:
+def _submit(client, pending: _Pending, owner: dict[str, Any]) -> dict[str, Any]:
+    """Upload and submit one filled batch; its record (`owner`: partition, role, run config) is written."""
     sdk = client._client()
     pending.close()
     if client.backend == "openai":
@@ -201,8 +196,7 @@ def _submit(
         "id": batch_id,
         "backend": client.backend,
         "model": client.model,
-        "partition": partition,
-        "role": role,
+        **owner,
         "state": OPEN,
         "status": status,
         "submitted_at": time.time(),
@@ -210,7 +204,6 @@ def _submit(
         "answered": 0,
         "missing": [],
         "resubmitted_as": None,
-        "run_config": run_config or {},
     }
     write_record(record)
     return record

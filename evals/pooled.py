@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import polars as pl
@@ -127,8 +127,6 @@ POOL_SCHEMA = {
 def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
     """Each pool item judged once: the binary prompts through `judge.judge_many` (an LLM or the offline judge) and,
     with an LLM judge, the graded prompt (offline there is no graded judge: grade null, `not measured`)."""
-    from evals.human_labels import tokens
-
     results = judge.judge_many([item.judge_input for item in items]) if items else []
     if getattr(judge, "is_offline", True):
         grades = [(None, "not measured (offline judge)")] * len(items)
@@ -138,25 +136,18 @@ def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
             items,
             getattr(judge, "workers", 1),
         )
-    rows = []
-    for item, result, (grade, grade_failure) in zip(items, results, grades, strict=True):
-        rows.append(
-            {
-                "question_id": item.question_id,
-                "paper": item.paper,
-                "providers": list(item.providers),
-                "key": result.key,
-                "relevant": result.relevant,
-                "relevance_failure": result.relevance_failure,
-                "critical": result.critical,
-                "sentences": result.sentences,
-                "precision_failure": result.precision_failure,
-                "grade": grade,
-                "grade_failure": grade_failure,
-                "tokens": sum(tokens(chunk) for chunk in item.context.chunks),
-            }
-        )
-    return pl.DataFrame(rows, schema=POOL_SCHEMA)
+    rows = [
+        {
+            **asdict(result),
+            "paper": item.paper,
+            "providers": list(item.providers),
+            "grade": grade,
+            "grade_failure": grade_failure,
+            "tokens": sum(human_labels.tokens(chunk) for chunk in item.context.chunks),
+        }
+        for item, result, (grade, grade_failure) in zip(items, results, grades, strict=True)
+    ]
+    return pl.DataFrame([{k: row[k] for k in POOL_SCHEMA} for row in rows], schema=POOL_SCHEMA)
 
 
 def provider_values(

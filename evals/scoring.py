@@ -197,9 +197,7 @@ class _RankedRuns:
             pooled = per_query_ranking(subset, self.pools.get(key, {}), measures=("R@1000",))
             for qid, values in ranked.items():
                 out[(*key, qid)] = {
-                    "ndcg10": values["nDCG@10"]
-                    if page >= 10
-                    else None,  # a page of 5 is scored by nDCG@5 alone
+                    "ndcg10": values["nDCG@10"] if page >= 10 else None,  # a page of 5: nDCG@5 alone
                     "ndcg_p": values[f"nDCG@{page}"],
                     "ap_p": values[f"AP@{page}"],
                     "recall_p": values["R@1000"],
