@@ -37,7 +37,6 @@ class Refinement:
     query: str | None
     method: str
     failure: str | None = None
-    attempts: int = 1
 
 
 class LLMRefiner:
@@ -49,7 +48,7 @@ class LLMRefiner:
         self.method = f"llm:{client.label}"
 
     def refine(self, question: str, previous_query: str, contexts: Sequence[Context]) -> Refinement:
-        query, failure, attempts = ask_with_retries(
+        query, failure, _ = ask_with_retries(
             self.client,
             render(load_prompt("recursion"), question=question, result=format_results(contexts)),
             lambda answer: parse_tag(answer, "query"),
@@ -57,7 +56,7 @@ class LLMRefiner:
             "wrap the query in <query></query> exactly once",
             temperature=0.0,
         )
-        return Refinement(query, self.method, failure=failure, attempts=attempts)
+        return Refinement(query, self.method, failure=failure)
 
 
 class PseudoRelevanceRefiner:

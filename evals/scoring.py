@@ -312,23 +312,14 @@ SCORE_SCHEMA = {
 
 def _judged_cells(scored: list[dict[str, Any]], resamples: int) -> dict[str, Any]:
     """CR and CP with CIs, and how many verdicts failed or are missing."""
-    cr = bootstrap_ci([r["cr"] for r in scored if r["cr"] is not None], resamples=resamples)
-    cp = bootstrap_ci([r["cp"] for r in scored if r["cp"] is not None], resamples=resamples)
-    return {
-        "cr": cr.mean,
-        "cr_low": cr.low,
-        "cr_high": cr.high,
-        "cp": cp.mean,
-        "cp_low": cp.low,
-        "cp_high": cp.high,
-        "n_scored_cr": cr.n,
-        "n_scored_cp": cp.n,
-        "cr_failures": sum(r["cr_failures"] or 0 for r in scored),
-        "cp_failures": sum(r["cp_failures"] or 0 for r in scored),
-        "unjudged_contexts": sum(r["unjudged"] or 0 for r in scored),
-        "cr_failed_questions": sum(1 for r in scored if r["cr_failures"]),
-        "cp_failed_questions": sum(1 for r in scored if r["cp_failures"]),
-    }
+    cells: dict[str, Any] = {"unjudged_contexts": sum(r["unjudged"] or 0 for r in scored)}
+    for name in ("cr", "cp"):
+        estimate = bootstrap_ci([r[name] for r in scored if r[name] is not None], resamples=resamples)
+        cells[name], cells[f"{name}_low"], cells[f"{name}_high"] = estimate.mean, estimate.low, estimate.high
+        cells[f"n_scored_{name}"] = estimate.n
+        cells[f"{name}_failures"] = sum(r[f"{name}_failures"] or 0 for r in scored)
+        cells[f"{name}_failed_questions"] = sum(1 for r in scored if r[f"{name}_failures"])
+    return cells
 
 
 def _length_cells(scored: list[dict[str, Any]]) -> dict[str, Any]:
