@@ -81,16 +81,14 @@ def _values(frame: pl.DataFrame, provider: str, page_size: int, depth: int, colu
     return dict(zip(rows["question_id"].to_list(), rows[column].to_list(), strict=True))
 
 
-def verdict(
-    test, a: str, b: str, alpha: float = ALPHA, *, p_value: float | None = None, label: str = "p"
-) -> str:
-    p = test.p_value if p_value is None else p_value
-    if test.n < 2:
+def verdict(row: dict[str, Any], p: float, label: str, alpha: float = ALPHA) -> str:
+    """What a comparison row shows at `alpha` by its p-value `p` (`label` names it)."""
+    if row["n"] < 2:
         return "too few paired questions"
     shown = f"{label} = {p:.4f}" if p >= 0.0001 else f"{label} < 0.0001"
-    if not (test.n > 0 and p < alpha):
+    if not p < alpha:
         return f"not significant ({shown})"
-    better = a if test.diff > 0 else b
+    better = row["a"] if row["diff"] > 0 else row["b"]
     return f"{better} higher ({shown})"
 
 
@@ -156,12 +154,9 @@ def paired_comparisons(
                             "effect_size": test.effect_size,
                             "test": "paired sign-flip permutation" + (" (exact)" if test.exact else ""),
                             "role": "family" if in_family else "exploratory",
-                            "_test": test,
                         }
                     )
     _correct(rows, alpha)
-    for row in rows:
-        row.pop("_test")
     return pl.DataFrame(rows, schema=COMPARISON_SCHEMA)
 
 
@@ -174,11 +169,10 @@ def _correct(rows: list[dict[str, Any]], alpha: float) -> None:
     if family:
         max(family, key=lambda r: (r["mean_b"], r["b"]))["role"] = "primary"
     for row in rows:
-        test = row["_test"]
         if row["role"] == "exploratory":
-            row["verdict"] = "exploratory: " + verdict(test, row["a"], row["b"], alpha, label="uncorrected p")
+            row["verdict"] = "exploratory: " + verdict(row, row["p_value"], "uncorrected p", alpha)
         else:
-            row["verdict"] = verdict(test, row["a"], row["b"], alpha, p_value=row["p_holm"], label="Holm p")
+            row["verdict"] = verdict(row, row["p_holm"], "Holm p", alpha)
 
 
 def primary_row(comparisons: pl.DataFrame | None) -> dict[str, Any] | None:
