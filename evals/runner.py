@@ -33,6 +33,14 @@ CONTEXT_STRUCT = pl.Struct(
     }
 )
 
+# what qrels matching needs of a context (evals.matching), whatever provider returned it
+REF_STRUCT = pl.Struct({"title": pl.String, "doi": pl.String, "url": pl.String, "paper_id": pl.String})
+
+
+def refs(contexts: Sequence[Context]) -> list[dict[str, Any]]:
+    return [{"title": c.title, "doi": c.doi, "url": c.url, "paper_id": c.paper_id} for c in contexts]
+
+
 PROVIDER_RESULT_SCHEMA = {
     "question_id": pl.String,
     "provider": pl.String,
@@ -56,10 +64,7 @@ RECURSIVE_SCHEMA = {
     "error": pl.String,
     "pool_size": pl.Int32,
     "pool_paper_ids": pl.List(pl.String),
-    # what qrels matching needs of each pooled context (evals.matching), whatever provider returned it
-    "pool_refs": pl.List(
-        pl.Struct({"title": pl.String, "doi": pl.String, "url": pl.String, "paper_id": pl.String})
-    ),
+    "pool_refs": pl.List(REF_STRUCT),
 }
 
 JUDGMENT_SCHEMA = {
@@ -185,9 +190,7 @@ def _recursive_row(question: dict[str, Any], provider: str, page_size: int, leve
         "error": level.error,
         "pool_size": len(level.pool),
         "pool_paper_ids": [c.paper_id for c in level.pool if c.paper_id],
-        "pool_refs": [
-            {"title": c.title, "doi": c.doi, "url": c.url, "paper_id": c.paper_id} for c in level.pool
-        ],
+        "pool_refs": refs(level.pool),
     }
 
 
