@@ -397,8 +397,7 @@ def format_plan(plan: dict[str, Any]) -> str:
         f"{len(plan['providers'])} providers ({', '.join(plan['providers']) or 'none'}) x depths "
         f"{plan['depths']} x p {plan['page_sizes']}"
     ]
-    for name, reason in plan["skipped"].items():
-        lines.append(f"  skipped {name}: {reason}")
+    lines += [f"  skipped {name}: {reason}" for name, reason in plan["skipped"].items()]
     lines.append(f"\nLLM calls (prices as of {plan['prices_as_of']}):")
     lines.append(
         "  role       api             model               calls    tokens in   tokens out   USD sync   USD batch   time at limit"

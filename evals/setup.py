@@ -85,12 +85,8 @@ def judge_agreement(
     result["set"] = f"{folder.name} train qrels"
     result["offline"] = judge.is_offline
     if judge.is_offline:
-        result["thresholds"] = {
-            "relevance": judge.thresholds.relevance,
-            "precision": judge.thresholds.precision,
-            "calibrated_on": judge.thresholds.calibrated_on,
-            "calibration_kappa": judge.thresholds.calibration_kappa,
-        }
+        shown = ("relevance", "precision", "calibrated_on", "calibration_kappa")
+        result["thresholds"] = {name: getattr(judge.thresholds, name) for name in shown}
     return result
 
 
