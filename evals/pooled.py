@@ -85,9 +85,8 @@ def build_pool(
     texts = dict(zip(questions["question_id"].to_list(), questions["text"].to_list(), strict=True))
     best: dict[tuple[str, str], tuple[int, str, Context]] = {}
     holders: dict[tuple[str, str], set[str]] = {}
-    for provider, by_question in rankings(
-        recursive, page_size=page_size, depth=depth, matcher=matcher
-    ).items():
+    ranked_by_provider = rankings(recursive, page_size=page_size, depth=depth, matcher=matcher)
+    for provider, by_question in ranked_by_provider.items():
         for question_id, ranked in by_question.items():
             if question_id not in texts:
                 continue
@@ -169,17 +168,14 @@ def provider_values(
     for r in verdicts.values():
         if r["grade"] is not None:
             graded.setdefault(r["question_id"], {})[r["paper"]] = int(r["grade"])
-    judged_questions = {q for q, _ in verdicts}
+    asked = {q for q, _ in verdicts}
     measure = f"nDCG@{page_size}"
-    for provider, by_question in rankings(
-        recursive, page_size=page_size, depth=depth, matcher=matcher
-    ).items():
+    ranked_by_provider = rankings(recursive, page_size=page_size, depth=depth, matcher=matcher)
+    for provider, by_question in ranked_by_provider.items():
         values = out.setdefault(
             provider, {"cr": [], "cp": [], "lengths": [], "failed": 0, "graded": [], "qrels": []}
         )
-        runs = {
-            q: [paper for paper, _ in ranked] for q, ranked in by_question.items() if q in judged_questions
-        }
+        runs = {q: [paper for paper, _ in ranked] for q, ranked in by_question.items() if q in asked}
         for question_id, papers in runs.items():
             found = [verdicts.get((question_id, p)) for p in papers]
             values["lengths"] += [float(v["tokens"]) for v in found if v is not None]

@@ -244,17 +244,8 @@ def recursive_search(
                     continue
                 fetched.append(fresh)
                 pool, added = merge_contexts(previous.pool, fresh)
-                levels.append(
-                    Level(
-                        depth,
-                        query,
-                        refinement.method,
-                        fuse_levels(fetched, page_size),
-                        added,
-                        fresh=fresh,
-                        pool=pool,
-                    )
-                )
+                ranked = fuse_levels(fetched, page_size)
+                levels.append(Level(depth, query, refinement.method, ranked, added, fresh=fresh, pool=pool))
                 continue
             stopped = refinement.failure or "refinement failed"
         levels.append(
