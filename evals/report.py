@@ -149,13 +149,9 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
     for row in frame.iter_rows(named=True):
         cells = [
             row["provider"],
-            str(row["page_size"]),
-            str(row["depth"]),
-            str(row["n"]),
+            *(str(row[c]) for c in ("page_size", "depth", "n")),
             f"{row['failed']} ({row['failure_rate']:.0%})",
-            sections.num(row["mean_contexts"]),
-            sections.num(row["sentences/context"]),
-            sections.num(row["tokens/context"]),
+            *(sections.num(row[c]) for c in ("mean_contexts", "sentences/context", "tokens/context")),
         ]
         if not offline:
             cells += [
@@ -167,8 +163,7 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
         cells += [sections.num(row[m]) for m in extra]
         lines.append("| " + " | ".join(cells) + " |")
     if not has_qrels and offline:
-        lines.append("")
-        lines.append("_No qrels for this set: offline, nothing here compares providers._")
+        lines += ["", "_No qrels for this set: offline, nothing here compares providers._"]
     return "\n".join(lines)
 
 
