@@ -1,6 +1,5 @@
 """`lumina eval beir --ablation`: the defaults, plain RRF (k = 60) of passage BM25 + passage vectors, each
-retriever alone, then each stage switched off, each row with a paired test against plain RRF.
-"""
+retriever alone, then each stage switched off, each row with a paired test against plain RRF."""
 
 from __future__ import annotations
 
@@ -16,19 +15,9 @@ _UNSMOOTHED = {"neighbour_smoothing": 0.0}  # a retriever alone, or plain RRF, i
 
 COMPARISONS: dict[str, dict] = {
     DEFAULTS: {},
-    BASELINE: {
-        **_UNSMOOTHED,
-        "fusion": "rrf",
-        "rrf_k": 60,
-        "paper_fulltext": False,
-        "weights": _RRF_WEIGHTS,
-    },
+    BASELINE: {**_UNSMOOTHED, "fusion": "rrf", "rrf_k": 60, "paper_fulltext": False, "weights": _RRF_WEIGHTS},
     "BM25 alone (passages)": {**_UNSMOOTHED, "passage_vectors": False, "paper_fulltext": False},
-    "MiniLM alone (passage vectors)": {
-        **_UNSMOOTHED,
-        "passage_fulltext": False,
-        "paper_fulltext": False,
-    },
+    "MiniLM alone (passage vectors)": {**_UNSMOOTHED, "passage_fulltext": False, "paper_fulltext": False},
 }
 
 STAGES: dict[str, dict] = {

@@ -7,16 +7,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from evals.ledger import write_text
 from lumina_assets.core import prices, settings
-from lumina_assets.core.tables import atomic_replace
 
 OPEN = "open"
 ENDED = "ended"
-BATCH_BACKENDS = ("openai", "anthropic")
 # (requests, bytes of input) one batch may hold, as each API documents them
 LIMITS = {"openai": (50_000, 200 * 1024 * 1024), "anthropic": (100_000, 256 * 1024 * 1024)}
 
@@ -66,10 +65,7 @@ def records_dir() -> Path:
 
 
 def write_record(record: dict[str, Any]) -> None:
-    text = json.dumps(record, indent=2)
-    atomic_replace(
-        records_dir() / f"{record['id']}.json", lambda temp: temp.write_text(text, encoding="utf-8")
-    )
+    write_text(records_dir() / f"{record['id']}.json", json.dumps(record, indent=2))
 
 
 def _requests_path(batch_id: str) -> Path:
@@ -128,10 +124,7 @@ class _Pending:
 
     def add(self, request: BatchRequest, line: bytes) -> None:
         self._input.write(line)
-        self._prompts.write(
-            json.dumps({"custom_id": request.custom_id, "prompt": request.prompt, "params": request.params})
-            + "\n"
-        )
+        self._prompts.write(json.dumps(asdict(request)) + "\n")
         self.ids.append(request.custom_id)
         self.size += len(line)
         if self.client.backend == "anthropic":
@@ -159,37 +152,30 @@ def submit_all(
 ) -> list[dict[str, Any]]:
     """Submit `requests` (any iterable) as as many batches as the limits ask (0: the API's documented limit), each
     submitted when full; requests wait on disk, so memory holds no batch's prompts."""
-    if client.backend not in BATCH_BACKENDS:
+    if client.backend not in prices.BATCH_BACKENDS:
         raise ValueError(f"{client.backend} has no batch API (openai and anthropic do)")
     limit_requests, limit_bytes = LIMITS[client.backend]
     max_requests = min(max_requests or limit_requests, limit_requests)
     max_bytes = min(max_bytes or limit_bytes, limit_bytes)
+    owner = {"partition": partition, "role": role, "run_config": run_config or {}}
     records: list[dict[str, Any]] = []
     pending = _Pending(client)
     try:
         for request in requests:
             line = _line(client, request)
             if pending.ids and (len(pending.ids) >= max_requests or pending.size + len(line) > max_bytes):
-                records.append(
-                    _submit(client, pending, partition=partition, role=role, run_config=run_config)
-                )
+                records.append(_submit(client, pending, owner))
                 pending = _Pending(client)
             pending.add(request, line)
         if pending.ids:
-            records.append(_submit(client, pending, partition=partition, role=role, run_config=run_config))
+            records.append(_submit(client, pending, owner))
     finally:
         pending.discard()
     return records
 
 
-def _submit(
-    client,
-    pending: _Pending,
-    *,
-    partition: str,
-    role: str,
-    run_config: dict[str, Any] | None,
-) -> dict[str, Any]:
+def _submit(client, pending: _Pending, owner: dict[str, Any]) -> dict[str, Any]:
+    """Upload and submit one filled batch; its record (`owner`: partition, role, run config) is written."""
     sdk = client._client()
     pending.close()
     if client.backend == "openai":
@@ -210,8 +196,7 @@ def _submit(
         "id": batch_id,
         "backend": client.backend,
         "model": client.model,
-        "partition": partition,
-        "role": role,
+        **owner,
         "state": OPEN,
         "status": status,
         "submitted_at": time.time(),
@@ -219,7 +204,6 @@ def _submit(
         "answered": 0,
         "missing": [],
         "resubmitted_as": None,
-        "run_config": run_config or {},
     }
     write_record(record)
     return record

@@ -1,6 +1,5 @@
 """A run's spending limit, shared by every LLM client of the run's processes through one small ledger file of the
-USD counted so far (list prices of sent calls). At the limit every client raises `BudgetExhausted`.
-"""
+USD counted so far (list prices of sent calls). At the limit every client raises `BudgetExhausted`."""
 
 from __future__ import annotations
 

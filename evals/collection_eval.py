@@ -102,15 +102,14 @@ def load_first_split(directory: str | Path, splits: Iterable[str]) -> Collection
     raise CollectionError(f"cannot load collection {directory}: {last_error}")
 
 
-def collection_index(
-    directory: str | Path, split_preference=("train", "test", "dev"), log=None, index: str | None = None
-):
-    """(collection, embedder, index uri, reused): the collection's eval index (or `index`), with sentence vectors."""
+def collection_index(directory: str | Path, log=None, index: str | None = None):
+    """(collection, embedder, index uri, reused): the collection's eval index (or `index`), with sentence vectors;
+    its qrels from the first split of train, test and dev it has."""
     from lumina_assets.indexing.connection import connect_lancedb
     from lumina_assets.indexing.embedding import Embedder
     from lumina_assets.indexing.sentence_vectors import backfill_from_index
 
-    collection = load_first_split(directory, split_preference)
+    collection = load_first_split(directory, ("train", "test", "dev"))
     embedder = Embedder()
     if index:
         uri, reused = index, True

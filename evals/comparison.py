@@ -1,7 +1,6 @@
 """Paired comparisons over questions, with one declared primary comparison and a Holm correction over its family
 (lumina against every baseline at the primary measure, page size and depth; `evals.defaults`). Every other
-comparison is exploratory with its uncorrected p-value; only questions scored on both sides are paired.
-"""
+comparison is exploratory with its uncorrected p-value; only questions scored on both sides are paired."""
 
 from __future__ import annotations
 
@@ -82,24 +81,15 @@ def _values(frame: pl.DataFrame, provider: str, page_size: int, depth: int, colu
     return dict(zip(rows["question_id"].to_list(), rows[column].to_list(), strict=True))
 
 
-def verdict(
-    test, a: str, b: str, alpha: float = ALPHA, *, p_value: float | None = None, label: str = "p"
-) -> str:
-    p = test.p_value if p_value is None else p_value
-    if test.n < 2:
+def verdict(row: dict[str, Any], p: float, label: str, alpha: float = ALPHA) -> str:
+    """What a comparison row shows at `alpha` by its p-value `p` (`label` names it)."""
+    if row["n"] < 2:
         return "too few paired questions"
     shown = f"{label} = {p:.4f}" if p >= 0.0001 else f"{label} < 0.0001"
-    if not (test.n > 0 and p < alpha):
+    if not p < alpha:
         return f"not significant ({shown})"
-    better = a if test.diff > 0 else b
+    better = row["a"] if row["diff"] > 0 else row["b"]
     return f"{better} higher ({shown})"
-
-
-def _held_out(frame: pl.DataFrame) -> bool:
-    """Every question of the set is held out of Lumina's tuning (a frame without the flag is not)."""
-    if "held_out" not in frame.columns or frame.height == 0:
-        return False
-    return bool(frame["held_out"].fill_null(False).all())
 
 
 def paired_comparisons(
@@ -121,7 +111,9 @@ def paired_comparisons(
     first = baseline if baseline in providers else providers[0]
     for question_set in sorted(set(per_question["kind"].to_list())):
         frame = per_question.filter(pl.col("kind") == question_set)
-        confirmatory = question_set == primary.question_set and _held_out(frame) and first == primary.provider
+        # the family needs every question of the set held out of Lumina's tuning
+        held_out = "held_out" in frame.columns and bool(frame["held_out"].fill_null(False).all())
+        confirmatory = question_set == primary.question_set and held_out and first == primary.provider
         for page_size in sorted(set(frame["page_size"].to_list())):
             depths = sorted(set(frame.filter(pl.col("page_size") == page_size)["depth"].to_list()))
             deepest = depths[-1] if depths else 0
@@ -162,12 +154,9 @@ def paired_comparisons(
                             "effect_size": test.effect_size,
                             "test": "paired sign-flip permutation" + (" (exact)" if test.exact else ""),
                             "role": "family" if in_family else "exploratory",
-                            "_test": test,
                         }
                     )
     _correct(rows, alpha)
-    for row in rows:
-        row.pop("_test")
     return pl.DataFrame(rows, schema=COMPARISON_SCHEMA)
 
 
@@ -180,11 +169,10 @@ def _correct(rows: list[dict[str, Any]], alpha: float) -> None:
     if family:
         max(family, key=lambda r: (r["mean_b"], r["b"]))["role"] = "primary"
     for row in rows:
-        test = row["_test"]
         if row["role"] == "exploratory":
-            row["verdict"] = "exploratory: " + verdict(test, row["a"], row["b"], alpha, label="uncorrected p")
+            row["verdict"] = "exploratory: " + verdict(row, row["p_value"], "uncorrected p", alpha)
         else:
-            row["verdict"] = verdict(test, row["a"], row["b"], alpha, p_value=row["p_holm"], label="Holm p")
+            row["verdict"] = verdict(row, row["p_holm"], "Holm p", alpha)
 
 
 def primary_row(comparisons: pl.DataFrame | None) -> dict[str, Any] | None:

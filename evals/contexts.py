@@ -1,7 +1,6 @@
 """One context form for every provider before judging: each context is cut to one budget of word tokens by one
 rule that names no provider (`RULE`), since the judge's CR and CP react to length in opposite directions. The
-whitepaper's own form (as returned) stays available as `WHITEPAPER`.
-"""
+whitepaper's own form (as returned) stays available as `WHITEPAPER`."""
 
 from __future__ import annotations
 
@@ -69,21 +68,21 @@ def cut(context: Context, budget: int) -> Context:
     )
 
 
-def judged_form(context: Context, form: str = EQUAL, budget: int | None = None) -> Context:
-    """The context as the judge sees it in `form` (`budget` defaults to `evals.defaults.CONTEXT_TOKENS`)."""
+def judged_form(context: Context, form: str = EQUAL) -> Context:
+    """The context as the judge sees it in `form`, cut to `evals.defaults.CONTEXT_TOKENS` in the equal form."""
     if form == WHITEPAPER:
         return context
     if form != EQUAL:
         raise ValueError(f"unknown context form {form!r}; choose from {', '.join(FORMS)}")
     from evals import defaults
 
-    return cut(context, defaults.CONTEXT_TOKENS if budget is None else budget)
+    return cut(context, defaults.CONTEXT_TOKENS)
 
 
-def describe(form: str = EQUAL, budget: int | None = None) -> str:
+def describe(form: str = EQUAL) -> str:
     """The form as the report states it."""
     if form == WHITEPAPER:
         return "the whitepaper's form: title, chunks and DOI as each provider returned them (lengths differ)"
     from evals import defaults
 
-    return RULE.format(budget=defaults.CONTEXT_TOKENS if budget is None else budget)
+    return RULE.format(budget=defaults.CONTEXT_TOKENS)

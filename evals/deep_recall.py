@@ -1,6 +1,5 @@
 """Recall@100 for the providers on Lumina's own index: each BEIR question with qrels asked once more for the top
-`defaults.RECALL_DEPTH` papers, apart from the scored pages; external providers are not asked.
-"""
+`defaults.RECALL_DEPTH` papers, apart from the scored pages; external providers are not asked."""
 
 from __future__ import annotations
 
@@ -10,12 +9,12 @@ import polars as pl
 
 from evals import defaults
 from evals.providers import contexts_from_rows
+from evals.runner import REF_STRUCT, query_provider, refs
 from lumina_assets.core import settings
 from lumina_assets.core.schemas import Context
 
-REF = pl.Struct({"title": pl.String, "doi": pl.String, "url": pl.String, "paper_id": pl.String})
 CHUNK = 200  # questions searched before their contexts are reduced to references
-SCHEMA = {"question_id": pl.String, "provider": pl.String, "refs": pl.List(REF), "error": pl.String}
+SCHEMA = {"question_id": pl.String, "provider": pl.String, "refs": pl.List(REF_STRUCT), "error": pl.String}
 
 
 def _path(provider: str):
@@ -24,23 +23,17 @@ def _path(provider: str):
 
 def collect(provider, questions: pl.DataFrame, depth: int = defaults.RECALL_DEPTH) -> pl.DataFrame:
     """Each question with qrels asked for `depth` papers; a failed call keeps its error (never scored)."""
-    from evals.runner import query_provider
-
     with_qrels = questions.filter(pl.col("relevant_paper_ids").list.len() > 0)
     rows = []
     # a slice of questions at a time: only the references are kept, never every question's 100 texts at once
     for start in range(0, with_qrels.height, CHUNK):
         frame = query_provider(provider, with_qrels.slice(start, CHUNK), depth)
         for row in frame.iter_rows(named=True):
-            refs = [
-                {"title": c.title, "doi": c.doi, "url": c.url, "paper_id": c.paper_id}
-                for c in contexts_from_rows(row["contexts"])
-            ]
             rows.append(
                 {
                     "question_id": row["question_id"],
                     "provider": provider.name,
-                    "refs": refs,
+                    "refs": refs(contexts_from_rows(row["contexts"])),
                     "error": row["error"],
                 }
             )

@@ -11,7 +11,7 @@ BEIR_QUERIES = 0  # BEIR queries with qrels: 0 = every held-out one, N > 0 = a s
 # the same value, so the agreement is measured on the judge that judged.
 CALIBRATION_QUERIES = 60
 LLM_VALIDATION_QUERIES = 30  # held-out queries an LLM judge is validated on (each costs calls)
-JUDGE_MAX_ATTEMPTS = 3  # an LLM judge's tries per verdict before it is recorded as failed
+JUDGE_MAX_ATTEMPTS = 3  # an LLM's tries per verdict or question before it is recorded as failed
 # Every provider's context is cut to this many word tokens by one rule before it is judged (evals.contexts): short
 # enough that the long contexts are cut, so no provider's CR or CP rests on how much text it sends.
 CONTEXT_TOKENS = 120

@@ -5,7 +5,6 @@ verdicts line up with the labels. Length is sentences and word tokens (`\w+` run
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -46,14 +45,12 @@ def sentences_of(context: Context) -> tuple[str, ...]:
 
 def load_rationales(folder: Path, split: str) -> dict[str, list[str]]:
     """query id -> the claim's rationale sentences over all its evidence abstracts ({} when the file is absent)."""
+    from evals.pinpoint import load_rationales as rationale_pairs
+
     path = Path(folder) / f"rationales_{split}.jsonl"
-    if not path.exists():
-        return {}
     out: dict[str, list[str]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            out.setdefault(str(row["query_id"]), []).extend(s for s in row.get("sentences") or [] if s)
+    for pair in rationale_pairs(path) if path.exists() else []:
+        out.setdefault(pair.query_id, []).extend(s for s in pair.sentences if s)
     return out
 
 
@@ -106,9 +103,7 @@ def length(contexts: Sequence[Context]) -> tuple[float | None, float | None]:
     return sum(sentences) / len(sentences), sum(words) / len(words)
 
 
-def sentence_agreement(
-    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
-) -> dict[str, float | int] | None:
+def sentence_agreement(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[str, float | int] | None:
     """Cohen's kappa of the judge's sentence verdicts against the human labels over (verdicts, labels) pairs;
     pairs of different lengths are skipped and counted."""
     from evals.metrics import agreement

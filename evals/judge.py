@@ -57,14 +57,6 @@ def format_context_for_relevance(context: Context) -> str:
     )
 
 
-def format_context_for_precision(context: Context, sentences: Sequence[str]) -> str:
-    numbered = " ".join(f"{i}. {s}" for i, s in enumerate(sentences, start=1))
-    return (
-        json.dumps({"title": context.title, "doi": context.doi}, ensure_ascii=False)
-        + f" Sentences: {numbered}"
-    )
-
-
 def relevance_prompt(question: str, context: Context) -> str:
     return render(
         load_prompt("context_relevance"), question=question, context=format_context_for_relevance(context)
@@ -72,10 +64,11 @@ def relevance_prompt(question: str, context: Context) -> str:
 
 
 def precision_prompt(question: str, context: Context, sentences: Sequence[str]) -> str:
+    """The Context Precision prompt: title and DOI, then the sentences numbered from 1."""
+    numbered = " ".join(f"{i}. {s}" for i, s in enumerate(sentences, start=1))
+    described = json.dumps({"title": context.title, "doi": context.doi}, ensure_ascii=False)
     return render(
-        load_prompt("context_precision"),
-        question=question,
-        context=format_context_for_precision(context, sentences),
+        load_prompt("context_precision"), question=question, context=f"{described} Sentences: {numbered}"
     )
 
 
@@ -86,6 +79,15 @@ def binary_prompts(item: JudgeInput) -> list[str]:
     if sentences:
         prompts.append(precision_prompt(item.question, item.context, sentences))
     return prompts
+
+
+def parse_tag(answer: str, tag: str) -> str:
+    """The content, spaces collapsed, of exactly one non-empty `<tag>...</tag>`; anything else is malformed."""
+    pattern = re.compile(rf"<{tag}>(.*?)</{tag}>", re.IGNORECASE | re.DOTALL)
+    found = [re.sub(r"\s+", " ", m).strip() for m in pattern.findall(answer or "")]
+    if len(found) != 1 or not found[0]:
+        raise JudgeParseError(f"expected exactly one non-empty <{tag}>...</{tag}>, found {len(found)}")
+    return found[0]
 
 
 _RELEVANCE_TAG = re.compile(r"<\s*(highly_relevant|not_relevant)\s*/?\s*>", re.IGNORECASE)
@@ -175,12 +177,9 @@ def ask_with_retries(
 class LLMJudge:
     """The paper's judge through any `core.llm.LLMClient`, at temperature 0."""
 
-    def __init__(
-        self, client, *, max_attempts: int = 3, temperature: float = 0.0, workers: int | None = None
-    ):
+    def __init__(self, client, *, max_attempts: int = 3, workers: int | None = None):
         self.client = client
         self.max_attempts = max_attempts
-        self.temperature = temperature
         # the client's concurrency (`LLMResource.resolved_concurrency`, derived from its rate limit) unless the
         # caller names its own: enough pairs in flight to keep the API at its configured rate
         self.workers = workers if workers is not None else getattr(client, "concurrency", 4)
@@ -188,14 +187,14 @@ class LLMJudge:
         self.is_offline = False
 
     def ask(self, prompt: str, parse: Callable[[str], Any]) -> tuple[Any, str | None, int]:
-        """`prompt` at the judge's temperature, retried on a bad answer (`ask_with_retries`)."""
+        """`prompt` at temperature 0, retried on a bad answer (`ask_with_retries`)."""
         return ask_with_retries(
             self.client,
             prompt,
             parse,
             self.max_attempts,
             "follow the required answer format exactly",
-            temperature=self.temperature,
+            temperature=0.0,
         )
 
     def judge_relevance(self, question: str, context: Context) -> tuple[int | None, str | None, int]:
@@ -236,9 +235,6 @@ class LLMJudge:
     def relevance_verdicts(self, pairs: Sequence[tuple[str, Context]]) -> list[int | None]:
         """CR verdicts of `pairs`, `workers` at a time, in the order given."""
         return map_in_threads(lambda pair: self.judge_relevance(*pair)[0], pairs, self.workers)
-
-
-# ---------------------------------------------------------------- offline judge
 
 
 @dataclass

@@ -1,7 +1,6 @@
 """The offline judge's calibration and every judge's validation on BEIR qrels (SciFact train by default): qrels
 positives, BM25 hard negatives and a random negative per query, split into a calibration half (fits the two cosine
-thresholds) and a held-out half (agreement). Shipped calibrations live in evals/calibration/.
-"""
+thresholds) and a held-out half (agreement). Shipped calibrations live in evals/calibration/."""
 
 from __future__ import annotations
 
@@ -34,25 +33,23 @@ class LabelledPair:
         return Context(title=self.title, chunks=[self.text], paper_id=self.doc_id)
 
 
+SEED = 13  # the shuffle that splits queries into calibration and validation
+MODEL = "all-MiniLM-L6-v2"  # the offline judge's embedding model (`default_embedder`)
 PAIRS_NOTE = "per query: its qrels positives, 2 BM25 hard negatives and 1 random negative; queries split calibration/validation"
 
 
-def calibration_query_ids(folder: Path, *, queries_per_split: int, seed: int = 13) -> set[str]:
+def calibration_query_ids(folder: Path, *, queries_per_split: int) -> set[str]:
     """The query ids `labelled_pairs` calibrates on (same selection), so nothing validates the judge on them."""
     collection = load_beir(folder, "train")
     ids = sorted(q for q in collection.qrels if q in collection.queries)
-    random.Random(seed).shuffle(ids)
+    random.Random(SEED).shuffle(ids)
     return set(ids[:queries_per_split])
 
 
-def labelled_pairs(
-    folder: Path,
-    *,
-    queries_per_split: int,
-    seed: int = 13,
-    hard_negatives: int = 2,
-    random_negatives: int = 1,
-) -> tuple[list[LabelledPair], list[LabelledPair]]:
+HARD_NEGATIVES = 2  # per query, besides one random negative
+
+
+def labelled_pairs(folder: Path, *, queries_per_split: int) -> tuple[list[LabelledPair], list[LabelledPair]]:
     """(calibration, validation) pairs from BEIR qrels, split by query: qrels positives, BM25 hard negatives (top docs
     outside the qrels) and random docs."""
     from evals.lexical import LexicalIndex
@@ -60,7 +57,7 @@ def labelled_pairs(
     collection = load_beir(folder, "train")
     corpus, queries, qrels = collection.corpus, collection.queries, collection.qrels
     ids = sorted(q for q in qrels if q in queries)
-    rng = random.Random(seed)
+    rng = random.Random(SEED)
     rng.shuffle(ids)
     chosen = ids[: 2 * queries_per_split]
     doc_ids = list(corpus)
@@ -69,9 +66,9 @@ def labelled_pairs(
     splits: tuple[list[LabelledPair], list[LabelledPair]] = ([], [])
     for index, qid in enumerate(chosen):
         relevant = {d for d, r in qrels[qid].items() if r > 0 and d in corpus}
-        top = [i for i, _ in lexical.search(queries[qid], hard_negatives + 10)]
-        negatives = [doc_ids[i] for i in top if doc_ids[i] not in relevant][:hard_negatives]
-        while len(negatives) < hard_negatives + random_negatives:
+        top = [i for i, _ in lexical.search(queries[qid], HARD_NEGATIVES + 10)]
+        negatives = [doc_ids[i] for i in top if doc_ids[i] not in relevant][:HARD_NEGATIVES]
+        while len(negatives) < HARD_NEGATIVES + 1:
             candidate = doc_ids[rng.randrange(len(doc_ids))]
             if candidate not in relevant and candidate not in negatives:
                 negatives.append(candidate)
@@ -112,18 +109,13 @@ def _best_threshold(scores: Sequence[float], labels: Sequence[int]) -> tuple[flo
 
 
 def calibrate_offline_judge(
-    embedder,
-    folder: Path,
-    *,
-    queries_per_split: int = 100,
-    seed: int = 13,
-    model_name: str = "all-MiniLM-L6-v2",
+    embedder, folder: Path, *, queries_per_split: int
 ) -> tuple[OfflineThresholds, list[LabelledPair]]:
     """Fit the offline judge's two thresholds on the calibration half; return them and the validation pairs. CR's
     from document-level qrels; CP's from weak sentence labels (a relevant document's best-matching sentence is
     positive, every sentence of a non-relevant one negative), as BEIR qrels carry no sentence labels."""
-    calibration, validation = labelled_pairs(folder, queries_per_split=queries_per_split, seed=seed)
-    judge = OfflineJudge(embedder, OfflineThresholds(0.0, 0.0, model_name, "", 0, 0.0))
+    calibration, validation = labelled_pairs(folder, queries_per_split=queries_per_split)
+    judge = OfflineJudge(embedder, OfflineThresholds(0.0, 0.0, MODEL, "", 0, 0.0))
     pairs = [(p.query, p.as_context()) for p in calibration]
     scores = judge.relevance_scores(pairs)
     cr_threshold, cr_kappa = _best_threshold(scores, [p.label for p in calibration])
@@ -146,8 +138,8 @@ def calibrate_offline_judge(
     thresholds = OfflineThresholds(
         relevance=cr_threshold,
         precision=cp_threshold,
-        model=model_name,
-        calibrated_on=f"{folder.name} train qrels ({queries_per_split} calibration queries, seed {seed})",
+        model=MODEL,
+        calibrated_on=f"{folder.name} train qrels ({queries_per_split} calibration queries, seed {SEED})",
         calibration_pairs=len(calibration),
         calibration_kappa=cr_kappa,
     )
@@ -184,22 +176,20 @@ CALIBRATION_VERSION = "offline-judge-v2"  # v2: hard negatives from the project'
 PACKAGED_CALIBRATIONS = Path(__file__).parent / "calibration"
 
 
-def calibration_fingerprint(
-    folder: Path, queries_per_split: int, seed: int = 13, model: str = "all-MiniLM-L6-v2"
-) -> str:
+def calibration_fingerprint(folder: Path, queries_per_split: int) -> str:
     """Identifies a calibration: the exact qrels / queries / corpus files, the split size, seed and model."""
-    digest = hashlib.sha256(f"{CALIBRATION_VERSION}|{queries_per_split}|{seed}|{model}".encode())
+    digest = hashlib.sha256(f"{CALIBRATION_VERSION}|{queries_per_split}|{SEED}|{MODEL}".encode())
     for name in ("qrels/train.tsv", "queries.jsonl", "corpus.jsonl"):
         digest.update((folder / name).read_bytes())
     return digest.hexdigest()[:24]
 
 
-def packaged_thresholds(queries_per_split: int, model: str = "all-MiniLM-L6-v2") -> OfflineThresholds | None:
+def packaged_thresholds(queries_per_split: int) -> OfflineThresholds | None:
     """The calibration shipped in evals/calibration/ for this split size and model, so a machine without the SciFact
     files still judges; None when no shipped one fits."""
     for path in sorted(PACKAGED_CALIBRATIONS.glob("offline_judge_*.json")):
         thresholds = OfflineThresholds.from_json(path.read_text(encoding="utf-8"))
-        if thresholds.model == model and thresholds.validation.get("queries") == queries_per_split:
+        if thresholds.model == MODEL and thresholds.validation.get("queries") == queries_per_split:
             return thresholds
     return None
 

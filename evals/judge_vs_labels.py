@@ -10,11 +10,9 @@ import polars as pl
 
 from evals import contexts as context_forms
 from evals import human_labels
-from evals.judge import JudgeInput
 from evals.matching import PaperMatcher
 from evals.metrics import agreement
-from evals.providers import contexts_from_rows
-from evals.scoring import matched_paper
+from evals.runner import judged_pairs
 
 
 def proxy_from_pairs(pairs: Mapping[str, Mapping[str, tuple[int, int]]]) -> dict[str, dict[str, Any]]:
@@ -44,25 +42,17 @@ def proxy_pairs(
     }
     if not verdicts:
         return {}
-    meta = {row["question_id"]: row for row in questions.iter_rows(named=True)}
+    relevant, texts = {}, {}
+    for question in questions.iter_rows(named=True):
+        if question.get("relevant_paper_ids") and question["question_id"] not in exclude:
+            relevant[question["question_id"]] = set(question["relevant_paper_ids"])
+            texts[question["question_id"]] = question["text"]
     pairs: dict[str, dict[str, tuple[int, int]]] = {}
-    for row in recursive.iter_rows(named=True):
-        question = meta.get(row["question_id"])
-        if question is None or row.get("error") or row["question_id"] in exclude:
-            continue
-        relevant = set(question.get("relevant_paper_ids") or [])
-        if not relevant:
-            continue
-        for context in contexts_from_rows(row["contexts"]):
-            key = JudgeInput(
-                row["question_id"], question["text"], context_forms.judged_form(context, form)
-            ).key
-            verdict = verdicts.get(key)
-            if verdict is not None:
-                pairs.setdefault(row["provider"], {})[key] = (
-                    int(verdict),
-                    int(matched_paper(context, matcher) in relevant),
-                )
+    for row, context, item in judged_pairs(recursive, texts, form):
+        verdict = verdicts.get(item.key)
+        if verdict is not None and not row.get("error"):
+            found = matcher.paper_of(context) in relevant[row["question_id"]]
+            pairs.setdefault(row["provider"], {})[item.key] = (int(verdict), int(found))
     return pairs
 
 
@@ -93,17 +83,14 @@ def sentence_pairs(
         for row in judgments.iter_rows(named=True)
         if row["sentence_verdicts"] is not None and row["precision_failure"] is None
     }
-    texts = dict(zip(questions["question_id"].to_list(), questions["text"].to_list(), strict=True))
+    texts = {
+        question_id: text
+        for question_id, text in zip(questions["question_id"], questions["text"], strict=True)
+        if rationales.get(question_id)
+    }
     pairs: dict[str, dict[str, tuple[list[int], list[int]]]] = {}
-    for row in recursive.iter_rows(named=True):
-        labels = rationales.get(row["question_id"])
-        if not labels or row.get("error") or row["question_id"] not in texts:
-            continue
-        for context in (context_forms.judged_form(c, form) for c in contexts_from_rows(row["contexts"])):
-            key = JudgeInput(row["question_id"], texts[row["question_id"]], context).key
-            if key in sentence_verdicts:
-                pairs.setdefault(row["provider"], {})[key] = (
-                    list(sentence_verdicts[key]),
-                    human_labels.sentence_labels(context, labels),
-                )
+    for row, _, item in judged_pairs(recursive, texts, form):
+        if item.key in sentence_verdicts and not row.get("error"):
+            labels = human_labels.sentence_labels(item.context, rationales[row["question_id"]])
+            pairs.setdefault(row["provider"], {})[item.key] = (list(sentence_verdicts[item.key]), labels)
     return pairs

@@ -19,7 +19,7 @@ def _skip_path(name: str, partition: str) -> Path:
     return settings.benchmark_dir() / "skipped" / f"{name}.{partition}.txt"
 
 
-def _write(path: Path, text: str) -> None:
+def write_text(path: Path, text: str) -> None:
     atomic_replace(path, lambda temp: temp.write_text(text, encoding="utf-8"))
 
 
@@ -48,13 +48,13 @@ def record_cost(asset: str, partition: str | None, client, *, role: str = "") ->
         "model": client.label,
         **client.usage.as_metadata("llm"),
     }
-    _write(_costs_dir() / f"{asset}.{partition or 'all'}{suffix}.json", json.dumps(entry))
+    write_text(_costs_dir() / f"{asset}.{partition or 'all'}{suffix}.json", json.dumps(entry))
 
 
 def record_requests(asset: str, partition: str, counters: dict[str, Any]) -> None:
     """A provider's HTTP counters for one asset (requests sent, cache hits, a price its responses stated)."""
     entry = {"asset": asset, "partition": partition, **counters}
-    _write(settings.benchmark_dir() / "requests" / f"{asset}.{partition}.json", json.dumps(entry))
+    write_text(settings.benchmark_dir() / "requests" / f"{asset}.{partition}.json", json.dumps(entry))
 
 
 def provider_of(partition: str) -> str:
@@ -120,7 +120,7 @@ def run_cost(providers: list[str], request_prices: dict[str, tuple[float | None,
 
 
 def mark_skipped(name: str, partition: str, reason: str) -> None:
-    _write(_skip_path(name, partition), reason)
+    write_text(_skip_path(name, partition), reason)
 
 
 def clear_skipped(name: str, partition: str) -> None:
@@ -137,7 +137,7 @@ def skipped_providers() -> dict[str, str]:
 
 
 def write_agreement(agreement: dict[str, Any]) -> None:
-    _write(settings.benchmark_dir() / "judge_agreement.json", json.dumps(agreement, indent=2))
+    write_text(settings.benchmark_dir() / "judge_agreement.json", json.dumps(agreement, indent=2))
 
 
 def read_agreement() -> dict[str, Any]:
@@ -147,7 +147,7 @@ def read_agreement() -> dict[str, Any]:
 
 def write_plan(plan: dict[str, Any]) -> None:
     """The plan of the run about to start, so its report can set it beside what the run actually sent."""
-    _write(settings.benchmark_dir() / "plan.json", json.dumps(plan, indent=2))
+    write_text(settings.benchmark_dir() / "plan.json", json.dumps(plan, indent=2))
 
 
 def read_plan() -> dict[str, Any]:

@@ -29,9 +29,8 @@ class LexicalIndex:
         return self.bm25.scores(terms) if terms else None
 
     def search(self, query: str, k: int) -> list[tuple[int, float]]:
-        terms = query_terms(query)
-        if not terms or k <= 0:
+        scores = self.scores(query)
+        if scores is None or k <= 0:
             return []
-        scores = self.bm25.scores(terms)
         top = np.argsort(-scores, kind="stable")[:k]
         return [(int(i), float(scores[i])) for i in top]

@@ -148,18 +148,10 @@ def build_manifest(
 def report_options(manifest: dict[str, Any], comparisons: pl.DataFrame | None) -> dict[str, Any]:
     """`evals.report.write_report`'s keyword arguments for a stored run."""
     return {
-        "judge_name": manifest["judge"],
-        "judge_offline": manifest["judge_offline"],
+        "run": manifest,
         "agreement": ledger.read_agreement(),
-        "skipped": manifest.get("skipped", {}),
-        "question_counts": manifest.get("question_counts", {}),
-        "refinement": manifest.get("refinement", "none"),
         "cost": ledger.run_cost(manifest.get("providers", []), request_prices()),
         "comparisons": comparisons,
-        "run": manifest,
-        "excluded": manifest.get("excluded", {}),
-        "question_sources": manifest.get("question_sources", {}),
-        "provider_stats": manifest.get("provider_stats", {}),
         **_plan_of(manifest),
     }
 

@@ -139,6 +139,10 @@ class PaperMatcher:
             return Match(self.by_s2_corpus[corpus_id], "S2 corpus id")
         return self._match_title(context.title or "")
 
+    def paper_of(self, context: Context) -> str:
+        """The collection paper a context is; its own id (or an `unmatched:` key) when it is none of them."""
+        return self.match(context).paper_id or context.paper_id or f"unmatched:{context_key(context)}"
+
     def _match_title(self, raw: str) -> Match:
         truncated = bool(_ELLIPSIS.search(raw))
         title = normalize_title(_ELLIPSIS.sub("", raw))
@@ -154,9 +158,6 @@ class PaperMatcher:
         if found is None:
             return Match(None)
         return Match(self.title_ids[found[2]], "fuzzy title", float(found[1]))
-
-
-# ---------------------------------------------------------------- per provider
 
 
 def context_key(context: Context) -> str:

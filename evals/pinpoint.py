@@ -2,8 +2,7 @@
 evidence abstract in the top k, and is the first sentence Lumina highlights in it a rationale sentence (spans
 overlapping by more than half of the shorter one)?
 
-Rationales file, JSON lines: {"query_id", "claim", "doc_id", "sentence_indices", "sentences": [...]}.
-"""
+Rationales file, JSON lines: {"query_id", "claim", "doc_id", "sentence_indices", "sentences": [...]}."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """What a benchmark run will send before it sends anything: LLM calls and tokens per role, requests per provider
 API, USD at list price (synchronous and batched) and the wall time at each API's configured limit. How each count
-is made, counted from stored levels or estimated, is in docs/benchmark.md ("Plan before spending").
-"""
+is made, counted from stored levels or estimated, is in docs/benchmark.md ("Plan before spending")."""
 
 from __future__ import annotations
 
@@ -42,10 +41,6 @@ class ContextShape:
     new_per_depth: float  # share of a depth's p contexts not in the depth before
     source: str = "default"
     returned: float = 0.0  # title + chunks as returned, which the refiner reads (0: as judged)
-
-    @property
-    def returned_chars(self) -> float:
-        return self.returned or self.chars
 
 
 # A context longer than the equal form's budget (`evals.contexts`) is judged cut to about CUT_CHUNK_CHARS characters
@@ -90,10 +85,6 @@ class LLMRole:
     def offline(self) -> bool:
         return self.backend == "offline"
 
-    @property
-    def api(self) -> str:
-        return "none (offline)" if self.offline else self.backend
-
 
 @dataclass
 class ProviderAPI:
@@ -122,7 +113,6 @@ class PlanInputs:
     exact_pairs: tuple[int, int, int] | None = None
     # measured pooled judging, likewise: (pool items, CR / CP calls, graded calls) not in the cache
     exact_pool: tuple[int, int, int] | None = None
-    pool_page_size: int = PRIMARY_PAGE_SIZE
     skipped: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -136,12 +126,6 @@ def tokens(chars: float) -> float:
 
 def _template_chars(name: str) -> float:
     return float(len(re.sub(r"\{\w+\}", "", load_prompt(name))))
-
-
-def _question_prompt_chars() -> float:
-    from evals.questions import QUESTION_PROMPT
-
-    return float(len(QUESTION_PROMPT.replace("{title}", "").replace("{passage}", "")))
 
 
 def _usd(role: LLMRole, tokens_in: float, tokens_out: float, *, batch: bool) -> float | None:
@@ -239,16 +223,11 @@ def _judge_usage(
     return usage, pairs
 
 
-def _is_local(inputs: PlanInputs, provider: str) -> bool:
-    api = inputs.provider_apis.get(provider)
-    return api is None or api.api == "local"
-
-
 def _pooled_usage(
     inputs: PlanInputs, providers: list[str], mean_chars: float, mean_sentences: float
 ) -> tuple[_Usage, dict[str, Any]]:
     """Pooled judging's calls and tokens: graded prompts, and the CR / CP prompts the judge step does not ask."""
-    p = inputs.pool_page_size
+    p = PRIMARY_PAGE_SIZE
     if inputs.judge_llm.offline:
         items, binary, graded, source = 0, 0, 0, "none: pooled judging runs with an LLM judge only"
     elif inputs.exact_pool is not None:
@@ -257,7 +236,9 @@ def _pooled_usage(
     elif p not in inputs.page_sizes or 0 not in inputs.depths:
         items, binary, graded, source = 0, 0, 0, f"none: p = {p} at depth 0 is not in the grid"
     else:
-        local = sum(1 for name in providers if _is_local(inputs, name))
+        local = sum(
+            1 for name in providers if inputs.provider_apis.get(name, ProviderAPI("local")).api == "local"
+        )
         pooled_papers = (
             local * LOCAL_POOL_SHARE.get(local, min(LOCAL_POOL_SHARE.values())) + len(providers) - local
         )
@@ -299,8 +280,10 @@ def _refiner_usage(
 
 def _question_usage(inputs: PlanInputs) -> _Usage:
     """One generator call per synthetic question (none offline)."""
+    from evals.questions import question_prompt
+
     calls = inputs.synthetic if not inputs.question_llm.offline else 0
-    tokens_in = tokens(_question_prompt_chars() + DEFAULT_TITLE_CHARS + inputs.passage_chars) * calls
+    tokens_in = tokens(len(question_prompt("", "")) + DEFAULT_TITLE_CHARS + inputs.passage_chars) * calls
     return _Usage(inputs.question_llm, calls, tokens_in, OUTPUT_TOKENS["questions"] * calls, batchable=True)
 
 
@@ -311,8 +294,8 @@ def _llm_row(usage: _Usage) -> dict[str, Any]:
     sync = _usd(role, usage.tokens_in, usage.tokens_out, batch=False)
     batch = _usd(role, usage.tokens_in, usage.tokens_out, batch=True) if usage.batchable else sync
     return {
-        "api": role.api,
-        "model": role.model if not role.offline else "offline",
+        "api": "none (offline)" if role.offline else role.backend,
+        "model": "offline" if role.offline else role.model,
         "calls": calls,
         "input_tokens": int(round(usage.tokens_in)),
         "output_tokens": int(round(usage.tokens_out)),
@@ -354,7 +337,7 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
     shapes = {p: inputs.shapes.get(p) or DEFAULT_SHAPES.get(p, FALLBACK_SHAPE) for p in providers}
     averaged = list(shapes.values()) or [FALLBACK_SHAPE]
     mean_chars = fmean(s.chars for s in averaged)
-    returned_chars = fmean(s.returned_chars for s in averaged)
+    returned_chars = fmean(s.returned or s.chars for s in averaged)
     mean_sentences = fmean(s.sentences for s in averaged)
     judge, pairs = _judge_usage(inputs, providers, mean_chars, mean_sentences)
     pooled, pool = _pooled_usage(inputs, providers, mean_chars, mean_sentences)
@@ -412,10 +395,9 @@ def format_plan(plan: dict[str, Any]) -> str:
     lines = [
         f"plan: {q['total']:,} questions ({q['synthetic']:,} synthetic, {q['beir']:,} BEIR, {q['user']:,} user) x "
         f"{len(plan['providers'])} providers ({', '.join(plan['providers']) or 'none'}) x depths "
-        f"{plan['depths']} x p {plan['page_sizes']}",
+        f"{plan['depths']} x p {plan['page_sizes']}"
     ]
-    for name, reason in plan["skipped"].items():
-        lines.append(f"  skipped {name}: {reason}")
+    lines += [f"  skipped {name}: {reason}" for name, reason in plan["skipped"].items()]
     lines.append(f"\nLLM calls (prices as of {plan['prices_as_of']}):")
     lines.append(
         "  role       api             model               calls    tokens in   tokens out   USD sync   USD batch   time at limit"

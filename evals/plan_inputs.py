@@ -26,20 +26,21 @@ from evals.plan import (
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
 
 
-def context_shape(levels, *, sample_rows: int = 5000, form: str = CONTEXT_FORM) -> ContextShape | None:
-    """A provider's context lengths and sentences as judged and as returned, and new contexts per depth, if stored."""
+def context_shape(levels) -> ContextShape | None:
+    """A provider's context lengths and sentences as judged and as returned, and new contexts per depth, over its
+    first stored rows."""
     from evals.contexts import judged_form
     from evals.providers import contexts_from_rows
 
     if levels is None or levels.height == 0:
         return None
-    rows = levels.head(sample_rows).to_dicts()
+    rows = levels.head(5000).to_dicts()
     lengths, sentences, returned = [], [], []
     by_level: dict[tuple[str, int, int], set[str]] = {}
     for row in rows:
         keys = set()
         for context in contexts_from_rows(row["contexts"] or []):
-            judged = judged_form(context, form)
+            judged = judged_form(context, CONTEXT_FORM)
             text = " ".join(judged.chunks or [])
             lengths.append(len(judged.title or "") + len(text))
             returned.append(len(context.title or "") + len(" ".join(context.chunks or [])))
@@ -63,23 +64,16 @@ def context_shape(levels, *, sample_rows: int = 5000, form: str = CONTEXT_FORM) 
     )
 
 
-def _judge_pairs(levels_by_provider: Mapping[str, Any], question_texts: Mapping[str, str], form: str):
+def _judge_pairs(levels_by_provider: Mapping[str, Any], question_texts: Mapping[str, str]):
     """(pairs before sharing, the distinct judge inputs by key) over stored levels, in the form the judge sees."""
-    from evals.contexts import judged_form
-    from evals.judge import JudgeInput
-    from evals.providers import contexts_from_rows
+    from evals.runner import judged_pairs
 
     naive = 0
     distinct: dict[str, Any] = {}
     for levels in levels_by_provider.values():
-        for row in levels.iter_rows(named=True):
-            question = question_texts.get(row["question_id"])
-            if question is None:
-                continue
-            for context in contexts_from_rows(row["contexts"]):
-                naive += 1
-                item = JudgeInput(row["question_id"], question, judged_form(context, form))
-                distinct.setdefault(item.key, item)
+        for _, _, item in judged_pairs(levels, question_texts, CONTEXT_FORM):
+            naive += 1
+            distinct.setdefault(item.key, item)
     return naive, distinct
 
 
@@ -92,15 +86,12 @@ def _uncached(judge_client, prompts: Sequence[str]) -> list[str]:
 
 
 def exact_judge_pairs(
-    levels_by_provider: Mapping[str, Any],
-    question_texts: Mapping[str, str],
-    judge_client,
-    form: str = CONTEXT_FORM,
+    levels_by_provider: Mapping[str, Any], question_texts: Mapping[str, str], judge_client
 ) -> tuple[int, int, int, set[str]]:
     """(pairs before sharing, distinct, distinct not in the LLM cache, their keys) over stored levels, as judged."""
     from evals.judge import binary_prompts
 
-    naive, distinct = _judge_pairs(levels_by_provider, question_texts, form)
+    naive, distinct = _judge_pairs(levels_by_provider, question_texts)
     uncached = sum(1 for item in distinct.values() if _uncached(judge_client, binary_prompts(item)))
     return naive, len(distinct), uncached, set(distinct)
 
@@ -109,10 +100,7 @@ def exact_pool_calls(
     levels_by_provider: Mapping[str, Any],
     question_texts: Mapping[str, str],
     judge_client,
-    *,
-    page_size: int = PRIMARY_PAGE_SIZE,
-    form: str = CONTEXT_FORM,
-    judged: Collection[str] | None = None,
+    judged: Collection[str],
 ) -> tuple[int, int, int]:
     """(pool items, binary calls, graded calls) pooled judging will send over stored levels: each distinct prompt
     not cached, CR / CP ones only where the judge step (`judged`: its pair keys) does not ask them."""
@@ -131,12 +119,10 @@ def exact_pool_calls(
     items = pooled.build_pool(
         pl.concat(frames, how="diagonal_relaxed"),
         questions,
-        page_size=page_size,
+        page_size=PRIMARY_PAGE_SIZE,
         matcher=PaperMatcher.from_papers(load_papers()),
-        form=form,
+        form=CONTEXT_FORM,
     )
-    if judged is None:
-        judged = _judge_pairs(levels_by_provider, question_texts, form)[1]
     binary: set[str] = set()  # a prompt two items share (same question text and context) is sent once
     graded: set[str] = set()
     for item in items:
@@ -272,7 +258,7 @@ def inputs_from_environment(
         client = resources["judge_llm"].get_client()
         client = None if client.is_offline else client
         *exact, judged = exact_judge_pairs(stored, texts, client)
-        pool = exact_pool_calls(stored, texts, client, judged=judged)
+        pool = exact_pool_calls(stored, texts, client, judged)
     refiner_key = "question_llm" if recursion_llm.lower() == "question" else "judge_llm"
     return PlanInputs(
         synthetic=synthetic,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import polars as pl
@@ -55,12 +55,6 @@ class PoolItem:
         return JudgeInput(self.question_id, self.question, self.context)
 
 
-def paper_of(context: Context, matcher: PaperMatcher) -> str:
-    """The collection paper a context is, else its own id (or DOI, URL, title)."""
-    found = matcher.match(context).paper_id
-    return found or context.paper_id or context.doi or context.url or f"title:{context.title.strip().lower()}"
-
-
 def rankings(
     recursive: pl.DataFrame, *, page_size: int, depth: int = 0, matcher: PaperMatcher | None = None
 ) -> dict[str, dict[str, list[tuple[str, Context]]]]:
@@ -73,7 +67,7 @@ def rankings(
     for row in rows.iter_rows(named=True):
         ranked: dict[str, Context] = {}
         for context in contexts_from_rows(row["contexts"])[:page_size]:
-            ranked.setdefault(paper_of(context, matcher), context)
+            ranked.setdefault(matcher.paper_of(context), context)
         out.setdefault(row["provider"], {})[row["question_id"]] = list(ranked.items())
     return out
 
@@ -91,9 +85,8 @@ def build_pool(
     texts = dict(zip(questions["question_id"].to_list(), questions["text"].to_list(), strict=True))
     best: dict[tuple[str, str], tuple[int, str, Context]] = {}
     holders: dict[tuple[str, str], set[str]] = {}
-    for provider, by_question in rankings(
-        recursive, page_size=page_size, depth=depth, matcher=matcher
-    ).items():
+    ranked_by_provider = rankings(recursive, page_size=page_size, depth=depth, matcher=matcher)
+    for provider, by_question in ranked_by_provider.items():
         for question_id, ranked in by_question.items():
             if question_id not in texts:
                 continue
@@ -133,8 +126,6 @@ POOL_SCHEMA = {
 def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
     """Each pool item judged once: the binary prompts through `judge.judge_many` (an LLM or the offline judge) and,
     with an LLM judge, the graded prompt (offline there is no graded judge: grade null, `not measured`)."""
-    from evals.human_labels import tokens
-
     results = judge.judge_many([item.judge_input for item in items]) if items else []
     if getattr(judge, "is_offline", True):
         grades = [(None, "not measured (offline judge)")] * len(items)
@@ -144,25 +135,18 @@ def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
             items,
             getattr(judge, "workers", 1),
         )
-    rows = []
-    for item, result, (grade, grade_failure) in zip(items, results, grades, strict=True):
-        rows.append(
-            {
-                "question_id": item.question_id,
-                "paper": item.paper,
-                "providers": list(item.providers),
-                "key": result.key,
-                "relevant": result.relevant,
-                "relevance_failure": result.relevance_failure,
-                "critical": result.critical,
-                "sentences": result.sentences,
-                "precision_failure": result.precision_failure,
-                "grade": grade,
-                "grade_failure": grade_failure,
-                "tokens": sum(tokens(chunk) for chunk in item.context.chunks),
-            }
-        )
-    return pl.DataFrame(rows, schema=POOL_SCHEMA)
+    rows = [
+        {
+            **asdict(result),
+            "paper": item.paper,
+            "providers": list(item.providers),
+            "grade": grade,
+            "grade_failure": grade_failure,
+            "tokens": sum(human_labels.tokens(chunk) for chunk in item.context.chunks),
+        }
+        for item, result, (grade, grade_failure) in zip(items, results, grades, strict=True)
+    ]
+    return pl.DataFrame([{k: row[k] for k in POOL_SCHEMA} for row in rows], schema=POOL_SCHEMA)
 
 
 def provider_values(
@@ -184,17 +168,14 @@ def provider_values(
     for r in verdicts.values():
         if r["grade"] is not None:
             graded.setdefault(r["question_id"], {})[r["paper"]] = int(r["grade"])
-    judged_questions = {q for q, _ in verdicts}
+    asked = {q for q, _ in verdicts}
     measure = f"nDCG@{page_size}"
-    for provider, by_question in rankings(
-        recursive, page_size=page_size, depth=depth, matcher=matcher
-    ).items():
+    ranked_by_provider = rankings(recursive, page_size=page_size, depth=depth, matcher=matcher)
+    for provider, by_question in ranked_by_provider.items():
         values = out.setdefault(
             provider, {"cr": [], "cp": [], "lengths": [], "failed": 0, "graded": [], "qrels": []}
         )
-        runs = {
-            q: [paper for paper, _ in ranked] for q, ranked in by_question.items() if q in judged_questions
-        }
+        runs = {q: [paper for paper, _ in ranked] for q, ranked in by_question.items() if q in asked}
         for question_id, papers in runs.items():
             found = [verdicts.get((question_id, p)) for p in papers]
             values["lengths"] += [float(v["tokens"]) for v in found if v is not None]

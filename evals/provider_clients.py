@@ -1,7 +1,6 @@
 """Raw clients of the external search APIs; each returns the provider's JSON untouched (`evals.providers` maps it).
 They go through `lumina_assets.core.http.HttpClient`; a key travels only in a header or a query parameter the
-HTTP layer redacts and keeps out of cache keys.
-"""
+HTTP layer redacts and keeps out of cache keys."""
 
 from __future__ import annotations
 
@@ -55,17 +54,9 @@ class SerpApiScholarClient:
 class ExaClient:
     """Exa `/search` with `contents.highlights`: the highlight is the context's chunk."""
 
-    def __init__(
-        self,
-        http: HttpClient,
-        *,
-        category: str = "research paper",
-        highlight_characters: int = EXA_HIGHLIGHT_CHARACTERS,
-        concurrency: int = 1,
-    ):
+    def __init__(self, http: HttpClient, *, category: str = "research paper", concurrency: int = 1):
         self.http = http
         self.category = category
-        self.highlight_characters = highlight_characters
         self.concurrency = concurrency
         self._last = threading.local()
 
@@ -78,7 +69,7 @@ class ExaClient:
             "query": query,
             "numResults": num_results,
             "type": "auto",
-            "contents": {"highlights": {"maxCharacters": self.highlight_characters}},
+            "contents": {"highlights": {"maxCharacters": EXA_HIGHLIGHT_CHARACTERS}},
         }
         if self.category:
             body["category"] = self.category

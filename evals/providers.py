@@ -1,6 +1,5 @@
 """Search providers behind one protocol, each answer mapped to `lumina_assets.core.schemas.Context`, so the
-judge sees every provider the same way. A provider without its key raises `ProviderUnavailable`; never faked.
-"""
+judge sees every provider the same way. A provider without its key raises `ProviderUnavailable`, never fakes."""
 
 from __future__ import annotations
 
@@ -32,9 +31,6 @@ def doi_from_text(text: str | None) -> str | None:
         return None
     match = DOI_PATTERN.search(text)
     return match.group(1).rstrip(".,;)").lower() if match else None
-
-
-# ---------------------------------------------------------------- response mappings
 
 
 def map_s2_snippets(payload: dict[str, Any], k: int) -> list[Context]:
@@ -124,9 +120,6 @@ def map_exa(payload: dict[str, Any], k: int) -> list[Context]:
             )
         )
     return contexts
-
-
-# ---------------------------------------------------------------- providers
 
 
 class SemanticScholarProvider:

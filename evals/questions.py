@@ -1,6 +1,5 @@
 """Benchmark questions: synthetic ones from sampled passages (natural qrels: their source passage and paper), user
-query files (JSONL / CSV / text) and BEIR query sets with their qrels. Every row says how it was made.
-"""
+query files (JSONL / CSV / text) and BEIR query sets with their qrels. Every row says how it was made."""
 
 from __future__ import annotations
 
@@ -12,9 +11,9 @@ from typing import Any
 
 import polars as pl
 
-from evals.judge import JudgeParseError
+from evals.defaults import JUDGE_MAX_ATTEMPTS
+from evals.judge import ask_with_retries, parse_tag
 from lumina_assets.core.ids import paper_id_for, short_hash
-from lumina_assets.core.llm import BudgetExhausted
 from lumina_assets.corpus import splits
 from lumina_assets.corpus.collections import (
     DEFAULT_SPLIT_ORDER,
@@ -52,30 +51,18 @@ Passage: {passage}
 
 Answer with the question only, wrapped in tags: <question>your question</question>"""
 
-_QUESTION_TAG = re.compile(r"<question>(.*?)</question>", re.IGNORECASE | re.DOTALL)
 _CONTENT_WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]{3,}")
-
-
-def empty_questions() -> pl.DataFrame:
-    return pl.DataFrame(schema=QUESTION_SCHEMA)
 
 
 def questions_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame([{k: r.get(k) for k in QUESTION_SCHEMA} for r in rows], schema=QUESTION_SCHEMA)
 
 
-def parse_question(answer: str) -> str:
-    found = [re.sub(r"\s+", " ", m).strip() for m in _QUESTION_TAG.findall(answer or "")]
-    if len(found) != 1 or not found[0]:
-        raise JudgeParseError(f"expected exactly one non-empty <question>...</question>, found {len(found)}")
-    return found[0]
-
-
-def sample_passages(passages: pl.DataFrame, n: int, *, seed: int = 7, min_words: int = 40) -> pl.DataFrame:
-    """A deterministic sample (by hash of seed + passage id) of passages long enough to ask a question about."""
+def sample_passages(passages: pl.DataFrame, n: int, *, seed: int = 7) -> pl.DataFrame:
+    """A deterministic sample (by hash of seed + passage id) of passages of 40 words or more to ask a question about."""
     if passages is None or passages.height == 0 or n <= 0:
         return passages.head(0) if passages is not None else pl.DataFrame()
-    frame = passages.filter(pl.col("text").str.split(" ").list.len() >= min_words)
+    frame = passages.filter(pl.col("text").str.split(" ").list.len() >= 40)
     if "kind" in frame.columns:
         frame = frame.filter(pl.col("kind").is_in(["abstract", "text"]) | pl.col("kind").is_null())
     ranked = frame.with_columns(
@@ -171,7 +158,6 @@ def synthetic_questions(
     n: int,
     seed: int = 7,
     llm_client=None,
-    max_attempts: int = 3,
 ) -> tuple[pl.DataFrame, list[dict[str, str]]]:
     """(questions, failures). With an online `llm_client` the question comes from the LLM, else from the template."""
     titles = _titles(papers)
@@ -182,21 +168,14 @@ def synthetic_questions(
         title = titles.get(passage["paper_id"], "")
         text, problem = None, "no sentence to build a question from"
         if online:
-            prompt = question_prompt(title, passage["text"])
-            problem = ""
-            for attempt in range(max_attempts):
-                system = None if attempt == 0 else "(retry: answer with <question>...</question> only)"
-                try:
-                    text = parse_question(
-                        llm_client.complete(prompt, system=system, max_tokens=QUESTION_MAX_TOKENS).text
-                    )
-                    break
-                except JudgeParseError as exc:
-                    problem = str(exc)
-                except BudgetExhausted:
-                    raise
-                except Exception as exc:
-                    problem = f"llm error: {type(exc).__name__}"
+            text, problem, _ = ask_with_retries(
+                llm_client,
+                question_prompt(title, passage["text"]),
+                lambda answer: parse_tag(answer, "question"),
+                JUDGE_MAX_ATTEMPTS,
+                "answer with <question>...</question> only",
+                max_tokens=QUESTION_MAX_TOKENS,
+            )
         else:
             text = offline_question(passage["text"], title) or None
         if text is None:
@@ -316,7 +295,7 @@ def beir_paper_ids(papers: pl.DataFrame | None) -> dict[str, str] | None:
 def merge_questions(frames: list[pl.DataFrame | None]) -> pl.DataFrame:
     """The frames concatenated, the first row of each question id kept."""
     present = [f for f in frames if f is not None]
-    frame = pl.concat(present) if present else empty_questions()
+    frame = pl.concat(present) if present else pl.DataFrame(schema=QUESTION_SCHEMA)
     return frame.unique("question_id", keep="first", maintain_order=True)
 
 
@@ -358,12 +337,7 @@ def gather_user_queries(
     if beir is not None and is_beir_queries(beir) and beir_queries >= 0:
         frames.append(
             load_beir_queries(
-                beir,
-                n=beir_queries,
-                seed=seed,
-                split=split,
-                paper_ids=beir_paper_ids(papers),
-                subset=subset,
+                beir, n=beir_queries, seed=seed, split=split, paper_ids=beir_paper_ids(papers), subset=subset
             )
         )
     return merge_questions(frames)

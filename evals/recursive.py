@@ -11,10 +11,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from evals.judge import JudgeParseError, ask_with_retries, load_prompt, render
+from evals.judge import ask_with_retries, load_prompt, parse_tag, render
 from lumina_assets.core.schemas import Context
 
-_QUERY_TAG = re.compile(r"<query>(.*?)</query>", re.IGNORECASE | re.DOTALL)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]{2,}")
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been before being below between
@@ -25,17 +24,6 @@ STOPWORDS = frozenset(
     using used use based study studies results result show shows shown found find paper patients associated
     increased decreased compared effect effects data significant significantly among within without via two one""".split()
 )
-
-
-def parse_query(answer: str) -> str:
-    """The refined query inside exactly one `<query>...</query>`; anything else is malformed."""
-    found = [m.strip() for m in _QUERY_TAG.findall(answer or "")]
-    if len(found) != 1:
-        raise JudgeParseError(f"expected exactly one <query>...</query>, found {len(found)}")
-    query = re.sub(r"\s+", " ", found[0])
-    if not query:
-        raise JudgeParseError("empty <query></query>")
-    return query
 
 
 def format_results(contexts: Sequence[Context]) -> str:
@@ -49,28 +37,26 @@ class Refinement:
     query: str | None
     method: str
     failure: str | None = None
-    attempts: int = 1
 
 
 class LLMRefiner:
     """The Recursion Prompt through an LLM client; the refined query is the `<query>` tag's content."""
 
-    def __init__(self, client, *, max_attempts: int = 3, temperature: float | None = 0.0):
+    def __init__(self, client, *, max_attempts: int = 3):
         self.client = client
         self.max_attempts = max_attempts
-        self.temperature = temperature
         self.method = f"llm:{client.label}"
 
     def refine(self, question: str, previous_query: str, contexts: Sequence[Context]) -> Refinement:
-        query, failure, attempts = ask_with_retries(
+        query, failure, _ = ask_with_retries(
             self.client,
             render(load_prompt("recursion"), question=question, result=format_results(contexts)),
-            parse_query,
+            lambda answer: parse_tag(answer, "query"),
             self.max_attempts,
             "wrap the query in <query></query> exactly once",
-            temperature=self.temperature,
+            temperature=0.0,
         )
-        return Refinement(query, self.method, failure=failure, attempts=attempts)
+        return Refinement(query, self.method, failure=failure)
 
 
 class PseudoRelevanceRefiner:
@@ -78,9 +64,8 @@ class PseudoRelevanceRefiner:
 
     method = "offline:pseudo-relevance-feedback"
 
-    def __init__(self, *, terms: int = 5, top_contexts: int = 3):
+    def __init__(self, *, terms: int = 5):
         self.terms = terms
-        self.top_contexts = top_contexts
 
     @staticmethod
     def _words(text: str) -> list[str]:
@@ -93,7 +78,7 @@ class PseudoRelevanceRefiner:
         document_frequency = Counter(w for words in documents for w in set(words))
         seen = set(self._words(previous_query)) | set(self._words(question))
         weights: Counter[str] = Counter()
-        for words in documents[: self.top_contexts]:
+        for words in documents[:3]:  # the top contexts give the terms; every context gives their idf
             counts = Counter(words)
             for word, count in counts.items():
                 if word not in seen:
@@ -259,17 +244,8 @@ def recursive_search(
                     continue
                 fetched.append(fresh)
                 pool, added = merge_contexts(previous.pool, fresh)
-                levels.append(
-                    Level(
-                        depth,
-                        query,
-                        refinement.method,
-                        fuse_levels(fetched, page_size),
-                        added,
-                        fresh=fresh,
-                        pool=pool,
-                    )
-                )
+                ranked = fuse_levels(fetched, page_size)
+                levels.append(Level(depth, query, refinement.method, ranked, added, fresh=fresh, pool=pool))
                 continue
             stopped = refinement.failure or "refinement failed"
         levels.append(

@@ -1,7 +1,6 @@
 """The benchmark's providers, declared once: the partitions, resources, CLI defaults, assets and report read this
 list. A new provider is one entry here plus, for an external one, its client (`evals.provider_clients`), its
-mapping (`evals.providers`) and its resource. Resources are duck-typed, so this module never imports Dagster.
-"""
+mapping (`evals.providers`) and its resource. Resources are duck-typed: this module never imports Dagster."""
 
 from __future__ import annotations
 

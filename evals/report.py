@@ -1,6 +1,5 @@
 """The benchmark report of one run: what the run is, the headline comparison with paired tests per question set,
-every recursion level, and plots. Offline (no LLM judge) the headline uses qrels and natural qrels only.
-"""
+every recursion level, and plots. Offline (no LLM judge) the headline uses qrels and natural qrels only."""
 
 from __future__ import annotations
 
@@ -150,13 +149,9 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
     for row in frame.iter_rows(named=True):
         cells = [
             row["provider"],
-            str(row["page_size"]),
-            str(row["depth"]),
-            str(row["n"]),
+            *(str(row[c]) for c in ("page_size", "depth", "n")),
             f"{row['failed']} ({row['failure_rate']:.0%})",
-            sections.num(row["mean_contexts"]),
-            sections.num(row["sentences/context"]),
-            sections.num(row["tokens/context"]),
+            *(sections.num(row[c]) for c in ("mean_contexts", "sentences/context", "tokens/context")),
         ]
         if not offline:
             cells += [
@@ -168,8 +163,7 @@ def headline_table(scores: pl.DataFrame, question_set: str, *, offline: bool) ->
         cells += [sections.num(row[m]) for m in extra]
         lines.append("| " + " | ".join(cells) + " |")
     if not has_qrels and offline:
-        lines.append("")
-        lines.append("_No qrels for this set: offline, nothing here compares providers._")
+        lines += ["", "_No qrels for this set: offline, nothing here compares providers._"]
     return "\n".join(lines)
 
 
@@ -208,16 +202,14 @@ def depth_table(scores: pl.DataFrame, question_set: str = "all", *, offline: boo
     return "\n".join(lines)
 
 
-def primary_set(scores: pl.DataFrame) -> str:
-    """The question set the plots and level table show: BEIR when the run has it, else the first there is."""
-    present = [s for s in ("beir", "user", "synthetic") if s in set(scores["question_set"].to_list())]
-    return present[0] if present else "all"
+def question_sets(scores: pl.DataFrame) -> list[str]:
+    """The run's question sets in report order; the first is the one the plots and the level table show."""
+    return [s for s in ("beir", "user", "synthetic") if s in set(scores["question_set"].to_list())]
 
 
-def _run_header(
-    run: dict[str, Any], comparisons: pl.DataFrame | None, judge_name: str, judge_offline: bool
-) -> list[str]:
+def _run_header(run: dict[str, Any], comparisons: pl.DataFrame | None) -> list[str]:
     """Title, the quotable headline paragraph, the judge banner and what this run is."""
+    judge_name, judge_offline = run["judge"], run["judge_offline"]
     return [
         f"# Lumina benchmark — run `{run.get('run_id', '?')}`",
         "",
@@ -236,17 +228,14 @@ def _run_header(
     ]
 
 
-def _providers_section(
-    excluded: dict[str, str] | None,
-    provider_stats: dict[str, dict[str, int]] | None,
-    skipped: dict[str, str],
-) -> list[str]:
+def _providers_section(run: dict[str, Any]) -> list[str]:
     """Stored results left out of this run, each provider's request counters, and the providers skipped."""
     parts: list[str] = []
+    excluded, skipped = run.get("excluded"), run.get("skipped")
     if excluded:
         parts += ["**Not in this run** (stored results of other runs, left out):", ""]
         parts += [f"- `{name}`: {reason}" for name, reason in sorted(excluded.items())] + [""]
-    for name, stats in sorted((provider_stats or {}).items()):
+    for name, stats in sorted(run.get("provider_stats", {}).items()):
         parts += [f"**{name} requests:** " + ", ".join(f"{k} = {v}" for k, v in stats.items()), ""]
     if skipped:
         parts += ["**Providers skipped:**", ""] + [
@@ -256,13 +245,14 @@ def _providers_section(
     return parts
 
 
-def _method_notes(refinement: str, prf: bool, run: dict[str, Any]) -> list[str]:
+def _method_notes(run: dict[str, Any]) -> list[str]:
     """How recursion ran, what each measure means, and the context form judged."""
+    refinement = run.get("refinement", "none")
     recursion = (
         "**Recursion offline is pseudo-relevance feedback** (`offline:pseudo-relevance-feedback`: key terms of the "
         "top results appended to the question), not the paper's recursive refinement, which needs an LLM to "
         "rewrite the query; depths above 0 below measure that stand-in."
-        if prf
+        if sections.PRF in refinement
         else f"**Recursion** (`{refinement}`): the Recursion Prompt asks the LLM for a refined query."
     )
     return [
@@ -293,13 +283,13 @@ def _score_sections(
     run: dict[str, Any],
     comparisons: pl.DataFrame | None,
     *,
-    judge_offline: bool,
     focus: str,
     bars: Path | None,
 ) -> list[str]:
     """The scores per question set with their paired tests, the plot, and the judge's agreement per provider."""
+    judge_offline = run["judge_offline"]
     parts = ["## Scores per question set", ""]
-    for name in [s for s in ("beir", "user", "synthetic") if s in set(scores["question_set"].to_list())]:
+    for name in question_sets(scores):
         parts += [f"### {name}", "", headline_table(scores, name, offline=judge_offline), ""]
         parts += sections.length_table(scores, name, run.get("token_budget"))
         if comparisons is not None:
@@ -316,48 +306,36 @@ def write_report(
     scores: pl.DataFrame,
     *,
     out_dir: Path,
-    judge_name: str,
-    judge_offline: bool,
+    run: dict[str, Any],
     agreement: dict[str, Any] | None,
-    skipped: dict[str, str],
-    question_counts: dict[str, int],
-    refinement: str,
-    cost: dict[str, Any] | None = None,
+    cost: dict[str, Any] | None,
     comparisons: pl.DataFrame | None = None,
-    run: dict[str, Any] | None = None,
-    excluded: dict[str, str] | None = None,
-    question_sources: dict[str, str] | None = None,
-    provider_stats: dict[str, dict[str, int]] | None = None,
     plan: dict[str, Any] | None = None,
     actual: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Writes benchmark.md and the PNGs into out_dir; returns the paths and the markdown."""
+    """Writes the report of the run `run` (its manifest) as benchmark.md and PNGs into out_dir; returns the paths
+    and the markdown."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    focus = primary_set(scores)
-    prf = sections.PRF in refinement
+    judge_offline = run["judge_offline"]
+    focus = next(iter(question_sets(scores)), "all")
+    prf = sections.PRF in run.get("refinement", "none")
     suffix = (" — OFFLINE, qrels only" if judge_offline else "") + (
         "; depth > 0 = pseudo-relevance feedback" if prf else ""
     )
     plot_options = {"offline": judge_offline, "title_suffix": suffix, "question_set": focus}
     bars = plot_scores(scores, out_dir / "benchmark_scores.png", **plot_options)
     convergence = plot_convergence(scores, out_dir / "benchmark_convergence.png", **plot_options)
-    run = run or {}
-    parts = _run_header(run, comparisons, judge_name, judge_offline)
-    parts += _providers_section(excluded, provider_stats, skipped)
-    parts += sections.cost_line(cost)
+    parts = _run_header(run, comparisons) + _providers_section(run) + sections.cost_line(cost)
     parts += plan_vs_actual(plan, actual)
-    parts += [
-        f"**Questions:** {', '.join(f'{k}: {v}' for k, v in question_counts.items()) or 'none'}.",
-        "",
-    ]
-    for name, source in (question_sources or {}).items():
-        parts += [f"- **{name}**: {source}"]
-    parts += _method_notes(refinement, prf, run)
+    counts = ", ".join(f"{k}: {v}" for k, v in run.get("question_counts", {}).items())
+    parts += [f"**Questions:** {counts or 'none'}.", ""]
+    parts += [f"- **{name}**: {source}" for name, source in run.get("question_sources", {}).items()]
+    parts += _method_notes(run)
     if not judge_offline:
         parts += [f"**CP definition.** {CP_DEFINITION}", "", agreement_line(agreement), ""]
     parts += sections.disclosure_section(run)
     parts += sections.matching_table(run)
-    parts += _score_sections(scores, run, comparisons, judge_offline=judge_offline, focus=focus, bars=bars)
+    parts += _score_sections(scores, run, comparisons, focus=focus, bars=bars)
     level_title = "pseudo-relevance feedback level" if prf else "recursion level"
     parts += [
         f"## Every {level_title} ({focus} questions)",

@@ -1,12 +1,11 @@
 """The benchmark's steps as plain functions over polars frames (the Dagster assets call these): query providers,
 recurse, judge. A question with no contexts keeps its row; a provider error is stored as `error`, counted as a
-failure and never scored as an empty result.
-"""
+failure and never scored as an empty result."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -34,6 +33,14 @@ CONTEXT_STRUCT = pl.Struct(
     }
 )
 
+# what qrels matching needs of a context (evals.matching), whatever provider returned it
+REF_STRUCT = pl.Struct({"title": pl.String, "doi": pl.String, "url": pl.String, "paper_id": pl.String})
+
+
+def refs(contexts: Sequence[Context]) -> list[dict[str, Any]]:
+    return [{"title": c.title, "doi": c.doi, "url": c.url, "paper_id": c.paper_id} for c in contexts]
+
+
 PROVIDER_RESULT_SCHEMA = {
     "question_id": pl.String,
     "provider": pl.String,
@@ -57,10 +64,7 @@ RECURSIVE_SCHEMA = {
     "error": pl.String,
     "pool_size": pl.Int32,
     "pool_paper_ids": pl.List(pl.String),
-    # what qrels matching needs of each pooled context (evals.matching), whatever provider returned it
-    "pool_refs": pl.List(
-        pl.Struct({"title": pl.String, "doi": pl.String, "url": pl.String, "paper_id": pl.String})
-    ),
+    "pool_refs": pl.List(REF_STRUCT),
 }
 
 JUDGMENT_SCHEMA = {
@@ -102,12 +106,8 @@ class _Bounded:
             return self._provider.search(query, k)
 
 
-def query_provider(
-    provider, questions: pl.DataFrame, k: int, *, on_progress: Callable[[int], None] | None = None
-) -> pl.DataFrame:
+def query_provider(provider, questions: pl.DataFrame, k: int) -> pl.DataFrame:
     """Level 0 for every question at page size k; a failed request is recorded in `error`, not raised."""
-    done = [0]
-    lock = threading.Lock()
 
     def one(question: dict[str, Any]) -> dict[str, Any]:
         error = None
@@ -115,10 +115,6 @@ def query_provider(
             contexts = provider.search(question["text"], k)[:k]
         except Exception as exc:  # one failing question must not lose the others; the reason is kept
             contexts, error = [], f"{type(exc).__name__}: {exc}"[:500]
-        if on_progress:
-            with lock:
-                done[0] += 1
-                on_progress(done[0])
         return {
             "question_id": question["question_id"],
             "provider": provider.name,
@@ -194,10 +190,19 @@ def _recursive_row(question: dict[str, Any], provider: str, page_size: int, leve
         "error": level.error,
         "pool_size": len(level.pool),
         "pool_paper_ids": [c.paper_id for c in level.pool if c.paper_id],
-        "pool_refs": [
-            {"title": c.title, "doi": c.doi, "url": c.url, "paper_id": c.paper_id} for c in level.pool
-        ],
+        "pool_refs": refs(level.pool),
     }
+
+
+def judged_pairs(
+    levels: pl.DataFrame, texts: Mapping[str, str], form: str = CONTEXT_FORM
+) -> Iterator[tuple[dict[str, Any], Context, JudgeInput]]:
+    """(level row, a context as returned, its pair in the judged form) for every context of a question in `texts`."""
+    for row in levels.iter_rows(named=True):
+        question = texts.get(row["question_id"])
+        if question is not None:
+            for context in contexts_from_rows(row["contexts"]):
+                yield row, context, JudgeInput(row["question_id"], question, judged_form(context, form))
 
 
 def judge_inputs(
@@ -206,13 +211,8 @@ def judge_inputs(
     """Unique (question, context) pairs over every level and page size, contexts in the judged form."""
     texts = dict(zip(questions["question_id"].to_list(), questions["text"].to_list(), strict=True))
     unique: dict[str, JudgeInput] = {}
-    for row in recursive.iter_rows(named=True):
-        question = texts.get(row["question_id"])
-        if question is None:
-            continue
-        for context in contexts_from_rows(row["contexts"]):
-            item = JudgeInput(row["question_id"], question, judged_form(context, form))
-            unique.setdefault(item.key, item)
+    for _, _, item in judged_pairs(recursive, texts, form):
+        unique.setdefault(item.key, item)
     return list(unique.values())
 
 

@@ -1,7 +1,6 @@
 """A benchmark run: the one set of (questions, providers, grid, judge, code version) a report's rows come from.
 `benchmark_scores` takes a provider into the run only when its stamps match the run, and every run keeps its
-scores and report under its own id.
-"""
+scores and report under its own id."""
 
 from __future__ import annotations
 
@@ -191,15 +190,16 @@ def latest() -> str | None:
     return path.read_text(encoding="utf-8").strip() if path.exists() else None
 
 
-def compare_runs(
-    a: str, b: str, measures: tuple[str, ...] = ("nDCG@10", "R@p", "P@p (qrels, distinct papers)", "cr", "cp")
-):
-    """Two stored runs side by side: per (question set, provider, p, depth) in both, each measure in a, b and their
-    difference; `same_questions` says whether rows compare question for question."""
+COMPARED = ("nDCG@10", "R@p", "P@p (qrels, distinct papers)", "cr", "cp")
+
+
+def compare_runs(a: str, b: str) -> pl.DataFrame:
+    """Two stored runs side by side: per (question set, provider, p, depth) in both, each of `COMPARED` in a, b and
+    their difference; `same_questions` says whether rows compare question for question."""
     manifest_a, scores_a, _ = read_run(a)
     manifest_b, scores_b, _ = read_run(b)
     keys = ["question_set", "provider", "page_size", "depth"]
-    present = [m for m in measures if m in scores_a.columns and m in scores_b.columns]
+    present = [m for m in COMPARED if m in scores_a.columns and m in scores_b.columns]
     left = scores_a.select(keys + ["n"] + present)
     right = scores_b.select(keys + ["n"] + present)
     joined = left.join(right, on=keys, how="inner", suffix=f" ({b})").rename(

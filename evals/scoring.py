@@ -1,7 +1,6 @@
 """Scores of one benchmark run: per question, then per provider × page size × depth × question set with CIs.
 The measures (judged CR / CP, qrels, human CP, length) are defined in docs/benchmark.md ("Method"); a failed
-provider call keeps only its `error` and is never scored.
-"""
+provider call keeps only its `error` and is never scored."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import polars as pl
 from evals import contexts as context_forms
 from evals import human_labels
 from evals.judge import JudgeInput
-from evals.matching import PaperMatcher, context_key
+from evals.matching import PaperMatcher
 from evals.metrics import ContextVerdict, bootstrap_ci, mean, per_query_ranking, question_cp, question_cr
 from evals.providers import contexts_from_rows
 from lumina_assets.core.schemas import Context
@@ -88,21 +87,10 @@ def token_counts(recursive: pl.DataFrame, form: str = context_forms.EQUAL) -> di
 
 
 def budget_of(counts: Mapping[str, list[int]]) -> int | None:
-    """The smallest, over providers, of the median of `token_counts`; None without contexts."""
+    """The length-matched budget: the smallest, over providers, of the median of `token_counts`; None without
+    contexts."""
     medians = [statistics.median(values) for _, values in sorted(counts.items()) if values]
     return max(1, int(min(medians))) if medians else None
-
-
-def token_budget(recursive: pl.DataFrame, form: str = context_forms.EQUAL) -> int | None:
-    """The length-matched budget: the smallest, over providers, of the median word tokens per context judged at
-    depth 0; None without contexts."""
-    return budget_of(token_counts(recursive, form))
-
-
-def matched_paper(context: Context, matcher: PaperMatcher) -> str:
-    """The collection paper a context is; its own id (or an `unmatched:` key) when it is none of them."""
-    found = matcher.match(context).paper_id
-    return found or context.paper_id or f"unmatched:{context_key(context)}"
 
 
 def _pool_papers(row: dict[str, Any], matcher: PaperMatcher) -> list[str]:
@@ -110,7 +98,7 @@ def _pool_papers(row: dict[str, Any], matcher: PaperMatcher) -> list[str]:
     refs = row.get("pool_refs")
     if refs is None:  # stored before pools kept their titles and DOIs
         refs = [{"paper_id": pid} for pid in row.get("pool_paper_ids") or []]
-    return [matched_paper(context, matcher) for context in contexts_from_rows(refs)]
+    return [matcher.paper_of(context) for context in contexts_from_rows(refs)]
 
 
 def _verdicts(judgments: pl.DataFrame | None) -> dict[str, ContextVerdict]:
@@ -183,7 +171,7 @@ class _RankedRuns:
         self, row: dict[str, Any], question: dict[str, Any], relevant: set[str], contexts, returned
     ) -> dict[str, Any]:
         """Records the question's papers; returns its P@p, R@100 (depth 0, from the deep search) and passage@p."""
-        docs = [matched_paper(c, self.matcher) for c in contexts]
+        docs = [self.matcher.paper_of(c) for c in contexts]
         measures: dict[str, Any] = {"cr_qrels": len(set(docs) & relevant) / row["page_size"]}
         key = (row["provider"], row["page_size"], row["depth"])
         self.runs.setdefault(key, {})[row["question_id"]] = docs
@@ -191,7 +179,7 @@ class _RankedRuns:
         self.qrels[row["question_id"]] = {pid: 1 for pid in relevant}
         ranked_deep = self.deep.get((row["provider"], row["question_id"]))
         if ranked_deep is not None and row["depth"] == 0:
-            found = {matched_paper(c, self.matcher) for c in ranked_deep[:100]}
+            found = {self.matcher.paper_of(c) for c in ranked_deep[:100]}
             measures["recall_100"] = len(found & relevant) / len(relevant)
         if question.get("source_passage_id"):
             ids = {pid for c in returned for pid in c.passage_ids}
@@ -209,9 +197,7 @@ class _RankedRuns:
             pooled = per_query_ranking(subset, self.pools.get(key, {}), measures=("R@1000",))
             for qid, values in ranked.items():
                 out[(*key, qid)] = {
-                    "ndcg10": values["nDCG@10"]
-                    if page >= 10
-                    else None,  # a page of 5 is scored by nDCG@5 alone
+                    "ndcg10": values["nDCG@10"] if page >= 10 else None,  # a page of 5: nDCG@5 alone
                     "ndcg_p": values[f"nDCG@{page}"],
                     "ap_p": values[f"AP@{page}"],
                     "recall_p": values["R@1000"],
@@ -326,23 +312,14 @@ SCORE_SCHEMA = {
 
 def _judged_cells(scored: list[dict[str, Any]], resamples: int) -> dict[str, Any]:
     """CR and CP with CIs, and how many verdicts failed or are missing."""
-    cr = bootstrap_ci([r["cr"] for r in scored if r["cr"] is not None], resamples=resamples)
-    cp = bootstrap_ci([r["cp"] for r in scored if r["cp"] is not None], resamples=resamples)
-    return {
-        "cr": cr.mean,
-        "cr_low": cr.low,
-        "cr_high": cr.high,
-        "cp": cp.mean,
-        "cp_low": cp.low,
-        "cp_high": cp.high,
-        "n_scored_cr": cr.n,
-        "n_scored_cp": cp.n,
-        "cr_failures": sum(r["cr_failures"] or 0 for r in scored),
-        "cp_failures": sum(r["cp_failures"] or 0 for r in scored),
-        "unjudged_contexts": sum(r["unjudged"] or 0 for r in scored),
-        "cr_failed_questions": sum(1 for r in scored if r["cr_failures"]),
-        "cp_failed_questions": sum(1 for r in scored if r["cp_failures"]),
-    }
+    cells: dict[str, Any] = {"unjudged_contexts": sum(r["unjudged"] or 0 for r in scored)}
+    for name in ("cr", "cp"):
+        estimate = bootstrap_ci([r[name] for r in scored if r[name] is not None], resamples=resamples)
+        cells[name], cells[f"{name}_low"], cells[f"{name}_high"] = estimate.mean, estimate.low, estimate.high
+        cells[f"n_scored_{name}"] = estimate.n
+        cells[f"{name}_failures"] = sum(r[f"{name}_failures"] or 0 for r in scored)
+        cells[f"{name}_failed_questions"] = sum(1 for r in scored if r[f"{name}_failures"])
+    return cells
 
 
 def _length_cells(scored: list[dict[str, Any]]) -> dict[str, Any]:

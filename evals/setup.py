@@ -1,6 +1,5 @@
 """What a benchmark step needs before it can run: the corpus tables, the judge and its agreement with qrels.
-Resources are duck-typed, so this module never imports Dagster; a step that cannot run raises `SetupError`.
-"""
+Resources are duck-typed, so this module never imports Dagster; a step that cannot run raises `SetupError`."""
 
 from __future__ import annotations
 
@@ -27,9 +26,6 @@ def load_passages() -> pl.DataFrame | None:
 
 def load_papers() -> pl.DataFrame | None:
     return tables.read(tables.PAPERS)
-
-
-# ---------------------------------------------------------------- judge
 
 
 def calibration_dir(config_value: str) -> Path:
@@ -89,12 +85,8 @@ def judge_agreement(
     result["set"] = f"{folder.name} train qrels"
     result["offline"] = judge.is_offline
     if judge.is_offline:
-        result["thresholds"] = {
-            "relevance": judge.thresholds.relevance,
-            "precision": judge.thresholds.precision,
-            "calibrated_on": judge.thresholds.calibrated_on,
-            "calibration_kappa": judge.thresholds.calibration_kappa,
-        }
+        shown = ("relevance", "precision", "calibrated_on", "calibration_kappa")
+        result["thresholds"] = {name: getattr(judge.thresholds, name) for name in shown}
     return result
 
 

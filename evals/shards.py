@@ -13,15 +13,12 @@ from typing import Any
 import polars as pl
 from filelock import FileLock
 
+from evals.ledger import write_text
 from lumina_assets.core import settings
 from lumina_assets.core.ids import short_hash
 from lumina_assets.core.tables import atomic_replace
 
 ROW_GROUP = 500  # rows per row group of a combined table
-
-
-def _write_text(path: Path, text: str) -> None:
-    atomic_replace(path, lambda temp: temp.write_text(text, encoding="utf-8"))
 
 
 def _root() -> Path:
@@ -46,7 +43,7 @@ def assign(question_ids: Sequence[str], size: int) -> list[str]:
         shards.append(new[start : start + size])
     if new:
         with FileLock(str(_root() / "shards.json.lock")):
-            _write_text(_root() / "shards.json", json.dumps(shards))
+            write_text(_root() / "shards.json", json.dumps(shards))
     return current(question_ids, shards)
 
 
@@ -97,7 +94,7 @@ def run(
         return True
     frame = compute(part)
     atomic_replace(target, frame.write_parquet)
-    _write_text(target.with_suffix(".json"), json.dumps({**stamp, "data": frame_fingerprint(frame)}))
+    write_text(target.with_suffix(".json"), json.dumps({**stamp, "data": frame_fingerprint(frame)}))
     return False
 
 

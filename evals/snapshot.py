@@ -1,6 +1,5 @@
 """One benchmark run as one self-contained archive (`write_snapshot`), and its offline replay (`replay`: no LLM,
-no HTTP), which scores the run again and says whether the score tables equal the archived ones.
-"""
+no HTTP), which scores the run again and says whether the score tables equal the archived ones."""
 
 from __future__ import annotations
 

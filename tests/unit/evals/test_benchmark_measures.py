@@ -181,7 +181,7 @@ def test_human_cp_from_rationale_pairs(scifact, shared_data):
         max_depth=0,
         refiner=NoRefiner(),
     )
-    budget = scoring.token_budget(frame)
+    budget = scoring.budget_of(scoring.token_counts(frame))
     row = scoring.question_scores(frame, None, questions, rationales=rationales, budget=budget).row(
         0, named=True
     )

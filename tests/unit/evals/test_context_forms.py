@@ -140,7 +140,8 @@ def test_a_run_can_judge_and_score_the_whitepaper_form(monkeypatch):
     equal = scoring.question_scores(recursive, None, questions).row(0, named=True)
     paper = scoring.question_scores(recursive, None, questions, form=contexts.WHITEPAPER).row(0, named=True)
     assert equal["tokens_per_context"] <= 20 < paper["tokens_per_context"] == paper["tokens_returned"]
-    assert scoring.token_budget(recursive, contexts.WHITEPAPER) > scoring.token_budget(recursive)
+    whitepaper = scoring.token_counts(recursive, contexts.WHITEPAPER)
+    assert scoring.budget_of(whitepaper) > scoring.budget_of(scoring.token_counts(recursive))
 
 
 def test_a_failed_verdict_is_counted_beside_the_judged_figure():

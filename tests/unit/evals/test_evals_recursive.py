@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from evals.judge import JudgeParseError
+from evals.judge import JudgeParseError, parse_tag
 from evals.recursive import (
     LLMRefiner,
     PseudoRelevanceRefiner,
     fuse_levels,
     merge_contexts,
-    parse_query,
     recursive_search,
 )
 from lumina_assets.core.schemas import Context
@@ -51,10 +50,10 @@ def ctx(title: str, *chunks: str) -> Context:
 
 
 def test_parse_query_is_strict():
-    assert parse_query("Refined: <query>vitamin D  hip\nfracture</query>") == "vitamin D hip fracture"
+    assert parse_tag("Refined: <query>vitamin D  hip\nfracture</query>", "query") == "vitamin D hip fracture"
     for bad in ("vitamin D", "<query></query>", "<query>a</query> <query>b</query>", "<query>unclosed"):
         with pytest.raises(JudgeParseError):
-            parse_query(bad)
+            parse_tag(bad, "query")
 
 
 def test_merge_dedupes_by_passage_text():
