@@ -47,7 +47,7 @@ def test_scorer_highlights_the_answering_sentence_first():
 
 
 def test_the_sentence_that_names_the_model_is_not_its_answer():
-    """"We call our model ZORBA ..." shares the query's name but only defines it: a setup cue, so the sentence
+    """ "We call our model ZORBA ..." shares the query's name but only defines it: a setup cue, so the sentence
     saying how ZORBA uses links is the evidence (the README question's case, SPECTER's § 2.1)."""
     text = (
         "Venues and authors are left out. "
