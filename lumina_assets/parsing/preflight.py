@@ -118,3 +118,17 @@ def open_pdf(
         doc.close()
         raise
     return doc
+
+
+@dataclass(kw_only=True, eq=False)
+class FileLimits:
+    """The file limits every parser takes, and its checked open."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_pages: int = DEFAULT_MAX_PAGES
+    max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES
+
+    def open_checked(self, path: Path | str):
+        """`check_file`, then `open_pdf` under these limits: the open document."""
+        check_file(path, max_bytes=self.max_bytes)
+        return open_pdf(path, max_pages=self.max_pages, max_stream_bytes=self.max_stream_bytes)
