@@ -12,7 +12,6 @@ from lumina_assets.core.http import HttpClient
 from lumina_assets.core.ids import normalize_arxiv_class, normalize_arxiv_id, normalize_doi, paper_id_for
 from lumina_assets.core.schemas import Paper
 
-MIN_INTERVAL_SECONDS = 3.0
 NS = {
     "atom": "http://www.w3.org/2005/Atom",
     "arxiv": "http://arxiv.org/schemas/atom",
@@ -28,7 +27,6 @@ class ArxivError(RuntimeError):
 class ArxivPage:
     papers: list[Paper]
     total_results: int
-    start_index: int
     errors: list[str]
 
 
@@ -89,10 +87,7 @@ def parse_feed(xml_text: str, *, what: str = "arXiv query") -> ArxivPage:
         except ArxivError as exc:
             errors.append(str(exc))
     total = _text(root.find("opensearch:totalResults", NS))
-    start = _text(root.find("opensearch:startIndex", NS))
-    return ArxivPage(
-        papers, int(total) if total.isdigit() else len(papers), int(start) if start.isdigit() else 0, errors
-    )
+    return ArxivPage(papers, int(total) if total.isdigit() else len(papers), errors)
 
 
 class ArxivClient:
@@ -151,4 +146,4 @@ class ArxivClient:
             page = self.query(id_list=chunk, max_results=len(chunk))
             papers += page.papers
             errors += page.errors
-        return ArxivPage(papers, len(papers), 0, errors)
+        return ArxivPage(papers, len(papers), errors)
