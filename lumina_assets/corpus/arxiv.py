@@ -137,12 +137,12 @@ class ArxivClient:
                 return
             start += len(page.papers)
 
-    def by_ids(self, arxiv_ids: list[str], *, page_size: int = 50) -> ArxivPage:
-        """Papers for a list of ids (batched), errors collected rather than raised."""
+    def by_ids(self, arxiv_ids: list[str]) -> ArxivPage:
+        """Papers for a list of ids (50 a request), errors collected rather than raised."""
         papers, errors = [], []
         ids = [i for i in (normalize_arxiv_id(x) for x in arxiv_ids) if i]
-        for offset in range(0, len(ids), page_size):
-            chunk = ids[offset : offset + page_size]
+        for offset in range(0, len(ids), 50):
+            chunk = ids[offset : offset + 50]
             page = self.query(id_list=chunk, max_results=len(chunk))
             papers += page.papers
             errors += page.errors

@@ -66,10 +66,10 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def load_beir_papers(path: Path, *, corpus_name: str | None = None) -> LoadReport:
+def load_beir_papers(path: Path) -> LoadReport:
     """One Paper per corpus.jsonl record (read by `collections.iter_corpus_records`); a bad line is rejected
     with its reason, never kept with a made-up id or title."""
-    name = corpus_name or path_text(path.name)  # a folder name that is not UTF-8 still makes valid ids
+    name = path_text(path.name)  # a folder name that is not UTF-8 still makes valid ids
     report = LoadReport(kind="beir")
     for number, record, problem in iter_corpus_records(path, report.repairs):
         if problem:
@@ -95,10 +95,10 @@ def load_beir_papers(path: Path, *, corpus_name: str | None = None) -> LoadRepor
 PAGE_CONTENT_BUDGET = 1024 * 1024
 
 
-def page_content_bytes(document, page, budget: int = PAGE_CONTENT_BUDGET) -> int:
+def page_content_bytes(document, page) -> int:
     """Decoded bytes of a page's content streams and the form XObjects it draws, counted up to just past
-    `budget`: a Flate stream is inflated a megabyte at a time and never held whole."""
-    total = 0
+    PAGE_CONTENT_BUDGET: a Flate stream is inflated a megabyte at a time and never held whole."""
+    budget, total = PAGE_CONTENT_BUDGET, 0
     for xref in [*page.get_contents(), *(xobject[0] for xobject in page.get_xobjects())]:
         if document.xref_get_key(xref, "Filter")[1] == "/FlateDecode":
             total += inflated_size(document.xref_stream_raw(xref), budget - total)

@@ -94,10 +94,6 @@ def split_unescaped(text: str, separator: str) -> list[str]:
     return re.split(rf"(?<!\\){re.escape(separator)}", text)
 
 
-def unescape(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text)
-
-
 def bibtex_files(value: str, base: Path) -> list[Path]:
     """The paths in a Zotero / JabRef `file` field (`description:path:mime type;...`) or Better BibTeX's bare
     `path;path`."""
@@ -110,14 +106,13 @@ def bibtex_files(value: str, base: Path) -> list[Path]:
             raw = ":".join(parts[1:-1])  # an unescaped drive letter ("C:\\x.pdf") stays in the path
         else:
             raw = entry.strip()
-        found.append(resolve_file(unescape(raw), base))
+        found.append(resolve_file(re.sub(r"\\(.)", r"\1", raw), base))  # "\;" -> ";"
     return found
 
 
 @functools.cache
 def _latex_decoder():
-    """One pylatexenc decoder and one macro table for every field: `latex_to_text` builds the default table anew
-    for each call, which with the decoder built per field took most of the time of a large export."""
+    """One pylatexenc decoder and macro table for every field (`latex_to_text` builds the table anew per call)."""
     from pylatexenc import latexwalker
     from pylatexenc.latex2text import LatexNodes2Text  # bibtexparser's own LaTeX decoder
 
