@@ -13,18 +13,14 @@ from typing import Any
 
 from lumina_assets.core import settings
 from lumina_assets.core.http import HttpClient, HttpError
+from lumina_assets.parsing.base import ParseFailure
 
 DEFAULT_MAX_PDF_BYTES = 100 * 1024 * 1024
 PDF_MAGIC = b"%PDF-"
 
 
-class PdfFetchError(Exception):
+class PdfFetchError(ParseFailure):
     """A PDF that could not be obtained; `reason` is a short code recorded in the pdf_files table."""
-
-    def __init__(self, reason: str, detail: str = ""):
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True)
