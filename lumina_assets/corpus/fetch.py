@@ -56,8 +56,7 @@ class KnownCollection:
 
 BEIR_DATASETS = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
 
-# URLs and md5 sums as BEIR's README publishes them (github.com/beir-cellar/beir); scifact's SHA-256 is the digest
-# several public projects pin for the same archive.
+# URLs and md5 sums as BEIR's README publishes them; scifact's SHA-256 as several public projects pin it.
 KNOWN_COLLECTIONS: dict[str, KnownCollection] = {
     collection.name: collection
     for collection in (

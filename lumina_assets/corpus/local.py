@@ -89,9 +89,8 @@ def load_beir_papers(path: Path) -> LoadReport:
     return report
 
 
-# What one page may hold for a metadata read (its content streams and the forms it draws, decoded); metadata
-# interprets page one several times, so a first page past this is not read ("page_text:skipped": title and authors
-# from the Info dictionary and the file name), and other pages past it are left out of the running-header scan.
+# Decoded content one page may hold for a metadata read, which interprets page one several times: a first page past
+# it is not read ("page_text:skipped"), other pages past it are left out of the running-header scan.
 PAGE_CONTENT_BUDGET = 1024 * 1024
 
 

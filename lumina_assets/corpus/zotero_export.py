@@ -86,9 +86,6 @@ def resolve_file(raw: str, base: Path) -> Path:
     return path if path.is_absolute() else base / path
 
 
-# ---------------------------------------------------------------- BibTeX
-
-
 def split_unescaped(text: str, separator: str) -> list[str]:
     """Split on `separator` where no backslash escapes it; the parts keep their escapes."""
     return re.split(rf"(?<!\\){re.escape(separator)}", text)
@@ -199,9 +196,6 @@ def _bibtex_item(entry, base: Path) -> LibraryItem:
     )
 
 
-# ---------------------------------------------------------------- RIS
-
-
 def read_ris(path: Path) -> ExportRead:
     import rispy
 
@@ -251,9 +245,6 @@ def _ris_item(number: int, record: dict, base: Path) -> LibraryItem:
         tags=unique(record.get("keywords") or []),
         files=pdfs_first(files),
     )
-
-
-# ---------------------------------------------------------------- CSL-JSON
 
 
 def _csl_name(name: dict) -> str:

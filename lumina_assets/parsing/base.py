@@ -41,8 +41,6 @@ def parser_tag(parser: PdfParser) -> str:
     return f"{parser.name}@{parser.version}"
 
 
-# ---------------------------------------------------------------- helpers shared by the parsers
-
 _HYPHENS = "-\u00ad\u2010"
 _LEADING_WORD = re.compile(r"[\w-]*")  # the first word of a line, with any hyphens inside it
 

@@ -52,8 +52,6 @@ class PyMuPdfParser(FileLimits):
         finally:
             doc.close()
 
-    # ------------------------------------------------------------ document
-
     def _parse_document(self, doc, paper_id: str) -> ParsedPaper:
         pages = [extract_page(page, index + 1) for index, page in enumerate(doc)]
         chars = sum(len(line.text) for page in pages for block in page.blocks for line in block.lines)
@@ -156,8 +154,6 @@ class PyMuPdfParser(FileLimits):
             for block in extracted.blocks:
                 if not block.consumed and rect.contains(pymupdf.Rect(block.x0, block.y0, block.x1, block.y1)):
                     block.consumed = True
-
-    # ------------------------------------------------------------ sections
 
     def _structure(
         self, pages: list[Page], layout: Layout, title: str, elements: dict[int, Element], paper_id: str
