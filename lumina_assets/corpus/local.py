@@ -108,10 +108,6 @@ def page_content_bytes(document, page) -> int:
     return total
 
 
-def _first_page_text(document) -> str:
-    return document[0].get_text("text") if document.page_count else ""
-
-
 def _title_from_first_page(document) -> str:
     """The largest-font line in the top half of page one: what a reader sees as the title."""
     if not document.page_count:
@@ -216,7 +212,7 @@ def pdf_metadata(
         read_pages = not sizes or sizes[0] <= PAGE_CONTENT_BUDGET  # no page: nothing to skip
         if read_pages and max(sizes, default=0) > PAGE_CONTENT_BUDGET:
             document.select([n for n, size in enumerate(sizes) if size <= PAGE_CONTENT_BUDGET])
-        first_page = clean_text(_first_page_text(document)) if read_pages else ""
+        first_page = clean_text(document[0].get_text("text")) if read_pages and document.page_count else ""
         title_meta = (meta.get("title") or "").strip()
         title = (
             title_meta if len(title_meta) > 8 and not title_meta.lower().endswith((".pdf", ".dvi")) else ""
