@@ -12,6 +12,7 @@ from lumina_assets.core.http import HttpClient
 from lumina_assets.core.ids import normalize_arxiv_class, normalize_arxiv_id, normalize_doi, paper_id_for
 from lumina_assets.core.schemas import Paper
 
+MIN_INTERVAL_SECONDS = 3.0  # arXiv asks for one request every 3 seconds
 NS = {
     "atom": "http://www.w3.org/2005/Atom",
     "arxiv": "http://arxiv.org/schemas/atom",
