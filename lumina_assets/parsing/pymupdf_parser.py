@@ -35,8 +35,6 @@ MIN_CHARS_PER_PAGE = 100  # less text than this is a scan without a text layer
 
 @dataclass(kw_only=True, eq=False)
 class PyMuPdfParser(FileLimits):
-    """Layout-aware PyMuPDF parser."""
-
     name: ClassVar[str] = "pymupdf"
     version: ClassVar[str] = "1.3"  # part of the parser tag: a new version re-parses every paper
     tables: Literal["fast", "finder"] = "fast"
