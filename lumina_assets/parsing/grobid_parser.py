@@ -26,9 +26,6 @@ class GrobidParser(FileLimits):
     version: ClassVar[str] = "1.1"
     grobid_url: str | None = None
     timeout: int = 180
-    consolidate_header: bool = False
-    consolidate_citations: bool = False
-    tei_coordinates: bool = True
     _client: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -57,11 +54,11 @@ class GrobidParser(FileLimits):
             service,
             str(path),
             generate_ids=False,
-            consolidate_header=self.consolidate_header,
-            consolidate_citations=self.consolidate_citations and full_text,
+            consolidate_header=False,  # no CrossRef lookups: the PDF's own header and bibliography
+            consolidate_citations=False,
             include_raw_citations=full_text,
             include_raw_affiliations=False,
-            tei_coordinates=self.tei_coordinates and full_text,
+            tei_coordinates=full_text,
             segment_sentences=False,
         )
 
