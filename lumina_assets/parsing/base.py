@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from lumina_assets.core.schemas import ParsedPaper, Section
 
@@ -28,7 +28,6 @@ class ParserUnavailable(ParseFailure):
         super().__init__("parser_unavailable", detail)
 
 
-@runtime_checkable
 class PdfParser(Protocol):
     name: str
     version: str
