@@ -9,6 +9,12 @@ import time
 from pathlib import Path
 
 from lumina_assets.cli.parse import make_parser
+from lumina_assets.parsing.parsers import get_parser
+
+
+def _parser(name: str, tables: str, grobid_url: str | None):
+    """A parser to time; PyMuPDF's table modes are built directly (the combined parser uses the finder)."""
+    return get_parser("pymupdf", tables=tables) if name == "pymupdf" else make_parser(name, grobid_url)
 
 
 def _raw_pages_per_second(files: list[Path], repeat: int) -> tuple[float, int]:
@@ -67,7 +73,6 @@ def bench_parse_command(args) -> int:
     repeat = max(1, args.repeat)
     variants = [
         ("pymupdf (tables=fast, default)", "pymupdf", "fast"),
-        ("pymupdf (tables=off)", "pymupdf", "off"),
         ("pymupdf (tables=finder)", "pymupdf", "finder"),
         ("grobid", "grobid", "fast"),
         ("unstructured", "unstructured", "fast"),
@@ -78,7 +83,7 @@ def bench_parse_command(args) -> int:
     # The in-process PyMuPDF variants are timed interleaved with raw extraction, run after run, so both
     # see the same machine load; the slow ones (table finder, a server, unstructured) run once.
     repeated = [
-        (label, make_parser(name, tables, None))
+        (label, _parser(name, tables, None))
         for label, name, tables in variants
         if name == "pymupdf" and tables != "finder"
     ]
@@ -103,7 +108,7 @@ def bench_parse_command(args) -> int:
         if label in best:
             rate, failed = best[label], failures[label]
         else:
-            parser = make_parser(name, tables, args.grobid_url)
+            parser = _parser(name, tables, args.grobid_url)
             clock = time.perf_counter if name == "grobid" else time.process_time
             try:
                 rate, _, failed = _parser_pages_per_second(parser, files, 1, clock)
@@ -123,7 +128,7 @@ def bench_parse_command(args) -> int:
     print()
     print(f"Structure vs GROBID TEI ({tei_dir}), PyMuPDF parser (default settings):")
     print(f"  {'paper':42} {'titles found':>13} {'share':>7} {'refs found / TEI':>17}")
-    parser = parsers.get("pymupdf (tables=fast, default)") or make_parser("pymupdf", "fast", None)
+    parser = parsers.get("pymupdf (tables=fast, default)") or get_parser("pymupdf")
     found = total = refs_found = refs_total = 0
     for pdf, tei in paired:
         reference = parse_tei(tei.read_bytes(), pdf.stem)

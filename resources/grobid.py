@@ -13,18 +13,9 @@ class GrobidResource(dg.ConfigurableResource):
         default=None, description="GROBID base URL; empty means $GROBID_URL or localhost:8070"
     )
     timeout_s: int = 180
-    consolidate_header: bool = False
-    consolidate_citations: bool = False
-    tei_coordinates: bool = True
 
     def options(self) -> dict:
-        return {
-            "grobid_url": grobid_url_from_env(self.url),
-            "timeout": self.timeout_s,
-            "consolidate_header": self.consolidate_header,
-            "consolidate_citations": self.consolidate_citations,
-            "tei_coordinates": self.tei_coordinates,
-        }
+        return {"grobid_url": grobid_url_from_env(self.url), "timeout": self.timeout_s}
 
     def parser(self, **limits) -> GrobidParser:
         return GrobidParser(**self.options(), **limits)

@@ -18,8 +18,6 @@ MB = 1024 * 1024
 
 class ParsingConfig(dg.ConfigurableResource):
     parser: str = Field(default="pymupdf", description="pymupdf | grobid | unstructured | combined")
-    pymupdf_tables: str = Field(default="fast", description="fast (rows from text) | finder (PyMuPDF) | off")
-    combined_table_parsers: list[str] = Field(default_factory=lambda: ["unstructured", "pymupdf"])
     max_pdf_mb: float = Field(
         default=100.0,
         description="larger files (local or downloaded) are recorded as too_large, never opened",
@@ -77,13 +75,10 @@ class ParsingConfig(dg.ConfigurableResource):
         }
         grobid = {**(grobid_options or {}), **limits}
         options = {
-            "pymupdf": {"tables": self.pymupdf_tables, **limits},
+            "pymupdf": limits,
             "grobid": grobid,
             "unstructured": limits,
-            "combined": {
-                "table_parsers": tuple(self.combined_table_parsers),
-                "parser_options": {"grobid": grobid, "pymupdf": limits, "unstructured": limits},
-            },
+            "combined": {"parser_options": {"grobid": grobid, "pymupdf": limits, "unstructured": limits}},
         }
         if self.parser not in options:
             raise ValueError(f"unknown parser {self.parser!r}")

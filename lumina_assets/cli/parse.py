@@ -10,11 +10,9 @@ from lumina_assets.core.sandbox import DEFAULT_MEMORY_MB, DEFAULT_WALL_SECONDS
 PARSER_CHOICES = ("pymupdf", "grobid", "unstructured", "combined")
 
 
-def make_parser(name: str, tables: str, grobid_url: str | None):
+def make_parser(name: str, grobid_url: str | None):
     from lumina_assets.parsing.parsers import get_parser
 
-    if name == "pymupdf":
-        return get_parser("pymupdf", tables=tables)
     if name == "grobid":
         return get_parser("grobid", grobid_url=grobid_url)
     if name == "combined":
@@ -29,7 +27,7 @@ def parse_command(args) -> int:
     from lumina_assets.parsing.batch import limited_parse, timed_parse
 
     path = Path(args.pdf).resolve()
-    parser = make_parser(args.parser, args.tables, args.grobid_url)
+    parser = make_parser(args.parser, args.grobid_url)
     if args.max_stream_mb is not None and hasattr(parser, "max_stream_bytes"):
         parser.max_stream_bytes = int(args.max_stream_mb * 1024 * 1024)
     paper_id = args.paper_id or path.stem
@@ -67,9 +65,6 @@ def add_commands(commands, bench_commands) -> None:
     parse = commands.add_parser("parse", help="parse one PDF and print its sections, references and elements")
     parse.add_argument("pdf", help="path of a PDF file")
     parse.add_argument("--parser", choices=PARSER_CHOICES, default="pymupdf")
-    parse.add_argument(
-        "--tables", choices=("fast", "finder", "off"), default="fast", help="PyMuPDF table mode"
-    )
     parse.add_argument(
         "--grobid-url", default=None, help="GROBID server (default $GROBID_URL or localhost:8070)"
     )

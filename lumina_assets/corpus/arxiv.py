@@ -12,7 +12,7 @@ from lumina_assets.core.http import HttpClient
 from lumina_assets.core.ids import normalize_arxiv_class, normalize_arxiv_id, normalize_doi, paper_id_for
 from lumina_assets.core.schemas import Paper
 
-MIN_INTERVAL_SECONDS = 3.0
+MIN_INTERVAL_SECONDS = 3.0  # arXiv asks for one request every 3 seconds
 NS = {
     "atom": "http://www.w3.org/2005/Atom",
     "arxiv": "http://arxiv.org/schemas/atom",
@@ -28,7 +28,6 @@ class ArxivError(RuntimeError):
 class ArxivPage:
     papers: list[Paper]
     total_results: int
-    start_index: int
     errors: list[str]
 
 
@@ -89,10 +88,7 @@ def parse_feed(xml_text: str, *, what: str = "arXiv query") -> ArxivPage:
         except ArxivError as exc:
             errors.append(str(exc))
     total = _text(root.find("opensearch:totalResults", NS))
-    start = _text(root.find("opensearch:startIndex", NS))
-    return ArxivPage(
-        papers, int(total) if total.isdigit() else len(papers), int(start) if start.isdigit() else 0, errors
-    )
+    return ArxivPage(papers, int(total) if total.isdigit() else len(papers), errors)
 
 
 class ArxivClient:
@@ -142,13 +138,13 @@ class ArxivClient:
                 return
             start += len(page.papers)
 
-    def by_ids(self, arxiv_ids: list[str], *, page_size: int = 50) -> ArxivPage:
-        """Papers for a list of ids (batched), errors collected rather than raised."""
+    def by_ids(self, arxiv_ids: list[str]) -> ArxivPage:
+        """Papers for a list of ids (50 a request), errors collected rather than raised."""
         papers, errors = [], []
         ids = [i for i in (normalize_arxiv_id(x) for x in arxiv_ids) if i]
-        for offset in range(0, len(ids), page_size):
-            chunk = ids[offset : offset + page_size]
+        for offset in range(0, len(ids), 50):
+            chunk = ids[offset : offset + 50]
             page = self.query(id_list=chunk, max_results=len(chunk))
             papers += page.papers
             errors += page.errors
-        return ArxivPage(papers, len(papers), 0, errors)
+        return ArxivPage(papers, len(papers), errors)

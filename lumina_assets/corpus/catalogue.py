@@ -65,9 +65,6 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-# ---------------------------------------------------------------- records
-
-
 @dataclass
 class Record:
     origin: str
@@ -118,9 +115,6 @@ def origin_counts(records: list[Record]) -> dict[str, int]:
     return dict(sorted(Counter(record.origin for record in records).items()))
 
 
-# ---------------------------------------------------------------- removals
-
-
 def read_removed() -> pl.DataFrame:
     frame = tables.read(tables.REMOVED_PAPERS)
     return frame if frame is not None else pl.from_arrow(REMOVED_SCHEMA.empty_table())
@@ -152,9 +146,6 @@ def restore(paper_ids: list[str] | None = None, *, origin: str | None = None) ->
     kept = frame.filter(~pl.col("paper_id").is_in(lifted))
     tables.write(tables.REMOVED_PAPERS, kept.to_arrow().cast(REMOVED_SCHEMA))
     return lifted
-
-
-# ---------------------------------------------------------------- building the catalogue
 
 
 @dataclass

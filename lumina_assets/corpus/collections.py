@@ -49,9 +49,6 @@ def load_collection(directory: str | Path, split: str = "test") -> Collection:
     raise CollectionError(f"{root} has neither corpus.jsonl (BEIR) nor a *.ALL file (SMART)")
 
 
-# ---------------------------------------------------------------- BEIR
-
-
 def is_beir_corpus(path: Path | None) -> bool:
     """A BEIR corpus: a folder with corpus.jsonl."""
     return path is not None and Path(path).is_dir() and (Path(path) / "corpus.jsonl").is_file()
@@ -327,9 +324,6 @@ def load_smart(root: Path) -> Collection:
             qrels.setdefault(parts[0], {})[parts[1]] = 1
     queries = {qid: text for qid, text in queries.items() if qid in qrels and text}
     return Collection(stem.lower(), corpus, queries, qrels, [all_file])
-
-
-# ---------------------------------------------------------------- as Lumina tables
 
 
 def paper_id_for_doc(collection_name: str, doc_id: str) -> str:

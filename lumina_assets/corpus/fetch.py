@@ -56,8 +56,7 @@ class KnownCollection:
 
 BEIR_DATASETS = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
 
-# URLs and md5 sums as BEIR's README publishes them (github.com/beir-cellar/beir); scifact's SHA-256 is the digest
-# several public projects pin for the same archive.
+# URLs and md5 sums as BEIR's README publishes them; scifact's SHA-256 as several public projects pin it.
 KNOWN_COLLECTIONS: dict[str, KnownCollection] = {
     collection.name: collection
     for collection in (
@@ -216,35 +215,23 @@ def collection_root(unpacked: Path) -> Path:
     raise FetchError("the archive is not a BEIR collection: no corpus.jsonl at its top or in its top folder")
 
 
-def download(collection: KnownCollection, client: HttpClient) -> bytes:
+def download(collection: KnownCollection) -> bytes:
     try:
-        return client.get(collection.url, use_cache=False).content
+        with HttpClient(
+            timeout=60.0, deadline=DOWNLOAD_DEADLINE_SECONDS, max_bytes=MAX_DOWNLOAD_BYTES, max_retries=2
+        ) as client:
+            return client.get(collection.url, use_cache=False).content
     except HttpError as exc:
         raise FetchError(f"{collection.name}: download failed: {exc}") from None  # HttpError redacts its URL
 
 
-def fetch_collection(
-    collection: KnownCollection,
-    dest: Path,
-    *,
-    client: HttpClient | None = None,
-    replace: bool = False,
-    max_unpacked_bytes: int = MAX_UNPACKED_BYTES,
-) -> Path:
+def fetch_collection(collection: KnownCollection, dest: Path, *, replace: bool = False) -> Path:
     """Download, verify and unpack `collection` into `dest/<name>`, returned. An existing folder is kept (and
     returned) unless `replace`; on any failure nothing is left in `dest` that was not there before."""
     final = Path(dest) / collection.name
     if final.exists() and not replace:
         return final
-    own_client = client is None
-    client = client or HttpClient(
-        timeout=60.0, deadline=DOWNLOAD_DEADLINE_SECONDS, max_bytes=MAX_DOWNLOAD_BYTES, max_retries=2
-    )
-    try:
-        data = download(collection, client)
-    finally:
-        if own_client:
-            client.close()
+    data = download(collection)
     check_archive(data, collection)
     made_dest = not Path(dest).exists()
     try:
@@ -256,7 +243,7 @@ def fetch_collection(
     try:
         unpacked = staging / "unpacked"
         unpacked.mkdir()
-        unpack_archive(data, unpacked, max_bytes=max_unpacked_bytes)
+        unpack_archive(data, unpacked)
         root = collection_root(unpacked)
         if final.exists():
             os.replace(final, previous)

@@ -5,6 +5,7 @@ the PDF gives the full text, its hash and what the library left empty (docs/libr
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from lumina_assets.core.hygiene import cap_metadata, clean_text, display_name, path_text
@@ -18,19 +19,8 @@ from lumina_assets.corpus.zotero_sqlite import is_data_folder, read_data_folder
 from lumina_assets.parsing.preflight import PdfLimits
 
 SOURCE = "zotero"
-LIBRARY_FIELDS = (
-    "title",
-    "authors",
-    "year",
-    "venue",
-    "doi",
-    "arxiv_id",
-    "abstract",
-    "pages",
-    "arxiv_primary_class",
-    "tags",
-    "collections",
-)
+# what a library item states about its paper (labelled `<field>:zotero` in `metadata_sources`)
+LIBRARY_FIELDS = [f.name for f in dataclasses.fields(LibraryItem) if f.name not in ("key", "url", "files")]
 
 
 def is_library(path: Path) -> bool:

@@ -66,10 +66,10 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def load_beir_papers(path: Path, *, corpus_name: str | None = None) -> LoadReport:
+def load_beir_papers(path: Path) -> LoadReport:
     """One Paper per corpus.jsonl record (read by `collections.iter_corpus_records`); a bad line is rejected
     with its reason, never kept with a made-up id or title."""
-    name = corpus_name or path_text(path.name)  # a folder name that is not UTF-8 still makes valid ids
+    name = path_text(path.name)  # a folder name that is not UTF-8 still makes valid ids
     report = LoadReport(kind="beir")
     for number, record, problem in iter_corpus_records(path, report.repairs):
         if problem:
@@ -89,16 +89,15 @@ def load_beir_papers(path: Path, *, corpus_name: str | None = None) -> LoadRepor
     return report
 
 
-# What one page may hold for a metadata read (its content streams and the forms it draws, decoded); metadata
-# interprets page one several times, so a first page past this is not read ("page_text:skipped": title and authors
-# from the Info dictionary and the file name), and other pages past it are left out of the running-header scan.
+# Decoded content one page may hold for a metadata read, which interprets page one several times: a first page past
+# it is not read ("page_text:skipped"), other pages past it are left out of the running-header scan.
 PAGE_CONTENT_BUDGET = 1024 * 1024
 
 
-def page_content_bytes(document, page, budget: int = PAGE_CONTENT_BUDGET) -> int:
+def page_content_bytes(document, page) -> int:
     """Decoded bytes of a page's content streams and the form XObjects it draws, counted up to just past
-    `budget`: a Flate stream is inflated a megabyte at a time and never held whole."""
-    total = 0
+    PAGE_CONTENT_BUDGET: a Flate stream is inflated a megabyte at a time and never held whole."""
+    budget, total = PAGE_CONTENT_BUDGET, 0
     for xref in [*page.get_contents(), *(xobject[0] for xobject in page.get_xobjects())]:
         if document.xref_get_key(xref, "Filter")[1] == "/FlateDecode":
             total += inflated_size(document.xref_stream_raw(xref), budget - total)
@@ -107,10 +106,6 @@ def page_content_bytes(document, page, budget: int = PAGE_CONTENT_BUDGET) -> int
         if total > budget:
             break
     return total
-
-
-def _first_page_text(document) -> str:
-    return document[0].get_text("text") if document.page_count else ""
 
 
 def _title_from_first_page(document) -> str:
@@ -217,7 +212,7 @@ def pdf_metadata(
         read_pages = not sizes or sizes[0] <= PAGE_CONTENT_BUDGET  # no page: nothing to skip
         if read_pages and max(sizes, default=0) > PAGE_CONTENT_BUDGET:
             document.select([n for n, size in enumerate(sizes) if size <= PAGE_CONTENT_BUDGET])
-        first_page = clean_text(_first_page_text(document)) if read_pages else ""
+        first_page = clean_text(document[0].get_text("text")) if read_pages and document.page_count else ""
         title_meta = (meta.get("title") or "").strip()
         title = (
             title_meta if len(title_meta) > 8 and not title_meta.lower().endswith((".pdf", ".dvi")) else ""

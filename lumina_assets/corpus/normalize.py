@@ -80,25 +80,11 @@ def same_title(a: str, b: str) -> bool:
     return shorter >= 5 and fuzz.token_set_ratio(a, b) >= 97
 
 
-class _UnionFind:
-    def __init__(self, size: int):
-        self.parent = list(range(size))
+def _group_duplicates(papers: list[Paper]) -> tuple[list[list[int]], dict[int, str]]:
+    """The records of each work (indices, in order; works by their first record), and why each link was made."""
+    from scipy.cluster.hierarchy import DisjointSet
 
-    def find(self, i: int) -> int:
-        while self.parent[i] != i:
-            self.parent[i] = self.parent[self.parent[i]]
-            i = self.parent[i]
-        return i
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
-def _group_duplicates(papers: list[Paper]) -> tuple[_UnionFind, dict[int, str]]:
-    """Link records of the same work; remember why each link was made."""
-    groups = _UnionFind(len(papers))
+    groups = DisjointSet(range(len(papers)))
     why: dict[int, str] = {}
     for attribute, reason in (
         ("doi", "duplicate_doi"),
@@ -112,9 +98,9 @@ def _group_duplicates(papers: list[Paper]) -> tuple[_UnionFind, dict[int, str]]:
             if not value:
                 continue
             if value in first_index:
-                if groups.find(i) != groups.find(first_index[value]):
+                if not groups.connected(i, first_index[value]):
                     why.setdefault(i, reason)
-                groups.union(first_index[value], i)
+                groups.merge(first_index[value], i)
             else:
                 first_index[value] = i
     by_author: dict[str, list[int]] = defaultdict(list)
@@ -126,22 +112,22 @@ def _group_duplicates(papers: list[Paper]) -> tuple[_UnionFind, dict[int, str]]:
         titles = [normalize_title(papers[i].title) for i in members]
         for a in range(len(members)):
             for b in range(a + 1, len(members)):
-                if groups.find(members[a]) == groups.find(members[b]) or not titles[a] or not titles[b]:
+                if groups.connected(members[a], members[b]) or not titles[a] or not titles[b]:
                     continue
                 if same_title(titles[a], titles[b]):
                     why.setdefault(members[b], "duplicate_title_author")
-                    groups.union(members[a], members[b])
-    return groups, why
+                    groups.merge(members[a], members[b])
+    works: dict[int, list[int]] = defaultdict(list)
+    for i in range(len(papers)):
+        works[groups[i]].append(i)
+    return list(works.values()), why
 
 
 def deduplicate(papers: list[Paper]) -> NormalizeResult:
     result = NormalizeResult()
     papers = [_clean(dataclasses.replace(p)) for p in papers]
-    groups, why = _group_duplicates(papers)
-    members: dict[int, list[int]] = defaultdict(list)
-    for i in range(len(papers)):
-        members[groups.find(i)].append(i)
-    for indices in members.values():
+    works, why = _group_duplicates(papers)
+    for indices in works:
         ranked = sorted(indices, key=lambda i: (SOURCE_PRIORITY.get(papers[i].source, 9), i))
         kept = papers[ranked[0]]
         sources = {kept.source}

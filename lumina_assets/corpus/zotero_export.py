@@ -86,16 +86,9 @@ def resolve_file(raw: str, base: Path) -> Path:
     return path if path.is_absolute() else base / path
 
 
-# ---------------------------------------------------------------- BibTeX
-
-
 def split_unescaped(text: str, separator: str) -> list[str]:
     """Split on `separator` where no backslash escapes it; the parts keep their escapes."""
     return re.split(rf"(?<!\\){re.escape(separator)}", text)
-
-
-def unescape(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text)
 
 
 def bibtex_files(value: str, base: Path) -> list[Path]:
@@ -110,14 +103,13 @@ def bibtex_files(value: str, base: Path) -> list[Path]:
             raw = ":".join(parts[1:-1])  # an unescaped drive letter ("C:\\x.pdf") stays in the path
         else:
             raw = entry.strip()
-        found.append(resolve_file(unescape(raw), base))
+        found.append(resolve_file(re.sub(r"\\(.)", r"\1", raw), base))  # "\;" -> ";"
     return found
 
 
 @functools.cache
 def _latex_decoder():
-    """One pylatexenc decoder and one macro table for every field: `latex_to_text` builds the default table anew
-    for each call, which with the decoder built per field took most of the time of a large export."""
+    """One pylatexenc decoder and macro table for every field (`latex_to_text` builds the table anew per call)."""
     from pylatexenc import latexwalker
     from pylatexenc.latex2text import LatexNodes2Text  # bibtexparser's own LaTeX decoder
 
@@ -204,9 +196,6 @@ def _bibtex_item(entry, base: Path) -> LibraryItem:
     )
 
 
-# ---------------------------------------------------------------- RIS
-
-
 def read_ris(path: Path) -> ExportRead:
     import rispy
 
@@ -256,9 +245,6 @@ def _ris_item(number: int, record: dict, base: Path) -> LibraryItem:
         tags=unique(record.get("keywords") or []),
         files=pdfs_first(files),
     )
-
-
-# ---------------------------------------------------------------- CSL-JSON
 
 
 def _csl_name(name: dict) -> str:

@@ -180,8 +180,7 @@ def read_data_folder(folder: Path) -> ExportRead:
     return read
 
 
-# One pass over Zotero's tables (grade E): each optional table is a guarded branch, kept together so one item's
-# rows are joined in a single read.
+# Grade E: one pass over Zotero's tables, each optional table a guarded branch, so an item's rows join in one read.
 def _read_items(folder: Path, db: sqlite3.Connection) -> ExportRead:
     read = ExportRead()
     tables = _tables(db)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from lumina_assets.core.schemas import ParsedPaper, Section
 
@@ -28,7 +28,6 @@ class ParserUnavailable(ParseFailure):
         super().__init__("parser_unavailable", detail)
 
 
-@runtime_checkable
 class PdfParser(Protocol):
     name: str
     version: str
@@ -40,8 +39,6 @@ def parser_tag(parser: PdfParser) -> str:
     """`name@version`: what the parsed_papers table records so a parser upgrade re-parses."""
     return f"{parser.name}@{parser.version}"
 
-
-# ---------------------------------------------------------------- helpers shared by the parsers
 
 _HYPHENS = "-\u00ad\u2010"
 _LEADING_WORD = re.compile(r"[\w-]*")  # the first word of a line, with any hyphens inside it

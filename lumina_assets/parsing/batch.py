@@ -20,9 +20,6 @@ from lumina_assets.core.schemas import ParsedPaper
 RETRYABLE_REASONS = {"parser_unavailable", "grobid_error", "parser_error", "parser_crashed"}
 
 
-# ---------------------------------------------------------------- parsing
-
-
 def _valid_utf8(paper: ParsedPaper) -> ParsedPaper:
     """The parsed document with every string valid UTF-8 (a PDF /Title in broken UTF-16 gives lone
     surrogates, which the Parquet writer refuses)."""
@@ -196,9 +193,6 @@ def parse_batch(
         }
     result.rows = [row for row in slots if row is not None]
     return result
-
-
-# ---------------------------------------------------------------- passages
 
 
 def passage_inputs_digest(paper: dict[str, Any], parsed_row: dict[str, Any] | None, settings_key: str) -> str:

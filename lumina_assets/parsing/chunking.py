@@ -140,8 +140,6 @@ def _element_section(element: Element, index: int) -> Section:
     )
 
 
-# ---------------------------------------------------------------- tables
-
 _EMPTY_CELLS = frozenset({"", "-", "\u2013", "\u2014", "n/a", "N/A"})
 CAPTION_WORDS_REPEATED = 30  # how much of a long caption opens each further passage of its table
 

@@ -3,18 +3,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 from lumina_assets.core import settings
 from lumina_assets.core.schemas import ParsedPaper
 from lumina_assets.parsing.base import ParseFailure, ParserUnavailable
-from lumina_assets.parsing.preflight import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_PAGES,
-    DEFAULT_MAX_STREAM_BYTES,
-    check_file,
-    open_pdf,
-)
+from lumina_assets.parsing.preflight import FileLimits, check_file
 from lumina_assets.parsing.tei import parse_tei
 
 DEFAULT_GROBID_URL = "http://localhost:8070"
@@ -24,31 +20,16 @@ def grobid_url_from_env(url: str | None = None) -> str:
     return (url or settings.get().parsing.grobid_url or DEFAULT_GROBID_URL).rstrip("/")
 
 
-class GrobidParser:
-    name = "grobid"
-    version = "1.1"
+@dataclass(kw_only=True, eq=False)
+class GrobidParser(FileLimits):
+    name: ClassVar[str] = "grobid"
+    version: ClassVar[str] = "1.1"
+    grobid_url: str | None = None
+    timeout: int = 180
+    _client: Any = field(default=None, init=False, repr=False)
 
-    def __init__(
-        self,
-        *,
-        grobid_url: str | None = None,
-        timeout: int = 180,
-        consolidate_header: bool = False,
-        consolidate_citations: bool = False,
-        tei_coordinates: bool = True,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        max_pages: int = DEFAULT_MAX_PAGES,
-        max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES,
-    ):
-        self.grobid_url = grobid_url_from_env(grobid_url)
-        self.timeout = timeout
-        self.consolidate_header = consolidate_header
-        self.consolidate_citations = consolidate_citations
-        self.tei_coordinates = tei_coordinates
-        self.max_bytes = max_bytes
-        self.max_pages = max_pages
-        self.max_stream_bytes = max_stream_bytes
-        self._client = None
+    def __post_init__(self) -> None:
+        self.grobid_url = grobid_url_from_env(self.grobid_url)
 
     def client(self):
         """The grobid client, created once after `/api/isalive` answered; ParserUnavailable otherwise."""
@@ -73,19 +54,17 @@ class GrobidParser:
             service,
             str(path),
             generate_ids=False,
-            consolidate_header=self.consolidate_header,
-            consolidate_citations=self.consolidate_citations and full_text,
+            consolidate_header=False,  # no CrossRef lookups: the PDF's own header and bibliography
+            consolidate_citations=False,
             include_raw_citations=full_text,
             include_raw_affiliations=False,
-            tei_coordinates=self.tei_coordinates and full_text,
+            tei_coordinates=full_text,
             segment_sentences=False,
         )
 
     def parse(self, path: Path | str, paper_id: str) -> ParsedPaper:
-        check_file(path, max_bytes=self.max_bytes)  # GROBID would turn bad files into opaque 500s
-        doc = open_pdf(path, max_pages=self.max_pages, max_stream_bytes=self.max_stream_bytes)
-        page_count = doc.page_count
-        doc.close()
+        with self.open_checked(path) as doc:  # GROBID would turn bad files into opaque 500s
+            page_count = doc.page_count
         _, status, text = self._process("processFulltextDocument", path, full_text=True)
         if status == 204:
             raise ParseFailure("empty_result", "GROBID extracted no content (HTTP 204)")

@@ -1,20 +1,22 @@
 """Parsers by name (`get_parser`), each module imported only when asked for (unstructured needs an optional
-package); and the combined parser: structure from one parser (GROBID by default), table content from the first table
-parser that can run here; one that cannot is skipped with a warning. The parser name recorded says which contributed
-(`combined:grobid+pymupdf`)."""
+package); and the combined parser: structure from GROBID (PyMuPDF when no GROBID answers), table content from the
+first table parser that can run here; one that cannot is skipped with a warning. The parser name recorded says which
+contributed (`combined:grobid+pymupdf`)."""
 
 from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from lumina_assets.core.schemas import Element, ParsedPaper
 from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, PdfParser
 
 log = logging.getLogger(__name__)
 _NUMBER = re.compile(r"(\d+|[IVXL]+)")
+TABLE_PARSERS = ("unstructured", "pymupdf")  # the first that runs here gives the combined parser its tables
 
 
 def get_parser(name: str, **options: Any) -> PdfParser:
@@ -59,23 +61,12 @@ def merge_tables(paper: ParsedPaper, tables: list[Element]) -> int:
     return changed
 
 
+@dataclass(kw_only=True, eq=False)
 class CombinedParser:
-    name = "combined"
-    version = "1.0"
-
-    def __init__(
-        self,
-        *,
-        structure: str = "grobid",
-        table_parsers: tuple[str, ...] = ("unstructured", "pymupdf"),
-        structure_fallback: str | None = "pymupdf",
-        parser_options: dict[str, dict] | None = None,
-    ):
-        self.structure = structure
-        self.table_parsers = tuple(table_parsers)
-        self.structure_fallback = structure_fallback
-        self.parser_options = parser_options or {}
-        self._parsers: dict[str, PdfParser] = {}
+    name: ClassVar[str] = "combined"
+    version: ClassVar[str] = "1.0"
+    parser_options: dict[str, dict] = field(default_factory=dict)  # parser name -> its options
+    _parsers: dict[str, PdfParser] = field(default_factory=dict, init=False, repr=False)
 
     def _parser(self, name: str) -> PdfParser:
         if name not in self._parsers:
@@ -86,22 +77,15 @@ class CombinedParser:
         return self._parsers[name]
 
     def parse(self, path: Path | str, paper_id: str) -> ParsedPaper:
-        used = self.structure
+        used = "grobid"
         try:
-            paper = self._parser(self.structure).parse(path, paper_id)
+            paper = self._parser(used).parse(path, paper_id)
         except ParserUnavailable as exc:
-            if not self.structure_fallback:
-                raise
-            log.warning(
-                "%s unavailable (%s); structure from %s instead",
-                self.structure,
-                exc.detail,
-                self.structure_fallback,
-            )
-            used = self.structure_fallback
+            log.warning("grobid unavailable (%s); structure from pymupdf instead", exc.detail)
+            used = "pymupdf"
             paper = self._parser(used).parse(path, paper_id)
         table_source = None
-        for name in self.table_parsers:
+        for name in TABLE_PARSERS:
             try:
                 tables = [e for e in self._parser(name).parse(path, paper_id).elements if e.kind == "table"]
             except ParserUnavailable as exc:

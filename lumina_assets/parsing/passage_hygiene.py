@@ -52,9 +52,8 @@ def is_bare_pointer(text: str) -> bool:
     return short and one_sentence and bool(_POINTER.match(stripped))
 
 
-# Publication boilerplate a page prints beside the body (footers and first-page footnotes): a copyright line, a venue
-# footer with its pages, a licence, author notes. The paper's metadata comes from these lines (pdf_metadata); as
-# passages they are junk that matches queries about the venue or the licence.
+# Publication boilerplate printed beside the body (copyright, venue footer, licence, author notes): metadata for
+# pdf_metadata, but as passages junk that matches queries about the venue or the licence.
 _BOILERPLATE = re.compile(
     r"(?:©|\bc\u20dd)\s*(?:19|20)\d\d|\(c\)\s*(?:19|20)\d\d\s+(?-i:[A-Z])|^\W*copyright\b"
     r"|^\W*(?:in\s+)?proceedings of\b.{0,200}?\b(?:pages?|pp\.)\s*\d"

@@ -23,10 +23,6 @@ REFERENCE_HEADINGS = {"references", "bibliography", "literature cited", "works c
 ROMAN = {"I": 1, "II": 2, "III": 3, "IV": 4, "V": 5, "VI": 6, "VII": 7, "VIII": 8, "IX": 9, "X": 10}
 
 
-def roman_or_same(number: str) -> str:
-    return str(ROMAN[number]) if number in ROMAN else number
-
-
 @dataclass
 class Heading:
     number: str
@@ -47,7 +43,7 @@ def _numbered_heading(
         return None  # "A Study of ..." in bold is not appendix A unless we are past the references
     if sum(map(str.isdigit, title)) > len(title) / 3:
         return None
-    return Heading(roman_or_same(number), title.rstrip(" .:"))
+    return Heading(str(ROMAN.get(number, number)), title.rstrip(" .:"))
 
 
 def _unnumbered_heading(

@@ -286,8 +286,9 @@ def anthology_doi(file_stem: str, first_page_text: str) -> str | None:
     return ACL_DOI_PREFIX + file_stem
 
 
-def margin_lines(document, zone: float = 0.08) -> list[str]:
-    """Text lines in the top and bottom `zone` of every page (running headers and footers)."""
+def margin_lines(document) -> list[str]:
+    """Text lines in the top and bottom 8 % of every page (running headers and footers)."""
+    zone = 0.08
     out: list[str] = []
     for page in document:
         height = page.rect.height

@@ -4,6 +4,7 @@ file lands through a temp file and an atomic rename, and the same bytes always m
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import tempfile
 from dataclasses import dataclass
@@ -12,18 +13,14 @@ from typing import Any
 
 from lumina_assets.core import settings
 from lumina_assets.core.http import HttpClient, HttpError
+from lumina_assets.parsing.base import ParseFailure
 
 DEFAULT_MAX_PDF_BYTES = 100 * 1024 * 1024
 PDF_MAGIC = b"%PDF-"
 
 
-class PdfFetchError(Exception):
+class PdfFetchError(ParseFailure):
     """A PDF that could not be obtained; `reason` is a short code recorded in the pdf_files table."""
-
-    def __init__(self, reason: str, detail: str = ""):
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -40,45 +37,31 @@ class PdfStore:
     def path_for(self, sha256: str) -> Path:
         return self.root / sha256[:2] / f"{sha256}.pdf"
 
-    def _commit(self, tmp: Path, sha256: str, size: int) -> StoredPdf:
-        target = self.path_for(sha256)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists() and target.stat().st_size == size:
-            tmp.unlink(missing_ok=True)  # already stored: same bytes, same address
-        else:
-            os.replace(tmp, target)
-        return StoredPdf(sha256=sha256, path=target, bytes=size)
-
-    def _tmp(self) -> tuple[int, Path]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(dir=self.root, prefix=".incoming-", suffix=".part")
-        return handle, Path(name)
-
     def put_bytes(self, data: bytes) -> StoredPdf:
-        sha256 = hashlib.sha256(data).hexdigest()
-        existing = self.path_for(sha256)
-        if existing.exists() and existing.stat().st_size == len(data):
-            return StoredPdf(sha256, existing, len(data))
-        handle, tmp = self._tmp()
-        try:
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-            return self._commit(tmp, sha256, len(data))
-        finally:
-            tmp.unlink(missing_ok=True)
+        return self._put(io.BytesIO(data))
 
     def put_file(self, source: Path | str) -> StoredPdf:
         """Copy a local PDF in (hashing while copying): the store stays valid if the inbox file moves later."""
-        handle, tmp = self._tmp()
+        with open(source, "rb") as src:
+            return self._put(src)
+
+    def _put(self, src) -> StoredPdf:
+        self.root.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(dir=self.root, prefix=".incoming-", suffix=".part")
+        tmp = Path(name)
         digest = hashlib.sha256()
         size = 0
         try:
-            with open(source, "rb") as src, os.fdopen(handle, "wb") as out:
+            with os.fdopen(handle, "wb") as out:
                 while chunk := src.read(1 << 20):
                     digest.update(chunk)
                     out.write(chunk)
                     size += len(chunk)
-            return self._commit(tmp, digest.hexdigest(), size)
+            stored = StoredPdf(digest.hexdigest(), self.path_for(digest.hexdigest()), size)
+            stored.path.parent.mkdir(parents=True, exist_ok=True)
+            if not (stored.path.exists() and stored.path.stat().st_size == size):
+                os.replace(tmp, stored.path)  # else already stored: same bytes, same address
+            return stored
         finally:
             tmp.unlink(missing_ok=True)
 

@@ -89,32 +89,35 @@ def check_streams(doc, *, max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES) -> N
             )
 
 
-def open_pdf(
-    path: Path | str,
-    *,
-    max_pages: int = DEFAULT_MAX_PAGES,
-    max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES,
-):
-    """Open with PyMuPDF and reject corrupt, encrypted, zero-page, oversized and bomb documents."""
-    import pymupdf
+@dataclass(kw_only=True, eq=False)
+class FileLimits:
+    """The file limits every parser takes, and its checked open."""
 
-    try:
-        doc = pymupdf.open(str(path), filetype="pdf")
-    except Exception as exc:  # MuPDF raises FileDataError / RuntimeError variants for broken files
-        raise ParseFailure("corrupt", f"{type(exc).__name__}: {str(exc)[:200]}") from None
-    if doc.needs_pass:
-        doc.close()
-        raise ParseFailure("encrypted", "the PDF needs a password")
-    if doc.page_count == 0:
-        doc.close()
-        raise ParseFailure("zero_pages", "the PDF has no pages")
-    if doc.page_count > max_pages:
-        count = doc.page_count
-        doc.close()
-        raise ParseFailure("too_many_pages", f"{count} pages exceeds the {max_pages} page cap")
-    try:
-        check_streams(doc, max_stream_bytes=max_stream_bytes)
-    except ParseFailure:
-        doc.close()
-        raise
-    return doc
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_pages: int = DEFAULT_MAX_PAGES
+    max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES
+
+    def open_checked(self, path: Path | str):
+        """`check_file`, then the PyMuPDF document, rejecting corrupt, encrypted, zero-page, oversized and bomb
+        documents."""
+        import pymupdf
+
+        check_file(path, max_bytes=self.max_bytes)
+        try:
+            doc = pymupdf.open(str(path), filetype="pdf")
+        except Exception as exc:  # MuPDF raises FileDataError / RuntimeError variants for broken files
+            raise ParseFailure("corrupt", f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        try:
+            if doc.needs_pass:
+                raise ParseFailure("encrypted", "the PDF needs a password")
+            if doc.page_count == 0:
+                raise ParseFailure("zero_pages", "the PDF has no pages")
+            if doc.page_count > self.max_pages:
+                raise ParseFailure(
+                    "too_many_pages", f"{doc.page_count} pages exceeds the {self.max_pages} page cap"
+                )
+            check_streams(doc, max_stream_bytes=self.max_stream_bytes)
+        except ParseFailure:
+            doc.close()
+            raise
+        return doc

@@ -2,13 +2,15 @@
 
 One text page per PDF page feeds the layout (`pdf_layout`), headings (`pdf_headings`), captions, tables and display
 formulas (`pdf_elements`), the reading pass into sections (`pdf_sections`) and the reference list (`references`);
-this module extracts the pages, the title and the elements. PyMuPDF's slow table finder runs only on pages with a
-table caption (`tables="finder"`); the default `tables="fast"` rebuilds rows from the text lines by the caption.
+this module extracts the pages, the title and the elements. Table rows are rebuilt from the text lines by the caption
+(`tables="fast"`); the combined parser takes PyMuPDF's slow table finder on caption pages (`tables="finder"`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar, Literal
 
 from lumina_assets.core.schemas import Element, ParsedPaper
 from lumina_assets.parsing.base import ParseFailure, join_lines
@@ -24,44 +26,21 @@ from lumina_assets.parsing.pdf_elements import (
 )
 from lumina_assets.parsing.pdf_layout import Block, Layout, Page, extract_page, remove_running_text
 from lumina_assets.parsing.pdf_sections import SectionReader
-from lumina_assets.parsing.preflight import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_PAGES,
-    DEFAULT_MAX_STREAM_BYTES,
-    check_file,
-    open_pdf,
-)
+from lumina_assets.parsing.preflight import FileLimits
 from lumina_assets.parsing.references import link_citations
 from lumina_assets.parsing.titles import clean_title, usable_title_line
 
+MIN_CHARS_PER_PAGE = 100  # less text than this is a scan without a text layer
 
-class PyMuPdfParser:
-    """Layout-aware PyMuPDF parser; `tables` is "fast" (rows rebuilt from text), "finder" (PyMuPDF table
-    finder on caption pages) or "off"."""
 
-    name = "pymupdf"
-    version = "1.3"  # part of the parser tag: a new version re-parses every paper
-
-    def __init__(
-        self,
-        *,
-        tables: str = "fast",
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        max_pages: int = DEFAULT_MAX_PAGES,
-        max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES,
-        min_chars_per_page: int = 100,
-    ):
-        if tables not in {"fast", "finder", "off"}:
-            raise ValueError(f"tables must be fast, finder or off, not {tables!r}")
-        self.tables = tables
-        self.max_bytes = max_bytes
-        self.max_pages = max_pages
-        self.max_stream_bytes = max_stream_bytes
-        self.min_chars_per_page = min_chars_per_page
+@dataclass(kw_only=True, eq=False)
+class PyMuPdfParser(FileLimits):
+    name: ClassVar[str] = "pymupdf"
+    version: ClassVar[str] = "1.3"  # part of the parser tag: a new version re-parses every paper
+    tables: Literal["fast", "finder"] = "fast"
 
     def parse(self, path: Path | str, paper_id: str) -> ParsedPaper:
-        check_file(path, max_bytes=self.max_bytes)
-        doc = open_pdf(path, max_pages=self.max_pages, max_stream_bytes=self.max_stream_bytes)
+        doc = self.open_checked(path)
         try:
             return self._parse_document(doc, paper_id)
         except ParseFailure:
@@ -71,12 +50,10 @@ class PyMuPdfParser:
         finally:
             doc.close()
 
-    # ------------------------------------------------------------ document
-
     def _parse_document(self, doc, paper_id: str) -> ParsedPaper:
         pages = [extract_page(page, index + 1) for index, page in enumerate(doc)]
         chars = sum(len(line.text) for page in pages for block in page.blocks for line in block.lines)
-        if chars < self.min_chars_per_page * max(1, min(len(pages), 3)) / 3:
+        if chars < MIN_CHARS_PER_PAGE * max(1, min(len(pages), 3)) / 3:
             raise ParseFailure(
                 "no_text_layer", f"{chars} characters of text in {len(pages)} pages (scanned?)"
             )
@@ -142,8 +119,6 @@ class PyMuPdfParser:
         caption = block.text[match.end() :].strip()
         element = Element(kind=kind, label=label, caption=caption, page=page)
         block.consumed = True
-        if self.tables == "off" and kind == "table":
-            return element
         above = nearby_nonprose(blocks, block, -1, table=kind == "table")
         below = nearby_nonprose(blocks, block, +1, table=kind == "table")
         if kind == "table":
@@ -177,8 +152,6 @@ class PyMuPdfParser:
             for block in extracted.blocks:
                 if not block.consumed and rect.contains(pymupdf.Rect(block.x0, block.y0, block.x1, block.y1)):
                     block.consumed = True
-
-    # ------------------------------------------------------------ sections
 
     def _structure(
         self, pages: list[Page], layout: Layout, title: str, elements: dict[int, Element], paper_id: str

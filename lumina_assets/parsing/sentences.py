@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-def split_sentences(text: str, language: str = "en") -> list[str]:
+def split_sentences(text: str) -> list[str]:
     """Sentences via sentencex (Wikimedia's rule-based segmenter: keeps "et al.", "Fig. 3", "e.g." and decimals
     inside their sentence), whitespace-trimmed, empties dropped."""
     import sentencex
@@ -11,7 +11,7 @@ def split_sentences(text: str, language: str = "en") -> list[str]:
     text = text.strip()
     if not text:
         return []
-    return [s.strip() for s in sentencex.segment(language, text) if s.strip()]
+    return [s.strip() for s in sentencex.segment("en", text) if s.strip()]
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
@@ -33,11 +33,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def last_sentence(text: str, limit: int = 400) -> str:
-    """The last complete sentence of `text` (what introduces a display formula), at most `limit` characters."""
-    tail = " ".join((text or "").split())[-2000:]
-    sentences = split_sentences(tail)
-    if not sentences:
-        return ""
-    sentence = sentences[-1]
-    return sentence[-limit:] if len(sentence) > limit else sentence
+def last_sentence(text: str) -> str:
+    """The last complete sentence of `text` (what introduces a display formula), at most 400 characters."""
+    sentences = split_sentences(" ".join((text or "").split())[-2000:])
+    return sentences[-1][-400:] if sentences else ""

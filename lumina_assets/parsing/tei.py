@@ -95,13 +95,12 @@ def _element(figure) -> Element:
     shown_label = head.rstrip(" :") or (
         f"{'Table' if kind == 'table' else 'Figure'} {label}" if label else None
     )
-    pages = _pages(figure)
     return Element(
         kind=kind,
         label=shown_label or None,
         caption=caption,
         content="\n".join(rows),
-        page=pages[0] if pages else None,
+        page=next(iter(_pages(figure)), None),
     )
 
 
@@ -211,13 +210,12 @@ def _formula(node) -> Element:
     parts = [node.text or ""] + [
         "".join(child.itertext()) + (child.tail or "") for child in node if child.tag != f"{{{TEI}}}label"
     ]
-    pages = _pages(node)
     return Element(
         kind="formula",
         label=label,
         caption="",
         content=" ".join("".join(parts).split()),
-        page=pages[0] if pages else None,
+        page=next(iter(_pages(node)), None),
     )
 
 

@@ -27,8 +27,7 @@ def collapse_letter_spacing(text: str) -> str:
     return text
 
 
-# Small capitals drawn as a full-size initial plus smaller capitals come out as "L ONG E VAL : Guidelines": an initial
-# capital, a space, then the rest of the word in capitals.
+# Small capitals set as a full-size initial plus smaller capitals read "L ONG E VAL : Guidelines".
 _SMALL_CAPS_WORD = re.compile(r"\b([A-Z]) ([A-Z]{2,})\b")
 
 

@@ -4,20 +4,18 @@ return nothing (no spaCy model, no hub layout models): that is raised as ParserU
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from lumina_assets.core.schemas import Element, ParsedPaper, Section
 from lumina_assets.parsing.base import ParseFailure, ParserUnavailable, ensure_unique_numbers
-from lumina_assets.parsing.preflight import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_PAGES,
-    DEFAULT_MAX_STREAM_BYTES,
-    check_file,
-    open_pdf,
-)
+from lumina_assets.parsing.preflight import FileLimits
 
 _SKIP = {"Header", "Footer", "PageNumber", "PageBreak", "Image"}
 _TEXT = {"NarrativeText", "Text", "ListItem", "UncategorizedText", "Address", "EmailAddress", "CodeSnippet"}
+STRATEGY = "hi_res"  # the offline "fast" strategy finds no tables
 
 
 def check_unstructured_available() -> None:
@@ -36,61 +34,32 @@ def check_unstructured_available() -> None:
         )
 
 
-class UnstructuredParser:
-    name = "unstructured"
-    version = "1.0"
-
-    def __init__(
-        self,
-        *,
-        strategy: str = "hi_res",
-        infer_table_structure: bool = True,
-        languages: tuple[str, ...] = ("eng",),
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        max_pages: int = DEFAULT_MAX_PAGES,
-        max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES,
-        partition=None,
-    ):
-        self.strategy = strategy
-        self.infer_table_structure = infer_table_structure
-        self.languages = list(languages)
-        self.max_bytes = max_bytes
-        self.max_pages = max_pages
-        self.max_stream_bytes = max_stream_bytes
-        self._partition = partition  # injectable for tests of the empty-result guard
-
-    def _partition_pdf(self):
-        if self._partition is not None:
-            return self._partition
-        check_unstructured_available()
-        from unstructured.partition.pdf import partition_pdf
-
-        return partition_pdf
+@dataclass(kw_only=True, eq=False)
+class UnstructuredParser(FileLimits):
+    name: ClassVar[str] = "unstructured"
+    version: ClassVar[str] = "1.0"
+    partition: Callable | None = None  # injectable for tests of the empty-result guard
 
     def parse(self, path: Path | str, paper_id: str) -> ParsedPaper:
-        check_file(path, max_bytes=self.max_bytes)
-        doc = open_pdf(path, max_pages=self.max_pages, max_stream_bytes=self.max_stream_bytes)
-        page_count = doc.page_count
-        has_text = any(page.get_text("text").strip() for page in doc)
-        doc.close()
-        partition = self._partition_pdf()
+        with self.open_checked(path) as doc:
+            page_count = doc.page_count
+            has_text = any(page.get_text("text").strip() for page in doc)
+        partition = self.partition
+        if partition is None:
+            check_unstructured_available()
+            from unstructured.partition.pdf import partition_pdf as partition
         try:
             elements = partition(
-                filename=str(path),
-                strategy=self.strategy,
-                infer_table_structure=self.infer_table_structure,
-                languages=self.languages,
+                filename=str(path), strategy=STRATEGY, infer_table_structure=True, languages=["eng"]
             )
         except (OSError, ImportError, RuntimeError) as exc:
             # hi_res without its layout model (no network to the hub) and similar environment problems.
-            raise ParserUnavailable(
-                f"unstructured {self.strategy} failed: {type(exc).__name__}: {exc}"
-            ) from None
+            raise ParserUnavailable(f"unstructured {STRATEGY} failed: {type(exc).__name__}: {exc}") from None
         if not elements:
             detail = "the PDF has a text layer" if has_text else "the PDF has no text layer either"
             raise ParseFailure(
                 "empty_result",
-                f"unstructured ({self.strategy}) returned no elements although {detail}; "
+                f"unstructured ({STRATEGY}) returned no elements although {detail}; "
                 "this is what a missing spaCy model or layout model looks like offline",
             )
         paper = self._to_paper(elements, paper_id)

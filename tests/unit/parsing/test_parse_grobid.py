@@ -195,11 +195,6 @@ def test_combined_falls_back_without_grobid(shared_data):
     parser = CombinedParser(parser_options=options)
     paper = parser.parse(shared_data / "pdfs" / "N18-3011.pdf", "n18")
     assert paper.parser == "combined:pymupdf+pymupdf"
-    strict = CombinedParser(
-        structure_fallback=None, parser_options={"grobid": {"grobid_url": "http://127.0.0.1:9"}}
-    )
-    with pytest.raises(ParserUnavailable):
-        strict.parse(shared_data / "pdfs" / "N18-3011.pdf", "n18")
 
 
 def test_merge_tables_prefers_richer_content():

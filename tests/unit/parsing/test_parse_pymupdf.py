@@ -135,8 +135,8 @@ def test_table_finder_mode_uses_pymupdf_find_tables(shared_data, tmp_path):
 
 
 def test_registry_builds_the_same_parser():
-    parser = get_parser("pymupdf", tables="off")
-    assert isinstance(parser, PyMuPdfParser) and parser.tables == "off"
+    parser = get_parser("pymupdf", tables="finder")
+    assert isinstance(parser, PyMuPdfParser) and parser.tables == "finder"
     with pytest.raises(ValueError):
         get_parser("nope")
 
