@@ -198,12 +198,6 @@ class SearchEngine:
         # scores that keep the order
         return [(paper_id, float(len(ids) - rank)) for rank, paper_id in enumerate(ids)]
 
-    def _parse(self, query: str, store: LanceStore) -> ParsedQuery:
-        cfg = self.config
-        if cfg.parse_query:
-            return parse_query(query, known_authors=store.has_author)
-        return ParsedQuery(query, query)
-
     def _filters(self, parsed: ParsedQuery, store: LanceStore) -> Filters:
         """Explicit constraints (and natural-language years when year_mode="filter") as pushed-down filters."""
         cfg = self.config
@@ -311,7 +305,11 @@ class SearchEngine:
             return None
         self._check_model(store)
 
-        parsed = self._parse(query, store)
+        parsed = (
+            parse_query(query, known_authors=store.has_author)
+            if cfg.parse_query
+            else ParsedQuery(query, query)
+        )
         if constrain is not None:
             parsed = constrain(parsed)
         trace.parsed = parsed

@@ -76,12 +76,11 @@ def partition(contexts: Sequence, scores: dict[str, float], line: float | None):
     return matching, rest
 
 
-def matching_contexts(engine, request, k: int, *, include_all: bool = False) -> list:
-    """The top-k contexts of a SearchRequest that are above the line (all of them with `include_all`); alerts take
-    their hits from these."""
+def matching_contexts(engine, request, k: int) -> list:
+    """The top-k contexts of a SearchRequest that are above the line; alerts take their hits from these."""
     contexts = engine.search(request.query, k=k, constrain=request.constrain)
     line = line_for(engine.embedder)
-    if include_all or line is None:
+    if line is None:
         return contexts
     return partition(contexts, relevance_scores(engine, contexts), line)[0]
 
