@@ -75,15 +75,6 @@ def evaluate(
     return hits
 
 
-def forget_removed(state: dict, searches: Sequence[SavedSearch]) -> int:
-    """Drop the state and hits of searches no longer saved; returns how many hits left."""
-    live = {s.id for s in searches}
-    before = len(state["hits"])
-    state["searches"] = {sid: entry for sid, entry in state["searches"].items() if sid in live}
-    state["hits"] = [h for h in state["hits"] if h["search_id"] in live]
-    return before - len(state["hits"])
-
-
 def _text(parent: ET.Element, tag: str, text: str, **attributes: str) -> ET.Element:
     """An element whose text is made XML-safe: a title holding ESC or U+FFFF must not make the feed invalid."""
     element = ET.SubElement(parent, f"{{{ATOM}}}{tag}", {k: xml_safe(v) for k, v in attributes.items()})
