@@ -43,7 +43,6 @@ def evaluate(
             joined = _instant((catalogue.get(context.paper_id) or {}).get("first_seen"))
             if joined is None or saved is None or joined <= saved:
                 known.add(context.paper_id)
-        entry = {"known": [], "name": search.name}
     else:
         known = set(entry["known"])
     hits = []
@@ -67,10 +66,8 @@ def evaluate(
                 "found_at": found_at,
             }
         )
-    entry["known"] = sorted(known | {c.paper_id for c in top})
-    entry["name"] = search.name
-    entry["evaluated_at"] = found_at
-    state["searches"][search.id] = entry
+    known |= {c.paper_id for c in top}
+    state["searches"][search.id] = {"known": sorted(known), "name": search.name, "evaluated_at": found_at}
     state["hits"].extend(hits)
     return hits
 
