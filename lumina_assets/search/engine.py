@@ -256,12 +256,9 @@ class SearchEngine:
         """(paper runs, passage runs, query vector) from every enabled retriever; the full-text searches start
         before the query is embedded, so the two overlap."""
         cfg = self.config
-        text_depth = cfg.fulltext_candidates or cfg.candidates
+        depth = cfg.fulltext_candidates or cfg.candidates
         futures = store.start_text_runs(
-            text,
-            text_depth if cfg.passage_fulltext else 0,
-            text_depth if cfg.paper_fulltext else 0,
-            filters,
+            text, depth if cfg.passage_fulltext else 0, depth if cfg.paper_fulltext else 0, filters
         )
         vector = embed()
         passage_runs = {}
@@ -338,10 +335,8 @@ class SearchEngine:
         t0 = time.perf_counter()
         runs, passage_runs, vector = self._retrieve(store, text, embed, filters)
         doc_scores = self._fuse(runs, cfg.candidates)
-        if self.graph is not None and self.config.smooths():
-            doc_scores = self.graph.smooth(
-                doc_scores, self.config.neighbour_smoothing, self.config.smoothing_neighbours
-            )
+        if self.graph is not None and cfg.smooths():
+            doc_scores = self.graph.smooth(doc_scores, cfg.neighbour_smoothing, cfg.smoothing_neighbours)
         trace.timings_ms["retrieve"] = (time.perf_counter() - t0) * 1000
         trace.runs, trace.candidates = runs, cfg.candidates
 
