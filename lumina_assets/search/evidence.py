@@ -217,11 +217,17 @@ class EvidenceScorer:
         flat = [s.text for group in sentences for s in group]
         if not flat:
             return [[] for _ in results]
+        wanted = [
+            i
+            for i, group in enumerate(sentences)
+            for _ in group
+            if dense_results is None or i in dense_results
+        ]
         dense_all = np.zeros(len(flat), dtype=np.float32)
         mask = np.asarray(
             [dense_results is None or i in dense_results for i, group in enumerate(sentences) for _ in group]
         )
-        if mask.any() and self.weights.dense > 0:
+        if wanted and self.weights.dense > 0:
             qvec = self._query_vector(query) if query_vector is None else self._normalize(query_vector)
             known = self._stored_vectors(results, passage_ids, dense_results)
             chosen = [t for t, m in zip(flat, mask, strict=True) if m]

@@ -253,9 +253,14 @@ def llm_overview(client, query: str, references: list[Reference], max_chars: int
         fallback.refused.append({"text": "", "reason": f"LLM call failed: {type(error).__name__}"})
         return fallback
     kept, refused = check_citations(reply.text.strip(), references)
-    reasons = [refusal_reason(sentence.text) for sentence in kept]  # the same rules as for a quote
-    refused += [{"text": s.text, "reason": r} for s, r in zip(kept, reasons, strict=True) if r is not None]
-    kept = [sentence for sentence, reason in zip(kept, reasons, strict=True) if reason is None]
+    screened = []
+    for sentence in kept:  # the same rules as for a quote
+        reason = refusal_reason(sentence.text)
+        if reason is None:
+            screened.append(sentence)
+        else:
+            refused.append({"text": sentence.text, "reason": reason})
+    kept = screened
     if not kept:
         fallback = extractive_overview(references)
         fallback.refused = refused + fallback.refused
