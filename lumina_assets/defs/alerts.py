@@ -9,7 +9,7 @@ import dagster as dg
 
 from lumina_assets.core import tables
 from lumina_assets.search import saved_searches
-from lumina_assets.search.alerts import evaluate, forget_removed
+from lumina_assets.search.alerts import evaluate
 from lumina_assets.search.request import BadRequest
 from resources.embedder import EmbedderResource
 from resources.lancedb import LanceDBResource
@@ -60,7 +60,6 @@ def alert_hits(
     new_hits: list[dict] = []
     skipped: list[str] = []
     with saved_searches.updating_hits() as state:
-        dropped = forget_removed(state, searches)
         engine = None
         for search in searches:
             if engine is None:
@@ -92,7 +91,6 @@ def alert_hits(
             "hits_by_search": dg.MetadataValue.json(dict(by_search)),
             "hits": dg.MetadataValue.md(_hits_markdown(new_hits)),
             "searches_skipped": dg.MetadataValue.md("\n".join(f"- {s}" for s in skipped) or "none"),
-            "hits_of_removed_searches_dropped": dropped,
         },
         data_version=dg.DataVersion(digest),
     )

@@ -43,7 +43,6 @@ def evaluate(
             joined = _instant((catalogue.get(context.paper_id) or {}).get("first_seen"))
             if joined is None or saved is None or joined <= saved:
                 known.add(context.paper_id)
-        entry = {"known": [], "name": search.name}
     else:
         known = set(entry["known"])
     hits = []
@@ -67,21 +66,10 @@ def evaluate(
                 "found_at": found_at,
             }
         )
-    entry["known"] = sorted(known | {c.paper_id for c in top})
-    entry["name"] = search.name
-    entry["evaluated_at"] = found_at
-    state["searches"][search.id] = entry
+    known |= {c.paper_id for c in top}
+    state["searches"][search.id] = {"known": sorted(known), "name": search.name, "evaluated_at": found_at}
     state["hits"].extend(hits)
     return hits
-
-
-def forget_removed(state: dict, searches: Sequence[SavedSearch]) -> int:
-    """Drop the state and hits of searches no longer saved; returns how many hits left."""
-    live = {s.id for s in searches}
-    before = len(state["hits"])
-    state["searches"] = {sid: entry for sid, entry in state["searches"].items() if sid in live}
-    state["hits"] = [h for h in state["hits"] if h["search_id"] in live]
-    return before - len(state["hits"])
 
 
 def _text(parent: ET.Element, tag: str, text: str, **attributes: str) -> ET.Element:

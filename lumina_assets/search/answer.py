@@ -66,13 +66,8 @@ def page_of(ranking: Ranking, request: SearchRequest) -> Page:
     depth = request.k * request.page
     matching, less_related = partition(ranking.contexts, ranking.relevance, ranking.line)
     ranked = matching + less_related
-    return Page(
-        matching,
-        less_related,
-        ranked,
-        ranked[(request.page - 1) * request.k : depth],
-        has_more=len(ranked) > depth,
-    )
+    page = ranked[(request.page - 1) * request.k : depth]
+    return Page(matching, less_related, ranked, page, has_more=len(ranked) > depth)
 
 
 def passage_view(number: int, passage_id: str, text: str, marks: list, details: Details) -> dict:
@@ -102,18 +97,8 @@ def passages_view(context, per_passage: list, details: Details, references: list
     for passage_id, text, marks in zip(context.passage_ids, context.chunks, per_passage, strict=True):
         number = len(references) + 1
         best = marks[0] if marks else None
-        references.append(
-            Reference(
-                number,
-                passage_id,
-                context.paper_id,
-                context.title,
-                text,
-                text[best.start : best.end] if best else "",
-                best.score if best else 0.0,
-                best.dense if best else 0.0,
-            )
-        )
+        evidence = (text[best.start : best.end], best.score, best.dense) if best else ("", 0.0, 0.0)
+        references.append(Reference(number, passage_id, context.paper_id, context.title, text, *evidence))
         passages.append(passage_view(number, passage_id, text, marks, details))
     return passages
 

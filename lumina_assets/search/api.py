@@ -204,11 +204,9 @@ def create_app(service: SearchService, *, allowed_hosts: Iterable[str] = LOOPBAC
 
     def citations(request: Request, paper_id: str) -> Response:
         found = service.citations(paper_id)
-        return (
-            JSONResponse(found)
-            if found is not None
-            else json_error(404, f"no paper {paper_id!r} in the index")
-        )
+        if found is None:
+            return json_error(404, f"no paper {paper_id!r} in the index")
+        return JSONResponse(found)
 
     def paper_export(request: Request, paper_id: str) -> Response:
         """One paper's citation (the page's "copy BibTeX"): `?format=bibtex|ris|csv`, shown inline."""

@@ -17,14 +17,8 @@ class BM25:
         vocab: dict[str, int] = {}
         token_ids = [vocab.setdefault(token, len(vocab)) for tokens in documents for token in tokens]
         doc_of_token = [doc_index for doc_index, tokens in enumerate(documents) for _ in tokens]
-        self._index(
-            np.asarray(doc_of_token, dtype=np.int64),
-            np.asarray(token_ids, dtype=np.int64),
-            vocab,
-            len(documents),
-            k1,
-            b,
-        )
+        arrays = np.asarray(doc_of_token, dtype=np.int64), np.asarray(token_ids, dtype=np.int64)
+        self._index(*arrays, vocab, len(documents), k1, b)
 
     @classmethod
     def from_token_ids(

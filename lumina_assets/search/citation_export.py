@@ -124,7 +124,7 @@ def _names(result: dict) -> list[Name]:
 
 
 def base_key(result: dict) -> str:
-    first = next((n for n in map(parse_name, result.get("authors") or []) if n.last), None)
+    first = next(iter(_names(result)), None)
     surname = _ascii(first.last.split()[0] if first and first.organisation else first.last if first else "")
     surname = re.sub(r"[^a-z0-9]", "", surname.lower())
     words = [

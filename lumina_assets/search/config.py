@@ -63,26 +63,20 @@ class SearchConfig:
     max_query_chars: int = 2000
 
     def __init__(self, **values: Any) -> None:
-        _known(values)
         for item in dataclasses.fields(self):
-            if item.name in values and item.name != "weights":
-                setattr(self, item.name, values[item.name])
-            else:
-                setattr(
-                    self,
-                    item.name,
-                    item.default_factory() if item.default is dataclasses.MISSING else item.default,
-                )
+            default = item.default_factory() if item.default is dataclasses.MISSING else item.default
+            setattr(self, item.name, default)
         self._explicit: frozenset[str] = frozenset()
-        self._set(values)
+        self._apply(values)
 
-    def _set(self, values: dict[str, Any]) -> None:
-        """Record `values` as set explicitly (`weights.<retriever>` per weight) and check the modes."""
-        if "weights" in values:
-            given = dict(values["weights"])
-            self.weights = {**self.weights, **given}
-            self._explicit = self._explicit | {f"weights.{name}" for name in given}
-        self._explicit = self._explicit | frozenset(values)
+    def _apply(self, values: dict[str, Any]) -> None:
+        """Set `values`, recorded as set explicitly (`weights.<retriever>` per weight), and check the modes."""
+        unknown = sorted(values.keys() - _NAMES)
+        if unknown:
+            raise TypeError(f"SearchConfig has no field {', '.join(unknown)}")
+        for name, value in values.items():
+            setattr(self, name, {**self.weights, **value} if name == "weights" else value)
+        self._explicit |= {f"weights.{name}" for name in values.get("weights", {})} | values.keys()
         for name, allowed in _MODES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"SearchConfig.{name}={getattr(self, name)!r}: one of {', '.join(allowed)}")
@@ -95,12 +89,8 @@ class SearchConfig:
     def replace(self, **changes: Any) -> SearchConfig:
         """A copy with `changes`, which count as set explicitly (use this, not `dataclasses.replace`, which would
         mark every field explicit)."""
-        _known(changes)
         new = copy.copy(self)
-        for name, value in changes.items():
-            if name != "weights":
-                setattr(new, name, value)
-        new._set(changes)
+        new._apply(changes)
         return new
 
     def as_json(self) -> dict[str, Any]:
@@ -126,12 +116,6 @@ class SearchConfig:
 
 
 _NAMES = frozenset(item.name for item in dataclasses.fields(SearchConfig))
-
-
-def _known(values: dict) -> None:
-    unknown = sorted(values.keys() - _NAMES)
-    if unknown:
-        raise TypeError(f"SearchConfig has no field {', '.join(unknown)}")
 
 
 _MODES = {

@@ -198,12 +198,6 @@ class SearchEngine:
         # scores that keep the order
         return [(paper_id, float(len(ids) - rank)) for rank, paper_id in enumerate(ids)]
 
-    def _parse(self, query: str, store: LanceStore) -> ParsedQuery:
-        cfg = self.config
-        if cfg.parse_query:
-            return parse_query(query, known_authors=store.has_author)
-        return ParsedQuery(query, query)
-
     def _filters(self, parsed: ParsedQuery, store: LanceStore) -> Filters:
         """Explicit constraints (and natural-language years when year_mode="filter") as pushed-down filters."""
         cfg = self.config
@@ -262,12 +256,9 @@ class SearchEngine:
         """(paper runs, passage runs, query vector) from every enabled retriever; the full-text searches start
         before the query is embedded, so the two overlap."""
         cfg = self.config
-        text_depth = cfg.fulltext_candidates or cfg.candidates
+        depth = cfg.fulltext_candidates or cfg.candidates
         futures = store.start_text_runs(
-            text,
-            text_depth if cfg.passage_fulltext else 0,
-            text_depth if cfg.paper_fulltext else 0,
-            filters,
+            text, depth if cfg.passage_fulltext else 0, depth if cfg.paper_fulltext else 0, filters
         )
         vector = embed()
         passage_runs = {}
@@ -311,7 +302,11 @@ class SearchEngine:
             return None
         self._check_model(store)
 
-        parsed = self._parse(query, store)
+        parsed = (
+            parse_query(query, known_authors=store.has_author)
+            if cfg.parse_query
+            else ParsedQuery(query, query)
+        )
         if constrain is not None:
             parsed = constrain(parsed)
         trace.parsed = parsed
@@ -340,10 +335,8 @@ class SearchEngine:
         t0 = time.perf_counter()
         runs, passage_runs, vector = self._retrieve(store, text, embed, filters)
         doc_scores = self._fuse(runs, cfg.candidates)
-        if self.graph is not None and self.config.smooths():
-            doc_scores = self.graph.smooth(
-                doc_scores, self.config.neighbour_smoothing, self.config.smoothing_neighbours
-            )
+        if self.graph is not None and cfg.smooths():
+            doc_scores = self.graph.smooth(doc_scores, cfg.neighbour_smoothing, cfg.smoothing_neighbours)
         trace.timings_ms["retrieve"] = (time.perf_counter() - t0) * 1000
         trace.runs, trace.candidates = runs, cfg.candidates
 

@@ -1,10 +1,6 @@
-"""Highlighted evidence: which sentences inside a returned passage answer the query, as character offsets.
-
-Every sentence of the returned passages gets a dense score (cosine to the query; sentence vectors stored at index time
-where the index has them), a query-term coverage and a BM25 score (document frequencies over the whole result set),
-min-max normalized within its result and averaged by `ScorerWeights`, plus a role prior (finding / setup cues,
-position in an abstract). A table row is scored with its caption. docs/search.md#evidence-sentences has the details.
-"""
+"""Highlighted evidence: which sentences inside a returned passage answer the query, as character offsets. Each
+sentence's cosine to the query, query-term coverage and BM25, min-max normalized within its result and weighted by
+`ScorerWeights`, plus a role prior; a table row is scored with its caption (docs/search.md#evidence-sentences)."""
 
 from __future__ import annotations
 

@@ -26,25 +26,11 @@ STOP_TOKENS = lancedb_english()
 # Compatibility characters LanceDB's ASCII folding maps that canonical decomposition (NFD) leaves alone.
 _FOLD_EXTRA = str.maketrans(
     {
-        "ß": "ss",
-        "æ": "ae",
-        "ø": "o",
-        "œ": "oe",
-        "ł": "l",
-        "đ": "d",
-        "þ": "th",
-        "ı": "i",
-        "¼": "14",
-        "½": "12",
-        "¾": "34",
-        "ﬁ": "fi",
-        "ﬂ": "fl",
-        "ﬀ": "ff",
-        **{chr(0x2070 + i): str(i) for i in (0, 4, 5, 6, 7, 8, 9)},
-        "¹": "1",
-        "²": "2",
-        "³": "3",
-        **{chr(0x2080 + i): str(i) for i in range(10)},
+        **{"ß": "ss", "æ": "ae", "œ": "oe", "þ": "th", "ø": "o", "ł": "l", "đ": "d", "ı": "i"},  # letters
+        **{"ﬁ": "fi", "ﬂ": "fl", "ﬀ": "ff"},  # ligatures
+        **{"¼": "14", "½": "12", "¾": "34", "¹": "1", "²": "2", "³": "3"},  # fractions, superscripts
+        **{chr(0x2070 + i): str(i) for i in (0, 4, 5, 6, 7, 8, 9)},  # the other superscript digits
+        **{chr(0x2080 + i): str(i) for i in range(10)},  # subscript digits
     }
 )
 _WORD = re.compile(r"[^\W_]+")

@@ -13,10 +13,6 @@ from lumina_assets.search.request import BadRequest, decode_json_body
 MAX_BODY_BYTES = 16 * 1024
 
 
-class BodyTooLarge(Exception):
-    """The request body passed MAX_BODY_BYTES while streaming in."""
-
-
 def json_error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
@@ -26,9 +22,8 @@ async def read_json_post(request: Request) -> Any:
     413 past the cap, 400 when it does not decode."""
     if (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower() != "application/json":
         return json_error(415, "a POST body must be application/json")
-    try:
-        body = await read_capped_body(request)
-    except BodyTooLarge:
+    body = await _capped_body(request)
+    if body is None:
         return json_error(413, f"request body too large (at most {MAX_BODY_BYTES} bytes)")
     try:
         return decode_json_body(body)
@@ -36,17 +31,17 @@ async def read_json_post(request: Request) -> Any:
         return json_error(400, str(error))
 
 
-async def read_capped_body(request: Request, cap: int = MAX_BODY_BYTES) -> bytes:
-    """The body; BodyTooLarge as soon as more than `cap` bytes have arrived (a declared Content-Length before
-    reading, a chunked or lying body as it streams), so the server never holds more than the cap plus one chunk."""
+async def _capped_body(request: Request) -> bytes | None:
+    """The body; None as soon as more than MAX_BODY_BYTES have arrived (a declared Content-Length before reading, a
+    chunked or lying body as it streams), so the server never holds more than the cap plus one chunk."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap:
-        raise BodyTooLarge
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        return None
     chunks: list[bytes] = []
     total = 0
     async for chunk in request.stream():
         total += len(chunk)
-        if total > cap:
-            raise BodyTooLarge
+        if total > MAX_BODY_BYTES:
+            return None
         chunks.append(chunk)
     return b"".join(chunks)

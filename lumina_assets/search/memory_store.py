@@ -58,13 +58,8 @@ class MemoryStore(LanceStore):
         self._neighbours = self._rows.select(["prev_id", "next_id"]).to_pydict()
         # typed: an empty index has no first rows, and Arrow cannot take with an untyped empty list
         firsts = pa.array([positions[0] for positions in self._by_paper.values()], type=pa.int64())
-        paper_columns = self._rows.select(["title", "doi", "url"]).take(firsts).to_pydict()
-        self._paper_display = {
-            paper_id: dict(zip(paper_columns, values, strict=True))
-            for paper_id, values in zip(
-                self._by_paper, zip(*paper_columns.values(), strict=True), strict=True
-            )
-        }
+        firsts_display = arrow_rows(self._rows.select(["title", "doi", "url"]).take(firsts))
+        self._paper_display = dict(zip(self._by_paper, firsts_display, strict=True))
         texts = self._rows["text"]  # one chunk: taken without a copy
         self._texts = texts.chunk(0) if texts.num_chunks == 1 else texts.combine_chunks()
         self.loaded_version = self.version()

@@ -25,37 +25,26 @@ def line_for(embedder) -> float | None:
     return None
 
 
-def query_vector(engine, text: str) -> np.ndarray:
-    """The unit vector of the query text alone, as the engine's last search encoded it (else encoded now)."""
+def relevance_scores(engine, contexts: Sequence) -> dict[str, float]:
+    """paper id -> relevance score of the engine's last search: the cosine between the query text alone and the
+    paper's closest passage (the index holds unit vectors)."""
+    if not contexts:
+        return {}
     trace = engine.last_trace
-    if trace.query_vector is not None and trace.query_text == text:
-        return trace.query_vector
-    vector = np.asarray(engine._embed(text), dtype=np.float32)
-    return vector / max(float(np.linalg.norm(vector)), 1e-12)
-
-
-def closest_passage_cosines(store, paper_ids: Sequence[str], vector: np.ndarray) -> dict[str, float]:
-    """paper id -> the cosine of its passage closest to `vector` (the index holds unit vectors)."""
-    rows = store.paper_passage_rows(list(paper_ids))
+    parsed = trace.parsed
+    text = (parsed.text if parsed is not None else "") or trace.query_text
+    if not text:
+        return {}
+    vector = trace.query_vector if trace.query_text == text else None  # as the search encoded it, else now
+    if vector is None:
+        vector = np.asarray(engine._embed(text), dtype=np.float32)
+        vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+    ids = [c.paper_id for c in contexts]
     scores: dict[str, float] = {}
-    for paper_id, members in rows.items():
+    for paper_id, members in engine.store().paper_passage_rows(ids).items():
         matrix = np.asarray([row["vector"] for row in members], dtype=np.float32)
         if matrix.size:
             scores[paper_id] = float((matrix @ vector).max())
-    return scores
-
-
-def relevance_scores(engine, contexts: Sequence) -> dict[str, float]:
-    """paper id -> relevance score (the closest passage's cosine to the query) of the engine's last search."""
-    if not contexts:
-        return {}
-    parsed = engine.last_trace.parsed
-    text = (parsed.text if parsed is not None else "") or engine.last_trace.query_text
-    if not text:
-        return {}
-    vector = query_vector(engine, text)
-    ids = [c.paper_id for c in contexts]
-    scores = closest_passage_cosines(engine.store(), ids, vector)
     if parsed is not None and parsed.authors:
         # "Cohan et al. 2020": a paper by the cited (first) author matches whatever its cosine
         for paper_id, paper in engine.store().papers(ids).items():
@@ -76,12 +65,11 @@ def partition(contexts: Sequence, scores: dict[str, float], line: float | None):
     return matching, rest
 
 
-def matching_contexts(engine, request, k: int, *, include_all: bool = False) -> list:
-    """The top-k contexts of a SearchRequest that are above the line (all of them with `include_all`); alerts take
-    their hits from these."""
+def matching_contexts(engine, request, k: int) -> list:
+    """The top-k contexts of a SearchRequest that are above the line; alerts take their hits from these."""
     contexts = engine.search(request.query, k=k, constrain=request.constrain)
     line = line_for(engine.embedder)
-    if include_all or line is None:
+    if line is None:
         return contexts
     return partition(contexts, relevance_scores(engine, contexts), line)[0]
 

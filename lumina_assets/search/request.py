@@ -133,11 +133,6 @@ class SearchRequest:
         tag, collection = _text(data.get("tag"), "tag"), _text(data.get("collection"), "collection")
         return cls(query, k, page, year_min, year_max, author, venue, overview, widen, sort, tag, collection)
 
-    def filters(self) -> dict:
-        """The UI filters that are set, by field name (what a saved search or an export link carries)."""
-        values = {name: getattr(self, name) for name in FILTER_FIELDS}
-        return {name: value for name, value in values.items() if value is not None}
-
     def constrain(self, parsed):
         """`parsed` with the filter fields applied as given: a field that is set replaces what the text said for that
         kind of filter (the year range as a whole). The fields never pass through the parser."""

@@ -5,15 +5,16 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import re
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+
+from filelock import FileLock
 
 from lumina_assets.core import settings
 from lumina_assets.search.request import FILTER_FIELDS, BadRequest, SearchRequest
@@ -81,17 +82,10 @@ def database_path() -> Path:
     return alerts_dir() / DATABASE
 
 
-@contextlib.contextmanager
-def locked(name: str) -> Iterator[None]:
+def locked(name: str) -> FileLock:
     """An exclusive lock across threads and processes (alert runs take it so two runs evaluate one by one)."""
-    folder = alerts_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f".{name}.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    alerts_dir().mkdir(parents=True, exist_ok=True)
+    return FileLock(alerts_dir() / f".{name}.lock")
 
 
 def _unreadable(path: Path, error: BaseException) -> StoreUnreadable:
@@ -115,13 +109,7 @@ def connect(*, write: bool = False) -> Iterator[sqlite3.Connection]:
         _prepare(db)
         if write:
             db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-        else:
+        with db:  # commits a write transaction, or rolls it back on an error
             yield db
     except sqlite3.IntegrityError:
         raise
@@ -146,45 +134,25 @@ def _prepare(db: sqlite3.Connection) -> None:
             return
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("BEGIN IMMEDIATE")
-        try:
+        with db:
             for statement in TABLES:
                 db.execute(statement)
             db.execute(f"PRAGMA user_version = {VERSION}")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+
+
+SEARCH_COLUMNS = "id, name, query, filters, k, created_at, seen_at"
 
 
 def insert_search(db: sqlite3.Connection, search: SavedSearch) -> None:
     db.execute(
-        "INSERT INTO searches (id, name, query, filters, k, created_at, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (
-            search.id,
-            search.name,
-            search.query,
-            json.dumps(search.filters, ensure_ascii=False, sort_keys=True),
-            search.k,
-            search.created_at,
-            search.seen_at,
-        ),
+        f"INSERT INTO searches ({SEARCH_COLUMNS}) VALUES (:id, :name, :query, :filters, :k, :created_at, :seen_at)",
+        {**asdict(search), "filters": json.dumps(search.filters, ensure_ascii=False, sort_keys=True)},
     )
 
 
 def search_from_row(row) -> SavedSearch:
-    search_id, name, query, filters, k, created_at, seen_at = row
-    return SavedSearch(
-        name=name,
-        query=query,
-        filters=json.loads(filters),
-        k=k,
-        id=search_id,
-        created_at=created_at,
-        seen_at=seen_at,
-    )
-
-
-SEARCH_COLUMNS = "id, name, query, filters, k, created_at, seen_at"
+    values = dict(zip(SEARCH_COLUMNS.split(", "), row, strict=True))
+    return SavedSearch(**{**values, "filters": json.loads(values["filters"])})
 
 
 def put_state(db: sqlite3.Connection, search_id: str, entry: dict) -> None:
@@ -257,8 +225,7 @@ def validate(name, query, filters, k) -> SavedSearch:
         raise BadRequest(
             "name must be 1-64 characters: letters, digits, '.', '_' or '-', starting with a letter or digit"
         )
-    if filters is None:
-        filters = {}
+    filters = {} if filters is None else filters
     if not isinstance(filters, dict):
         raise BadRequest("filters must be an object")
     unknown = set(filters) - set(FILTER_FIELDS)
@@ -355,11 +322,6 @@ def hits_for(search: SavedSearch) -> list[dict]:
             (search.id, MAX_HITS_PER_SEARCH),
         )
         return [json.loads(row[0]) for row in rows]
-
-
-def new_count(search: SavedSearch) -> int:
-    with connect() as db:
-        return _new_hits(db, search)
 
 
 def summaries() -> list[dict]:

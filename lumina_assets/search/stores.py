@@ -141,9 +141,8 @@ class LanceStore:
         """After each search: the first starts `prewarm_in_background` (at open it would slow the first query)."""
         if not self._prewarm_started:
             self._prewarm_started = True
-            if not self.preload:  # a cache bound the indexes do not fit in: queries load what they touch
-                return
-            self._prewarm_threads = self.prewarm_in_background()
+            if self.preload:  # else a cache bound the indexes do not fit in: queries load what they touch
+                self._prewarm_threads = self.prewarm_in_background()
 
     def prewarm_in_background(self) -> list[threading.Thread]:
         """Loads the vector and full-text indexes in daemon threads, one per index; a query never waits for them."""

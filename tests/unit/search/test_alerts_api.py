@@ -131,7 +131,7 @@ def test_removed_then_saved_again_starts_afresh():
         state["hits"].append(
             {"search_id": first.id, "search": "again", "paper_id": "p1", "found_at": saved_searches.now()}
         )
-    assert saved_searches.new_count(saved_searches.get("again")) == 1
+    assert [s["new_count"] for s in saved_searches.summaries()] == [1]
     saved_searches.remove("again")
     second = saved_searches.add(saved_searches.validate("again", "sepsis", {}, 10))
     assert second.id != first.id and saved_searches.hits_for(second) == []
