@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from evals.ledger import write_text
 from lumina_assets.core import prices, settings
+from lumina_assets.core.tables import atomic_write_text
 
 OPEN = "open"
 ENDED = "ended"
@@ -65,7 +65,7 @@ def records_dir() -> Path:
 
 
 def write_record(record: dict[str, Any]) -> None:
-    write_text(records_dir() / f"{record['id']}.json", json.dumps(record, indent=2))
+    atomic_write_text(records_dir() / f"{record['id']}.json", json.dumps(record, indent=2))
 
 
 def _requests_path(batch_id: str) -> Path:

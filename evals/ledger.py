@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lumina_assets.core import settings, tables
-from lumina_assets.core.tables import atomic_replace
+from lumina_assets.core.tables import atomic_write_text
 
 
 def _costs_dir() -> Path:
@@ -19,17 +19,12 @@ def _skip_path(name: str, partition: str) -> Path:
     return settings.benchmark_dir() / "skipped" / f"{name}.{partition}.txt"
 
 
-def write_text(path: Path, text: str) -> None:
-    atomic_replace(path, lambda temp: temp.write_text(text, encoding="utf-8"))
-
-
 def _read_json(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
 ROLES = {  # which LLM role an asset's calls are, for the cost line
     "synthetic_questions": "question generator",
-    "provider_results": "search LLM",
     "recursive_results": "refiner",
     "judgments": "judge",
     "judge_validation": "judge",
@@ -48,13 +43,13 @@ def record_cost(asset: str, partition: str | None, client, *, role: str = "") ->
         "model": client.label,
         **client.usage.as_metadata("llm"),
     }
-    write_text(_costs_dir() / f"{asset}.{partition or 'all'}{suffix}.json", json.dumps(entry))
+    atomic_write_text(_costs_dir() / f"{asset}.{partition or 'all'}{suffix}.json", json.dumps(entry))
 
 
 def record_requests(asset: str, partition: str, counters: dict[str, Any]) -> None:
     """A provider's HTTP counters for one asset (requests sent, cache hits, a price its responses stated)."""
     entry = {"asset": asset, "partition": partition, **counters}
-    write_text(settings.benchmark_dir() / "requests" / f"{asset}.{partition}.json", json.dumps(entry))
+    atomic_write_text(settings.benchmark_dir() / "requests" / f"{asset}.{partition}.json", json.dumps(entry))
 
 
 def provider_of(partition: str) -> str:
@@ -120,7 +115,7 @@ def run_cost(providers: list[str], request_prices: dict[str, tuple[float | None,
 
 
 def mark_skipped(name: str, partition: str, reason: str) -> None:
-    write_text(_skip_path(name, partition), reason)
+    atomic_write_text(_skip_path(name, partition), reason)
 
 
 def clear_skipped(name: str, partition: str) -> None:
@@ -137,7 +132,7 @@ def skipped_providers() -> dict[str, str]:
 
 
 def write_agreement(agreement: dict[str, Any]) -> None:
-    write_text(settings.benchmark_dir() / "judge_agreement.json", json.dumps(agreement, indent=2))
+    atomic_write_text(settings.benchmark_dir() / "judge_agreement.json", json.dumps(agreement, indent=2))
 
 
 def read_agreement() -> dict[str, Any]:
@@ -147,7 +142,7 @@ def read_agreement() -> dict[str, Any]:
 
 def write_plan(plan: dict[str, Any]) -> None:
     """The plan of the run about to start, so its report can set it beside what the run actually sent."""
-    write_text(settings.benchmark_dir() / "plan.json", json.dumps(plan, indent=2))
+    atomic_write_text(settings.benchmark_dir() / "plan.json", json.dumps(plan, indent=2))
 
 
 def read_plan() -> dict[str, Any]:

@@ -13,10 +13,9 @@ from typing import Any
 import polars as pl
 from filelock import FileLock
 
-from evals.ledger import write_text
 from lumina_assets.core import settings
 from lumina_assets.core.ids import short_hash
-from lumina_assets.core.tables import atomic_replace
+from lumina_assets.core.tables import atomic_replace, atomic_write_text
 
 ROW_GROUP = 500  # rows per row group of a combined table
 
@@ -43,7 +42,7 @@ def assign(question_ids: Sequence[str], size: int) -> list[str]:
         shards.append(new[start : start + size])
     if new:
         with FileLock(str(_root() / "shards.json.lock")):
-            write_text(_root() / "shards.json", json.dumps(shards))
+            atomic_write_text(_root() / "shards.json", json.dumps(shards))
     return current(question_ids, shards)
 
 
@@ -94,7 +93,7 @@ def run(
         return True
     frame = compute(part)
     atomic_replace(target, frame.write_parquet)
-    write_text(target.with_suffix(".json"), json.dumps({**stamp, "data": frame_fingerprint(frame)}))
+    atomic_write_text(target.with_suffix(".json"), json.dumps({**stamp, "data": frame_fingerprint(frame)}))
     return False
 
 

@@ -81,6 +81,11 @@ def atomic_replace(path: Path, write: Callable[[Path], object]) -> Path:
     return path
 
 
+def atomic_write_text(path: Path, text: str) -> Path:
+    """`text` written to `path` in UTF-8 through `atomic_replace`."""
+    return atomic_replace(path, lambda temp: temp.write_text(text, encoding="utf-8"))
+
+
 def write(spec: TableSpec, table: pa.Table | pl.DataFrame, partition: str | None = None) -> Path:
     """Replace the table (or one partition of it) atomically; returns the file written."""
     if isinstance(table, pl.DataFrame):
