@@ -40,8 +40,8 @@ def add_commands(commands, bench_commands) -> None:
 
 def build_service(uri: str, *, engines: int, use_llm: bool):
     from lumina_assets.indexing.embedding import Embedder
-    from lumina_assets.search.config import SearchConfig
     from lumina_assets.search.engine import SearchEngine
+    from lumina_assets.search.rerank import configured_search_config
     from lumina_assets.search.results import SearchService
 
     embedder = Embedder()
@@ -54,8 +54,9 @@ def build_service(uri: str, *, engines: int, use_llm: bool):
             llm = None if client.is_offline else client
         except Exception as error:  # no LLM: the extractive overview, labelled
             print(f"overview LLM unavailable ({error}): extractive overviews", file=sys.stderr)
+    config = configured_search_config()  # the reranker LUMINA_RERANK_MODEL names, as `lumina search` uses it
     return SearchService(
-        lambda: SearchEngine(uri, embedder, SearchConfig(), reload_in_background=True),
+        lambda: SearchEngine(uri, embedder, config, reload_in_background=True),
         pool_size=engines,
         llm_client=llm,
     )

@@ -67,3 +67,17 @@ def test_configuration_from_the_environment(monkeypatch, tiny_cross_encoder, dat
     monkeypatch.setenv("LUMINA_RERANK_MODEL", tiny_cross_encoder)
     reranked = configured_search_config().rerank("aspirin", contexts(3))
     assert sorted(c.paper_id for c in reranked) == ["p0", "p1", "p2"]
+
+
+def test_the_server_reranks_as_lumina_search_does(monkeypatch, tiny_cross_encoder, data_dir):
+    from lumina_assets.cli.serve import build_service
+
+    monkeypatch.setenv("LUMINA_RERANK_MODEL", tiny_cross_encoder)
+    service = build_service(str(data_dir / "lancedb"), engines=1, use_llm=False)
+    reranked = service.pool.engines[0].config.rerank("aspirin", contexts(3))
+    assert sorted(c.paper_id for c in reranked) == ["p0", "p1", "p2"]
+    monkeypatch.delenv("LUMINA_RERANK_MODEL")
+    assert (
+        build_service(str(data_dir / "lancedb"), engines=1, use_llm=False).pool.engines[0].config.rerank
+        is None
+    )
