@@ -16,7 +16,7 @@ from lumina_assets.corpus.local import Enricher, LoadReport, load_beir_papers, l
 from lumina_assets.corpus.normalize import Rejection
 from lumina_assets.corpus.zotero_export import EXPORT_SUFFIXES, ExportRead, LibraryItem, read_export
 from lumina_assets.corpus.zotero_sqlite import is_data_folder, read_data_folder
-from lumina_assets.parsing.preflight import PdfLimits
+from lumina_assets.parsing.preflight import PDF_MAGIC, PdfLimits
 
 SOURCE = "zotero"
 # what a library item states about its paper (labelled `<field>:zotero` in `metadata_sources`)
@@ -141,14 +141,14 @@ def load_library(
             continue
         pdf = None
         for attachment in item.files:
-            if attachment.suffix.lower() != ".pdf":
+            if not _is_pdf(attachment):
                 continue
             if not _is_file(attachment):
                 report.repairs.append(
                     f"{item.key}: attachment {display_name(attachment)} not found (metadata kept)"
                 )
                 continue
-            loaded = load_local_corpus(attachment, limits=limits, store_root=store_root, enricher=enricher)
+            loaded = _load_pdf(attachment, limits, store_root, enricher)
             if loaded.papers:
                 pdf = loaded.papers[0]
                 break
@@ -164,6 +164,26 @@ def _is_file(path: Path) -> bool:
         return False
 
 
+def _is_pdf(path: Path) -> bool:
+    """Named .pdf, or a file that starts as one: a library may store a PDF under any name ("Full Text")."""
+    if path.suffix.lower() == ".pdf":
+        return True
+    if not _is_file(path):  # never open a FIFO or a device to look
+        return False
+    try:
+        with path.open("rb") as handle:
+            return PDF_MAGIC in handle.read(1024)
+    except (OSError, ValueError):
+        return False
+
+
+def _load_pdf(path: Path, limits, store_root, enricher) -> LoadReport:
+    """One attachment the library holds as a PDF, whatever its name; the preflight refuses what is not one."""
+    report = LoadReport(kind="pdf_folder")
+    load_one_pdf(path, limits or PdfLimits(), report, store_root, enricher)
+    return report
+
+
 def _load_standalone(item, report, limits, store_root, enricher, name) -> None:
     """A PDF in the library without a parent item: a paper described by the PDF, or a row saying why not."""
     attachment = item.files[0] if item.files else None
@@ -174,7 +194,7 @@ def _load_standalone(item, report, limits, store_root, enricher, name) -> None:
         missing = f"{item.key}: top-level attachment {display_name(attachment)} not found"
         report.reject(item_id, shown, SOURCE, "standalone_attachment_missing", missing)
         return
-    loaded = load_local_corpus(attachment, limits=limits, store_root=store_root, enricher=enricher)
+    loaded = _load_pdf(attachment, limits, store_root, enricher)
     if not loaded.papers:
         for rejection, error in zip(loaded.rejected, loaded.errors, strict=True):
             report.reject(
@@ -202,9 +222,7 @@ def load_local_corpus(
     if path.is_dir():
         return load_pdf_folder(path, limits=limits, store_root=store_root, enricher=enricher)
     if path.suffix.lower() == ".pdf":
-        report = LoadReport(kind="pdf_folder")
-        load_one_pdf(path, limits or PdfLimits(), report, store_root, enricher)
-        return report
+        return _load_pdf(path, limits, store_root, enricher)
     raise ValueError(
         f"LUMINA_CORPUS={display_name(path)} is neither a folder of PDFs nor a BEIR directory with corpus.jsonl"
     )

@@ -355,3 +355,27 @@ def test_attachment_names_with_a_nul_byte_are_refused_not_fatal(tmp_path):
         "@article{b, title = {A good one}, abstract = {Text.}}\n"
     )
     assert sorted(p.source_id for p in load_local_corpus(export).papers) == ["a", "b"]
+
+
+def test_a_pdf_stored_without_the_pdf_suffix_is_read_by_its_content_type(shared_data, tmp_path):
+    folder = tmp_path / "Zotero"
+    z = good_library(folder)
+    (folder / "storage" / "TOPL0004").mkdir(parents=True)
+    shutil.copyfile(shared_data / "pdfs" / "pasa.pdf", folder / "storage/TOPL0004/PaSa full text")
+    z.attach(None, "TOPL0004", "storage:PaSa full text")  # top level, application/pdf, no suffix
+    (folder / "storage" / "ABCD2346").mkdir()
+    shutil.copyfile(shared_data / "pdfs" / N18, folder / "storage/ABCD2346/Ammar")
+    ammar = z.db.execute("SELECT itemID FROM items WHERE key = 'QWER7890'").fetchone()[0]
+    z.attach(ammar, "ABCD2346", "storage:Ammar")
+    (folder / "storage" / "FIFO0001").mkdir()
+    os.mkfifo(folder / "storage/FIFO0001/pipe")  # looked at by name and type, never opened
+    specter = z.db.execute("SELECT itemID FROM items WHERE key = 'SPEC1234'").fetchone()[0]
+    z.attach(specter, "FIFO0001", "storage:pipe")
+    z.close()
+    report = load_local_corpus(folder)
+    papers = {p.source_id: p for p in report.papers}
+    assert set(papers) == {"QWER7890", "SPEC1234", "TOPL0004"}
+    assert not papers["SPEC1234"].local_path
+    assert papers["TOPL0004"].title.lower().startswith("pasa") and papers["TOPL0004"].local_path
+    assert papers["QWER7890"].local_path  # the item keeps its library metadata and gets its PDF
+    assert not report.rejected
