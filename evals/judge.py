@@ -239,7 +239,7 @@ class LLMJudge:
 
 class NoJudge:
     """Where no LLM judge is configured: nothing is judged, and offline runs compare providers on qrels alone (an
-    offline judge would have to share no model with a provider under test; none here does)."""
+    offline judge would have to share no model with a provider under test; Lumina ships none)."""
 
     name = "none"
     is_offline = True

@@ -35,8 +35,8 @@ SCORES_HEADLINE = (
 )
 
 OFFLINE_JUDGE_NOT_USED = (
-    "no context is judged (an offline judge must share no model with a provider under test, and none here does): "
-    "providers are compared on qrels only and CR / CP by judge are not measured"
+    "no context is judged (an offline judge would have to share no model with a provider under test, and Lumina "
+    "ships none): providers are compared on qrels only and CR / CP by judge are not measured"
 )
 
 
