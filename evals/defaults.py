@@ -7,8 +7,8 @@ PAGE_SIZES = (5, 10)  # page sizes p; provider_results asks each provider for th
 SYNTHETIC_QUESTIONS = 12  # questions generated from sampled passages
 SHARD_SIZE = 500  # questions per shard, the unit of work of the per-question benchmark assets (evals.shards)
 BEIR_QUERIES = 0  # BEIR queries with qrels: 0 = every held-out one, N > 0 = a seeded sample of N, < 0 = none
-# SciFact train queries per split the offline judge is calibrated on; the judging and the scoring steps must use
-# the same value, so the agreement is measured on the judge that judged.
+# SciFact train queries per half of the seeded split an LLM judge is validated on (the second half; the first is left
+# out of judge-vs-qrels on contexts). Changing it changes which pairs validate the judge.
 CALIBRATION_QUERIES = 60
 LLM_VALIDATION_QUERIES = 30  # held-out queries an LLM judge is validated on (each costs calls)
 JUDGE_MAX_ATTEMPTS = 3  # an LLM's tries per verdict or question before it is recorded as failed

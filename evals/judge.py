@@ -1,5 +1,5 @@
 """The judge, ragas-style: a typed input, the paper's prompt, a strict output parser; score math lives elsewhere.
-An unparseable LLM answer is retried, then recorded as a failure; the offline judge is labelled `offline`."""
+An unparseable LLM answer is retried, then recorded as a failure; without an LLM judge `NoJudge` judges nothing."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ import json
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from importlib import resources as importlib_resources
 from typing import Any
-
-import numpy as np
 
 from lumina_assets.core.concurrency import map_in_threads
 from lumina_assets.core.llm import BudgetExhausted
@@ -149,7 +147,9 @@ class JudgeResult:
     sentence_verdicts: list[int] | None
     precision_failure: str | None
     precision_attempts: int
-    relevance_score: float | None = None  # offline judge: the cosine similarity behind the verdict
+    relevance_score: float | None = (
+        None  # always empty for the LLM judge; kept so stored judgments read alike
+    )
 
 
 def ask_with_retries(
@@ -237,89 +237,9 @@ class LLMJudge:
         return map_in_threads(lambda pair: self.judge_relevance(*pair)[0], pairs, self.workers)
 
 
-@dataclass
-class OfflineThresholds:
-    """Cosine thresholds for the offline judge and where they came from."""
+class NoJudge:
+    """Where no LLM judge is configured: nothing is judged, and offline runs compare providers on qrels alone (an
+    offline judge would have to share no model with a provider under test; Lumina ships none)."""
 
-    relevance: float
-    precision: float
-    model: str
-    calibrated_on: str
-    calibration_pairs: int
-    calibration_kappa: float
-    validation: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
-
-    @classmethod
-    def from_json(cls, text: str) -> OfflineThresholds:
-        return cls(**json.loads(text))
-
-
-_SHARED_VECTORS: dict[int, dict[str, np.ndarray]] = {}
-_MAX_SHARED_VECTORS = 200_000  # ~300 MB of 384-d float32 vectors at most
-
-
-class OfflineJudge:
-    """Embedding-similarity stand-in for the LLM judge; every verdict it gives is labelled offline."""
-
-    def __init__(self, embedder, thresholds: OfflineThresholds):
-        self.embedder = embedder
-        self.thresholds = thresholds
-        self.name = f"offline:embedding-cosine({thresholds.model}; cr>={thresholds.relevance:.3f}, cp>={thresholds.precision:.3f})"
-        self.is_offline = True
-        # shared by every offline judge on this embedder in the process: providers judge many of the same passages
-        self._vectors = _SHARED_VECTORS.setdefault(id(embedder), {})
-
-    def _encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        if len(self._vectors) > _MAX_SHARED_VECTORS:
-            self._vectors.clear()
-        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
-        if missing:
-            for text, vector in zip(missing, self.embedder.encode(missing), strict=True):
-                self._vectors[text] = np.asarray(vector, dtype=np.float32)
-        return [self._vectors[t] for t in texts]
-
-    @staticmethod
-    def context_text(context: Context) -> str:
-        return " ".join([context.title or "", *context.chunks]).strip()
-
-    def relevance_scores(self, pairs: Sequence[tuple[str, Context]]) -> list[float]:
-        questions = self._encode([q for q, _ in pairs])
-        contexts = self._encode([self.context_text(c) for _, c in pairs])
-        return [float(np.dot(q, c)) for q, c in zip(questions, contexts, strict=True)]
-
-    def relevance_verdicts(self, pairs: Sequence[tuple[str, Context]]) -> list[int | None]:
-        return [int(s >= self.thresholds.relevance) for s in self.relevance_scores(pairs)]
-
-    def judge_many(self, items: Sequence[JudgeInput]) -> list[JudgeResult]:
-        pairs = [(item.question, item.context) for item in items]
-        scores = self.relevance_scores(pairs)
-        sentence_lists = [context_sentences(item.context) for item in items]
-        self._encode([s for sentences in sentence_lists for s in sentences])
-        results = []
-        for item, score, sentences in zip(items, scores, sentence_lists, strict=True):
-            question_vector = self._vectors[item.question]
-            verdicts = [
-                int(float(np.dot(question_vector, self._vectors[s])) >= self.thresholds.precision)
-                for s in sentences
-            ]
-            empty = not any(chunk.strip() for chunk in item.context.chunks)
-            results.append(
-                JudgeResult(
-                    key=item.key,
-                    question_id=item.question_id,
-                    judge=self.name,
-                    relevant=0 if empty else int(score >= self.thresholds.relevance),
-                    relevance_failure=None,
-                    relevance_attempts=0,
-                    critical=sum(verdicts),
-                    sentences=len(sentences),
-                    sentence_verdicts=verdicts,
-                    precision_failure=None,
-                    precision_attempts=0,
-                    relevance_score=score,
-                )
-            )
-        return results
+    name = "none"
+    is_offline = True

@@ -124,17 +124,15 @@ POOL_SCHEMA = {
 
 
 def judge_pool(items: Sequence[PoolItem], judge) -> pl.DataFrame:
-    """Each pool item judged once: the binary prompts through `judge.judge_many` (an LLM or the offline judge) and,
-    with an LLM judge, the graded prompt (offline there is no graded judge: grade null, `not measured`)."""
+    """Each pool item judged once by the LLM judge: the binary prompts through `judge.judge_many` and the graded
+    prompt. Without an LLM judge nothing is pooled (`lumina_assets.defs.benchmark_run`)."""
     results = judge.judge_many([item.judge_input for item in items]) if items else []
-    if getattr(judge, "is_offline", True):
-        grades = [(None, "not measured (offline judge)")] * len(items)
-    else:  # (grade, None) or (None, the reason) after the judge's retries, as many in flight as its binary prompts
-        grades = map_in_threads(
-            lambda item: judge.ask(graded_prompt(item.question, item.context), parse_grade)[:2],
-            items,
-            getattr(judge, "workers", 1),
-        )
+    # (grade, None) or (None, the reason) after the judge's retries, as many in flight as its binary prompts
+    grades = map_in_threads(
+        lambda item: judge.ask(graded_prompt(item.question, item.context), parse_grade)[:2],
+        items,
+        getattr(judge, "workers", 1),
+    )
     rows = [
         {
             **asdict(result),

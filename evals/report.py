@@ -35,8 +35,8 @@ SCORES_HEADLINE = (
 )
 
 OFFLINE_JUDGE_NOT_USED = (
-    "the offline embedding judge shares its model with Lumina (a provider under test), so no context is judged: "
-    "providers are compared on qrels only and CR / CP by judge are not measured"
+    "no context is judged (an offline judge would have to share no model with a provider under test, and Lumina "
+    "ships none): providers are compared on qrels only and CR / CP by judge are not measured"
 )
 
 
@@ -97,7 +97,7 @@ def _ci(row: dict[str, Any], name: str, sep: str = " ") -> str:
 
 
 def agreement_line(agreement: dict[str, Any] | None) -> str:
-    """What the judge's calibration-set agreement measures (CR verdicts on SciFact qrel pairs only)."""
+    """What the LLM judge's validation-set agreement measures (CR verdicts on SciFact qrel pairs only)."""
     if not agreement:
         return "**Judge agreement:** not measured (no qrels available for validation)."
     return (
@@ -111,10 +111,10 @@ def agreement_line(agreement: dict[str, Any] | None) -> str:
 def judge_banner(judge_name: str, offline: bool) -> str:
     if offline:
         return (
-            "> **OFFLINE RUN.** No LLM judge is configured, and the only offline judge (embedding cosine under "
-            "all-MiniLM-L6-v2) shares its model with Lumina, a provider under test, so nothing is judged: providers "
-            "are compared on qrels only (BEIR qrels; a synthetic question's source paper and passage). CR and CP by "
-            "judge: **not measured** offline."
+            "> **OFFLINE RUN.** No LLM judge is configured, so nothing is judged: offline runs are compared on "
+            "qrels only (BEIR qrels; a synthetic question's source paper and passage). An offline judge would have "
+            "to share no model with a provider under test; Lumina ships none. CR and CP by judge: **not measured** "
+            "offline."
         )
     return f"> Judge: `{judge_name}` at temperature 0, prompts verbatim from the Lumina paper."
 

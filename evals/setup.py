@@ -10,7 +10,7 @@ import polars as pl
 
 from evals import defaults, ledger
 from evals import judge as judge_lib
-from evals import judge_calibration as calibration
+from evals import judge_validation as validation_lib
 from lumina_assets.core import settings, tables
 from lumina_assets.corpus.collections import is_beir_queries
 
@@ -28,8 +28,9 @@ def load_papers() -> pl.DataFrame | None:
     return tables.read(tables.PAPERS)
 
 
-def calibration_dir(config_value: str) -> Path:
-    """The offline judge's calibration set: the configured folder, LUMINA_CORPUS when SciFact, else the shared one."""
+def validation_dir(config_value: str) -> Path:
+    """The BEIR qrels an LLM judge is validated on: the configured folder, LUMINA_CORPUS when SciFact, else the
+    shared one."""
     if config_value:
         return Path(config_value)
     corpus = settings.get().paths.corpus
@@ -38,28 +39,12 @@ def calibration_dir(config_value: str) -> Path:
     return settings.shared_data_dir() / "scifact"
 
 
-def offline_judge(folder: Path, queries_per_split: int) -> judge_lib.OfflineJudge:
-    """The calibrated offline judge; thresholds and their held-out agreement are cached as JSON."""
-    if not (folder / "qrels").is_dir():
-        shipped = calibration.packaged_thresholds(queries_per_split)
-        if shipped is None:
-            raise SetupError(
-                f"offline judge needs SciFact train qrels for calibration at {folder} (no shipped calibration for "
-                f"{queries_per_split} queries per split); set JudgeConfig.calibration_dir or "
-                "run `lumina fetch-collection scifact`"
-            )
-        return judge_lib.OfflineJudge(calibration.default_embedder(), shipped)
-    embedder = calibration.default_embedder()
-    cache = settings.benchmark_dir() / "judge_calibration"
-    thresholds = calibration.load_or_calibrate(embedder, folder, queries_per_split, cache)
-    return judge_lib.OfflineJudge(embedder, thresholds)
-
-
-def build_judge(judge_llm, config):
-    """(judge, llm client or None): without a key, the calibrated offline judge."""
+def build_judge(judge_llm, config) -> tuple[judge_lib.LLMJudge | judge_lib.NoJudge, Any]:
+    """(judge, llm client or None). Without a key, `NoJudge`: the only offline judge there was embedded with
+    Lumina's own model, so offline runs judge nothing and compare on qrels alone."""
     client = judge_llm.get_client()
     if client.is_offline:
-        return offline_judge(calibration_dir(config.calibration_dir), config.calibration_queries), None
+        return judge_lib.NoJudge(), None
     attempts = getattr(config, "max_attempts", defaults.JUDGE_MAX_ATTEMPTS)
     return judge_lib.LLMJudge(client, max_attempts=attempts), client
 
@@ -67,35 +52,29 @@ def build_judge(judge_llm, config):
 def judge_agreement(
     judge_llm, config, *, llm_queries: int = defaults.LLM_VALIDATION_QUERIES
 ) -> dict[str, Any]:
-    """Agreement of the configured judge with SciFact human qrels on held-out pairs ({} without the qrels); an LLM
-    judge is validated on `llm_queries` queries. `config` as for build_judge."""
-    folder = calibration_dir(config.calibration_dir)
+    """Agreement of the configured LLM judge with SciFact human qrels on `llm_queries` queries of the validation
+    half ({} without an LLM judge or without the qrels). `config` as for build_judge."""
+    folder = validation_dir(config.calibration_dir)
     if not (folder / "qrels").is_dir():
         return {}
     judge, client = build_judge(judge_llm, config)
-    if judge.is_offline and judge.thresholds.validation:
-        result = dict(judge.thresholds.validation)
-    else:
-        _, validation = calibration.labelled_pairs(folder, queries_per_split=config.calibration_queries)
-        if client is not None:
-            keep = sorted({p.query_id for p in validation})[:llm_queries]
-            validation = [p for p in validation if p.query_id in keep]
-        result = calibration.validate_judge(judge, validation)
-        ledger.record_cost("judge_validation", None, client)
-    result["set"] = f"{folder.name} train qrels"
-    result["offline"] = judge.is_offline
     if judge.is_offline:
-        shown = ("relevance", "precision", "calibrated_on", "calibration_kappa")
-        result["thresholds"] = {name: getattr(judge.thresholds, name) for name in shown}
+        return {}
+    _, validation = validation_lib.labelled_pairs(folder, queries_per_split=config.calibration_queries)
+    keep = sorted({p.query_id for p in validation})[:llm_queries]
+    result = validation_lib.validate_judge(judge, [p for p in validation if p.query_id in keep])
+    ledger.record_cost("judge_validation", None, client)
+    result["set"] = f"{folder.name} train qrels"
+    result["offline"] = False
     return result
 
 
-def calibration_question_ids(config) -> set[str]:
-    """Benchmark question ids of the offline judge's calibration queries, left out of its validation on contexts."""
-    folder = calibration_dir(config.calibration_dir)
+def left_out_question_ids(config) -> set[str]:
+    """Benchmark question ids of the validation split's first half, left out of judge-vs-qrels on contexts."""
+    folder = validation_dir(config.calibration_dir)
     if not (folder / "qrels" / "train.tsv").exists():
         return set()
-    ids = calibration.calibration_query_ids(folder, queries_per_split=config.calibration_queries)
+    ids = validation_lib.left_out_query_ids(folder, queries_per_split=config.calibration_queries)
     return {f"beir-{folder.name}-q:{qid}" for qid in ids}
 
 

@@ -39,8 +39,7 @@ def session_data_dir(tmp_path_factory):
 def reset_process_state() -> None:
     """Forget what the process keeps between calls that could make one test depend on another: the per-host
     rate limiter's next-allowed times, the open search stores (keyed by index URI, so a store of an index a
-    previous test wrote would be reused), and the offline judge's passage vectors (keyed by the id() of an
-    embedder, which Python reuses once an object is freed). The loaded models and ONNX query encoders stay:
+    previous test wrote would be reused). The loaded models and ONNX query encoders stay:
     they are read-only weights, and reloading them per test would add minutes to the suite."""
     # only modules a test already imported hold state; importing the others here would only slow the suite
     http = sys.modules.get("lumina_assets.core.http")
@@ -49,9 +48,6 @@ def reset_process_state() -> None:
     stores = sys.modules.get("lumina_assets.search.memory_store")
     if stores is not None:
         stores.clear_open_stores()
-    judge = sys.modules.get("evals.judge")
-    if judge is not None:
-        judge._SHARED_VECTORS.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -147,7 +147,7 @@ def _add_run_options(parser) -> None:
         "--calibration-queries",
         type=int,
         default=defaults.CALIBRATION_QUERIES,
-        help="SciFact queries per split for the offline judge",
+        help="SciFact train queries per half of the LLM judge's validation split (it validates on the second half)",
     )
 
 

@@ -316,7 +316,7 @@ def judgments(
     recursive = upstream("recursive_results", context, runner.RECURSIVE_SCHEMA)
     with setup_failure():
         judge, client = build_judge(judge_llm, config)
-    if judge.is_offline:  # it would embed with Lumina's own model: offline runs compare on qrels alone
+    if judge.is_offline:  # no LLM judge: offline runs compare on qrels alone
         context.log.info(f"judgments for {name}: no LLM judge configured; {OFFLINE_JUDGE_NOT_USED}")
 
     def judge_part(part: pl.DataFrame) -> pl.DataFrame:

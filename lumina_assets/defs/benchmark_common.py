@@ -64,10 +64,8 @@ class RecursionConfig(dg.Config):
 
 
 class JudgeConfig(dg.Config):
-    """Offline judge calibration: SciFact train qrels (default ../shared/data/scifact), split by query."""
+    """The LLM judge's tries per verdict and the context form it judges (without an LLM judge nothing is judged)."""
 
-    calibration_dir: str = ""
-    calibration_queries: int = defaults.CALIBRATION_QUERIES
     max_attempts: int = defaults.JUDGE_MAX_ATTEMPTS
     context_form: str = defaults.CONTEXT_FORM  # evals.contexts: equal | whitepaper (as ScoresConfig's)
 
@@ -92,6 +90,8 @@ class ScoresConfig(dg.Config):
     permutation_resamples: int = 10000
     bootstrap_resamples: int = 2000
     alpha: float = defaults.ALPHA  # family-wise, for the Holm-corrected primary family
+    # the LLM judge's validation on BEIR train qrels (default SciFact): the folder, and the queries per half of its
+    # seeded split (the judge validates on the second half; names kept so existing run configs still load)
     calibration_dir: str = ""
     calibration_queries: int = defaults.CALIBRATION_QUERIES
     validation_queries_llm: int = defaults.LLM_VALIDATION_QUERIES
@@ -120,7 +120,6 @@ def default_run_config(
             "questions": {"config": {"shard_size": shard_size}},
             "provider_results": {"config": {"k": max(page_sizes)}},
             "recursive_results": {"config": {"depths": depths, "page_sizes": page_sizes}},
-            "judgments": {"config": {"calibration_queries": calibration_queries}},
             "benchmark_scores": {
                 "config": {
                     "calibration_queries": calibration_queries,

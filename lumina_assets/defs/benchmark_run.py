@@ -11,7 +11,7 @@ from evals.comparison import Primary
 from evals.matching import PaperMatcher
 from evals.report import SCORES_HEADLINE, write_report
 from evals.report_plots import image_markdown
-from evals.setup import build_judge, calibration_question_ids, judge_agreement, load_papers, load_passages
+from evals.setup import build_judge, judge_agreement, left_out_question_ids, load_papers, load_passages
 from lumina_assets.core import settings, tables
 from lumina_assets.core.ids import short_hash
 from lumina_assets.defs.benchmark_common import (
@@ -86,7 +86,7 @@ def benchmark_scores(
         judged=not judge.is_offline,
         bootstrap_resamples=config.bootstrap_resamples,
         permutation_resamples=config.permutation_resamples,
-        proxy_exclude=calibration_question_ids(config),
+        proxy_exclude=left_out_question_ids(config),
         primary=primary,
         deep=deep_recall.read(run.included),
         form=config.context_form,
@@ -114,7 +114,7 @@ def benchmark_scores(
         "bootstrap_resamples": config.bootstrap_resamples,
         "permutation_resamples": config.permutation_resamples,
         "alpha": config.alpha,
-        "proxy_exclude": sorted(calibration_question_ids(config)),
+        "proxy_exclude": sorted(left_out_question_ids(config)),
         "context_form": config.context_form,
     }
     if pooled_run is not None:

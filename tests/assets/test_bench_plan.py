@@ -35,7 +35,6 @@ def run_config(folder):
         calibration_queries=3,
     )
     config["ops"]["user_queries"]["config"]["beir_dir"] = str(folder)
-    config["ops"]["judgments"]["config"]["calibration_dir"] = str(folder)
     return config
 
 
@@ -229,7 +228,6 @@ def test_budget_stops_the_run_and_a_rerun_resumes(scifact_slice, data_dir):
         partition_key=shard_keys("exa")[0],
         resources=resources,
         instance=instance,
-        run_config={"ops": {"judgments": config["ops"]["judgments"]}},
         raise_on_error=False,
     )
     assert not stopped.success

@@ -25,7 +25,6 @@ def _config(folder, beir):
         synthetic=0, beir_queries=beir, depths=[0, 1], page_sizes=[3], calibration_queries=3, shard_size=2
     )
     config["ops"]["user_queries"]["config"]["beir_dir"] = str(folder)
-    config["ops"]["judgments"]["config"]["calibration_dir"] = str(folder)
     return config
 
 

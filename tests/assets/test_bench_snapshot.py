@@ -42,7 +42,6 @@ def test_snapshot_replays_offline_into_identical_scores(shared_data, data_dir, t
         synthetic=2, beir_queries=3, depths=[0, 1], page_sizes=[3], calibration_queries=3
     )
     config["ops"]["user_queries"]["config"]["beir_dir"] = str(folder)
-    config["ops"]["judgments"]["config"]["calibration_dir"] = str(folder)
     config["ops"]["benchmark_scores"]["config"].update(
         {
             "providers": ["exa", "bm25"],

@@ -25,7 +25,6 @@ def _config(folder):
         synthetic=0, beir_queries=6, depths=[0], page_sizes=[3], calibration_queries=3, shard_size=SHARD
     )
     config["ops"]["user_queries"]["config"]["beir_dir"] = str(folder)
-    config["ops"]["judgments"]["config"]["calibration_dir"] = str(folder)
     return config
 
 

@@ -244,7 +244,6 @@ def _run_benchmark_with_judge(shared_data, answer) -> dg.AssetCheckEvaluation:
         synthetic=1, beir_queries=2, depths=[0], page_sizes=[2], calibration_queries=3, providers=["bm25"]
     )
     config["ops"]["user_queries"]["config"]["beir_dir"] = folder
-    config["ops"]["judgments"]["config"]["calibration_dir"] = folder
     config["ops"]["benchmark_scores"]["config"].update(
         {"calibration_dir": folder, "validation_queries_llm": 1, "bootstrap_resamples": 50}
     )

@@ -273,7 +273,6 @@ def test_no_secret_leaves_through_logs_events_metadata_files_or_other_origins(
     )
     ops = config["ops"]
     ops["user_queries"]["config"]["beir_dir"] = str(benchmark_slice)
-    ops["judgments"]["config"]["calibration_dir"] = str(benchmark_slice)
     ops["benchmark_scores"]["config"].update(
         {
             "calibration_dir": str(benchmark_slice),

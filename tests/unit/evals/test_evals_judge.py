@@ -136,62 +136,39 @@ def test_llm_judge_records_failure_after_retries_never_zero_or_one():
     assert len(client.calls) == 6
 
 
-class KeywordEmbedder:
-    """Deterministic stand-in embedder: a normalized bag over a tiny vocabulary."""
+class _Offline:
+    """A judge_llm resource whose client has no key."""
 
-    vocabulary = ("vitamin", "fracture", "insulin", "obesity", "effect")
+    def get_client(self):
+        from lumina_assets.core.llm import LLMClient
 
-    def encode(self, texts):
-        import numpy as np
-
-        rows = []
-        for text in texts:
-            vector = np.array([text.lower().count(w) for w in self.vocabulary], dtype=np.float32) + 1e-3
-            rows.append(vector / np.linalg.norm(vector))
-        return np.stack(rows) if rows else np.zeros((0, len(self.vocabulary)), dtype=np.float32)
+        return LLMClient(backend="offline", model="")
 
 
-def test_offline_judge_follows_thresholds_and_is_labelled():
-    from evals.judge import OfflineJudge, OfflineThresholds
+def test_without_a_judge_key_nothing_is_judged_or_validated(shared_data):
+    """No LLM judge: `build_judge` returns the no-judge marker (offline, no client) and no agreement is measured,
+    even with SciFact's qrels at hand."""
+    from types import SimpleNamespace
 
-    judge = OfflineJudge(KeywordEmbedder(), OfflineThresholds(0.6, 0.8, "keyword", "test", 0, 0.0))
-    items = [
-        JudgeInput(
-            "q", "vitamin fracture", Context(title="", chunks=["Vitamin and fracture. Insulin in obesity."])
-        ),
-        JudgeInput("q", "vitamin fracture", Context(title="", chunks=["Insulin resistance in obesity."])),
-        JudgeInput("q", "vitamin fracture", Context(title="vitamin fracture", chunks=[])),
-    ]
-    results = judge.judge_many(items)
-    assert judge.is_offline and all(r.judge.startswith("offline:") for r in results)
-    assert [r.relevant for r in results] == [1, 0, 0]  # an empty context is never relevant
-    assert (results[0].critical, results[0].sentences, results[0].sentence_verdicts) == (1, 2, [1, 0])
-    assert results[2].sentences == 0 and results[2].critical == 0
+    from evals import setup
+    from evals.judge import NoJudge
+
+    config = SimpleNamespace(calibration_dir=str(shared_data / "scifact"), calibration_queries=3)
+    judge, client = setup.build_judge(_Offline(), config)
+    assert isinstance(judge, NoJudge) and judge.is_offline and client is None
+    assert setup.judge_agreement(_Offline(), config) == {}
 
 
-def test_packaged_calibration_is_reused_for_the_same_files(shared_data, tmp_path):
-    from evals.judge_calibration import calibration_fingerprint, load_or_calibrate
+def test_validation_half_leaves_out_the_first_half(shared_data):
+    """The seeded split: the LLM judge validates on the second half only; the first half's queries are the ones
+    judge-vs-qrels leaves out, and every validation query has a positive and three negatives."""
+    from evals import judge_validation
 
     folder = shared_data / "scifact"
-    fingerprint = calibration_fingerprint(folder, 60)
-    assert fingerprint != calibration_fingerprint(folder, 61)
-    thresholds = load_or_calibrate(None, folder, 60, tmp_path)  # no embedder: must not calibrate
-    assert thresholds.validation["fingerprint"] == fingerprint
-    assert 0 < thresholds.relevance < 1 and 0 < thresholds.precision < 1
-    assert thresholds.validation["n"] > 100 and -1 <= thresholds.validation["kappa"] <= 1
-
-
-def test_without_the_scifact_files_the_offline_judge_uses_the_shipped_calibration(tmp_path, monkeypatch):
-    """A clone without SciFact beside it (no qrels folder to calibrate on) judges with the calibration shipped
-    in evals/calibration/; a split size no shipped calibration was made for is refused with what to do."""
-    from evals import judge_calibration, setup
-    from evals.judge import OfflineJudge
-
-    monkeypatch.setattr(judge_calibration, "default_embedder", lambda: KeywordEmbedder())
-    empty = tmp_path / "no-scifact"
-    empty.mkdir()
-    judge = setup.offline_judge(empty, 60)
-    assert isinstance(judge, OfflineJudge)
-    assert judge.thresholds.validation["queries"] == 60 and "scifact" in judge.thresholds.calibrated_on
-    with pytest.raises(setup.SetupError, match="fetch-collection scifact"):
-        setup.offline_judge(empty, 61)
+    first, second = judge_validation.labelled_pairs(folder, queries_per_split=4)
+    left_out = judge_validation.left_out_query_ids(folder, queries_per_split=4)
+    assert {p.query_id for p in first} == left_out
+    assert len({p.query_id for p in second}) == 4 and not left_out & {p.query_id for p in second}
+    for qid in {p.query_id for p in second}:
+        labels = [p.label for p in second if p.query_id == qid]
+        assert labels.count(0) == judge_validation.HARD_NEGATIVES + 1 and 1 in labels

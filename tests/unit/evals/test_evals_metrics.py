@@ -81,17 +81,3 @@ def test_agreement_kappa_precision_recall():
     assert result.n == 10 and result.positives == 4
     with pytest.raises(ValueError):
         agreement([1], [1, 0])
-
-
-def test_offline_threshold_search_maximizes_kappa():
-    from evals.judge_calibration import _best_threshold
-
-    scores = [0.1, 0.2, 0.35, 0.4, 0.6, 0.7, 0.8, 0.3]
-    labels = [0, 0, 0, 1, 1, 1, 1, 0]
-    threshold, kappa = _best_threshold(scores, labels)
-    assert 0.35 < threshold < 0.4 and kappa == pytest.approx(1.0)
-    brute = max(
-        (agreement([int(s >= t) for s in scores], labels).kappa, t)
-        for t in [(a + b) / 2 for a, b in zip(sorted(scores), sorted(scores)[1:], strict=False)]
-    )
-    assert kappa == pytest.approx(brute[0])
