@@ -147,9 +147,8 @@ class JudgeResult:
     sentence_verdicts: list[int] | None
     precision_failure: str | None
     precision_attempts: int
-    relevance_score: float | None = (
-        None  # always empty for the LLM judge; kept so stored judgments read alike
-    )
+    # always empty for the LLM judge; kept so stored judgments read alike
+    relevance_score: float | None = None
 
 
 def ask_with_retries(
